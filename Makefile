@@ -1,0 +1,98 @@
+# Airlock build. `make` builds everything into build/; `make SAN=1` builds
+# the same with ASan+UBSan into build-san/ (what `make test` uses).
+#   make run | up | down | test | bench | deps | fuzz | lint | clean
+
+CC      ?= cc
+SAN     ?= 0
+B       := $(if $(filter 1,$(SAN)),build-san,build)
+
+WARN    := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes \
+           -Wmissing-prototypes -Wformat=2 -Wformat-nonliteral -Wvla
+CSTD    := -std=gnu17
+HARDEN  := -fstack-protector-strong -D_FORTIFY_SOURCE=2 -fPIE
+OPT     := -O2 -g
+SANFLAGS := $(if $(filter 1,$(SAN)),-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined,)
+CPPFLAGS += -Icore -I/usr/include/postgresql -I/usr/include/luajit-2.1
+CFLAGS  += $(CSTD) $(OPT) $(WARN) $(HARDEN) $(SANFLAGS) -D_GNU_SOURCE
+LDFLAGS += $(SANFLAGS) -pie -Wl,-z,relro,-z,now
+
+CORE_SRC := $(wildcard core/*.c)
+CORE_OBJ := $(CORE_SRC:%.c=$(B)/obj/%.o)
+LIBAL    := $(B)/libairlock.a
+CORE_LIBS := -lpq -ljson-c -lbtrfsutil -lseccomp -lcap -lcrypto -lpthread
+
+FCGI_OBJ := $(patsubst %.c,$(B)/obj/%.o,$(wildcard fcgi/*.c))
+SHIM_OBJ := $(patsubst %.c,$(B)/obj/%.o,$(wildcard shim/*.c))
+CTL_OBJ  := $(patsubst %.c,$(B)/obj/%.o,$(wildcard controller/*.c))
+CLI_OBJ  := $(patsubst %.c,$(B)/obj/%.o,$(wildcard cli/*.c))
+# The agent runs inside sandboxes: static, no sanitizers, only the codec
+# and error modules of core.
+AGENT_SRC := $(wildcard guest/*.c) core/agentproto.c core/err.c core/log.c
+
+UNIT_SRC := $(wildcard tests/unit/test_*.c)
+UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(B)/tests/%)
+FUZZ_SRC := $(wildcard tests/fuzz/fuzz_*.c)
+
+PROGS := $(B)/airlock-fcgi $(B)/airlock-shim $(B)/airlock-controller \
+         $(B)/airlock $(B)/airlock-agent
+
+.PHONY: all deps run up down test unit integration bench fuzz lint clean
+all: $(PROGS)
+
+$(B)/obj/%.o: %.c $(wildcard core/*.h) $(wildcard */*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
+
+$(LIBAL): $(CORE_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(B)/airlock-fcgi: $(FCGI_OBJ) $(LIBAL)
+	$(CC) $(LDFLAGS) -o $@ $^ -lfcgi $(CORE_LIBS)
+$(B)/airlock-shim: $(SHIM_OBJ) $(LIBAL)
+	$(CC) $(LDFLAGS) -o $@ $^ $(CORE_LIBS)
+$(B)/airlock-controller: $(CTL_OBJ) $(LIBAL)
+	$(CC) $(LDFLAGS) -o $@ $^ $(CORE_LIBS)
+$(B)/airlock: $(CLI_OBJ) $(LIBAL)
+	$(CC) $(LDFLAGS) -o $@ $^ -lcurl $(CORE_LIBS)
+
+$(B)/airlock-agent: $(AGENT_SRC) core/agentproto.h core/err.h core/log.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CSTD) -O2 -g $(WARN) -fstack-protector-strong \
+	  -D_FORTIFY_SOURCE=2 -D_GNU_SOURCE -Icore -static -o $@ \
+	  $(AGENT_SRC) -l:libjson-c.a
+
+$(B)/tests/%: tests/unit/%.c $(LIBAL)
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -Itests/unit $(LDFLAGS) -o $@ $< $(LIBAL) \
+	  -lcmocka $(CORE_LIBS)
+
+deps:
+	@scripts/deps.sh
+
+run:
+	@scripts/deps.sh && $(MAKE) -s all && scripts/stack.sh run
+up:
+	@scripts/deps.sh && $(MAKE) -s all && scripts/stack.sh up
+down:
+	@scripts/stack.sh down
+
+unit: $(UNIT_BIN)
+	@scripts/run-unit.sh $(UNIT_BIN)
+
+# The README's test command: deps, sanitizer build, unit tests, fuzz
+# regression runs, then the integration suite against a private stack.
+test:
+	@scripts/test.sh
+
+bench:
+	@scripts/deps.sh && $(MAKE) -s all && bench/run.sh
+
+fuzz:
+	@scripts/fuzz.sh $(FUZZ_SRC)
+
+lint:
+	@clang-format --dry-run -Werror $(wildcard */*.c */*.h tests/*/*.c)
+
+clean:
+	rm -rf build build-san

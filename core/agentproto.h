@@ -1,0 +1,149 @@
+/* agentproto: the one frame codec below fcgi.
+ *
+ * It carries fcgi worker <-> shim (control socket) and shim <-> agent
+ * (unix socket for the jail, virtio-serial for the VM). Both ends treat
+ * the other as hostile: every length is checked before use.
+ *
+ * Wire format, all integers big-endian:
+ *
+ *   u32 magic   'A','L','F','1'
+ *   u16 type    enum al_frame_type
+ *   u16 flags   0 (reserved, must be 0)
+ *   u32 id      request id chosen by the host side; every frame that
+ *               answers or streams for a request carries its id.
+ *               id 0 is the session itself (HELLO).
+ *   u32 len     payload length, <= AL_FRAME_MAX_PAYLOAD
+ *   u8  payload[len]
+ *
+ * Payloads are either raw bytes (STDIN, STDOUT, STDERR, FILE_DATA) or one
+ * JSON object (all others), documented per type below. */
+#ifndef AL_AGENTPROTO_H
+#define AL_AGENTPROTO_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "err.h"
+
+#define AL_FRAME_MAGIC 0x414c4631u /* "ALF1" */
+#define AL_FRAME_HDR_LEN 16
+#define AL_FRAME_MAX_PAYLOAD (1u << 20)
+
+enum al_frame_type {
+	/* agent -> host, id 0, once after start:
+	 * {"version":1,"pid":N} */
+	AL_F_HELLO = 1,
+	/* host -> agent: start a process.
+	 * {"cmd":["sh","-c","..."],"env":{"K":"V"},"cwd":"/",
+	 *  "timeout_ms":N (0 = none),"stdin":true|false}
+	 * stdin false: the child's stdin is /dev/null. */
+	AL_F_EXEC = 2,
+	/* agent -> host: {"pid":N} */
+	AL_F_STARTED = 3,
+	/* host -> agent: raw bytes for the process's stdin; len 0 = EOF. */
+	AL_F_STDIN = 4,
+	/* agent -> host: raw output chunks, sent as produced. */
+	AL_F_STDOUT = 5,
+	AL_F_STDERR = 6,
+	/* agent -> host, last frame of an exec:
+	 * {"exit_code":N} or {"signal":"SIGKILL","timed_out":true|false}
+	 * sent after all STDOUT/STDERR of the process. */
+	AL_F_EXIT = 7,
+	/* host -> agent: {"signal":N} to the process group of request id. */
+	AL_F_SIGNAL = 8,
+	/* host -> agent: {"path":"/abs"}; answer: FILE_DATA* then FILE_END,
+	 * or ERROR. */
+	AL_F_FILE_READ = 9,
+	/* raw chunk of file content (both directions). */
+	AL_F_FILE_DATA = 10,
+	/* end of file content, empty payload (both directions). */
+	AL_F_FILE_END = 11,
+	/* host -> agent: {"path":"/abs","mode":420}; then FILE_DATA* and
+	 * FILE_END from host; parents are created; answer RESULT
+	 * {"bytes":N} or ERROR. */
+	AL_F_FILE_WRITE = 12,
+	/* host -> agent: {"path":"/abs"}; answer RESULT
+	 * {"entries":[{"name":"x","type":"file|dir|symlink|other",
+	 *   "size":N,"mode":N,"mtime":N}]} or ERROR. */
+	AL_F_FILE_LIST = 13,
+	/* answer to a request that has one result (JSON object). */
+	AL_F_RESULT = 14,
+	/* answer: {"code":"not_found","message":"..."}; code is an
+	 * al_code_name(). Ends the request. */
+	AL_F_ERROR = 15,
+
+	/* Control frames between an fcgi worker and its sandbox's shim.
+	 * The shim answers them itself and never relays them to the agent. */
+	/* {} -> RESULT {"state":"running","driver":"ns","pid":N} */
+	AL_F_STATUS = 32,
+	/* {} -> RESULT {} once the sandbox is torn down; the shim exits. */
+	AL_F_DESTROY = 33,
+
+	AL_F_TYPE_MAX
+};
+
+typedef struct al_frame {
+	uint16_t type;
+	uint16_t flags;
+	uint32_t id;
+	uint32_t len;
+	uint8_t *payload; /* len bytes; NUL-terminated for convenience */
+} al_frame;
+
+/* Growable byte buffer with a hard cap, used to queue outgoing frames on
+ * non-blocking fds and to accumulate incoming bytes. */
+typedef struct al_buf {
+	uint8_t *data;
+	size_t len; /* bytes held */
+	size_t off; /* bytes already consumed from the front */
+	size_t cap; /* allocated */
+	size_t max; /* hard limit on len - off; 0 = 64 MiB */
+} al_buf;
+
+void al_buf_init(al_buf *b, size_t max);
+void al_buf_free(al_buf *b);
+/* Append n bytes; -1 (AL_ETOOBIG / AL_ENOMEM) past max or on OOM. */
+int al_buf_append(al_buf *b, const void *p, size_t n, al_err *err);
+size_t al_buf_pending(const al_buf *b);
+/* Write as much as the fd takes. 0 = all flushed, AL_AGAIN = some left
+ * (fd would block), -1 = write error (peer gone). */
+int al_buf_flush(al_buf *b, int fd, al_err *err);
+
+/* Encode a frame into out (header + payload). */
+int al_frame_encode(al_buf *out, uint16_t type, uint32_t id,
+		    const void *payload, size_t len, al_err *err);
+
+/* Incremental decoder over a stream of bytes. */
+typedef struct al_frame_reader {
+	al_buf in;
+} al_frame_reader;
+
+void al_frame_reader_init(al_frame_reader *r);
+void al_frame_reader_free(al_frame_reader *r);
+/* Feed bytes that arrived. */
+int al_frame_reader_feed(al_frame_reader *r, const void *p, size_t n,
+			 al_err *err);
+/* Read once from a ready (or non-blocking) fd into the reader.
+ * 1 = read bytes (or EAGAIN: nothing yet), 0 = EOF, -1 = error. */
+int al_frame_reader_fill(al_frame_reader *r, int fd, al_err *err);
+/* Take the next complete frame.
+ * 1 = *f filled (caller frees with al_frame_free), 0 = need more bytes,
+ * -1 = protocol violation (bad magic, flags != 0, oversized, unknown
+ * type): the stream cannot be trusted any more and must be closed. */
+int al_frame_next(al_frame_reader *r, al_frame *f, al_err *err);
+void al_frame_free(al_frame *f);
+
+/* Blocking helpers for simple clients (fcgi worker, tests).
+ * al_frame_send writes the whole frame; al_frame_recv reads exactly one
+ * frame, honouring deadline_ms (absolute CLOCK_MONOTONIC ms, 0 = none). */
+int al_frame_send(int fd, uint16_t type, uint32_t id, const void *payload,
+		  size_t len, al_err *err);
+int al_frame_recv(int fd, al_frame_reader *r, al_frame *f,
+		  int64_t deadline_ms, al_err *err);
+
+/* Monotonic clock in milliseconds. */
+int64_t al_now_ms(void);
+
+const char *al_frame_type_name(uint16_t type);
+
+#endif

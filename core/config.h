@@ -1,0 +1,54 @@
+/* config: where things live and the defaults, from the environment.
+ *
+ *   AIRLOCK_STATE       state directory (default ./var)
+ *   AIRLOCK_DB          libpq conninfo (default: the embedded cluster,
+ *                       "host=$AIRLOCK_STATE/run dbname=airlock user=airlock")
+ *   AIRLOCK_SQL_DIR     migrations (default: core/sql next to the binary's
+ *                       source tree, /usr/share/airlock/sql when installed)
+ *   AIRLOCK_LIBEXEC     where airlock-shim and airlock-agent live
+ *   AIRLOCK_DEFAULT_MEMORY_MB, AIRLOCK_DEFAULT_PIDS, AIRLOCK_DEFAULT_CPU_SHARES
+ *
+ * Every path is validated (absolute after resolution, bounded length). */
+#ifndef AL_CONFIG_H
+#define AL_CONFIG_H
+
+#include <stdint.h>
+
+#include "err.h"
+
+#define AL_PATH_MAX 512
+
+typedef struct al_config {
+	char state_dir[AL_PATH_MAX];   /* absolute */
+	char run_dir[AL_PATH_MAX];     /* state/run: sockets, pids */
+	char pool_dir[AL_PATH_MAX];    /* state/pool: btrfs */
+	char db_conninfo[AL_PATH_MAX]; /* libpq */
+	char sql_dir[AL_PATH_MAX];
+	char libexec_dir[AL_PATH_MAX]; /* airlock-shim, airlock-agent */
+	uint64_t default_memory_bytes; /* per sandbox */
+	uint32_t default_pids;
+	uint32_t default_cpu_shares; /* cgroup v1 cpu.shares scale (1024) */
+	uint32_t default_timeout_s;  /* sandbox lifetime */
+	uint32_t max_timeout_s;
+} al_config;
+
+/* Fill cfg from the environment; -1 with AL_EINVAL naming the variable
+ * when a value is malformed. */
+int al_config_load(al_config *cfg, al_err *err);
+/* Same but from a getenv-like lookup (for tests). */
+int al_config_load_from(al_config *cfg, const char *(*lookup)(const char *),
+			al_err *err);
+
+/* Paths derived from the config; -1 if they would not fit. */
+int al_config_sandbox_root(const al_config *cfg, const char *id, char *out,
+			   size_t outlen, al_err *err); /* pool/sandboxes/<id> */
+int al_config_template_root(const al_config *cfg, const char *name, char *out,
+			    size_t outlen, al_err *err); /* pool/templates/<name> */
+int al_config_shim_socket(const al_config *cfg, const char *id, char *out,
+			  size_t outlen, al_err *err); /* run/sbx/<id>.sock */
+
+/* A sandbox or template id is 1..63 chars of [a-z0-9-], not starting
+ * with '-'. Everything that builds a path from an id checks this first. */
+int al_id_valid(const char *id);
+
+#endif

@@ -1,0 +1,30 @@
+/* db: PostgreSQL access (libpq). One al_db per thread; never shared.
+ * Migrations are core/sql/NNN_name.sql, applied in order, each once, in a
+ * transaction, recorded in schema_migrations. */
+#ifndef AL_DB_H
+#define AL_DB_H
+
+#include <libpq-fe.h>
+
+#include "err.h"
+
+typedef struct al_db {
+	PGconn *conn;
+	char conninfo[512];
+} al_db;
+
+/* Connect; AL_EUNAVAIL when the server cannot be reached. */
+al_db *al_db_open(const char *conninfo, al_err *err);
+void al_db_close(al_db *db);
+/* Reconnect if the connection broke (after a server restart). */
+int al_db_ensure(al_db *db, al_err *err);
+/* Apply pending migrations from sql_dir; serialized across processes
+ * with an advisory lock. */
+int al_db_migrate(al_db *db, const char *sql_dir, al_err *err);
+/* Run a parameterized statement (text params, NULL = SQL NULL).
+ * Returns the result for PGRES_TUPLES_OK / PGRES_COMMAND_OK, else NULL
+ * with AL_EDB (or AL_EEXIST on unique violation). Caller PQclear()s. */
+PGresult *al_db_exec(al_db *db, const char *sql, int nparams,
+		     const char *const *params, al_err *err);
+
+#endif

@@ -1,0 +1,54 @@
+/* driver: how a sandbox's machine is run. One interface, two drivers:
+ * "ns" (namespace jail, driver_ns.c) and later "vm" (QEMU microvm).
+ * The shim is the only caller: it owns the handle for the sandbox's life. */
+#ifndef AL_DRIVER_H
+#define AL_DRIVER_H
+
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "err.h"
+
+typedef struct al_limits {
+	uint64_t memory_bytes; /* hard limit incl. page cache; 0 = default */
+	uint32_t pids_max;     /* processes + threads */
+	uint32_t cpu_shares;   /* relative weight, 1024 = one normal share */
+} al_limits;
+
+typedef struct al_sandbox_spec {
+	const char *id;       /* al_id_valid() */
+	const char *rootfs;   /* absolute path of the sandbox's root */
+	const char *hostname; /* set in the uts namespace */
+	const char *agent;    /* path of the agent inside rootfs */
+	al_limits limits;
+} al_sandbox_spec;
+
+typedef struct al_driver_handle {
+	pid_t init_pid; /* the sandbox's first process (agent), in the host's
+			 * pid namespace; the shim gets SIGCHLD when it dies */
+	int agent_fd;   /* stream socket to the agent, owned by the handle */
+	char cgroup[256]; /* leaf name used under each controller */
+	void *priv;
+} al_driver_handle;
+
+typedef struct al_driver {
+	const char *name;
+	/* Start the machine and its agent; on success h->agent_fd is
+	 * connected to the agent (which will send HELLO). Everything created
+	 * is released again on failure. */
+	int (*start)(const al_sandbox_spec *spec, al_driver_handle *h,
+		     al_err *err);
+	/* Kill everything in the sandbox, reap the init, release cgroups and
+	 * fds. Idempotent. */
+	int (*stop)(al_driver_handle *h, al_err *err);
+	/* Freeze / thaw all processes (later issues; may be NULL). */
+	int (*pause)(al_driver_handle *h, al_err *err);
+	int (*resume)(al_driver_handle *h, al_err *err);
+} al_driver;
+
+/* Look a driver up by name; NULL with AL_EINVAL if unknown. */
+const al_driver *al_driver_find(const char *name, al_err *err);
+
+extern const al_driver al_driver_ns;
+
+#endif

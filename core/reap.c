@@ -1,0 +1,37 @@
+#include "reap.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "shimctl.h"
+#include "store.h"
+
+int al_reap_sandbox(const al_config *cfg, const char *id, al_err *err)
+{
+	char path[AL_PATH_MAX];
+	if (al_config_sandbox_root(cfg, id, path, sizeof path, err) < 0)
+		return -1;
+	if (al_store_subvol_delete(path, err) < 0)
+		return -1;
+	if (al_config_shim_socket(cfg, id, path, sizeof path, err) < 0)
+		return -1;
+	unlink(path);
+	size_t n = strlen(path);
+	if (n > 5 && strcmp(path + n - 5, ".sock") == 0) {
+		memcpy(path + n - 5, ".pid", 5);
+		unlink(path);
+	}
+	return 0;
+}
+
+int al_reap_shim_alive(const al_config *cfg, const char *id)
+{
+	al_err err = {0};
+	int fd = al_shimctl_connect(cfg, id, &err);
+	if (fd < 0)
+		return 0;
+	close(fd);
+	return 1;
+}

@@ -1,0 +1,86 @@
+/* sandbox: the lifecycle state machine and the sandbox's rows in
+ * PostgreSQL (sandboxes, sandbox_events). Every transition is checked
+ * against the table and written with an event row in one transaction. */
+#ifndef AL_SANDBOX_H
+#define AL_SANDBOX_H
+
+#include <stdint.h>
+
+#include <json-c/json.h>
+
+#include "db.h"
+#include "driver.h"
+#include "err.h"
+
+typedef enum al_state {
+	AL_ST_CREATING,
+	AL_ST_RUNNING,
+	AL_ST_PAUSED,
+	AL_ST_SUSPENDED,
+	AL_ST_ERROR,
+	AL_ST_DELETED,
+	AL_ST_MAX
+} al_state;
+
+typedef enum al_event {
+	AL_EV_READY,   /* creating -> running */
+	AL_EV_PAUSE,   /* running -> paused */
+	AL_EV_RESUME,  /* paused|suspended -> running */
+	AL_EV_SUSPEND, /* running|paused -> suspended */
+	AL_EV_FAIL,    /* creating|running|paused -> error */
+	AL_EV_DELETE,  /* any but deleted -> deleted */
+	AL_EV_MAX
+} al_event;
+
+const char *al_state_name(al_state s);
+/* -1 if unknown. */
+int al_state_from_name(const char *name);
+const char *al_event_name(al_event e);
+/* The next state, or -1 (AL_ESTATE) when the event is not allowed in s. */
+int al_state_next(al_state s, al_event e, al_err *err);
+
+typedef struct al_sandbox {
+	char id[64];
+	char template_name[64];
+	char driver[16];
+	al_state state;
+	char created_at[40]; /* RFC 3339, UTC */
+	char expires_at[40];
+	char error[256]; /* reason when state is error */
+	al_limits limits;
+	int shim_pid;
+	json_object *metadata; /* object; owned */
+	json_object *env;      /* object of strings; owned */
+} al_sandbox;
+
+void al_sandbox_free_fields(al_sandbox *sb);
+
+/* Insert a new sandbox in state creating (id chosen by the caller). */
+int al_sandbox_insert(al_db *db, const al_sandbox *sb, int timeout_s,
+		      al_err *err);
+/* Load by id; AL_ENOENT if absent or deleted. */
+int al_sandbox_get(al_db *db, const char *id, al_sandbox *out, al_err *err);
+/* Apply event: check the table against the current row (FOR UPDATE), set
+ * the new state (and error reason for FAIL), append an event row. */
+int al_sandbox_transition(al_db *db, const char *id, al_event ev,
+			  const char *detail, al_err *err);
+int al_sandbox_set_shim_pid(al_db *db, const char *id, int pid, al_err *err);
+/* API listing: an array of al_sandbox_to_json() objects, oldest first,
+ * at most AL_SANDBOX_LIST_MAX. state -1 = every state but deleted;
+ * metadata_filter (object or NULL) must be contained in the metadata. */
+#define AL_SANDBOX_LIST_MAX 1000
+int al_sandbox_list(al_db *db, int state, json_object *metadata_filter,
+		    json_object **out, al_err *err);
+/* Sandboxes whose expires_at has passed and that are not deleted. */
+int al_sandbox_list_expired(al_db *db, char (**ids)[64], int *n, al_err *err);
+/* Sandboxes in any of the live states (creating, running, paused). */
+int al_sandbox_list_live(al_db *db, char (**ids)[64], int *n, al_err *err);
+
+/* JSON view for the API: id, state, template, driver, created_at,
+ * expires_at, metadata (never env). */
+json_object *al_sandbox_to_json(const al_sandbox *sb);
+
+/* Generate a fresh id: 20 chars [a-z0-9] from getrandom(). */
+int al_sandbox_new_id(char out[21], al_err *err);
+
+#endif

@@ -1,0 +1,214 @@
+#include "shimctl.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <json-c/json.h>
+
+#include "cleanup.h"
+#include "log.h"
+
+int al_shimctl_connect(const al_config *cfg, const char *id, al_err *err)
+{
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	if (al_config_shim_socket(cfg, id, sa.sun_path, sizeof sa.sun_path,
+				  err) < 0)
+		return -1;
+	al_autofd int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return al_err_sys(err, AL_ESYS, errno, "socket");
+	if (connect(fd, (struct sockaddr *)&sa, sizeof sa) < 0) {
+		if (errno == ENOENT || errno == ECONNREFUSED)
+			return al_err_set(err, AL_EUNAVAIL, errno,
+					  "sandbox %s: its shim is not running",
+					  id);
+		return al_err_sys(err, AL_ESYS, errno, "connect %s",
+				  sa.sun_path);
+	}
+	return al_steal_fd(&fd);
+}
+
+int al_shimctl_call(int fd, uint16_t type, uint32_t id, json_object *req,
+		    int64_t deadline_ms, json_object **result, al_err *err)
+{
+	const char *body = req != NULL ? json_object_to_json_string_ext(
+						 req, JSON_C_TO_STRING_PLAIN)
+				       : "{}";
+	if (al_frame_send(fd, type, id, body, strlen(body), err) < 0)
+		return -1;
+	al_frame_reader r;
+	al_frame_reader_init(&r);
+	int rc = -1;
+	for (;;) {
+		al_frame f;
+		if (al_frame_recv(fd, &r, &f, deadline_ms, err) < 0)
+			break;
+		if (f.id != id ||
+		    (f.type != AL_F_RESULT && f.type != AL_F_ERROR)) {
+			al_frame_free(&f);
+			continue;
+		}
+		json_object *obj = json_tokener_parse((const char *)f.payload);
+		int is_error = f.type == AL_F_ERROR;
+		al_frame_free(&f);
+		if (obj == NULL || !json_object_is_type(obj, json_type_object)) {
+			json_object_put(obj);
+			al_err_set(err, AL_EPROTO, 0,
+				   "shim sent a malformed answer");
+			break;
+		}
+		if (is_error) {
+			json_object *c = NULL, *m = NULL;
+			json_object_object_get_ex(obj, "code", &c);
+			json_object_object_get_ex(obj, "message", &m);
+			al_err_set(err, al_code_from_name(json_object_get_string(c)),
+				   0, "%s",
+				   m != NULL ? json_object_get_string(m)
+					     : "error");
+			json_object_put(obj);
+			break;
+		}
+		if (result != NULL)
+			*result = obj;
+		else
+			json_object_put(obj);
+		rc = 0;
+		break;
+	}
+	al_frame_reader_free(&r);
+	return rc;
+}
+
+int al_shimctl_destroy(const al_config *cfg, const char *id, al_err *err)
+{
+	al_autofd int fd = al_shimctl_connect(cfg, id, err);
+	if (fd < 0)
+		return -1;
+	if (al_shimctl_call(fd, AL_F_DESTROY, 1, NULL, al_now_ms() + 30000,
+			    NULL, err) < 0) {
+		al_err_wrap(err, "destroying sandbox %s", id);
+		return -1;
+	}
+	return 0;
+}
+
+/* Read the shim's one-line start report: "OK" or "ERR <code> <message>". */
+static int read_ready(int fd, int64_t deadline_ms, const char *id,
+		      al_err *err)
+{
+	char line[600];
+	size_t len = 0;
+	while (len < sizeof line - 1) {
+		int64_t left = deadline_ms - al_now_ms();
+		if (left <= 0)
+			return al_err_set(err, AL_ETIMEDOUT, 0,
+					  "sandbox %s did not start in time",
+					  id);
+		struct pollfd p = {.fd = fd, .events = POLLIN};
+		int pr = poll(&p, 1, (int)left);
+		if (pr < 0 && errno == EINTR)
+			continue;
+		if (pr < 0)
+			return al_err_sys(err, AL_ESYS, errno, "poll");
+		if (pr == 0)
+			continue;
+		ssize_t n = read(fd, line + len, sizeof line - 1 - len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return al_err_sys(err, AL_ESYS, errno, "read");
+		if (n == 0)
+			break;
+		len += (size_t)n;
+		if (memchr(line, '\n', len) != NULL)
+			break;
+	}
+	line[len] = '\0';
+	char *nl = strchr(line, '\n');
+	if (nl != NULL)
+		*nl = '\0';
+	if (strcmp(line, "OK") == 0)
+		return 0;
+	if (strncmp(line, "ERR ", 4) == 0) {
+		char *code = line + 4;
+		char *msg = strchr(code, ' ');
+		if (msg != NULL)
+			*msg++ = '\0';
+		return al_err_set(err, al_code_from_name(code), 0, "%s",
+				  msg != NULL ? msg : "sandbox failed to start");
+	}
+	return al_err_set(err, AL_EINTERNAL, 0,
+			  "the shim of sandbox %s exited while starting", id);
+}
+
+int al_shimctl_spawn(const al_config *cfg, const char *id,
+		     int64_t deadline_ms, al_err *err)
+{
+	if (!al_id_valid(id))
+		return al_err_set(err, AL_EINVAL, 0, "invalid sandbox id");
+	char shim[AL_PATH_MAX + 16], logpath[AL_PATH_MAX + 32];
+	if ((size_t)snprintf(shim, sizeof shim, "%s/airlock-shim",
+			     cfg->libexec_dir) >= sizeof shim ||
+	    (size_t)snprintf(logpath, sizeof logpath, "%s/log/shim.log",
+			     cfg->state_dir) >= sizeof logpath)
+		return al_err_set(err, AL_EINVAL, 0, "path too long");
+
+	/* Everything the child needs is prepared before fork: fcgi workers
+	 * are multithreaded, so the child may only make async-signal-safe
+	 * calls until exec. */
+	al_autofd int logfd =
+		open(logpath, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
+	if (logfd < 0)
+		logfd = open("/dev/null", O_WRONLY | O_CLOEXEC);
+	al_autofd int nullfd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	int pfd[2];
+	if (pipe2(pfd, O_CLOEXEC) < 0)
+		return al_err_sys(err, AL_ESYS, errno, "pipe");
+	al_autofd int rd = pfd[0];
+	al_autofd int wr = pfd[1];
+	char *const argv[] = {shim, "--id", (char *)id, "--ready-fd", "3",
+			      NULL};
+
+	pid_t pid = fork();
+	if (pid < 0)
+		return al_err_sys(err, AL_ESYS, errno, "fork");
+	if (pid == 0) {
+		/* Detach: new session, then fork again so the shim is not a
+		 * child of this worker and survives its restarts. */
+		if (setsid() < 0)
+			_exit(111);
+		pid_t p2 = fork();
+		if (p2 != 0)
+			_exit(p2 < 0 ? 111 : 0);
+		if (dup2(nullfd, 0) < 0 || dup2(logfd, 1) < 0 ||
+		    dup2(logfd, 2) < 0 || dup2(wr, 3) < 0)
+			_exit(111);
+		/* dup2 onto itself keeps FD_CLOEXEC: clear it explicitly. */
+		if (fcntl(3, F_SETFD, 0) < 0)
+			_exit(111);
+		close_range(4, ~0U, 0);
+		sigset_t none;
+		sigemptyset(&none);
+		sigprocmask(SIG_SETMASK, &none, NULL);
+		execv(shim, argv);
+		_exit(127);
+	}
+	close(al_steal_fd(&wr));
+	int status;
+	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+		;
+	if (read_ready(rd, deadline_ms, id, err) < 0) {
+		al_err_wrap(err, "starting sandbox %s", id);
+		return -1;
+	}
+	return 0;
+}

@@ -1,0 +1,34 @@
+/* shimctl: the client side of a shim's control socket, shared by fcgi
+ * workers, the controller and the CLI tests. One connection per request;
+ * frames are agentproto frames. */
+#ifndef AL_SHIMCTL_H
+#define AL_SHIMCTL_H
+
+#include <stdint.h>
+
+#include "agentproto.h"
+#include "config.h"
+#include "err.h"
+
+/* Connect to the shim of sandbox id; AL_EUNAVAIL if it is not there. */
+int al_shimctl_connect(const al_config *cfg, const char *id, al_err *err);
+
+/* Send one JSON control/request frame and wait for a RESULT or ERROR
+ * with the same id (an ERROR frame becomes -1 with its code/message).
+ * On success *result is the parsed RESULT object (caller puts it). */
+struct json_object;
+int al_shimctl_call(int fd, uint16_t type, uint32_t id,
+		    struct json_object *req, int64_t deadline_ms,
+		    struct json_object **result, al_err *err);
+
+/* Start the detached shim of sandbox id (its row must exist in state
+ * creating): double fork, setsid, exec AIRLOCK_LIBEXEC/airlock-shim.
+ * Waits until the shim reports the sandbox running (agent said HELLO) or
+ * failed; on failure err holds the shim's reason. deadline_ms absolute. */
+int al_shimctl_spawn(const al_config *cfg, const char *id,
+		     int64_t deadline_ms, al_err *err);
+
+/* Ask the shim to tear the sandbox down and wait until it has. */
+int al_shimctl_destroy(const al_config *cfg, const char *id, al_err *err);
+
+#endif

@@ -1,0 +1,491 @@
+/* The shim's event loop: fcgi clients on the control socket, the agent
+ * channel, and signals, in one poll loop. Requests from clients are given
+ * agent-side ids so that many clients can share the one agent channel;
+ * every frame from the agent is routed back by that id or dropped. */
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "shim.h"
+
+static shim_route *route_add(shim *s, uint16_t kind, int client,
+			     uint32_t client_id)
+{
+	shim_route *r = calloc(1, sizeof *r);
+	if (r == NULL)
+		return NULL;
+	/* Skip 0 (the session id) on wrap-around. */
+	if (s->next_agent_id == 0)
+		s->next_agent_id = 1;
+	r->agent_id = s->next_agent_id++;
+	r->client = client;
+	r->client_gen = s->clients[client].gen;
+	r->client_id = client_id;
+	r->kind = kind;
+	r->next = s->routes;
+	s->routes = r;
+	return r;
+}
+
+static shim_route *route_by_agent(shim *s, uint32_t agent_id)
+{
+	for (shim_route *r = s->routes; r != NULL; r = r->next)
+		if (r->agent_id == agent_id)
+			return r;
+	return NULL;
+}
+
+static shim_route *route_by_client(shim *s, int client, uint32_t client_id)
+{
+	for (shim_route *r = s->routes; r != NULL; r = r->next)
+		if (r->client == client &&
+		    r->client_gen == s->clients[client].gen &&
+		    r->client_id == client_id)
+			return r;
+	return NULL;
+}
+
+static void route_del(shim *s, shim_route *dead)
+{
+	for (shim_route **p = &s->routes; *p != NULL; p = &(*p)->next)
+		if (*p == dead) {
+			*p = dead->next;
+			free(dead);
+			return;
+		}
+}
+
+static int to_agent(shim *s, uint16_t type, uint32_t id, const void *p,
+		    size_t n, al_err *err)
+{
+	return al_frame_encode(&s->agent_out, type, id, p, n, err);
+}
+
+static void drop_client(shim *s, int i);
+
+static void to_client(shim *s, int i, uint16_t type, uint32_t id,
+		      const void *p, size_t n)
+{
+	al_err err = {0};
+	if (al_frame_encode(&s->clients[i].out, type, id, p, n, &err) < 0) {
+		al_warn("sandbox %s: client %d dropped: %s", s->sb.id, i,
+			err.msg);
+		drop_client(s, i);
+	}
+}
+
+static void client_error(shim *s, int i, uint32_t id, al_code code,
+			 const char *msg)
+{
+	json_object *o = json_object_new_object();
+	json_object_object_add(o, "code",
+			       json_object_new_string(al_code_name(code)));
+	json_object_object_add(o, "message", json_object_new_string(msg));
+	const char *txt = json_object_to_json_string_ext(o,
+						JSON_C_TO_STRING_PLAIN);
+	to_client(s, i, AL_F_ERROR, id, txt, strlen(txt));
+	json_object_put(o);
+}
+
+static void drop_client(shim *s, int i)
+{
+	shim_client *c = &s->clients[i];
+	if (c->fd < 0)
+		return;
+	/* A process whose client went away is killed: nobody could read
+	 * its output or stop it any more. */
+	static const char kill_req[] = "{\"signal\":9}";
+	for (shim_route *r = s->routes; r != NULL; r = r->next) {
+		if (r->client != i || r->client_gen != c->gen)
+			continue;
+		if (r->kind == AL_F_EXEC)
+			to_agent(s, AL_F_SIGNAL, r->agent_id, kill_req,
+				 sizeof kill_req - 1, NULL);
+		r->client = -1;
+	}
+	close(c->fd);
+	c->fd = -1;
+	c->gen++;
+	al_frame_reader_free(&c->in);
+	al_buf_free(&c->out);
+	if (s->destroy_client == i)
+		s->destroy_client = -1;
+}
+
+char *shim_exec_merge_env(const char *payload, json_object *sandbox_env,
+			  al_err *err)
+{
+	json_object *req = json_tokener_parse(payload);
+	if (req == NULL || !json_object_is_type(req, json_type_object)) {
+		json_object_put(req);
+		al_err_set(err, AL_EINVAL, 0, "exec request is not a JSON object");
+		return NULL;
+	}
+	json_object *env = NULL;
+	if (json_object_object_get_ex(req, "env", &env) &&
+	    !json_object_is_type(env, json_type_object)) {
+		json_object_put(req);
+		al_err_set(err, AL_EINVAL, 0, "env must be an object");
+		return NULL;
+	}
+	json_object *merged = json_object_new_object();
+	if (sandbox_env != NULL &&
+	    json_object_is_type(sandbox_env, json_type_object)) {
+		json_object_object_foreach(sandbox_env, k, v)
+			json_object_object_add(merged, k, json_object_get(v));
+	}
+	if (env != NULL) {
+		json_object_object_foreach(env, k, v)
+			json_object_object_add(merged, k, json_object_get(v));
+	}
+	json_object_object_add(req, "env", merged);
+	char *out = strdup(json_object_to_json_string_ext(
+		req, JSON_C_TO_STRING_PLAIN));
+	json_object_put(req);
+	if (out == NULL)
+		al_err_set(err, AL_ENOMEM, 0, "out of memory");
+	return out;
+}
+
+static void status_reply(shim *s, int i, uint32_t id)
+{
+	json_object *o = json_object_new_object();
+	json_object_object_add(o, "state", json_object_new_string("running"));
+	json_object_object_add(o, "driver",
+			       json_object_new_string(s->driver->name));
+	json_object_object_add(o, "pid", json_object_new_int(s->h.init_pid));
+	const char *txt = json_object_to_json_string_ext(o,
+						JSON_C_TO_STRING_PLAIN);
+	to_client(s, i, AL_F_RESULT, id, txt, strlen(txt));
+	json_object_put(o);
+}
+
+/* A frame from client i. */
+static void from_client(shim *s, int i, al_frame *f)
+{
+	al_err err = {0};
+	shim_route *r;
+	switch (f->type) {
+	case AL_F_STATUS:
+		status_reply(s, i, f->id);
+		return;
+	case AL_F_DESTROY:
+		s->destroy_client = i;
+		s->destroy_id = f->id;
+		s->stopping = 1;
+		return;
+	case AL_F_EXEC:
+	case AL_F_FILE_READ:
+	case AL_F_FILE_WRITE:
+	case AL_F_FILE_LIST:
+		if (route_by_client(s, i, f->id) != NULL) {
+			client_error(s, i, f->id, AL_EINVAL,
+				     "request id already in use");
+			return;
+		}
+		r = route_add(s, f->type, i, f->id);
+		if (r == NULL) {
+			client_error(s, i, f->id, AL_ENOMEM, "out of memory");
+			return;
+		}
+		if (f->type == AL_F_EXEC) {
+			char *req = shim_exec_merge_env((const char *)f->payload,
+							s->sb.env, &err);
+			int rc = req != NULL
+					 ? to_agent(s, f->type, r->agent_id, req,
+						    strlen(req), &err)
+					 : -1;
+			free(req);
+			if (rc < 0) {
+				client_error(s, i, f->id, err.code, err.msg);
+				route_del(s, r);
+			}
+			return;
+		}
+		if (to_agent(s, f->type, r->agent_id, f->payload, f->len,
+			     &err) < 0) {
+			client_error(s, i, f->id, err.code, err.msg);
+			route_del(s, r);
+		}
+		return;
+	case AL_F_STDIN:
+	case AL_F_SIGNAL:
+	case AL_F_FILE_DATA:
+	case AL_F_FILE_END:
+		r = route_by_client(s, i, f->id);
+		if (r == NULL) {
+			client_error(s, i, f->id, AL_ENOENT,
+				     "no such request");
+			return;
+		}
+		if (to_agent(s, f->type, r->agent_id, f->payload, f->len,
+			     &err) < 0)
+			client_error(s, i, f->id, err.code, err.msg);
+		return;
+	default:
+		client_error(s, i, f->id, AL_EINVAL,
+			     "frame type not accepted on the control socket");
+		return;
+	}
+}
+
+static int ends_request(const shim_route *r, uint16_t type)
+{
+	if (type == AL_F_EXIT || type == AL_F_RESULT || type == AL_F_ERROR)
+		return 1;
+	return type == AL_F_FILE_END && r->kind == AL_F_FILE_READ;
+}
+
+/* A frame from the agent: route it back to the client that asked. Frames
+ * for unknown ids are dropped (late, or a hostile guest). */
+static void from_agent(shim *s, al_frame *f)
+{
+	if (f->id == 0) {
+		if (f->type == AL_F_ERROR)
+			al_warn("sandbox %s: agent reported a session error",
+				s->sb.id);
+		return;
+	}
+	shim_route *r = route_by_agent(s, f->id);
+	if (r == NULL)
+		return;
+	int live = r->client >= 0 && s->clients[r->client].fd >= 0 &&
+		   s->clients[r->client].gen == r->client_gen;
+	if (live)
+		to_client(s, r->client, f->type, r->client_id, f->payload,
+			  f->len);
+	if (ends_request(r, f->type))
+		route_del(s, r);
+}
+
+static void accept_clients(shim *s)
+{
+	for (;;) {
+		int fd = accept4(s->listen_fd, NULL, NULL,
+				 SOCK_NONBLOCK | SOCK_CLOEXEC);
+		if (fd < 0)
+			return;
+		int slot = -1;
+		for (int i = 0; i < SHIM_MAX_CLIENTS; i++)
+			if (s->clients[i].fd < 0) {
+				slot = i;
+				break;
+			}
+		if (slot < 0) {
+			al_warn("sandbox %s: too many control connections",
+				s->sb.id);
+			close(fd);
+			continue;
+		}
+		shim_client *c = &s->clients[slot];
+		c->fd = fd;
+		al_frame_reader_init(&c->in);
+		al_buf_init(&c->out, SHIM_CLIENT_QUEUE_MAX);
+	}
+}
+
+static void read_client(shim *s, int i)
+{
+	al_err err = {0};
+	shim_client *c = &s->clients[i];
+	int rc = al_frame_reader_fill(&c->in, c->fd, &err);
+	if (rc <= 0) {
+		drop_client(s, i);
+		return;
+	}
+	for (;;) {
+		al_frame f;
+		int n = al_frame_next(&c->in, &f, &err);
+		if (n < 0) {
+			al_warn("sandbox %s: client %d: %s", s->sb.id, i,
+				err.msg);
+			drop_client(s, i);
+			return;
+		}
+		if (n == 0)
+			return;
+		from_client(s, i, &f);
+		al_frame_free(&f);
+		if (c->fd < 0 || s->stopping)
+			return;
+	}
+}
+
+/* 0 to go on, 1 when the agent is gone (reason in detail). */
+static int read_agent(shim *s, char *detail, size_t dlen)
+{
+	al_err err = {0};
+	int rc = al_frame_reader_fill(&s->agent_in, s->h.agent_fd, &err);
+	if (rc < 0) {
+		snprintf(detail, dlen, "agent channel failed: %s", err.msg);
+		return 1;
+	}
+	if (rc == 0) {
+		snprintf(detail, dlen, "agent closed its channel");
+		return 1;
+	}
+	for (;;) {
+		al_frame f;
+		int n = al_frame_next(&s->agent_in, &f, &err);
+		if (n < 0) {
+			snprintf(detail, dlen, "agent broke the protocol: %s",
+				 err.msg);
+			return 1;
+		}
+		if (n == 0)
+			return 0;
+		from_agent(s, &f);
+		al_frame_free(&f);
+	}
+}
+
+/* 0 to go on, 1 when the shim must end (reason/event filled). */
+static int read_signals(shim *s, al_event *ev, char *detail, size_t dlen)
+{
+	struct signalfd_siginfo si;
+	while (read(s->sig_fd, &si, sizeof si) == (ssize_t)sizeof si) {
+		if (si.ssi_signo != SIGCHLD) {
+			*ev = AL_EV_DELETE;
+			snprintf(detail, dlen, "shim stopped by signal %u",
+				 si.ssi_signo);
+			return 1;
+		}
+		int status;
+		pid_t pid;
+		while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
+			if (pid != s->h.init_pid)
+				continue;
+			*ev = AL_EV_FAIL;
+			if (WIFSIGNALED(status))
+				snprintf(detail, dlen,
+					 "sandbox init killed by signal %d",
+					 WTERMSIG(status));
+			else
+				snprintf(detail, dlen,
+					 "sandbox init exited with %d",
+					 WEXITSTATUS(status));
+			return 1;
+		}
+	}
+	return 0;
+}
+
+static void flush_all(shim *s)
+{
+	al_err err = {0};
+	if (s->h.agent_fd >= 0 && al_buf_pending(&s->agent_out) > 0)
+		al_buf_flush(&s->agent_out, s->h.agent_fd, &err);
+	for (int i = 0; i < SHIM_MAX_CLIENTS; i++) {
+		shim_client *c = &s->clients[i];
+		if (c->fd >= 0 && al_buf_pending(&c->out) > 0 &&
+		    al_buf_flush(&c->out, c->fd, &err) < 0)
+			drop_client(s, i);
+	}
+}
+
+static void finish_destroy(shim *s)
+{
+	int i = s->destroy_client;
+	if (i >= 0 && s->clients[i].fd >= 0) {
+		al_err err = {0};
+		/* Sent directly (al_frame_send waits for the fd) so the reply
+		 * is not lost when the process exits right after. */
+		al_frame_send(s->clients[i].fd, AL_F_RESULT, s->destroy_id,
+			      "{}", 2, &err);
+	}
+}
+
+int shim_relay_run(shim *s)
+{
+	struct pollfd pfd[3 + SHIM_MAX_CLIENTS];
+	int who[3 + SHIM_MAX_CLIENTS];
+	char detail[600] = "";
+	al_event ev = AL_EV_DELETE;
+
+	while (!s->stopping) {
+		flush_all(s);
+		int n = 0;
+		pfd[n] = (struct pollfd){.fd = s->sig_fd, .events = POLLIN};
+		who[n++] = -1;
+		pfd[n] = (struct pollfd){.fd = s->listen_fd, .events = POLLIN};
+		who[n++] = -2;
+		short aev = POLLIN;
+		if (al_buf_pending(&s->agent_out) > 0)
+			aev |= POLLOUT;
+		pfd[n] = (struct pollfd){.fd = s->h.agent_fd, .events = aev};
+		who[n++] = -3;
+		for (int i = 0; i < SHIM_MAX_CLIENTS; i++) {
+			shim_client *c = &s->clients[i];
+			if (c->fd < 0)
+				continue;
+			short cev = POLLIN;
+			if (al_buf_pending(&c->out) > 0)
+				cev |= POLLOUT;
+			pfd[n] = (struct pollfd){.fd = c->fd, .events = cev};
+			who[n++] = i;
+		}
+		if (poll(pfd, (nfds_t)n, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			snprintf(detail, sizeof detail, "poll: %s",
+				 strerror(errno));
+			ev = AL_EV_FAIL;
+			break;
+		}
+		for (int k = 0; k < n && !s->stopping; k++) {
+			if (pfd[k].revents == 0)
+				continue;
+			if (who[k] == -1) {
+				if (read_signals(s, &ev, detail,
+						 sizeof detail)) {
+					s->stopping = 1;
+				}
+			} else if (who[k] == -2) {
+				accept_clients(s);
+			} else if (who[k] == -3) {
+				if ((pfd[k].revents & (POLLIN | POLLHUP |
+						       POLLERR)) &&
+				    read_agent(s, detail, sizeof detail)) {
+					ev = AL_EV_FAIL;
+					s->stopping = 1;
+				}
+			} else {
+				int i = who[k];
+				if (s->clients[i].fd < 0)
+					continue;
+				if (pfd[k].revents & (POLLIN | POLLHUP |
+						      POLLERR))
+					read_client(s, i);
+			}
+		}
+	}
+	if (s->destroy_client >= 0) {
+		ev = AL_EV_DELETE;
+		snprintf(detail, sizeof detail, "deleted");
+	}
+	/* Tell every waiting client the sandbox is gone before tearing down. */
+	for (shim_route *r = s->routes; r != NULL; r = r->next)
+		if (r->client >= 0 && s->clients[r->client].fd >= 0 &&
+		    s->clients[r->client].gen == r->client_gen &&
+		    r->client != s->destroy_client)
+			client_error(s, r->client, r->client_id, AL_ESTATE,
+				     "the sandbox ended");
+	flush_all(s);
+	shim_teardown(s, ev, detail);
+	finish_destroy(s);
+	while (s->routes != NULL)
+		route_del(s, s->routes);
+	for (int i = 0; i < SHIM_MAX_CLIENTS; i++)
+		drop_client(s, i);
+	al_frame_reader_free(&s->agent_in);
+	al_buf_free(&s->agent_out);
+	return 0;
+}

@@ -1,0 +1,73 @@
+/* airlock-shim: the per-sandbox supervisor. main.c brings the sandbox up
+ * (snapshot, driver start, agent HELLO, control socket) and down again;
+ * relay.c is the event loop between fcgi clients and the agent. */
+#ifndef AL_SHIM_H
+#define AL_SHIM_H
+
+#include <stdint.h>
+#include <sys/types.h>
+
+#include <json-c/json.h>
+
+#include "agentproto.h"
+#include "config.h"
+#include "db.h"
+#include "driver.h"
+#include "sandbox.h"
+
+#define SHIM_MAX_CLIENTS 256
+/* Queued bytes toward one client or the agent before the peer counts as
+ * stuck and is dropped. */
+#define SHIM_CLIENT_QUEUE_MAX (32u << 20)
+#define SHIM_AGENT_QUEUE_MAX (64u << 20)
+
+typedef struct shim_client {
+	int fd; /* -1 = free slot */
+	uint32_t gen; /* bumps on reuse so stale request routes die */
+	al_frame_reader in;
+	al_buf out;
+} shim_client;
+
+/* One request relayed to the agent: agent-side id <-> client-side id. */
+typedef struct shim_route {
+	uint32_t agent_id; /* 0 = free */
+	int client;	   /* slot index, -1 once the client left */
+	uint32_t client_gen;
+	uint32_t client_id;
+	uint16_t kind; /* frame type that opened it */
+	struct shim_route *next;
+} shim_route;
+
+typedef struct shim {
+	al_config cfg;
+	al_db *db;
+	al_sandbox sb;
+	const al_driver *driver;
+	al_driver_handle h;
+	char rootfs[AL_PATH_MAX];
+	char sock_path[AL_PATH_MAX];
+	char pid_path[AL_PATH_MAX];
+	int listen_fd;
+	int sig_fd;
+	al_frame_reader agent_in;
+	al_buf agent_out;
+	shim_client clients[SHIM_MAX_CLIENTS];
+	shim_route *routes;
+	uint32_t next_agent_id;
+	int destroy_client; /* client waiting for DESTROY, or -1 */
+	uint32_t destroy_id;
+	int stopping;
+} shim;
+
+/* Release everything the sandbox holds (agent, machine, rootfs, socket)
+ * and record the final event. Safe to call more than once. */
+void shim_teardown(shim *s, al_event ev, const char *detail);
+
+/* Run until the sandbox ends. Returns the process exit code. */
+int shim_relay_run(shim *s);
+/* Merge the sandbox env under the exec's env and re-encode; NULL on a
+ * malformed request (err filled). Exposed for unit tests. */
+char *shim_exec_merge_env(const char *payload, json_object *sandbox_env,
+			  al_err *err);
+
+#endif
