@@ -11,7 +11,9 @@ WARN    := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes \
 CSTD    := -std=gnu17
 HARDEN  := -fstack-protector-strong -D_FORTIFY_SOURCE=2 -fPIE
 OPT     := -O2 -g
-SANFLAGS := $(if $(filter 1,$(SAN)),-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined,)
+SAN_ON   := -fsanitize=address,undefined -fno-omit-frame-pointer \
+            -fno-sanitize-recover=undefined
+SANFLAGS := $(if $(filter 1,$(SAN)),$(SAN_ON))
 CPPFLAGS += -Icore -I/usr/include/postgresql -I/usr/include/luajit-2.1
 CFLAGS  += $(CSTD) $(OPT) $(WARN) $(HARDEN) $(SANFLAGS) -D_GNU_SOURCE
 LDFLAGS += $(SANFLAGS) -pie -Wl,-z,relro,-z,now

@@ -61,14 +61,23 @@ void al_err_wrap(al_err *err, const char *fmt, ...)
 {
 	if (err == NULL)
 		return;
-	char prefix[256];
 	char old[sizeof err->msg];
+	memcpy(old, err->msg, sizeof old);
 	va_list ap;
 	va_start(ap, fmt);
-	vsnprintf(prefix, sizeof prefix, fmt, ap);
+	int n = vsnprintf(err->msg, sizeof err->msg, fmt, ap);
 	va_end(ap);
-	memcpy(old, err->msg, sizeof old);
-	snprintf(err->msg, sizeof err->msg, "%s: %s", prefix, old);
+	if (n < 0 || (size_t)n >= sizeof err->msg - 2)
+		return;
+	/* Truncation of the old message is fine: the prefix matters most. */
+	size_t room = sizeof err->msg - (size_t)n;
+	err->msg[n] = ':';
+	err->msg[n + 1] = ' ';
+	size_t oldlen = strnlen(old, sizeof old);
+	if (oldlen > room - 3)
+		oldlen = room - 3;
+	memcpy(err->msg + n + 2, old, oldlen);
+	err->msg[(size_t)n + 2 + oldlen] = '\0';
 }
 
 void al_err_clear(al_err *err)

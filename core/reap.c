@@ -5,6 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cgroup.h"
 #include "shimctl.h"
 #include "store.h"
 
@@ -12,6 +13,10 @@ int al_reap_sandbox(const al_config *cfg, const char *id, al_err *err)
 {
 	char path[AL_PATH_MAX];
 	if (al_config_sandbox_root(cfg, id, path, sizeof path, err) < 0)
+		return -1;
+	/* A jail whose shim died ends by itself (its agent sees EOF), but
+	 * its cgroup leaves stay until someone removes them. */
+	if (al_cgroup_destroy(id, err) < 0)
 		return -1;
 	if (al_store_subvol_delete(path, err) < 0)
 		return -1;

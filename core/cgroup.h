@@ -1,0 +1,49 @@
+/* cgroup: one leaf cgroup per sandbox, with memory, pids and cpu limits
+ * and a freezer, on cgroup v1 (one hierarchy per controller under
+ * /sys/fs/cgroup/<ctrl>) or v2 (the unified hierarchy at /sys/fs/cgroup).
+ * The version is detected once per process; a v2 hierarchy mounted beside
+ * v1 controllers (the "hybrid" /sys/fs/cgroup/unified) is ignored because
+ * it holds no controllers. */
+#ifndef AL_CGROUP_H
+#define AL_CGROUP_H
+
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "err.h"
+
+/* Parent of every sandbox's leaf, under each controller. */
+#define AL_CGROUP_PARENT "airlock"
+
+typedef struct al_cgroup_limits {
+	uint64_t memory_bytes; /* hard limit, no swap on top */
+	uint32_t pids_max;
+	uint32_t cpu_shares; /* v1 scale: 2..262144, 1024 = normal */
+} al_cgroup_limits;
+
+/* 1 for v1, 2 for v2; -1 with AL_EUNAVAIL if neither usable layout is
+ * mounted. */
+int al_cgroup_version(al_err *err);
+/* Create AL_CGROUP_PARENT/<name> under every controller the sandbox uses
+ * and write the limits. A stale leaf of the same name without tasks (a
+ * crash) is replaced; one with tasks is AL_EEXIST. Nothing is left
+ * behind on failure. */
+int al_cgroup_create(const char *name, const al_cgroup_limits *lim,
+		     al_err *err);
+/* Move pid into the leaf of every controller. */
+int al_cgroup_attach(const char *name, pid_t pid, al_err *err);
+/* Freeze (1) or thaw (0) every task of the leaf; waits (bounded) until
+ * the kernel reports the leaf frozen. */
+int al_cgroup_freeze(const char *name, int frozen, al_err *err);
+/* SIGKILL every task of the leaf (thawing it so the kill is delivered). */
+int al_cgroup_kill(const char *name, al_err *err);
+/* Remove the leaf under every controller, killing and retrying for up
+ * to about a second while tasks are still exiting. A missing leaf is not
+ * an error (idempotent). */
+int al_cgroup_destroy(const char *name, al_err *err);
+/* Path of a control file of the leaf ("memory.max", "pids.max", ...)
+ * under the controller that owns it; for tests and diagnostics. */
+int al_cgroup_file(const char *name, const char *file, char *out,
+		   size_t outlen, al_err *err);
+
+#endif

@@ -1,0 +1,641 @@
+/* driver_ns: the namespace jail.
+ *
+ * The sandbox's first process (the agent) runs in new pid, mount, uts,
+ * ipc, net and cgroup namespaces, pivot_root'ed into its rootfs, inside
+ * its own cgroup leaf, with Docker's default capability set, no_new_privs
+ * and the seccomp filter of seccomp.c.
+ *
+ * There is no user namespace: uid 0 inside is uid 0 outside, with fewer
+ * capabilities, as in Docker's default. That is a kernel-sized attack
+ * surface; the VM driver is the strong boundary, this one is for hosts
+ * without usable virtualization.
+ *
+ * Start is one clone() with the namespace flags; the parent moves the
+ * child into its cgroups and only then lets it go on (sync socket), so
+ * nothing of the sandbox ever runs outside its limits. Between clone and
+ * exec the child only makes system calls on data the parent prepared
+ * (paths, the compiled seccomp program, the capability set): the caller
+ * may be multi-threaded, and the child is a raw clone. */
+#include "driver.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <net/if.h>
+#include <poll.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/capability.h>
+#include <sys/ioctl.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "cgroup.h"
+#include "cleanup.h"
+#include "config.h"
+#include "log.h"
+#include "sysfilter.h"
+
+#define NS_DEFAULT_MEMORY (512ull << 20)
+#define NS_DEFAULT_PIDS 512u
+#define NS_DEFAULT_CPU_SHARES 1024u
+/* From clone to the agent's exec; a healthy start takes milliseconds. */
+#define NS_START_TIMEOUT_MS 10000
+
+#define NS_CLONE_FLAGS                                                      \
+	(CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWUTS | CLONE_NEWIPC |         \
+	 CLONE_NEWNET)
+
+typedef struct ns_priv {
+	int pidfd;  /* the init, immune to pid reuse after it is reaped */
+	int paused; /* frozen through pause() */
+} ns_priv;
+
+/* What the child reports when a step before exec fails. Exec itself
+ * closes the (close-on-exec) sync socket: EOF means success. */
+typedef struct child_report {
+	int sys_errno;
+	char what[120];
+} child_report;
+
+typedef struct child_args {
+	const char *rootfs;
+	const char *hostname;
+	const char *agent;
+	int sync_fd;  /* child end of the sync socketpair */
+	int agent_fd; /* child end of the agent socketpair */
+	const struct sock_fprog *filter;
+	cap_t caps;
+} child_args;
+
+/* Docker's default set. Everything else is dropped from the bounding set,
+ * so not even a setuid or file-capability binary gets it back. */
+static const cap_value_t keep_caps[] = {
+	CAP_CHOWN,	  CAP_DAC_OVERRIDE, CAP_FSETID,	  CAP_FOWNER,
+	CAP_MKNOD,	  CAP_NET_RAW,	    CAP_SETGID,	  CAP_SETUID,
+	CAP_SETFCAP,	  CAP_SETPCAP,	    CAP_NET_BIND_SERVICE,
+	CAP_SYS_CHROOT, CAP_KILL,	    CAP_AUDIT_WRITE,
+};
+#define NKEEP (sizeof keep_caps / sizeof keep_caps[0])
+
+static pthread_once_t caps_once = PTHREAD_ONCE_INIT;
+static cap_t caps_built;
+static int cap_last;
+
+static void caps_build(void)
+{
+	cap_t c = cap_init(); /* all clear */
+	if (c == NULL)
+		return;
+	/* Inheritable stays empty (CVE-2022-24769): a non-root program
+	 * with file-inheritable bits must not gain capabilities. */
+	if (cap_set_flag(c, CAP_PERMITTED, NKEEP, keep_caps, CAP_SET) < 0 ||
+	    cap_set_flag(c, CAP_EFFECTIVE, NKEEP, keep_caps, CAP_SET) < 0) {
+		cap_free(c);
+		return;
+	}
+	cap_last = cap_max_bits() - 1;
+	caps_built = c;
+}
+
+static int cap_kept(int c)
+{
+	for (size_t i = 0; i < NKEEP; i++) {
+		if (keep_caps[i] == c)
+			return 1;
+	}
+	return 0;
+}
+
+/* --- child side: system calls only, no allocation, no locks ---------- */
+
+__attribute__((noreturn)) static void child_fail(int fd, const char *what)
+{
+	child_report r;
+	memset(&r, 0, sizeof r);
+	r.sys_errno = errno;
+	size_t n = strlen(what);
+	if (n >= sizeof r.what)
+		n = sizeof r.what - 1;
+	memcpy(r.what, what, n);
+	(void)!send(fd, &r, sizeof r, MSG_NOSIGNAL);
+	_exit(127);
+}
+
+static int bind_file(const char *src, const char *dst)
+{
+	int fd = open(dst, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0666);
+	if (fd < 0)
+		return -1;
+	close(fd);
+	return mount(src, dst, NULL, MS_BIND, NULL);
+}
+
+static int bind_readonly(const char *path)
+{
+	if (mount(path, path, NULL, MS_BIND | MS_REC, NULL) < 0)
+		return errno == ENOENT ? 0 : -1;
+	return mount(NULL, path, NULL,
+		     MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV |
+			     MS_NOEXEC,
+		     NULL);
+}
+
+/* Hide a /proc entry that leaks host state or lets root poke the host
+ * kernel: files get the host's /dev/null, directories an empty
+ * read-only tmpfs. Called before pivot_root, cwd = new root. */
+static int mask_path(const char *path)
+{
+	struct stat st;
+	if (lstat(path, &st) < 0)
+		return errno == ENOENT ? 0 : -1;
+	if (S_ISDIR(st.st_mode))
+		return mount("tmpfs", path, "tmpfs", MS_RDONLY | MS_NOSUID |
+				     MS_NODEV | MS_NOEXEC,
+			     "size=0,nr_inodes=1,mode=0555");
+	return mount("/dev/null", path, NULL, MS_BIND, NULL);
+}
+
+static int is_real_dir(const char *path)
+{
+	struct stat st;
+	return lstat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+static const char *const proc_readonly[] = {
+	"proc/sys", "proc/sysrq-trigger", "proc/irq", "proc/bus", "proc/fs",
+};
+static const char *const proc_masked[] = {
+	"proc/kcore",	     "proc/keys",	"proc/timer_list",
+	"proc/sched_debug",  "proc/latency_stats", "proc/acpi",
+	"proc/scsi",	     "proc/asound",	"proc/kallsyms",
+};
+static const char *const dev_nodes[] = {
+	"null", "zero", "full", "random", "urandom", "tty",
+};
+
+__attribute__((noreturn)) static void child_main(const child_args *a)
+{
+	char buf[64];
+	sigset_t none;
+	int sync_fd, agent_fd;
+
+	/* The parent blocked every signal around clone so none of its
+	 * handlers can run here; handlers and the ignore dispositions
+	 * would otherwise also survive into the agent. */
+	for (int sig = 1; sig < NSIG; sig++) {
+		struct sigaction sa;
+		memset(&sa, 0, sizeof sa);
+		sa.sa_handler = SIG_DFL;
+		sigaction(sig, &sa, NULL);
+	}
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
+
+	/* Keep our two ends above 0..3 before stdio and fd 3 are set, in
+	 * case the caller ran with some of 0..2 closed. */
+	sync_fd = fcntl(a->sync_fd, F_DUPFD_CLOEXEC, 10);
+	if (sync_fd < 0)
+		child_fail(a->sync_fd, "dup sync socket");
+	agent_fd = fcntl(a->agent_fd, F_DUPFD_CLOEXEC, 10);
+	if (agent_fd < 0)
+		child_fail(sync_fd, "dup agent socket");
+
+	/* Wait until the parent has put us into the cgroups. */
+	ssize_t r;
+	do
+		r = read(sync_fd, buf, 1);
+	while (r < 0 && errno == EINTR);
+	if (r != 1)
+		_exit(1);
+
+	if (setsid() < 0)
+		child_fail(sync_fd, "setsid");
+	umask(022);
+	/* Now that we sit in the sandbox's cgroups, make them our root. */
+	if (unshare(CLONE_NEWCGROUP) < 0)
+		child_fail(sync_fd, "unshare cgroup namespace");
+
+	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+		child_fail(sync_fd, "make mounts private");
+	if (mount(a->rootfs, a->rootfs, NULL, MS_BIND, NULL) < 0)
+		child_fail(sync_fd, "bind rootfs");
+	/* nodev: a device node created with CAP_MKNOD anywhere in the
+	 * sandbox is inert; the nodes it may use are bind mounts. */
+	if (mount(NULL, a->rootfs, NULL,
+		  MS_BIND | MS_REMOUNT | MS_NOSUID | MS_NODEV, NULL) < 0)
+		child_fail(sync_fd, "remount rootfs nodev,nosuid");
+	if (chdir(a->rootfs) < 0)
+		child_fail(sync_fd, "chdir rootfs");
+
+	/* A rootfs the sandbox wrote to before (resume) may have turned
+	 * these into symlinks; a mount would follow them. Fail closed. */
+	if (!is_real_dir("proc") || !is_real_dir("dev")) {
+		errno = ENOTDIR;
+		child_fail(sync_fd, "/proc or /dev in the rootfs is not a "
+				    "directory");
+	}
+	if (mount("proc", "proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC,
+		  NULL) < 0)
+		child_fail(sync_fd, "mount /proc (does the rootfs have it?)");
+	for (size_t i = 0; i < sizeof proc_readonly / sizeof proc_readonly[0];
+	     i++) {
+		if (bind_readonly(proc_readonly[i]) < 0)
+			child_fail(sync_fd, proc_readonly[i]);
+	}
+	for (size_t i = 0; i < sizeof proc_masked / sizeof proc_masked[0];
+	     i++) {
+		if (mask_path(proc_masked[i]) < 0)
+			child_fail(sync_fd, proc_masked[i]);
+	}
+
+	if (mount("tmpfs", "dev", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC,
+		  "mode=0755,size=64k,nr_inodes=64") < 0)
+		child_fail(sync_fd, "mount /dev (does the rootfs have it?)");
+	for (size_t i = 0; i < sizeof dev_nodes / sizeof dev_nodes[0]; i++) {
+		char src[32], dst[32];
+		memcpy(src, "/dev/", 6);
+		memcpy(dst, "dev/", 5);
+		strncat(src, dev_nodes[i], sizeof src - 6);
+		strncat(dst, dev_nodes[i], sizeof dst - 5);
+		if (bind_file(src, dst) < 0)
+			child_fail(sync_fd, dst);
+	}
+	if (symlink("/proc/self/fd", "dev/fd") < 0 ||
+	    symlink("/proc/self/fd/0", "dev/stdin") < 0 ||
+	    symlink("/proc/self/fd/1", "dev/stdout") < 0 ||
+	    symlink("/proc/self/fd/2", "dev/stderr") < 0 ||
+	    symlink("pts/ptmx", "dev/ptmx") < 0)
+		child_fail(sync_fd, "/dev symlinks");
+	if (mkdir("dev/pts", 0755) < 0 ||
+	    mount("devpts", "dev/pts", "devpts", MS_NOSUID | MS_NOEXEC,
+		  "newinstance,ptmxmode=0666,mode=0620") < 0)
+		child_fail(sync_fd, "mount /dev/pts");
+	if (mkdir("dev/shm", 01777) < 0 ||
+	    mount("shm", "dev/shm", "tmpfs", MS_NOSUID | MS_NODEV,
+		  "mode=1777") < 0)
+		child_fail(sync_fd, "mount /dev/shm");
+
+	/* pivot_root(".", ".") stacks the old root under the new one;
+	 * detaching "." then drops the old root without needing a
+	 * directory for it in the rootfs. */
+	if (syscall(SYS_pivot_root, ".", ".") < 0)
+		child_fail(sync_fd, "pivot_root");
+	if (umount2(".", MNT_DETACH) < 0)
+		child_fail(sync_fd, "detach old root");
+	if (chdir("/") < 0)
+		child_fail(sync_fd, "chdir /");
+
+	if (sethostname(a->hostname, strlen(a->hostname)) < 0)
+		child_fail(sync_fd, "sethostname");
+
+	int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	if (s < 0)
+		child_fail(sync_fd, "socket for loopback");
+	struct ifreq ifr;
+	memset(&ifr, 0, sizeof ifr);
+	memcpy(ifr.ifr_name, "lo", 3);
+	if (ioctl(s, SIOCGIFFLAGS, &ifr) < 0)
+		child_fail(sync_fd, "get loopback flags");
+	ifr.ifr_flags |= IFF_UP;
+	if (ioctl(s, SIOCSIFFLAGS, &ifr) < 0)
+		child_fail(sync_fd, "bring loopback up");
+	close(s);
+
+	int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+	if (null < 0)
+		child_fail(sync_fd, "open /dev/null");
+	for (int fd = 0; fd < 3; fd++) {
+		if (dup2(null, fd) < 0)
+			child_fail(sync_fd, "stdio to /dev/null");
+	}
+	if (dup2(agent_fd, 3) < 0)
+		child_fail(sync_fd, "agent socket to fd 3");
+	/* Everything else (the caller's fds included) closes on exec; the
+	 * sync socket must stay open until then to report an exec error. */
+	if (close_range(4, ~0u, CLOSE_RANGE_CLOEXEC) < 0) {
+		for (int fd = 4; fd < 4096; fd++)
+			fcntl(fd, F_SETFD, FD_CLOEXEC);
+	}
+
+	/* The bounding set first: dropping needs CAP_SETPCAP, which the
+	 * capset below may keep or not. */
+	for (int c = 0; c <= cap_last; c++) {
+		if (!cap_kept(c) && prctl(PR_CAPBSET_DROP, c, 0, 0, 0) < 0 &&
+		    errno != EINVAL)
+			child_fail(sync_fd, "drop bounding capability");
+	}
+	if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0 &&
+	    errno != EINVAL)
+		child_fail(sync_fd, "clear ambient capabilities");
+	if (cap_set_proc(a->caps) < 0)
+		child_fail(sync_fd, "set capabilities");
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+		child_fail(sync_fd, "no_new_privs");
+	if (al_sysfilter_install(a->filter) < 0)
+		child_fail(sync_fd, "install seccomp filter");
+
+	char *const argv[] = {(char *)a->agent, "--fd", "3", NULL};
+	char *const envp[] = {
+		"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:"
+		"/sbin:/bin",
+		"HOME=/root",
+		NULL,
+	};
+	execve(a->agent, argv, envp);
+	child_fail(sync_fd, "exec agent");
+}
+
+/* --- parent side ------------------------------------------------------ */
+
+static int hostname_ok(const char *h)
+{
+	size_t n = h != NULL ? strlen(h) : 0;
+	if (n == 0 || n > 63)
+		return 0;
+	for (size_t i = 0; i < n; i++) {
+		char c = h[i];
+		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+		      (c >= '0' && c <= '9') || c == '-' || c == '.'))
+			return 0;
+	}
+	return 1;
+}
+
+static int abs_path_ok(const char *p)
+{
+	if (p == NULL || p[0] != '/' || strlen(p) >= AL_PATH_MAX)
+		return 0;
+	/* No ".." component: the agent path is resolved inside the new
+	 * root anyway, the rootfs is bind-mounted as given. */
+	for (const char *s = p; (s = strstr(s, "..")) != NULL; s += 2) {
+		if (s[-1] == '/' && (s[2] == '/' || s[2] == '\0'))
+			return 0;
+	}
+	return 1;
+}
+
+static void handle_reset(al_driver_handle *h)
+{
+	h->init_pid = 0;
+	h->agent_fd = -1;
+	h->cgroup[0] = '\0';
+	h->priv = NULL;
+}
+
+/* The id part of h->cgroup ("airlock/<id>"), or NULL. */
+static const char *cgroup_name(const al_driver_handle *h)
+{
+	size_t pl = strlen(AL_CGROUP_PARENT);
+	if (strncmp(h->cgroup, AL_CGROUP_PARENT "/", pl + 1) != 0 ||
+	    h->cgroup[pl + 1] == '\0')
+		return NULL;
+	return h->cgroup + pl + 1;
+}
+
+static void reap(int pidfd)
+{
+	siginfo_t si;
+	while (waitid((idtype_t)P_PIDFD, (id_t)pidfd, &si, WEXITED) < 0) {
+		/* ECHILD: the caller's SIGCHLD handling reaped it first. */
+		if (errno != EINTR)
+			break;
+	}
+}
+
+static int ns_start(const al_sandbox_spec *spec, al_driver_handle *h,
+		    al_err *err)
+{
+	int agent_sp[2] = {-1, -1}, sync_sp[2] = {-1, -1};
+	int pidfd = -1, cg_made = 0;
+	pid_t pid = -1;
+	ns_priv *priv = NULL;
+	struct stat st;
+
+	if (h == NULL || spec == NULL)
+		return al_err_set(err, AL_EINVAL, 0, "no spec or handle");
+	handle_reset(h);
+	if (spec->id == NULL || !al_id_valid(spec->id))
+		return al_err_set(err, AL_EINVAL, 0, "invalid sandbox id");
+	if (!hostname_ok(spec->hostname))
+		return al_err_set(err, AL_EINVAL, 0, "invalid hostname");
+	if (!abs_path_ok(spec->rootfs) || !abs_path_ok(spec->agent))
+		return al_err_set(err, AL_EINVAL, 0,
+				  "rootfs and agent must be absolute paths "
+				  "without ..");
+	if (stat(spec->rootfs, &st) < 0)
+		return al_err_sys(err, AL_ENOENT, errno, "rootfs %s",
+				  spec->rootfs);
+	if (!S_ISDIR(st.st_mode))
+		return al_err_sys(err, AL_ENOENT, ENOTDIR, "rootfs %s",
+				  spec->rootfs);
+
+	const struct sock_fprog *filter = al_sysfilter_jail_prog(err);
+	if (filter == NULL)
+		return -1;
+	pthread_once(&caps_once, caps_build);
+	if (caps_built == NULL)
+		return al_err_set(err, AL_ENOMEM, 0, "building capability set");
+
+	al_cgroup_limits lim = {
+		.memory_bytes = spec->limits.memory_bytes != 0
+					? spec->limits.memory_bytes
+					: NS_DEFAULT_MEMORY,
+		.pids_max = spec->limits.pids_max != 0 ? spec->limits.pids_max
+						       : NS_DEFAULT_PIDS,
+		.cpu_shares = spec->limits.cpu_shares != 0
+				      ? spec->limits.cpu_shares
+				      : NS_DEFAULT_CPU_SHARES,
+	};
+	snprintf(h->cgroup, sizeof h->cgroup, AL_CGROUP_PARENT "/%s",
+		 spec->id);
+
+	priv = calloc(1, sizeof *priv);
+	if (priv == NULL) {
+		al_err_set(err, AL_ENOMEM, ENOMEM, "driver state");
+		goto fail;
+	}
+	priv->pidfd = -1;
+	if (al_cgroup_create(spec->id, &lim, err) < 0)
+		goto fail;
+	cg_made = 1;
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, agent_sp) < 0 ||
+	    socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sync_sp) <
+		    0) {
+		al_err_sys(err, AL_ESYS, errno, "socketpair");
+		goto fail;
+	}
+
+	child_args args = {
+		.rootfs = spec->rootfs,
+		.hostname = spec->hostname,
+		.agent = spec->agent,
+		.sync_fd = sync_sp[1],
+		.agent_fd = agent_sp[1],
+		.filter = filter,
+		.caps = caps_built,
+	};
+	sigset_t all, old;
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	/* Raw clone: fork semantics (no stack to manage) plus the
+	 * namespace flags and a pidfd. */
+	pid = (pid_t)syscall(SYS_clone,
+			     NS_CLONE_FLAGS | CLONE_PIDFD | SIGCHLD, NULL,
+			     &pidfd, NULL, 0);
+	if (pid == 0)
+		child_main(&args);
+	int clone_errno = errno;
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (pid < 0) {
+		al_err_sys(err, AL_ESYS, clone_errno,
+			   "clone into new namespaces");
+		goto fail;
+	}
+	priv->pidfd = pidfd;
+	close(al_steal_fd(&agent_sp[1]));
+	close(al_steal_fd(&sync_sp[1]));
+
+	if (al_cgroup_attach(spec->id, pid, err) < 0)
+		goto fail;
+	if (send(sync_sp[0], "g", 1, MSG_NOSIGNAL) != 1) {
+		al_err_sys(err, AL_ESYS, errno, "releasing jail init");
+		goto fail;
+	}
+
+	struct pollfd pfd = {.fd = sync_sp[0], .events = POLLIN};
+	int pr;
+	do
+		pr = poll(&pfd, 1, NS_START_TIMEOUT_MS);
+	while (pr < 0 && errno == EINTR);
+	if (pr < 0) {
+		al_err_sys(err, AL_ESYS, errno, "waiting for jail init");
+		goto fail;
+	}
+	if (pr == 0) {
+		al_err_set(err, AL_ETIMEDOUT, 0,
+			   "jail init did not exec the agent within %d ms",
+			   NS_START_TIMEOUT_MS);
+		goto fail;
+	}
+	child_report rep;
+	ssize_t n = recv(sync_sp[0], &rep, sizeof rep, 0);
+	if (n < 0) {
+		al_err_sys(err, AL_ESYS, errno, "reading jail init status");
+		goto fail;
+	}
+	if (n > 0) {
+		rep.what[sizeof rep.what - 1] = '\0';
+		if ((size_t)n != sizeof rep) {
+			al_err_set(err, AL_EINTERNAL, 0,
+				   "short status from jail init");
+		} else if (strcmp(rep.what, "exec agent") == 0) {
+			al_err_sys(err,
+				   rep.sys_errno == ENOENT ? AL_ENOENT
+							   : AL_ESYS,
+				   rep.sys_errno, "exec %s in %s", spec->agent,
+				   spec->rootfs);
+		} else {
+			al_err_sys(err, AL_ESYS, rep.sys_errno,
+				   "jail setup: %s", rep.what);
+		}
+		goto fail;
+	}
+	close(al_steal_fd(&sync_sp[0]));
+
+	h->init_pid = pid;
+	h->agent_fd = al_steal_fd(&agent_sp[0]);
+	h->priv = priv;
+	return 0;
+
+fail:
+	if (pid > 0) {
+		syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0);
+		reap(pidfd);
+	}
+	if (pidfd >= 0)
+		close(pidfd);
+	for (int i = 0; i < 2; i++) {
+		if (agent_sp[i] >= 0)
+			close(agent_sp[i]);
+		if (sync_sp[i] >= 0)
+			close(sync_sp[i]);
+	}
+	if (cg_made) {
+		al_err tmp_err = {0};
+		if (al_cgroup_destroy(spec->id, &tmp_err) < 0)
+			al_warn("sandbox %s: %s", spec->id, tmp_err.msg);
+	}
+	free(priv);
+	handle_reset(h);
+	return -1;
+}
+
+static int ns_stop(al_driver_handle *h, al_err *err)
+{
+	if (h == NULL)
+		return 0;
+	ns_priv *p = h->priv;
+	const char *name = cgroup_name(h);
+	if (p != NULL && p->pidfd >= 0) {
+		/* ESRCH: the init already died; its namespace with it. */
+		syscall(SYS_pidfd_send_signal, p->pidfd, SIGKILL, NULL, 0);
+		if (p->paused && name != NULL) {
+			al_err tmp_err = {0};
+			if (al_cgroup_kill(name, &tmp_err) < 0)
+				al_warn("%s", tmp_err.msg);
+		}
+		reap(p->pidfd);
+		close(p->pidfd);
+		p->pidfd = -1;
+	}
+	h->init_pid = 0;
+	if (h->agent_fd >= 0) {
+		close(h->agent_fd);
+		h->agent_fd = -1;
+	}
+	/* Last, and kept for a retry if it fails: the kernel may take a
+	 * moment to empty the cgroup of the exiting tasks. */
+	if (name != NULL && al_cgroup_destroy(name, err) < 0)
+		return -1;
+	h->cgroup[0] = '\0';
+	free(p);
+	h->priv = NULL;
+	return 0;
+}
+
+static int ns_freeze(al_driver_handle *h, int frozen, al_err *err)
+{
+	const char *name = h != NULL ? cgroup_name(h) : NULL;
+	if (name == NULL || h->priv == NULL)
+		return al_err_set(err, AL_ESTATE, 0, "sandbox is not running");
+	if (al_cgroup_freeze(name, frozen, err) < 0)
+		return -1;
+	((ns_priv *)h->priv)->paused = frozen;
+	return 0;
+}
+
+static int ns_pause(al_driver_handle *h, al_err *err)
+{
+	return ns_freeze(h, 1, err);
+}
+
+static int ns_resume(al_driver_handle *h, al_err *err)
+{
+	return ns_freeze(h, 0, err);
+}
+
+const al_driver al_driver_ns = {
+	.name = "ns",
+	.start = ns_start,
+	.stop = ns_stop,
+	.pause = ns_pause,
+	.resume = ns_resume,
+};

@@ -1,0 +1,546 @@
+/* driver_ns: start real jails (root only) from a plain busybox rootfs
+ * whose "agent" is a shell script: it says "@@HELLO" on fd 3, then runs
+ * one command per line read from fd 3 and answers with the output and
+ * "@@EXIT <rc>". Without root, busybox-static or cgroups every test is
+ * reported as skipped. */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "cgroup.h"
+#include "driver.h"
+
+static char tmpdir[] = "/tmp/al-jail-XXXXXX";
+static char rootfs[256];
+static int made_tmp;
+static int ready;
+static const char *why_skip = "not set up";
+
+static const char agent_sh[] =
+	"#!/bin/sh\n"
+	"echo @@HELLO >&3\n"
+	"while IFS= read -r line <&3; do\n"
+	"\tout=$(sh -c \"$line\" 2>&1 </dev/null)\n"
+	"\trc=$?\n"
+	"\tprintf '%s\\n@@EXIT %d\\n' \"$out\" \"$rc\" >&3\n"
+	"done\n";
+
+static int run(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int run(const char *fmt, ...)
+{
+	char cmd[1024];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(cmd, sizeof cmd, fmt, ap);
+	va_end(ap);
+	return system(cmd);
+}
+
+static int group_setup(void **state)
+{
+	(void)state;
+	al_err err = {0};
+	if (geteuid() != 0) {
+		why_skip = "needs root";
+		return 0;
+	}
+	if (access("/bin/busybox", X_OK) < 0) {
+		why_skip = "no /bin/busybox (busybox-static)";
+		return 0;
+	}
+	if (al_cgroup_version(&err) < 0) {
+		why_skip = "no usable cgroups";
+		return 0;
+	}
+	if (mkdtemp(tmpdir) == NULL)
+		return -1;
+	made_tmp = 1;
+	snprintf(rootfs, sizeof rootfs, "%s/root", tmpdir);
+	if (run("set -e; r=%s; mkdir -p $r/bin $r/proc $r/dev $r/sys $r/tmp "
+		"$r/etc $r/mnt; cp /bin/busybox $r/bin/busybox; "
+		"chroot $r /bin/busybox --install -s /bin",
+		rootfs) != 0)
+		return -1;
+	char p[512];
+	snprintf(p, sizeof p, "%s/agent.sh", rootfs);
+	FILE *f = fopen(p, "w");
+	if (f == NULL)
+		return -1;
+	fputs(agent_sh, f);
+	fclose(f);
+	chmod(p, 0755);
+	ready = 1;
+	return 0;
+}
+
+static int group_teardown(void **state)
+{
+	(void)state;
+	if (made_tmp)
+		run("rm -rf %s", tmpdir);
+	return 0;
+}
+
+#define NEED_JAIL()                                                         \
+	do {                                                                \
+		if (!ready) {                                               \
+			print_message("skip: %s\n", why_skip);              \
+			skip();                                             \
+		}                                                           \
+	} while (0)
+
+static double now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+/* Read from fd until buf contains marker (or timeout / EOF); returns the
+ * offset just past the marker line, -1 on timeout or EOF. */
+static int read_until(int fd, char *buf, size_t len, const char *marker,
+		      int timeout_ms)
+{
+	size_t off = 0;
+	double end = now_ms() + timeout_ms;
+	buf[0] = '\0';
+	for (;;) {
+		char *m = strstr(buf, marker);
+		if (m != NULL) {
+			char *nl = strchr(m + strlen(marker), '\n');
+			if (nl != NULL)
+				return (int)(nl + 1 - buf);
+		}
+		int left = (int)(end - now_ms());
+		if (left <= 0 || off + 1 >= len)
+			return -1;
+		struct pollfd pfd = {.fd = fd, .events = POLLIN};
+		if (poll(&pfd, 1, left) <= 0)
+			return -1;
+		ssize_t r = read(fd, buf + off, len - 1 - off);
+		if (r <= 0)
+			return -1;
+		off += (size_t)r;
+		buf[off] = '\0';
+	}
+}
+
+/* Run cmd in the jail; out gets its output (trailing newline removed).
+ * Returns the exit code, -1 if the jail did not answer in time. */
+static int jail_sh(al_driver_handle *h, const char *cmd, char *out,
+		   size_t outlen, int timeout_ms)
+{
+	char line[1024], buf[16384];
+	int n = snprintf(line, sizeof line, "%s\n", cmd);
+	assert_true(n > 0 && (size_t)n < sizeof line);
+	assert_int_equal(write(h->agent_fd, line, (size_t)n), n);
+	if (read_until(h->agent_fd, buf, sizeof buf, "@@EXIT ", timeout_ms) <
+	    0)
+		return -1;
+	char *m = strstr(buf, "\n@@EXIT ");
+	assert_non_null(m);
+	int rc = atoi(m + 8);
+	*m = '\0';
+	size_t bl = strlen(buf);
+	if (bl >= outlen)
+		bl = outlen - 1;
+	memcpy(out, buf, bl);
+	out[bl] = '\0';
+	return rc;
+}
+
+/* Jails a failed assertion left running, stopped by the teardown. */
+static al_driver_handle *live[8];
+
+static int test_teardown(void **state)
+{
+	(void)state;
+	for (size_t i = 0; i < sizeof live / sizeof live[0]; i++) {
+		al_err err = {0};
+		if (live[i] != NULL)
+			al_driver_ns.stop(live[i], &err);
+		live[i] = NULL;
+	}
+	return 0;
+}
+
+static void start_jail(al_driver_handle *h, const char *id,
+		       uint64_t mem, uint32_t pids)
+{
+	al_err err = {0};
+	al_sandbox_spec spec = {
+		.id = id,
+		.rootfs = rootfs,
+		.hostname = id,
+		.agent = "/agent.sh",
+		.limits = {.memory_bytes = mem, .pids_max = pids,
+			   .cpu_shares = 512},
+	};
+	int rc = al_driver_ns.start(&spec, h, &err);
+	if (rc < 0)
+		print_message("start: %s\n", err.msg);
+	assert_int_equal(rc, 0);
+	for (size_t i = 0; i < sizeof live / sizeof live[0]; i++) {
+		if (live[i] == NULL || live[i] == h) {
+			live[i] = h;
+			break;
+		}
+	}
+	assert_true(h->init_pid > 0);
+	assert_true(h->agent_fd > 2);
+	char buf[256];
+	assert_true(read_until(h->agent_fd, buf, sizeof buf, "@@HELLO",
+			       5000) > 0);
+}
+
+static void stop_jail(al_driver_handle *h)
+{
+	al_err err = {0};
+	int rc = al_driver_ns.stop(h, &err);
+	for (size_t i = 0; rc == 0 && i < sizeof live / sizeof live[0]; i++) {
+		if (live[i] == h)
+			live[i] = NULL;
+	}
+	if (rc < 0)
+		print_message("stop: %s\n", err.msg);
+	assert_int_equal(rc, 0);
+}
+
+static void test_find(void **state)
+{
+	(void)state;
+	al_err err = {0};
+	assert_ptr_equal(al_driver_find("ns", &err), &al_driver_ns);
+	assert_null(al_driver_find("xen", &err));
+	assert_int_equal(err.code, AL_EINVAL);
+}
+
+static void test_namespaces(void **state)
+{
+	(void)state;
+	NEED_JAIL();
+	al_driver_handle h;
+	char out[8192], mpath[512];
+	snprintf(mpath, sizeof mpath, "%s/al-marker", tmpdir);
+	int marker = open(mpath, O_RDWR | O_CREAT, 0600);
+	assert_true(marker >= 0);
+	start_jail(&h, "t-ns", 128ull << 20, 64);
+
+	assert_int_equal(jail_sh(&h, "hostname", out, sizeof out, 5000), 0);
+	assert_string_equal(out, "t-ns");
+	/* Only loopback, and it is up. */
+	assert_int_equal(jail_sh(&h, "tail -n +3 /proc/net/dev | cut -d: -f1 "
+				     "| tr -d ' '",
+				 out, sizeof out, 5000),
+			 0);
+	assert_string_equal(out, "lo");
+	assert_int_equal(jail_sh(&h, "ping -c1 -W1 127.0.0.1 >/dev/null && "
+				     "echo up",
+				 out, sizeof out, 5000),
+			 0);
+	assert_string_equal(out, "up");
+	/* Host processes are invisible: only the agent, the shell running
+	 * this and its children. */
+	assert_int_equal(jail_sh(&h, "ls -d /proc/[0-9]* | wc -l", out,
+				 sizeof out, 5000),
+			 0);
+	assert_true(atoi(out) <= 5);
+	char cmd[128];
+	snprintf(cmd, sizeof cmd, "test -e /proc/%d/root && echo seen",
+		 (int)getpid());
+	jail_sh(&h, cmd, out, sizeof out, 5000);
+	if (getpid() > 10)
+		assert_string_equal(out, "");
+	/* The agent is pid 1, and the root is the rootfs (it is at /). */
+	assert_int_equal(jail_sh(&h, "cat /proc/1/cmdline | tr '\\0' ' '",
+				 out, sizeof out, 5000),
+			 0);
+	assert_non_null(strstr(out, "/agent.sh --fd 3"));
+	/* stdio is /dev/null, fd 3 the agent socket, and no fd of the
+	 * caller's (marker, opened without O_CLOEXEC) got in. */
+	assert_int_equal(jail_sh(&h,
+				 "for f in 0 1 2 3; do readlink /proc/1/fd/$f; "
+				 "done | tr '\\n' ' '",
+				 out, sizeof out, 5000),
+			 0);
+	assert_non_null(strstr(out, "/dev/null /dev/null /dev/null socket:"));
+	assert_int_equal(jail_sh(&h,
+				 "for f in /proc/1/fd/*; do readlink $f; "
+				 "done | grep -c al-marker",
+				 out, sizeof out, 5000),
+			 1);
+	assert_string_equal(out, "0");
+	stop_jail(&h);
+	close(marker);
+}
+
+static void test_privileges(void **state)
+{
+	(void)state;
+	NEED_JAIL();
+	al_driver_handle h;
+	char out[8192];
+	start_jail(&h, "t-priv", 128ull << 20, 64);
+
+	/* Docker's default capability set, nothing inheritable. */
+	assert_int_equal(jail_sh(&h, "grep -E '^(CapEff|CapBnd|CapInh|"
+				     "NoNewPrivs|Seccomp):' /proc/self/status "
+				     "| tr -s '\\t ' ' '",
+				 out, sizeof out, 5000),
+			 0);
+	assert_non_null(strstr(out, "CapInh: 0000000000000000"));
+	assert_non_null(strstr(out, "CapEff: 00000000a80425fb"));
+	assert_non_null(strstr(out, "CapBnd: 00000000a80425fb"));
+	assert_non_null(strstr(out, "NoNewPrivs: 1"));
+	assert_non_null(strstr(out, "Seccomp: 2"));
+
+	/* mount is refused (seccomp EPERM, and no CAP_SYS_ADMIN). */
+	assert_int_not_equal(jail_sh(&h, "mount -t tmpfs none /mnt", out,
+				     sizeof out, 5000),
+			     0);
+	assert_int_equal(jail_sh(&h, "grep -c ' /mnt ' /proc/mounts", out,
+				 sizeof out, 5000),
+			 1); /* grep: no match */
+	/* unshare is refused, also through clone flags. */
+	assert_int_not_equal(jail_sh(&h, "unshare -n true", out, sizeof out,
+				     5000),
+			     0);
+	assert_non_null(strstr(out, "ermitted"));
+	assert_int_not_equal(jail_sh(&h, "unshare -m true", out, sizeof out,
+				     5000),
+			     0);
+	/* /proc/sys is read-only: writing the current value back fails
+	 * (and would be harmless if it did not). */
+	assert_int_not_equal(jail_sh(&h, "cat /proc/sys/kernel/core_pattern "
+					 "> /proc/sys/kernel/core_pattern",
+				     out, sizeof out, 5000),
+			     0);
+	assert_non_null(strstr(out, "Read-only"));
+	/* Host-wide kernel state is masked (kcore too, where it exists). */
+	assert_int_equal(jail_sh(&h, "cat /proc/keys /proc/timer_list "
+				     "/proc/kallsyms | wc -c; test ! -e "
+				     "/proc/kcore || wc -c < /proc/kcore",
+				 out, sizeof out, 5000),
+			 0);
+	assert_string_equal(out, "0");
+	/* Device nodes work through the bind mounts only: a node made with
+	 * CAP_MKNOD is inert (nodev). */
+	assert_int_equal(jail_sh(&h, "echo x > /dev/null && head -c 4 "
+				     "/dev/urandom | wc -c",
+				 out, sizeof out, 5000),
+			 0);
+	assert_string_equal(out, "4");
+	assert_int_equal(jail_sh(&h, "mknod /tmp/mem c 1 1 && echo made", out,
+				 sizeof out, 5000),
+			 0);
+	assert_int_not_equal(jail_sh(&h, "head -c 1 /tmp/mem", out, sizeof out,
+				     5000),
+			     0);
+	assert_non_null(strstr(out, "denied"));
+	jail_sh(&h, "rm -f /tmp/mem", out, sizeof out, 5000);
+	/* No host mount survived the pivot. */
+	assert_int_equal(jail_sh(&h, "cut -d' ' -f2 /proc/mounts | sort -u | "
+				     "tr '\\n' ' '",
+				 out, sizeof out, 5000),
+			 0);
+	print_message("mounts: %s\n", out);
+	assert_null(strstr(out, "/work"));
+	assert_null(strstr(out, "/sys/fs"));
+	stop_jail(&h);
+}
+
+static int read_int_file(const char *path, long long *v)
+{
+	FILE *f = fopen(path, "r");
+	if (f == NULL)
+		return -1;
+	int ok = fscanf(f, "%lld", v) == 1;
+	fclose(f);
+	return ok ? 0 : -1;
+}
+
+static void test_limits(void **state)
+{
+	(void)state;
+	NEED_JAIL();
+	al_err err = {0};
+	al_driver_handle a, b;
+	char out[8192], path[512];
+	start_jail(&a, "t-lim-a", 64ull << 20, 32);
+	start_jail(&b, "t-lim-b", 64ull << 20, 32);
+	assert_string_equal(a.cgroup, "airlock/t-lim-a");
+
+	/* The memory limit is in the cgroup. */
+	int ver = al_cgroup_version(&err);
+	assert_int_equal(al_cgroup_file("t-lim-a",
+					ver == 2 ? "memory.max"
+						 : "memory.limit_in_bytes",
+					path, sizeof path, &err),
+			 0);
+	long long v = 0;
+	assert_int_equal(read_int_file(path, &v), 0);
+	assert_int_equal(v, 64ll << 20);
+	assert_int_equal(al_cgroup_file("t-lim-a", "pids.max", path,
+					sizeof path, &err),
+			 0);
+	assert_int_equal(read_int_file(path, &v), 0);
+	assert_int_equal(v, 32);
+
+	/* Fork bomb in a: capped at pids.max, and b is unaffected. */
+	jail_sh(&a, "i=0; while [ $i -lt 200 ]; do "
+		    "sleep 30 >/dev/null 2>&1 & i=$((i+1)); "
+		    "done 2>/dev/null; true",
+		out, sizeof out, 10000);
+	assert_int_equal(al_cgroup_file("t-lim-a", "pids.current", path,
+					sizeof path, &err),
+			 0);
+	assert_int_equal(read_int_file(path, &v), 0);
+	print_message("fork bomb: pids.current=%lld (max 32)\n", v);
+	assert_true(v <= 32);
+	assert_true(v >= 20); /* it really tried */
+	assert_int_equal(jail_sh(&b, "i=0; while [ $i -lt 20 ]; do sleep 1 & "
+				     "i=$((i+1)); done; wait; echo $i",
+				 out, sizeof out, 10000),
+			 0);
+	assert_string_equal(out, "20");
+
+	/* Memory hog in b: killed by b's own OOM; b keeps answering, and a
+	 * (still full of sleeps) is untouched. */
+	stop_jail(&a);
+	start_jail(&a, "t-lim-a", 64ull << 20, 32);
+	int rc = jail_sh(&b, "awk 'BEGIN { s = \"x\"; while (1) s = s s }'",
+			 out, sizeof out, 30000);
+	print_message("memory hog: exit %d\n", rc);
+	assert_int_equal(rc, 137); /* SIGKILL from the cgroup's OOM killer */
+	assert_int_equal(jail_sh(&b, "echo alive", out, sizeof out, 5000), 0);
+	assert_string_equal(out, "alive");
+	assert_int_equal(jail_sh(&a, "echo alive", out, sizeof out, 5000), 0);
+	stop_jail(&a);
+	stop_jail(&b);
+}
+
+static void test_stop_cleans(void **state)
+{
+	(void)state;
+	NEED_JAIL();
+	al_err err = {0};
+	al_driver_handle h;
+	char path[512], out[256];
+	start_jail(&h, "t-stop", 64ull << 20, 32);
+	jail_sh(&h, "sleep 100 >/dev/null & sleep 100 >/dev/null & true", out,
+		sizeof out, 5000);
+	pid_t init = h.init_pid;
+	assert_int_equal(al_cgroup_file("t-stop", "pids.max", path,
+					sizeof path, &err),
+			 0);
+	char *slash = strrchr(path, '/');
+	*slash = '\0';
+	assert_int_equal(access(path, F_OK), 0);
+	stop_jail(&h);
+	assert_int_equal(access(path, F_OK), -1);
+	assert_int_equal(h.agent_fd, -1);
+	assert_int_equal(h.init_pid, 0);
+	/* The init was reaped, not left a zombie. */
+	char proc[64];
+	snprintf(proc, sizeof proc, "/proc/%d", (int)init);
+	assert_int_equal(access(proc, F_OK), -1);
+	/* Idempotent. */
+	stop_jail(&h);
+}
+
+static void test_start_failure(void **state)
+{
+	(void)state;
+	NEED_JAIL();
+	al_err err = {0};
+	al_driver_handle h;
+	char path[512];
+	al_sandbox_spec spec = {
+		.id = "t-fail",
+		.rootfs = rootfs,
+		.hostname = "t-fail",
+		.agent = "/sbin/no-such-agent",
+	};
+	int before = 0, after = 0;
+	assert_int_equal(run("test $(ls /proc/%d/fd | wc -l) -lt 1000",
+			     (int)getpid()),
+			 0);
+	before = run("exit $(ls /proc/%d/fd | wc -l)", (int)getpid());
+	assert_int_equal(al_driver_ns.start(&spec, &h, &err), -1);
+	assert_int_equal(err.code, AL_ENOENT);
+	assert_non_null(strstr(err.msg, "exec /sbin/no-such-agent"));
+	assert_int_equal(h.agent_fd, -1);
+	assert_int_equal(h.init_pid, 0);
+	after = run("exit $(ls /proc/%d/fd | wc -l)", (int)getpid());
+	assert_int_equal(before, after); /* no fd leaked */
+	assert_int_equal(al_cgroup_file("t-fail", "pids.max", path,
+					sizeof path, &err),
+			 0);
+	*strrchr(path, '/') = '\0';
+	assert_int_equal(access(path, F_OK), -1);
+
+	/* Bad input is refused before anything is created. */
+	spec.agent = "/agent.sh";
+	spec.id = "../x";
+	assert_int_equal(al_driver_ns.start(&spec, &h, &err), -1);
+	assert_int_equal(err.code, AL_EINVAL);
+	spec.id = "t-fail";
+	spec.hostname = "bad host";
+	assert_int_equal(al_driver_ns.start(&spec, &h, &err), -1);
+	assert_int_equal(err.code, AL_EINVAL);
+	spec.hostname = "t-fail";
+	spec.rootfs = "/nonexistent-root";
+	assert_int_equal(al_driver_ns.start(&spec, &h, &err), -1);
+	assert_int_equal(err.code, AL_ENOENT);
+}
+
+static void test_pause_resume(void **state)
+{
+	(void)state;
+	NEED_JAIL();
+	al_err err = {0};
+	al_driver_handle h;
+	char out[256], buf[256];
+	start_jail(&h, "t-pause", 64ull << 20, 32);
+	assert_int_equal(al_driver_ns.pause(&h, &err), 0);
+	/* Frozen: a command gets no answer. */
+	assert_int_equal(write(h.agent_fd, "echo thawed\n", 12), 12);
+	assert_int_equal(read_until(h.agent_fd, buf, sizeof buf, "@@EXIT",
+				    300),
+			 -1);
+	assert_int_equal(al_driver_ns.resume(&h, &err), 0);
+	assert_true(read_until(h.agent_fd, buf, sizeof buf, "@@EXIT", 5000) >
+		    0);
+	assert_non_null(strstr(buf, "thawed"));
+	/* Stopping a paused jail works too. */
+	assert_int_equal(al_driver_ns.pause(&h, &err), 0);
+	stop_jail(&h);
+	(void)out;
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_find),
+		cmocka_unit_test_teardown(test_namespaces, test_teardown),
+		cmocka_unit_test_teardown(test_privileges, test_teardown),
+		cmocka_unit_test_teardown(test_limits, test_teardown),
+		cmocka_unit_test_teardown(test_stop_cleans, test_teardown),
+		cmocka_unit_test_teardown(test_start_failure, test_teardown),
+		cmocka_unit_test_teardown(test_pause_resume, test_teardown),
+	};
+	return cmocka_run_group_tests_name("driver_ns", tests, group_setup,
+					   group_teardown);
+}

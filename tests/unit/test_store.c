@@ -1,0 +1,230 @@
+/* store: subvolumes and snapshots on a real btrfs (a loop-mounted image
+ * in a temp dir). Needs root and btrfs-progs; otherwise every test is
+ * reported as skipped. */
+#include <errno.h>
+#include <fcntl.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "store.h"
+
+static char tmpdir[] = "/tmp/al-store-XXXXXX";
+static char mnt[256];
+static char img[256];
+static int mounted;
+static int made_tmp;
+static const char *why_skip = "not set up";
+
+static int run(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int run(const char *fmt, ...)
+{
+	char cmd[1024];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(cmd, sizeof cmd, fmt, ap);
+	va_end(ap);
+	return system(cmd);
+}
+
+static int group_setup(void **state)
+{
+	(void)state;
+	if (geteuid() != 0) {
+		why_skip = "needs root";
+		return 0;
+	}
+	if (run("command -v mkfs.btrfs >/dev/null 2>&1") != 0) {
+		why_skip = "mkfs.btrfs not installed";
+		return 0;
+	}
+	if (mkdtemp(tmpdir) == NULL)
+		return -1;
+	made_tmp = 1;
+	snprintf(img, sizeof img, "%s/pool.img", tmpdir);
+	snprintf(mnt, sizeof mnt, "%s/mnt", tmpdir);
+	if (mkdir(mnt, 0700) < 0)
+		return -1;
+	if (run("truncate -s 256M %s && mkfs.btrfs -q %s >/dev/null 2>&1 && "
+		"mount -o loop %s %s",
+		img, img, img, mnt) != 0) {
+		why_skip = "cannot make and mount a loop btrfs";
+		return 0;
+	}
+	mounted = 1;
+	return 0;
+}
+
+static int group_teardown(void **state)
+{
+	(void)state;
+	if (mounted)
+		umount2(mnt, MNT_DETACH);
+	if (made_tmp)
+		run("rm -rf %s", tmpdir);
+	return 0;
+}
+
+#define NEED_BTRFS()                                                        \
+	do {                                                                \
+		if (!mounted) {                                             \
+			print_message("skip: %s\n", why_skip);              \
+			skip();                                             \
+		}                                                           \
+	} while (0)
+
+static void path(char *out, size_t len, const char *rel)
+{
+	snprintf(out, len, "%s/%s", mnt, rel);
+}
+
+static void write_file(const char *p, const char *content)
+{
+	FILE *f = fopen(p, "w");
+	assert_non_null(f);
+	fputs(content, f);
+	assert_int_equal(fclose(f), 0);
+}
+
+static int read_file(const char *p, char *buf, size_t len)
+{
+	FILE *f = fopen(p, "r");
+	if (f == NULL)
+		return -1;
+	size_t n = fread(buf, 1, len - 1, f);
+	buf[n] = '\0';
+	fclose(f);
+	return 0;
+}
+
+static void test_check(void **state)
+{
+	(void)state;
+	NEED_BTRFS();
+	al_err err = {0};
+	assert_int_equal(al_store_check(mnt, &err), 0);
+	/* The temp dir itself is on the host's filesystem, not btrfs. */
+	assert_int_equal(al_store_check(tmpdir, &err), -1);
+	assert_int_equal(err.code, AL_EUNAVAIL);
+	assert_int_equal(al_store_check("/nonexistent/pool", &err), -1);
+	assert_int_equal(err.code, AL_ENOENT);
+}
+
+static void test_create_and_is_subvol(void **state)
+{
+	(void)state;
+	NEED_BTRFS();
+	al_err err = {0};
+	char sv[512], plain[512], missing[512];
+	path(sv, sizeof sv, "sv1");
+	path(plain, sizeof plain, "plain");
+	path(missing, sizeof missing, "missing");
+	assert_int_equal(al_store_subvol_create(sv, &err), 0);
+	assert_int_equal(al_store_is_subvol(sv, &err), 1);
+	assert_int_equal(mkdir(plain, 0755), 0);
+	assert_int_equal(al_store_is_subvol(plain, &err), 0);
+	assert_int_equal(al_store_is_subvol(missing, &err), 0);
+	assert_int_equal(al_store_is_subvol(tmpdir, &err), 0); /* not btrfs */
+
+	assert_int_equal(al_store_subvol_create(sv, &err), -1);
+	assert_int_equal(err.code, AL_EEXIST);
+	char nested[512];
+	path(nested, sizeof nested, "no/such/parent");
+	assert_int_equal(al_store_subvol_create(nested, &err), -1);
+	assert_int_equal(err.code, AL_ENOENT);
+}
+
+static void test_snapshot_independent(void **state)
+{
+	(void)state;
+	NEED_BTRFS();
+	al_err err = {0};
+	char src[512], dst[512], p[600], buf[64];
+	path(src, sizeof src, "tmpl");
+	path(dst, sizeof dst, "sbx");
+	assert_int_equal(al_store_subvol_create(src, &err), 0);
+	snprintf(p, sizeof p, "%s/hello", src);
+	write_file(p, "template\n");
+
+	assert_int_equal(al_store_snapshot(src, dst, &err), 0);
+	assert_int_equal(al_store_is_subvol(dst, &err), 1);
+	snprintf(p, sizeof p, "%s/hello", dst);
+	assert_int_equal(read_file(p, buf, sizeof buf), 0);
+	assert_string_equal(buf, "template\n");
+
+	/* Writes in the snapshot stay there. */
+	write_file(p, "changed\n");
+	snprintf(p, sizeof p, "%s/new", dst);
+	write_file(p, "only in sandbox\n");
+	snprintf(p, sizeof p, "%s/hello", src);
+	assert_int_equal(read_file(p, buf, sizeof buf), 0);
+	assert_string_equal(buf, "template\n");
+	snprintf(p, sizeof p, "%s/new", src);
+	assert_int_equal(access(p, F_OK), -1);
+
+	/* And writes in the source after the snapshot do not leak in. */
+	snprintf(p, sizeof p, "%s/later", src);
+	write_file(p, "x");
+	snprintf(p, sizeof p, "%s/later", dst);
+	assert_int_equal(access(p, F_OK), -1);
+
+	/* dst exists now: a second snapshot onto it fails. */
+	assert_int_equal(al_store_snapshot(src, dst, &err), -1);
+	assert_int_equal(err.code, AL_EEXIST);
+	char missing[512];
+	path(missing, sizeof missing, "missing");
+	char dst2[512];
+	path(dst2, sizeof dst2, "sbx2");
+	assert_int_equal(al_store_snapshot(missing, dst2, &err), -1);
+	assert_int_equal(access(dst2, F_OK), -1);
+}
+
+static void test_delete(void **state)
+{
+	(void)state;
+	NEED_BTRFS();
+	al_err err = {0};
+	char outer[512], inner[600], p[700], plain[512];
+	path(outer, sizeof outer, "del");
+	assert_int_equal(al_store_subvol_create(outer, &err), 0);
+	/* A subvolume a sandbox made inside its root. */
+	snprintf(inner, sizeof inner, "%s/inner", outer);
+	assert_int_equal(al_store_subvol_create(inner, &err), 0);
+	snprintf(p, sizeof p, "%s/f", inner);
+	write_file(p, "x");
+
+	assert_int_equal(al_store_subvol_delete(outer, &err), 0);
+	assert_int_equal(access(outer, F_OK), -1);
+	assert_int_equal(errno, ENOENT);
+	/* Idempotent. */
+	assert_int_equal(al_store_subvol_delete(outer, &err), 0);
+
+	/* A plain directory is refused and left alone. */
+	path(plain, sizeof plain, "plaindel");
+	assert_int_equal(mkdir(plain, 0755), 0);
+	assert_int_equal(al_store_subvol_delete(plain, &err), -1);
+	assert_int_equal(err.code, AL_EINVAL);
+	assert_int_equal(access(plain, F_OK), 0);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_check),
+		cmocka_unit_test(test_create_and_is_subvol),
+		cmocka_unit_test(test_snapshot_independent),
+		cmocka_unit_test(test_delete),
+	};
+	return cmocka_run_group_tests_name("store", tests, group_setup,
+					   group_teardown);
+}
