@@ -1,0 +1,205 @@
+#include "auth.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <openssl/evp.h>
+
+#include "cleanup.h"
+#include "log.h"
+
+#define BOOTSTRAP_LOCK_KEY "1095324237"
+
+static const char hexdig[] = "0123456789abcdef";
+
+int al_auth_hash(const char *key, char out[65], al_err *err)
+{
+	unsigned char md[EVP_MAX_MD_SIZE];
+	unsigned int mdlen = 0;
+
+	if (EVP_Digest(key, strlen(key), md, &mdlen, EVP_sha256(), NULL) != 1 ||
+	    mdlen != 32)
+		return al_err_set(err, AL_EINTERNAL, 0, "sha256 failed");
+	for (unsigned int i = 0; i < 32; i++) {
+		out[2 * i] = hexdig[md[i] >> 4];
+		out[2 * i + 1] = hexdig[md[i] & 15];
+	}
+	out[64] = '\0';
+	return 0;
+}
+
+/* Accepted hashes are remembered for a few seconds per thread so that a
+ * stream of requests does not cost a query each; a revoked key stops
+ * working within CACHE_TTL_MS. */
+#define CACHE_SLOTS 8
+#define CACHE_TTL_MS 5000
+static _Thread_local struct {
+	char hash[65];
+	long long until_ms;
+} cache[CACHE_SLOTS];
+static _Thread_local unsigned cache_next;
+
+static long long mono_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int al_auth_check(al_db *db, const char *key, al_err *err)
+{
+	char hash[65];
+
+	if (key == NULL || key[0] == '\0')
+		return al_err_set(err, AL_EAUTH, 0, "missing API key");
+	if (strnlen(key, AL_AUTH_KEY_MAX + 1) > AL_AUTH_KEY_MAX)
+		return al_err_set(err, AL_EAUTH, 0, "invalid API key");
+	if (al_auth_hash(key, hash, err) < 0)
+		return -1;
+
+	long long now = mono_ms();
+	for (int i = 0; i < CACHE_SLOTS; i++)
+		if (cache[i].until_ms > now && strcmp(cache[i].hash, hash) == 0)
+			return 0;
+
+	const char *params[] = {hash};
+	PGresult *res = al_db_exec(db,
+				   "SELECT 1 FROM api_keys WHERE key_hash = $1"
+				   " AND revoked_at IS NULL",
+				   1, params, err);
+	if (res == NULL)
+		return -1;
+	int ok = PQntuples(res) == 1;
+	PQclear(res);
+	if (!ok)
+		return al_err_set(err, AL_EAUTH, 0, "invalid API key");
+	unsigned slot = cache_next++ % CACHE_SLOTS;
+	memcpy(cache[slot].hash, hash, sizeof hash);
+	cache[slot].until_ms = now + CACHE_TTL_MS;
+	return 0;
+}
+
+/* Write data to path atomically with mode 0600: temp file in the same
+ * directory, fsync, rename. */
+static int write_key_file(const char *path, const char *data, al_err *err)
+{
+	char tmp[PATH_MAX];
+	if (snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid()) >=
+	    (int)sizeof tmp)
+		return al_err_set(err, AL_EINVAL, 0, "key file path too long");
+	unlink(tmp);
+	al_autofd int fd = open(tmp,
+				O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC |
+					O_NOFOLLOW,
+				0600);
+	if (fd < 0)
+		return al_err_sys(err, AL_ESYS, errno, "create %s", tmp);
+	/* The umask could only have narrowed it, but be explicit. */
+	if (fchmod(fd, 0600) < 0)
+		goto fail_sys;
+	size_t len = strlen(data), off = 0;
+	while (off < len) {
+		ssize_t n = write(fd, data + off, len - off);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			goto fail_sys;
+		off += (size_t)n;
+	}
+	if (fsync(fd) < 0)
+		goto fail_sys;
+	if (rename(tmp, path) < 0)
+		goto fail_sys;
+	return 0;
+fail_sys:;
+	int e = errno;
+	unlink(tmp);
+	return al_err_sys(err, AL_ESYS, e, "write %s", path);
+}
+
+int al_auth_bootstrap(al_db *db, const char *key_file, int *created,
+		      al_err *err)
+{
+	unsigned char rnd[24];
+	char key[3 + 48 + 2];
+	char hash[65];
+	int rc = -1;
+
+	*created = 0;
+	PGresult *res = al_db_exec(db,
+				   "SELECT pg_advisory_lock(" BOOTSTRAP_LOCK_KEY
+				   ")",
+				   0, NULL, err);
+	if (res == NULL)
+		return -1;
+	PQclear(res);
+
+	res = al_db_exec(db,
+			 "SELECT 1 FROM api_keys WHERE is_admin"
+			 " AND revoked_at IS NULL LIMIT 1",
+			 0, NULL, err);
+	if (res == NULL)
+		goto unlock;
+	int have = PQntuples(res) > 0;
+	PQclear(res);
+	if (have) {
+		rc = 0;
+		goto unlock;
+	}
+
+	size_t got = 0;
+	while (got < sizeof rnd) {
+		ssize_t n = getrandom(rnd + got, sizeof rnd - got, 0);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			al_err_sys(err, AL_ESYS, errno, "getrandom");
+			goto unlock;
+		}
+		got += (size_t)n;
+	}
+	memcpy(key, "al_", 3);
+	for (size_t i = 0; i < sizeof rnd; i++) {
+		key[3 + 2 * i] = hexdig[rnd[i] >> 4];
+		key[3 + 2 * i + 1] = hexdig[rnd[i] & 15];
+	}
+	key[51] = '\0';
+	if (al_auth_hash(key, hash, err) < 0)
+		goto unlock;
+
+	/* File first: a key in the database that nobody can read would
+	 * block the next bootstrap from creating a usable one. */
+	key[51] = '\n';
+	key[52] = '\0';
+	if (write_key_file(key_file, key, err) < 0)
+		goto unlock;
+	key[51] = '\0';
+
+	const char *params[] = {hash};
+	res = al_db_exec(db,
+			 "INSERT INTO api_keys (name, key_hash, is_admin)"
+			 " VALUES ('admin', $1, true)",
+			 1, params, err);
+	if (res == NULL) {
+		unlink(key_file);
+		goto unlock;
+	}
+	PQclear(res);
+	*created = 1;
+	al_info("created admin API key in %s", key_file);
+	rc = 0;
+unlock:
+	explicit_bzero(key, sizeof key);
+	res = al_db_exec(db,
+			 "SELECT pg_advisory_unlock(" BOOTSTRAP_LOCK_KEY ")",
+			 0, NULL, NULL);
+	PQclear(res);
+	return rc;
+}

@@ -1,0 +1,270 @@
+#include "config.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define MIB (1024ull * 1024ull)
+
+static const char *env_lookup(const char *name)
+{
+	return getenv(name);
+}
+
+/* A configured path must be absolute, free of control characters and fit
+ * our fixed buffers with room for the suffixes we append later. */
+static int set_path(char *dst, const char *var, const char *value,
+		    al_err *err)
+{
+	size_t n = strlen(value);
+
+	if (n == 0 || value[0] != '/')
+		return al_err_set(err, AL_EINVAL, 0,
+				  "%s must be an absolute path", var);
+	if (n >= AL_PATH_MAX - 96)
+		return al_err_set(err, AL_EINVAL, 0, "%s is too long", var);
+	for (size_t i = 0; i < n; i++)
+		if ((unsigned char)value[i] < 0x20 || value[i] == 0x7f)
+			return al_err_set(err, AL_EINVAL, 0,
+					  "%s contains a control character",
+					  var);
+	memcpy(dst, value, n + 1);
+	/* Trailing slashes would double up when we join paths. */
+	while (n > 1 && dst[n - 1] == '/')
+		dst[--n] = '\0';
+	return 0;
+}
+
+/* Make a possibly relative directory absolute against the cwd; the
+ * directory does not have to exist yet. */
+static int absolutize(char *out, size_t outlen, const char *var,
+		      const char *value, al_err *err)
+{
+	if (value[0] == '/') {
+		if (snprintf(out, outlen, "%s", value) >= (int)outlen)
+			return al_err_set(err, AL_EINVAL, 0, "%s is too long",
+					  var);
+		return 0;
+	}
+	char cwd[PATH_MAX];
+	if (getcwd(cwd, sizeof cwd) == NULL)
+		return al_err_sys(err, AL_ESYS, errno, "getcwd for %s", var);
+	const char *rel = value;
+	while (rel[0] == '.' && rel[1] == '/')
+		rel += 2;
+	if (strcmp(rel, ".") == 0)
+		rel = "";
+	int n = snprintf(out, outlen, "%s%s%s", cwd,
+			 (rel[0] != '\0' && strcmp(cwd, "/") != 0) ? "/" : "",
+			 rel);
+	if (n < 0 || (size_t)n >= outlen)
+		return al_err_set(err, AL_EINVAL, 0, "%s is too long", var);
+	return 0;
+}
+
+static int parse_u64(const char *var, const char *value, uint64_t min,
+		     uint64_t max, uint64_t *out, al_err *err)
+{
+	if (value[0] < '0' || value[0] > '9')
+		return al_err_set(err, AL_EINVAL, 0,
+				  "%s must be a decimal number", var);
+	errno = 0;
+	char *end = NULL;
+	unsigned long long v = strtoull(value, &end, 10);
+	if (errno != 0 || end == NULL || *end != '\0')
+		return al_err_set(err, AL_EINVAL, 0,
+				  "%s must be a decimal number", var);
+	if (v < min || v > max)
+		return al_err_set(err, AL_EINVAL, 0,
+				  "%s must be between %llu and %llu", var,
+				  (unsigned long long)min,
+				  (unsigned long long)max);
+	*out = v;
+	return 0;
+}
+
+static int dir_exists(const char *p)
+{
+	struct stat st;
+	return stat(p, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+/* Directory of the running binary, for defaults that live next to the
+ * build tree. Empty string when it cannot be found. */
+static void exe_dir(char *out, size_t outlen)
+{
+	char buf[PATH_MAX];
+	ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
+
+	out[0] = '\0';
+	if (n <= 0)
+		return;
+	buf[n] = '\0';
+	char *slash = strrchr(buf, '/');
+	if (slash == NULL || slash == buf)
+		return;
+	*slash = '\0';
+	if ((size_t)(slash - buf) < outlen)
+		memcpy(out, buf, (size_t)(slash - buf) + 1);
+}
+
+int al_config_load_from(al_config *cfg, const char *(*lookup)(const char *),
+			al_err *err)
+{
+	char tmp[AL_PATH_MAX];
+	const char *v;
+	uint64_t n;
+
+	memset(cfg, 0, sizeof *cfg);
+
+	v = lookup("AIRLOCK_STATE");
+	if (v == NULL || v[0] == '\0')
+		v = "var";
+	if (absolutize(tmp, sizeof tmp, "AIRLOCK_STATE", v, err) < 0 ||
+	    set_path(cfg->state_dir, "AIRLOCK_STATE", tmp, err) < 0)
+		return -1;
+	/* set_path left 96 bytes of room, so these cannot truncate. */
+	if (snprintf(cfg->run_dir, sizeof cfg->run_dir, "%s/run",
+		     cfg->state_dir) >= (int)sizeof cfg->run_dir ||
+	    snprintf(cfg->pool_dir, sizeof cfg->pool_dir, "%s/pool",
+		     cfg->state_dir) >= (int)sizeof cfg->pool_dir)
+		return al_err_set(err, AL_EINVAL, 0, "AIRLOCK_STATE too long");
+
+	v = lookup("AIRLOCK_DB");
+	if (v != NULL && v[0] != '\0') {
+		if (strlen(v) >= sizeof cfg->db_conninfo)
+			return al_err_set(err, AL_EINVAL, 0,
+					  "AIRLOCK_DB is too long");
+		snprintf(cfg->db_conninfo, sizeof cfg->db_conninfo, "%s", v);
+	} else {
+		int w = snprintf(cfg->db_conninfo, sizeof cfg->db_conninfo,
+				 "host=%s dbname=airlock user=airlock",
+				 cfg->run_dir);
+		if (w < 0 || (size_t)w >= sizeof cfg->db_conninfo)
+			return al_err_set(err, AL_EINVAL, 0,
+					  "AIRLOCK_STATE is too long");
+		/* A space in the path would split the conninfo keyword. */
+		if (strchr(cfg->run_dir, ' ') != NULL ||
+		    strchr(cfg->run_dir, '\'') != NULL)
+			return al_err_set(err, AL_EINVAL, 0,
+					  "AIRLOCK_STATE must not contain "
+					  "spaces or quotes (set AIRLOCK_DB)");
+	}
+
+	char bindir[AL_PATH_MAX];
+	exe_dir(bindir, sizeof bindir);
+
+	v = lookup("AIRLOCK_SQL_DIR");
+	if (v != NULL && v[0] != '\0') {
+		if (set_path(cfg->sql_dir, "AIRLOCK_SQL_DIR", v, err) < 0)
+			return -1;
+	} else {
+		/* build/<prog> or build-san/<prog> sit beside core/sql. */
+		char guess[AL_PATH_MAX + 16];
+		char real[PATH_MAX];
+		snprintf(guess, sizeof guess, "%s/../core/sql", bindir);
+		if (bindir[0] != '\0' && dir_exists(guess) &&
+		    realpath(guess, real) != NULL && strlen(real) < 400)
+			snprintf(cfg->sql_dir, sizeof cfg->sql_dir, "%s", real);
+		else
+			snprintf(cfg->sql_dir, sizeof cfg->sql_dir,
+				 "/usr/share/airlock/sql");
+	}
+
+	v = lookup("AIRLOCK_LIBEXEC");
+	if (v != NULL && v[0] != '\0') {
+		if (set_path(cfg->libexec_dir, "AIRLOCK_LIBEXEC", v, err) < 0)
+			return -1;
+	} else if (bindir[0] != '\0' && strlen(bindir) < 400) {
+		snprintf(cfg->libexec_dir, sizeof cfg->libexec_dir, "%s",
+			 bindir);
+	} else {
+		snprintf(cfg->libexec_dir, sizeof cfg->libexec_dir,
+			 "/usr/libexec/airlock");
+	}
+
+	cfg->default_memory_bytes = 512 * MIB;
+	cfg->default_pids = 512;
+	cfg->default_cpu_shares = 1024;
+	cfg->default_timeout_s = 300;
+	cfg->max_timeout_s = 86400;
+
+	v = lookup("AIRLOCK_DEFAULT_MEMORY_MB");
+	if (v != NULL && v[0] != '\0') {
+		if (parse_u64("AIRLOCK_DEFAULT_MEMORY_MB", v, 16, 1024 * 1024,
+			      &n, err) < 0)
+			return -1;
+		cfg->default_memory_bytes = n * MIB;
+	}
+	v = lookup("AIRLOCK_DEFAULT_PIDS");
+	if (v != NULL && v[0] != '\0') {
+		if (parse_u64("AIRLOCK_DEFAULT_PIDS", v, 8, 4194304, &n, err) <
+		    0)
+			return -1;
+		cfg->default_pids = (uint32_t)n;
+	}
+	v = lookup("AIRLOCK_DEFAULT_CPU_SHARES");
+	if (v != NULL && v[0] != '\0') {
+		if (parse_u64("AIRLOCK_DEFAULT_CPU_SHARES", v, 2, 262144, &n,
+			      err) < 0)
+			return -1;
+		cfg->default_cpu_shares = (uint32_t)n;
+	}
+	return 0;
+}
+
+int al_config_load(al_config *cfg, al_err *err)
+{
+	return al_config_load_from(cfg, env_lookup, err);
+}
+
+int al_id_valid(const char *id)
+{
+	if (id == NULL || id[0] == '\0' || id[0] == '-')
+		return 0;
+	size_t i;
+	for (i = 0; id[i] != '\0'; i++) {
+		if (i >= 63)
+			return 0;
+		char c = id[i];
+		if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+		      c == '-'))
+			return 0;
+	}
+	return 1;
+}
+
+static int join_id(char *out, size_t outlen, const char *base,
+		   const char *mid, const char *id, const char *suffix,
+		   al_err *err)
+{
+	if (!al_id_valid(id))
+		return al_err_set(err, AL_EINVAL, 0, "invalid id");
+	int n = snprintf(out, outlen, "%s/%s/%s%s", base, mid, id, suffix);
+	if (n < 0 || (size_t)n >= outlen)
+		return al_err_set(err, AL_EINVAL, 0, "path for %s too long",
+				  id);
+	return 0;
+}
+
+int al_config_sandbox_root(const al_config *cfg, const char *id, char *out,
+			   size_t outlen, al_err *err)
+{
+	return join_id(out, outlen, cfg->pool_dir, "sandboxes", id, "", err);
+}
+
+int al_config_template_root(const al_config *cfg, const char *name, char *out,
+			    size_t outlen, al_err *err)
+{
+	return join_id(out, outlen, cfg->pool_dir, "templates", name, "", err);
+}
+
+int al_config_shim_socket(const al_config *cfg, const char *id, char *out,
+			  size_t outlen, al_err *err)
+{
+	return join_id(out, outlen, cfg->run_dir, "sbx", id, ".sock", err);
+}

@@ -1,0 +1,338 @@
+#include "db.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cleanup.h"
+#include "log.h"
+
+/* Key of the advisory lock that serializes migrations between the
+ * programs that start at the same time ("AIRL"). */
+#define MIGRATE_LOCK_KEY "1095324236"
+#define SQL_FILE_MAX (1 << 20)
+
+/* libpq error text spans lines; keep the first one. */
+static void first_line(char *dst, size_t dstlen, const char *src)
+{
+	if (src == NULL)
+		src = "unknown error";
+	size_t n = strcspn(src, "\n");
+	if (n >= dstlen)
+		n = dstlen - 1;
+	memcpy(dst, src, n);
+	dst[n] = '\0';
+}
+
+static int conn_err(al_db *db, al_code code, const char *what, al_err *err)
+{
+	char line[256];
+	first_line(line, sizeof line, PQerrorMessage(db->conn));
+	return al_err_set(err, code, 0, "%s: %s", what, line);
+}
+
+/* Server notices ("relation exists, skipping") are not errors; keep
+ * them out of stderr. */
+static void notice_sink(void *arg, const char *message)
+{
+	(void)arg;
+	(void)message;
+}
+
+al_db *al_db_open(const char *conninfo, al_err *err)
+{
+	if (conninfo == NULL || strlen(conninfo) >= sizeof((al_db *)0)->conninfo) {
+		al_err_set(err, AL_EINVAL, 0, "database conninfo too long");
+		return NULL;
+	}
+	al_db *db = calloc(1, sizeof *db);
+	if (db == NULL) {
+		al_err_set(err, AL_ENOMEM, 0, "out of memory");
+		return NULL;
+	}
+	snprintf(db->conninfo, sizeof db->conninfo, "%s", conninfo);
+	db->conn = PQconnectdb(conninfo);
+	if (db->conn == NULL) {
+		free(db);
+		al_err_set(err, AL_ENOMEM, 0, "out of memory");
+		return NULL;
+	}
+	if (PQstatus(db->conn) != CONNECTION_OK) {
+		conn_err(db, AL_EUNAVAIL, "connecting to PostgreSQL", err);
+		al_db_close(db);
+		return NULL;
+	}
+	PQsetNoticeProcessor(db->conn, notice_sink, NULL);
+	return db;
+}
+
+void al_db_close(al_db *db)
+{
+	if (db == NULL)
+		return;
+	if (db->conn != NULL)
+		PQfinish(db->conn);
+	free(db);
+}
+
+int al_db_ensure(al_db *db, al_err *err)
+{
+	if (PQstatus(db->conn) == CONNECTION_OK)
+		return 0;
+	PQreset(db->conn);
+	if (PQstatus(db->conn) != CONNECTION_OK)
+		return conn_err(db, AL_EUNAVAIL, "reconnecting to PostgreSQL",
+				err);
+	al_info("reconnected to PostgreSQL");
+	return 0;
+}
+
+static PGresult *exec_once(al_db *db, const char *sql, int nparams,
+			   const char *const *params, al_err *err)
+{
+	PGresult *res = PQexecParams(db->conn, sql, nparams, NULL, params, NULL,
+				     NULL, 0);
+	if (res == NULL) {
+		conn_err(db, AL_EDB, "query", err);
+		return NULL;
+	}
+	ExecStatusType st = PQresultStatus(res);
+	if (st == PGRES_TUPLES_OK || st == PGRES_COMMAND_OK)
+		return res;
+
+	/* Only the primary message: the detail line can quote parameter
+	 * values, which may be secrets. */
+	const char *state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
+	const char *msg = PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY);
+	char line[256];
+	first_line(line, sizeof line,
+		   msg != NULL ? msg : PQerrorMessage(db->conn));
+	al_code code = AL_EDB;
+	if (state != NULL && strcmp(state, "23505") == 0)
+		code = AL_EEXIST;
+	else if (PQstatus(db->conn) != CONNECTION_OK)
+		code = AL_EUNAVAIL;
+	al_err_set(err, code, 0, "database: %s", line);
+	PQclear(res);
+	return NULL;
+}
+
+PGresult *al_db_exec(al_db *db, const char *sql, int nparams,
+		     const char *const *params, al_err *err)
+{
+	if (db == NULL || db->conn == NULL) {
+		al_err_set(err, AL_EUNAVAIL, 0, "no database connection");
+		return NULL;
+	}
+	if (al_db_ensure(db, err) < 0)
+		return NULL;
+	PGTransactionStatusType ts = PQtransactionStatus(db->conn);
+	al_err tmp;
+	PGresult *res = exec_once(db, sql, nparams, params, &tmp);
+	if (res != NULL)
+		return res;
+	/* A server restart shows up as a broken connection on first use.
+	 * Outside a transaction the statement did not run on the old
+	 * connection, so one retry on a fresh one is safe. */
+	if (PQstatus(db->conn) != CONNECTION_OK && ts == PQTRANS_IDLE &&
+	    al_db_ensure(db, NULL) == 0)
+		return exec_once(db, sql, nparams, params, err);
+	if (err != NULL)
+		*err = tmp;
+	return NULL;
+}
+
+static int exec_cmd(al_db *db, const char *sql, al_err *err)
+{
+	PGresult *res = al_db_exec(db, sql, 0, NULL, err);
+	if (res == NULL)
+		return -1;
+	PQclear(res);
+	return 0;
+}
+
+/* Read a migration file fully; NUL-terminated. */
+static char *read_sql(const char *path, al_err *err)
+{
+	al_autofd int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0) {
+		al_err_sys(err, AL_ESYS, errno, "open %s", path);
+		return NULL;
+	}
+	struct stat st;
+	if (fstat(fd, &st) < 0) {
+		al_err_sys(err, AL_ESYS, errno, "stat %s", path);
+		return NULL;
+	}
+	if (!S_ISREG(st.st_mode) || st.st_size > SQL_FILE_MAX) {
+		al_err_set(err, AL_EINVAL, 0, "%s: not a regular file under 1 MiB",
+			   path);
+		return NULL;
+	}
+	char *buf = malloc((size_t)st.st_size + 1);
+	if (buf == NULL) {
+		al_err_set(err, AL_ENOMEM, 0, "out of memory");
+		return NULL;
+	}
+	size_t got = 0;
+	while (got < (size_t)st.st_size) {
+		ssize_t n = read(fd, buf + got, (size_t)st.st_size - got);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			al_err_sys(err, AL_ESYS, n < 0 ? errno : EIO, "read %s",
+				   path);
+			free(buf);
+			return NULL;
+		}
+		got += (size_t)n;
+	}
+	buf[got] = '\0';
+	if (strlen(buf) != got) {
+		al_err_set(err, AL_EINVAL, 0, "%s contains a NUL byte", path);
+		free(buf);
+		return NULL;
+	}
+	return buf;
+}
+
+/* "NNN_name.sql" -> NNN, or -1 when the name does not match. */
+static int migration_version(const char *name)
+{
+	size_t n = strlen(name);
+	if (n < 9 || strcmp(name + n - 4, ".sql") != 0)
+		return -1;
+	for (int i = 0; i < 3; i++)
+		if (name[i] < '0' || name[i] > '9')
+			return -1;
+	if (name[3] != '_')
+		return -1;
+	for (size_t i = 4; i < n - 4; i++) {
+		char c = name[i];
+		if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+		      c == '_'))
+			return -1;
+	}
+	return (name[0] - '0') * 100 + (name[1] - '0') * 10 + (name[2] - '0');
+}
+
+static int cmp_names(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static int apply_one(al_db *db, const char *sql_dir, const char *name,
+		     int version, al_err *err)
+{
+	char path[1024];
+	char vbuf[16];
+	const char *params[1] = {vbuf};
+
+	snprintf(vbuf, sizeof vbuf, "%d", version);
+	PGresult *res = al_db_exec(
+		db, "SELECT 1 FROM schema_migrations WHERE version = $1", 1,
+		params, err);
+	if (res == NULL)
+		return -1;
+	int done = PQntuples(res) > 0;
+	PQclear(res);
+	if (done)
+		return 0;
+
+	if (snprintf(path, sizeof path, "%s/%s", sql_dir, name) >=
+	    (int)sizeof path)
+		return al_err_set(err, AL_EINVAL, 0, "migration path too long");
+	al_autofree char *sql = read_sql(path, err);
+	if (sql == NULL)
+		return -1;
+
+	if (exec_cmd(db, "BEGIN", err) < 0)
+		return -1;
+	res = PQexec(db->conn, sql);
+	if (res == NULL || PQresultStatus(res) != PGRES_COMMAND_OK) {
+		char line[256];
+		const char *m = res != NULL ? PQresultErrorField(
+						      res, PG_DIAG_MESSAGE_PRIMARY)
+					    : NULL;
+		first_line(line, sizeof line,
+			   m != NULL ? m : PQerrorMessage(db->conn));
+		PQclear(res);
+		exec_cmd(db, "ROLLBACK", NULL);
+		return al_err_set(err, AL_EDB, 0, "migration %s: %s", name,
+				  line);
+	}
+	PQclear(res);
+	res = al_db_exec(db, "INSERT INTO schema_migrations (version) "
+			     "VALUES ($1)",
+			 1, params, err);
+	if (res == NULL) {
+		exec_cmd(db, "ROLLBACK", NULL);
+		return -1;
+	}
+	PQclear(res);
+	if (exec_cmd(db, "COMMIT", err) < 0)
+		return -1;
+	al_info("applied migration %s", name);
+	return 0;
+}
+
+int al_db_migrate(al_db *db, const char *sql_dir, al_err *err)
+{
+	DIR *d = opendir(sql_dir);
+	if (d == NULL)
+		return al_err_sys(err, AL_ESYS, errno, "opendir %s", sql_dir);
+	char *names[1000];
+	size_t n = 0;
+	struct dirent *de;
+	while ((de = readdir(d)) != NULL) {
+		if (migration_version(de->d_name) < 0)
+			continue;
+		if (n == sizeof names / sizeof names[0])
+			break;
+		names[n] = strdup(de->d_name);
+		if (names[n] == NULL) {
+			closedir(d);
+			for (size_t i = 0; i < n; i++)
+				free(names[i]);
+			return al_err_set(err, AL_ENOMEM, 0, "out of memory");
+		}
+		n++;
+	}
+	closedir(d);
+	qsort(names, n, sizeof names[0], cmp_names);
+
+	int rc = -1;
+	if (exec_cmd(db, "SELECT pg_advisory_lock(" MIGRATE_LOCK_KEY ")",
+		     err) < 0)
+		goto out;
+	if (exec_cmd(db,
+		     "CREATE TABLE IF NOT EXISTS schema_migrations ("
+		     "version integer PRIMARY KEY, "
+		     "applied_at timestamptz NOT NULL DEFAULT now())",
+		     err) < 0)
+		goto unlock;
+	int prev = -1;
+	for (size_t i = 0; i < n; i++) {
+		int v = migration_version(names[i]);
+		if (v == prev) {
+			al_err_set(err, AL_EINVAL, 0,
+				   "two migrations numbered %03d", v);
+			goto unlock;
+		}
+		prev = v;
+		if (apply_one(db, sql_dir, names[i], v, err) < 0)
+			goto unlock;
+	}
+	rc = 0;
+unlock:
+	exec_cmd(db, "SELECT pg_advisory_unlock(" MIGRATE_LOCK_KEY ")", NULL);
+out:
+	for (size_t i = 0; i < n; i++)
+		free(names[i]);
+	return rc;
+}

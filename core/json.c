@@ -1,0 +1,510 @@
+#include "json.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include <openssl/evp.h>
+
+#include "path.h"
+
+const al_json_map_limits al_json_env_limits = {
+	.max_entries = 256,
+	.max_key = 255,
+	.max_value = 32768,
+	.env_names = 1,
+};
+
+const al_json_map_limits al_json_metadata_limits = {
+	.max_entries = 64,
+	.max_key = 128,
+	.max_value = 1024,
+	.env_names = 0,
+};
+
+static int is_ws(char c)
+{
+	return c == ' ' || c == '\t' || c == '\n' || c == '\r';
+}
+
+json_object *al_json_parse_object(const char *buf, size_t len, al_err *err)
+{
+	if (len > AL_JSON_BODY_MAX) {
+		al_err_set(err, AL_ETOOBIG, 0,
+			   "request body is larger than %u bytes",
+			   AL_JSON_BODY_MAX);
+		return NULL;
+	}
+	size_t i = 0;
+	while (i < len && is_ws(buf[i]))
+		i++;
+	if (i == len)
+		return json_object_new_object();
+	/* json-c stops at a NUL byte; a body containing one is not JSON. */
+	if (memchr(buf, '\0', len) != NULL) {
+		al_err_set(err, AL_EINVAL, 0, "malformed JSON: NUL byte");
+		return NULL;
+	}
+
+	json_tokener *tok = json_tokener_new_ex(AL_JSON_DEPTH_MAX);
+	if (tok == NULL) {
+		al_err_set(err, AL_ENOMEM, 0, "out of memory");
+		return NULL;
+	}
+	json_tokener_set_flags(tok, JSON_TOKENER_STRICT |
+					    JSON_TOKENER_VALIDATE_UTF8);
+	json_object *obj = json_tokener_parse_ex(tok, buf, (int)len);
+	enum json_tokener_error jerr = json_tokener_get_error(tok);
+	size_t end = json_tokener_get_parse_end(tok);
+	json_tokener_free(tok);
+
+	if (obj == NULL || jerr != json_tokener_success) {
+		json_object_put(obj);
+		al_err_set(err, AL_EINVAL, 0, "malformed JSON: %s",
+			   jerr == json_tokener_continue
+				   ? "unexpected end of input"
+				   : json_tokener_error_desc(jerr));
+		return NULL;
+	}
+	for (; end < len; end++) {
+		if (!is_ws(buf[end])) {
+			json_object_put(obj);
+			al_err_set(err, AL_EINVAL, 0,
+				   "malformed JSON: trailing characters");
+			return NULL;
+		}
+	}
+	if (!json_object_is_type(obj, json_type_object)) {
+		json_object_put(obj);
+		al_err_set(err, AL_EINVAL, 0, "request body must be an object");
+		return NULL;
+	}
+	return obj;
+}
+
+int al_json_check_fields(json_object *obj, const char *const *allowed,
+			 al_err *err)
+{
+	json_object_object_foreach(obj, key, val)
+	{
+		(void)val;
+		int ok = 0;
+		for (size_t i = 0; allowed[i] != NULL; i++) {
+			if (strcmp(allowed[i], key) == 0) {
+				ok = 1;
+				break;
+			}
+		}
+		if (!ok) {
+			/* Echo a field name only when it is short and tame. */
+			size_t n = strlen(key);
+			int tame = n > 0 && n <= 64;
+			for (size_t i = 0; tame && i < n; i++) {
+				char c = key[i];
+				if (!((c >= 'a' && c <= 'z') ||
+				      (c >= 'A' && c <= 'Z') ||
+				      (c >= '0' && c <= '9') || c == '_' ||
+				      c == '-' || c == '.'))
+					tame = 0;
+			}
+			if (tame)
+				return al_err_set(err, AL_EINVAL, 0,
+						  "unknown field '%s'", key);
+			return al_err_set(err, AL_EINVAL, 0,
+					  "unknown field in request");
+		}
+	}
+	return 0;
+}
+
+static json_object *member(json_object *obj, const char *key)
+{
+	json_object *v = NULL;
+	if (!json_object_object_get_ex(obj, key, &v))
+		return NULL;
+	return v; /* JSON null is NULL too: treated as absent */
+}
+
+int al_json_get_str(json_object *obj, const char *key, size_t max_len,
+		    const char **out, size_t *out_len, al_err *err)
+{
+	json_object *v = member(obj, key);
+	if (v == NULL)
+		return 0;
+	if (!json_object_is_type(v, json_type_string))
+		return al_err_set(err, AL_EINVAL, 0, "'%s' must be a string",
+				  key);
+	size_t n = (size_t)json_object_get_string_len(v);
+	if (n > max_len)
+		return al_err_set(err, AL_EINVAL, 0,
+				  "'%s' is longer than %zu bytes", key,
+				  max_len);
+	*out = json_object_get_string(v);
+	if (out_len != NULL)
+		*out_len = n;
+	else if (memchr(*out, '\0', n) != NULL)
+		return al_err_set(err, AL_EINVAL, 0,
+				  "'%s' must not contain NUL", key);
+	return 1;
+}
+
+int al_json_get_int(json_object *obj, const char *key, int64_t min,
+		    int64_t max, int64_t *out, al_err *err)
+{
+	json_object *v = member(obj, key);
+	if (v == NULL)
+		return 0;
+	if (!json_object_is_type(v, json_type_int))
+		return al_err_set(err, AL_EINVAL, 0,
+				  "'%s' must be an integer", key);
+	/* Values beyond int64 saturate, which the range check rejects. */
+	int64_t n = json_object_get_int64(v);
+	if (n < min || n > max)
+		return al_err_set(err, AL_EINVAL, 0,
+				  "'%s' must be between %lld and %lld", key,
+				  (long long)min, (long long)max);
+	*out = n;
+	return 1;
+}
+
+int al_json_get_bool(json_object *obj, const char *key, int *out,
+		     al_err *err)
+{
+	json_object *v = member(obj, key);
+	if (v == NULL)
+		return 0;
+	if (!json_object_is_type(v, json_type_boolean))
+		return al_err_set(err, AL_EINVAL, 0, "'%s' must be a boolean",
+				  key);
+	*out = json_object_get_boolean(v) ? 1 : 0;
+	return 1;
+}
+
+static int env_name_valid(const char *k, size_t n)
+{
+	if (n == 0)
+		return 0;
+	for (size_t i = 0; i < n; i++) {
+		char c = k[i];
+		int alpha = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+			    c == '_';
+		if (!alpha && !(i > 0 && c >= '0' && c <= '9'))
+			return 0;
+	}
+	return 1;
+}
+
+int al_json_get_str_map(json_object *obj, const char *key,
+			const al_json_map_limits *lim, json_object **out,
+			al_err *err)
+{
+	json_object *v = member(obj, key);
+	if (v == NULL)
+		return 0;
+	if (!json_object_is_type(v, json_type_object))
+		return al_err_set(err, AL_EINVAL, 0,
+				  "'%s' must be an object of strings", key);
+	if ((size_t)json_object_object_length(v) > lim->max_entries)
+		return al_err_set(err, AL_EINVAL, 0,
+				  "'%s' has more than %zu entries", key,
+				  lim->max_entries);
+	json_object_object_foreach(v, k, val)
+	{
+		size_t kn = strlen(k);
+		if (kn == 0 || kn > lim->max_key)
+			return al_err_set(err, AL_EINVAL, 0,
+					  "'%s' keys must be 1..%zu bytes",
+					  key, lim->max_key);
+		if (lim->env_names && !env_name_valid(k, kn))
+			return al_err_set(err, AL_EINVAL, 0,
+					  "'%s' keys must match "
+					  "[A-Za-z_][A-Za-z0-9_]*",
+					  key);
+		for (size_t i = 0; i < kn; i++)
+			if ((unsigned char)k[i] < 0x20 || k[i] == 0x7f)
+				return al_err_set(err, AL_EINVAL, 0,
+						  "'%s' keys must not contain "
+						  "control characters",
+						  key);
+		if (val == NULL || !json_object_is_type(val, json_type_string))
+			return al_err_set(err, AL_EINVAL, 0,
+					  "'%s' values must be strings", key);
+		size_t vn = (size_t)json_object_get_string_len(val);
+		if (vn > lim->max_value)
+			return al_err_set(err, AL_EINVAL, 0,
+					  "'%s' values must be at most %zu "
+					  "bytes",
+					  key, lim->max_value);
+		if (memchr(json_object_get_string(val), '\0', vn) != NULL)
+			return al_err_set(err, AL_EINVAL, 0,
+					  "'%s' values must not contain NUL",
+					  key);
+	}
+	*out = v;
+	return 1;
+}
+
+int al_json_get_str_array(json_object *obj, const char *key, size_t min_items,
+			  size_t max_items, size_t max_len, json_object **out,
+			  al_err *err)
+{
+	json_object *v = member(obj, key);
+	if (v == NULL)
+		return 0;
+	if (!json_object_is_type(v, json_type_array))
+		return al_err_set(err, AL_EINVAL, 0,
+				  "'%s' must be an array of strings", key);
+	size_t n = json_object_array_length(v);
+	if (n < min_items || n > max_items)
+		return al_err_set(err, AL_EINVAL, 0,
+				  "'%s' must have %zu..%zu items", key,
+				  min_items, max_items);
+	for (size_t i = 0; i < n; i++) {
+		json_object *item = json_object_array_get_idx(v, i);
+		if (item == NULL || !json_object_is_type(item, json_type_string))
+			return al_err_set(err, AL_EINVAL, 0,
+					  "'%s' items must be strings", key);
+		size_t sn = (size_t)json_object_get_string_len(item);
+		if (sn > max_len)
+			return al_err_set(err, AL_EINVAL, 0,
+					  "'%s' items must be at most %zu "
+					  "bytes",
+					  key, max_len);
+		if (memchr(json_object_get_string(item), '\0', sn) != NULL)
+			return al_err_set(err, AL_EINVAL, 0,
+					  "'%s' items must not contain NUL",
+					  key);
+	}
+	*out = v;
+	return 1;
+}
+
+/* Length of the sequence starting with lead byte c, 0 if c cannot start
+ * one. */
+static size_t utf8_seq_len(unsigned char c)
+{
+	if (c < 0x80)
+		return 1;
+	if (c >= 0xc2 && c <= 0xdf)
+		return 2;
+	if (c >= 0xe0 && c <= 0xef)
+		return 3;
+	if (c >= 0xf0 && c <= 0xf4)
+		return 4;
+	return 0;
+}
+
+/* Whether the k-th byte (k >= 1) of a sequence led by lead may be b. */
+static int utf8_cont_ok(unsigned char lead, size_t k, unsigned char b)
+{
+	if ((b & 0xc0) != 0x80)
+		return 0;
+	if (k != 1)
+		return 1;
+	/* Second byte ranges exclude overlongs, surrogates, > U+10FFFF. */
+	switch (lead) {
+	case 0xe0:
+		return b >= 0xa0;
+	case 0xed:
+		return b <= 0x9f;
+	case 0xf0:
+		return b >= 0x90;
+	case 0xf4:
+		return b <= 0x8f;
+	default:
+		return 1;
+	}
+}
+
+size_t al_utf8_complete_prefix(const void *p, size_t n, int *bad)
+{
+	const unsigned char *s = p;
+	size_t i = 0;
+
+	*bad = 0;
+	while (i < n) {
+		size_t l = utf8_seq_len(s[i]);
+		if (l == 0) {
+			*bad = 1;
+			return i;
+		}
+		size_t k;
+		for (k = 1; k < l && i + k < n; k++) {
+			if (!utf8_cont_ok(s[i], k, s[i + k])) {
+				*bad = 1;
+				return i;
+			}
+		}
+		if (k < l)
+			return i; /* incomplete tail, may complete later */
+		i += l;
+	}
+	return i;
+}
+
+int al_utf8_valid(const void *p, size_t n)
+{
+	int bad = 0;
+	return al_utf8_complete_prefix(p, n, &bad) == n && !bad;
+}
+
+char *al_base64_encode(const void *p, size_t n)
+{
+	if (n > ((size_t)1 << 30))
+		return NULL;
+	size_t outlen = 4 * ((n + 2) / 3) + 1;
+	unsigned char *out = malloc(outlen);
+	if (out == NULL)
+		return NULL;
+	/* EVP_EncodeBlock takes an int length; feed it in slices that keep
+	 * the 3-byte grouping. */
+	size_t o = 0;
+	const unsigned char *in = p;
+	const size_t slice = 3 * 65536;
+	for (size_t i = 0; i < n; i += slice) {
+		size_t len = n - i < slice ? n - i : slice;
+		o += (size_t)EVP_EncodeBlock(out + o, in + i, (int)len);
+	}
+	out[o] = '\0';
+	return (char *)out;
+}
+
+const char *al_json_compact(json_object *obj)
+{
+	return json_object_to_json_string_ext(
+		obj, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE);
+}
+
+static const char *const create_fields[] = {
+	"template", "timeout", "env",	    "metadata",
+	"memory_mb", "pids",   "cpu_shares", NULL,
+};
+
+int al_json_create_req_parse(const char *buf, size_t len,
+			     uint32_t default_timeout_s,
+			     uint32_t max_timeout_s, al_create_req *out,
+			     al_err *err)
+{
+	int64_t n;
+	int r;
+
+	memset(out, 0, sizeof *out);
+	out->root = al_json_parse_object(buf, len, err);
+	if (out->root == NULL)
+		return -1;
+	json_object *o = out->root;
+	if (al_json_check_fields(o, create_fields, err) < 0)
+		goto fail;
+
+	out->template_name = "minimal";
+	if (al_json_get_str(o, "template", 63, &out->template_name, NULL,
+			    err) < 0)
+		goto fail;
+	if (out->template_name[0] == '\0') {
+		al_err_set(err, AL_EINVAL, 0, "'template' must not be empty");
+		goto fail;
+	}
+
+	out->timeout_s = default_timeout_s;
+	r = al_json_get_int(o, "timeout", 1, max_timeout_s, &n, err);
+	if (r < 0)
+		goto fail;
+	if (r > 0)
+		out->timeout_s = (uint32_t)n;
+
+	if (al_json_get_str_map(o, "env", &al_json_env_limits, &out->env,
+				err) < 0)
+		goto fail;
+	if (al_json_get_str_map(o, "metadata", &al_json_metadata_limits,
+				&out->metadata, err) < 0)
+		goto fail;
+
+	r = al_json_get_int(o, "memory_mb", 16, 1024 * 1024, &n, err);
+	if (r < 0)
+		goto fail;
+	if (r > 0)
+		out->memory_mb = (uint64_t)n;
+	r = al_json_get_int(o, "pids", 8, 65536, &n, err);
+	if (r < 0)
+		goto fail;
+	if (r > 0)
+		out->pids = (uint32_t)n;
+	r = al_json_get_int(o, "cpu_shares", 2, 262144, &n, err);
+	if (r < 0)
+		goto fail;
+	if (r > 0)
+		out->cpu_shares = (uint32_t)n;
+	return 0;
+fail:
+	al_json_create_req_free(out);
+	return -1;
+}
+
+void al_json_create_req_free(al_create_req *req)
+{
+	json_object_put(req->root);
+	memset(req, 0, sizeof *req);
+}
+
+static const char *const exec_fields[] = {
+	"cmd", "env", "cwd", "stdin", "timeout", NULL,
+};
+
+int al_json_exec_req_parse(const char *buf, size_t len, al_exec_req *out,
+			   al_err *err)
+{
+	int64_t n;
+	int r;
+	const char *cwd = "/";
+
+	memset(out, 0, sizeof *out);
+	out->root = al_json_parse_object(buf, len, err);
+	if (out->root == NULL)
+		return -1;
+	json_object *o = out->root;
+	if (al_json_check_fields(o, exec_fields, err) < 0)
+		goto fail;
+
+	r = al_json_get_str_array(o, "cmd", 1, 4096, 256 * 1024, &out->cmd,
+				  err);
+	if (r < 0)
+		goto fail;
+	if (r == 0) {
+		al_err_set(err, AL_EINVAL, 0,
+			   "'cmd' is required (array of strings)");
+		goto fail;
+	}
+	if (json_object_get_string_len(json_object_array_get_idx(out->cmd,
+								 0)) == 0) {
+		al_err_set(err, AL_EINVAL, 0, "'cmd[0]' must not be empty");
+		goto fail;
+	}
+	if (al_json_get_str_map(o, "env", &al_json_env_limits, &out->env,
+				err) < 0)
+		goto fail;
+	if (al_json_get_str(o, "cwd", AL_API_PATH_MAX, &cwd, NULL, err) < 0)
+		goto fail;
+	if (al_path_normalize(cwd, out->cwd, sizeof out->cwd, err) < 0) {
+		al_err_wrap(err, "cwd");
+		goto fail;
+	}
+	r = al_json_get_str(o, "stdin", AL_JSON_BODY_MAX, &out->stdin_data,
+			    &out->stdin_len, err);
+	if (r < 0)
+		goto fail;
+	out->timeout_s = AL_EXEC_TIMEOUT_DEFAULT;
+	r = al_json_get_int(o, "timeout", 1, AL_EXEC_TIMEOUT_MAX, &n, err);
+	if (r < 0)
+		goto fail;
+	if (r > 0)
+		out->timeout_s = (uint32_t)n;
+	return 0;
+fail:
+	al_json_exec_req_free(out);
+	return -1;
+}
+
+void al_json_exec_req_free(al_exec_req *req)
+{
+	json_object_put(req->root);
+	memset(req, 0, sizeof *req);
+}

@@ -1,0 +1,110 @@
+/* json: strict parsing and validation of API request bodies over json-c,
+ * plus the small encoders the API needs (UTF-8 checks, base64).
+ *
+ * Error messages name the field, never its value: request bodies carry
+ * environment values and other secrets. */
+#ifndef AL_JSON_H
+#define AL_JSON_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <json-c/json.h>
+
+#include "err.h"
+
+#define AL_JSON_BODY_MAX (1u << 20) /* request body limit: 413 above */
+#define AL_JSON_DEPTH_MAX 16
+
+/* Limits for objects of strings (env, metadata). */
+typedef struct al_json_map_limits {
+	size_t max_entries;
+	size_t max_key;   /* bytes */
+	size_t max_value; /* bytes */
+	int env_names;    /* keys must be [A-Za-z_][A-Za-z0-9_]* */
+} al_json_map_limits;
+
+extern const al_json_map_limits al_json_env_limits;
+extern const al_json_map_limits al_json_metadata_limits;
+
+/* Parse exactly one JSON object from buf (strict JSON, valid UTF-8, depth
+ * <= AL_JSON_DEPTH_MAX, only whitespace after it). AL_ETOOBIG above
+ * AL_JSON_BODY_MAX, AL_EINVAL when malformed or not an object. An empty
+ * body (len 0) parses as {}. Caller puts the result. */
+json_object *al_json_parse_object(const char *buf, size_t len, al_err *err);
+
+/* -1 with AL_EINVAL if obj has a member not in allowed (NULL-terminated). */
+int al_json_check_fields(json_object *obj, const char *const *allowed,
+			 al_err *err);
+
+/* Typed getters for optional members. Return 1 when present and valid,
+ * 0 when absent (or JSON null; *out untouched), -1 with AL_EINVAL when of
+ * the wrong type or out of bounds. Borrowed pointers live as long as obj. */
+int al_json_get_str(json_object *obj, const char *key, size_t max_len,
+		    const char **out, size_t *out_len, al_err *err);
+int al_json_get_int(json_object *obj, const char *key, int64_t min,
+		    int64_t max, int64_t *out, al_err *err);
+int al_json_get_bool(json_object *obj, const char *key, int *out,
+		     al_err *err);
+/* An object whose values are all strings, within lim. */
+int al_json_get_str_map(json_object *obj, const char *key,
+			const al_json_map_limits *lim, json_object **out,
+			al_err *err);
+/* An array of min_items..max_items strings, each <= max_len bytes and free
+ * of NUL bytes. */
+int al_json_get_str_array(json_object *obj, const char *key, size_t min_items,
+			  size_t max_items, size_t max_len, json_object **out,
+			  al_err *err);
+
+/* 1 if p[0..n) is well-formed UTF-8 (no overlongs, surrogates, > 10FFFF). */
+int al_utf8_valid(const void *p, size_t n);
+/* Length of the longest prefix of p[0..n) made of complete, valid UTF-8
+ * sequences, such that the rest (at most 3 bytes) is the start of a
+ * sequence that may still complete. *bad is set when p holds an invalid
+ * sequence (the result is then meaningless). */
+size_t al_utf8_complete_prefix(const void *p, size_t n, int *bad);
+/* Standard base64 (with padding), NUL-terminated, malloc'ed; NULL on OOM. */
+char *al_base64_encode(const void *p, size_t n);
+
+/* Compact serialisation, valid until obj is put. */
+const char *al_json_compact(json_object *obj);
+
+/* POST /v1/sandboxes body. */
+typedef struct al_create_req {
+	json_object *root;	   /* owns everything below */
+	const char *template_name; /* default "minimal" */
+	uint32_t timeout_s;
+	json_object *env;      /* object of strings (borrowed from root) */
+	json_object *metadata; /* object of strings (borrowed from root) */
+	uint64_t memory_mb;    /* 0 = template default */
+	uint32_t pids;	       /* 0 = template default */
+	uint32_t cpu_shares;   /* 0 = template default */
+} al_create_req;
+
+/* Parse and validate; timeout defaults to default_timeout_s and must be in
+ * 1..max_timeout_s. */
+int al_json_create_req_parse(const char *buf, size_t len,
+			     uint32_t default_timeout_s,
+			     uint32_t max_timeout_s, al_create_req *out,
+			     al_err *err);
+void al_json_create_req_free(al_create_req *req);
+
+/* POST /v1/sandboxes/{id}/exec body. */
+#define AL_EXEC_TIMEOUT_DEFAULT 60
+#define AL_EXEC_TIMEOUT_MAX 86400
+typedef struct al_exec_req {
+	json_object *root;
+	json_object *cmd;      /* array of strings, >= 1 (borrowed) */
+	json_object *env;      /* object of strings or NULL (borrowed) */
+	char cwd[4097];	       /* normalised absolute path, default "/" */
+	const char *stdin_data; /* NULL when no stdin was given */
+	size_t stdin_len;      /* may contain NUL bytes */
+	uint32_t timeout_s;
+} al_exec_req;
+
+/* Parse and validate; AL_EPATH for a bad cwd. */
+int al_json_exec_req_parse(const char *buf, size_t len, al_exec_req *out,
+			   al_err *err);
+void al_json_exec_req_free(al_exec_req *req);
+
+#endif

@@ -1,0 +1,323 @@
+/* PUT/GET /v1/sandboxes/{id}/files?path=/abs[&list=1]: file contents and
+ * directory listings, relayed to the agent through the shim. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "agentproto.h"
+#include "http.h"
+#include "json.h"
+#include "log.h"
+#include "path.h"
+#include "shimctl.h"
+
+#define FILE_REQ_ID 1
+#define FILE_CHUNK (256u << 10)
+#define FILE_PUT_MAX (1ull << 30)     /* bytes per upload */
+#define FILE_IDLE_MS 60000	      /* silence from the sandbox */
+
+/* The normalised ?path= of r into out; answers 422 itself. */
+static int query_path(al_req *r, char *out, size_t outlen)
+{
+	al_err err;
+	const char *p = al_req_query(r, "path");
+	if (p == NULL) {
+		al_http_errorf(r, AL_EPATH, "query parameter 'path' is "
+					    "required");
+		return -1;
+	}
+	if (al_path_normalize(p, out, outlen, &err) < 0) {
+		al_http_error(r, &err);
+		return -1;
+	}
+	return 0;
+}
+
+static json_object *path_request(const char *path)
+{
+	json_object *o = json_object_new_object();
+	json_object_object_add(o, "path", json_object_new_string(path));
+	return o;
+}
+
+void al_api_files_put(al_req *r)
+{
+	char path[AL_API_PATH_MAX + 2];
+	al_err err;
+	al_frame_reader rd;
+	int fd = -1;
+	char *buf = NULL;
+	uint64_t total = 0;
+
+	al_frame_reader_init(&rd);
+	if (query_path(r, path, sizeof path) < 0)
+		goto out;
+	if (al_api_running_sandbox(r, NULL) < 0)
+		goto out;
+	fd = al_shimctl_connect(r->cfg, r->id, &err);
+	if (fd < 0)
+		goto fail;
+
+	json_object *o = path_request(path);
+	json_object_object_add(o, "mode", json_object_new_int(0644));
+	const char *s = al_json_compact(o);
+	int rc = al_frame_send(fd, AL_F_FILE_WRITE, FILE_REQ_ID, s, strlen(s),
+			       &err);
+	json_object_put(o);
+	if (rc < 0)
+		goto fail_relay;
+
+	buf = malloc(FILE_CHUNK);
+	if (buf == NULL) {
+		al_err_set(&err, AL_ENOMEM, 0, "out of memory");
+		goto fail;
+	}
+	/* Stream the body as it arrives; never hold a whole file. */
+	for (;;) {
+		int n = FCGX_GetStr(buf, (int)FILE_CHUNK, r->fcgi->in);
+		if (n <= 0)
+			break;
+		total += (uint64_t)n;
+		if (total > FILE_PUT_MAX) {
+			/* Closing without FILE_END makes the agent drop the
+			 * partial file. */
+			al_err_set(&err, AL_ETOOBIG, 0,
+				   "file is larger than %llu bytes",
+				   (unsigned long long)FILE_PUT_MAX);
+			goto fail;
+		}
+		if (al_frame_send(fd, AL_F_FILE_DATA, FILE_REQ_ID, buf,
+				  (size_t)n, &err) < 0)
+			break; /* the answer below says why */
+	}
+	al_frame_send(fd, AL_F_FILE_END, FILE_REQ_ID, "", 0, NULL);
+
+	for (;;) {
+		al_frame f;
+		int k = al_api_next_frame(r, fd, &rd, &f,
+					  al_now_ms() + FILE_IDLE_MS, &err);
+		if (k == -2)
+			goto out;
+		if (k == 0) {
+			al_err_set(&err, AL_ETIMEDOUT, 0,
+				   "sandbox did not confirm the write");
+			goto fail;
+		}
+		if (k < 0)
+			goto fail_relay;
+		if (f.id != FILE_REQ_ID) {
+			al_frame_free(&f);
+			continue;
+		}
+		if (f.type == AL_F_ERROR) {
+			al_api_frame_error(&f, &err);
+			al_frame_free(&f);
+			goto fail;
+		}
+		if (f.type != AL_F_RESULT) {
+			al_err_set(&err, AL_EPROTO, 0,
+				   "unexpected %s frame from sandbox",
+				   al_frame_type_name(f.type));
+			al_frame_free(&f);
+			goto fail;
+		}
+		al_frame_free(&f);
+		break;
+	}
+	json_object *res = json_object_new_object();
+	json_object_object_add(res, "path", json_object_new_string(path));
+	json_object_object_add(res, "bytes",
+			       json_object_new_int64((int64_t)total));
+	al_http_json(r, 201, res);
+	json_object_put(res);
+	goto out;
+
+fail_relay:
+	al_api_relay_error(&err);
+fail:
+	al_http_error(r, &err);
+out:
+	free(buf);
+	if (fd >= 0)
+		close(fd);
+	al_frame_reader_free(&rd);
+}
+
+/* Keep only the documented, well-typed fields of each entry. */
+static json_object *clean_entries(json_object *result, al_err *err)
+{
+	json_object *in = NULL;
+	if (!json_object_object_get_ex(result, "entries", &in) ||
+	    !json_object_is_type(in, json_type_array)) {
+		al_err_set(err, AL_EPROTO, 0, "sandbox sent a malformed listing");
+		return NULL;
+	}
+	static const char *const types[] = {"file", "dir", "symlink", "other"};
+	json_object *out = json_object_new_array();
+	size_t n = json_object_array_length(in);
+	for (size_t i = 0; i < n; i++) {
+		json_object *e = json_object_array_get_idx(in, i), *v = NULL;
+		if (e == NULL || !json_object_is_type(e, json_type_object))
+			continue;
+		if (!json_object_object_get_ex(e, "name", &v) ||
+		    !json_object_is_type(v, json_type_string))
+			continue;
+		const char *name = json_object_get_string(v);
+		size_t nl = (size_t)json_object_get_string_len(v);
+		if (nl == 0 || nl > 255 || memchr(name, '/', nl) != NULL ||
+		    memchr(name, '\0', nl) != NULL)
+			continue;
+		json_object *c = json_object_new_object();
+		if (al_utf8_valid(name, nl)) {
+			json_object_object_add(c, "name", json_object_get(v));
+		} else {
+			char *b = al_base64_encode(name, nl);
+			json_object_object_add(c, "name_b64",
+					       json_object_new_string(
+						       b != NULL ? b : ""));
+			free(b);
+		}
+		const char *type = "other";
+		if (json_object_object_get_ex(e, "type", &v) &&
+		    json_object_is_type(v, json_type_string))
+			for (size_t t = 0; t < 4; t++)
+				if (strcmp(json_object_get_string(v),
+					   types[t]) == 0)
+					type = types[t];
+		json_object_object_add(c, "type", json_object_new_string(type));
+		static const char *const nums[] = {"size", "mode", "mtime"};
+		for (size_t k = 0; k < 3; k++)
+			if (json_object_object_get_ex(e, nums[k], &v) &&
+			    json_object_is_type(v, json_type_int))
+				json_object_object_add(
+					c, nums[k],
+					json_object_new_int64(
+						json_object_get_int64(v)));
+		json_object_array_add(out, c);
+	}
+	return out;
+}
+
+static void files_list(al_req *r, const char *path)
+{
+	al_err err;
+	json_object *result = NULL;
+	int fd = al_shimctl_connect(r->cfg, r->id, &err);
+	if (fd < 0) {
+		al_http_error(r, &err);
+		return;
+	}
+	json_object *req = path_request(path);
+	int rc = al_shimctl_call(fd, AL_F_FILE_LIST, FILE_REQ_ID, req,
+				 al_now_ms() + FILE_IDLE_MS, &result, &err);
+	json_object_put(req);
+	close(fd);
+	if (rc < 0) {
+		al_api_relay_error(&err);
+		al_http_error(r, &err);
+		return;
+	}
+	json_object *entries = clean_entries(result, &err);
+	json_object_put(result);
+	if (entries == NULL) {
+		al_http_error(r, &err);
+		return;
+	}
+	json_object *o = json_object_new_object();
+	json_object_object_add(o, "path", json_object_new_string(path));
+	json_object_object_add(o, "entries", entries);
+	al_http_json(r, 200, o);
+	json_object_put(o);
+}
+
+void al_api_files_get(al_req *r)
+{
+	char path[AL_API_PATH_MAX + 2];
+	al_err err;
+	al_frame_reader rd;
+	int fd = -1;
+
+	al_frame_reader_init(&rd);
+	if (query_path(r, path, sizeof path) < 0)
+		goto out;
+	if (al_api_running_sandbox(r, NULL) < 0)
+		goto out;
+	const char *list = al_req_query(r, "list");
+	if (list != NULL && strcmp(list, "1") != 0 &&
+	    strcmp(list, "true") != 0 && strcmp(list, "0") != 0 &&
+	    strcmp(list, "false") != 0) {
+		al_http_errorf(r, AL_EINVAL, "'list' must be 1 or 0");
+		goto out;
+	}
+	if (list != NULL && (strcmp(list, "1") == 0 ||
+			     strcmp(list, "true") == 0)) {
+		files_list(r, path);
+		goto out;
+	}
+
+	fd = al_shimctl_connect(r->cfg, r->id, &err);
+	if (fd < 0)
+		goto fail;
+	json_object *o = path_request(path);
+	const char *s = al_json_compact(o);
+	int rc = al_frame_send(fd, AL_F_FILE_READ, FILE_REQ_ID, s, strlen(s),
+			       &err);
+	json_object_put(o);
+	if (rc < 0)
+		goto fail_relay;
+
+	/* Headers go out with the first chunk, so an ERROR before any data
+	 * still becomes a proper status. */
+	for (;;) {
+		al_frame f;
+		int k = al_api_next_frame(r, fd, &rd, &f,
+					  al_now_ms() + FILE_IDLE_MS, &err);
+		if (k == -2)
+			goto out;
+		if (k == 0) {
+			al_err_set(&err, AL_ETIMEDOUT, 0,
+				   "sandbox stopped sending the file");
+			goto fail;
+		}
+		if (k < 0)
+			goto fail_relay;
+		if (f.id != FILE_REQ_ID) {
+			al_frame_free(&f);
+			continue;
+		}
+		if (f.type == AL_F_ERROR) {
+			al_api_frame_error(&f, &err);
+			al_frame_free(&f);
+			goto fail;
+		}
+		if (f.type != AL_F_FILE_DATA && f.type != AL_F_FILE_END) {
+			al_err_set(&err, AL_EPROTO, 0,
+				   "unexpected %s frame from sandbox",
+				   al_frame_type_name(f.type));
+			al_frame_free(&f);
+			goto fail;
+		}
+		if (!r->headers_sent)
+			al_http_head(r, 200, "application/octet-stream",
+				     NULL);
+		int end = f.type == AL_F_FILE_END;
+		int wrc = 0;
+		if (f.len > 0)
+			wrc = al_http_write(r, f.payload, f.len);
+		al_frame_free(&f);
+		if (wrc < 0 || end)
+			break;
+	}
+	goto out;
+
+fail_relay:
+	al_api_relay_error(&err);
+fail:
+	al_http_error(r, &err);
+out:
+	if (fd >= 0)
+		close(fd);
+	al_frame_reader_free(&rd);
+}

@@ -1,0 +1,315 @@
+/* Health, templates and the sandbox resource (create, list, get, delete). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "agentproto.h"
+#include "config.h"
+#include "http.h"
+#include "json.h"
+#include "log.h"
+#include "sandbox.h"
+#include "shimctl.h"
+
+#define SPAWN_DEADLINE_MS 30000
+
+void al_api_health(al_req *r)
+{
+	static const char body[] = "{\"status\":\"ok\"}\n";
+	al_http_head(r, 200, "application/json", "Content-Length: 16\r\n");
+	al_http_write(r, body, sizeof body - 1);
+}
+
+void al_api_templates(al_req *r)
+{
+	al_err err;
+	al_db *db = al_req_db(r, &err);
+	if (db == NULL) {
+		al_http_error(r, &err);
+		return;
+	}
+	PGresult *res = al_db_exec(
+		db,
+		"SELECT name, version, driver, memory_mb, pids, cpu_shares,"
+		" to_char(created_at AT TIME ZONE 'UTC',"
+		" 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"')"
+		" FROM templates ORDER BY name",
+		0, NULL, &err);
+	if (res == NULL) {
+		al_http_error(r, &err);
+		return;
+	}
+	json_object *arr = json_object_new_array();
+	for (int i = 0; i < PQntuples(res); i++) {
+		json_object *t = json_object_new_object();
+		json_object_object_add(t, "name", json_object_new_string(
+							  PQgetvalue(res, i, 0)));
+		json_object_object_add(
+			t, "version",
+			json_object_new_int64(atoll(PQgetvalue(res, i, 1))));
+		json_object_object_add(t, "driver", json_object_new_string(
+							    PQgetvalue(res, i, 2)));
+		json_object_object_add(
+			t, "memory_mb",
+			json_object_new_int64(atoll(PQgetvalue(res, i, 3))));
+		json_object_object_add(
+			t, "pids",
+			json_object_new_int64(atoll(PQgetvalue(res, i, 4))));
+		json_object_object_add(
+			t, "cpu_shares",
+			json_object_new_int64(atoll(PQgetvalue(res, i, 5))));
+		json_object_object_add(t, "created_at",
+				       json_object_new_string(
+					       PQgetvalue(res, i, 6)));
+		json_object_array_add(arr, t);
+	}
+	PQclear(res);
+	json_object *o = json_object_new_object();
+	json_object_object_add(o, "templates", arr);
+	al_http_json(r, 200, o);
+	json_object_put(o);
+}
+
+/* Template row for a create: driver and default limits. */
+static int load_template(al_db *db, const char *name, al_sandbox *sb,
+			 al_err *err)
+{
+	if (!al_id_valid(name))
+		return al_err_set(err, AL_ENOENT, 0, "no such template");
+	const char *params[] = {name};
+	PGresult *res = al_db_exec(db,
+				   "SELECT driver, memory_mb, pids, cpu_shares"
+				   " FROM templates WHERE name = $1",
+				   1, params, err);
+	if (res == NULL)
+		return -1;
+	if (PQntuples(res) != 1) {
+		PQclear(res);
+		return al_err_set(err, AL_ENOENT, 0, "no template '%s'", name);
+	}
+	snprintf(sb->template_name, sizeof sb->template_name, "%s", name);
+	snprintf(sb->driver, sizeof sb->driver, "%s", PQgetvalue(res, 0, 0));
+	sb->limits.memory_bytes = strtoull(PQgetvalue(res, 0, 1), NULL, 10)
+				  << 20;
+	sb->limits.pids_max = (uint32_t)strtoul(PQgetvalue(res, 0, 2), NULL,
+						10);
+	sb->limits.cpu_shares = (uint32_t)strtoul(PQgetvalue(res, 0, 3), NULL,
+						  10);
+	PQclear(res);
+	return 0;
+}
+
+void al_api_sandbox_create(al_req *r)
+{
+	al_err err;
+	char *body = NULL;
+	size_t len = 0;
+	al_create_req req;
+	al_sandbox sb;
+
+	memset(&sb, 0, sizeof sb);
+	if (al_req_body(r, AL_JSON_BODY_MAX, &body, &len, &err) < 0) {
+		al_http_error(r, &err);
+		return;
+	}
+	int rc = al_json_create_req_parse(body, len, r->cfg->default_timeout_s,
+					  r->cfg->max_timeout_s, &req, &err);
+	free(body);
+	if (rc < 0) {
+		al_http_error(r, &err);
+		return;
+	}
+	al_db *db = al_req_db(r, &err);
+	if (db == NULL)
+		goto fail;
+	if (load_template(db, req.template_name, &sb, &err) < 0)
+		goto fail;
+	if (req.memory_mb != 0)
+		sb.limits.memory_bytes = req.memory_mb << 20;
+	if (req.pids != 0)
+		sb.limits.pids_max = req.pids;
+	if (req.cpu_shares != 0)
+		sb.limits.cpu_shares = req.cpu_shares;
+	if (al_sandbox_new_id(sb.id, &err) < 0)
+		goto fail;
+	/* Borrowed from the request; never freed through sb. */
+	sb.env = req.env;
+	sb.metadata = req.metadata;
+	sb.state = AL_ST_CREATING;
+	if (al_sandbox_insert(db, &sb, (int)req.timeout_s, &err) < 0)
+		goto fail;
+	sb.env = NULL;
+	sb.metadata = NULL;
+
+	if (al_shimctl_spawn(r->cfg, sb.id, al_now_ms() + SPAWN_DEADLINE_MS,
+			     &err) < 0) {
+		al_err tmp;
+		al_warn("sandbox %s: start failed: %s", sb.id, err.msg);
+		if (al_sandbox_transition(db, sb.id, AL_EV_FAIL, err.msg,
+					  &tmp) < 0 &&
+		    tmp.code != AL_ESTATE)
+			al_warn("sandbox %s: marking error: %s", sb.id,
+				tmp.msg);
+		/* Whatever the shim said, this is the server failing. */
+		if (al_code_http_status(err.code) < 500)
+			err.code = AL_EINTERNAL;
+		goto fail;
+	}
+	al_sandbox got;
+	if (al_sandbox_get(db, sb.id, &got, &err) < 0)
+		goto fail;
+	json_object *o = al_sandbox_to_json(&got);
+	al_sandbox_free_fields(&got);
+	al_info("sandbox %s created (template %s)", sb.id, sb.template_name);
+	al_http_json(r, 201, o);
+	json_object_put(o);
+	al_json_create_req_free(&req);
+	return;
+fail:
+	al_json_create_req_free(&req);
+	al_http_error(r, &err);
+}
+
+void al_api_sandbox_list(al_req *r)
+{
+	al_err err;
+	int state = -1;
+	json_object *filter = json_object_new_object();
+
+	for (int i = 0; i < r->nq; i++) {
+		const char *k = r->q[i].key, *v = r->q[i].val;
+		if (strcmp(k, "state") == 0) {
+			state = al_state_from_name(v);
+			if (state < 0) {
+				al_http_errorf(r, AL_EINVAL,
+					       "unknown state in 'state'");
+				goto out;
+			}
+		} else if (strncmp(k, "metadata.", 9) == 0 && k[9] != '\0' &&
+			   strlen(k + 9) <= al_json_metadata_limits.max_key &&
+			   strlen(v) <= al_json_metadata_limits.max_value) {
+			json_object_object_add(filter, k + 9,
+					       json_object_new_string(v));
+		} else {
+			al_http_errorf(r, AL_EINVAL,
+				       "unknown or oversized query parameter "
+				       "(use state=, metadata.<key>=)");
+			goto out;
+		}
+	}
+	al_db *db = al_req_db(r, &err);
+	json_object *arr = NULL;
+	if (db == NULL || al_sandbox_list(db, state, filter, &arr, &err) < 0) {
+		al_http_error(r, &err);
+		goto out;
+	}
+	json_object *o = json_object_new_object();
+	json_object_object_add(o, "sandboxes", arr);
+	al_http_json(r, 200, o);
+	json_object_put(o);
+out:
+	json_object_put(filter);
+}
+
+void al_api_sandbox_get(al_req *r)
+{
+	al_err err;
+	al_sandbox sb;
+	al_db *db = al_req_db(r, &err);
+	if (db == NULL || al_sandbox_get(db, r->id, &sb, &err) < 0) {
+		al_http_error(r, &err);
+		return;
+	}
+	json_object *o = al_sandbox_to_json(&sb);
+	al_sandbox_free_fields(&sb);
+	al_http_json(r, 200, o);
+	json_object_put(o);
+}
+
+void al_api_sandbox_delete(al_req *r)
+{
+	al_err err, tmp;
+	al_sandbox sb;
+	al_db *db = al_req_db(r, &err);
+	if (db == NULL || al_sandbox_get(db, r->id, &sb, &err) < 0) {
+		al_http_error(r, &err);
+		return;
+	}
+	al_sandbox_free_fields(&sb);
+	if (al_shimctl_destroy(r->cfg, r->id, &err) < 0) {
+		if (err.code != AL_EUNAVAIL) {
+			al_http_error(r, &err);
+			return;
+		}
+		/* No shim to ask: record the deletion ourselves; the
+		 * controller cleans up whatever it left behind. */
+		al_info("sandbox %s: shim unreachable, marking deleted",
+			r->id);
+	}
+	/* The shim normally wrote "deleted" itself; then this is a no-op
+	 * rejected by the state table. */
+	if (al_sandbox_transition(db, r->id, AL_EV_DELETE, "api delete",
+				  &tmp) < 0 &&
+	    tmp.code != AL_ESTATE && tmp.code != AL_ENOENT) {
+		al_http_error(r, &tmp);
+		return;
+	}
+	al_info("sandbox %s deleted", r->id);
+	al_http_no_content(r);
+}
+
+int al_api_running_sandbox(al_req *r, json_object **env_out)
+{
+	al_err err;
+	al_sandbox sb;
+	al_db *db = al_req_db(r, &err);
+	if (db == NULL || al_sandbox_get(db, r->id, &sb, &err) < 0) {
+		al_http_error(r, &err);
+		return -1;
+	}
+	if (sb.state != AL_ST_RUNNING) {
+		al_http_errorf(r, AL_ESTATE, "sandbox %s is %s, not running",
+			       sb.id, al_state_name(sb.state));
+		al_sandbox_free_fields(&sb);
+		return -1;
+	}
+	if (env_out != NULL)
+		*env_out = json_object_get(sb.env);
+	al_sandbox_free_fields(&sb);
+	return 0;
+}
+
+void al_api_relay_error(al_err *e)
+{
+	/* The message comes from inside the sandbox: keep it printable
+	 * ASCII so it cannot break the JSON or the log line. */
+	for (char *p = e->msg; *p != '\0'; p++)
+		if ((unsigned char)*p < 0x20 || (unsigned char)*p >= 0x7f)
+			*p = '?';
+	switch (e->code) {
+	case AL_EINVAL:
+	case AL_ENOENT:
+	case AL_ESTATE:
+	case AL_EEXIST:
+	case AL_ETOOBIG:
+	case AL_EPATH:
+	case AL_EPERM:
+	case AL_ETIMEDOUT:
+	case AL_EUNAVAIL:
+	case AL_ESYS:
+	case AL_ENOMEM:
+	case AL_EPROTO:
+		break;
+	case AL_EAUTH:
+		/* The caller is authenticated; the sandbox refused. */
+		e->code = AL_EPERM;
+		break;
+	case AL_OK:
+	case AL_EDB:
+	case AL_EINTERNAL:
+	case AL_CODE_MAX:
+	default:
+		e->code = AL_EPROTO;
+		break;
+	}
+}

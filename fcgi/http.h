@@ -1,0 +1,103 @@
+/* http: the request context of airlock-fcgi and the response helpers the
+ * handlers share. One al_req per FastCGI request; everything it points to
+ * is released at the end of the request (al_req_end). */
+#ifndef AL_FCGI_HTTP_H
+#define AL_FCGI_HTTP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <fcgiapp.h>
+#include <json-c/json.h>
+
+#include "config.h"
+#include "db.h"
+#include "err.h"
+
+#define AL_QUERY_MAX 8192   /* raw query string bytes */
+#define AL_QPARAMS_MAX 64   /* parameters kept from the query string */
+#define AL_URI_PATH_MAX 2048
+
+typedef struct al_qparam {
+	char *key; /* percent-decoded, NUL-free */
+	char *val;
+} al_qparam;
+
+typedef struct al_req {
+	FCGX_Request *fcgi;
+	const al_config *cfg;
+	al_db **dbp;       /* the thread's connection, opened lazily */
+	const char *method;
+	char path[AL_URI_PATH_MAX]; /* route path, prefix stripped */
+	char id[64];       /* {id} captured by the router */
+	al_qparam q[AL_QPARAMS_MAX];
+	int nq;
+	char client[64];   /* for the access log */
+	int status;        /* sent status, for the access log */
+	int headers_sent;
+	int64_t start_ms;
+} al_req;
+
+typedef void (*al_handler_fn)(al_req *r);
+
+/* Request parameters (FastCGI environment). */
+const char *al_req_param(al_req *r, const char *name);
+/* Query parameter by exact key, NULL if absent (first occurrence). */
+const char *al_req_query(al_req *r, const char *key);
+/* The thread's database connection, connected if needed; NULL with
+ * AL_EUNAVAIL when PostgreSQL is not reachable. */
+al_db *al_req_db(al_req *r, al_err *err);
+/* Read the whole request body, at most max bytes (413 past it, whatever
+ * CONTENT_LENGTH says). *buf is malloc'ed and NUL-terminated. */
+int al_req_body(al_req *r, size_t max, char **buf, size_t *len,
+		al_err *err);
+/* 1 if the client asked for server-sent events. */
+int al_req_wants_sse(al_req *r);
+
+/* Responses. Each sends the status line and headers once. */
+const char *al_http_reason(int status);
+int al_http_head(al_req *r, int status, const char *content_type,
+		 const char *extra_headers);
+int al_http_write(al_req *r, const void *p, size_t n);
+int al_http_flush(al_req *r);
+void al_http_json(al_req *r, int status, json_object *body);
+void al_http_error(al_req *r, const al_err *e);
+void al_http_errorf(al_req *r, al_code code, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+void al_http_no_content(al_req *r);
+
+/* Router (router.c): dispatch r to its handler, answering 404 / 405 / 401
+ * itself. */
+void al_route(al_req *r);
+
+/* Handlers. */
+void al_api_health(al_req *r);
+void al_api_templates(al_req *r);
+void al_api_sandbox_create(al_req *r);
+void al_api_sandbox_list(al_req *r);
+void al_api_sandbox_get(al_req *r);
+void al_api_sandbox_delete(al_req *r);
+void al_api_exec(al_req *r);
+void al_api_files_put(al_req *r);
+void al_api_files_get(al_req *r);
+
+/* Load the sandbox of r->id and require it to be running: 404 / 409 are
+ * answered here and -1 returned. On success *env_out (if not NULL) gets a
+ * reference to the sandbox's env object. */
+int al_api_running_sandbox(al_req *r, json_object **env_out);
+/* Next frame from the shim connection fd, waiting until until_ms
+ * (monotonic; 0 = forever). Returns 1 with *f filled (caller frees), 0 on
+ * timeout, -1 with err on EOF / protocol violation, -2 when the HTTP
+ * client went away meanwhile. */
+struct al_frame_reader;
+struct al_frame;
+int al_api_next_frame(al_req *r, int fd, struct al_frame_reader *rd,
+		      struct al_frame *f, int64_t until_ms, al_err *err);
+/* Parse a JSON object frame payload; NULL with AL_EPROTO otherwise. */
+json_object *al_api_frame_json(const struct al_frame *f, al_err *err);
+/* Turn an ERROR frame into err (code relayed through al_api_relay_error). */
+void al_api_frame_error(const struct al_frame *f, al_err *err);
+/* Map an error from the shim/agent to what the API client may see. */
+void al_api_relay_error(al_err *e);
+
+#endif

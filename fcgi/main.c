@@ -1,0 +1,486 @@
+/* airlock-fcgi: the /v1 API as a FastCGI server.
+ *
+ *   airlock-fcgi --socket PATH [--workers N] [--threads T]
+ *                [--migrate] [--api-key-file PATH] [--setup]
+ *
+ * The master opens the unix socket, forks N worker processes of T threads
+ * each (FCGX_Accept_r) and restarts a worker that dies. --migrate applies
+ * the database migrations first, --api-key-file bootstraps the admin key;
+ * --setup does only those two and exits.
+ *
+ * Exit codes: 0 ok, 100 usage or configuration, 111 temporary failure
+ * (database unreachable, socket cannot be opened). */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <fcgiapp.h>
+
+#include "agentproto.h"
+#include "auth.h"
+#include "config.h"
+#include "db.h"
+#include "http.h"
+#include "log.h"
+
+#define EXIT_USAGE 100
+#define EXIT_TEMP 111
+#define WORKERS_MAX 64
+#define THREADS_MAX 256
+
+static al_config cfg;
+static int listen_fd = -1;
+
+static void __attribute__((noreturn, format(printf, 2, 3)))
+die(int code, const char *fmt, ...)
+{
+	char msg[512];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	va_end(ap);
+	al_error("%s", msg);
+	exit(code);
+}
+
+static void usage(void)
+{
+	fprintf(stderr,
+		"usage: airlock-fcgi --socket PATH [--workers N] [--threads T]\n"
+		"                    [--migrate] [--api-key-file PATH]\n"
+		"       airlock-fcgi --setup [--api-key-file PATH]\n");
+	exit(EXIT_USAGE);
+}
+
+static int parse_count(const char *s, int max)
+{
+	char *end = NULL;
+	long v = strtol(s, &end, 10);
+	if (end == NULL || *end != '\0' || v < 1 || v > max)
+		return -1;
+	return (int)v;
+}
+
+/* Sanitized copy for the access log: printable ASCII, bounded. */
+static void log_safe(char *dst, size_t dstlen, const char *src)
+{
+	size_t o = 0;
+	for (size_t i = 0; src != NULL && src[i] != '\0' && o + 1 < dstlen;
+	     i++) {
+		unsigned char c = (unsigned char)src[i];
+		dst[o++] = (c < 0x20 || c >= 0x7f || c == ' ') ? '?' : (char)c;
+	}
+	dst[o] = '\0';
+}
+
+static int hexval(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
+
+/* Percent-decode s[0..n) (and '+' as space) into a new string; NULL when
+ * malformed or when it would hold a NUL byte. */
+static char *pct_decode(const char *s, size_t n)
+{
+	char *out = malloc(n + 1);
+	if (out == NULL)
+		return NULL;
+	size_t o = 0;
+	for (size_t i = 0; i < n; i++) {
+		char c = s[i];
+		if (c == '%') {
+			int a = i + 2 < n ? hexval(s[i + 1]) : -1;
+			int b = i + 2 < n ? hexval(s[i + 2]) : -1;
+			if (a < 0 || b < 0 || (a == 0 && b == 0)) {
+				free(out);
+				return NULL;
+			}
+			out[o++] = (char)(a * 16 + b);
+			i += 2;
+		} else if (c == '+') {
+			out[o++] = ' ';
+		} else {
+			out[o++] = c;
+		}
+	}
+	out[o] = '\0';
+	return out;
+}
+
+static void free_query(al_req *r)
+{
+	for (int i = 0; i < r->nq; i++) {
+		free(r->q[i].key);
+		free(r->q[i].val);
+	}
+	r->nq = 0;
+}
+
+static int parse_query(al_req *r, const char *qs, al_err *err)
+{
+	if (qs == NULL || qs[0] == '\0')
+		return 0;
+	if (strlen(qs) > AL_QUERY_MAX)
+		return al_err_set(err, AL_EINVAL, 0, "query string too long");
+	const char *p = qs;
+	while (*p != '\0') {
+		size_t n = strcspn(p, "&");
+		if (n > 0) {
+			if (r->nq == AL_QPARAMS_MAX)
+				return al_err_set(err, AL_EINVAL, 0,
+						  "too many query parameters");
+			const char *eq = memchr(p, '=', n);
+			size_t kn = eq != NULL ? (size_t)(eq - p) : n;
+			char *k = pct_decode(p, kn);
+			char *v = eq != NULL ? pct_decode(eq + 1, n - kn - 1)
+					     : strdup("");
+			if (k == NULL || v == NULL) {
+				free(k);
+				free(v);
+				return al_err_set(err, AL_EINVAL, 0,
+						  "malformed query string");
+			}
+			r->q[r->nq].key = k;
+			r->q[r->nq].val = v;
+			r->nq++;
+		}
+		p += n;
+		if (*p == '&')
+			p++;
+	}
+	return 0;
+}
+
+/* Route path: DOCUMENT_URI (decoded and normalised by nginx) or the path
+ * of REQUEST_URI, with the AIRLOCK_PREFIX location prefix removed. */
+static int request_path(al_req *r, al_err *err)
+{
+	const char *p = al_req_param(r, "DOCUMENT_URI");
+	size_t n;
+	if (p != NULL && p[0] != '\0') {
+		n = strlen(p);
+	} else {
+		p = al_req_param(r, "REQUEST_URI");
+		if (p == NULL)
+			p = "/";
+		n = strcspn(p, "?");
+	}
+	const char *prefix = al_req_param(r, "AIRLOCK_PREFIX");
+	if (prefix != NULL) {
+		size_t pl = strlen(prefix);
+		while (pl > 0 && prefix[pl - 1] == '/')
+			pl--;
+		if (pl > 0 && n >= pl && strncmp(p, prefix, pl) == 0 &&
+		    (n == pl || p[pl] == '/')) {
+			p += pl;
+			n -= pl;
+		}
+	}
+	if (n >= sizeof r->path)
+		return al_err_set(err, AL_ENOENT, 0, "no such endpoint");
+	memcpy(r->path, p, n);
+	r->path[n] = '\0';
+	if (n == 0)
+		snprintf(r->path, sizeof r->path, "/");
+	/* "/v1/sandboxes/" routes like "/v1/sandboxes". */
+	if (n > 1 && r->path[n - 1] == '/')
+		r->path[n - 1] = '\0';
+	return 0;
+}
+
+static void handle(FCGX_Request *fr, al_db **dbp)
+{
+	al_req *r = calloc(1, sizeof *r);
+	al_err err;
+	if (r == NULL) {
+		static const char oom[] =
+			"Status: 500 Internal Server Error\r\n\r\n";
+		FCGX_PutStr(oom, sizeof oom - 1, fr->out);
+		return;
+	}
+	r->fcgi = fr;
+	r->cfg = &cfg;
+	r->dbp = dbp;
+	r->start_ms = al_now_ms();
+	r->method = al_req_param(r, "REQUEST_METHOD");
+	if (r->method == NULL)
+		r->method = "GET";
+
+	/* nginx's view ($proxy_add_x_forwarded_for) when the snippet passes
+	 * it, else the header itself; the first entry is the original
+	 * client as the proxies in front reported it. */
+	const char *xff = al_req_param(r, "AIRLOCK_FORWARDED_FOR");
+	if (xff == NULL || xff[0] == '\0')
+		xff = al_req_param(r, "HTTP_X_FORWARDED_FOR");
+	char first[64];
+	if (xff != NULL && xff[0] != '\0') {
+		size_t n = strcspn(xff, ",");
+		if (n >= sizeof first)
+			n = sizeof first - 1;
+		memcpy(first, xff, n);
+		first[n] = '\0';
+		log_safe(r->client, sizeof r->client, first);
+	} else {
+		log_safe(r->client, sizeof r->client,
+			 al_req_param(r, "REMOTE_ADDR"));
+	}
+
+	if (request_path(r, &err) < 0 ||
+	    parse_query(r, al_req_param(r, "QUERY_STRING"), &err) < 0)
+		al_http_error(r, &err);
+	else
+		al_route(r);
+	if (!r->headers_sent)
+		al_http_errorf(r, AL_EINTERNAL, "no response");
+
+	/* The query may carry paths or filters; the log gets the path. */
+	char method[16], path[256];
+	log_safe(method, sizeof method, r->method);
+	log_safe(path, sizeof path, r->path);
+	al_info("%s %s %d %lldms %s", method, path, r->status,
+		(long long)(al_now_ms() - r->start_ms),
+		r->client[0] != '\0' ? r->client : "-");
+	free_query(r);
+	free(r);
+}
+
+static void *worker_thread(void *arg)
+{
+	(void)arg;
+	FCGX_Request fr;
+	al_db *db = NULL;
+
+	if (FCGX_InitRequest(&fr, listen_fd, 0) != 0) {
+		al_error("FCGX_InitRequest failed");
+		return NULL;
+	}
+	for (;;) {
+		if (FCGX_Accept_r(&fr) < 0) {
+			/* Transient accept errors (EMFILE, ECONNABORTED):
+			 * back off instead of spinning. */
+			struct timespec ts = {0, 100 * 1000 * 1000};
+			nanosleep(&ts, NULL);
+			continue;
+		}
+		handle(&fr, &db);
+		FCGX_Finish_r(&fr);
+	}
+	return NULL;
+}
+
+static void __attribute__((noreturn)) worker_main(int threads)
+{
+	sigset_t none;
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
+	signal(SIGTERM, SIG_DFL);
+	signal(SIGINT, SIG_DFL);
+	signal(SIGCHLD, SIG_DFL);
+	/* A client that disconnects must not kill the worker. */
+	signal(SIGPIPE, SIG_IGN);
+	prctl(PR_SET_PDEATHSIG, SIGTERM);
+
+	pthread_attr_t attr;
+	pthread_attr_init(&attr);
+	pthread_attr_setstacksize(&attr, 512 * 1024);
+	for (int i = 1; i < threads; i++) {
+		pthread_t t;
+		int e = pthread_create(&t, &attr, worker_thread, NULL);
+		if (e != 0)
+			al_warn("pthread_create: %s", strerror(e));
+		else
+			pthread_detach(t);
+	}
+	worker_thread(NULL);
+	_exit(EXIT_TEMP);
+}
+
+static pid_t spawn_worker(int threads, pid_t master)
+{
+	pid_t pid = fork();
+	if (pid < 0) {
+		al_error("fork: %s", strerror(errno));
+		return -1;
+	}
+	if (pid == 0) {
+		if (getppid() != master)
+			_exit(0);
+		worker_main(threads);
+	}
+	return pid;
+}
+
+/* Migrations and the admin key, before any worker takes a request. */
+static void setup(int migrate, const char *key_file)
+{
+	al_err err;
+	al_db *db = NULL;
+
+	for (int attempt = 0;; attempt++) {
+		db = al_db_open(cfg.db_conninfo, &err);
+		if (db != NULL)
+			break;
+		if (attempt >= 50)
+			die(EXIT_TEMP, "%s", err.msg);
+		struct timespec ts = {0, 200 * 1000 * 1000};
+		nanosleep(&ts, NULL);
+	}
+	if (migrate && al_db_migrate(db, cfg.sql_dir, &err) < 0)
+		die(err.code == AL_EUNAVAIL ? EXIT_TEMP : EXIT_USAGE,
+		    "migrations from %s: %s", cfg.sql_dir, err.msg);
+	if (key_file != NULL) {
+		int created = 0;
+		if (al_auth_bootstrap(db, key_file, &created, &err) < 0)
+			die(EXIT_TEMP, "api key bootstrap: %s", err.msg);
+		if (!created)
+			al_info("an admin API key exists already");
+	}
+	al_db_close(db);
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{"socket", required_argument, NULL, 's'},
+		{"workers", required_argument, NULL, 'w'},
+		{"threads", required_argument, NULL, 't'},
+		{"migrate", no_argument, NULL, 'm'},
+		{"api-key-file", required_argument, NULL, 'k'},
+		{"setup", no_argument, NULL, 'S'},
+		{"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0},
+	};
+	const char *sock = NULL, *key_file = NULL;
+	int workers = 2, threads = 16, migrate = 0, setup_only = 0;
+	al_err err;
+
+	al_log_init("airlock-fcgi", AL_LOG_INFO);
+	int c;
+	while ((c = getopt_long(argc, argv, "s:w:t:mk:Sh", opts, NULL)) != -1) {
+		switch (c) {
+		case 's':
+			sock = optarg;
+			break;
+		case 'w':
+			workers = parse_count(optarg, WORKERS_MAX);
+			if (workers < 0)
+				usage();
+			break;
+		case 't':
+			threads = parse_count(optarg, THREADS_MAX);
+			if (threads < 0)
+				usage();
+			break;
+		case 'm':
+			migrate = 1;
+			break;
+		case 'k':
+			key_file = optarg;
+			break;
+		case 'S':
+			setup_only = 1;
+			migrate = 1;
+			break;
+		default:
+			usage();
+		}
+	}
+	if (optind != argc || (sock == NULL && !setup_only))
+		usage();
+	if (al_config_load(&cfg, &err) < 0)
+		die(EXIT_USAGE, "configuration: %s", err.msg);
+
+	if (migrate || key_file != NULL)
+		setup(migrate, key_file);
+	if (setup_only)
+		return 0;
+
+	if (FCGX_Init() != 0)
+		die(EXIT_TEMP, "FCGX_Init failed");
+	struct stat st;
+	if (lstat(sock, &st) == 0) {
+		if (!S_ISSOCK(st.st_mode))
+			die(EXIT_USAGE, "%s exists and is not a socket", sock);
+		unlink(sock);
+	}
+	listen_fd = FCGX_OpenSocket(sock, 1024);
+	if (listen_fd < 0)
+		die(EXIT_TEMP, "cannot listen on %s", sock);
+	/* nginx runs as another user; the socket's directory is what
+	 * restricts access. */
+	if (chmod(sock, 0666) < 0)
+		die(EXIT_TEMP, "chmod %s: %s", sock, strerror(errno));
+
+	sigset_t set;
+	sigemptyset(&set);
+	sigaddset(&set, SIGCHLD);
+	sigaddset(&set, SIGTERM);
+	sigaddset(&set, SIGINT);
+	sigaddset(&set, SIGHUP);
+	sigprocmask(SIG_BLOCK, &set, NULL);
+	signal(SIGPIPE, SIG_IGN);
+
+	pid_t master = getpid();
+	pid_t pids[WORKERS_MAX] = {0};
+	time_t started[WORKERS_MAX] = {0};
+	for (int i = 0; i < workers; i++) {
+		pids[i] = spawn_worker(threads, master);
+		started[i] = time(NULL);
+	}
+	al_info("listening on %s: %d workers x %d threads", sock, workers,
+		threads);
+
+	for (;;) {
+		struct timespec tick = {1, 0};
+		int sig = sigtimedwait(&set, NULL, &tick);
+		if (sig == SIGTERM || sig == SIGINT)
+			break;
+		int status;
+		pid_t dead;
+		while ((dead = waitpid(-1, &status, WNOHANG)) > 0) {
+			for (int i = 0; i < workers; i++) {
+				if (pids[i] != dead)
+					continue;
+				al_warn("worker %d exited (status %d), "
+					"restarting",
+					(int)dead, status);
+				pids[i] = 0;
+			}
+		}
+		/* Restart, but not faster than once a second per slot, so
+		 * a worker that dies at start cannot spin the host. */
+		for (int i = 0; i < workers; i++) {
+			if (pids[i] > 0 || time(NULL) - started[i] < 1)
+				continue;
+			pids[i] = spawn_worker(threads, master);
+			started[i] = time(NULL);
+		}
+	}
+
+	al_info("stopping");
+	for (int i = 0; i < workers; i++)
+		if (pids[i] > 0)
+			kill(pids[i], SIGTERM);
+	for (int i = 0; i < workers; i++)
+		if (pids[i] > 0)
+			waitpid(pids[i], NULL, 0);
+	unlink(sock);
+	return 0;
+}

@@ -1,0 +1,118 @@
+#include <stdio.h>
+#include <string.h>
+
+#include "auth.h"
+#include "config.h"
+#include "http.h"
+#include "log.h"
+
+/* The /v1 routes. A pattern segment "{id}" captures one path segment into
+ * r->id (checked with al_id_valid by the handlers' loaders). */
+static const struct route {
+	const char *method;
+	const char *pattern;
+	int public; /* no API key needed */
+	al_handler_fn fn;
+} routes[] = {
+	{"GET", "/v1/health", 1, al_api_health},
+	{"GET", "/v1/templates", 0, al_api_templates},
+	{"POST", "/v1/sandboxes", 0, al_api_sandbox_create},
+	{"GET", "/v1/sandboxes", 0, al_api_sandbox_list},
+	{"GET", "/v1/sandboxes/{id}", 0, al_api_sandbox_get},
+	{"DELETE", "/v1/sandboxes/{id}", 0, al_api_sandbox_delete},
+	{"POST", "/v1/sandboxes/{id}/exec", 0, al_api_exec},
+	{"PUT", "/v1/sandboxes/{id}/files", 0, al_api_files_put},
+	{"GET", "/v1/sandboxes/{id}/files", 0, al_api_files_get},
+};
+
+/* Match path against pattern; fills id (size 64) on a capture. */
+static int match(const char *pattern, const char *path, char *id)
+{
+	const char *p = pattern, *s = path;
+
+	while (*p != '\0') {
+		if (strncmp(p, "{id}", 4) == 0) {
+			size_t n = strcspn(s, "/");
+			if (n == 0 || n >= 64)
+				return 0;
+			memcpy(id, s, n);
+			id[n] = '\0';
+			s += n;
+			p += 4;
+			continue;
+		}
+		if (*p != *s)
+			return 0;
+		p++;
+		s++;
+	}
+	return *s == '\0';
+}
+
+/* The key from "Authorization: Bearer <key>" or "X-API-Key: <key>". */
+static const char *request_key(al_req *r)
+{
+	const char *h = al_req_param(r, "HTTP_AUTHORIZATION");
+	if (h != NULL && strncasecmp(h, "Bearer ", 7) == 0) {
+		h += 7;
+		while (*h == ' ')
+			h++;
+		return h;
+	}
+	return al_req_param(r, "HTTP_X_API_KEY");
+}
+
+void al_route(al_req *r)
+{
+	char allow[128] = "";
+	const struct route *hit = NULL;
+	size_t nroutes = sizeof routes / sizeof routes[0];
+
+	for (size_t i = 0; i < nroutes; i++) {
+		char id[64] = "";
+		if (!match(routes[i].pattern, r->path, id))
+			continue;
+		if (strcmp(routes[i].method, r->method) == 0) {
+			hit = &routes[i];
+			memcpy(r->id, id, sizeof r->id);
+			break;
+		}
+		size_t n = strlen(allow);
+		snprintf(allow + n, sizeof allow - n, "%s%s",
+			 n > 0 ? ", " : "", routes[i].method);
+	}
+	if (hit == NULL) {
+		if (allow[0] == '\0') {
+			al_http_errorf(r, AL_ENOENT, "no such endpoint");
+			return;
+		}
+		char extra[160];
+		snprintf(extra, sizeof extra, "Allow: %s\r\n", allow);
+		static const char body[] =
+			"{\"error\":{\"code\":\"method_not_allowed\","
+			"\"message\":\"method not allowed\"}}\n";
+		al_http_head(r, 405, "application/json", extra);
+		al_http_write(r, body, sizeof body - 1);
+		return;
+	}
+	if (!hit->public) {
+		al_err err;
+		const char *key = request_key(r);
+		if (key == NULL || key[0] == '\0') {
+			al_http_errorf(r, AL_EAUTH,
+				       "API key required (Authorization: "
+				       "Bearer <key> or X-API-Key)");
+			return;
+		}
+		al_db *db = al_req_db(r, &err);
+		if (db == NULL) {
+			al_http_error(r, &err);
+			return;
+		}
+		if (al_auth_check(db, key, &err) < 0) {
+			al_http_error(r, &err);
+			return;
+		}
+	}
+	hit->fn(r);
+}

@@ -1,0 +1,204 @@
+/* Configuration from the environment: defaults, overrides, rejections,
+ * derived paths and id validation. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "config.h"
+
+static const char *const *fake_env;
+
+static const char *lookup(const char *name)
+{
+	for (size_t i = 0; fake_env != NULL && fake_env[i] != NULL; i += 2)
+		if (strcmp(fake_env[i], name) == 0)
+			return fake_env[i + 1];
+	return NULL;
+}
+
+static int load(const char *const *env, al_config *cfg, al_err *err)
+{
+	fake_env = env;
+	al_err_clear(err);
+	return al_config_load_from(cfg, lookup, err);
+}
+
+static void test_defaults(void **state)
+{
+	(void)state;
+	al_config cfg;
+	al_err err;
+	static const char *const env[] = {NULL};
+	assert_int_equal(load(env, &cfg, &err), 0);
+	char cwd[1024];
+	assert_non_null(getcwd(cwd, sizeof cwd));
+	char want[1100];
+	snprintf(want, sizeof want, "%s/var", cwd);
+	assert_string_equal(cfg.state_dir, want);
+	snprintf(want, sizeof want, "%s/var/run", cwd);
+	assert_string_equal(cfg.run_dir, want);
+	snprintf(want, sizeof want, "%s/var/pool", cwd);
+	assert_string_equal(cfg.pool_dir, want);
+	snprintf(want, sizeof want, "host=%s/var/run dbname=airlock user=airlock",
+		 cwd);
+	assert_string_equal(cfg.db_conninfo, want);
+	assert_int_equal(cfg.default_memory_bytes, 512ull << 20);
+	assert_int_equal(cfg.default_pids, 512);
+	assert_int_equal(cfg.default_cpu_shares, 1024);
+	assert_int_equal(cfg.default_timeout_s, 300);
+	assert_int_equal(cfg.max_timeout_s, 86400);
+	assert_true(cfg.sql_dir[0] == '/');
+	assert_true(cfg.libexec_dir[0] == '/');
+}
+
+static void test_overrides(void **state)
+{
+	(void)state;
+	al_config cfg;
+	al_err err;
+	static const char *const env[] = {
+		"AIRLOCK_STATE", "/srv/al/",
+		"AIRLOCK_DB", "host=/x dbname=y",
+		"AIRLOCK_SQL_DIR", "/usr/share/al/sql",
+		"AIRLOCK_LIBEXEC", "/usr/lib/al",
+		"AIRLOCK_DEFAULT_MEMORY_MB", "256",
+		"AIRLOCK_DEFAULT_PIDS", "64",
+		"AIRLOCK_DEFAULT_CPU_SHARES", "512",
+		NULL,
+	};
+	assert_int_equal(load(env, &cfg, &err), 0);
+	assert_string_equal(cfg.state_dir, "/srv/al");
+	assert_string_equal(cfg.run_dir, "/srv/al/run");
+	assert_string_equal(cfg.pool_dir, "/srv/al/pool");
+	assert_string_equal(cfg.db_conninfo, "host=/x dbname=y");
+	assert_string_equal(cfg.sql_dir, "/usr/share/al/sql");
+	assert_string_equal(cfg.libexec_dir, "/usr/lib/al");
+	assert_int_equal(cfg.default_memory_bytes, 256ull << 20);
+	assert_int_equal(cfg.default_pids, 64);
+	assert_int_equal(cfg.default_cpu_shares, 512);
+}
+
+static void expect_bad(const char *var, const char *value)
+{
+	al_config cfg;
+	al_err err;
+	const char *env[] = {var, value, NULL};
+	if (load(env, &cfg, &err) != -1)
+		fail_msg("%s=%s accepted", var, value);
+	assert_int_equal(err.code, AL_EINVAL);
+	/* The message names the variable so an operator can fix it. */
+	assert_non_null(strstr(err.msg, var));
+}
+
+static void test_rejects(void **state)
+{
+	(void)state;
+	expect_bad("AIRLOCK_DEFAULT_MEMORY_MB", "abc");
+	expect_bad("AIRLOCK_DEFAULT_MEMORY_MB", "12x");
+	expect_bad("AIRLOCK_DEFAULT_MEMORY_MB", "-5");
+	expect_bad("AIRLOCK_DEFAULT_MEMORY_MB", "1");
+	expect_bad("AIRLOCK_DEFAULT_MEMORY_MB", "99999999999999999999999");
+	expect_bad("AIRLOCK_DEFAULT_PIDS", "0");
+	expect_bad("AIRLOCK_DEFAULT_CPU_SHARES", "1");
+	expect_bad("AIRLOCK_SQL_DIR", "relative/sql");
+	expect_bad("AIRLOCK_LIBEXEC", "/bad\npath");
+	expect_bad("AIRLOCK_STATE", "/with space");
+
+	char longp[AL_PATH_MAX + 10];
+	memset(longp, 'a', sizeof longp - 1);
+	longp[0] = '/';
+	longp[sizeof longp - 1] = '\0';
+	expect_bad("AIRLOCK_STATE", longp);
+	expect_bad("AIRLOCK_LIBEXEC", longp);
+}
+
+static void test_relative_state(void **state)
+{
+	(void)state;
+	al_config cfg;
+	al_err err;
+	static const char *const env[] = {"AIRLOCK_STATE", "./st", NULL};
+	assert_int_equal(load(env, &cfg, &err), 0);
+	char cwd[1024], want[1100];
+	assert_non_null(getcwd(cwd, sizeof cwd));
+	snprintf(want, sizeof want, "%s/st", cwd);
+	assert_string_equal(cfg.state_dir, want);
+}
+
+static void test_paths(void **state)
+{
+	(void)state;
+	al_config cfg;
+	al_err err;
+	static const char *const env[] = {"AIRLOCK_STATE", "/s", NULL};
+	char out[AL_PATH_MAX];
+	assert_int_equal(load(env, &cfg, &err), 0);
+	assert_int_equal(al_config_sandbox_root(&cfg, "abc", out, sizeof out,
+						&err),
+			 0);
+	assert_string_equal(out, "/s/pool/sandboxes/abc");
+	assert_int_equal(al_config_template_root(&cfg, "minimal", out,
+						 sizeof out, &err),
+			 0);
+	assert_string_equal(out, "/s/pool/templates/minimal");
+	assert_int_equal(al_config_shim_socket(&cfg, "abc", out, sizeof out,
+					       &err),
+			 0);
+	assert_string_equal(out, "/s/run/sbx/abc.sock");
+	/* Ids that could escape the directory never become paths. */
+	assert_int_equal(al_config_sandbox_root(&cfg, "../x", out, sizeof out,
+						&err),
+			 -1);
+	assert_int_equal(err.code, AL_EINVAL);
+	assert_int_equal(al_config_shim_socket(&cfg, "a/b", out, sizeof out,
+					       &err),
+			 -1);
+	char small[16];
+	assert_int_equal(al_config_sandbox_root(&cfg, "abc", small,
+						sizeof small, &err),
+			 -1);
+}
+
+static void test_id_valid(void **state)
+{
+	(void)state;
+	assert_true(al_id_valid("a"));
+	assert_true(al_id_valid("abc-123"));
+	assert_true(al_id_valid("0abc"));
+	char id63[64];
+	memset(id63, 'a', 63);
+	id63[63] = '\0';
+	assert_true(al_id_valid(id63));
+	char id64[65];
+	memset(id64, 'a', 64);
+	id64[64] = '\0';
+	assert_false(al_id_valid(id64));
+	assert_false(al_id_valid(NULL));
+	assert_false(al_id_valid(""));
+	assert_false(al_id_valid("-abc"));
+	assert_false(al_id_valid("ABC"));
+	assert_false(al_id_valid("a_b"));
+	assert_false(al_id_valid("a.b"));
+	assert_false(al_id_valid(".."));
+	assert_false(al_id_valid("a/b"));
+	assert_false(al_id_valid("a b"));
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_defaults),
+		cmocka_unit_test(test_overrides),
+		cmocka_unit_test(test_rejects),
+		cmocka_unit_test(test_relative_state),
+		cmocka_unit_test(test_paths),
+		cmocka_unit_test(test_id_valid),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
