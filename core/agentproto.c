@@ -1,0 +1,440 @@
+/* agentproto: frame codec shared by the host programs and the guest agent.
+ *
+ * This file is linked statically into airlock-agent, so it depends on
+ * libc, err and log only. Both peers are hostile to each other: a header
+ * is validated completely before a single byte of its payload is stored
+ * or allocated for. */
+#include "agentproto.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <time.h>
+#include <unistd.h>
+
+
+#define BUF_DEFAULT_MAX ((size_t)64 << 20)
+/* Bytes asked of read(2) at a time by al_frame_reader_fill. */
+#define READ_CHUNK ((size_t)64 << 10)
+
+static const char *const type_names[AL_F_TYPE_MAX] = {
+	[AL_F_HELLO] = "HELLO",
+	[AL_F_EXEC] = "EXEC",
+	[AL_F_STARTED] = "STARTED",
+	[AL_F_STDIN] = "STDIN",
+	[AL_F_STDOUT] = "STDOUT",
+	[AL_F_STDERR] = "STDERR",
+	[AL_F_EXIT] = "EXIT",
+	[AL_F_SIGNAL] = "SIGNAL",
+	[AL_F_FILE_READ] = "FILE_READ",
+	[AL_F_FILE_DATA] = "FILE_DATA",
+	[AL_F_FILE_END] = "FILE_END",
+	[AL_F_FILE_WRITE] = "FILE_WRITE",
+	[AL_F_FILE_LIST] = "FILE_LIST",
+	[AL_F_RESULT] = "RESULT",
+	[AL_F_ERROR] = "ERROR",
+	[AL_F_STATUS] = "STATUS",
+	[AL_F_DESTROY] = "DESTROY",
+};
+
+static int type_valid(uint16_t type)
+{
+	return type < AL_F_TYPE_MAX && type_names[type] != NULL;
+}
+
+const char *al_frame_type_name(uint16_t type)
+{
+	return type_valid(type) ? type_names[type] : "UNKNOWN";
+}
+
+int64_t al_now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void put_be16(uint8_t *p, uint16_t v)
+{
+	p[0] = (uint8_t)(v >> 8);
+	p[1] = (uint8_t)v;
+}
+
+static void put_be32(uint8_t *p, uint32_t v)
+{
+	p[0] = (uint8_t)(v >> 24);
+	p[1] = (uint8_t)(v >> 16);
+	p[2] = (uint8_t)(v >> 8);
+	p[3] = (uint8_t)v;
+}
+
+static uint16_t get_be16(const uint8_t *p)
+{
+	return (uint16_t)((uint16_t)p[0] << 8 | p[1]);
+}
+
+static uint32_t get_be32(const uint8_t *p)
+{
+	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 |
+	       (uint32_t)p[2] << 8 | (uint32_t)p[3];
+}
+
+/* ---- al_buf ---- */
+
+void al_buf_init(al_buf *b, size_t max)
+{
+	b->data = NULL;
+	b->len = 0;
+	b->off = 0;
+	b->cap = 0;
+	b->max = max != 0 ? max : BUF_DEFAULT_MAX;
+}
+
+void al_buf_free(al_buf *b)
+{
+	free(b->data);
+	b->data = NULL;
+	b->len = b->off = b->cap = 0;
+}
+
+size_t al_buf_pending(const al_buf *b)
+{
+	return b->len - b->off;
+}
+
+static size_t buf_max(const al_buf *b)
+{
+	return b->max != 0 ? b->max : BUF_DEFAULT_MAX;
+}
+
+/* Make room for n more bytes at data + len, within max. */
+static int buf_reserve(al_buf *b, size_t n, al_err *err)
+{
+	size_t pending = b->len - b->off;
+	if (n > buf_max(b) || pending > buf_max(b) - n)
+		return al_err_set(err, AL_ETOOBIG, 0,
+				  "buffer limit of %zu bytes reached",
+				  buf_max(b));
+	if (b->cap - b->len >= n)
+		return 0;
+	/* Slide the unconsumed bytes to the front before growing: a queue
+	 * that is written and drained forever must not grow forever. */
+	if (b->off > 0) {
+		memmove(b->data, b->data + b->off, pending);
+		b->len = pending;
+		b->off = 0;
+		if (b->cap - b->len >= n)
+			return 0;
+	}
+	size_t want = b->cap != 0 ? b->cap : 4096;
+	while (want - b->len < n)
+		want *= 2;
+	/* max bounds pending bytes, not capacity, but capacity need not
+	 * exceed it: the doubling may overshoot, so clamp. */
+	if (want > buf_max(b))
+		want = buf_max(b);
+	uint8_t *p = realloc(b->data, want);
+	if (p == NULL)
+		return al_err_set(err, AL_ENOMEM, ENOMEM,
+				  "out of memory growing a buffer to %zu",
+				  want);
+	b->data = p;
+	b->cap = want;
+	return 0;
+}
+
+int al_buf_append(al_buf *b, const void *p, size_t n, al_err *err)
+{
+	if (n == 0)
+		return 0;
+	if (buf_reserve(b, n, err) < 0)
+		return -1;
+	memcpy(b->data + b->len, p, n);
+	b->len += n;
+	return 0;
+}
+
+static void buf_consume(al_buf *b, size_t n)
+{
+	b->off += n;
+	if (b->off == b->len)
+		b->off = b->len = 0;
+}
+
+/* Write to fd without SIGPIPE where the fd is a socket; the channel may
+ * also be a character device (virtio-serial), where send() is ENOTSOCK. */
+static ssize_t write_nosig(int fd, const struct iovec *iov, int cnt)
+{
+	struct msghdr mh = {
+		.msg_iov = (struct iovec *)iov,
+		.msg_iovlen = (size_t)cnt,
+	};
+	ssize_t n = sendmsg(fd, &mh, MSG_NOSIGNAL);
+	if (n < 0 && errno == ENOTSOCK)
+		n = writev(fd, iov, cnt);
+	return n;
+}
+
+int al_buf_flush(al_buf *b, int fd, al_err *err)
+{
+	while (b->len > b->off) {
+		struct iovec iov = {
+			.iov_base = b->data + b->off,
+			.iov_len = b->len - b->off,
+		};
+		ssize_t n = write_nosig(fd, &iov, 1);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			if (errno == EAGAIN || errno == EWOULDBLOCK)
+				return AL_AGAIN;
+			return al_err_sys(err, AL_EUNAVAIL, errno,
+					  "write to peer");
+		}
+		buf_consume(b, (size_t)n);
+	}
+	return 0;
+}
+
+/* ---- encoding ---- */
+
+static int check_outgoing(uint16_t type, size_t len, al_err *err)
+{
+	if (!type_valid(type))
+		return al_err_set(err, AL_EINVAL, 0,
+				  "cannot encode frame of unknown type %u",
+				  (unsigned)type);
+	if (len > AL_FRAME_MAX_PAYLOAD)
+		return al_err_set(err, AL_ETOOBIG, 0,
+				  "frame payload of %zu bytes exceeds %u",
+				  len, AL_FRAME_MAX_PAYLOAD);
+	return 0;
+}
+
+static void encode_header(uint8_t *h, uint16_t type, uint32_t id,
+			  uint32_t len)
+{
+	put_be32(h, AL_FRAME_MAGIC);
+	put_be16(h + 4, type);
+	put_be16(h + 6, 0);
+	put_be32(h + 8, id);
+	put_be32(h + 12, len);
+}
+
+int al_frame_encode(al_buf *out, uint16_t type, uint32_t id,
+		    const void *payload, size_t len, al_err *err)
+{
+	if (check_outgoing(type, len, err) < 0)
+		return -1;
+	if (len > 0 && payload == NULL)
+		return al_err_set(err, AL_EINVAL, 0, "payload is NULL");
+	/* Reserve header and payload together so a failure never leaves
+	 * half a frame queued, which would desynchronize the stream. */
+	if (buf_reserve(out, AL_FRAME_HDR_LEN + len, err) < 0)
+		return -1;
+	encode_header(out->data + out->len, type, id, (uint32_t)len);
+	out->len += AL_FRAME_HDR_LEN;
+	if (len > 0)
+		memcpy(out->data + out->len, payload, len);
+	out->len += len;
+	return 0;
+}
+
+/* ---- decoding ---- */
+
+void al_frame_reader_init(al_frame_reader *r)
+{
+	al_buf_init(&r->in, 0);
+}
+
+void al_frame_reader_free(al_frame_reader *r)
+{
+	al_buf_free(&r->in);
+}
+
+int al_frame_reader_feed(al_frame_reader *r, const void *p, size_t n,
+			 al_err *err)
+{
+	return al_buf_append(&r->in, p, n, err);
+}
+
+int al_frame_reader_fill(al_frame_reader *r, int fd, al_err *err)
+{
+	if (buf_reserve(&r->in, READ_CHUNK, err) < 0)
+		return -1;
+	for (;;) {
+		ssize_t n = read(fd, r->in.data + r->in.len, READ_CHUNK);
+		if (n > 0) {
+			r->in.len += (size_t)n;
+			return 1;
+		}
+		if (n == 0)
+			return 0;
+		if (errno == EINTR)
+			continue;
+		if (errno == EAGAIN || errno == EWOULDBLOCK)
+			return 1;
+		return al_err_sys(err, AL_EUNAVAIL, errno, "read from peer");
+	}
+}
+
+int al_frame_next(al_frame_reader *r, al_frame *f, al_err *err)
+{
+	const uint8_t *p = r->in.data + r->in.off;
+	size_t avail = al_buf_pending(&r->in);
+	uint8_t magic[4];
+
+	f->payload = NULL;
+	/* Reject a wrong magic as soon as its first bytes are here, so a
+	 * peer speaking something else is cut off without waiting. */
+	put_be32(magic, AL_FRAME_MAGIC);
+	size_t mlen = avail < sizeof magic ? avail : sizeof magic;
+	if (mlen > 0 && memcmp(p, magic, mlen) != 0)
+		return al_err_set(err, AL_EPROTO, 0, "bad frame magic");
+	if (avail < AL_FRAME_HDR_LEN)
+		return 0;
+
+	uint16_t type = get_be16(p + 4);
+	uint16_t flags = get_be16(p + 6);
+	uint32_t id = get_be32(p + 8);
+	uint32_t len = get_be32(p + 12);
+	if (flags != 0)
+		return al_err_set(err, AL_EPROTO, 0,
+				  "frame flags 0x%x are reserved",
+				  (unsigned)flags);
+	if (len > AL_FRAME_MAX_PAYLOAD)
+		return al_err_set(err, AL_EPROTO, 0,
+				  "frame payload of %u bytes exceeds %u", len,
+				  AL_FRAME_MAX_PAYLOAD);
+	if (!type_valid(type))
+		return al_err_set(err, AL_EPROTO, 0, "unknown frame type %u",
+				  (unsigned)type);
+	if (avail - AL_FRAME_HDR_LEN < len)
+		return 0;
+
+	uint8_t *payload = malloc((size_t)len + 1);
+	if (payload == NULL)
+		return al_err_set(err, AL_ENOMEM, ENOMEM,
+				  "out of memory for a %u byte frame", len);
+	if (len > 0)
+		memcpy(payload, p + AL_FRAME_HDR_LEN, len);
+	payload[len] = '\0';
+	f->type = type;
+	f->flags = flags;
+	f->id = id;
+	f->len = len;
+	f->payload = payload;
+	buf_consume(&r->in, AL_FRAME_HDR_LEN + (size_t)len);
+	return 1;
+}
+
+void al_frame_free(al_frame *f)
+{
+	free(f->payload);
+	f->payload = NULL;
+	f->len = 0;
+}
+
+/* ---- blocking helpers ---- */
+
+/* Milliseconds poll() may wait before deadline_ms; -1 = forever. */
+static int poll_timeout(int64_t deadline_ms)
+{
+	if (deadline_ms == 0)
+		return -1;
+	int64_t left = deadline_ms - al_now_ms();
+	if (left <= 0)
+		return 0;
+	return left > 60000 ? 60000 : (int)left;
+}
+
+static int wait_fd(int fd, short events, int64_t deadline_ms, al_err *err)
+{
+	for (;;) {
+		struct pollfd pfd = {.fd = fd, .events = events};
+		int t = poll_timeout(deadline_ms);
+		int n = poll(&pfd, 1, t);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return al_err_sys(err, AL_ESYS, errno, "poll");
+		}
+		if (n > 0)
+			return 0;
+		if (t == 0 || (deadline_ms != 0 && al_now_ms() >= deadline_ms))
+			return al_err_set(err, AL_ETIMEDOUT, 0,
+					  "peer did not answer in time");
+	}
+}
+
+int al_frame_send(int fd, uint16_t type, uint32_t id, const void *payload,
+		  size_t len, al_err *err)
+{
+	uint8_t hdr[AL_FRAME_HDR_LEN];
+
+	if (check_outgoing(type, len, err) < 0)
+		return -1;
+	if (len > 0 && payload == NULL)
+		return al_err_set(err, AL_EINVAL, 0, "payload is NULL");
+	encode_header(hdr, type, id, (uint32_t)len);
+
+	struct iovec iov[2] = {
+		{.iov_base = hdr, .iov_len = sizeof hdr},
+		{.iov_base = (void *)payload, .iov_len = len},
+	};
+	struct iovec *v = iov;
+	int cnt = len > 0 ? 2 : 1;
+	while (cnt > 0) {
+		ssize_t n = write_nosig(fd, v, cnt);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			if (errno == EAGAIN || errno == EWOULDBLOCK) {
+				if (wait_fd(fd, POLLOUT, 0, err) < 0)
+					return -1;
+				continue;
+			}
+			return al_err_sys(err, AL_EUNAVAIL, errno,
+					  "sending %s frame",
+					  al_frame_type_name(type));
+		}
+		size_t done = (size_t)n;
+		while (cnt > 0 && done >= v->iov_len) {
+			done -= v->iov_len;
+			v++;
+			cnt--;
+		}
+		if (cnt > 0) {
+			v->iov_base = (uint8_t *)v->iov_base + done;
+			v->iov_len -= done;
+		}
+	}
+	return 0;
+}
+
+int al_frame_recv(int fd, al_frame_reader *r, al_frame *f,
+		  int64_t deadline_ms, al_err *err)
+{
+	for (;;) {
+		int rc = al_frame_next(r, f, err);
+		if (rc < 0)
+			return -1;
+		if (rc == 1)
+			return 0;
+		if (wait_fd(fd, POLLIN, deadline_ms, err) < 0)
+			return -1;
+		rc = al_frame_reader_fill(r, fd, err);
+		if (rc < 0)
+			return -1;
+		if (rc == 0) {
+			if (al_buf_pending(&r->in) == 0)
+				return al_err_set(err, AL_EUNAVAIL, 0,
+						  "peer closed the channel");
+			return al_err_set(err, AL_EPROTO, 0,
+					  "peer closed the channel mid-frame");
+		}
+	}
+}

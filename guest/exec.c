@@ -1,0 +1,589 @@
+/* Processes of airlock-agent: EXEC, STDIN, SIGNAL and the EXIT report.
+ *
+ * Each process leads its own session and process group, so a timeout or
+ * SIGNAL reaches everything it started. EXIT is sent once the process is
+ * reaped and what it wrote has been drained from its pipes; a background
+ * grandchild that keeps a pipe open does not hold the EXIT back (its
+ * later output is lost, as documented for the API). */
+#include "agent.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "log.h"
+
+#define MAX_ARGS 4096
+#define MAX_ENV 4096
+/* 100 days: long enough for anything, short enough not to overflow. */
+#define MAX_TIMEOUT_MS ((int64_t)100 * 24 * 3600 * 1000)
+/* Reads of AGENT_CHUNK taken from a pipe after its process was reaped. */
+#define DRAIN_READS 16
+
+static const char *const base_env[] = {
+	"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+	"HOME=/root",
+	"TERM=xterm",
+};
+#define N_BASE_ENV (sizeof base_env / sizeof *base_env)
+
+static uint8_t chunk[AGENT_CHUNK];
+
+static void close_fd(int *fd)
+{
+	if (*fd >= 0) {
+		close(*fd);
+		*fd = -1;
+	}
+}
+
+void exec_free(agent_req *r)
+{
+	close_fd(&r->out_fd);
+	close_fd(&r->err_fd);
+	close_fd(&r->in_fd);
+}
+
+/* argv from "cmd": a non-empty array of NUL-free strings. The strings
+ * stay owned by the JSON object. */
+static char **build_argv(json_object *o, al_err *err)
+{
+	json_object *cmd;
+	if (!json_object_object_get_ex(o, "cmd", &cmd) ||
+	    !json_object_is_type(cmd, json_type_array)) {
+		al_err_set(err, AL_EINVAL, 0,
+			   "field \"cmd\" must be an array of strings");
+		return NULL;
+	}
+	size_t n = json_object_array_length(cmd);
+	if (n == 0 || n > MAX_ARGS) {
+		al_err_set(err, AL_EINVAL, 0,
+			   "field \"cmd\" must hold 1 to %d strings", MAX_ARGS);
+		return NULL;
+	}
+	char **argv = calloc(n + 1, sizeof *argv);
+	if (argv == NULL) {
+		al_err_set(err, AL_ENOMEM, ENOMEM, "out of memory");
+		return NULL;
+	}
+	for (size_t i = 0; i < n; i++) {
+		json_object *s = json_object_array_get_idx(cmd, i);
+		if (!json_object_is_type(s, json_type_string) ||
+		    strlen(json_object_get_string(s)) !=
+			    (size_t)json_object_get_string_len(s)) {
+			al_err_set(err, AL_EINVAL, 0,
+				   "cmd[%zu] must be a string without NUL", i);
+			free(argv);
+			return NULL;
+		}
+		argv[i] = (char *)json_object_get_string(s);
+	}
+	if (argv[0][0] == '\0') {
+		al_err_set(err, AL_EINVAL, 0, "cmd[0] is empty");
+		free(argv);
+		return NULL;
+	}
+	return argv;
+}
+
+static bool env_key_overridden(json_object *env, const char *entry)
+{
+	if (env == NULL)
+		return false;
+	size_t klen = strcspn(entry, "=");
+	json_object_object_foreach(env, k, v)
+	{
+		(void)v;
+		if (strlen(k) == klen && memcmp(k, entry, klen) == 0)
+			return true;
+	}
+	return false;
+}
+
+/* The base environment plus "env" (which wins), as KEY=VALUE strings. */
+static char **build_envp(json_object *o, al_err *err)
+{
+	json_object *env = NULL;
+	if (json_object_object_get_ex(o, "env", &env) && env != NULL &&
+	    !json_object_is_type(env, json_type_object)) {
+		al_err_set(err, AL_EINVAL, 0,
+			   "field \"env\" must be an object of strings");
+		return NULL;
+	}
+	size_t n = env != NULL ? (size_t)json_object_object_length(env) : 0;
+	if (n > MAX_ENV) {
+		al_err_set(err, AL_EINVAL, 0,
+			   "field \"env\" holds more than %d variables",
+			   MAX_ENV);
+		return NULL;
+	}
+	char **envp = calloc(N_BASE_ENV + n + 1, sizeof *envp);
+	if (envp == NULL) {
+		al_err_set(err, AL_ENOMEM, ENOMEM, "out of memory");
+		return NULL;
+	}
+	size_t i = 0;
+	for (size_t b = 0; b < N_BASE_ENV; b++) {
+		if (env_key_overridden(env, base_env[b]))
+			continue;
+		envp[i] = strdup(base_env[b]);
+		if (envp[i++] == NULL)
+			goto oom;
+	}
+	if (env != NULL) {
+		json_object_object_foreach(env, k, v)
+		{
+			/* Names only: values may be secrets. */
+			if (k[0] == '\0' || strchr(k, '=') != NULL) {
+				al_err_set(err, AL_EINVAL, 0,
+					   "env name \"%s\" is invalid", k);
+				goto fail;
+			}
+			if (!json_object_is_type(v, json_type_string) ||
+			    strlen(json_object_get_string(v)) !=
+				    (size_t)json_object_get_string_len(v)) {
+				al_err_set(err, AL_EINVAL, 0,
+					   "env \"%s\" must be a string "
+					   "without NUL",
+					   k);
+				goto fail;
+			}
+			if (asprintf(&envp[i], "%s=%s", k,
+				     json_object_get_string(v)) < 0) {
+				envp[i] = NULL;
+				goto oom;
+			}
+			i++;
+		}
+	}
+	return envp;
+oom:
+	al_err_set(err, AL_ENOMEM, ENOMEM, "out of memory");
+fail:
+	for (size_t j = 0; envp[j] != NULL; j++)
+		free(envp[j]);
+	free(envp);
+	return NULL;
+}
+
+static void free_strv(char **v)
+{
+	if (v == NULL)
+		return;
+	for (size_t i = 0; v[i] != NULL; i++)
+		free(v[i]);
+	free(v);
+}
+
+static int get_bool(json_object *o, const char *key, bool *out, al_err *err)
+{
+	json_object *v;
+	*out = false;
+	if (!json_object_object_get_ex(o, key, &v) || v == NULL)
+		return 0;
+	if (!json_object_is_type(v, json_type_boolean))
+		return al_err_set(err, AL_EINVAL, 0,
+				  "field \"%s\" must be true or false", key);
+	*out = json_object_get_boolean(v);
+	return 0;
+}
+
+static int get_timeout(json_object *o, int64_t *out, al_err *err)
+{
+	json_object *v;
+	*out = 0;
+	if (!json_object_object_get_ex(o, "timeout_ms", &v) || v == NULL)
+		return 0;
+	if (!json_object_is_type(v, json_type_int))
+		return al_err_set(err, AL_EINVAL, 0,
+				  "field \"timeout_ms\" must be an integer");
+	errno = 0;
+	int64_t t = json_object_get_int64(v);
+	if (t < 0 || t > MAX_TIMEOUT_MS || errno != 0)
+		return al_err_set(err, AL_EINVAL, 0,
+				  "field \"timeout_ms\" must be 0 to %lld",
+				  (long long)MAX_TIMEOUT_MS);
+	*out = t;
+	return 0;
+}
+
+/* In the child between fork and exec: only simple calls, and every
+ * failure ends the child with a shell's exit status. */
+static void __attribute__((noreturn))
+child(char **argv, char **envp, const char *cwd, int in_fd, int out_fd,
+      int err_fd)
+{
+	sigset_t all;
+	sigemptyset(&all);
+	sigprocmask(SIG_SETMASK, &all, NULL);
+	/* Ignored dispositions survive exec; the agent's must not. */
+	for (int s = 1; s < NSIG; s++)
+		signal(s, SIG_DFL);
+	setsid();
+	if (in_fd < 0)
+		in_fd = open("/dev/null", O_RDONLY);
+	if (in_fd < 0 || dup2(in_fd, 0) < 0 || dup2(out_fd, 1) < 0 ||
+	    dup2(err_fd, 2) < 0)
+		_exit(126);
+	/* The agent marks its own fds close-on-exec; this also covers any
+	 * fd it inherited without the flag. Closing them outright would
+	 * close the start pipe too early. */
+	close_range(3, ~0U, CLOSE_RANGE_CLOEXEC);
+	if (chdir(cwd) < 0) {
+		dprintf(2, "airlock-agent: cd %s: %s\n", cwd, strerror(errno));
+		_exit(126);
+	}
+	extern char **environ;
+	environ = envp;
+	execvp(argv[0], argv);
+	int e = errno;
+	dprintf(2, "airlock-agent: %s: %s\n", argv[0], strerror(e));
+	_exit(e == ENOENT ? 127 : 126);
+}
+
+static int set_nonblock(int fd)
+{
+	int fl = fcntl(fd, F_GETFL);
+	if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0)
+		return -1;
+	return 0;
+}
+
+void exec_start(agent *a, const al_frame *f)
+{
+	al_err err;
+	char **argv = NULL;
+	char **envp = NULL;
+	int p_out[2] = {-1, -1}, p_err[2] = {-1, -1}, p_in[2] = {-1, -1};
+	int p_sync[2] = {-1, -1};
+	agent_req *r = NULL;
+	const char *cwd;
+	bool want_stdin;
+	int64_t timeout;
+	struct stat st;
+
+	json_object *o = agent_parse_obj(f, &err);
+	if (o == NULL)
+		goto fail;
+	argv = build_argv(o, &err);
+	if (argv == NULL)
+		goto fail;
+	envp = build_envp(o, &err);
+	if (envp == NULL)
+		goto fail;
+	if (agent_get_str(o, "cwd", false, &cwd, &err) < 0 ||
+	    get_bool(o, "stdin", &want_stdin, &err) < 0 ||
+	    get_timeout(o, &timeout, &err) < 0)
+		goto fail;
+	if (cwd == NULL)
+		cwd = "/";
+	if (agent_check_path(cwd, &err) < 0)
+		goto fail;
+	if (stat(cwd, &st) < 0) {
+		al_err_sys(&err, agent_code_from_errno(errno), errno, "cwd %s",
+			   cwd);
+		goto fail;
+	}
+	if (!S_ISDIR(st.st_mode)) {
+		al_err_set(&err, AL_EPATH, 0, "cwd %s is not a directory",
+			   cwd);
+		goto fail;
+	}
+	r = agent_req_new(a, f->id, REQ_PROC, &err);
+	if (r == NULL)
+		goto fail;
+	if (pipe2(p_out, O_CLOEXEC) < 0 || pipe2(p_err, O_CLOEXEC) < 0 ||
+	    pipe2(p_sync, O_CLOEXEC) < 0 ||
+	    (want_stdin && pipe2(p_in, O_CLOEXEC) < 0)) {
+		al_err_sys(&err, AL_ESYS, errno, "pipe");
+		goto fail;
+	}
+	pid_t pid = fork();
+	if (pid < 0) {
+		al_err_sys(&err, AL_ESYS, errno, "fork");
+		goto fail;
+	}
+	if (pid == 0)
+		child(argv, envp, cwd, p_in[0], p_out[1], p_err[1]);
+
+	close_fd(&p_out[1]);
+	close_fd(&p_err[1]);
+	close_fd(&p_in[0]);
+	close_fd(&p_sync[1]);
+	/* Wait until the child has exec'd (or failed and exited): until it
+	 * has its own process group and default signal dispositions, a
+	 * SIGNAL from the host could miss it or be ignored. */
+	char c;
+	while (read(p_sync[0], &c, 1) < 0 && errno == EINTR)
+		;
+	close_fd(&p_sync[0]);
+	r->pid = pid;
+	r->out_fd = p_out[0];
+	r->err_fd = p_err[0];
+	r->in_fd = p_in[1];
+	if (set_nonblock(r->out_fd) < 0 || set_nonblock(r->err_fd) < 0 ||
+	    (r->in_fd >= 0 && set_nonblock(r->in_fd) < 0))
+		al_warn("exec %u: cannot make pipes non-blocking: %s", f->id,
+			strerror(errno));
+	if (timeout > 0)
+		r->deadline_ms = al_now_ms() + timeout;
+
+	json_object *res = json_object_new_object();
+	if (res != NULL) {
+		json_object_object_add(res, "pid", json_object_new_int(pid));
+		agent_send_json(a, AL_F_STARTED, f->id, res);
+		json_object_put(res);
+	}
+	free(argv);
+	free_strv(envp);
+	json_object_put(o);
+	return;
+
+fail:
+	for (int i = 0; i < 2; i++) {
+		close_fd(&p_out[i]);
+		close_fd(&p_err[i]);
+		close_fd(&p_in[i]);
+		close_fd(&p_sync[i]);
+	}
+	if (r != NULL)
+		agent_req_remove(a, r);
+	free(argv);
+	free_strv(envp);
+	json_object_put(o);
+	agent_send_err(a, f->id, &err);
+}
+
+static agent_req *find_proc(agent *a, uint32_t id)
+{
+	agent_req *r = agent_req_find(a, id);
+	return r != NULL && r->kind == REQ_PROC ? r : NULL;
+}
+
+void exec_stdin_ready(agent *a, agent_req *r)
+{
+	(void)a;
+	if (r->in_fd < 0)
+		return;
+	int rc = al_buf_flush(&r->inq, r->in_fd, NULL);
+	if (rc < 0) {
+		/* The process closed its stdin: what is left has no reader. */
+		al_buf_free(&r->inq);
+		close_fd(&r->in_fd);
+		return;
+	}
+	if (rc == 0 && r->in_close)
+		close_fd(&r->in_fd);
+}
+
+void exec_stdin(agent *a, const al_frame *f)
+{
+	agent_req *r = find_proc(a, f->id);
+	/* Stdin racing with the exit of its process is normal: drop it. */
+	if (r == NULL || r->in_fd < 0 || r->in_close)
+		return;
+	if (f->len == 0) {
+		r->in_close = true;
+	} else if (al_buf_append(&r->inq, f->payload, f->len, NULL) < 0) {
+		/* Cannot happen while take_frames honours the backlog mark;
+		 * losing bytes silently would be worse than closing. */
+		al_warn("exec %u: stdin queue overflow, closing stdin", r->id);
+		al_buf_free(&r->inq);
+		close_fd(&r->in_fd);
+		return;
+	}
+	exec_stdin_ready(a, r);
+}
+
+bool exec_stdin_backlog(const agent *a)
+{
+	for (const agent_req *r = a->reqs; r != NULL; r = r->next)
+		if (r->kind == REQ_PROC && r->in_fd >= 0 &&
+		    al_buf_pending(&r->inq) >= AGENT_STDIN_HIGH)
+			return true;
+	return false;
+}
+
+static void kill_group(agent_req *r, int sig)
+{
+	if (r->pid <= 0 || r->reaped)
+		return;
+	/* The group first; the leader alone if it left its group. */
+	if (kill(-r->pid, sig) < 0)
+		kill(r->pid, sig);
+}
+
+static int parse_signal(const al_frame *f, int *sig, al_err *err)
+{
+	json_object *o = agent_parse_obj(f, err);
+	json_object *v;
+	if (o == NULL)
+		return -1;
+	if (!json_object_object_get_ex(o, "signal", &v) ||
+	    !json_object_is_type(v, json_type_int)) {
+		json_object_put(o);
+		return al_err_set(err, AL_EINVAL, 0,
+				  "field \"signal\" must be an integer");
+	}
+	int64_t s = json_object_get_int64(v);
+	json_object_put(o);
+	if (s < 1 || s >= NSIG)
+		return al_err_set(err, AL_EINVAL, 0,
+				  "signal %lld is out of range", (long long)s);
+	*sig = (int)s;
+	return 0;
+}
+
+void exec_signal(agent *a, const al_frame *f)
+{
+	al_err err;
+	int sig = 0;
+	bool live = agent_req_find(a, f->id) != NULL;
+	agent_req *r = find_proc(a, f->id);
+
+	if (parse_signal(f, &sig, &err) < 0) {
+		/* An ERROR would end the live request in the host's eyes
+		 * while its process runs on. */
+		if (live)
+			al_warn("SIGNAL for %u ignored: %s", f->id, err.msg);
+		else
+			agent_send_err(a, f->id, &err);
+		return;
+	}
+	/* A signal racing with the exit of its process is normal. */
+	if (r == NULL)
+		return;
+	kill_group(r, sig);
+}
+
+void exec_reap(agent *a)
+{
+	struct signalfd_siginfo_buf {
+		uint8_t b[128];
+	} sib[16];
+	/* Drain the signalfd; the waitpid loop below is what counts, since
+	 * several SIGCHLDs coalesce into one. */
+	while (read(a->sigfd, sib, sizeof sib) > 0)
+		;
+	for (;;) {
+		int st;
+		pid_t pid = waitpid(-1, &st, WNOHANG);
+		if (pid <= 0)
+			break;
+		for (agent_req *r = a->reqs; r != NULL; r = r->next) {
+			if (r->kind == REQ_PROC && r->pid == pid &&
+			    !r->reaped) {
+				r->reaped = true;
+				r->status = st;
+				r->deadline_ms = 0;
+				break;
+			}
+		}
+		/* Anything else was an orphan re-parented to us. */
+	}
+}
+
+/* Read one chunk: 1 = sent, -1 = nothing yet, 0 = EOF or error (the fd
+ * is closed then). */
+static int pipe_read(agent *a, agent_req *r, int which)
+{
+	int *fd = which == 1 ? &r->out_fd : &r->err_fd;
+	if (*fd < 0)
+		return 0;
+	ssize_t n = read(*fd, chunk, sizeof chunk);
+	if (n > 0) {
+		agent_send(a, which == 1 ? AL_F_STDOUT : AL_F_STDERR, r->id,
+			   chunk, (size_t)n);
+		return 1;
+	}
+	if (n < 0 && (errno == EAGAIN || errno == EINTR))
+		return -1;
+	close_fd(fd);
+	return 0;
+}
+
+void exec_pipe_ready(agent *a, agent_req *r, int which)
+{
+	(void)pipe_read(a, r, which);
+}
+
+int exec_timeouts(agent *a)
+{
+	int64_t now = al_now_ms();
+	int64_t next = -1;
+	for (agent_req *r = a->reqs; r != NULL; r = r->next) {
+		if (r->kind != REQ_PROC || r->reaped || r->deadline_ms == 0)
+			continue;
+		if (now >= r->deadline_ms) {
+			kill_group(r, SIGKILL);
+			r->timed_out = true;
+			r->deadline_ms = 0;
+			continue;
+		}
+		int64_t left = r->deadline_ms - now;
+		if (next < 0 || left < next)
+			next = left;
+	}
+	if (next > 60000)
+		next = 60000;
+	return (int)next;
+}
+
+static void send_exit(agent *a, agent_req *r)
+{
+	json_object *o = json_object_new_object();
+	if (o == NULL) {
+		al_error("out of memory reporting exit of %u", r->id);
+		return;
+	}
+	if (WIFSIGNALED(r->status)) {
+		int sig = WTERMSIG(r->status);
+		const char *abbrev = sigabbrev_np(sig);
+		char name[32];
+		if (abbrev != NULL)
+			snprintf(name, sizeof name, "SIG%s", abbrev);
+		else
+			snprintf(name, sizeof name, "SIG%d", sig);
+		json_object_object_add(o, "signal",
+				       json_object_new_string(name));
+		json_object_object_add(o, "timed_out",
+				       json_object_new_boolean(r->timed_out));
+	} else {
+		json_object_object_add(
+			o, "exit_code",
+			json_object_new_int(WEXITSTATUS(r->status)));
+	}
+	agent_send_json(a, AL_F_EXIT, r->id, o);
+	json_object_put(o);
+}
+
+void exec_finish(agent *a)
+{
+	agent_req *next;
+	for (agent_req *r = a->reqs; r != NULL; r = next) {
+		next = r->next;
+		if (r->kind != REQ_PROC || !r->reaped)
+			continue;
+		/* All the process wrote is in the pipes now; a grandchild
+		 * may still hold them open and write on, so bounded. */
+		for (int which = 1; which <= 2; which++)
+			for (int i = 0; i < DRAIN_READS; i++)
+				if (pipe_read(a, r, which) != 1)
+					break;
+		send_exit(a, r);
+		agent_req_remove(a, r);
+	}
+}
+
+void exec_kill_all(agent *a)
+{
+	for (agent_req *r = a->reqs; r != NULL; r = r->next)
+		if (r->kind == REQ_PROC)
+			kill_group(r, SIGKILL);
+}
