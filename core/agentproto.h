@@ -69,7 +69,9 @@ enum al_frame_type {
 	/* answer to a request that has one result (JSON object). */
 	AL_F_RESULT = 14,
 	/* answer: {"code":"not_found","message":"..."}; code is an
-	 * al_code_name(). Ends the request. */
+	 * al_code_name(). Ends the request. From the host on a live
+	 * FILE_WRITE it aborts the write: the partial file is removed and
+	 * nothing is answered. */
 	AL_F_ERROR = 15,
 
 	/* Control frames between an fcgi worker and its sandbox's shim.

@@ -288,13 +288,16 @@ static void dispatch(agent *a, const al_frame *f)
 	case AL_F_FILE_LIST:
 		file_list(a, f);
 		return;
+	case AL_F_ERROR:
+		if (file_abort(a, f))
+			return;
+		break;
 	case AL_F_HELLO:
 	case AL_F_STARTED:
 	case AL_F_STDOUT:
 	case AL_F_STDERR:
 	case AL_F_EXIT:
 	case AL_F_RESULT:
-	case AL_F_ERROR:
 	case AL_F_STATUS:
 	case AL_F_DESTROY:
 	case AL_F_TYPE_MAX:

@@ -105,6 +105,9 @@ void file_read(agent *a, const al_frame *f);
 void file_write(agent *a, const al_frame *f);
 void file_data(agent *a, const al_frame *f);
 void file_end(agent *a, const al_frame *f);
+/* Host gave up on a write (ERROR on its id): drop the partial file
+ * without answering. false if f's id is not a live write. */
+bool file_abort(agent *a, const al_frame *f);
 void file_list(agent *a, const al_frame *f);
 /* Send the next chunk of pending reads; true if more remain. */
 bool file_pump(agent *a);

@@ -296,6 +296,16 @@ void file_end(agent *a, const al_frame *f)
 	json_object_put(o);
 }
 
+bool file_abort(agent *a, const al_frame *f)
+{
+	agent_req *r = agent_req_find(a, f->id);
+	if (r == NULL || r->kind != REQ_FWRITE)
+		return false;
+	/* file_free (through remove) unlinks the temp file. */
+	agent_req_remove(a, r);
+	return true;
+}
+
 /* ---- FILE_LIST ---- */
 
 static int cmp_names(const void *x, const void *y)

@@ -103,12 +103,24 @@ static void drop_client(shim *s, int i)
 	/* A process whose client went away is killed: nobody could read
 	 * its output or stop it any more. */
 	static const char kill_req[] = "{\"signal\":9}";
-	for (shim_route *r = s->routes; r != NULL; r = r->next) {
+	static const char abort_req[] =
+		"{\"code\":\"conflict\",\"message\":\"client went away\"}";
+	shim_route *next;
+	for (shim_route *r = s->routes; r != NULL; r = next) {
+		next = r->next;
 		if (r->client != i || r->client_gen != c->gen)
 			continue;
-		if (r->kind == AL_F_EXEC)
+		if (r->kind == AL_F_EXEC) {
 			to_agent(s, AL_F_SIGNAL, r->agent_id, kill_req,
 				 sizeof kill_req - 1, NULL);
+		} else if (r->kind == AL_F_FILE_WRITE) {
+			/* A half-sent file must not appear in the sandbox;
+			 * the agent answers an abort with nothing. */
+			to_agent(s, AL_F_ERROR, r->agent_id, abort_req,
+				 sizeof abort_req - 1, NULL);
+			route_del(s, r);
+			continue;
+		}
 		r->client = -1;
 	}
 	close(c->fd);

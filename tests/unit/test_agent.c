@@ -676,6 +676,37 @@ static void test_file_write_read_list(void **state)
 	free(data);
 }
 
+/* A write the host aborts (ERROR on its id) leaves no file and no temp
+ * file, gets no answer, and the agent serves the next request. */
+static void test_file_write_abort(void **state)
+{
+	ctx *c = *state;
+	char path[PATH_MAX];
+	skip_hello(c);
+	snprintf(path, sizeof path, "%s/partial.bin", c->dir);
+	send_json(c, AL_F_FILE_WRITE, 90, "{\"path\":\"%s\",\"mode\":420}",
+		  path);
+	send_raw(c, AL_F_FILE_DATA, 90, "half", 4);
+	static const char abort_req[] =
+		"{\"code\":\"conflict\",\"message\":\"client went away\"}";
+	send_raw(c, AL_F_ERROR, 90, abort_req, sizeof abort_req - 1);
+
+	/* The next answer on the channel is for the list, not for 90. */
+	send_json(c, AL_F_FILE_LIST, 91, "{\"path\":\"%s\"}", c->dir);
+	al_frame f;
+	recv_frame(c, &f);
+	assert_int_equal(f.id, 91);
+	assert_int_equal(f.type, AL_F_RESULT);
+	json_object *o = payload_json(&f);
+	json_object *entries;
+	assert_true(json_object_object_get_ex(o, "entries", &entries));
+	assert_int_equal(json_object_array_length(entries), 0);
+	json_object_put(o);
+	al_frame_free(&f);
+	struct stat st;
+	assert_int_equal(stat(path, &st), -1);
+}
+
 static void test_file_errors(void **state)
 {
 	ctx *c = *state;
@@ -832,6 +863,7 @@ int main(void)
 		T(test_exec_bad_requests),
 		T(test_exec_duplicate_id),
 		T(test_file_write_read_list),
+		T(test_file_write_abort),
 		T(test_file_errors),
 		T(test_garbage_framing_exits),
 		T(test_oversized_frame_exits),
