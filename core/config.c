@@ -142,7 +142,7 @@ int al_config_load_from(al_config *cfg, const char *(*lookup)(const char *),
 		snprintf(cfg->db_conninfo, sizeof cfg->db_conninfo, "%s", v);
 	} else {
 		int w = snprintf(cfg->db_conninfo, sizeof cfg->db_conninfo,
-				 "host=%s dbname=airlock user=airlock",
+				 "host=%s/pg dbname=airlock user=airlock",
 				 cfg->run_dir);
 		if (w < 0 || (size_t)w >= sizeof cfg->db_conninfo)
 			return al_err_set(err, AL_EINVAL, 0,

@@ -2,7 +2,7 @@
  *
  *   AIRLOCK_STATE       state directory (default ./var)
  *   AIRLOCK_DB          libpq conninfo (default: the embedded cluster,
- *                       "host=$AIRLOCK_STATE/run dbname=airlock user=airlock")
+ *                       "host=$AIRLOCK_STATE/run/pg dbname=airlock user=airlock")
  *   AIRLOCK_SQL_DIR     migrations (default: core/sql next to the binary's
  *                       source tree, /usr/share/airlock/sql when installed)
  *   AIRLOCK_LIBEXEC     where airlock-shim and airlock-agent live

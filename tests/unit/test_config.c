@@ -45,7 +45,7 @@ static void test_defaults(void **state)
 	assert_string_equal(cfg.run_dir, want);
 	snprintf(want, sizeof want, "%s/var/pool", cwd);
 	assert_string_equal(cfg.pool_dir, want);
-	snprintf(want, sizeof want, "host=%s/var/run dbname=airlock user=airlock",
+	snprintf(want, sizeof want, "host=%s/var/run/pg dbname=airlock user=airlock",
 		 cwd);
 	assert_string_equal(cfg.db_conninfo, want);
 	assert_int_equal(cfg.default_memory_bytes, 512ull << 20);

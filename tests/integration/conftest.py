@@ -1,0 +1,274 @@
+"""Integration tests: a private Airlock stack (PostgreSQL, btrfs pool,
+airlock-fcgi, nginx, airlock-controller) in a fresh temporary state
+directory on free ports, driven through nginx like a user would.
+
+Environment:
+  AIRLOCK_TEST_BUILD   binaries to test (default <repo>/build-san)
+"""
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from datetime import datetime
+
+import pytest
+import requests
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+STACK = os.path.join(REPO, "scripts", "stack.sh")
+RFC3339 = re.compile(
+    r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$")
+TIMEOUT = (5, 60)  # connect, read
+
+
+def free_port():
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def parse_time(s):
+    assert isinstance(s, str) and RFC3339.match(s), f"not RFC 3339: {s!r}"
+    return datetime.fromisoformat(s.replace("Z", "+00:00"))
+
+
+def assert_error(resp, status, code=None):
+    """The API's error shape with the expected status."""
+    assert resp.status_code == status, (
+        f"expected {status}, got {resp.status_code}: {resp.text[:500]}")
+    body = resp.json()
+    assert isinstance(body.get("error"), dict), body
+    assert isinstance(body["error"].get("code"), str) and body["error"]["code"]
+    assert isinstance(body["error"].get("message"), str)
+    if code is not None:
+        assert body["error"]["code"] == code, body
+    return body["error"]
+
+
+class Event:
+    def __init__(self, name, data, t):
+        self.name = name
+        self.raw = data
+        self.t = t  # client-side receive time (time.monotonic())
+        try:
+            self.data = json.loads(data) if data else {}
+        except ValueError:
+            self.data = None
+
+    def __repr__(self):
+        return f"Event({self.name!r}, {self.raw!r}, t={self.t:.3f})"
+
+
+def sse_events(resp):
+    """Parse a text/event-stream response read incrementally; every event
+    carries the time its last byte arrived at the client."""
+    buf = b""
+    for chunk in resp.iter_content(chunk_size=None):
+        now = time.monotonic()
+        buf += chunk
+        buf = buf.replace(b"\r\n", b"\n")
+        while b"\n\n" in buf:
+            block, buf = buf.split(b"\n\n", 1)
+            name, data = "message", []
+            for line in block.decode("utf-8").split("\n"):
+                if line.startswith(":") or not line:
+                    continue
+                field, _, value = line.partition(":")
+                if value.startswith(" "):
+                    value = value[1:]
+                if field == "event":
+                    name = value
+                elif field == "data":
+                    data.append(value)
+            if name == "message" and not data:
+                continue
+            yield Event(name, "\n".join(data), now)
+
+
+def proc_pids(state, name):
+    """Processes running program `name` that belong to this stack."""
+    out = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            exe = os.readlink(f"/proc/{d}/exe")
+            if exe.endswith(" (deleted)"):
+                exe = exe[: -len(" (deleted)")]
+            if os.path.basename(exe) != name:
+                continue
+            with open(f"/proc/{d}/environ", "rb") as f:
+                env = f.read().split(b"\0")
+        except OSError:
+            continue
+        if f"AIRLOCK_STATE={state}".encode() in env:
+            out.append(int(d))
+    return out
+
+
+def pid_alive(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+class Stack:
+    def __init__(self, state, build, http_port, https_port):
+        self.state = state
+        self.build = build
+        self.http_port = http_port
+        self.https_port = https_port
+        self.base = f"http://127.0.0.1:{http_port}"
+        self.env = dict(os.environ)
+        self.env.update({
+            "AIRLOCK_STATE": state,
+            "AIRLOCK_BUILD": build,
+            "AIRLOCK_HTTP_PORT": str(http_port),
+            "AIRLOCK_HTTPS_PORT": str(https_port),
+            "AIRLOCK_POOL_SIZE": "4G",
+            "AIRLOCK_FCGI_WORKERS": "4",
+            # Daemons report sanitizer findings in their logs (checked by
+            # test_zz_sanitizers) and keep running where they can.
+            "ASAN_OPTIONS": "detect_leaks=0:abort_on_error=0:"
+                            f"log_path={state}/log/asan",
+            "UBSAN_OPTIONS": f"print_stacktrace=1:log_path={state}/log/ubsan",
+        })
+        self.key = None
+
+    def sh(self, *args, timeout=300, check=True):
+        p = subprocess.run([STACK, *args], env=self.env, cwd=REPO,
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                           text=True, timeout=timeout)
+        if check and p.returncode != 0:
+            raise AssertionError(
+                f"stack.sh {' '.join(args)} failed ({p.returncode}):\n{p.stdout}")
+        return p
+
+    def url(self, path):
+        return self.base + path
+
+    def pids(self, name):
+        return proc_pids(self.state, name)
+
+    def kill9(self, name):
+        pids = self.pids(name)
+        for p in pids:
+            try:
+                os.kill(p, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        deadline = time.monotonic() + 10
+        while any(pid_alive(p) for p in pids) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        return pids
+
+
+def _cleanup_state(stack, log):
+    try:
+        stack.sh("down", timeout=180, check=False)
+    except Exception as e:  # keep tearing down
+        log.append(f"stack.sh down: {e}")
+    pool = os.path.join(stack.state, "pool")
+    if os.path.ismount(pool):
+        subprocess.run(["umount", "-l", pool], check=False)
+    img = os.path.join(stack.state, "pool.img")
+    out = subprocess.run(["losetup", "-j", img, "-O", "NAME", "-n"],
+                         stdout=subprocess.PIPE, text=True, check=False).stdout
+    for dev in out.split():
+        subprocess.run(["losetup", "-d", dev], check=False)
+    shutil.rmtree(stack.state, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def stack():
+    build = os.environ.get("AIRLOCK_TEST_BUILD",
+                           os.path.join(REPO, "build-san"))
+    state = tempfile.mkdtemp(prefix="airlock-it-")
+    st = Stack(state, build, free_port(), free_port())
+    log = []
+    try:
+        p = st.sh("up", check=False)
+        if p.returncode != 0:
+            pytest.fail(f"stack did not start:\n{p.stdout}", pytrace=False)
+        with open(os.path.join(state, "api-key")) as f:
+            st.key = f.read().strip()
+        assert st.key, "empty api-key file"
+        yield st
+    finally:
+        _cleanup_state(st, log)
+
+
+@pytest.fixture(scope="session")
+def api(stack):
+    s = requests.Session()
+    s.headers["Authorization"] = f"Bearer {stack.key}"
+    s.base = stack.base
+    return s
+
+
+class Sandboxes:
+    """Creates sandboxes and deletes whatever a test left behind."""
+
+    def __init__(self, api):
+        self.api = api
+        self.ids = []
+
+    def create(self, **body):
+        body.setdefault("template", "minimal")
+        r = self.api.post(self.api.base + "/v1/sandboxes", json=body,
+                          timeout=TIMEOUT)
+        assert r.status_code == 201, f"create: {r.status_code} {r.text}"
+        sb = r.json()
+        self.ids.append(sb["id"])
+        return sb
+
+    def cleanup(self):
+        for i in self.ids:
+            try:
+                self.api.delete(f"{self.api.base}/v1/sandboxes/{i}",
+                                timeout=TIMEOUT)
+            except requests.RequestException:
+                pass
+
+
+@pytest.fixture
+def sandboxes(api):
+    s = Sandboxes(api)
+    yield s
+    s.cleanup()
+
+
+@pytest.fixture(scope="module")
+def sandbox(api):
+    """One running sandbox shared by the tests of a module."""
+    s = Sandboxes(api)
+    sb = s.create(timeout=1800)
+    yield sb
+    s.cleanup()
+
+
+def exec_json(api, sid, cmd, **kw):
+    body = {"cmd": cmd, **kw}
+    r = api.post(f"{api.base}/v1/sandboxes/{sid}/exec", json=body,
+                 headers={"Accept": "application/json"}, timeout=TIMEOUT)
+    assert r.status_code == 200, f"exec {cmd}: {r.status_code} {r.text}"
+    return r.json()
+
+
+def exec_sse(api, sid, cmd, **kw):
+    """Run cmd with an event stream; returns the list of events."""
+    body = {"cmd": cmd, **kw}
+    with api.post(f"{api.base}/v1/sandboxes/{sid}/exec", json=body,
+                  headers={"Accept": "text/event-stream"}, stream=True,
+                  timeout=TIMEOUT) as r:
+        assert r.status_code == 200, f"exec {cmd}: {r.status_code} {r.text}"
+        assert r.headers.get("Content-Type", "").startswith(
+            "text/event-stream"), r.headers
+        return list(sse_events(r))
