@@ -3,10 +3,16 @@
  * running /bin/true in a fresh namespace set over the same root.
  *
  *   lifecycle --url http://127.0.0.1:8080 --key-file var/api-key \
- *             --rounds 200 [--peer-root DIR] [--warmup 5]
+ *             --rounds 200 [--peer-root DIR] [--warmup 5] \
+ *             [--label TEXT] [--wait-pool DIR:N]
+ *
+ * --wait-pool: before each round (untimed) wait until DIR holds N warm
+ * pool standby sockets, so every create is measured as a pool claim on a
+ * warm host. Without it creates run back to back.
  *
  * Prints p50/p90/p99 in milliseconds per step and the ratios. Exit 0 when
  * every round succeeded (the numbers are a report, not a test). */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -208,16 +214,52 @@ static int spawn_once(const char *root, double *ms)
 	return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -1;
 }
 
+/* Count *.sock entries in dir. */
+static int count_sockets(const char *dir)
+{
+	DIR *d = opendir(dir);
+	struct dirent *de;
+	int n = 0;
+
+	if (d == NULL)
+		return 0;
+	while ((de = readdir(d)) != NULL) {
+		size_t l = strlen(de->d_name);
+
+		if (l > 5 && strcmp(de->d_name + l - 5, ".sock") == 0)
+			n++;
+	}
+	closedir(d);
+	return n;
+}
+
+/* Wait (bounded, 30 s) until dir holds want sockets. */
+static int wait_pool(const char *dir, int want)
+{
+	double end = now_ms() + 30000;
+
+	while (count_sockets(dir) < want) {
+		if (now_ms() > end)
+			return -1;
+		usleep(2000);
+	}
+	return 0;
+}
+
 static void usage(void)
 {
 	fprintf(stderr, "usage: lifecycle --url URL --key-file FILE "
-			"[--rounds N] [--warmup N] [--peer-root DIR]\n");
+			"[--rounds N] [--warmup N] [--peer-root DIR] "
+			"[--label TEXT] [--wait-pool DIR:N]\n");
 	exit(100);
 }
 
 int main(int argc, char **argv)
 {
 	const char *url = NULL, *key_file = NULL, *peer_root = NULL;
+	const char *label = "back to back";
+	char pool_dir[512] = "";
+	int pool_want = 0;
 	int rounds = 200, warmup = 5, i, failures = 0;
 	double *t[4], *peer = NULL, r[4][3], pr[3] = {0, 0, 0};
 	struct bench b;
@@ -237,7 +279,19 @@ int main(int argc, char **argv)
 			warmup = atoi(argv[++i]);
 		else if (strcmp(argv[i], "--peer-root") == 0)
 			peer_root = argv[++i];
-		else
+		else if (strcmp(argv[i], "--label") == 0)
+			label = argv[++i];
+		else if (strcmp(argv[i], "--wait-pool") == 0) {
+			const char *arg = argv[++i];
+			const char *colon = strrchr(arg, ':');
+
+			if (colon == NULL ||
+			    (size_t)(colon - arg) >= sizeof pool_dir)
+				usage();
+			memcpy(pool_dir, arg, (size_t)(colon - arg));
+			pool_dir[colon - arg] = '\0';
+			pool_want = atoi(colon + 1);
+		} else
 			usage();
 	}
 	if (url == NULL || key_file == NULL || rounds < 1 ||
@@ -278,6 +332,11 @@ int main(int argc, char **argv)
 	for (i = 0; i < rounds; i++) {
 		double s[3];
 
+		if (pool_want > 0 && wait_pool(pool_dir, pool_want) < 0) {
+			fprintf(stderr, "lifecycle: the warm pool did not "
+					"refill within 30 s\n");
+			return 1;
+		}
 		if (round_once(&b, s) < 0) {
 			failures++;
 			if (failures > 10) {
@@ -293,8 +352,8 @@ int main(int argc, char **argv)
 		t[3][i] = s[0] + s[1] + s[2];
 	}
 
-	printf("\nAirlock through nginx: %d rounds (after %d warm-up), one "
-	       "keep-alive connection\n", rounds, warmup);
+	printf("\nAirlock through nginx, %s: %d rounds (after %d warm-up), "
+	       "one keep-alive connection\n", label, rounds, warmup);
 	printf("  %-8s %9s %9s %9s   (ms)\n", "step", "p50", "p90", "p99");
 	report("create", t[0], rounds, r[0]);
 	report("exec", t[1], rounds, r[1]);

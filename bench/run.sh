@@ -52,5 +52,18 @@ scripts/stack.sh up >"$OUT/stack-up.log" 2>&1 || {
 
 btrfs subvolume snapshot "$STATE/pool/templates/minimal" "$PEER" >/dev/null
 
+# Series 1: a warm host. Each create claims a standby from the warm pool
+# (the default, AIRLOCK_WARM_POOL=2); the bench waits, untimed, for the
+# controller to refill the pool before each round.
 "$OUT/lifecycle" --url "http://127.0.0.1:$AIRLOCK_HTTP_PORT" \
-	--key-file "$STATE/api-key" --rounds "$ROUNDS" --peer-root "$PEER"
+	--key-file "$STATE/api-key" --rounds "$ROUNDS" --peer-root "$PEER" \
+	--label "warm pool (AIRLOCK_WARM_POOL=2)" \
+	--wait-pool "$STATE/run/pool:2"
+
+# Series 2: every create starts cold (snapshot, cgroups, namespaces,
+# agent), as on a host whose pool is drained by a burst.
+AIRLOCK_WARM_POOL=0 scripts/stack.sh restart fcgi >/dev/null
+AIRLOCK_WARM_POOL=0 scripts/stack.sh restart controller >/dev/null
+"$OUT/lifecycle" --url "http://127.0.0.1:$AIRLOCK_HTTP_PORT" \
+	--key-file "$STATE/api-key" --rounds "$ROUNDS" --peer-root "$PEER" \
+	--label "cold start (AIRLOCK_WARM_POOL=0)"

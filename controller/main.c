@@ -3,11 +3,13 @@
  * --init  apply migrations, create the admin API key on first start
  *         (written to $AIRLOCK_STATE/api-key), then exit.
  * --once  run one pass of the rules below and exit (tests).
- * default: run the time-based rules every second until SIGTERM:
+ * default: run the time-based rules until SIGTERM:
  *   - sandboxes past expires_at are destroyed through their shim;
  *   - reconcile: live sandboxes whose shim is gone are marked error and
  *     their resources released; rootfs snapshots with no live sandbox
- *     are deleted. Nothing leaks across a crash of any program.
+ *     or standby are deleted. Nothing leaks across a crash of any program;
+ *   - warm pool: AIRLOCK_WARM_POOL standby machines per template are
+ *     kept booted, so that a create claims one instead of starting cold.
  * Exit codes: 0 ok, 100 usage, 111 temporary failure (database down). */
 #include <dirent.h>
 #include <errno.h>
@@ -27,6 +29,7 @@
 #include "shimctl.h"
 
 #define RECONCILE_EVERY_S 10
+#define TICK_MS 100
 /* A sandbox may sit in "creating" this long before a missing shim counts
  * as a failed start rather than one in progress. */
 #define CREATING_GRACE_S 60
@@ -145,13 +148,82 @@ static void reconcile_pool(const al_config *cfg, al_db *db)
 			al_sandbox_free_fields(&sb);
 		if (live || (rc < 0 && err.code != AL_ENOENT))
 			continue;
-		if (al_reap_shim_alive(cfg, de->d_name))
+		if (al_reap_shim_alive(cfg, de->d_name) ||
+		    al_reap_standbys(cfg, de->d_name) > 0)
 			continue;
 		al_info("deleting orphaned rootfs of %s", de->d_name);
 		if (al_reap_sandbox(cfg, de->d_name, &err) < 0)
 			al_warn("sandbox %s: %s", de->d_name, err.msg);
 	}
 	closedir(d);
+}
+
+/* Templates whose standby failed to start recently, so a broken
+ * template is retried every POOL_BACKOFF_S rather than every second. */
+#define POOL_BACKOFF_S 30
+static struct {
+	char name[64];
+	time_t until;
+} pool_backoff[64];
+
+static time_t *backoff_slot(const char *name)
+{
+	for (size_t i = 0; i < sizeof pool_backoff / sizeof pool_backoff[0];
+	     i++) {
+		if (strcmp(pool_backoff[i].name, name) == 0 ||
+		    pool_backoff[i].name[0] == '\0') {
+			snprintf(pool_backoff[i].name,
+				 sizeof pool_backoff[i].name, "%.63s", name);
+			return &pool_backoff[i].until;
+		}
+	}
+	return NULL;
+}
+
+/* Keep cfg->warm_pool standbys ready for each template, so a create is a
+ * claim rather than a cold start. */
+static void refill_pool(const al_config *cfg, al_db *db)
+{
+	/* Template names, re-read every few seconds rather than each tick. */
+	static char names[64][64];
+	static int count;
+	static int64_t loaded_at = -1000000;
+	if (cfg->warm_pool == 0)
+		return;
+	if (al_now_ms() - loaded_at >= 5000) {
+		al_err err = {0};
+		PGresult *res = al_db_exec(db, "SELECT name FROM templates "
+					       "ORDER BY name LIMIT 64",
+					   0, NULL, &err);
+		if (res == NULL) {
+			al_warn("listing templates: %s", err.msg);
+			return;
+		}
+		count = PQntuples(res);
+		for (int i = 0; i < count; i++)
+			snprintf(names[i], sizeof names[i], "%s",
+				 PQgetvalue(res, i, 0));
+		PQclear(res);
+		loaded_at = al_now_ms();
+	}
+	for (int i = 0; i < count; i++) {
+		const char *name = names[i];
+		time_t *until = backoff_slot(name);
+		if (until == NULL || time(NULL) < *until)
+			continue;
+		int have = al_shimctl_standby_count(cfg, name);
+		while (have < (int)cfg->warm_pool && !stop_requested) {
+			al_err err = {0};
+			if (al_shimctl_spawn_standby(cfg, name,
+						     al_now_ms() + 30000,
+						     &err) < 0) {
+				al_warn("warm pool of %s: %s", name, err.msg);
+				*until = time(NULL) + POOL_BACKOFF_S;
+				break;
+			}
+			have++;
+		}
+	}
 }
 
 int main(int argc, char **argv)
@@ -190,22 +262,30 @@ int main(int argc, char **argv)
 	sigaction(SIGINT, &sa, NULL);
 	signal(SIGPIPE, SIG_IGN);
 
-	time_t last_reconcile = 0;
+	/* The pool is looked at every tick so a claimed standby is replaced
+	 * at once; expiry and reconcile run on slower clocks. */
+	int64_t last_expire = 0, last_reconcile = 0;
 	while (!stop_requested) {
+		int64_t now = al_now_ms();
 		if (al_db_ensure(db, &err) < 0) {
 			al_warn("database: %s", err.msg);
-		} else {
-			expire(&cfg, db);
-			time_t now = time(NULL);
-			if (once || now - last_reconcile >= RECONCILE_EVERY_S) {
-				reconcile_live(&cfg, db);
-				reconcile_pool(&cfg, db);
-				last_reconcile = now;
-			}
+			sleep(1);
+			continue;
 		}
+		if (once || now - last_expire >= 1000) {
+			expire(&cfg, db);
+			last_expire = now;
+		}
+		if (once || now - last_reconcile >= RECONCILE_EVERY_S * 1000) {
+			reconcile_live(&cfg, db);
+			al_reap_standbys(&cfg, NULL);
+			reconcile_pool(&cfg, db);
+			last_reconcile = now;
+		}
+		refill_pool(&cfg, db);
 		if (once)
 			break;
-		sleep(1);
+		usleep(TICK_MS * 1000);
 	}
 	al_db_close(db);
 	return 0;

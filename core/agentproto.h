@@ -80,6 +80,10 @@ enum al_frame_type {
 	AL_F_STATUS = 32,
 	/* {} -> RESULT {} once the sandbox is torn down; the shim exits. */
 	AL_F_DESTROY = 33,
+	/* To a standby shim of the warm pool: {"id":"<sandbox id>"} -> RESULT
+	 * {} once the standby machine runs as that sandbox (row in state
+	 * running), or ERROR. Only the first claim of a standby succeeds. */
+	AL_F_CLAIM = 34,
 
 	AL_F_TYPE_MAX
 };

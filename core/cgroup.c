@@ -202,30 +202,24 @@ static int v2_delegate(al_err *err)
 	return 0;
 }
 
-static int v2_create(const char *name, const al_cgroup_limits *lim,
+static int v2_limits(const char *dir, const al_cgroup_limits *lim,
 		     al_err *err)
 {
-	char dir[CG_PATH_MAX], val[32];
-	if (v2_delegate(err) < 0)
-		return -1;
-	if (cg_dir(2, NULL, name, dir, sizeof dir, err) < 0)
-		return -1;
-	if (cg_mkleaf(dir, err) < 0)
-		return -1;
+	char val[32];
 	snprintf(val, sizeof val, "%" PRIu64, lim->memory_bytes);
 	if (cg_write_in(dir, "memory.max", val, err) < 0)
-		goto fail;
+		return -1;
 	/* Absent when the kernel does not account swap: nothing to limit. */
 	al_err e = {0};
 	if (cg_write_in(dir, "memory.swap.max", "0", &e) < 0 &&
 	    e.sys_errno != ENOENT) {
 		if (err != NULL)
 			*err = e;
-		goto fail;
+		return -1;
 	}
 	snprintf(val, sizeof val, "%" PRIu32, lim->pids_max);
 	if (cg_write_in(dir, "pids.max", val, err) < 0)
-		goto fail;
+		return -1;
 	/* The v1 share scale [2, 262144] mapped onto weight [1, 10000]. */
 	uint64_t shares = lim->cpu_shares;
 	if (shares < 2)
@@ -237,9 +231,23 @@ static int v2_create(const char *name, const al_cgroup_limits *lim,
 	if (cg_write_in(dir, "cpu.weight", val, &e) < 0)
 		al_warn("cgroup v2: %s", e.msg);
 	return 0;
-fail:
-	rmdir(dir);
-	return -1;
+}
+
+static int v2_create(const char *name, const al_cgroup_limits *lim,
+		     al_err *err)
+{
+	char dir[CG_PATH_MAX];
+	if (v2_delegate(err) < 0)
+		return -1;
+	if (cg_dir(2, NULL, name, dir, sizeof dir, err) < 0)
+		return -1;
+	if (cg_mkleaf(dir, err) < 0)
+		return -1;
+	if (v2_limits(dir, lim, err) < 0) {
+		rmdir(dir);
+		return -1;
+	}
+	return 0;
 }
 
 static int v1_limits(const char *ctrl, const char *dir,
@@ -310,6 +318,61 @@ int al_cgroup_create(const char *name, const al_cgroup_limits *lim,
 	if (ver < 0)
 		return -1;
 	return ver == 2 ? v2_create(name, lim, err) : v1_create(name, lim, err);
+}
+
+int al_cgroup_set_limits(const char *name, const al_cgroup_limits *lim,
+			 al_err *err)
+{
+	char dir[CG_PATH_MAX];
+	if (cg_name_ok(name, err) < 0)
+		return -1;
+	if (lim == NULL || lim->memory_bytes == 0 || lim->pids_max == 0)
+		return al_err_set(err, AL_EINVAL, 0,
+				  "cgroup limits must be set");
+	int ver = al_cgroup_version(err);
+	if (ver < 0)
+		return -1;
+	if (ver == 2)
+		return cg_dir(2, NULL, name, dir, sizeof dir, err) < 0
+			       ? -1
+			       : v2_limits(dir, lim, err);
+	for (size_t i = 0; i < V1_NCTRL; i++)
+		if (cg_dir(1, v1_ctrls[i], name, dir, sizeof dir, err) < 0 ||
+		    v1_limits(v1_ctrls[i], dir, lim, err) < 0)
+			return -1;
+	return 0;
+}
+
+int al_cgroup_rename(const char *from, const char *to, al_err *err)
+{
+	char a[CG_PATH_MAX], b[CG_PATH_MAX];
+	if (cg_name_ok(from, err) < 0 || cg_name_ok(to, err) < 0)
+		return -1;
+	int ver = al_cgroup_version(err);
+	if (ver < 0)
+		return -1;
+	size_t n = ver == 2 ? 1 : V1_NCTRL;
+	for (size_t i = 0; i < n; i++) {
+		const char *ctrl = ver == 2 ? NULL : v1_ctrls[i];
+		if (cg_dir(ver, ctrl, from, a, sizeof a, err) < 0 ||
+		    cg_dir(ver, ctrl, to, b, sizeof b, err) < 0)
+			goto undo;
+		if (rename(a, b) < 0) {
+			al_err_sys(err, AL_ESYS, errno, "rename %s to %s", a,
+				   b);
+			goto undo;
+		}
+		continue;
+	undo:
+		while (i-- > 0) {
+			ctrl = ver == 2 ? NULL : v1_ctrls[i];
+			if (cg_dir(ver, ctrl, from, a, sizeof a, NULL) == 0 &&
+			    cg_dir(ver, ctrl, to, b, sizeof b, NULL) == 0)
+				rename(b, a);
+		}
+		return -1;
+	}
+	return 0;
 }
 
 int al_cgroup_attach(const char *name, pid_t pid, al_err *err)

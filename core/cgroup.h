@@ -30,6 +30,13 @@ int al_cgroup_version(al_err *err);
  * behind on failure. */
 int al_cgroup_create(const char *name, const al_cgroup_limits *lim,
 		     al_err *err);
+/* Rewrite the limits of an existing leaf (a warm sandbox taking the
+ * limits its create request asked for). */
+int al_cgroup_set_limits(const char *name, const al_cgroup_limits *lim,
+			 al_err *err);
+/* Rename leaf from -> to under every controller, tasks and all. On
+ * failure midway the controllers already renamed are renamed back. */
+int al_cgroup_rename(const char *from, const char *to, al_err *err);
 /* Move pid into the leaf of every controller. */
 int al_cgroup_attach(const char *name, pid_t pid, al_err *err);
 /* Freeze (1) or thaw (0) every task of the leaf; waits (bounded) until

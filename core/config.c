@@ -192,6 +192,7 @@ int al_config_load_from(al_config *cfg, const char *(*lookup)(const char *),
 	cfg->default_cpu_shares = 1024;
 	cfg->default_timeout_s = 300;
 	cfg->max_timeout_s = 86400;
+	cfg->warm_pool = 2;
 
 	v = lookup("AIRLOCK_DEFAULT_MEMORY_MB");
 	if (v != NULL && v[0] != '\0') {
@@ -206,6 +207,12 @@ int al_config_load_from(al_config *cfg, const char *(*lookup)(const char *),
 		    0)
 			return -1;
 		cfg->default_pids = (uint32_t)n;
+	}
+	v = lookup("AIRLOCK_WARM_POOL");
+	if (v != NULL && v[0] != '\0') {
+		if (parse_u64("AIRLOCK_WARM_POOL", v, 0, 64, &n, err) < 0)
+			return -1;
+		cfg->warm_pool = (uint32_t)n;
 	}
 	v = lookup("AIRLOCK_DEFAULT_CPU_SHARES");
 	if (v != NULL && v[0] != '\0') {
@@ -267,4 +274,18 @@ int al_config_shim_socket(const al_config *cfg, const char *id, char *out,
 			  size_t outlen, al_err *err)
 {
 	return join_id(out, outlen, cfg->run_dir, "sbx", id, ".sock", err);
+}
+
+int al_config_standby_socket(const al_config *cfg, const char *tmpl,
+			     const char *slot, char *out, size_t outlen,
+			     al_err *err)
+{
+	if (!al_id_valid(tmpl) || !al_id_valid(slot))
+		return al_err_set(err, AL_EINVAL, 0, "invalid id");
+	int n = snprintf(out, outlen, "%s/pool/%s.%s.sock", cfg->run_dir, tmpl,
+			 slot);
+	if (n < 0 || (size_t)n >= outlen)
+		return al_err_set(err, AL_EINVAL, 0, "path for %s too long",
+				  slot);
+	return 0;
 }

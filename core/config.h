@@ -7,6 +7,8 @@
  *                       source tree, /usr/share/airlock/sql when installed)
  *   AIRLOCK_LIBEXEC     where airlock-shim and airlock-agent live
  *   AIRLOCK_DEFAULT_MEMORY_MB, AIRLOCK_DEFAULT_PIDS, AIRLOCK_DEFAULT_CPU_SHARES
+ *   AIRLOCK_WARM_POOL   standby sandboxes kept ready per template (default
+ *                       2, 0 = none: every create starts cold)
  *
  * Every path is validated (absolute after resolution, bounded length). */
 #ifndef AL_CONFIG_H
@@ -30,6 +32,7 @@ typedef struct al_config {
 	uint32_t default_cpu_shares; /* cgroup v1 cpu.shares scale (1024) */
 	uint32_t default_timeout_s;  /* sandbox lifetime */
 	uint32_t max_timeout_s;
+	uint32_t warm_pool; /* standbys per template */
 } al_config;
 
 /* Fill cfg from the environment; -1 with AL_EINVAL naming the variable
@@ -46,6 +49,11 @@ int al_config_template_root(const al_config *cfg, const char *name, char *out,
 			    size_t outlen, al_err *err); /* pool/templates/<name> */
 int al_config_shim_socket(const al_config *cfg, const char *id, char *out,
 			  size_t outlen, al_err *err); /* run/sbx/<id>.sock */
+
+/* run/pool/<template>.<slot>.sock: a warm pool standby's socket. */
+int al_config_standby_socket(const al_config *cfg, const char *tmpl,
+			     const char *slot, char *out, size_t outlen,
+			     al_err *err);
 
 /* A sandbox or template id is 1..63 chars of [a-z0-9-], not starting
  * with '-'. Everything that builds a path from an id checks this first. */

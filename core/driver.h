@@ -41,6 +41,11 @@ typedef struct al_driver {
 	/* Kill everything in the sandbox, reap the init, release cgroups and
 	 * fds. Idempotent. */
 	int (*stop)(al_driver_handle *h, al_err *err);
+	/* Give a running standby machine (a warm pool entry) the identity
+	 * of the sandbox that claims it: id (resource names), hostname and
+	 * limits from spec; rootfs and agent are unchanged. */
+	int (*adopt)(al_driver_handle *h, const al_sandbox_spec *spec,
+		     al_err *err);
 	/* Freeze / thaw all processes (later issues; may be NULL). */
 	int (*pause)(al_driver_handle *h, al_err *err);
 	int (*resume)(al_driver_handle *h, al_err *err);

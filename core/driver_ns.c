@@ -410,6 +410,22 @@ static void reap(int pidfd)
 	}
 }
 
+/* The spec's limits with the defaults filled in. */
+static al_cgroup_limits limits_of(const al_sandbox_spec *spec)
+{
+	al_cgroup_limits lim = {
+		.memory_bytes = spec->limits.memory_bytes != 0
+					? spec->limits.memory_bytes
+					: NS_DEFAULT_MEMORY,
+		.pids_max = spec->limits.pids_max != 0 ? spec->limits.pids_max
+						       : NS_DEFAULT_PIDS,
+		.cpu_shares = spec->limits.cpu_shares != 0
+				      ? spec->limits.cpu_shares
+				      : NS_DEFAULT_CPU_SHARES,
+	};
+	return lim;
+}
+
 static int ns_start(const al_sandbox_spec *spec, al_driver_handle *h,
 		    al_err *err)
 {
@@ -444,16 +460,7 @@ static int ns_start(const al_sandbox_spec *spec, al_driver_handle *h,
 	if (caps_built == NULL)
 		return al_err_set(err, AL_ENOMEM, 0, "building capability set");
 
-	al_cgroup_limits lim = {
-		.memory_bytes = spec->limits.memory_bytes != 0
-					? spec->limits.memory_bytes
-					: NS_DEFAULT_MEMORY,
-		.pids_max = spec->limits.pids_max != 0 ? spec->limits.pids_max
-						       : NS_DEFAULT_PIDS,
-		.cpu_shares = spec->limits.cpu_shares != 0
-				      ? spec->limits.cpu_shares
-				      : NS_DEFAULT_CPU_SHARES,
-	};
+	al_cgroup_limits lim = limits_of(spec);
 	snprintf(h->cgroup, sizeof h->cgroup, AL_CGROUP_PARENT "/%s",
 		 spec->id);
 
@@ -632,7 +639,54 @@ static int ns_resume(al_driver_handle *h, al_err *err)
 	return ns_freeze(h, 0, err);
 }
 
+/* Set the hostname inside the jail's uts namespace: the sandbox itself
+ * cannot (no CAP_SYS_ADMIN), so the shim enters the namespace for the one
+ * call and comes back. */
+static int set_hostname(const ns_priv *p, const char *hostname, al_err *err)
+{
+	al_autofd int self = open("/proc/self/ns/uts", O_RDONLY | O_CLOEXEC);
+	if (self < 0)
+		return al_err_sys(err, AL_ESYS, errno, "open own uts namespace");
+	if (setns(p->pidfd, CLONE_NEWUTS) < 0)
+		return al_err_sys(err, AL_ESYS, errno,
+				  "enter the sandbox's uts namespace");
+	int rc = 0;
+	if (sethostname(hostname, strlen(hostname)) < 0)
+		rc = al_err_sys(err, AL_ESYS, errno, "sethostname");
+	if (setns(self, CLONE_NEWUTS) < 0) {
+		/* Staying in the sandbox's namespace would rename the host's
+		 * view for every later sandbox this shim touches. */
+		return al_err_sys(err, AL_EINTERNAL, errno,
+				  "leave the sandbox's uts namespace");
+	}
+	return rc;
+}
+
+static int ns_adopt(al_driver_handle *h, const al_sandbox_spec *spec,
+		    al_err *err)
+{
+	const char *name = h != NULL ? cgroup_name(h) : NULL;
+	ns_priv *p = h != NULL ? h->priv : NULL;
+	if (name == NULL || p == NULL || p->pidfd < 0)
+		return al_err_set(err, AL_ESTATE, 0, "sandbox is not running");
+	if (spec->id == NULL || !al_id_valid(spec->id))
+		return al_err_set(err, AL_EINVAL, 0, "invalid sandbox id");
+	if (!hostname_ok(spec->hostname))
+		return al_err_set(err, AL_EINVAL, 0, "invalid hostname");
+	if (strcmp(name, spec->id) != 0) {
+		if (al_cgroup_rename(name, spec->id, err) < 0)
+			return -1;
+		snprintf(h->cgroup, sizeof h->cgroup, AL_CGROUP_PARENT "/%s",
+			 spec->id);
+	}
+	al_cgroup_limits lim = limits_of(spec);
+	if (al_cgroup_set_limits(spec->id, &lim, err) < 0)
+		return -1;
+	return set_hostname(p, spec->hostname, err);
+}
+
 const al_driver al_driver_ns = {
+	.adopt = ns_adopt,
 	.name = "ns",
 	.start = ns_start,
 	.stop = ns_stop,

@@ -1,11 +1,15 @@
 #include "reap.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include "cgroup.h"
+#include "log.h"
 #include "shimctl.h"
 #include "store.h"
 
@@ -39,4 +43,60 @@ int al_reap_shim_alive(const al_config *cfg, const char *id)
 		return 0;
 	close(fd);
 	return 1;
+}
+
+/* Connectable unix socket at path? */
+static int socket_alive(const char *path)
+{
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	if (strlen(path) >= sizeof sa.sun_path)
+		return 0;
+	strcpy(sa.sun_path, path);
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return 0;
+	int ok = connect(fd, (struct sockaddr *)&sa, sizeof sa) == 0;
+	close(fd);
+	return ok;
+}
+
+int al_reap_standbys(const al_config *cfg, const char *only_slot)
+{
+	char dir[AL_PATH_MAX + 8], path[AL_PATH_MAX + 300];
+	snprintf(dir, sizeof dir, "%s/pool", cfg->run_dir);
+	DIR *d = opendir(dir);
+	if (d == NULL)
+		return 0;
+	int alive = 0;
+	struct dirent *de;
+	while ((de = readdir(d)) != NULL) {
+		/* <template>.<slot>.sock */
+		char *dot = strchr(de->d_name, '.');
+		size_t nl = strlen(de->d_name);
+		if (dot == NULL || nl < 6 ||
+		    strcmp(de->d_name + nl - 5, ".sock") != 0)
+			continue;
+		char slot[64];
+		size_t sl = nl - 5 - (size_t)(dot + 1 - de->d_name);
+		if (sl == 0 || sl >= sizeof slot)
+			continue;
+		memcpy(slot, dot + 1, sl);
+		slot[sl] = '\0';
+		if (only_slot != NULL && strcmp(slot, only_slot) != 0)
+			continue;
+		snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
+		if (socket_alive(path)) {
+			alive++;
+			continue;
+		}
+		if (only_slot != NULL)
+			continue;
+		/* Its shim died: release the standby's machine leftovers. */
+		unlink(path);
+		al_err err = {0};
+		if (al_id_valid(slot) && al_reap_sandbox(cfg, slot, &err) < 0)
+			al_warn("standby %s: %s", slot, err.msg);
+	}
+	closedir(d);
+	return alive;
 }

@@ -1,5 +1,6 @@
 #include "shimctl.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -150,11 +151,13 @@ static int read_ready(int fd, int64_t deadline_ms, const char *id,
 			  "the shim of sandbox %s exited while starting", id);
 }
 
-int al_shimctl_spawn(const al_config *cfg, const char *id,
-		     int64_t deadline_ms, al_err *err)
+/* Start airlock-shim with mode ("--id" or "--standby") and arg, detached,
+ * and wait for its start report. */
+static int spawn_shim(const al_config *cfg, const char *mode, const char *id,
+		      int64_t deadline_ms, al_err *err)
 {
 	if (!al_id_valid(id))
-		return al_err_set(err, AL_EINVAL, 0, "invalid sandbox id");
+		return al_err_set(err, AL_EINVAL, 0, "invalid id");
 	char shim[AL_PATH_MAX + 16], logpath[AL_PATH_MAX + 32];
 	if ((size_t)snprintf(shim, sizeof shim, "%s/airlock-shim",
 			     cfg->libexec_dir) >= sizeof shim ||
@@ -175,8 +178,8 @@ int al_shimctl_spawn(const al_config *cfg, const char *id,
 		return al_err_sys(err, AL_ESYS, errno, "pipe");
 	al_autofd int rd = pfd[0];
 	al_autofd int wr = pfd[1];
-	char *const argv[] = {shim, "--id", (char *)id, "--ready-fd", "3",
-			      NULL};
+	char *const argv[] = {shim,	   (char *)mode, (char *)id,
+			      "--ready-fd", "3",	  NULL};
 
 	pid_t pid = fork();
 	if (pid < 0)
@@ -211,4 +214,88 @@ int al_shimctl_spawn(const al_config *cfg, const char *id,
 		return -1;
 	}
 	return 0;
+}
+
+int al_shimctl_spawn(const al_config *cfg, const char *id,
+		     int64_t deadline_ms, al_err *err)
+{
+	return spawn_shim(cfg, "--id", id, deadline_ms, err);
+}
+
+int al_shimctl_spawn_standby(const al_config *cfg, const char *tmpl,
+			     int64_t deadline_ms, al_err *err)
+{
+	return spawn_shim(cfg, "--standby", tmpl, deadline_ms, err);
+}
+
+/* Standby sockets of tmpl: names "<tmpl>.<slot>.sock" in run/pool. */
+static int is_standby_of(const char *name, const char *tmpl)
+{
+	size_t tl = strlen(tmpl), nl = strlen(name);
+	return nl > tl + 6 && strncmp(name, tmpl, tl) == 0 &&
+	       name[tl] == '.' && strcmp(name + nl - 5, ".sock") == 0;
+}
+
+int al_shimctl_standby_count(const al_config *cfg, const char *tmpl)
+{
+	char dir[AL_PATH_MAX + 8];
+	snprintf(dir, sizeof dir, "%s/pool", cfg->run_dir);
+	DIR *d = opendir(dir);
+	if (d == NULL)
+		return 0;
+	int n = 0;
+	struct dirent *de;
+	while ((de = readdir(d)) != NULL)
+		if (is_standby_of(de->d_name, tmpl))
+			n++;
+	closedir(d);
+	return n;
+}
+
+/* Claim one standby of tmpl for sandbox id: 0 when one now runs as the
+ * sandbox, AL_DECLINED when none could be had. */
+static int claim_standby(const al_config *cfg, const char *id,
+			 const char *tmpl, int64_t deadline_ms)
+{
+	char dir[AL_PATH_MAX + 8];
+	snprintf(dir, sizeof dir, "%s/pool", cfg->run_dir);
+	DIR *d = opendir(dir);
+	if (d == NULL)
+		return AL_DECLINED;
+	int rc = AL_DECLINED;
+	struct dirent *de;
+	json_object *req = json_object_new_object();
+	json_object_object_add(req, "id", json_object_new_string(id));
+	while (rc != 0 && (de = readdir(d)) != NULL) {
+		if (!is_standby_of(de->d_name, tmpl))
+			continue;
+		struct sockaddr_un sa = {.sun_family = AF_UNIX};
+		if ((size_t)snprintf(sa.sun_path, sizeof sa.sun_path, "%s/%s",
+				     dir, de->d_name) >= sizeof sa.sun_path)
+			continue;
+		al_autofd int fd =
+			socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		if (fd < 0 ||
+		    connect(fd, (struct sockaddr *)&sa, sizeof sa) < 0)
+			continue; /* claimed a moment ago, or dead */
+		al_err err = {0};
+		if (al_shimctl_call(fd, AL_F_CLAIM, 1, req, deadline_ms, NULL,
+				    &err) == 0)
+			rc = 0;
+		else
+			al_warn("sandbox %s: standby %s: %s", id, de->d_name,
+				err.msg);
+	}
+	json_object_put(req);
+	closedir(d);
+	return rc;
+}
+
+int al_shimctl_start(const al_config *cfg, const char *id, const char *tmpl,
+		     int64_t deadline_ms, al_err *err)
+{
+	if (cfg->warm_pool > 0 && al_id_valid(tmpl) &&
+	    claim_standby(cfg, id, tmpl, deadline_ms) == 0)
+		return 0;
+	return al_shimctl_spawn(cfg, id, deadline_ms, err);
 }

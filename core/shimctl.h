@@ -28,6 +28,17 @@ int al_shimctl_call(int fd, uint16_t type, uint32_t id,
 int al_shimctl_spawn(const al_config *cfg, const char *id,
 		     int64_t deadline_ms, al_err *err);
 
+/* Start a warm pool standby of template tmpl (no sandbox row yet). */
+int al_shimctl_spawn_standby(const al_config *cfg, const char *tmpl,
+			     int64_t deadline_ms, al_err *err);
+/* Standbys of tmpl waiting in run/pool. */
+int al_shimctl_standby_count(const al_config *cfg, const char *tmpl);
+/* Bring sandbox id (row in state creating, template tmpl) to running:
+ * claim a warm standby of its template if one is waiting (milliseconds),
+ * else start a shim cold (al_shimctl_spawn). */
+int al_shimctl_start(const al_config *cfg, const char *id, const char *tmpl,
+		     int64_t deadline_ms, al_err *err);
+
 /* Ask the shim to tear the sandbox down and wait until it has. */
 int al_shimctl_destroy(const al_config *cfg, const char *id, al_err *err);
 

@@ -141,8 +141,8 @@ void al_api_sandbox_create(al_req *r)
 	sb.env = NULL;
 	sb.metadata = NULL;
 
-	if (al_shimctl_spawn(r->cfg, sb.id, al_now_ms() + SPAWN_DEADLINE_MS,
-			     &err) < 0) {
+	if (al_shimctl_start(r->cfg, sb.id, sb.template_name,
+			     al_now_ms() + SPAWN_DEADLINE_MS, &err) < 0) {
 		al_err tmp;
 		al_warn("sandbox %s: start failed: %s", sb.id, err.msg);
 		if (al_sandbox_transition(db, sb.id, AL_EV_FAIL, err.msg,

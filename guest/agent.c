@@ -300,6 +300,7 @@ static void dispatch(agent *a, const al_frame *f)
 	case AL_F_RESULT:
 	case AL_F_STATUS:
 	case AL_F_DESTROY:
+	case AL_F_CLAIM:
 	case AL_F_TYPE_MAX:
 	default:
 		break;

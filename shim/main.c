@@ -1,9 +1,13 @@
 /* airlock-shim --id ID [--ready-fd N]
+ * airlock-shim --standby TEMPLATE [--ready-fd N]
  *
- * Started detached by al_shimctl_spawn(). Brings sandbox ID from
- * "creating" to "running", reports "OK" or "ERR <code> <message>" on the
- * ready fd, then serves the control socket until the sandbox is destroyed,
- * its machine dies or the shim gets SIGTERM.
+ * Started detached by al_shimctl_spawn(). With --id it brings sandbox ID
+ * from "creating" to "running". With --standby it boots a machine of
+ * TEMPLATE for the warm pool, with no sandbox row, and waits on
+ * run/pool/<template>.<slot>.sock for one CLAIM that gives it a sandbox
+ * (see shim_claim). Either way it reports "OK" or "ERR <code> <message>"
+ * on the ready fd, then serves its control socket until the sandbox is
+ * destroyed, its machine dies or the shim gets SIGTERM.
  * Exit codes: 0 sandbox ended normally, 100 usage, 111 start failed. */
 #include <errno.h>
 #include <fcntl.h>
@@ -105,27 +109,32 @@ static void write_pid_file(shim *s)
 	fclose(f);
 }
 
+static void close_control(shim *s)
+{
+	if (s->listen_fd < 0)
+		return;
+	close(s->listen_fd);
+	s->listen_fd = -1;
+	unlink(s->sock_path);
+	if (s->pid_path[0] != '\0')
+		unlink(s->pid_path);
+}
+
 void shim_teardown(shim *s, al_event ev, const char *detail)
 {
 	al_err err = {0};
-	if (s->listen_fd >= 0) {
-		close(s->listen_fd);
-		s->listen_fd = -1;
-		unlink(s->sock_path);
-		unlink(s->pid_path);
-	}
-	if (s->driver != NULL && s->h.init_pid > 0) {
+	close_control(s);
+	if (s->driver != NULL && s->started) {
 		if (s->driver->stop(&s->h, &err) < 0)
 			al_warn("sandbox %s: stop: %s", s->sb.id, err.msg);
-		s->h.init_pid = 0;
-		s->h.agent_fd = -1;
+		s->started = 0;
 	}
 	if (s->rootfs[0] != '\0') {
 		if (al_store_subvol_delete(s->rootfs, &err) < 0)
 			al_warn("sandbox %s: %s", s->sb.id, err.msg);
 		s->rootfs[0] = '\0';
 	}
-	if (s->db != NULL) {
+	if (s->db != NULL && s->has_row) {
 		if (al_sandbox_transition(s->db, s->sb.id, ev, detail, &err) < 0)
 			al_warn("sandbox %s: recording %s: %s", s->sb.id,
 				al_event_name(ev), err.msg);
@@ -134,83 +143,206 @@ void shim_teardown(shim *s, al_event ev, const char *detail)
 		detail);
 }
 
-static int bring_up(shim *s, al_err *err)
-{
-	char id[sizeof s->sb.id];
-	memcpy(id, s->sb.id, sizeof id);
-	if (al_sandbox_get(s->db, id, &s->sb, err) < 0)
-		return -1;
-	if (s->sb.state != AL_ST_CREATING)
-		return al_err_set(err, AL_ESTATE, 0,
-				  "sandbox %s is %s, not creating", s->sb.id,
-				  al_state_name(s->sb.state));
-	s->driver = al_driver_find(s->sb.driver, err);
-	if (s->driver == NULL)
-		return -1;
+/* Milliseconds each start step took, logged with the running line so an
+ * operator can see where create time goes. */
+static struct {
+	int64_t t0, db, snapshot, driver, hello, ready;
+} start_ms;
 
+/* Snapshot the template into pool/sandboxes/<name> and start the machine
+ * on it; name is the sandbox id, or the slot of a standby. */
+static int start_machine(shim *s, const char *name, const char *tmpl_name,
+			 const al_limits *limits, al_err *err)
+{
 	char tmpl[AL_PATH_MAX];
-	if (al_config_template_root(&s->cfg, s->sb.template_name, tmpl,
-				    sizeof tmpl, err) < 0 ||
-	    al_config_sandbox_root(&s->cfg, s->sb.id, s->rootfs,
-				   sizeof s->rootfs, err) < 0 ||
-	    al_config_shim_socket(&s->cfg, s->sb.id, s->sock_path,
+	if (al_config_template_root(&s->cfg, tmpl_name, tmpl, sizeof tmpl,
+				    err) < 0 ||
+	    al_config_sandbox_root(&s->cfg, name, s->rootfs, sizeof s->rootfs,
+				   err) < 0)
+		return -1;
+	if (al_store_snapshot(tmpl, s->rootfs, err) < 0) {
+		s->rootfs[0] = '\0'; /* nothing of ours to delete */
+		al_err_wrap(err, "template %s", tmpl_name);
+		return -1;
+	}
+	start_ms.snapshot = al_now_ms();
+
+	al_sandbox_spec spec = {
+		.id = name,
+		.rootfs = s->rootfs,
+		.hostname = name,
+		.agent = "/sbin/airlock-agent",
+		.limits = *limits,
+	};
+	if (s->driver->start(&spec, &s->h, err) < 0)
+		return -1;
+	s->started = 1;
+	start_ms.driver = al_now_ms();
+	if (wait_hello(s, err) < 0)
+		return -1;
+	start_ms.hello = al_now_ms();
+	int fl = fcntl(s->h.agent_fd, F_GETFL);
+	if (fl < 0 || fcntl(s->h.agent_fd, F_SETFL, fl | O_NONBLOCK) < 0)
+		return al_err_sys(err, AL_ESYS, errno, "fcntl agent");
+	return 0;
+}
+
+/* run/sbx/<id>.sock and run/sbx/<id>.pid */
+static int sandbox_paths(shim *s, const char *id, al_err *err)
+{
+	if (al_config_shim_socket(&s->cfg, id, s->sock_path,
 				  sizeof s->sock_path, err) < 0)
 		return -1;
-	/* run/sbx/<id>.sock -> run/sbx/<id>.pid */
 	size_t sl = strlen(s->sock_path);
 	if (sl < 5 || strcmp(s->sock_path + sl - 5, ".sock") != 0)
 		return al_err_set(err, AL_EINTERNAL, 0, "unexpected socket path");
 	memcpy(s->pid_path, s->sock_path, sl - 5);
 	memcpy(s->pid_path + sl - 5, ".pid", 5);
-	if (al_store_snapshot(tmpl, s->rootfs, err) < 0) {
-		s->rootfs[0] = '\0'; /* nothing of ours to delete */
-		al_err_wrap(err, "template %s", s->sb.template_name);
-		return -1;
-	}
+	return 0;
+}
 
-	al_sandbox_spec spec = {
-		.id = s->sb.id,
-		.rootfs = s->rootfs,
-		.hostname = s->sb.id,
-		.agent = "/sbin/airlock-agent",
-		.limits = s->sb.limits,
-	};
-	if (s->driver->start(&spec, &s->h, err) < 0)
-		return -1;
-	if (wait_hello(s, err) < 0)
-		return -1;
-	int fl = fcntl(s->h.agent_fd, F_GETFL);
-	if (fl < 0 || fcntl(s->h.agent_fd, F_SETFL, fl | O_NONBLOCK) < 0)
-		return al_err_sys(err, AL_ESYS, errno, "fcntl agent");
-	if (listen_control(s, err) < 0)
+/* Serve the sandbox under its own socket and record it running. */
+static int go_live(shim *s, al_err *err)
+{
+	if (sandbox_paths(s, s->sb.id, err) < 0 || listen_control(s, err) < 0)
 		return -1;
 	write_pid_file(s);
 	if (al_sandbox_set_shim_pid(s->db, s->sb.id, (int)getpid(), err) < 0 ||
 	    al_sandbox_transition(s->db, s->sb.id, AL_EV_READY, "agent ready",
 				  err) < 0)
 		return -1;
+	start_ms.ready = al_now_ms();
+	return 0;
+}
+
+static int bring_up(shim *s, al_err *err)
+{
+	char id[sizeof s->sb.id];
+	memcpy(id, s->sb.id, sizeof id);
+	if (al_sandbox_get(s->db, id, &s->sb, err) < 0)
+		return -1;
+	start_ms.db = al_now_ms();
+	if (s->sb.state != AL_ST_CREATING)
+		return al_err_set(err, AL_ESTATE, 0,
+				  "sandbox %s is %s, not creating", s->sb.id,
+				  al_state_name(s->sb.state));
+	s->has_row = 1;
+	s->driver = al_driver_find(s->sb.driver, err);
+	if (s->driver == NULL)
+		return -1;
+	if (start_machine(s, s->sb.id, s->sb.template_name, &s->sb.limits,
+			  err) < 0)
+		return -1;
+	return go_live(s, err);
+}
+
+/* A standby: the template's machine with default limits, named by a
+ * random slot, listening on run/pool/<template>.<slot>.sock. */
+static int bring_up_standby(shim *s, const char *tmpl, al_err *err)
+{
+	char rnd[21];
+	if (al_sandbox_new_id(rnd, err) < 0)
+		return -1;
+	snprintf(s->slot, sizeof s->slot, "standby-%.12s", rnd);
+	snprintf(s->sb.id, sizeof s->sb.id, "%s", s->slot);
+	snprintf(s->sb.template_name, sizeof s->sb.template_name, "%s", tmpl);
+	const char *params[] = {tmpl};
+	PGresult *res = al_db_exec(s->db,
+				   "SELECT driver FROM templates WHERE name = $1",
+				   1, params, err);
+	if (res == NULL)
+		return -1;
+	if (PQntuples(res) != 1) {
+		PQclear(res);
+		return al_err_set(err, AL_ENOENT, 0, "no template '%s'", tmpl);
+	}
+	snprintf(s->sb.driver, sizeof s->sb.driver, "%s",
+		 PQgetvalue(res, 0, 0));
+	PQclear(res);
+	start_ms.db = al_now_ms();
+	s->driver = al_driver_find(s->sb.driver, err);
+	if (s->driver == NULL)
+		return -1;
+	if (s->driver->adopt == NULL)
+		return al_err_set(err, AL_EINVAL, 0,
+				  "driver %s has no warm pool support",
+				  s->driver->name);
+	al_limits defaults = {0};
+	if (start_machine(s, s->slot, tmpl, &defaults, err) < 0)
+		return -1;
+	if (al_config_standby_socket(&s->cfg, tmpl, s->slot, s->sock_path,
+				     sizeof s->sock_path, err) < 0 ||
+	    listen_control(s, err) < 0)
+		return -1;
+	s->standby = 1;
+	start_ms.ready = al_now_ms();
+	return 0;
+}
+
+int shim_claim(shim *s, const char *id, al_err *err)
+{
+	/* No second claimer may reach this standby from now on. */
+	close_control(s);
+	s->standby = 0;
+	al_sandbox sb = {0};
+	if (al_sandbox_get(s->db, id, &sb, err) < 0)
+		return -1;
+	int ok = sb.state == AL_ST_CREATING &&
+		 strcmp(sb.template_name, s->sb.template_name) == 0 &&
+		 strcmp(sb.driver, s->sb.driver) == 0;
+	if (!ok) {
+		al_sandbox_free_fields(&sb);
+		return al_err_set(err, AL_ESTATE, 0,
+				  "sandbox %s does not fit this standby", id);
+	}
+	s->sb = sb;
+
+	char root[AL_PATH_MAX];
+	if (al_config_sandbox_root(&s->cfg, id, root, sizeof root, err) < 0)
+		return -1;
+	if (rename(s->rootfs, root) < 0)
+		return al_err_sys(err, AL_ESYS, errno, "rename %s to %s",
+				  s->rootfs, root);
+	memcpy(s->rootfs, root, sizeof root);
+	al_sandbox_spec spec = {
+		.id = id,
+		.rootfs = s->rootfs,
+		.hostname = id,
+		.agent = "/sbin/airlock-agent",
+		.limits = s->sb.limits,
+	};
+	if (s->driver->adopt(&s->h, &spec, err) < 0)
+		return -1;
+	if (go_live(s, err) < 0)
+		return -1;
+	s->has_row = 1;
 	return 0;
 }
 
 static int usage(void)
 {
-	fprintf(stderr, "usage: airlock-shim --id ID [--ready-fd N]\n");
+	fprintf(stderr, "usage: airlock-shim --id ID | --standby TEMPLATE "
+			"[--ready-fd N]\n");
 	return 100;
 }
 
 int main(int argc, char **argv)
 {
-	const char *id = NULL;
+	const char *id = NULL, *standby = NULL;
 	int ready_fd = -1;
 	for (int i = 1; i < argc; i++) {
 		if (strcmp(argv[i], "--id") == 0 && i + 1 < argc)
 			id = argv[++i];
+		else if (strcmp(argv[i], "--standby") == 0 && i + 1 < argc)
+			standby = argv[++i];
 		else if (strcmp(argv[i], "--ready-fd") == 0 && i + 1 < argc)
 			ready_fd = atoi(argv[++i]);
 		else
 			return usage();
 	}
-	if (id == NULL || !al_id_valid(id))
+	if ((id == NULL) == (standby == NULL))
+		return usage();
+	if (id != NULL ? !al_id_valid(id) : !al_id_valid(standby))
 		return usage();
 	if (ready_fd >= 0)
 		fcntl(ready_fd, F_SETFD, FD_CLOEXEC);
@@ -222,7 +354,8 @@ int main(int argc, char **argv)
 	s.destroy_client = -1;
 	s.h.agent_fd = -1;
 	s.next_agent_id = 1;
-	snprintf(s.sb.id, sizeof s.sb.id, "%s", id);
+	if (id != NULL)
+		snprintf(s.sb.id, sizeof s.sb.id, "%s", id);
 	for (int i = 0; i < SHIM_MAX_CLIENTS; i++)
 		s.clients[i].fd = -1;
 	al_frame_reader_init(&s.agent_in);
@@ -240,6 +373,7 @@ int main(int argc, char **argv)
 	s.sig_fd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
 
 	al_err err = {0};
+	start_ms.t0 = al_now_ms();
 	if (s.sig_fd < 0) {
 		al_err_sys(&err, AL_ESYS, errno, "signalfd");
 		report_error(ready_fd, &err);
@@ -254,8 +388,10 @@ int main(int argc, char **argv)
 		report_error(ready_fd, &err);
 		return 111;
 	}
-	if (bring_up(&s, &err) < 0) {
-		al_error("sandbox %s failed to start: %s", id, err.msg);
+	int up = id != NULL ? bring_up(&s, &err)
+			    : bring_up_standby(&s, standby, &err);
+	if (up < 0) {
+		al_error("sandbox %s failed to start: %s", s.sb.id, err.msg);
 		report_error(ready_fd, &err);
 		if (ready_fd >= 0)
 			close(ready_fd);
@@ -266,8 +402,15 @@ int main(int argc, char **argv)
 	report(ready_fd, "OK\n");
 	if (ready_fd >= 0)
 		close(ready_fd);
-	al_info("sandbox %s running (driver %s, init pid %d)", id,
-		s.driver->name, (int)s.h.init_pid);
+	al_info("%s %s running (driver %s, init pid %d) in %lld ms: "
+		"db %lld, snapshot %lld, driver %lld, agent %lld, record %lld",
+		s.standby ? "standby" : "sandbox", s.sb.id, s.driver->name, (int)s.h.init_pid,
+		(long long)(start_ms.ready - start_ms.t0),
+		(long long)(start_ms.db - start_ms.t0),
+		(long long)(start_ms.snapshot - start_ms.db),
+		(long long)(start_ms.driver - start_ms.snapshot),
+		(long long)(start_ms.hello - start_ms.driver),
+		(long long)(start_ms.ready - start_ms.hello));
 	int rc = shim_relay_run(&s);
 	al_sandbox_free_fields(&s.sb);
 	al_db_close(s.db);

@@ -170,7 +170,9 @@ char *shim_exec_merge_env(const char *payload, json_object *sandbox_env,
 static void status_reply(shim *s, int i, uint32_t id)
 {
 	json_object *o = json_object_new_object();
-	json_object_object_add(o, "state", json_object_new_string("running"));
+	json_object_object_add(o, "state", json_object_new_string(
+						   s->standby ? "standby"
+							      : "running"));
 	json_object_object_add(o, "driver",
 			       json_object_new_string(s->driver->name));
 	json_object_object_add(o, "pid", json_object_new_int(s->h.init_pid));
@@ -180,14 +182,58 @@ static void status_reply(shim *s, int i, uint32_t id)
 	json_object_put(o);
 }
 
+static void claim(shim *s, int i, al_frame *f)
+{
+	al_err err = {0};
+	if (!s->standby) {
+		client_error(s, i, f->id, AL_ESTATE,
+			     "this sandbox is not a standby");
+		return;
+	}
+	json_object *req = json_tokener_parse((const char *)f->payload);
+	json_object *jid = NULL;
+	const char *id = NULL;
+	if (req != NULL && json_object_is_type(req, json_type_object) &&
+	    json_object_object_get_ex(req, "id", &jid) &&
+	    json_object_is_type(jid, json_type_string))
+		id = json_object_get_string(jid);
+	if (id == NULL || !al_id_valid(id)) {
+		json_object_put(req);
+		client_error(s, i, f->id, AL_EINVAL, "claim needs a sandbox id");
+		return;
+	}
+	if (shim_claim(s, id, &err) < 0) {
+		/* The standby is half-renamed: end it; the claimer starts
+		 * the sandbox cold instead. */
+		al_warn("standby %s: claim by %s failed: %s", s->slot, id,
+			err.msg);
+		json_object_put(req);
+		client_error(s, i, f->id, err.code, err.msg);
+		s->stopping = 1;
+		return;
+	}
+	json_object_put(req);
+	al_info("standby %s is now sandbox %s", s->slot, s->sb.id);
+	to_client(s, i, AL_F_RESULT, f->id, "{}", 2);
+}
+
 /* A frame from client i. */
 static void from_client(shim *s, int i, al_frame *f)
 {
 	al_err err = {0};
 	shim_route *r;
+	if (s->standby && f->type != AL_F_STATUS && f->type != AL_F_CLAIM &&
+	    f->type != AL_F_DESTROY) {
+		client_error(s, i, f->id, AL_ESTATE,
+			     "a standby serves no requests until claimed");
+		return;
+	}
 	switch (f->type) {
 	case AL_F_STATUS:
 		status_reply(s, i, f->id);
+		return;
+	case AL_F_CLAIM:
+		claim(s, i, f);
 		return;
 	case AL_F_DESTROY:
 		s->destroy_client = i;

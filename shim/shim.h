@@ -54,6 +54,10 @@ typedef struct shim {
 	shim_client clients[SHIM_MAX_CLIENTS];
 	shim_route *routes;
 	uint32_t next_agent_id;
+	int started; /* driver->start succeeded: stop() is owed */
+	int has_row; /* s->sb is a sandbox row this shim records into */
+	int standby; /* warm pool entry waiting for a CLAIM */
+	char slot[64]; /* standby name of the machine's resources */
 	int destroy_client; /* client waiting for DESTROY, or -1 */
 	uint32_t destroy_id;
 	int stopping;
@@ -62,6 +66,13 @@ typedef struct shim {
 /* Release everything the sandbox holds (agent, machine, rootfs, socket)
  * and record the final event. Safe to call more than once. */
 void shim_teardown(shim *s, al_event ev, const char *detail);
+
+/* Turn this standby shim into the shim of sandbox id (a row in state
+ * creating): rename its resources, apply the row's limits and hostname,
+ * move the control socket, record running. On failure nothing of the
+ * row is changed (the claimer falls back to a cold start) and the caller
+ * must end this shim. */
+int shim_claim(shim *s, const char *id, al_err *err);
 
 /* Run until the sandbox ends. Returns the process exit code. */
 int shim_relay_run(shim *s);

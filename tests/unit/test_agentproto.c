@@ -232,7 +232,7 @@ static void test_oversized_rejected_before_alloc(void **state)
 static void test_unknown_type(void **state)
 {
 	(void)state;
-	static const uint16_t bad[] = {0, 16, 31, 34, 0x100, 0xffff};
+	static const uint16_t bad[] = {0, 16, 31, 35, 0x100, 0xffff};
 	static const uint16_t good[] = {1, 8, 15, 32, 33};
 	uint8_t h[AL_FRAME_HDR_LEN];
 	al_err err;
