@@ -176,8 +176,8 @@ void al_api_sandbox_list(al_req *r)
 	int state = -1;
 	json_object *filter = json_object_new_object();
 
-	for (int i = 0; i < r->nq; i++) {
-		const char *k = r->q[i].key, *v = r->q[i].val;
+	for (int i = 0; i < r->query.n; i++) {
+		const char *k = r->query.q[i].key, *v = r->query.q[i].val;
 		if (strcmp(k, "state") == 0) {
 			state = al_state_from_name(v);
 			if (state < 0) {

@@ -16,10 +16,7 @@ const char *al_req_param(al_req *r, const char *name)
 
 const char *al_req_query(al_req *r, const char *key)
 {
-	for (int i = 0; i < r->nq; i++)
-		if (strcmp(r->q[i].key, key) == 0)
-			return r->q[i].val;
-	return NULL;
+	return al_query_get(&r->query, key);
 }
 
 al_db *al_req_db(al_req *r, al_err *err)

@@ -13,15 +13,9 @@
 #include "config.h"
 #include "db.h"
 #include "err.h"
+#include "query.h"
 
-#define AL_QUERY_MAX 8192   /* raw query string bytes */
-#define AL_QPARAMS_MAX 64   /* parameters kept from the query string */
 #define AL_URI_PATH_MAX 2048
-
-typedef struct al_qparam {
-	char *key; /* percent-decoded, NUL-free */
-	char *val;
-} al_qparam;
 
 typedef struct al_req {
 	FCGX_Request *fcgi;
@@ -30,8 +24,7 @@ typedef struct al_req {
 	const char *method;
 	char path[AL_URI_PATH_MAX]; /* route path, prefix stripped */
 	char id[64];       /* {id} captured by the router */
-	al_qparam q[AL_QPARAMS_MAX];
-	int nq;
+	al_query query;
 	char client[64];   /* for the access log */
 	int status;        /* sent status, for the access log */
 	int headers_sent;

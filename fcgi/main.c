@@ -84,90 +84,6 @@ static void log_safe(char *dst, size_t dstlen, const char *src)
 	dst[o] = '\0';
 }
 
-static int hexval(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
-/* Percent-decode s[0..n) (and '+' as space) into a new string; NULL when
- * malformed or when it would hold a NUL byte. */
-static char *pct_decode(const char *s, size_t n)
-{
-	char *out = malloc(n + 1);
-	if (out == NULL)
-		return NULL;
-	size_t o = 0;
-	for (size_t i = 0; i < n; i++) {
-		char c = s[i];
-		if (c == '%') {
-			int a = i + 2 < n ? hexval(s[i + 1]) : -1;
-			int b = i + 2 < n ? hexval(s[i + 2]) : -1;
-			if (a < 0 || b < 0 || (a == 0 && b == 0)) {
-				free(out);
-				return NULL;
-			}
-			out[o++] = (char)(a * 16 + b);
-			i += 2;
-		} else if (c == '+') {
-			out[o++] = ' ';
-		} else {
-			out[o++] = c;
-		}
-	}
-	out[o] = '\0';
-	return out;
-}
-
-static void free_query(al_req *r)
-{
-	for (int i = 0; i < r->nq; i++) {
-		free(r->q[i].key);
-		free(r->q[i].val);
-	}
-	r->nq = 0;
-}
-
-static int parse_query(al_req *r, const char *qs, al_err *err)
-{
-	if (qs == NULL || qs[0] == '\0')
-		return 0;
-	if (strlen(qs) > AL_QUERY_MAX)
-		return al_err_set(err, AL_EINVAL, 0, "query string too long");
-	const char *p = qs;
-	while (*p != '\0') {
-		size_t n = strcspn(p, "&");
-		if (n > 0) {
-			if (r->nq == AL_QPARAMS_MAX)
-				return al_err_set(err, AL_EINVAL, 0,
-						  "too many query parameters");
-			const char *eq = memchr(p, '=', n);
-			size_t kn = eq != NULL ? (size_t)(eq - p) : n;
-			char *k = pct_decode(p, kn);
-			char *v = eq != NULL ? pct_decode(eq + 1, n - kn - 1)
-					     : strdup("");
-			if (k == NULL || v == NULL) {
-				free(k);
-				free(v);
-				return al_err_set(err, AL_EINVAL, 0,
-						  "malformed query string");
-			}
-			r->q[r->nq].key = k;
-			r->q[r->nq].val = v;
-			r->nq++;
-		}
-		p += n;
-		if (*p == '&')
-			p++;
-	}
-	return 0;
-}
-
 /* Route path: DOCUMENT_URI (decoded and normalised by nginx) or the path
  * of REQUEST_URI, with the AIRLOCK_PREFIX location prefix removed. */
 static int request_path(al_req *r, al_err *err)
@@ -242,8 +158,9 @@ static void handle(FCGX_Request *fr, al_db **dbp)
 			 al_req_param(r, "REMOTE_ADDR"));
 	}
 
+	const char *qs = al_req_param(r, "QUERY_STRING");
 	if (request_path(r, &err) < 0 ||
-	    parse_query(r, al_req_param(r, "QUERY_STRING"), &err) < 0)
+	    al_query_parse(qs, &r->query, &err) < 0)
 		al_http_error(r, &err);
 	else
 		al_route(r);
@@ -257,7 +174,7 @@ static void handle(FCGX_Request *fr, al_db **dbp)
 	al_info("%s %s %d %lldms %s", method, path, r->status,
 		(long long)(al_now_ms() - r->start_ms),
 		r->client[0] != '\0' ? r->client : "-");
-	free_query(r);
+	al_query_free(&r->query);
 	free(r);
 }
 

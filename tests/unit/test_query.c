@@ -1,0 +1,86 @@
+/* core/query: what a client's query string turns into. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "query.h"
+
+static void test_decodes_pairs(void **state)
+{
+	(void)state;
+	al_query q;
+	al_err err = {0};
+	assert_int_equal(al_query_parse("path=%2Fa%20b%2Fc+d&list=1&&flag",
+					&q, &err),
+			 0);
+	assert_int_equal(q.n, 3);
+	assert_string_equal(al_query_get(&q, "path"), "/a b/c d");
+	assert_string_equal(al_query_get(&q, "list"), "1");
+	assert_string_equal(al_query_get(&q, "flag"), "");
+	assert_null(al_query_get(&q, "missing"));
+	al_query_free(&q);
+	assert_int_equal(q.n, 0);
+}
+
+static void test_empty(void **state)
+{
+	(void)state;
+	al_query q;
+	assert_int_equal(al_query_parse(NULL, &q, NULL), 0);
+	assert_int_equal(q.n, 0);
+	assert_int_equal(al_query_parse("", &q, NULL), 0);
+	assert_int_equal(q.n, 0);
+}
+
+static void test_refuses_malformed(void **state)
+{
+	(void)state;
+	static const char *const bad[] = {
+		"path=%00",   /* would smuggle a NUL past C strings */
+		"path=%zz",   /* not hex */
+		"path=abc%4", /* cut escape */
+		"a=1&b=%",    /* bare percent */
+		"%00=x",
+	};
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		al_query q;
+		al_err err = {0};
+		assert_int_equal(al_query_parse(bad[i], &q, &err), -1);
+		assert_int_equal(err.code, AL_EINVAL);
+		assert_int_equal(q.n, 0);
+	}
+}
+
+static void test_limits(void **state)
+{
+	(void)state;
+	char qs[AL_QUERY_MAX + 2];
+	memset(qs, 'a', sizeof qs - 1);
+	qs[sizeof qs - 1] = '\0';
+	al_query q;
+	al_err err = {0};
+	assert_int_equal(al_query_parse(qs, &q, &err), -1);
+	assert_int_equal(err.code, AL_EINVAL);
+
+	/* One parameter more than kept is refused, not silently dropped. */
+	char many[AL_QPARAMS_MAX * 4 + 8] = "";
+	for (int i = 0; i <= AL_QPARAMS_MAX; i++)
+		strcat(many, "k=v&");
+	assert_int_equal(al_query_parse(many, &q, &err), -1);
+	assert_int_equal(q.n, 0);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_decodes_pairs),
+		cmocka_unit_test(test_empty),
+		cmocka_unit_test(test_refuses_malformed),
+		cmocka_unit_test(test_limits),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
