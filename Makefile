@@ -98,3 +98,5 @@ lint:
 
 clean:
 	rm -rf build build-san
+
+-include mk/vm.mk

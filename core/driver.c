@@ -4,6 +4,7 @@
 
 static const al_driver *const drivers[] = {
 	&al_driver_ns,
+	&al_driver_vm,
 };
 
 const al_driver *al_driver_find(const char *name, al_err *err)

@@ -55,5 +55,6 @@ typedef struct al_driver {
 const al_driver *al_driver_find(const char *name, al_err *err);
 
 extern const al_driver al_driver_ns;
+extern const al_driver al_driver_vm;
 
 #endif

@@ -10,6 +10,7 @@ PKGS=(
 	libluajit-5.1-dev libcmocka-dev libseccomp-dev libcap-dev
 	libevent-dev libcurl4-openssl-dev busybox-static e2fsprogs
 	nftables bubblewrap crun python3-pytest python3-requests
+	qemu-system-x86
 )
 
 missing=()

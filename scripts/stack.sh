@@ -270,7 +270,9 @@ start_pool() {
 				die "mkfs.btrfs failed"
 			fi
 		fi
-		mount -o loop "$POOL_IMG" "$POOL" ||
+		# Sandboxes write root-owned files (setuid ones too): the host
+		# never honours them.
+		mount -o loop,nosuid,nodev "$POOL_IMG" "$POOL" ||
 			die "cannot loop-mount $POOL_IMG on $POOL"
 	fi
 	mkdir -p "$POOL/templates" "$POOL/sandboxes"

@@ -1,0 +1,1152 @@
+/* driver_vm: every sandbox its own QEMU microvm and guest kernel.
+ *
+ * A sandbox's rootfs (a snapshot of its template's subvolume) holds the
+ * symlink .airlock-vm to the template's VM directory (see vmprobe.h).
+ * start() reflinks the template's disk.ext4 into the rootfs and then:
+ *
+ *  - restores, when the template has a base snapshot: QEMU starts with
+ *    -incoming defer and maps the template's guest RAM file privately
+ *    (share=off: copy-on-write, every clone shares the unchanged pages);
+ *    over QMP the device state (~64 KB) is loaded with x-ignore-shared and
+ *    the guest continued. It resumes inside the guest init, which was
+ *    waiting for its host when the snapshot was taken;
+ *  - otherwise boots the kernel cold (seconds under TCG).
+ *
+ * Either way the host then sends the init its GO line (clock, hostname,
+ * fresh entropy; guest/init/init.c) on the virtio-serial port "airlock",
+ * whose QEMU end is a unix socket. The init starts airlock-agent on the
+ * port, and that socket becomes h->agent_fd: the agent's HELLO is the
+ * first thing on it.
+ *
+ * QEMU gets -nodefaults, no network, no firmware ROMs, -sandbox on with
+ * every optional seccomp group denied (it never needs to spawn: snapshot
+ * files are handed over as fds with QMP getfd), and dies with its shim
+ * (PR_SET_PDEATHSIG). Running it under its own uid, chroot and cgroup is
+ * not done yet. */
+#include "driver.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/fs.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/prctl.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "agentproto.h"
+#include "cleanup.h"
+#include "config.h"
+#include "log.h"
+#include "qmp.h"
+#include "vmprobe.h"
+
+/* guest/init/init.c */
+#define INIT_MARKER "AIRLOCK-INIT 1\n"
+
+#define VM_LINK ".airlock-vm"
+#define VM_DISK ".airlock-disk.ext4"
+#define VM_BOOT_TIMEOUT_MS 120000
+#define VM_RESTORE_TIMEOUT_MS 20000
+#define VM_QUIT_TIMEOUT_MS 2000
+#define VM_ARGV_MAX 64
+
+typedef enum vm_mode {
+	VM_COLD,     /* boot the kernel, private anonymous RAM */
+	VM_TEMPLATE, /* boot the kernel, RAM in a shared file to snapshot */
+	VM_CLONE,    /* restore: RAM file mapped privately, -incoming defer */
+	VM_PROBE,    /* boot to the init's probe marker, no disk or port */
+} vm_mode;
+
+typedef struct vm_launch {
+	vm_mode mode;
+	al_vm_accel accel;
+	const al_vm_kernel *kernel; /* not for VM_CLONE */
+	const char *mem_path;       /* VM_TEMPLATE, VM_CLONE */
+	const char *disk;           /* not for VM_PROBE */
+	const char *agent;          /* path inside the guest */
+	const char *rundir;         /* sockets, logs */
+} vm_launch;
+
+typedef struct vm_priv {
+	al_vm_accel accel;
+	pid_t pid;
+	int pidfd;
+	al_qmp *qmp;
+	char rundir[64];
+} vm_priv;
+
+/* ---- small helpers ---- */
+
+static int fmt_path(char *out, size_t len, al_err *err, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+static int fmt_path(char *out, size_t len, al_err *err, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	int n = vsnprintf(out, len, fmt, ap);
+	va_end(ap);
+	if (n < 0 || (size_t)n >= len)
+		return al_err_set(err, AL_EINVAL, 0, "path too long");
+	return 0;
+}
+
+static int hostname_ok(const char *s)
+{
+	size_t n = s != NULL ? strlen(s) : 0;
+	if (n == 0 || n > 63 || s[0] == '-')
+		return 0;
+	for (size_t i = 0; i < n; i++) {
+		char c = s[i];
+		if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+		      c == '-'))
+			return 0;
+	}
+	return 1;
+}
+
+/* Absolute, no "..", nothing the kernel command line would split. */
+static int guest_path_ok(const char *s)
+{
+	if (s == NULL || s[0] != '/' || strlen(s) > 200 ||
+	    strstr(s, "/..") != NULL)
+		return 0;
+	for (const char *p = s; *p != '\0'; p++)
+		if (*p <= ' ' || *p == '"' || *p > '~')
+			return 0;
+	return 1;
+}
+
+static void sleep_ms(long ms)
+{
+	struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+	nanosleep(&ts, NULL);
+}
+
+static int pidfd_open_(pid_t pid)
+{
+	return (int)syscall(SYS_pidfd_open, pid, 0);
+}
+
+/* Wait for the process behind pidfd to end, at most ms; 1 if it did. */
+static int wait_exit(int pidfd, int ms)
+{
+	struct pollfd p = {.fd = pidfd, .events = POLLIN};
+	int rc;
+	do
+		rc = poll(&p, 1, ms);
+	while (rc < 0 && errno == EINTR);
+	return rc > 0;
+}
+
+static void kill_reap(pid_t pid, int pidfd)
+{
+	if (pidfd >= 0) {
+		syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0);
+		siginfo_t si;
+		while (waitid((idtype_t)P_PIDFD, (id_t)pidfd, &si, WEXITED) <
+			       0 &&
+		       errno == EINTR)
+			;
+	} else if (pid > 0) {
+		kill(pid, SIGKILL);
+		while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+			;
+	}
+}
+
+/* Last bytes of a log file, made printable, for error messages. */
+static void file_tail(const char *path, char *out, size_t len)
+{
+	out[0] = '\0';
+	al_autofd int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0 || len < 2)
+		return;
+	off_t end = lseek(fd, 0, SEEK_END);
+	off_t from = end > (off_t)(len - 1) ? end - (off_t)(len - 1) : 0;
+	ssize_t n = pread(fd, out, len - 1, from);
+	if (n < 0)
+		n = 0;
+	out[n] = '\0';
+	for (ssize_t i = 0; i < n; i++)
+		if (out[i] < ' ' || out[i] > '~')
+			out[i] = out[i] == '\n' ? '|' : out[i] == '\r' ? ' ' : '?';
+}
+
+static void rundir_remove(const char *dir)
+{
+	if (dir[0] == '\0')
+		return;
+	static const char *const names[] = {"qmp.sock", "agent.sock",
+					    "serial.log", "qemu.log"};
+	char p[128];
+	for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
+		snprintf(p, sizeof p, "%s/%s", dir, names[i]);
+		unlink(p);
+	}
+	rmdir(dir);
+}
+
+/* ---- QEMU ---- */
+
+/* Under TCG the guest's TSC is the host's. The guest kernel calibrates
+ * it against the PIT, which fails when the host is busy (the emulated PIT
+ * jitters); with no HPET or ACPI PM timer on microvm the kernel then
+ * marks the TSC unstable and hangs in early boot. Telling it the rate
+ * (tsc_early_khz=) skips that calibration: measured once per process. */
+static unsigned host_tsc_khz(void)
+{
+#if defined(__x86_64__)
+	static unsigned khz;
+	if (khz != 0)
+		return khz;
+	struct timespec a, b, pause = {0, 20 * 1000 * 1000};
+	unsigned lo, hi;
+	clock_gettime(CLOCK_MONOTONIC_RAW, &a);
+	__asm__ volatile("rdtsc" : "=a"(lo), "=d"(hi));
+	uint64_t t0 = (uint64_t)hi << 32 | lo;
+	nanosleep(&pause, NULL);
+	__asm__ volatile("rdtsc" : "=a"(lo), "=d"(hi));
+	clock_gettime(CLOCK_MONOTONIC_RAW, &b);
+	uint64_t t1 = (uint64_t)hi << 32 | lo;
+	int64_t ns = (int64_t)(b.tv_sec - a.tv_sec) * 1000000000 +
+		     (b.tv_nsec - a.tv_nsec);
+	if (ns > 0 && t1 > t0)
+		khz = (unsigned)((t1 - t0) * 1000000 / (uint64_t)ns);
+	return khz;
+#else
+	return 0;
+#endif
+}
+
+typedef struct vm_argv {
+	char *v[VM_ARGV_MAX];
+	int n;
+	char store[8192];
+	size_t used;
+} vm_argv;
+
+static int arg(vm_argv *a, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+static int arg(vm_argv *a, const char *fmt, ...)
+{
+	if (a->n + 1 >= VM_ARGV_MAX)
+		return -1;
+	va_list ap;
+	va_start(ap, fmt);
+	int n = vsnprintf(a->store + a->used, sizeof a->store - a->used, fmt,
+			  ap);
+	va_end(ap);
+	if (n < 0 || (size_t)n >= sizeof a->store - a->used)
+		return -1;
+	a->v[a->n++] = a->store + a->used;
+	a->v[a->n] = NULL;
+	a->used += (size_t)n + 1;
+	return 0;
+}
+
+/* One command line for all modes: template and clone must present the
+ * same devices in the same order for the device state to load. */
+static int build_argv(const vm_launch *l, vm_argv *a, al_err *err)
+{
+	int bad = 0;
+	a->n = 0;
+	a->used = 0;
+	bad |= arg(a, "%s", AL_VM_QEMU);
+	bad |= arg(a, "-M");
+	bad |= arg(a, "microvm,x-option-roms=off,isa-serial=on,rtc=off,"
+		      "memory-backend=mem");
+	bad |= arg(a, "-accel");
+	bad |= arg(a, "%s", al_vm_accel_name(l->accel));
+	bad |= arg(a, "-m");
+	bad |= arg(a, "%d", AL_VM_MEM_MB);
+	bad |= arg(a, "-smp");
+	bad |= arg(a, "1");
+	bad |= arg(a, "-nodefaults");
+	bad |= arg(a, "-no-user-config");
+	bad |= arg(a, "-display");
+	bad |= arg(a, "none");
+	bad |= arg(a, "-no-reboot");
+	bad |= arg(a, "-sandbox");
+	bad |= arg(a, "on,obsolete=deny,elevateprivileges=deny,spawn=deny,"
+		      "resourcecontrol=deny");
+	bad |= arg(a, "-object");
+	if (l->mode == VM_TEMPLATE || l->mode == VM_CLONE) {
+		if (strchr(l->mem_path, ',') != NULL)
+			return al_err_set(err, AL_EINVAL, 0,
+					  "memory file path contains ','");
+		bad |= arg(a,
+			   "memory-backend-file,id=mem,size=%dM,mem-path=%s,"
+			   "share=%s",
+			   AL_VM_MEM_MB, l->mem_path,
+			   l->mode == VM_TEMPLATE ? "on" : "off");
+	} else {
+		bad |= arg(a, "memory-backend-ram,id=mem,size=%dM",
+			   AL_VM_MEM_MB);
+	}
+	if (l->mode != VM_CLONE) {
+		bad |= arg(a, "-kernel");
+		bad |= arg(a, "%s", l->kernel->vmlinuz);
+		bad |= arg(a, "-initrd");
+		bad |= arg(a, "%s", l->kernel->initrd);
+		bad |= arg(a, "-append");
+		char tsc[40] = "";
+		unsigned khz = l->accel == AL_VM_TCG ? host_tsc_khz() : 0;
+		if (khz != 0)
+			snprintf(tsc, sizeof tsc, " tsc_early_khz=%u", khz);
+		bad |= arg(a,
+			   "console=ttyS0 quiet panic=-1 airlock.agent=%s%s%s",
+			   l->agent != NULL ? l->agent : "/sbin/airlock-agent",
+			   l->mode == VM_PROBE ? " airlock.probe=1" : "", tsc);
+	}
+	bad |= arg(a, "-chardev");
+	/* A sandbox's guest controls its console: it goes to a bounded
+	 * ring in QEMU, never to a file that could fill the host's disk.
+	 * The template and probe boots run only our kernel and init. */
+	if (l->mode == VM_COLD || l->mode == VM_CLONE)
+		bad |= arg(a, "ringbuf,id=ser,size=65536");
+	else
+		bad |= arg(a, "file,id=ser,path=%s/serial.log", l->rundir);
+	bad |= arg(a, "-serial");
+	bad |= arg(a, "chardev:ser");
+	bad |= arg(a, "-qmp");
+	bad |= arg(a, "unix:%s/qmp.sock,server=on,wait=off", l->rundir);
+	if (l->mode != VM_PROBE) {
+		if (strchr(l->disk, ',') != NULL)
+			return al_err_set(err, AL_EINVAL, 0,
+					  "disk path contains ','");
+		bad |= arg(a, "-device");
+		bad |= arg(a, "virtio-serial-device,max_ports=2");
+		bad |= arg(a, "-chardev");
+		bad |= arg(a, "socket,id=agent,path=%s/agent.sock,server=on,"
+			      "wait=off",
+			   l->rundir);
+		bad |= arg(a, "-device");
+		bad |= arg(a, "virtserialport,chardev=agent,name=airlock");
+		bad |= arg(a, "-drive");
+		bad |= arg(a, "id=vda,file=%s,format=raw,if=none,discard=unmap",
+			   l->disk);
+		bad |= arg(a, "-device");
+		bad |= arg(a, "virtio-blk-device,drive=vda");
+		bad |= arg(a, "-object");
+		bad |= arg(a, "rng-random,id=rng,filename=/dev/urandom");
+		bad |= arg(a, "-device");
+		bad |= arg(a, "virtio-rng-device,rng=rng");
+	}
+	if (l->mode == VM_CLONE) {
+		bad |= arg(a, "-incoming");
+		bad |= arg(a, "defer");
+	}
+	if (bad)
+		return al_err_set(err, AL_EINTERNAL, 0,
+				  "QEMU command line too long");
+	return 0;
+}
+
+/* fork + exec QEMU; *pidfd follows it. Its stdout/stderr go to
+ * rundir/qemu.log, read back for error messages. */
+static pid_t spawn_qemu(const vm_launch *l, int *pidfd, al_err *err)
+{
+	al_autofree vm_argv *a = calloc(1, sizeof *a);
+	if (a == NULL)
+		return al_err_set(err, AL_ENOMEM, 0, "out of memory"), -1;
+	if (build_argv(l, a, err) < 0)
+		return -1;
+	char logp[128];
+	if (fmt_path(logp, sizeof logp, err, "%s/qemu.log", l->rundir) < 0)
+		return -1;
+	al_autofd int logfd = open(logp, O_WRONLY | O_CREAT | O_TRUNC |
+						 O_CLOEXEC,
+				   0600);
+	if (logfd < 0)
+		return al_err_sys(err, AL_ESYS, errno, "create %s", logp), -1;
+	al_autofd int nullfd = open("/dev/null", O_RDWR | O_CLOEXEC);
+	if (nullfd < 0)
+		return al_err_sys(err, AL_ESYS, errno, "open /dev/null"), -1;
+	pid_t parent = getpid();
+	pid_t pid = fork();
+	if (pid < 0)
+		return al_err_sys(err, AL_ESYS, errno, "fork"), -1;
+	if (pid == 0) {
+		/* QEMU belongs to its shim: it must not outlive it. */
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		if (getppid() != parent)
+			_exit(111);
+		sigset_t none;
+		sigemptyset(&none);
+		sigprocmask(SIG_SETMASK, &none, NULL);
+		if (dup2(nullfd, 0) < 0 || dup2(logfd, 1) < 0 ||
+		    dup2(logfd, 2) < 0)
+			_exit(111);
+		syscall(SYS_close_range, 3, ~0u, 0);
+		char *envp[] = {"PATH=/usr/bin:/bin", NULL};
+		execve(a->v[0], a->v, envp);
+		_exit(127);
+	}
+	*pidfd = pidfd_open_(pid);
+	if (*pidfd < 0) {
+		int e = errno;
+		kill(pid, SIGKILL);
+		waitpid(pid, NULL, 0);
+		return al_err_sys(err, AL_ESYS, e, "pidfd_open"), -1;
+	}
+	return pid;
+}
+
+/* Connect to a unix socket QEMU is about to create. */
+static int connect_retry(const char *path, int pidfd, int64_t deadline_ms,
+			 al_err *err)
+{
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	if (strlen(path) >= sizeof sa.sun_path)
+		return al_err_set(err, AL_EINVAL, 0, "socket path too long");
+	memcpy(sa.sun_path, path, strlen(path) + 1);
+	for (;;) {
+		int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		if (fd < 0)
+			return al_err_sys(err, AL_ESYS, errno, "socket");
+		if (connect(fd, (struct sockaddr *)&sa, sizeof sa) == 0)
+			return fd;
+		int e = errno;
+		close(fd);
+		if (e != ENOENT && e != ECONNREFUSED)
+			return al_err_sys(err, AL_EUNAVAIL, e, "connect %s",
+					  path);
+		if (wait_exit(pidfd, 0))
+			return al_err_set(err, AL_EUNAVAIL, 0,
+					  "QEMU exited during start");
+		if (al_now_ms() >= deadline_ms)
+			return al_err_set(err, AL_ETIMEDOUT, 0,
+					  "QEMU did not create %s", path);
+		sleep_ms(2);
+	}
+}
+
+/* Read exactly the init's marker, no more (the agent's HELLO follows). */
+static int read_marker(int fd, int pidfd, int64_t deadline_ms, al_err *err)
+{
+	char buf[sizeof INIT_MARKER];
+	size_t have = 0, want = sizeof INIT_MARKER - 1;
+	while (have < want) {
+		int64_t left = deadline_ms - al_now_ms();
+		if (left <= 0)
+			return al_err_set(err, AL_ETIMEDOUT, 0,
+					  "guest did not boot within %d s",
+					  VM_BOOT_TIMEOUT_MS / 1000);
+		struct pollfd p[2] = {{.fd = fd, .events = POLLIN},
+				      {.fd = pidfd, .events = POLLIN}};
+		int rc = poll(p, 2, left > 1000 ? 1000 : (int)left);
+		if (rc < 0 && errno != EINTR)
+			return al_err_sys(err, AL_ESYS, errno, "poll");
+		if (rc <= 0)
+			continue;
+		if (p[0].revents != 0) {
+			ssize_t n = read(fd, buf + have, want - have);
+			if (n < 0 && errno == EINTR)
+				continue;
+			if (n <= 0)
+				return al_err_set(err, AL_EPROTO, 0,
+						  "guest channel closed during "
+						  "boot");
+			have += (size_t)n;
+		} else if (p[1].revents != 0) {
+			return al_err_set(err, AL_EUNAVAIL, 0,
+					  "QEMU exited during boot");
+		}
+	}
+	if (memcmp(buf, INIT_MARKER, want) != 0)
+		return al_err_set(err, AL_EPROTO, 0,
+				  "guest init sent something else than its "
+				  "marker");
+	return 0;
+}
+
+static int send_go(int fd, const char *hostname, al_err *err)
+{
+	uint8_t seed[32];
+	if (getrandom(seed, sizeof seed, 0) != (ssize_t)sizeof seed)
+		return al_err_sys(err, AL_ESYS, errno, "getrandom");
+	char hex[2 * sizeof seed + 1];
+	for (size_t i = 0; i < sizeof seed; i++)
+		snprintf(hex + 2 * i, 3, "%02x", seed[i]);
+	struct timespec now;
+	clock_gettime(CLOCK_REALTIME, &now);
+	char line[160];
+	int n = snprintf(line, sizeof line, "GO %lld %s %s\n",
+			 (long long)now.tv_sec * 1000 + now.tv_nsec / 1000000,
+			 hostname, hex);
+	explicit_bzero(seed, sizeof seed);
+	if (n < 0 || (size_t)n >= sizeof line)
+		return al_err_set(err, AL_EINTERNAL, 0, "GO line too long");
+	ssize_t w = send(fd, line, (size_t)n, MSG_NOSIGNAL);
+	explicit_bzero(line, sizeof line);
+	explicit_bzero(hex, sizeof hex);
+	if (w != n)
+		return al_err_sys(err, AL_EPROTO, errno,
+				  "sending GO to the guest");
+	return 0;
+}
+
+static json_object *caps_ignore_shared(void)
+{
+	json_object *args = json_object_new_object();
+	json_object *caps = json_object_new_array();
+	json_object *c = json_object_new_object();
+	json_object_object_add(c, "capability",
+			       json_object_new_string("x-ignore-shared"));
+	json_object_object_add(c, "state", json_object_new_boolean(1));
+	json_object_array_add(caps, c);
+	json_object_object_add(args, "capabilities", caps);
+	return args;
+}
+
+/* Hand fd to QEMU under the name "mig" and run a migration command with
+ * uri fd:mig, then poll query-migrate until it completed. */
+static int migrate(al_qmp *q, const char *cmd, int fd, int64_t deadline_ms,
+		   al_err *err)
+{
+	json_object *args = caps_ignore_shared();
+	int rc = al_qmp_run(q, "migrate-set-capabilities", args, deadline_ms,
+			    err);
+	json_object_put(args);
+	if (rc < 0)
+		return -1;
+	args = json_object_new_object();
+	json_object_object_add(args, "fdname", json_object_new_string("mig"));
+	json_object *r = al_qmp_exec(q, "getfd", args, fd, deadline_ms, err);
+	json_object_put(args);
+	if (r == NULL)
+		return -1;
+	json_object_put(r);
+	args = json_object_new_object();
+	json_object_object_add(args, "uri", json_object_new_string("fd:mig"));
+	rc = al_qmp_run(q, cmd, args, deadline_ms, err);
+	json_object_put(args);
+	if (rc < 0)
+		return -1;
+	for (;;) {
+		r = al_qmp_exec(q, "query-migrate", NULL, -1, deadline_ms, err);
+		if (r == NULL)
+			return -1;
+		json_object *st = NULL;
+		json_object_object_get_ex(r, "status", &st);
+		const char *s = json_object_is_type(st, json_type_string)
+					? json_object_get_string(st)
+					: "";
+		if (strcmp(s, "completed") == 0) {
+			json_object_put(r);
+			return 0;
+		}
+		if (strcmp(s, "failed") == 0 || strcmp(s, "cancelled") == 0) {
+			json_object *d = NULL;
+			json_object_object_get_ex(r, "error-desc", &d);
+			al_err_set(err, AL_EINTERNAL, 0, "%s %s: %.200s", cmd, s,
+				   json_object_is_type(d, json_type_string)
+					   ? json_object_get_string(d)
+					   : "no reason given");
+			json_object_put(r);
+			return -1;
+		}
+		json_object_put(r);
+		if (al_now_ms() >= deadline_ms)
+			return al_err_set(err, AL_ETIMEDOUT, 0,
+					  "%s did not complete in time", cmd);
+		sleep_ms(1);
+	}
+}
+
+/* Clone a disk image: a reflink where the filesystem can (btrfs, xfs),
+ * else a copy of the data extents only (the image is sparse). */
+static int disk_clone(const char *src, const char *dst, al_err *err)
+{
+	al_autofd int in = open(src, O_RDONLY | O_CLOEXEC);
+	if (in < 0)
+		return al_err_sys(err, AL_ENOENT, errno, "disk image %s", src);
+	struct stat st;
+	if (fstat(in, &st) < 0)
+		return al_err_sys(err, AL_ESYS, errno, "stat %s", src);
+	al_autofd int out = open(dst, O_WRONLY | O_CREAT | O_TRUNC |
+					      O_CLOEXEC | O_NOFOLLOW,
+				 0600);
+	if (out < 0)
+		return al_err_sys(err, AL_ESYS, errno, "create %s", dst);
+	if (ioctl(out, FICLONE, in) == 0)
+		return 0;
+	if (ftruncate(out, st.st_size) < 0)
+		goto fail;
+	off_t off = 0;
+	for (;;) {
+		off_t data = lseek(in, off, SEEK_DATA);
+		if (data < 0) {
+			if (errno == ENXIO)
+				break;
+			goto fail;
+		}
+		off_t hole = lseek(in, data, SEEK_HOLE);
+		if (hole < 0)
+			goto fail;
+		loff_t ip = data, op = data;
+		while (ip < hole) {
+			ssize_t n = copy_file_range(in, &ip, out, &op,
+						    (size_t)(hole - ip), 0);
+			if (n <= 0)
+				goto fail;
+		}
+		off = hole;
+	}
+	return 0;
+fail:;
+	int e = errno;
+	unlink(dst);
+	return al_err_sys(err, AL_ESYS, e, "copy %s to %s", src, dst);
+}
+
+/* A fresh private run directory; short, because unix socket paths are. */
+static int rundir_make(char *out, size_t len, al_err *err)
+{
+	if (fmt_path(out, len, err, "/tmp/airlock-vm-XXXXXX") < 0)
+		return -1;
+	if (mkdtemp(out) == NULL) {
+		int e = errno;
+		out[0] = '\0';
+		return al_err_sys(err, AL_ESYS, e, "mkdtemp");
+	}
+	return 0;
+}
+
+/* The guest console's last bytes: from the file of a template boot, or
+ * over QMP from a sandbox's ring buffer. */
+static void console_tail(const char *rundir, al_qmp *q, char *out,
+			 size_t len)
+{
+	char p[128];
+	snprintf(p, sizeof p, "%s/serial.log", rundir);
+	file_tail(p, out, len);
+	if (out[0] != '\0' || q == NULL)
+		return;
+	json_object *args = json_object_new_object();
+	json_object_object_add(args, "device", json_object_new_string("ser"));
+	json_object_object_add(args, "size", json_object_new_int(4096));
+	json_object_object_add(args, "format", json_object_new_string("utf8"));
+	al_err e;
+	json_object *r = al_qmp_exec(q, "ringbuf-read", args, -1,
+				     al_now_ms() + 1000, &e);
+	json_object_put(args);
+	const char *s = json_object_get_string(r);
+	size_t n = s != NULL ? strlen(s) : 0;
+	const char *from = n >= len ? s + n - (len - 1) : s;
+	snprintf(out, len, "%s", from != NULL ? from : "");
+	for (char *c = out; *c != '\0'; c++)
+		if (*c < ' ' || *c > '~')
+			*c = *c == '\n' ? '|' : '?';
+	json_object_put(r);
+}
+
+/* Append what QEMU said last to a failure; log the guest's console, and
+ * add it to the error too when the guest is ours (template builds): a
+ * sandbox's console is its owner's data and goes only to the log. */
+static void explain(const char *rundir, al_qmp *q, int with_console,
+		    al_err *err)
+{
+	char tail[240], p[128];
+	snprintf(p, sizeof p, "%s/qemu.log", rundir);
+	file_tail(p, tail, sizeof tail);
+	if (tail[0] != '\0' && strlen(err->msg) + 20 < sizeof err->msg) {
+		size_t l = strlen(err->msg);
+		snprintf(err->msg + l, sizeof err->msg - l, " (qemu: %s)", tail);
+	}
+	console_tail(rundir, q, tail, sizeof tail);
+	if (tail[0] == '\0')
+		return;
+	al_warn("vm: guest console before the failure: %s", tail);
+	if (with_console && strlen(err->msg) + 40 < sizeof err->msg) {
+		size_t l = strlen(err->msg);
+		const char *t = tail;
+		size_t room = sizeof err->msg - l - 14;
+		if (strlen(t) > room)
+			t += strlen(t) - room;
+		snprintf(err->msg + l, sizeof err->msg - l, " (console: %s)",
+			 t);
+	}
+}
+
+/* Connect QMP and the agent socket of a just-spawned QEMU. */
+static int attach(vm_priv *p, int *agent_fd, int64_t deadline_ms,
+		  al_err *err)
+{
+	char path[128];
+	if (fmt_path(path, sizeof path, err, "%s/qmp.sock", p->rundir) < 0)
+		return -1;
+	/* QMP first: once it answers, every chardev socket exists. */
+	p->qmp = al_qmp_connect(path, deadline_ms, err);
+	if (p->qmp == NULL)
+		return -1;
+	if (fmt_path(path, sizeof path, err, "%s/agent.sock", p->rundir) < 0)
+		return -1;
+	*agent_fd = connect_retry(path, p->pidfd, deadline_ms, err);
+	return *agent_fd < 0 ? -1 : 0;
+}
+
+static void priv_free(vm_priv *p)
+{
+	if (p == NULL)
+		return;
+	al_qmp_close(p->qmp);
+	p->qmp = NULL;
+	if (p->pidfd >= 0 || p->pid > 0)
+		kill_reap(p->pid, p->pidfd);
+	if (p->pidfd >= 0)
+		close(p->pidfd);
+	rundir_remove(p->rundir);
+	free(p);
+}
+
+static int read_small(const char *path, char *buf, size_t len)
+{
+	al_autofd int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	ssize_t n = read(fd, buf, len - 1);
+	if (n < 0)
+		return -1;
+	buf[n] = '\0';
+	buf[strcspn(buf, "\n")] = '\0';
+	return 0;
+}
+
+/* ---- the driver ---- */
+
+static int vm_start(const al_sandbox_spec *spec, al_driver_handle *h,
+		    al_err *err)
+{
+	if (h == NULL || spec == NULL)
+		return al_err_set(err, AL_EINVAL, 0, "no spec or handle");
+	h->init_pid = 0;
+	h->agent_fd = -1;
+	h->cgroup[0] = '\0';
+	h->priv = NULL;
+	if (spec->id == NULL || !al_id_valid(spec->id))
+		return al_err_set(err, AL_EINVAL, 0, "invalid sandbox id");
+	if (!hostname_ok(spec->hostname))
+		return al_err_set(err, AL_EINVAL, 0, "invalid hostname");
+	if (spec->rootfs == NULL || spec->rootfs[0] != '/' ||
+	    !guest_path_ok(spec->agent))
+		return al_err_set(err, AL_EINVAL, 0,
+				  "rootfs and agent must be absolute paths");
+
+	char link[AL_PATH_MAX], vmdir[AL_PATH_MAX], disk[AL_PATH_MAX];
+	char tdisk[AL_PATH_MAX], mem[AL_PATH_MAX], state[AL_PATH_MAX];
+	char accel_s[8] = "";
+	if (fmt_path(link, sizeof link, err, "%s/" VM_LINK, spec->rootfs) < 0 ||
+	    fmt_path(disk, sizeof disk, err, "%s/" VM_DISK, spec->rootfs) < 0)
+		return -1;
+	ssize_t n = readlink(link, vmdir, sizeof vmdir - 1);
+	if (n < 0)
+		return al_err_sys(err, AL_ENOENT, errno,
+				  "template has no VM image (%s)", link);
+	vmdir[n] = '\0';
+	if (vmdir[0] != '/' || (size_t)n >= sizeof vmdir - 16)
+		return al_err_set(err, AL_EINVAL, 0, "bad %s link", VM_LINK);
+	if (fmt_path(tdisk, sizeof tdisk, err, "%s/disk.ext4", vmdir) < 0 ||
+	    fmt_path(mem, sizeof mem, err, "%s/mem", vmdir) < 0 ||
+	    fmt_path(state, sizeof state, err, "%s/state", vmdir) < 0)
+		return -1;
+	char accel_p[AL_PATH_MAX + 8];
+	snprintf(accel_p, sizeof accel_p, "%s/accel", vmdir);
+
+	al_autofd int state_fd = open(state, O_RDONLY | O_CLOEXEC);
+	int restore = state_fd >= 0 && access(mem, R_OK) == 0 &&
+		      read_small(accel_p, accel_s, sizeof accel_s) == 0;
+	al_vm_kernel kernel;
+	al_config cfg;
+	vm_launch l = {.agent = spec->agent, .disk = disk};
+	if (restore) {
+		l.mode = VM_CLONE;
+		l.mem_path = mem;
+		l.accel = strcmp(accel_s, "kvm") == 0 ? AL_VM_KVM : AL_VM_TCG;
+	} else {
+		if (al_config_load(&cfg, err) < 0 ||
+		    al_vm_kernel_find(cfg.state_dir, &kernel, err) < 0)
+			return -1;
+		l.mode = VM_COLD;
+		l.kernel = &kernel;
+		l.accel = al_vm_accel_load(cfg.state_dir);
+	}
+
+	int64_t t0 = al_now_ms();
+	if (disk_clone(tdisk, disk, err) < 0)
+		return -1;
+	vm_priv *p = calloc(1, sizeof *p);
+	if (p == NULL) {
+		unlink(disk);
+		return al_err_set(err, AL_ENOMEM, 0, "out of memory");
+	}
+	p->pidfd = -1;
+	al_autofd int agent_fd = -1;
+	if (rundir_make(p->rundir, sizeof p->rundir, err) < 0)
+		goto fail;
+	l.rundir = p->rundir;
+	p->pid = spawn_qemu(&l, &p->pidfd, err);
+	if (p->pid < 0) {
+		p->pid = 0;
+		goto fail;
+	}
+	int64_t deadline = al_now_ms() + (restore ? VM_RESTORE_TIMEOUT_MS
+						  : VM_BOOT_TIMEOUT_MS);
+	/* The agent socket is connected before the restore: the snapshot
+	 * was taken with a host connected, and a port whose host is gone
+	 * after the load would make the guest init start over. */
+	if (attach(p, &agent_fd, deadline, err) < 0)
+		goto fail;
+	int64_t t1 = al_now_ms();
+	if (restore) {
+		if (migrate(p->qmp, "migrate-incoming", state_fd, deadline,
+			    err) < 0 ||
+		    al_qmp_run(p->qmp, "cont", NULL, deadline, err) < 0)
+			goto fail;
+	} else if (read_marker(agent_fd, p->pidfd, deadline, err) < 0) {
+		goto fail;
+	}
+	if (send_go(agent_fd, spec->hostname, err) < 0)
+		goto fail;
+	al_info("vm %s: %s under %s in %lld ms (QEMU up %lld ms)", spec->id,
+		restore ? "restored" : "booted", al_vm_accel_name(l.accel),
+		(long long)(al_now_ms() - t0), (long long)(t1 - t0));
+	p->accel = l.accel;
+	h->init_pid = p->pid;
+	h->agent_fd = al_steal_fd(&agent_fd);
+	h->priv = p;
+	return 0;
+fail:
+	if (p->rundir[0] != '\0')
+		explain(p->rundir, p->qmp, 0, err);
+	al_err_wrap(err, "starting vm %s", spec->id);
+	priv_free(p);
+	unlink(disk);
+	return -1;
+}
+
+static int vm_stop(al_driver_handle *h, al_err *err)
+{
+	(void)err;
+	if (h == NULL)
+		return 0;
+	vm_priv *p = h->priv;
+	if (h->agent_fd >= 0) {
+		close(h->agent_fd);
+		h->agent_fd = -1;
+	}
+	if (p != NULL) {
+		if (p->qmp != NULL && !wait_exit(p->pidfd, 0)) {
+			al_err e;
+			if (al_qmp_run(p->qmp, "quit", NULL,
+				       al_now_ms() + VM_QUIT_TIMEOUT_MS,
+				       &e) == 0)
+				(void)wait_exit(p->pidfd, VM_QUIT_TIMEOUT_MS);
+		}
+		/* Gone already, or SIGKILL now; reaped either way (ECHILD if
+		 * the shim's SIGCHLD handling got there first). */
+		priv_free(p);
+	}
+	h->priv = NULL;
+	h->init_pid = 0;
+	return 0;
+}
+
+static int vm_pause_resume(al_driver_handle *h, const char *cmd, al_err *err)
+{
+	vm_priv *p = h != NULL ? h->priv : NULL;
+	if (p == NULL || p->qmp == NULL)
+		return al_err_set(err, AL_ESTATE, 0, "vm not running");
+	return al_qmp_run(p->qmp, cmd, NULL, al_now_ms() + 5000, err);
+}
+
+static int vm_pause(al_driver_handle *h, al_err *err)
+{
+	return vm_pause_resume(h, "stop", err);
+}
+
+static int vm_resume(al_driver_handle *h, al_err *err)
+{
+	return vm_pause_resume(h, "cont", err);
+}
+
+al_vm_accel al_vm_handle_accel(const al_driver_handle *h)
+{
+	const vm_priv *p = h != NULL ? h->priv : NULL;
+	return p != NULL ? p->accel : AL_VM_TCG;
+}
+
+const al_driver al_driver_vm = {
+	.name = "vm",
+	.start = vm_start,
+	.stop = vm_stop,
+	.pause = vm_pause,
+	.resume = vm_resume,
+};
+
+/* ---- accelerator probe ---- */
+
+al_vm_accel al_vm_probe(const al_vm_kernel *k, int timeout_ms, char *why,
+			size_t whylen)
+{
+	snprintf(why, whylen, "unknown");
+	al_autofd int kvm = open("/dev/kvm", O_RDWR | O_CLOEXEC);
+	if (kvm < 0) {
+		snprintf(why, whylen, "/dev/kvm: %s", strerror(errno));
+		return AL_VM_TCG;
+	}
+	al_err err = {0};
+	char rundir[64];
+	if (rundir_make(rundir, sizeof rundir, &err) < 0) {
+		snprintf(why, whylen, "%s", err.msg);
+		return AL_VM_TCG;
+	}
+	vm_launch l = {.mode = VM_PROBE,
+		       .accel = AL_VM_KVM,
+		       .kernel = k,
+		       .rundir = rundir};
+	int pidfd = -1;
+	al_vm_accel res = AL_VM_TCG;
+	pid_t pid = spawn_qemu(&l, &pidfd, &err);
+	if (pid < 0) {
+		snprintf(why, whylen, "%s", err.msg);
+		rundir_remove(rundir);
+		return AL_VM_TCG;
+	}
+	char serial[128];
+	snprintf(serial, sizeof serial, "%s/serial.log", rundir);
+	int64_t deadline = al_now_ms() + timeout_ms;
+	snprintf(why, whylen, "guest did not reach init within %d ms",
+		 timeout_ms);
+	for (;;) {
+		char buf[4096];
+		al_autofd int fd = open(serial, O_RDONLY | O_CLOEXEC);
+		ssize_t n = fd >= 0 ? read(fd, buf, sizeof buf - 1) : 0;
+		if (n > 0) {
+			buf[n] = '\0';
+			if (memmem(buf, (size_t)n, AL_VM_PROBE_MARKER,
+				   strlen(AL_VM_PROBE_MARKER)) != NULL) {
+				res = AL_VM_KVM;
+				snprintf(why, whylen, "guest booted under kvm");
+				break;
+			}
+		}
+		if (wait_exit(pidfd, 20)) {
+			char tail[160], p[128];
+			snprintf(p, sizeof p, "%s/qemu.log", rundir);
+			file_tail(p, tail, sizeof tail);
+			snprintf(why, whylen, "QEMU exited under kvm: %s",
+				 tail[0] != '\0' ? tail : "no message");
+			/* The marker may have landed right before exit. */
+			if (fd >= 0 && n <= 0)
+				continue;
+			break;
+		}
+		if (al_now_ms() >= deadline)
+			break;
+	}
+	kill_reap(pid, pidfd);
+	close(pidfd);
+	rundir_remove(rundir);
+	return res;
+}
+
+/* ---- template build ---- */
+
+static int run_wait(char *const argv[], al_err *err)
+{
+	pid_t pid = fork();
+	if (pid < 0)
+		return al_err_sys(err, AL_ESYS, errno, "fork");
+	if (pid == 0) {
+		int nul = open("/dev/null", O_RDWR);
+		if (nul >= 0) {
+			dup2(nul, 0);
+			dup2(nul, 1);
+		}
+		char *envp[] = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin", NULL};
+		execve(argv[0], argv, envp);
+		_exit(127);
+	}
+	int st;
+	while (waitpid(pid, &st, 0) < 0)
+		if (errno != EINTR)
+			return al_err_sys(err, AL_ESYS, errno, "waitpid");
+	if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+		return al_err_set(err, AL_ESYS, 0, "%s failed (status %d)",
+				  argv[0], st);
+	return 0;
+}
+
+static int build_disk(const char *rootfs, const char *disk, al_err *err)
+{
+	al_autofd int fd = open(disk, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC,
+				0600);
+	if (fd < 0)
+		return al_err_sys(err, AL_ESYS, errno, "create %s", disk);
+	if (ftruncate(fd, (off_t)AL_VM_DISK_BYTES) < 0)
+		return al_err_sys(err, AL_ESYS, errno, "size %s", disk);
+	char *argv[] = {"/usr/sbin/mkfs.ext4", "-q", "-F", "-L", "airlock",
+			"-d", (char *)rootfs, (char *)disk, NULL};
+	if (run_wait(argv, err) < 0) {
+		al_err_wrap(err, "building the disk image of %s", rootfs);
+		return -1;
+	}
+	return 0;
+}
+
+static int fsync_path(const char *path, al_err *err)
+{
+	al_autofd int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0 || fsync(fd) < 0)
+		return al_err_sys(err, AL_ESYS, errno, "fsync %s", path);
+	return 0;
+}
+
+/* Boot the template disk once and snapshot it in dir (mem, state). */
+static int snapshot_template(const char *dir, const al_vm_kernel *k,
+			     al_vm_accel accel, al_err *err)
+{
+	char disk[AL_PATH_MAX], mem[AL_PATH_MAX], state[AL_PATH_MAX];
+	if (fmt_path(disk, sizeof disk, err, "%s/disk.ext4", dir) < 0 ||
+	    fmt_path(mem, sizeof mem, err, "%s/mem", dir) < 0 ||
+	    fmt_path(state, sizeof state, err, "%s/state", dir) < 0)
+		return -1;
+	vm_priv *p = calloc(1, sizeof *p);
+	if (p == NULL)
+		return al_err_set(err, AL_ENOMEM, 0, "out of memory");
+	p->pidfd = -1;
+	al_autofd int agent_fd = -1;
+	al_autofd int state_fd = -1;
+	vm_launch l = {.mode = VM_TEMPLATE,
+		       .accel = accel,
+		       .kernel = k,
+		       .mem_path = mem,
+		       .disk = disk,
+		       .agent = "/sbin/airlock-agent"};
+	if (rundir_make(p->rundir, sizeof p->rundir, err) < 0)
+		goto fail;
+	l.rundir = p->rundir;
+	p->pid = spawn_qemu(&l, &p->pidfd, err);
+	if (p->pid < 0) {
+		p->pid = 0;
+		goto fail;
+	}
+	int64_t deadline = al_now_ms() + VM_BOOT_TIMEOUT_MS;
+	if (attach(p, &agent_fd, deadline, err) < 0 ||
+	    read_marker(agent_fd, p->pidfd, deadline, err) < 0)
+		goto fail;
+	/* The guest init now waits for GO with this host connected: the
+	 * state every clone resumes in. */
+	state_fd = open(state, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (state_fd < 0) {
+		al_err_sys(err, AL_ESYS, errno, "create %s", state);
+		goto fail;
+	}
+	deadline = al_now_ms() + VM_RESTORE_TIMEOUT_MS;
+	if (al_qmp_run(p->qmp, "stop", NULL, deadline, err) < 0 ||
+	    migrate(p->qmp, "migrate", state_fd, deadline, err) < 0)
+		goto fail;
+	if (fsync(state_fd) < 0) {
+		al_err_sys(err, AL_ESYS, errno, "fsync %s", state);
+		goto fail;
+	}
+	al_err e;
+	(void)al_qmp_run(p->qmp, "quit", NULL, al_now_ms() + 2000, &e);
+	(void)wait_exit(p->pidfd, VM_QUIT_TIMEOUT_MS);
+	priv_free(p);
+	if (fsync_path(mem, err) < 0 || fsync_path(disk, err) < 0)
+		return -1;
+	return 0;
+fail:
+	if (p->rundir[0] != '\0')
+		explain(p->rundir, p->qmp, 1, err);
+	priv_free(p);
+	return -1;
+}
+
+static void remove_vmdir(const char *dir)
+{
+	static const char *const names[] = {"disk.ext4", "mem", "state",
+					    "accel"};
+	char p[AL_PATH_MAX + 16];
+	for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
+		snprintf(p, sizeof p, "%s/%s", dir, names[i]);
+		unlink(p);
+	}
+	rmdir(dir);
+}
+
+int al_vm_template_build(const char *rootfs, const char *vmdir,
+			 const al_vm_kernel *k, al_vm_accel accel,
+			 al_err *err)
+{
+	char nd[AL_PATH_MAX], disk[AL_PATH_MAX], link[AL_PATH_MAX];
+	char tmplink[AL_PATH_MAX], accel_p[AL_PATH_MAX];
+	if (rootfs == NULL || rootfs[0] != '/' || vmdir == NULL ||
+	    vmdir[0] != '/')
+		return al_err_set(err, AL_EINVAL, 0,
+				  "rootfs and vmdir must be absolute");
+	if (fmt_path(nd, sizeof nd, err, "%s.new", vmdir) < 0 ||
+	    fmt_path(disk, sizeof disk, err, "%s/disk.ext4", nd) < 0 ||
+	    fmt_path(accel_p, sizeof accel_p, err, "%s/accel", nd) < 0 ||
+	    fmt_path(link, sizeof link, err, "%s/" VM_LINK, rootfs) < 0 ||
+	    fmt_path(tmplink, sizeof tmplink, err, "%s/" VM_LINK ".new",
+		     rootfs) < 0)
+		return -1;
+	remove_vmdir(nd);
+	if (mkdir(nd, 0700) < 0)
+		return al_err_sys(err, AL_ESYS, errno, "mkdir %s", nd);
+	/* The link is the host's business; keep it out of the guest. */
+	unlink(link);
+	int64_t t0 = al_now_ms();
+	if (build_disk(rootfs, disk, err) < 0 ||
+	    snapshot_template(nd, k, accel, err) < 0)
+		goto fail;
+	{
+		al_autofd int fd = open(accel_p, O_WRONLY | O_CREAT |
+							 O_TRUNC | O_CLOEXEC,
+					0644);
+		const char *s = al_vm_accel_name(accel);
+		if (fd < 0 || write(fd, s, strlen(s)) != (ssize_t)strlen(s) ||
+		    fsync(fd) < 0) {
+			al_err_sys(err, AL_ESYS, errno, "write %s", accel_p);
+			goto fail;
+		}
+	}
+	/* Swap the complete new directory in; clones running from the old
+	 * one keep their (now unlinked) memory file mapped. */
+	if (syscall(SYS_renameat2, AT_FDCWD, nd, AT_FDCWD, vmdir,
+		    RENAME_EXCHANGE) == 0) {
+		remove_vmdir(nd);
+	} else if (errno != ENOENT || rename(nd, vmdir) < 0) {
+		al_err_sys(err, AL_ESYS, errno, "rename %s", nd);
+		goto fail;
+	}
+	unlink(tmplink);
+	if (symlink(vmdir, tmplink) < 0 || rename(tmplink, link) < 0) {
+		al_err_sys(err, AL_ESYS, errno, "link %s", link);
+		unlink(tmplink);
+		return -1;
+	}
+	al_info("vm template %s built in %lld ms", vmdir,
+		(long long)(al_now_ms() - t0));
+	return 0;
+fail:
+	remove_vmdir(nd);
+	al_err_wrap(err, "building vm template for %s", rootfs);
+	return -1;
+}
