@@ -21,7 +21,7 @@ LDFLAGS += $(SANFLAGS) -pie -Wl,-z,relro,-z,now
 CORE_SRC := $(wildcard core/*.c)
 CORE_OBJ := $(CORE_SRC:%.c=$(B)/obj/%.o)
 LIBAL    := $(B)/libairlock.a
-CORE_LIBS := -lpq -ljson-c -lbtrfsutil -lseccomp -lcap -lcrypto -lpthread
+CORE_LIBS := -lpq -ljson-c -lbtrfsutil -lseccomp -lcap -lcrypto -larchive -lpthread
 
 FCGI_OBJ := $(patsubst %.c,$(B)/obj/%.o,$(wildcard fcgi/*.c))
 SHIM_OBJ := $(patsubst %.c,$(B)/obj/%.o,$(wildcard shim/*.c))

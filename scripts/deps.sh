@@ -8,7 +8,7 @@ PKGS=(
 	libfcgi-dev nginx-light postgresql libpq-dev libjson-c-dev
 	libnftnl-dev libmnl-dev libbtrfsutil-dev btrfs-progs libssl-dev
 	libluajit-5.1-dev libcmocka-dev libseccomp-dev libcap-dev
-	libevent-dev libcurl4-openssl-dev busybox-static e2fsprogs
+	libevent-dev libcurl4-openssl-dev busybox-static e2fsprogs libarchive-dev
 	nftables bubblewrap crun python3-pytest python3-requests
 	qemu-system-x86
 )
