@@ -1,7 +1,6 @@
 /* Fuzz the build context unpacker: arbitrary bytes as a (maybe gzipped)
  * tar, unpacked into a fresh directory, then hashed and copied into a
- * second one as a COPY step would; nothing may appear beside them.
- * fuzz-sources: -larchive */
+ * second one as a COPY step would; nothing may appear beside them. */
 #include <dirent.h>
 #include <fcntl.h>
 #include <stddef.h>
