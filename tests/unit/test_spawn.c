@@ -1,0 +1,97 @@
+/* core/spawn: a detached program runs in its own session, is not the
+ * caller's child, gets the ready pipe as fd 3 and nothing else. */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "spawn.h"
+
+static void test_detached_with_ready_pipe(void **state)
+{
+	(void)state;
+	char logpath[] = "/tmp/airlock-test-spawn-XXXXXX";
+	int lf = mkstemp(logpath);
+	assert_true(lf >= 0);
+	close(lf);
+	/* The child reports its session id and parent through fd 3, and
+	 * lists its open fds to the log. */
+	char *const argv[] = {
+		"/bin/sh", "-c",
+		"echo \"$(cut -d' ' -f6 /proc/$$/stat)\" >&3; "
+		"ls /proc/$$/fd; echo stderr-line >&2",
+		NULL};
+	al_err err = {0};
+	int rd = -1;
+	assert_int_equal(
+		al_spawn_detached("/bin/sh", argv, logpath, &rd, &err), 0);
+	assert_true(rd >= 0);
+	char buf[64] = "";
+	ssize_t n = 0, got;
+	while ((got = read(rd, buf + n, sizeof buf - 1 - (size_t)n)) > 0)
+		n += got;
+	close(rd);
+	buf[n] = '\0';
+	/* Its own session: the session id is not ours. */
+	long sid = strtol(buf, NULL, 10);
+	assert_true(sid > 0);
+	assert_int_not_equal(sid, (long)getsid(0));
+	/* Not our child: nothing to reap. */
+	assert_int_equal(waitpid(-1, NULL, WNOHANG), -1);
+	assert_int_equal(errno, ECHILD);
+
+	/* Wait (bounded) for the log: fds 0, 1, 2, 3 at most, and stderr
+	 * went to the log. */
+	char log[4096] = "";
+	for (int i = 0; i < 100; i++) {
+		FILE *f = fopen(logpath, "r");
+		assert_non_null(f);
+		size_t len = fread(log, 1, sizeof log - 1, f);
+		fclose(f);
+		log[len] = '\0';
+		if (strstr(log, "stderr-line") != NULL)
+			break;
+		usleep(20000);
+	}
+	unlink(logpath);
+	assert_non_null(strstr(log, "stderr-line"));
+	/* ls lists its own directory fd too; no fd of ours beyond 0-3. */
+	for (char *p = log; *p != '\0'; p++) {
+		if (*p < '0' || *p > '9' || (p > log && p[-1] != '\n'))
+			continue;
+		long fd = strtol(p, NULL, 10);
+		assert_true(fd <= 4);
+	}
+}
+
+static void test_missing_program(void **state)
+{
+	(void)state;
+	char *const argv[] = {"/nonexistent/prog", NULL};
+	al_err err = {0};
+	int rd = -1;
+	/* The exec failure happens in the detached child: the caller sees
+	 * the ready pipe close without a word. */
+	assert_int_equal(al_spawn_detached("/nonexistent/prog", argv, NULL,
+					   &rd, &err),
+			 0);
+	char c;
+	assert_int_equal(read(rd, &c, 1), 0);
+	close(rd);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_detached_with_ready_pipe),
+		cmocka_unit_test(test_missing_program),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
