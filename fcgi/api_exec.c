@@ -307,25 +307,6 @@ static json_object *exit_object(json_object *in)
 	return o;
 }
 
-/* env of the sandbox overlaid with the request's. */
-static json_object *merged_env(json_object *base, json_object *req_env)
-{
-	json_object *e = json_object_new_object();
-	if (base != NULL && json_object_is_type(base, json_type_object)) {
-		json_object_object_foreach(base, k, v)
-		{
-			if (v != NULL && json_object_is_type(v, json_type_string))
-				json_object_object_add(e, k,
-						       json_object_get(v));
-		}
-	}
-	if (req_env != NULL) {
-		json_object_object_foreach(req_env, k2, v2)
-			json_object_object_add(e, k2, json_object_get(v2));
-	}
-	return e;
-}
-
 static int send_exec(int fd, const al_exec_req *req, json_object *env,
 		     al_err *err)
 {
@@ -360,7 +341,7 @@ void al_api_exec(al_req *r)
 	char *body = NULL;
 	size_t len = 0;
 	al_exec_req req;
-	json_object *sbenv = NULL, *env = NULL, *result = NULL;
+	json_object *env = NULL, *result = NULL;
 	al_frame_reader rd;
 	exec_state st;
 	int fd = -1;
@@ -380,9 +361,11 @@ void al_api_exec(al_req *r)
 		al_http_error(r, &err);
 		goto out;
 	}
-	if (al_api_running_sandbox(r, &sbenv) < 0)
+	if (al_api_running_sandbox(r, NULL) < 0)
 		goto out_req;
-	env = merged_env(sbenv, req.env);
+	/* The shim lays this over the sandbox's own env. */
+	env = req.env != NULL ? json_object_get(req.env)
+			      : json_object_new_object();
 	fd = al_shimctl_connect(r->cfg, r->id, &err);
 	if (fd < 0) {
 		al_http_error(r, &err);
@@ -541,7 +524,6 @@ out:
 	al_frame_reader_free(&rd);
 	json_object_put(result);
 	json_object_put(env);
-	json_object_put(sbenv);
 	free(st.out[0].data);
 	free(st.out[1].data);
 }
