@@ -1,15 +1,23 @@
 /* airlock-controller [--init] [--once]
  *
  * --init  apply migrations, create the admin API key on first start
- *         (written to $AIRLOCK_STATE/api-key), then exit.
+ *         (written to $AIRLOCK_STATE/api-key); then, when QEMU and the
+ *         guest kernel are there, probe whether KVM can boot a guest
+ *         (3 s deadline, else TCG), remember the answer, and build the
+ *         VM artefacts (disk image + base snapshot) of every template
+ *         that has none or stale ones. A vm failure never fails --init:
+ *         it is logged and recorded as the reason the vm driver is
+ *         unavailable (the ns driver does not need any of it). Exit.
  * --once  run one pass of the rules below and exit (tests).
  * default: run the time-based rules until SIGTERM:
  *   - sandboxes past expires_at are destroyed through their shim;
  *   - reconcile: live sandboxes whose shim is gone are marked error and
  *     their resources released; rootfs snapshots with no live sandbox
  *     or standby are deleted. Nothing leaks across a crash of any program;
- *   - warm pool: AIRLOCK_WARM_POOL standby machines per template are
- *     kept booted, so that a create claims one instead of starting cold.
+ *   - warm pool: AIRLOCK_WARM_POOL ns standbys and (while the vm driver
+ *     is usable and the template has its VM snapshot) AIRLOCK_WARM_POOL_VM
+ *     vm standbys per template are kept ready, so that a create claims
+ *     one instead of starting cold.
  * Exit codes: 0 ok, 100 usage, 111 temporary failure (database down). */
 #include <dirent.h>
 #include <errno.h>
@@ -17,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -27,12 +36,15 @@
 #include "reap.h"
 #include "sandbox.h"
 #include "shimctl.h"
+#include "vmprobe.h"
 
 #define RECONCILE_EVERY_S 10
 #define TICK_MS 100
 /* A sandbox may sit in "creating" this long before a missing shim counts
  * as a failed start rather than one in progress. */
 #define CREATING_GRACE_S 60
+/* How long the KVM probe may take to see the guest init. */
+#define KVM_PROBE_MS 3000
 
 static volatile sig_atomic_t stop_requested;
 
@@ -41,6 +53,8 @@ static void on_signal(int sig)
 	(void)sig;
 	stop_requested = 1;
 }
+
+static void vm_init(const al_config *cfg, al_db *db);
 
 static int do_init(const al_config *cfg, al_db *db)
 {
@@ -58,7 +72,96 @@ static int do_init(const al_config *cfg, al_db *db)
 	}
 	if (created)
 		al_info("created the admin API key in %s", key_file);
+	vm_init(cfg, db);
 	return 0;
+}
+
+/* The vm side of --init; never fails --init, records why vm cannot run
+ * instead (STATE/vm/unavailable, read by al_vm_usable). */
+static void vm_init(const al_config *cfg, al_db *db)
+{
+	al_err err = {0};
+	char why[700];
+	if (access(AL_VM_QEMU, X_OK) < 0) {
+		al_info("vm driver: %s not installed; only ns is available",
+			AL_VM_QEMU);
+		return;
+	}
+	al_vm_kernel k;
+	if (al_vm_kernel_find(cfg->state_dir, &k, &err) < 0) {
+		al_warn("vm driver unavailable: %s", err.msg);
+		return;
+	}
+	int64_t t0 = al_now_ms();
+	al_vm_accel accel = al_vm_probe(&k, KVM_PROBE_MS, why, sizeof why);
+	al_info("vm accelerator: %s (%s; probe took %lld ms)",
+		al_vm_accel_name(accel), why, (long long)(al_now_ms() - t0));
+	if (al_vm_accel_save(cfg->state_dir, accel, &err) < 0) {
+		al_warn("vm driver unavailable: %s", err.msg);
+		snprintf(why, sizeof why, "%.400s", err.msg);
+		goto unavailable;
+	}
+
+	PGresult *res = al_db_exec(db, "SELECT name FROM templates "
+				       "ORDER BY name LIMIT 64",
+				   0, NULL, &err);
+	if (res == NULL) {
+		snprintf(why, sizeof why, "listing templates: %.400s",
+			 err.msg);
+		goto unavailable;
+	}
+	int ready = 0, failed = 0;
+	why[0] = '\0';
+	char vmroot[AL_PATH_MAX + 8];
+	snprintf(vmroot, sizeof vmroot, "%s/vm", cfg->pool_dir);
+	if (mkdir(vmroot, 0700) < 0 && errno != EEXIST)
+		al_warn("mkdir %s: %s", vmroot, strerror(errno));
+	for (int i = 0; i < PQntuples(res); i++) {
+		const char *name = PQgetvalue(res, i, 0);
+		char root[AL_PATH_MAX], vmdir[AL_PATH_MAX];
+		struct stat st;
+		if (al_config_template_root(cfg, name, root, sizeof root,
+					    &err) < 0 ||
+		    al_vm_template_dir(cfg, name, vmdir, sizeof vmdir, &err) <
+			    0 ||
+		    stat(root, &st) < 0) {
+			/* A row without a built filesystem (yet). */
+			continue;
+		}
+		if (!al_vm_template_stale(root, cfg->state_dir, accel)) {
+			ready++;
+			continue;
+		}
+		al_info("template %s: building its VM image and snapshot "
+			"(%s)",
+			name, al_vm_accel_name(accel));
+		t0 = al_now_ms();
+		if (al_vm_template_build(root, vmdir, &k, accel, &err) < 0) {
+			al_warn("template %s: no vm sandboxes: %s", name,
+				err.msg);
+			if (failed++ == 0)
+				snprintf(why, sizeof why,
+					 "building the VM snapshot of "
+					 "template %s failed: %.400s",
+					 name, err.msg);
+			continue;
+		}
+		al_info("template %s: VM image and snapshot built in %lld ms",
+			name, (long long)(al_now_ms() - t0));
+		ready++;
+	}
+	PQclear(res);
+	/* One broken template does not take vm away from the others; a
+	 * host where none can be built cannot run vm sandboxes at all. */
+	if (ready == 0 && failed > 0)
+		goto unavailable;
+	if (al_vm_status_save(cfg->state_dir, NULL, &err) < 0)
+		al_warn("%s", err.msg);
+	return;
+unavailable:
+	al_warn("vm driver unavailable: %s", why);
+	if (al_vm_status_save(cfg->state_dir, why, &err) < 0)
+		al_warn("%s", err.msg);
 }
 
 static void expire(const al_config *cfg, al_db *db)
@@ -158,37 +261,65 @@ static void reconcile_pool(const al_config *cfg, al_db *db)
 	closedir(d);
 }
 
-/* Templates whose standby failed to start recently, so a broken
- * template is retried every POOL_BACKOFF_S rather than every second. */
+/* (template, driver) pairs whose standby failed to start recently, so
+ * a broken template is retried every POOL_BACKOFF_S rather than every
+ * tick. */
 #define POOL_BACKOFF_S 30
 static struct {
-	char name[64];
+	char key[80];
 	time_t until;
-} pool_backoff[64];
+} pool_backoff[128];
 
-static time_t *backoff_slot(const char *name)
+static time_t *backoff_slot(const char *name, const char *driver)
 {
+	char key[80];
+	snprintf(key, sizeof key, "%s.%s", name, driver);
 	for (size_t i = 0; i < sizeof pool_backoff / sizeof pool_backoff[0];
 	     i++) {
-		if (strcmp(pool_backoff[i].name, name) == 0 ||
-		    pool_backoff[i].name[0] == '\0') {
-			snprintf(pool_backoff[i].name,
-				 sizeof pool_backoff[i].name, "%.63s", name);
+		if (strcmp(pool_backoff[i].key, key) == 0 ||
+		    pool_backoff[i].key[0] == '\0') {
+			snprintf(pool_backoff[i].key, sizeof pool_backoff[i].key,
+				 "%s", key);
 			return &pool_backoff[i].until;
 		}
 	}
 	return NULL;
 }
 
-/* Keep cfg->warm_pool standbys ready for each template, so a create is a
- * claim rather than a cold start. */
+static void refill_one(const al_config *cfg, const char *name,
+		       const char *driver)
+{
+	uint32_t want = al_shimctl_pool_size(cfg, driver);
+	if (want == 0)
+		return;
+	time_t *until = backoff_slot(name, driver);
+	if (until == NULL || time(NULL) < *until)
+		return;
+	int have = al_shimctl_standby_count(cfg, name, driver);
+	while (have < (int)want && !stop_requested) {
+		al_err err = {0};
+		if (al_shimctl_spawn_standby(cfg, name, driver,
+					     al_now_ms() + 30000, &err) < 0) {
+			al_warn("warm pool of %s (%s): %s", name, driver,
+				err.msg);
+			*until = time(NULL) + POOL_BACKOFF_S;
+			break;
+		}
+		have++;
+	}
+}
+
+/* Keep the configured standbys ready for each template and driver, so a
+ * create is a claim rather than a cold start. */
 static void refill_pool(const al_config *cfg, al_db *db)
 {
-	/* Template names, re-read every few seconds rather than each tick. */
+	/* Template names (and whether vm standbys can be made of them),
+	 * re-read every few seconds rather than each tick. */
 	static char names[64][64];
+	static int vm_ok[64];
 	static int count;
 	static int64_t loaded_at = -1000000;
-	if (cfg->warm_pool == 0)
+	if (cfg->warm_pool == 0 && cfg->warm_pool_vm == 0)
 		return;
 	if (al_now_ms() - loaded_at >= 5000) {
 		al_err err = {0};
@@ -199,30 +330,27 @@ static void refill_pool(const al_config *cfg, al_db *db)
 			al_warn("listing templates: %s", err.msg);
 			return;
 		}
+		char why[300];
+		int vm = cfg->warm_pool_vm > 0 &&
+			 al_vm_usable(cfg->state_dir, why, sizeof why);
 		count = PQntuples(res);
-		for (int i = 0; i < count; i++)
+		for (int i = 0; i < count; i++) {
 			snprintf(names[i], sizeof names[i], "%s",
 				 PQgetvalue(res, i, 0));
+			char root[AL_PATH_MAX];
+			vm_ok[i] = vm &&
+				   al_config_template_root(cfg, names[i], root,
+							   sizeof root,
+							   &err) == 0 &&
+				   al_vm_template_ready(root, why, sizeof why);
+		}
 		PQclear(res);
 		loaded_at = al_now_ms();
 	}
-	for (int i = 0; i < count; i++) {
-		const char *name = names[i];
-		time_t *until = backoff_slot(name);
-		if (until == NULL || time(NULL) < *until)
-			continue;
-		int have = al_shimctl_standby_count(cfg, name);
-		while (have < (int)cfg->warm_pool && !stop_requested) {
-			al_err err = {0};
-			if (al_shimctl_spawn_standby(cfg, name,
-						     al_now_ms() + 30000,
-						     &err) < 0) {
-				al_warn("warm pool of %s: %s", name, err.msg);
-				*until = time(NULL) + POOL_BACKOFF_S;
-				break;
-			}
-			have++;
-		}
+	for (int i = 0; i < count && !stop_requested; i++) {
+		refill_one(cfg, names[i], "ns");
+		if (vm_ok[i])
+			refill_one(cfg, names[i], "vm");
 	}
 }
 

@@ -36,7 +36,10 @@ enum al_frame_type {
 	/* host -> agent: start a process.
 	 * {"cmd":["sh","-c","..."],"env":{"K":"V"},"cwd":"/",
 	 *  "timeout_ms":N (0 = none),"stdin":true|false}
-	 * stdin false: the child's stdin is /dev/null. */
+	 * stdin false: the child's stdin is /dev/null. Optional
+	 * "user":"name[:group]"|"uid[:gid]" (default root), resolved from
+	 * the sandbox's /etc/passwd and /etc/group; unknown: ERROR
+	 * invalid_request. */
 	AL_F_EXEC = 2,
 	/* agent -> host: {"pid":N} */
 	AL_F_STARTED = 3,
@@ -76,7 +79,8 @@ enum al_frame_type {
 
 	/* Control frames between an fcgi worker and its sandbox's shim.
 	 * The shim answers them itself and never relays them to the agent. */
-	/* {} -> RESULT {"state":"running","driver":"ns","pid":N} */
+	/* {} -> RESULT {"state":"running","driver":"ns","pid":N}; a vm
+	 * adds "accel":"kvm"|"tcg". */
 	AL_F_STATUS = 32,
 	/* {} -> RESULT {} once the sandbox is torn down; the shim exits. */
 	AL_F_DESTROY = 33,
@@ -84,6 +88,13 @@ enum al_frame_type {
 	 * {} once the standby machine runs as that sandbox (row in state
 	 * running), or ERROR. Only the first claim of a standby succeeds. */
 	AL_F_CLAIM = 34,
+	/* host -> agent, vm only: give a restored machine its own identity
+	 * {"hostname":"<sandbox id>","entropy":"<64 lowercase hex>",
+	 *  "time_ms":N (unix ms)} -> RESULT {} once hostname, kernel RNG
+	 * (reseeded and credited) and clock are set, or ERROR (forbidden
+	 * where the agent lacks the privilege: the ns jail, whose driver
+	 * never sends it). */
+	AL_F_IDENTITY = 35,
 
 	AL_F_TYPE_MAX
 };

@@ -193,6 +193,8 @@ int al_config_load_from(al_config *cfg, const char *(*lookup)(const char *),
 	cfg->default_timeout_s = 300;
 	cfg->max_timeout_s = 86400;
 	cfg->warm_pool = 2;
+	cfg->warm_pool_vm = 2;
+	cfg->default_driver[0] = '\0';
 
 	v = lookup("AIRLOCK_DEFAULT_MEMORY_MB");
 	if (v != NULL && v[0] != '\0') {
@@ -213,6 +215,21 @@ int al_config_load_from(al_config *cfg, const char *(*lookup)(const char *),
 		if (parse_u64("AIRLOCK_WARM_POOL", v, 0, 64, &n, err) < 0)
 			return -1;
 		cfg->warm_pool = (uint32_t)n;
+	}
+	v = lookup("AIRLOCK_WARM_POOL_VM");
+	if (v != NULL && v[0] != '\0') {
+		if (parse_u64("AIRLOCK_WARM_POOL_VM", v, 0, 64, &n, err) < 0)
+			return -1;
+		cfg->warm_pool_vm = (uint32_t)n;
+	}
+	v = lookup("AIRLOCK_DEFAULT_DRIVER");
+	if (v != NULL && v[0] != '\0') {
+		if (strcmp(v, "ns") != 0 && strcmp(v, "vm") != 0)
+			return al_err_set(err, AL_EINVAL, 0,
+					  "AIRLOCK_DEFAULT_DRIVER must be ns "
+					  "or vm");
+		snprintf(cfg->default_driver, sizeof cfg->default_driver,
+			 "%s", v);
 	}
 	v = lookup("AIRLOCK_DEFAULT_CPU_SHARES");
 	if (v != NULL && v[0] != '\0') {
@@ -276,14 +293,26 @@ int al_config_shim_socket(const al_config *cfg, const char *id, char *out,
 	return join_id(out, outlen, cfg->run_dir, "sbx", id, ".sock", err);
 }
 
-int al_config_standby_socket(const al_config *cfg, const char *tmpl,
-			     const char *slot, char *out, size_t outlen,
-			     al_err *err)
+/* Driver names go into socket names between dots: [a-z0-9]+ only. */
+static int driver_name_ok(const char *d)
 {
-	if (!al_id_valid(tmpl) || !al_id_valid(slot))
+	size_t n = d != NULL ? strlen(d) : 0;
+	if (n == 0 || n > 15)
+		return 0;
+	for (size_t i = 0; i < n; i++)
+		if (!((d[i] >= 'a' && d[i] <= 'z') || (d[i] >= '0' && d[i] <= '9')))
+			return 0;
+	return 1;
+}
+
+int al_config_standby_socket(const al_config *cfg, const char *tmpl,
+			     const char *driver, const char *slot, char *out,
+			     size_t outlen, al_err *err)
+{
+	if (!al_id_valid(tmpl) || !al_id_valid(slot) || !driver_name_ok(driver))
 		return al_err_set(err, AL_EINVAL, 0, "invalid id");
-	int n = snprintf(out, outlen, "%s/pool/%s.%s.sock", cfg->run_dir, tmpl,
-			 slot);
+	int n = snprintf(out, outlen, "%s/pool/%s.%s.%s.sock", cfg->run_dir,
+			 tmpl, driver, slot);
 	if (n < 0 || (size_t)n >= outlen)
 		return al_err_set(err, AL_EINVAL, 0, "path for %s too long",
 				  slot);

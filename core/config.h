@@ -9,6 +9,11 @@
  *   AIRLOCK_DEFAULT_MEMORY_MB, AIRLOCK_DEFAULT_PIDS, AIRLOCK_DEFAULT_CPU_SHARES
  *   AIRLOCK_WARM_POOL   standby sandboxes kept ready per template (default
  *                       2, 0 = none: every create starts cold)
+ *   AIRLOCK_WARM_POOL_VM  the same for the vm driver (default 2; only
+ *                       while the vm driver is usable)
+ *   AIRLOCK_DEFAULT_DRIVER  ns | vm for creates that name no driver;
+ *                       unset: vm where KVM works and vm is usable, else
+ *                       ns (decided by airlock-fcgi, which knows the host)
  *
  * Every path is validated (absolute after resolution, bounded length). */
 #ifndef AL_CONFIG_H
@@ -32,7 +37,9 @@ typedef struct al_config {
 	uint32_t default_cpu_shares; /* cgroup v1 cpu.shares scale (1024) */
 	uint32_t default_timeout_s;  /* sandbox lifetime */
 	uint32_t max_timeout_s;
-	uint32_t warm_pool; /* standbys per template */
+	uint32_t warm_pool;    /* ns standbys per template */
+	uint32_t warm_pool_vm; /* vm standbys per template */
+	char default_driver[8]; /* "ns", "vm" or "" (decide from the host) */
 } al_config;
 
 /* Fill cfg from the environment; -1 with AL_EINVAL naming the variable
@@ -50,10 +57,11 @@ int al_config_template_root(const al_config *cfg, const char *name, char *out,
 int al_config_shim_socket(const al_config *cfg, const char *id, char *out,
 			  size_t outlen, al_err *err); /* run/sbx/<id>.sock */
 
-/* run/pool/<template>.<slot>.sock: a warm pool standby's socket. */
+/* run/pool/<template>.<driver>.<slot>.sock: a warm pool standby's
+ * socket. driver is a driver name ([a-z0-9]+). */
 int al_config_standby_socket(const al_config *cfg, const char *tmpl,
-			     const char *slot, char *out, size_t outlen,
-			     al_err *err);
+			     const char *driver, const char *slot, char *out,
+			     size_t outlen, al_err *err);
 
 /* A sandbox or template id is 1..63 chars of [a-z0-9-], not starting
  * with '-'. Everything that builds a path from an id checks this first. */

@@ -58,6 +58,8 @@
 
 #define VM_LINK ".airlock-vm"
 #define VM_DISK ".airlock-disk.ext4"
+/* symlink in the sandbox's rootfs to its QEMU run directory */
+#define VM_RUNLINK ".airlock-vm-run"
 #define VM_BOOT_TIMEOUT_MS 120000
 #define VM_RESTORE_TIMEOUT_MS 20000
 #define VM_QUIT_TIMEOUT_MS 2000
@@ -336,7 +338,11 @@ static int build_argv(const vm_launch *l, vm_argv *a, al_err *err)
 		bad |= arg(a, "-device");
 		bad |= arg(a, "virtserialport,chardev=agent,name=airlock");
 		bad |= arg(a, "-drive");
-		bad |= arg(a, "id=vda,file=%s,format=raw,if=none,discard=unmap",
+		/* A full pool must reach the guest as a write error: QEMU's
+		 * default (werror=enospc) pauses the VM instead, which hangs
+		 * the sandbox with no one to resume it. */
+		bad |= arg(a, "id=vda,file=%s,format=raw,if=none,discard=unmap,"
+			      "werror=report,rerror=report",
 			   l->disk);
 		bad |= arg(a, "-device");
 		bad |= arg(a, "virtio-blk-device,drive=vda");
@@ -567,6 +573,45 @@ static int migrate(al_qmp *q, const char *cmd, int fd, int64_t deadline_ms,
 	}
 }
 
+/* Copy bytes [from, to) of in to the same offsets of out: in the kernel
+ * where it can, else (another filesystem: EXDEV) through a buffer. */
+static int copy_extent(int in, int out, off_t from, off_t to)
+{
+	loff_t ip = from, op = from;
+	while (ip < to) {
+		ssize_t n = copy_file_range(in, &ip, out, &op,
+					    (size_t)(to - ip), 0);
+		if (n > 0)
+			continue;
+		if (n == 0 || (errno != EXDEV && errno != EOPNOTSUPP &&
+			       errno != ENOSYS && errno != EINVAL))
+			return -1;
+		static char buf[1 << 16];
+		while (ip < to) {
+			size_t want = (size_t)(to - ip) < sizeof buf
+					      ? (size_t)(to - ip)
+					      : sizeof buf;
+			ssize_t r = pread(in, buf, want, ip);
+			if (r < 0 && errno == EINTR)
+				continue;
+			if (r <= 0)
+				return -1;
+			for (ssize_t done = 0; done < r;) {
+				ssize_t w = pwrite(out, buf + done,
+						   (size_t)(r - done),
+						   ip + done);
+				if (w < 0 && errno == EINTR)
+					continue;
+				if (w <= 0)
+					return -1;
+				done += w;
+			}
+			ip += r;
+		}
+	}
+	return 0;
+}
+
 /* Clone a disk image: a reflink where the filesystem can (btrfs, xfs),
  * else a copy of the data extents only (the image is sparse). */
 static int disk_clone(const char *src, const char *dst, al_err *err)
@@ -584,6 +629,8 @@ static int disk_clone(const char *src, const char *dst, al_err *err)
 		return al_err_sys(err, AL_ESYS, errno, "create %s", dst);
 	if (ioctl(out, FICLONE, in) == 0)
 		return 0;
+	if (errno == ENOSPC || errno == EDQUOT)
+		goto fail;
 	if (ftruncate(out, st.st_size) < 0)
 		goto fail;
 	off_t off = 0;
@@ -597,19 +644,19 @@ static int disk_clone(const char *src, const char *dst, al_err *err)
 		off_t hole = lseek(in, data, SEEK_HOLE);
 		if (hole < 0)
 			goto fail;
-		loff_t ip = data, op = data;
-		while (ip < hole) {
-			ssize_t n = copy_file_range(in, &ip, out, &op,
-						    (size_t)(hole - ip), 0);
-			if (n <= 0)
-				goto fail;
-		}
+		if (copy_extent(in, out, data, hole) < 0)
+			goto fail;
 		off = hole;
 	}
 	return 0;
 fail:;
 	int e = errno;
 	unlink(dst);
+	/* A full pool is the operator's to fix, not a bug: say so. */
+	if (e == ENOSPC || e == EDQUOT)
+		return al_err_sys(err, AL_EUNAVAIL, e,
+				  "the sandbox pool is full (cloning the disk "
+				  "image)");
 	return al_err_sys(err, AL_ESYS, e, "copy %s to %s", src, dst);
 }
 
@@ -795,9 +842,19 @@ static int vm_start(const al_sandbox_spec *spec, al_driver_handle *h,
 	}
 	p->pidfd = -1;
 	al_autofd int agent_fd = -1;
+	char runlink[AL_PATH_MAX] = "";
 	if (rundir_make(p->rundir, sizeof p->rundir, err) < 0)
 		goto fail;
 	l.rundir = p->rundir;
+	/* Where the run directory is, for whoever releases the sandbox
+	 * when its shim died without doing it (al_reap_sandbox). */
+	if (fmt_path(runlink, sizeof runlink, err, "%s/" VM_RUNLINK,
+		     spec->rootfs) == 0) {
+		unlink(runlink);
+		if (symlink(p->rundir, runlink) < 0)
+			al_warn("vm %s: link %s: %s", spec->id, runlink,
+				strerror(errno));
+	}
 	p->pid = spawn_qemu(&l, &p->pidfd, err);
 	if (p->pid < 0) {
 		p->pid = 0;
@@ -835,6 +892,8 @@ fail:
 	al_err_wrap(err, "starting vm %s", spec->id);
 	priv_free(p);
 	unlink(disk);
+	if (runlink[0] != '\0')
+		unlink(runlink);
 	return -1;
 }
 
@@ -865,6 +924,81 @@ static int vm_stop(al_driver_handle *h, al_err *err)
 	return 0;
 }
 
+/* Request id of the one IDENTITY an adopt sends: the shim's relay hands
+ * out ids from 1 upwards and a standby has served none yet. */
+#define VM_IDENTITY_ID 0xfffffff0u
+#define VM_ADOPT_TIMEOUT_MS 5000
+
+/* A standby VM becomes sandbox spec->id: the agent sets the hostname,
+ * reseeds the kernel RNG from the host and takes the host's clock (the
+ * GO line gave it the standby's). Sent synchronously on h->agent_fd:
+ * the shim calls adopt only while no request is in flight on the agent
+ * channel (a standby serves none), so the answer is the next frame. The
+ * machine's rootfs moved with the shim's rename; QEMU holds its disk
+ * open and needs nothing else. */
+static int vm_adopt(al_driver_handle *h, const al_sandbox_spec *spec,
+		    al_err *err)
+{
+	if (h == NULL || h->priv == NULL || h->agent_fd < 0 || spec == NULL)
+		return al_err_set(err, AL_ESTATE, 0, "vm not running");
+	if (spec->id == NULL || !al_id_valid(spec->id) ||
+	    !hostname_ok(spec->hostname))
+		return al_err_set(err, AL_EINVAL, 0,
+				  "invalid sandbox id or hostname");
+	uint8_t seed[32];
+	if (getrandom(seed, sizeof seed, 0) != (ssize_t)sizeof seed)
+		return al_err_sys(err, AL_ESYS, errno, "getrandom");
+	char hex[2 * sizeof seed + 1];
+	for (size_t i = 0; i < sizeof seed; i++)
+		snprintf(hex + 2 * i, 3, "%02x", seed[i]);
+	explicit_bzero(seed, sizeof seed);
+	struct timespec now;
+	clock_gettime(CLOCK_REALTIME, &now);
+	char body[256];
+	int n = snprintf(body, sizeof body,
+			 "{\"hostname\":\"%s\",\"entropy\":\"%s\","
+			 "\"time_ms\":%lld}",
+			 spec->hostname, hex,
+			 (long long)now.tv_sec * 1000 + now.tv_nsec / 1000000);
+	explicit_bzero(hex, sizeof hex);
+	if (n < 0 || (size_t)n >= sizeof body)
+		return al_err_set(err, AL_EINTERNAL, 0, "identity too long");
+	int rc = al_frame_send(h->agent_fd, AL_F_IDENTITY, VM_IDENTITY_ID, body,
+			       (size_t)n, err);
+	explicit_bzero(body, sizeof body);
+	if (rc < 0)
+		return -1;
+	al_frame_reader rd;
+	al_frame_reader_init(&rd);
+	int64_t deadline = al_now_ms() + VM_ADOPT_TIMEOUT_MS;
+	for (;;) {
+		al_frame f;
+		if (al_frame_recv(h->agent_fd, &rd, &f, deadline, err) < 0) {
+			rc = -1;
+			break;
+		}
+		if (f.id != VM_IDENTITY_ID) {
+			/* Nothing else is asked of a standby: stray output of
+			 * the guest's own making is dropped. */
+			al_frame_free(&f);
+			continue;
+		}
+		if (f.type == AL_F_RESULT) {
+			rc = 0;
+		} else {
+			rc = al_err_set(err, AL_EPROTO, 0,
+					"the guest refused its identity (%s)",
+					al_frame_type_name(f.type));
+		}
+		al_frame_free(&f);
+		break;
+	}
+	al_frame_reader_free(&rd);
+	if (rc < 0)
+		al_err_wrap(err, "adopting vm as %s", spec->id);
+	return rc;
+}
+
 static int vm_pause_resume(al_driver_handle *h, const char *cmd, al_err *err)
 {
 	vm_priv *p = h != NULL ? h->priv : NULL;
@@ -893,6 +1027,7 @@ const al_driver al_driver_vm = {
 	.name = "vm",
 	.start = vm_start,
 	.stop = vm_stop,
+	.adopt = vm_adopt,
 	.pause = vm_pause,
 	.resume = vm_resume,
 };

@@ -375,8 +375,8 @@ const char *al_json_compact(json_object *obj)
 }
 
 static const char *const create_fields[] = {
-	"template", "timeout", "env",	    "metadata",
-	"memory_mb", "pids",   "cpu_shares", NULL,
+	"template", "timeout",	  "env",    "metadata", "memory_mb",
+	"pids",	    "cpu_shares", "driver", NULL,
 };
 
 int al_json_create_req_parse(const char *buf, size_t len,
@@ -401,6 +401,16 @@ int al_json_create_req_parse(const char *buf, size_t len,
 		goto fail;
 	if (out->template_name[0] == '\0') {
 		al_err_set(err, AL_EINVAL, 0, "'template' must not be empty");
+		goto fail;
+	}
+
+	r = al_json_get_str(o, "driver", 15, &out->driver, NULL, err);
+	if (r < 0)
+		goto fail;
+	if (r > 0 && strcmp(out->driver, "ns") != 0 &&
+	    strcmp(out->driver, "vm") != 0) {
+		al_err_set(err, AL_EINVAL, 0,
+			   "'driver' must be \"ns\" or \"vm\"");
 		goto fail;
 	}
 

@@ -13,11 +13,37 @@
 #include "shimctl.h"
 #include "store.h"
 
+/* A vm sandbox's QEMU run directory (its QEMU died with the shim, by
+ * PR_SET_PDEATHSIG): only a directory of the name the driver makes, and
+ * only the files it puts there. */
+static void reap_vm_rundir(const char *root)
+{
+	char link[AL_PATH_MAX + 32], dir[128], p[192];
+	snprintf(link, sizeof link, "%s/.airlock-vm-run", root);
+	ssize_t n = readlink(link, dir, sizeof dir - 1);
+	if (n <= 0)
+		return;
+	dir[n] = '\0';
+	static const char prefix[] = "/tmp/airlock-vm-";
+	if (strncmp(dir, prefix, sizeof prefix - 1) != 0 ||
+	    strchr(dir + sizeof prefix - 1, '/') != NULL ||
+	    strstr(dir, "..") != NULL)
+		return;
+	static const char *const names[] = {"qmp.sock", "agent.sock",
+					    "serial.log", "qemu.log"};
+	for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
+		snprintf(p, sizeof p, "%s/%s", dir, names[i]);
+		unlink(p);
+	}
+	rmdir(dir);
+}
+
 int al_reap_sandbox(const al_config *cfg, const char *id, al_err *err)
 {
 	char path[AL_PATH_MAX];
 	if (al_config_sandbox_root(cfg, id, path, sizeof path, err) < 0)
 		return -1;
+	reap_vm_rundir(path);
 	/* A jail whose shim died ends by itself (its agent sees EOF), but
 	 * its cgroup leaves stay until someone removes them. */
 	if (al_cgroup_destroy(id, err) < 0)
@@ -70,17 +96,19 @@ int al_reap_standbys(const al_config *cfg, const char *only_slot)
 	int alive = 0;
 	struct dirent *de;
 	while ((de = readdir(d)) != NULL) {
-		/* <template>.<slot>.sock */
-		char *dot = strchr(de->d_name, '.');
+		/* <template>.<driver>.<slot>.sock: the slot is the last
+		 * dot-separated part before ".sock" (ids hold no dots). */
 		size_t nl = strlen(de->d_name);
-		if (dot == NULL || nl < 6 ||
-		    strcmp(de->d_name + nl - 5, ".sock") != 0)
+		if (nl < 6 || strcmp(de->d_name + nl - 5, ".sock") != 0)
 			continue;
 		char slot[64];
-		size_t sl = nl - 5 - (size_t)(dot + 1 - de->d_name);
-		if (sl == 0 || sl >= sizeof slot)
+		size_t end = nl - 5, from = end;
+		while (from > 0 && de->d_name[from - 1] != '.')
+			from--;
+		size_t sl = end - from;
+		if (from == 0 || sl == 0 || sl >= sizeof slot)
 			continue;
-		memcpy(slot, dot + 1, sl);
+		memcpy(slot, de->d_name + from, sl);
 		slot[sl] = '\0';
 		if (only_slot != NULL && strcmp(slot, only_slot) != 0)
 			continue;

@@ -13,7 +13,7 @@ int al_reap_sandbox(const al_config *cfg, const char *id, al_err *err);
 /* 1 if the sandbox's shim answers on its control socket, else 0. */
 int al_reap_shim_alive(const al_config *cfg, const char *id);
 
-/* Warm pool standbys (run/pool/<template>.<slot>.sock). With only_slot
+/* Warm pool standbys (run/pool/<template>.<driver>.<slot>.sock). With only_slot
  * NULL: release every standby whose shim is gone and return how many
  * are alive. With a slot: return 1 if that standby is alive, else 0
  * (releasing nothing). */

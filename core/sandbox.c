@@ -147,22 +147,27 @@ int al_sandbox_insert(al_db *db, const al_sandbox *sb, int timeout_s,
 	const char *meta = sb->metadata != NULL
 				   ? plain_json(sb->metadata)
 				   : "{}";
+	if (sb->accel[0] != '\0' && strcmp(sb->accel, "kvm") != 0 &&
+	    strcmp(sb->accel, "tcg") != 0)
+		return al_err_set(err, AL_EINVAL, 0, "unknown accelerator");
 	const char *params[] = {
 		sb->id, sb->template_name, sb->driver, mem, pids, cpu, env,
 		meta,	tmo,
+		/* NULL for drivers without an accelerator */
+		sb->accel[0] != '\0' ? sb->accel : NULL,
 	};
 	/* The row and its first event in one statement, so one commit. */
 	PGresult *res = al_db_exec(
 		db,
 		"WITH s AS (INSERT INTO sandboxes (id, template, driver, state,"
 		" memory_bytes, pids_max, cpu_shares, env, metadata,"
-		" created_at, expires_at, updated_at)"
+		" created_at, expires_at, updated_at, accel)"
 		" VALUES ($1, $2, $3, 'creating', $4, $5, $6, $7::jsonb,"
 		" $8::jsonb, now(), now() + make_interval(secs => $9::int),"
-		" now()) RETURNING id)"
+		" now(), $10) RETURNING id)"
 		" INSERT INTO sandbox_events (sandbox_id, from_state, to_state,"
 		" event) SELECT id, NULL, 'creating', 'create' FROM s",
-		9, params, err);
+		10, params, err);
 	if (res == NULL) {
 		al_err_wrap(err, "inserting sandbox %s", sb->id);
 		return -1;
@@ -178,7 +183,8 @@ int al_sandbox_insert(al_db *db, const al_sandbox *sb, int timeout_s,
 	" to_char(created_at AT TIME ZONE 'UTC',"                              \
 	" 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'),"                               \
 	" to_char(expires_at AT TIME ZONE 'UTC',"                              \
-	" 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"')"
+	" 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'),"                               \
+	" coalesce(accel, '')"
 
 static void copy_field(char *dst, size_t dstlen, const char *src)
 {
@@ -217,6 +223,7 @@ static int row_to_sandbox(PGresult *res, int i, al_sandbox *out, al_err *err)
 		   PQgetvalue(res, i, 11));
 	copy_field(out->expires_at, sizeof out->expires_at,
 		   PQgetvalue(res, i, 12));
+	copy_field(out->accel, sizeof out->accel, PQgetvalue(res, i, 13));
 	return 0;
 }
 
@@ -381,6 +388,28 @@ int al_sandbox_set_shim_pid(al_db *db, const char *id, int pid, al_err *err)
 	return 0;
 }
 
+int al_sandbox_set_accel(al_db *db, const char *id, const char *accel,
+			 al_err *err)
+{
+	if (accel == NULL)
+		accel = "";
+	if (accel[0] != '\0' && strcmp(accel, "kvm") != 0 &&
+	    strcmp(accel, "tcg") != 0)
+		return al_err_set(err, AL_EINVAL, 0, "unknown accelerator");
+	const char *params[] = {id, accel[0] != '\0' ? accel : NULL};
+	PGresult *res = al_db_exec(db,
+				   "UPDATE sandboxes SET accel = $2,"
+				   " updated_at = now() WHERE id = $1",
+				   2, params, err);
+	if (res == NULL)
+		return -1;
+	int found = strcmp(PQcmdTuples(res), "1") == 0;
+	PQclear(res);
+	if (!found)
+		return al_err_set(err, AL_ENOENT, 0, "no sandbox '%s'", id);
+	return 0;
+}
+
 static int list_ids(al_db *db, const char *sql, char (**ids)[64], int *n,
 		    al_err *err)
 {
@@ -436,6 +465,10 @@ json_object *al_sandbox_to_json(const al_sandbox *sb)
 	json_object_object_add(o, "template",
 			       json_object_new_string(sb->template_name));
 	json_object_object_add(o, "driver", json_object_new_string(sb->driver));
+	/* Only a vm has an accelerator; it is known once the shim ran it. */
+	if (strcmp(sb->driver, "vm") == 0 && sb->accel[0] != '\0')
+		json_object_object_add(o, "accel",
+				       json_object_new_string(sb->accel));
 	json_object_object_add(o, "created_at",
 			       json_object_new_string(sb->created_at));
 	json_object_object_add(o, "expires_at",

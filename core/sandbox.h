@@ -43,6 +43,7 @@ typedef struct al_sandbox {
 	char id[64];
 	char template_name[64];
 	char driver[16];
+	char accel[8]; /* vm: "kvm" or "tcg"; "" for other drivers */
 	al_state state;
 	char created_at[40]; /* RFC 3339, UTC */
 	char expires_at[40];
@@ -65,6 +66,10 @@ int al_sandbox_get(al_db *db, const char *id, al_sandbox *out, al_err *err);
 int al_sandbox_transition(al_db *db, const char *id, al_event ev,
 			  const char *detail, al_err *err);
 int al_sandbox_set_shim_pid(al_db *db, const char *id, int pid, al_err *err);
+/* Record the accelerator a vm sandbox actually runs under ("kvm" or
+ * "tcg"; "" clears it). */
+int al_sandbox_set_accel(al_db *db, const char *id, const char *accel,
+			 al_err *err);
 /* API listing: an array of al_sandbox_to_json() objects, oldest first,
  * at most AL_SANDBOX_LIST_MAX. state -1 = every state but deleted;
  * metadata_filter (object or NULL) must be contained in the metadata. */
@@ -76,8 +81,8 @@ int al_sandbox_list_expired(al_db *db, char (**ids)[64], int *n, al_err *err);
 /* Sandboxes in any of the live states (creating, running, paused). */
 int al_sandbox_list_live(al_db *db, char (**ids)[64], int *n, al_err *err);
 
-/* JSON view for the API: id, state, template, driver, created_at,
- * expires_at, metadata (never env). */
+/* JSON view for the API: id, state, template, driver, accel (vm only),
+ * created_at, expires_at, metadata, limits (never env). */
 json_object *al_sandbox_to_json(const al_sandbox *sb);
 
 /* Generate a fresh id: 20 chars [a-z0-9] from getrandom(). */

@@ -151,13 +151,27 @@ static int read_ready(int fd, int64_t deadline_ms, const char *id,
 			  "the shim of sandbox %s exited while starting", id);
 }
 
-/* Start airlock-shim with mode ("--id" or "--standby") and arg, detached,
- * and wait for its start report. */
+/* [a-z0-9]+: a driver name, as it goes into argv and socket names. */
+static int driver_ok(const char *d)
+{
+	size_t n = d != NULL ? strlen(d) : 0;
+	if (n == 0 || n > 15)
+		return 0;
+	for (size_t i = 0; i < n; i++)
+		if (!((d[i] >= 'a' && d[i] <= 'z') || (d[i] >= '0' && d[i] <= '9')))
+			return 0;
+	return 1;
+}
+
+/* Start airlock-shim with mode ("--id" or "--standby") and arg (plus
+ * --driver for a standby), detached, and wait for its start report. */
 static int spawn_shim(const al_config *cfg, const char *mode, const char *id,
-		      int64_t deadline_ms, al_err *err)
+		      const char *driver, int64_t deadline_ms, al_err *err)
 {
 	if (!al_id_valid(id))
 		return al_err_set(err, AL_EINVAL, 0, "invalid id");
+	if (driver != NULL && !driver_ok(driver))
+		return al_err_set(err, AL_EINVAL, 0, "invalid driver name");
 	char shim[AL_PATH_MAX + 16], logpath[AL_PATH_MAX + 32];
 	if ((size_t)snprintf(shim, sizeof shim, "%s/airlock-shim",
 			     cfg->libexec_dir) >= sizeof shim ||
@@ -178,8 +192,14 @@ static int spawn_shim(const al_config *cfg, const char *mode, const char *id,
 		return al_err_sys(err, AL_ESYS, errno, "pipe");
 	al_autofd int rd = pfd[0];
 	al_autofd int wr = pfd[1];
-	char *const argv[] = {shim,	   (char *)mode, (char *)id,
-			      "--ready-fd", "3",	  NULL};
+	char *const argv[] = {shim,
+			      (char *)mode,
+			      (char *)id,
+			      "--ready-fd",
+			      "3",
+			      driver != NULL ? "--driver" : NULL,
+			      (char *)driver,
+			      NULL};
 
 	pid_t pid = fork();
 	if (pid < 0)
@@ -219,25 +239,45 @@ static int spawn_shim(const al_config *cfg, const char *mode, const char *id,
 int al_shimctl_spawn(const al_config *cfg, const char *id,
 		     int64_t deadline_ms, al_err *err)
 {
-	return spawn_shim(cfg, "--id", id, deadline_ms, err);
+	return spawn_shim(cfg, "--id", id, NULL, deadline_ms, err);
 }
 
 int al_shimctl_spawn_standby(const al_config *cfg, const char *tmpl,
-			     int64_t deadline_ms, al_err *err)
+			     const char *driver, int64_t deadline_ms,
+			     al_err *err)
 {
-	return spawn_shim(cfg, "--standby", tmpl, deadline_ms, err);
+	if (!driver_ok(driver))
+		return al_err_set(err, AL_EINVAL, 0, "invalid driver name");
+	return spawn_shim(cfg, "--standby", tmpl, driver, deadline_ms, err);
 }
 
-/* Standby sockets of tmpl: names "<tmpl>.<slot>.sock" in run/pool. */
-static int is_standby_of(const char *name, const char *tmpl)
+uint32_t al_shimctl_pool_size(const al_config *cfg, const char *driver)
 {
-	size_t tl = strlen(tmpl), nl = strlen(name);
-	return nl > tl + 6 && strncmp(name, tmpl, tl) == 0 &&
-	       name[tl] == '.' && strcmp(name + nl - 5, ".sock") == 0;
+	if (driver == NULL)
+		return 0;
+	if (strcmp(driver, "ns") == 0)
+		return cfg->warm_pool;
+	if (strcmp(driver, "vm") == 0)
+		return cfg->warm_pool_vm;
+	return 0;
 }
 
-int al_shimctl_standby_count(const al_config *cfg, const char *tmpl)
+/* Standby sockets of (tmpl, driver): "<tmpl>.<driver>.<slot>.sock" in
+ * run/pool. Template names hold no '.', so the prefix is unambiguous. */
+static int is_standby_of(const char *name, const char *tmpl,
+			 const char *driver)
 {
+	size_t tl = strlen(tmpl), dl = strlen(driver), nl = strlen(name);
+	return nl > tl + dl + 7 && strncmp(name, tmpl, tl) == 0 &&
+	       name[tl] == '.' && strncmp(name + tl + 1, driver, dl) == 0 &&
+	       name[tl + 1 + dl] == '.' && strcmp(name + nl - 5, ".sock") == 0;
+}
+
+int al_shimctl_standby_count(const al_config *cfg, const char *tmpl,
+			     const char *driver)
+{
+	if (!driver_ok(driver) || !al_id_valid(tmpl))
+		return 0;
 	char dir[AL_PATH_MAX + 8];
 	snprintf(dir, sizeof dir, "%s/pool", cfg->run_dir);
 	DIR *d = opendir(dir);
@@ -246,7 +286,7 @@ int al_shimctl_standby_count(const al_config *cfg, const char *tmpl)
 	int n = 0;
 	struct dirent *de;
 	while ((de = readdir(d)) != NULL)
-		if (is_standby_of(de->d_name, tmpl))
+		if (is_standby_of(de->d_name, tmpl, driver))
 			n++;
 	closedir(d);
 	return n;
@@ -255,7 +295,8 @@ int al_shimctl_standby_count(const al_config *cfg, const char *tmpl)
 /* Claim one standby of tmpl for sandbox id: 0 when one now runs as the
  * sandbox, AL_DECLINED when none could be had. */
 static int claim_standby(const al_config *cfg, const char *id,
-			 const char *tmpl, int64_t deadline_ms)
+			 const char *tmpl, const char *driver,
+			 int64_t deadline_ms)
 {
 	char dir[AL_PATH_MAX + 8];
 	snprintf(dir, sizeof dir, "%s/pool", cfg->run_dir);
@@ -267,7 +308,7 @@ static int claim_standby(const al_config *cfg, const char *id,
 	json_object *req = json_object_new_object();
 	json_object_object_add(req, "id", json_object_new_string(id));
 	while (rc != 0 && (de = readdir(d)) != NULL) {
-		if (!is_standby_of(de->d_name, tmpl))
+		if (!is_standby_of(de->d_name, tmpl, driver))
 			continue;
 		struct sockaddr_un sa = {.sun_family = AF_UNIX};
 		if ((size_t)snprintf(sa.sun_path, sizeof sa.sun_path, "%s/%s",
@@ -292,10 +333,11 @@ static int claim_standby(const al_config *cfg, const char *id,
 }
 
 int al_shimctl_start(const al_config *cfg, const char *id, const char *tmpl,
-		     int64_t deadline_ms, al_err *err)
+		     const char *driver, int64_t deadline_ms, al_err *err)
 {
-	if (cfg->warm_pool > 0 && al_id_valid(tmpl) &&
-	    claim_standby(cfg, id, tmpl, deadline_ms) == 0)
+	if (al_shimctl_pool_size(cfg, driver) > 0 && al_id_valid(tmpl) &&
+	    driver_ok(driver) &&
+	    claim_standby(cfg, id, tmpl, driver, deadline_ms) == 0)
 		return 0;
 	return al_shimctl_spawn(cfg, id, deadline_ms, err);
 }

@@ -28,16 +28,22 @@ int al_shimctl_call(int fd, uint16_t type, uint32_t id,
 int al_shimctl_spawn(const al_config *cfg, const char *id,
 		     int64_t deadline_ms, al_err *err);
 
-/* Start a warm pool standby of template tmpl (no sandbox row yet). */
+/* Start a warm pool standby of template tmpl under driver (no sandbox
+ * row yet): airlock-shim --standby TMPL --driver DRIVER. */
 int al_shimctl_spawn_standby(const al_config *cfg, const char *tmpl,
-			     int64_t deadline_ms, al_err *err);
-/* Standbys of tmpl waiting in run/pool. */
-int al_shimctl_standby_count(const al_config *cfg, const char *tmpl);
-/* Bring sandbox id (row in state creating, template tmpl) to running:
- * claim a warm standby of its template if one is waiting (milliseconds),
- * else start a shim cold (al_shimctl_spawn). */
+			     const char *driver, int64_t deadline_ms,
+			     al_err *err);
+/* Standbys of (tmpl, driver) waiting in run/pool. */
+int al_shimctl_standby_count(const al_config *cfg, const char *tmpl,
+			     const char *driver);
+/* Standbys the warm pool keeps per template for driver (AIRLOCK_WARM_POOL
+ * for ns, AIRLOCK_WARM_POOL_VM for vm). */
+uint32_t al_shimctl_pool_size(const al_config *cfg, const char *driver);
+/* Bring sandbox id (row in state creating, template tmpl, driver) to
+ * running: claim a warm standby of the same template and driver if one
+ * is waiting (milliseconds), else start a shim cold (al_shimctl_spawn). */
 int al_shimctl_start(const al_config *cfg, const char *id, const char *tmpl,
-		     int64_t deadline_ms, al_err *err);
+		     const char *driver, int64_t deadline_ms, al_err *err);
 
 /* Ask the shim to tear the sandbox down and wait until it has. */
 int al_shimctl_destroy(const al_config *cfg, const char *id, al_err *err);

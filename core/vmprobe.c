@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cleanup.h"
@@ -71,4 +72,177 @@ al_vm_accel al_vm_accel_load(const char *state_dir)
 	if (n == 3 && memcmp(buf, "kvm", 3) == 0)
 		return AL_VM_KVM;
 	return AL_VM_TCG;
+}
+
+static int vm_file(const char *state_dir, const char *name, char *out,
+		   size_t len)
+{
+	int n = snprintf(out, len, "%s/vm/%s", state_dir, name);
+	return n < 0 || (size_t)n >= len ? -1 : 0;
+}
+
+int al_vm_status_save(const char *state_dir, const char *why, al_err *err)
+{
+	char dir[AL_PATH_MAX], path[AL_PATH_MAX], tmp[AL_PATH_MAX + 8];
+	if (vm_file(state_dir, "", dir, sizeof dir) < 0 ||
+	    vm_file(state_dir, "unavailable", path, sizeof path) < 0)
+		return al_err_set(err, AL_EINVAL, 0, "state dir path too long");
+	if (why == NULL) {
+		if (unlink(path) < 0 && errno != ENOENT)
+			return al_err_sys(err, AL_ESYS, errno, "remove %s",
+					  path);
+		return 0;
+	}
+	if (mkdir(dir, 0755) < 0 && errno != EEXIST)
+		return al_err_sys(err, AL_ESYS, errno, "mkdir %s", dir);
+	snprintf(tmp, sizeof tmp, "%s.tmp", path);
+	al_autofd int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC,
+				0644);
+	if (fd < 0)
+		return al_err_sys(err, AL_ESYS, errno, "create %s", tmp);
+	size_t n = strnlen(why, 400);
+	if (write(fd, why, n) != (ssize_t)n || rename(tmp, path) < 0) {
+		int e = errno;
+		unlink(tmp);
+		return al_err_sys(err, AL_ESYS, e, "write %s", path);
+	}
+	return 0;
+}
+
+int al_vm_usable(const char *state_dir, char *why, size_t whylen)
+{
+	al_vm_kernel k;
+	al_err err;
+	char path[AL_PATH_MAX];
+	if (access(AL_VM_QEMU, X_OK) < 0) {
+		snprintf(why, whylen,
+			 AL_VM_QEMU " is not installed (apt-get install "
+			 "qemu-system-x86)");
+		return 0;
+	}
+	if (al_vm_kernel_find(state_dir, &k, &err) < 0) {
+		snprintf(why, whylen, "no guest kernel (run make vm-kernel)");
+		return 0;
+	}
+	if (vm_file(state_dir, "unavailable", path, sizeof path) < 0) {
+		snprintf(why, whylen, "state dir path too long");
+		return 0;
+	}
+	al_autofd int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd >= 0) {
+		char buf[400];
+		ssize_t n = read(fd, buf, sizeof buf - 1);
+		if (n < 0)
+			n = 0;
+		buf[n] = '\0';
+		/* Printable only: it ends up in API answers and logs. */
+		for (ssize_t i = 0; i < n; i++)
+			if (buf[i] < ' ' || buf[i] > '~')
+				buf[i] = ' ';
+		snprintf(why, whylen, "%s", n > 0 ? buf : "unknown reason");
+		return 0;
+	}
+	if (vm_file(state_dir, "accel", path, sizeof path) < 0 ||
+	    access(path, R_OK) < 0) {
+		snprintf(why, whylen,
+			 "the accelerator probe has not run (airlock-controller "
+			 "--init)");
+		return 0;
+	}
+	why[0] = '\0';
+	return 1;
+}
+
+int al_vm_template_dir(const al_config *cfg, const char *tmpl, char *out,
+		       size_t outlen, al_err *err)
+{
+	if (!al_id_valid(tmpl))
+		return al_err_set(err, AL_EINVAL, 0, "invalid template name");
+	int n = snprintf(out, outlen, "%s/vm/%s", cfg->pool_dir, tmpl);
+	if (n < 0 || (size_t)n >= outlen)
+		return al_err_set(err, AL_EINVAL, 0, "path for %s too long",
+				  tmpl);
+	return 0;
+}
+
+/* The template's VM directory (target of tmpl_root/.airlock-vm). */
+static int template_vmdir(const char *tmpl_root, char *out, size_t len)
+{
+	char link[AL_PATH_MAX + 16];
+	int k = snprintf(link, sizeof link, "%s/.airlock-vm", tmpl_root);
+	if (k < 0 || (size_t)k >= sizeof link)
+		return -1;
+	ssize_t n = readlink(link, out, len - 1);
+	if (n <= 0 || (size_t)n >= len - 16)
+		return -1;
+	out[n] = '\0';
+	return out[0] == '/' ? 0 : -1;
+}
+
+int al_vm_template_ready(const char *tmpl_root, char *why, size_t whylen)
+{
+	char dir[AL_PATH_MAX], p[AL_PATH_MAX + 16];
+	if (template_vmdir(tmpl_root, dir, sizeof dir) < 0) {
+		snprintf(why, whylen, "the template has no VM image yet");
+		return 0;
+	}
+	static const char *const names[] = {"disk.ext4", "mem", "state",
+					    "accel"};
+	for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
+		snprintf(p, sizeof p, "%s/%s", dir, names[i]);
+		if (access(p, R_OK) < 0) {
+			snprintf(why, whylen,
+				 "the template's VM snapshot is incomplete "
+				 "(no %s)",
+				 names[i]);
+			return 0;
+		}
+	}
+	why[0] = '\0';
+	return 1;
+}
+
+/* a's modification time is later than b's. */
+static int newer(const struct stat *a, const struct stat *b)
+{
+	if (a->st_mtim.tv_sec != b->st_mtim.tv_sec)
+		return a->st_mtim.tv_sec > b->st_mtim.tv_sec;
+	return a->st_mtim.tv_nsec > b->st_mtim.tv_nsec;
+}
+
+int al_vm_template_stale(const char *tmpl_root, const char *state_dir,
+			 al_vm_accel accel)
+{
+	char dir[AL_PATH_MAX], p[AL_PATH_MAX + 32], why[8], got[8] = "";
+	if (!al_vm_template_ready(tmpl_root, why, sizeof why) ||
+	    template_vmdir(tmpl_root, dir, sizeof dir) < 0)
+		return 1;
+	snprintf(p, sizeof p, "%s/accel", dir);
+	{
+		al_autofd int fd = open(p, O_RDONLY | O_CLOEXEC);
+		ssize_t n = fd >= 0 ? read(fd, got, sizeof got - 1) : -1;
+		if (n < 0)
+			return 1;
+		got[n] = '\0';
+	}
+	if (strcmp(got, al_vm_accel_name(accel)) != 0)
+		return 1;
+	struct stat snap, in;
+	snprintf(p, sizeof p, "%s/state", dir);
+	if (stat(p, &snap) < 0)
+		return 1;
+	al_vm_kernel k;
+	al_err err;
+	const char *inputs[3] = {NULL, NULL, NULL};
+	snprintf(p, sizeof p, "%s/sbin/airlock-agent", tmpl_root);
+	inputs[0] = p;
+	if (al_vm_kernel_find(state_dir, &k, &err) == 0) {
+		inputs[1] = k.vmlinuz;
+		inputs[2] = k.initrd;
+	}
+	for (size_t i = 0; i < 3; i++)
+		if (inputs[i] != NULL && stat(inputs[i], &in) == 0 &&
+		    newer(&in, &snap))
+			return 1;
+	return 0;
 }

@@ -5,12 +5,20 @@
  * Files (STATE is the config's state_dir):
  *   STATE/vm/kernel/vmlinuz, STATE/vm/initrd.img   scripts/vm-kernel.sh
  *   STATE/vm/accel           "kvm" or "tcg", written by al_vm_accel_save
+ *   STATE/vm/unavailable     why the vm driver cannot be used here, written
+ *                            by airlock-controller --init (absent = usable)
+ *   POOL/vm/<template>       VMDIR of a template (al_vm_template_dir): on
+ *                            the pool's filesystem, so disks reflink
  *   VMDIR/disk.ext4          the template's root disk (mkfs.ext4 -d)
  *   VMDIR/mem, VMDIR/state   the base snapshot: guest RAM, device state
  *   VMDIR/accel              accelerator the snapshot was taken under
  *   ROOTFS/.airlock-vm       symlink to VMDIR (absolute), so a sandbox
  *                            made from the template's subvolume finds it
- *   ROOTFS/.airlock-disk.ext4  the sandbox's reflinked copy of the disk */
+ *   ROOTFS/.airlock-disk.ext4  the sandbox's reflinked copy of the disk
+ *   ROOTFS/.airlock-vm-run   symlink to the sandbox's QEMU run directory
+ *                            (/tmp/airlock-vm-XXXXXX: QMP and agent
+ *                            sockets, QEMU's log), removed by
+ *                            al_reap_sandbox when the shim could not */
 #ifndef AL_VMPROBE_H
 #define AL_VMPROBE_H
 
@@ -63,5 +71,29 @@ al_vm_accel al_vm_handle_accel(const struct al_driver_handle *h);
 int al_vm_template_build(const char *rootfs, const char *vmdir,
 			 const al_vm_kernel *k, al_vm_accel accel,
 			 al_err *err);
+
+/* Record why the vm driver cannot be used on this host (why != NULL), or
+ * that it can (why NULL: the record is removed). */
+int al_vm_status_save(const char *state_dir, const char *why, al_err *err);
+
+/* 1 if the vm driver can create sandboxes here: QEMU installed, guest
+ * kernel and initrd present, the accelerator probe ran, and no reason was
+ * recorded against it. Otherwise 0 with a reason an operator can act on
+ * in why (without the "vm driver unavailable" prefix). */
+int al_vm_usable(const char *state_dir, char *why, size_t whylen);
+
+/* POOL/vm/<template>: where a template's VM artefacts are built. */
+int al_vm_template_dir(const al_config *cfg, const char *tmpl, char *out,
+		       size_t outlen, al_err *err);
+
+/* 1 if the template root tmpl_root points (.airlock-vm) at a complete
+ * base snapshot (disk.ext4, mem, state, accel); else 0 with why. */
+int al_vm_template_ready(const char *tmpl_root, char *why, size_t whylen);
+
+/* 1 if the template's VM artefacts must be (re)built: missing, taken
+ * under another accelerator than accel, or older than what went into
+ * them (the agent in the template, the guest kernel and initrd). */
+int al_vm_template_stale(const char *tmpl_root, const char *state_dir,
+			 al_vm_accel accel);
 
 #endif

@@ -99,6 +99,41 @@ static int load_template(al_db *db, const char *name, al_sandbox *sb,
 	return 0;
 }
 
+/* The request's driver, else the host's default; the checks that need
+ * the host (is vm usable here, has the template its VM snapshot) after
+ * the ones that need only the request. */
+static int pick_driver(al_req *r, const al_create_req *req, al_sandbox *sb,
+		       al_err *err)
+{
+	al_driver_status st;
+	al_api_driver_status(r->cfg, &st);
+	const char *driver = req->driver != NULL ? req->driver
+						 : st.default_driver;
+	snprintf(sb->driver, sizeof sb->driver, "%s", driver);
+	if (strcmp(driver, "vm") != 0)
+		return 0;
+	/* Guest RAM is part of the snapshot every vm is restored from. */
+	if (req->memory_mb != 0 && req->memory_mb != AL_VM_MEM_MB)
+		return al_err_set(err, AL_EINVAL, 0,
+				  "'memory_mb' of a vm sandbox is %d, fixed by "
+				  "the template's VM snapshot",
+				  AL_VM_MEM_MB);
+	sb->limits.memory_bytes = (uint64_t)AL_VM_MEM_MB << 20;
+	if (!st.vm_usable)
+		return al_err_set(err, AL_EUNAVAIL, 0,
+				  "vm driver unavailable: %s", st.vm_why);
+	char root[AL_PATH_MAX], why[200];
+	if (al_config_template_root(r->cfg, sb->template_name, root,
+				    sizeof root, err) < 0)
+		return -1;
+	if (!al_vm_template_ready(root, why, sizeof why))
+		return al_err_set(err, AL_EUNAVAIL, 0,
+				  "vm driver unavailable for template '%s': "
+				  "%s (airlock-controller --init builds it)",
+				  sb->template_name, why);
+	return 0;
+}
+
 void al_api_sandbox_create(al_req *r)
 {
 	al_err err;
@@ -124,7 +159,9 @@ void al_api_sandbox_create(al_req *r)
 		goto fail;
 	if (load_template(db, req.template_name, &sb, &err) < 0)
 		goto fail;
-	if (req.memory_mb != 0)
+	if (pick_driver(r, &req, &sb, &err) < 0)
+		goto fail;
+	if (req.memory_mb != 0 && strcmp(sb.driver, "vm") != 0)
 		sb.limits.memory_bytes = req.memory_mb << 20;
 	if (req.pids != 0)
 		sb.limits.pids_max = req.pids;
@@ -141,7 +178,7 @@ void al_api_sandbox_create(al_req *r)
 	sb.env = NULL;
 	sb.metadata = NULL;
 
-	if (al_shimctl_start(r->cfg, sb.id, sb.template_name,
+	if (al_shimctl_start(r->cfg, sb.id, sb.template_name, sb.driver,
 			     al_now_ms() + SPAWN_DEADLINE_MS, &err) < 0) {
 		al_err tmp;
 		al_warn("sandbox %s: start failed: %s", sb.id, err.msg);
@@ -160,7 +197,8 @@ void al_api_sandbox_create(al_req *r)
 		goto fail;
 	json_object *o = al_sandbox_to_json(&got);
 	al_sandbox_free_fields(&got);
-	al_info("sandbox %s created (template %s)", sb.id, sb.template_name);
+	al_info("sandbox %s created (template %s, driver %s)", sb.id,
+		sb.template_name, sb.driver);
 	al_http_json(r, 201, o);
 	json_object_put(o);
 	al_json_create_req_free(&req);

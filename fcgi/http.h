@@ -14,6 +14,7 @@
 #include "db.h"
 #include "err.h"
 #include "query.h"
+#include "vmprobe.h"
 
 #define AL_URI_PATH_MAX 2048
 
@@ -63,8 +64,21 @@ void al_http_no_content(al_req *r);
  * itself. */
 void al_route(al_req *r);
 
+/* The drivers this host can run now (api_info.c): vm only when QEMU,
+ * the guest kernel and the accelerator probe are there and nothing was
+ * recorded against it; the default is AIRLOCK_DEFAULT_DRIVER, else vm
+ * where the probe found working KVM and vm is usable, else ns. */
+typedef struct al_driver_status {
+	int vm_usable;
+	char vm_why[400]; /* why vm is not usable */
+	al_vm_accel accel;
+	const char *default_driver; /* "ns" or "vm" */
+} al_driver_status;
+void al_api_driver_status(const al_config *cfg, al_driver_status *st);
+
 /* Handlers. */
 void al_api_health(al_req *r);
+void al_api_info(al_req *r);
 void al_api_templates(al_req *r);
 void al_api_sandbox_create(al_req *r);
 void al_api_sandbox_list(al_req *r);

@@ -23,8 +23,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/random.h>
+#include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "log.h"
@@ -259,11 +262,137 @@ al_code agent_code_from_errno(int e)
 	}
 }
 
+/* ---- identity (vm restore) ---- */
+
+static int hexval(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	return -1;
+}
+
+/* IDENTITY: a machine restored from a template snapshot, or a warm
+ * standby being claimed, takes the sandbox's hostname, fresh entropy and
+ * the host's clock. Everything is validated before anything is applied;
+ * the first privileged call that fails ends it with ERROR (forbidden in
+ * a jail, where none of this is allowed). */
+static void identity(agent *a, const al_frame *f)
+{
+	static const char *const fields[] = {"hostname", "entropy",
+					     "time_ms"};
+	al_err err;
+	if (agent_req_find(a, f->id) != NULL) {
+		al_warn("ignoring IDENTITY for live request %u", f->id);
+		return;
+	}
+	json_object *o = agent_parse_obj(f, &err);
+	if (o == NULL) {
+		agent_send_err(a, f->id, &err);
+		return;
+	}
+	const char *host = NULL, *hex = NULL;
+	uint8_t seed[32];
+	int64_t ms = 0;
+	json_object_object_foreach(o, key, val)
+	{
+		(void)val;
+		size_t i;
+		for (i = 0; i < sizeof fields / sizeof *fields; i++)
+			if (strcmp(key, fields[i]) == 0)
+				break;
+		if (i == sizeof fields / sizeof *fields) {
+			al_err_set(&err, AL_EINVAL, 0, "unknown field in IDENTITY");
+			goto bad;
+		}
+	}
+	if (agent_get_str(o, "hostname", true, &host, &err) < 0 ||
+	    agent_get_str(o, "entropy", true, &hex, &err) < 0)
+		goto bad;
+	size_t hl = strlen(host);
+	bool host_ok = hl >= 1 && hl <= 63 && host[0] != '-';
+	for (size_t i = 0; host_ok && i < hl; i++)
+		host_ok = (host[i] >= 'a' && host[i] <= 'z') ||
+			  (host[i] >= '0' && host[i] <= '9') || host[i] == '-';
+	if (!host_ok) {
+		al_err_set(&err, AL_EINVAL, 0,
+			   "hostname must be 1-63 of [a-z0-9-]");
+		goto bad;
+	}
+	if (strlen(hex) != 2 * sizeof seed) {
+		al_err_set(&err, AL_EINVAL, 0,
+			   "entropy must be 64 lowercase hex digits");
+		goto bad;
+	}
+	for (size_t i = 0; i < sizeof seed; i++) {
+		int hi = hexval(hex[2 * i]), lo = hexval(hex[2 * i + 1]);
+		if (hi < 0 || lo < 0) {
+			al_err_set(&err, AL_EINVAL, 0,
+				   "entropy must be 64 lowercase hex digits");
+			goto bad;
+		}
+		seed[i] = (uint8_t)(hi << 4 | lo);
+	}
+	json_object *t = NULL;
+	/* Up to the year 9999: anything later is not a clock. */
+	if (!json_object_object_get_ex(o, "time_ms", &t) ||
+	    !json_object_is_type(t, json_type_int) ||
+	    (ms = json_object_get_int64(t)) <= 0 || ms > 253402300799999LL) {
+		al_err_set(&err, AL_EINVAL, 0,
+			   "time_ms must be unix milliseconds");
+		goto bad;
+	}
+
+	struct timespec ts = {.tv_sec = ms / 1000,
+			      .tv_nsec = (ms % 1000) * 1000000L};
+	const char *what = "clock_settime";
+	int rc = clock_settime(CLOCK_REALTIME, &ts);
+	if (rc == 0) {
+		struct {
+			int entropy_count;
+			int buf_size;
+			uint8_t buf[32];
+		} req = {.entropy_count = 8 * 32, .buf_size = 32};
+		memcpy(req.buf, seed, sizeof seed);
+		what = "reseeding the kernel RNG";
+		int fd = open("/dev/urandom", O_WRONLY | O_CLOEXEC);
+		rc = fd < 0 ? -1 : ioctl(fd, RNDADDENTROPY, &req);
+		int e = errno;
+		if (fd >= 0)
+			close(fd);
+		explicit_bzero(&req, sizeof req);
+		errno = e;
+	}
+	if (rc == 0) {
+		what = "sethostname";
+		rc = sethostname(host, hl);
+	}
+	explicit_bzero(seed, sizeof seed);
+	if (rc < 0) {
+		int e = errno;
+		agent_send_error(a, f->id, agent_code_from_errno(e), "%s: %s",
+				 what, strerror(e));
+		json_object_put(o);
+		return;
+	}
+	json_object_put(o);
+	agent_send(a, AL_F_RESULT, f->id, "{}", 2);
+	return;
+bad:
+	explicit_bzero(seed, sizeof seed);
+	json_object_put(o);
+	agent_send_err(a, f->id, &err);
+}
+
 /* ---- the loop ---- */
 
 static void dispatch(agent *a, const al_frame *f)
 {
 	switch ((enum al_frame_type)f->type) {
+	case AL_F_IDENTITY:
+		identity(a, f);
+		return;
 	case AL_F_EXEC:
 		exec_start(a, f);
 		return;

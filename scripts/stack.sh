@@ -18,6 +18,14 @@
 #   AIRLOCK_BIND         address nginx listens on (default 127.0.0.1)
 #   AIRLOCK_FCGI_WORKERS fcgi worker processes (default 4)
 #   AIRLOCK_POOL_SIZE    size of the loop-mounted btrfs image (default 16G)
+#   AIRLOCK_WARM_POOL, AIRLOCK_WARM_POOL_VM, AIRLOCK_DEFAULT_DRIVER
+#                        passed on to the daemons (see README.md)
+#
+# When qemu-system-x86_64 is installed, `up` also fetches the guest kernel
+# for the vm driver (scripts/vm-kernel.sh, idempotent) before
+# `airlock-controller --init` probes the accelerator and builds the
+# templates' VM snapshots. A failure there is logged and the stack starts
+# with the ns driver only (GET /v1/info says why vm is unavailable).
 #
 # Nothing outside the state directory is created, changed or stopped,
 # except that directories above it get o+x when the postgres or nginx
@@ -332,7 +340,17 @@ kill_jail_leftovers() {
 		if awk -v dev="$dev" '$5 == "/" && $3 == dev { f = 1 }
 			END { exit !f }' "$d/mountinfo" 2>/dev/null; then
 			pids+=("$pid")
+			continue
 		fi
+		# A vm sandbox's QEMU (it dies with its shim; this is for one
+		# that is still on its way out) holds its disk in the pool.
+		case "$(readlink "$d/exe" 2>/dev/null)" in
+		*/qemu-system-*)
+			if ls -l "$d/fd" 2>/dev/null | grep -qF -- "-> $POOL/"; then
+				pids+=("$pid")
+			fi
+			;;
+		esac
 	done
 	if [ ${#pids[@]} -gt 0 ]; then
 		log "killing ${#pids[@]} leftover sandbox processes"
@@ -387,6 +405,21 @@ stop_fcgi() {
 	# shellcheck disable=SC2046
 	stop_pids 10 $(component_pids airlock-fcgi "$RUN/fcgi.pid")
 	rm -f "$RUN/fcgi.pid" "$RUN/fcgi.sock"
+}
+
+# The guest kernel and initrd of the vm driver, into $STATE/vm.
+ensure_vm_kernel() {
+	[ -x /usr/bin/qemu-system-x86_64 ] || return 0
+	if [ ! -x "$BUILD/airlock-init" ]; then
+		log "vm driver unavailable: $BUILD/airlock-init missing (run: make)"
+		return 0
+	fi
+	if ! "$REPO/scripts/vm-kernel.sh" "$STATE" "$BUILD/airlock-init" \
+		>"$LOG/vm-kernel.log" 2>&1; then
+		tail_log "$LOG/vm-kernel.log"
+		log "vm driver unavailable: scripts/vm-kernel.sh failed (see $LOG/vm-kernel.log); starting with ns only"
+	fi
+	return 0
 }
 
 init_controller() {
@@ -577,6 +610,7 @@ do_up() {
 	make_dirs
 	start_pg
 	start_pool
+	ensure_vm_kernel
 	init_controller
 	start_fcgi
 	start_nginx

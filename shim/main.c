@@ -1,11 +1,12 @@
 /* airlock-shim --id ID [--ready-fd N]
- * airlock-shim --standby TEMPLATE [--ready-fd N]
+ * airlock-shim --standby TEMPLATE [--driver ns|vm] [--ready-fd N]
  *
  * Started detached by al_shimctl_spawn(). With --id it brings sandbox ID
- * from "creating" to "running". With --standby it boots a machine of
- * TEMPLATE for the warm pool, with no sandbox row, and waits on
- * run/pool/<template>.<slot>.sock for one CLAIM that gives it a sandbox
- * (see shim_claim). Either way it reports "OK" or "ERR <code> <message>"
+ * from "creating" to "running" under the driver of its row. With
+ * --standby it boots a machine of TEMPLATE under DRIVER (default: the
+ * template row's driver) for the warm pool, with no sandbox row, and
+ * waits on run/pool/<template>.<driver>.<slot>.sock for one CLAIM that
+ * gives it a sandbox of the same template and driver (see shim_claim). Either way it reports "OK" or "ERR <code> <message>"
  * on the ready fd, then serves its control socket until the sandbox is
  * destroyed, its machine dies or the shim gets SIGTERM.
  * Exit codes: 0 sandbox ended normally, 100 usage, 111 start failed. */
@@ -25,6 +26,7 @@
 #include "log.h"
 #include "shim.h"
 #include "store.h"
+#include "vmprobe.h"
 
 #define HELLO_TIMEOUT_MS 10000
 
@@ -207,7 +209,13 @@ static int go_live(shim *s, al_err *err)
 	if (sandbox_paths(s, s->sb.id, err) < 0 || listen_control(s, err) < 0)
 		return -1;
 	write_pid_file(s);
+	/* The accelerator is the machine's, known only now (a restore runs
+	 * under the one its snapshot was taken with). */
+	const char *accel = s->driver == &al_driver_vm
+				    ? al_vm_accel_name(al_vm_handle_accel(&s->h))
+				    : "";
 	if (al_sandbox_set_shim_pid(s->db, s->sb.id, (int)getpid(), err) < 0 ||
+	    al_sandbox_set_accel(s->db, s->sb.id, accel, err) < 0 ||
 	    al_sandbox_transition(s->db, s->sb.id, AL_EV_READY, "agent ready",
 				  err) < 0)
 		return -1;
@@ -236,9 +244,44 @@ static int bring_up(shim *s, al_err *err)
 	return go_live(s, err);
 }
 
+/* Agent request id of the warm-up exec; the relay hands out ids from 1. */
+#define WARM_UP_ID 0xfffffff1u
+#define WARM_UP_TIMEOUT_MS 5000
+
+/* Run one `true` in a standby vm before it waits for a claim. Under TCG
+ * every QEMU translates guest code the first time it runs, so the first
+ * exec of a fresh clone costs ~100 ms more than the next; paying that
+ * here keeps it off the claimer's first request. Failure is harmless. */
+static void warm_up(shim *s)
+{
+	static const char req[] = "{\"cmd\":[\"true\"],\"stdin\":false}";
+	al_err err = {0};
+	int64_t t0 = al_now_ms();
+	if (al_frame_send(s->h.agent_fd, AL_F_EXEC, WARM_UP_ID, req,
+			  sizeof req - 1, &err) < 0)
+		goto fail;
+	for (;;) {
+		al_frame f;
+		if (al_frame_recv(s->h.agent_fd, &s->agent_in, &f,
+				  t0 + WARM_UP_TIMEOUT_MS, &err) < 0)
+			goto fail;
+		int done = f.id == WARM_UP_ID &&
+			   (f.type == AL_F_EXIT || f.type == AL_F_ERROR);
+		al_frame_free(&f);
+		if (done)
+			break;
+	}
+	al_info("standby %s: warm-up exec took %lld ms", s->slot,
+		(long long)(al_now_ms() - t0));
+	return;
+fail:
+	al_warn("standby %s: warm-up exec: %s", s->slot, err.msg);
+}
+
 /* A standby: the template's machine with default limits, named by a
- * random slot, listening on run/pool/<template>.<slot>.sock. */
-static int bring_up_standby(shim *s, const char *tmpl, al_err *err)
+ * random slot, listening on run/pool/<template>.<driver>.<slot>.sock. */
+static int bring_up_standby(shim *s, const char *tmpl, const char *driver,
+			    al_err *err)
 {
 	char rnd[21];
 	if (al_sandbox_new_id(rnd, err) < 0)
@@ -257,7 +300,7 @@ static int bring_up_standby(shim *s, const char *tmpl, al_err *err)
 		return al_err_set(err, AL_ENOENT, 0, "no template '%s'", tmpl);
 	}
 	snprintf(s->sb.driver, sizeof s->sb.driver, "%s",
-		 PQgetvalue(res, 0, 0));
+		 driver != NULL ? driver : PQgetvalue(res, 0, 0));
 	PQclear(res);
 	start_ms.db = al_now_ms();
 	s->driver = al_driver_find(s->sb.driver, err);
@@ -270,8 +313,11 @@ static int bring_up_standby(shim *s, const char *tmpl, al_err *err)
 	al_limits defaults = {0};
 	if (start_machine(s, s->slot, tmpl, &defaults, err) < 0)
 		return -1;
-	if (al_config_standby_socket(&s->cfg, tmpl, s->slot, s->sock_path,
-				     sizeof s->sock_path, err) < 0 ||
+	if (s->driver == &al_driver_vm)
+		warm_up(s);
+	if (al_config_standby_socket(&s->cfg, tmpl, s->driver->name, s->slot,
+				     s->sock_path, sizeof s->sock_path,
+				     err) < 0 ||
 	    listen_control(s, err) < 0)
 		return -1;
 	s->standby = 1;
@@ -322,19 +368,21 @@ int shim_claim(shim *s, const char *id, al_err *err)
 static int usage(void)
 {
 	fprintf(stderr, "usage: airlock-shim --id ID | --standby TEMPLATE "
-			"[--ready-fd N]\n");
+			"[--driver ns|vm] [--ready-fd N]\n");
 	return 100;
 }
 
 int main(int argc, char **argv)
 {
-	const char *id = NULL, *standby = NULL;
+	const char *id = NULL, *standby = NULL, *driver = NULL;
 	int ready_fd = -1;
 	for (int i = 1; i < argc; i++) {
 		if (strcmp(argv[i], "--id") == 0 && i + 1 < argc)
 			id = argv[++i];
 		else if (strcmp(argv[i], "--standby") == 0 && i + 1 < argc)
 			standby = argv[++i];
+		else if (strcmp(argv[i], "--driver") == 0 && i + 1 < argc)
+			driver = argv[++i];
 		else if (strcmp(argv[i], "--ready-fd") == 0 && i + 1 < argc)
 			ready_fd = atoi(argv[++i]);
 		else
@@ -343,6 +391,11 @@ int main(int argc, char **argv)
 	if ((id == NULL) == (standby == NULL))
 		return usage();
 	if (id != NULL ? !al_id_valid(id) : !al_id_valid(standby))
+		return usage();
+	/* A sandbox's driver is its row's; only a standby is told one. */
+	if (driver != NULL &&
+	    (id != NULL || (strcmp(driver, "ns") != 0 &&
+			    strcmp(driver, "vm") != 0)))
 		return usage();
 	if (ready_fd >= 0)
 		fcntl(ready_fd, F_SETFD, FD_CLOEXEC);
@@ -389,7 +442,7 @@ int main(int argc, char **argv)
 		return 111;
 	}
 	int up = id != NULL ? bring_up(&s, &err)
-			    : bring_up_standby(&s, standby, &err);
+			    : bring_up_standby(&s, standby, driver, &err);
 	if (up < 0) {
 		al_error("sandbox %s failed to start: %s", s.sb.id, err.msg);
 		report_error(ready_fd, &err);

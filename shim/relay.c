@@ -11,10 +11,12 @@
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "log.h"
 #include "shim.h"
+#include "vmprobe.h"
 
 static shim_route *route_add(shim *s, uint16_t kind, int client,
 			     uint32_t client_id)
@@ -175,6 +177,11 @@ static void status_reply(shim *s, int i, uint32_t id)
 							      : "running"));
 	json_object_object_add(o, "driver",
 			       json_object_new_string(s->driver->name));
+	if (s->driver == &al_driver_vm)
+		json_object_object_add(
+			o, "accel",
+			json_object_new_string(
+				al_vm_accel_name(al_vm_handle_accel(&s->h))));
 	json_object_object_add(o, "pid", json_object_new_int(s->h.init_pid));
 	const char *txt = json_object_to_json_string_ext(o,
 						JSON_C_TO_STRING_PLAIN);
@@ -377,6 +384,39 @@ static void read_client(shim *s, int i)
 	}
 }
 
+/* The channel ended: when the machine itself is gone (a QEMU that died,
+ * a jail whose init exited) that is the reason to record, and it usually
+ * follows within moments. */
+static void machine_exit_reason(shim *s, char *detail, size_t dlen)
+{
+	for (int i = 0; i < 20 && s->h.init_pid > 0; i++) {
+		int status;
+		pid_t pid = waitpid(s->h.init_pid, &status, WNOHANG);
+		if (pid == s->h.init_pid) {
+			if (WIFSIGNALED(status))
+				snprintf(detail, dlen,
+					 "the sandbox's %s was killed by "
+					 "signal %d",
+					 s->driver == &al_driver_vm
+						 ? "virtual machine (QEMU)"
+						 : "init",
+					 WTERMSIG(status));
+			else
+				snprintf(detail, dlen,
+					 "the sandbox's %s exited with %d",
+					 s->driver == &al_driver_vm
+						 ? "virtual machine (QEMU)"
+						 : "init",
+					 WEXITSTATUS(status));
+			return;
+		}
+		if (pid < 0)
+			return;
+		struct timespec ts = {0, 10 * 1000 * 1000};
+		nanosleep(&ts, NULL);
+	}
+}
+
 /* 0 to go on, 1 when the agent is gone (reason in detail). */
 static int read_agent(shim *s, char *detail, size_t dlen)
 {
@@ -384,10 +424,12 @@ static int read_agent(shim *s, char *detail, size_t dlen)
 	int rc = al_frame_reader_fill(&s->agent_in, s->h.agent_fd, &err);
 	if (rc < 0) {
 		snprintf(detail, dlen, "agent channel failed: %s", err.msg);
+		machine_exit_reason(s, detail, dlen);
 		return 1;
 	}
 	if (rc == 0) {
 		snprintf(detail, dlen, "agent closed its channel");
+		machine_exit_reason(s, detail, dlen);
 		return 1;
 	}
 	for (;;) {

@@ -68,10 +68,13 @@ typedef struct shim {
 void shim_teardown(shim *s, al_event ev, const char *detail);
 
 /* Turn this standby shim into the shim of sandbox id (a row in state
- * creating): rename its resources, apply the row's limits and hostname,
- * move the control socket, record running. On failure nothing of the
- * row is changed (the claimer falls back to a cold start) and the caller
- * must end this shim. */
+ * creating): rename its resources, give the machine the sandbox's
+ * identity (driver adopt: limits and hostname; a vm also fresh entropy
+ * and clock), move the control socket, record running. adopt is called
+ * only here, while a standby has no request in flight on the agent
+ * channel: the vm driver speaks to the agent synchronously on it. On
+ * failure nothing of the row is changed (the claimer falls back to a
+ * cold start) and the caller must end this shim. */
 int shim_claim(shim *s, const char *id, al_err *err);
 
 /* Run until the sandbox ends. Returns the process exit code. */

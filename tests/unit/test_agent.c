@@ -16,9 +16,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -77,8 +79,59 @@ static int setup(void **state)
 	return 0;
 }
 
+/* The agent in its own user and uts namespaces: IDENTITY may then set
+ * only that namespace's hostname, and the clock and the kernel RNG stay
+ * out of its reach (they need privileges in the host's user namespace).
+ * This test must never change the host it runs on. */
+static int setup_userns(void **state)
+{
+	pid_t probe = fork();
+	assert_true(probe >= 0);
+	if (probe == 0)
+		_exit(unshare(CLONE_NEWUSER | CLONE_NEWUTS) == 0 ? 0 : 1);
+	int st;
+	assert_int_equal(waitpid(probe, &st, 0), probe);
+	if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+		*state = NULL;
+		return 0; /* the test reports the skip */
+	}
+	ctx *c = calloc(1, sizeof *c);
+	assert_non_null(c);
+	const char *bin = getenv("AIRLOCK_AGENT");
+	if (bin == NULL)
+		bin = access("build/airlock-agent", X_OK) == 0
+			      ? "build/airlock-agent"
+			      : "build-san/airlock-agent";
+	if (access(bin, X_OK) < 0) {
+		fprintf(stderr, "agent binary %s: %s\n", bin, strerror(errno));
+		free(c);
+		return -1;
+	}
+	snprintf(c->dir, sizeof c->dir, "/tmp/airlock-agent-test-XXXXXX");
+	assert_non_null(mkdtemp(c->dir));
+	int sv[2];
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv),
+			 0);
+	c->pid = fork();
+	assert_true(c->pid >= 0);
+	if (c->pid == 0) {
+		if (unshare(CLONE_NEWUSER | CLONE_NEWUTS) < 0 ||
+		    dup2(sv[1], 3) < 0)
+			_exit(99);
+		execl(bin, "airlock-agent", (char *)NULL);
+		_exit(98);
+	}
+	close(sv[1]);
+	c->fd = sv[0];
+	al_frame_reader_init(&c->rd);
+	*state = c;
+	return 0;
+}
+
 static int teardown(void **state)
 {
+	if (*state == NULL)
+		return 0;
 	ctx *c = *state;
 	if (c->fd >= 0)
 		close(c->fd);
@@ -845,7 +898,110 @@ static void test_big_output_streams(void **state)
 	free(r);
 }
 
+/* Skip the hello, then send one IDENTITY and return the answer. */
+static void identity_answer(ctx *c, uint32_t id, const char *payload,
+			    al_frame *f)
+{
+	send_raw(c, AL_F_IDENTITY, id, payload, strlen(payload));
+	recv_frame(c, f);
+	if (f->type == AL_F_HELLO) {
+		al_frame_free(f);
+		recv_frame(c, f);
+	}
+	assert_int_equal(f->id, id);
+}
+
+#define SEED "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff"
+
+static void test_identity(void **state)
+{
+	ctx *c = *state;
+	if (c == NULL)
+		skip(); /* no user namespaces here */
+	char host_before[256] = "", host_after[256] = "";
+	assert_int_equal(gethostname(host_before, sizeof host_before), 0);
+	char body[512];
+	snprintf(body, sizeof body,
+		 "{\"hostname\":\"sbx-identity-1\",\"entropy\":\"" SEED
+		 "\",\"time_ms\":%lld}",
+		 (long long)time(NULL) * 1000);
+	al_frame f;
+	identity_answer(c, 1, body, &f);
+	/* In a VM the agent is root of its kernel: RESULT. Here it lacks
+	 * the clock and RNG privileges of the host: forbidden, and the
+	 * request is over either way. */
+	if (f.type == AL_F_ERROR) {
+		json_object *o = payload_json(&f);
+		assert_string_equal(jstr(o, "code"), "forbidden");
+		json_object_put(o);
+	} else {
+		assert_int_equal(f.type, AL_F_RESULT);
+		assert_string_equal((char *)f.payload, "{}");
+	}
+	al_frame_free(&f);
+	assert_int_equal(gethostname(host_after, sizeof host_after), 0);
+	assert_string_equal(host_before, host_after);
+	/* The agent still serves requests afterwards. */
+	run *r = exec_wait(c, 2, "{\"cmd\":[\"true\"]}");
+	assert_int_equal(r->exit_code, 0);
+	free(r);
+}
+
+static void test_identity_bad_payloads(void **state)
+{
+	ctx *c = *state;
+	if (c == NULL)
+		skip();
+	static const char *const bad[] = {
+		"",
+		"not json",
+		"[]",
+		"{}",
+		"{\"hostname\":\"a\",\"entropy\":\"" SEED "\"}",
+		"{\"hostname\":\"a\",\"time_ms\":1}",
+		"{\"entropy\":\"" SEED "\",\"time_ms\":1}",
+		"{\"hostname\":\"Upper\",\"entropy\":\"" SEED
+		"\",\"time_ms\":1}",
+		"{\"hostname\":\"-a\",\"entropy\":\"" SEED "\",\"time_ms\":1}",
+		"{\"hostname\":\"a.b\",\"entropy\":\"" SEED "\",\"time_ms\":1}",
+		"{\"hostname\":\"\",\"entropy\":\"" SEED "\",\"time_ms\":1}",
+		"{\"hostname\":\"a\\u0000b\",\"entropy\":\"" SEED
+		"\",\"time_ms\":1}",
+		"{\"hostname\":\"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+		"aaa\",\"entropy\":\"" SEED "\",\"time_ms\":1}",
+		"{\"hostname\":5,\"entropy\":\"" SEED "\",\"time_ms\":1}",
+		"{\"hostname\":\"a\",\"entropy\":\"00\",\"time_ms\":1}",
+		"{\"hostname\":\"a\",\"entropy\":\"" SEED "00\",\"time_ms\":1}",
+		"{\"hostname\":\"a\",\"entropy\":\"00112233445566778899AABBCCDDE"
+		"EFF00112233445566778899aabbccddeeff\",\"time_ms\":1}",
+		"{\"hostname\":\"a\",\"entropy\":\"zz112233445566778899aabbccdde"
+		"eff00112233445566778899aabbccddeeff\",\"time_ms\":1}",
+		"{\"hostname\":\"a\",\"entropy\":\"" SEED "\",\"time_ms\":0}",
+		"{\"hostname\":\"a\",\"entropy\":\"" SEED "\",\"time_ms\":-5}",
+		"{\"hostname\":\"a\",\"entropy\":\"" SEED "\",\"time_ms\":1.5}",
+		"{\"hostname\":\"a\",\"entropy\":\"" SEED "\",\"time_ms\":\"1\"}",
+		"{\"hostname\":\"a\",\"entropy\":\"" SEED
+		"\",\"time_ms\":99999999999999999}",
+		"{\"hostname\":\"a\",\"entropy\":\"" SEED
+		"\",\"time_ms\":1,\"extra\":1}",
+	};
+	for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+		al_frame f;
+		identity_answer(c, (uint32_t)(10 + i), bad[i], &f);
+		if (f.type != AL_F_ERROR)
+			fail_msg("payload %zu accepted (%s): %s", i,
+				 al_frame_type_name(f.type), bad[i]);
+		json_object *o = payload_json(&f);
+		if (strcmp(jstr(o, "code"), "invalid_request") != 0)
+			fail_msg("payload %zu: %s: %s", i, jstr(o, "code"),
+				 bad[i]);
+		json_object_put(o);
+		al_frame_free(&f);
+	}
+}
+
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
+#define TU(fn) cmocka_unit_test_setup_teardown(fn, setup_userns, teardown)
 
 int main(void)
 {
@@ -870,6 +1026,8 @@ int main(void)
 		T(test_eof_kills_children),
 		T(test_ignores_sigterm),
 		T(test_big_output_streams),
+		TU(test_identity),
+		TU(test_identity_bad_payloads),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

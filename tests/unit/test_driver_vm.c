@@ -18,6 +18,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/utsname.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -453,6 +454,145 @@ static void test_probe_answers_within_deadline(void **state)
 	assert_true(why[0] != '\0');
 }
 
+/* A warm standby VM takes a sandbox's identity: hostname, clock. */
+static void test_adopt_gives_identity(void **state)
+{
+	(void)state;
+	NEED_VM();
+	char root[300], out[128];
+	make_sandbox_root("standby-adopt", root, sizeof root);
+	al_driver_handle h;
+	al_frame_reader r;
+	start_vm("standby-adopt", root, &h, &r, NULL);
+	assert_int_equal(vm_exec(h.agent_fd, &r, 1, "hostname", out,
+				 sizeof out),
+			 0);
+	assert_string_equal(out, "standby-adopt\n");
+	al_sandbox_spec spec = {.id = "sbx-adopted",
+				.rootfs = root,
+				.hostname = "sbx-adopted",
+				.agent = "/sbin/airlock-agent"};
+	al_err err = {0};
+	int64_t t0 = al_now_ms();
+	if (drv->adopt(&h, &spec, &err) < 0)
+		fail_msg("adopt: %s", err.msg);
+	printf("# adopt (IDENTITY round trip): %lld ms\n",
+	       (long long)(al_now_ms() - t0));
+	assert_int_equal(vm_exec(h.agent_fd, &r, 2, "hostname; date +%s", out,
+				 sizeof out),
+			 0);
+	char host[64];
+	long long guest_s = 0;
+	assert_int_equal(sscanf(out, "%63s %lld", host, &guest_s), 2);
+	assert_string_equal(host, "sbx-adopted");
+	long long now_s = (long long)time(NULL);
+	assert_true(guest_s > now_s - 5 && guest_s < now_s + 5);
+	/* Bad input never reaches the guest. */
+	spec.hostname = "Not_A_Host";
+	assert_int_equal(drv->adopt(&h, &spec, &err), -1);
+	assert_int_equal(err.code, AL_EINVAL);
+	stop_vm(&h, &r);
+}
+
+/* A full pool while cloning the disk: a clear "pool is full", no QEMU,
+ * no half-written disk left behind. */
+static void test_full_pool_is_clear_error(void **state)
+{
+	(void)state;
+	NEED_VM();
+	char mnt[300], root[320], link[340], disk[340];
+	snprintf(mnt, sizeof mnt, "%s/full", tmpdir);
+	assert_int_equal(mkdir(mnt, 0700), 0);
+	if (run("mount -t tmpfs -o size=2m tmpfs %s 2>/dev/null", mnt) != 0) {
+		fprintf(stderr, "skipped: cannot mount a tmpfs\n");
+		rmdir(mnt);
+		skip();
+	}
+	snprintf(root, sizeof root, "%s/sbx-full", mnt);
+	snprintf(link, sizeof link, "%s/.airlock-vm", root);
+	snprintf(disk, sizeof disk, "%s/.airlock-disk.ext4", root);
+	assert_int_equal(mkdir(root, 0755), 0);
+	assert_int_equal(symlink(vmdir, link), 0);
+	al_sandbox_spec spec = {.id = "sbx-full",
+				.rootfs = root,
+				.hostname = "sbx-full",
+				.agent = "/sbin/airlock-agent"};
+	al_driver_handle h;
+	al_err err = {0};
+	int rc = drv->start(&spec, &h, &err);
+	int code = err.code;
+	char msg[sizeof err.msg];
+	memcpy(msg, err.msg, sizeof msg);
+	int left = access(disk, F_OK) == 0;
+	run("umount %s", mnt);
+	rmdir(mnt);
+	assert_int_equal(rc, -1);
+	if (code != AL_EUNAVAIL || strstr(msg, "pool is full") == NULL)
+		fail_msg("message: %s", msg);
+	assert_false(left);
+	assert_int_equal(h.agent_fd, -1);
+}
+
+/* What fcgi and the controller ask before offering vm. */
+static void test_usable_and_template_ready(void **state)
+{
+	(void)state;
+	char sd[] = "/tmp/al-vm-state-XXXXXX", why[400], p[600];
+	al_err err = {0};
+	assert_non_null(mkdtemp(sd));
+	if (access(AL_VM_QEMU, X_OK) < 0) {
+		assert_int_equal(al_vm_usable(sd, why, sizeof why), 0);
+		assert_non_null(strstr(why, "qemu"));
+		run("rm -rf %s", sd);
+		return;
+	}
+	assert_int_equal(al_vm_usable(sd, why, sizeof why), 0);
+	assert_non_null(strstr(why, "no guest kernel"));
+	if (kernel.vmlinuz[0] == '\0' || access(kernel.vmlinuz, R_OK) < 0 ||
+	    access(kernel.initrd, R_OK) < 0) {
+		run("rm -rf %s", sd);
+		return; /* the rest needs a kernel */
+	}
+	snprintf(p, sizeof p, "%s/vm/kernel", sd);
+	assert_int_equal(run("mkdir -p %s && ln -s %s %s/vmlinuz && ln -s %s "
+			     "%s/vm/initrd.img",
+			     p, kernel.vmlinuz, p, kernel.initrd, sd),
+			 0);
+	assert_int_equal(al_vm_usable(sd, why, sizeof why), 0);
+	assert_non_null(strstr(why, "probe"));
+	assert_int_equal(al_vm_accel_save(sd, AL_VM_TCG, &err), 0);
+	assert_int_equal(al_vm_usable(sd, why, sizeof why), 1);
+	assert_int_equal(al_vm_status_save(sd, "building x failed\n", &err),
+			 0);
+	assert_int_equal(al_vm_usable(sd, why, sizeof why), 0);
+	assert_string_equal(why, "building x failed ");
+	assert_int_equal(al_vm_status_save(sd, NULL, &err), 0);
+	assert_int_equal(al_vm_usable(sd, why, sizeof why), 1);
+	run("rm -rf %s", sd);
+
+	if (!ready)
+		return;
+	assert_int_equal(al_vm_template_ready(rootfs, why, sizeof why), 1);
+	char empty[300];
+	snprintf(empty, sizeof empty, "%s/no-vm", tmpdir);
+	mkdir(empty, 0755);
+	assert_int_equal(al_vm_template_ready(empty, why, sizeof why), 0);
+	assert_non_null(strstr(why, "no VM image"));
+	al_config cfg;
+	assert_int_equal(al_config_load(&cfg, &err), 0);
+	assert_int_equal(al_vm_template_stale(rootfs, cfg.state_dir, AL_VM_TCG),
+			 0);
+	/* Another accelerator, or a newer agent, needs a new snapshot. */
+	assert_int_equal(al_vm_template_stale(rootfs, cfg.state_dir, AL_VM_KVM),
+			 1);
+	snprintf(p, sizeof p, "%s/sbin/airlock-agent", rootfs);
+	assert_int_equal(run("touch %s", p), 0);
+	assert_int_equal(al_vm_template_stale(rootfs, cfg.state_dir, AL_VM_TCG),
+			 1);
+	assert_int_equal(al_vm_template_stale(empty, cfg.state_dir, AL_VM_TCG),
+			 1);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -465,6 +605,10 @@ int main(void)
 		cmocka_unit_test(test_pause_resume),
 		cmocka_unit_test(test_kill_qemu_is_seen),
 		cmocka_unit_test(test_probe_answers_within_deadline),
+		cmocka_unit_test(test_adopt_gives_identity),
+		cmocka_unit_test(test_full_pool_is_clear_error),
+		/* Last: it touches the template's agent. */
+		cmocka_unit_test(test_usable_and_template_ready),
 	};
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

@@ -51,6 +51,19 @@ static void test_create_ok(void **state)
 	assert_int_equal(req.cpu_shares, 512);
 	assert_int_equal(json_object_object_length(req.env), 1);
 	assert_int_equal(json_object_object_length(req.metadata), 1);
+	assert_null(req.driver);
+	al_json_create_req_free(&req);
+	assert_int_equal(create("{\"driver\":\"vm\"}", &req, &err), 0);
+	assert_string_equal(req.driver, "vm");
+	al_json_create_req_free(&req);
+	assert_int_equal(create("{\"driver\":\"ns\",\"template\":\"x\"}",
+				&req, &err),
+			 0);
+	assert_string_equal(req.driver, "ns");
+	al_json_create_req_free(&req);
+	/* null means "not given": the host's default driver. */
+	assert_int_equal(create("{\"driver\":null}", &req, &err), 0);
+	assert_null(req.driver);
 	al_json_create_req_free(&req);
 }
 
@@ -109,6 +122,12 @@ static void test_create_rejects(void **state)
 	expect_create_bad("{\"cpu_shares\":1}", AL_EINVAL, "'cpu_shares'");
 	expect_create_bad("{\"templat\":\"minimal\"}", AL_EINVAL,
 			  "unknown field 'templat'");
+	expect_create_bad("{\"driver\":\"kvm\"}", AL_EINVAL, "'driver'");
+	expect_create_bad("{\"driver\":\"\"}", AL_EINVAL, "'driver'");
+	expect_create_bad("{\"driver\":\"VM\"}", AL_EINVAL, "'driver'");
+	expect_create_bad("{\"driver\":\"vm\\u0000\"}", AL_EINVAL, NULL);
+	expect_create_bad("{\"driver\":1}", AL_EINVAL, "'driver'");
+	expect_create_bad("{\"driver\":[\"vm\"]}", AL_EINVAL, "'driver'");
 }
 
 static void test_secrets_not_echoed(void **state)
