@@ -27,6 +27,7 @@ FCGI_OBJ := $(patsubst %.c,$(B)/obj/%.o,$(wildcard fcgi/*.c))
 SHIM_OBJ := $(patsubst %.c,$(B)/obj/%.o,$(wildcard shim/*.c))
 CTL_OBJ  := $(patsubst %.c,$(B)/obj/%.o,$(wildcard controller/*.c))
 CLI_OBJ  := $(patsubst %.c,$(B)/obj/%.o,$(wildcard cli/*.c))
+BLD_OBJ  := $(patsubst %.c,$(B)/obj/%.o,$(wildcard builder/*.c))
 # The agent runs inside sandboxes: static, no sanitizers, only the codec
 # and error modules of core.
 AGENT_SRC := $(wildcard guest/*.c) core/agentproto.c core/err.c core/log.c
@@ -36,7 +37,8 @@ UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(B)/tests/%)
 FUZZ_SRC := $(wildcard tests/fuzz/fuzz_*.c)
 
 PROGS := $(B)/airlock-fcgi $(B)/airlock-shim $(B)/airlock-controller \
-         $(B)/airlock $(B)/airlock-agent
+         $(B)/airlock $(B)/airlock-agent \
+         $(if $(BLD_OBJ),$(B)/airlock-builder)
 
 .PHONY: all deps run up down test unit integration bench fuzz lint clean
 all: $(PROGS)
@@ -54,6 +56,8 @@ $(B)/airlock-fcgi: $(FCGI_OBJ) $(LIBAL)
 $(B)/airlock-shim: $(SHIM_OBJ) $(LIBAL)
 	$(CC) $(LDFLAGS) -o $@ $^ $(CORE_LIBS)
 $(B)/airlock-controller: $(CTL_OBJ) $(LIBAL)
+	$(CC) $(LDFLAGS) -o $@ $^ $(CORE_LIBS)
+$(B)/airlock-builder: $(BLD_OBJ) $(LIBAL)
 	$(CC) $(LDFLAGS) -o $@ $^ $(CORE_LIBS)
 $(B)/airlock: $(CLI_OBJ) $(LIBAL)
 	$(CC) $(LDFLAGS) -o $@ $^ -lcurl $(CORE_LIBS)

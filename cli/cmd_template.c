@@ -100,6 +100,10 @@ static void on_event(const char *event, const char *data, void *ud)
 			 cached);
 	} else if (strcmp(event, "output") == 0) {
 		output(o);
+	} else if (strcmp(event, "info") == 0) {
+		const char *msg = jstr(o, "message");
+		if (msg != NULL)
+			printf("  %s\n", msg);
 	} else if (strcmp(event, "status") == 0) {
 		const char *st = jstr(o, "status");
 		if (st != NULL && strcmp(st, "succeeded") == 0) {

@@ -3,6 +3,7 @@
 
 #include "auth.h"
 #include "config.h"
+#include "api_templates.h"
 #include "http.h"
 #include "log.h"
 
@@ -15,7 +16,13 @@ static const struct route {
 	al_handler_fn fn;
 } routes[] = {
 	{"GET", "/v1/health", 1, al_api_health},
+	{"GET", "/v1/info", 0, al_api_info},
 	{"GET", "/v1/templates", 0, al_api_templates},
+	{"POST", "/v1/templates", 0, al_api_template_build},
+	{"GET", "/v1/templates/builds/{id}", 0, al_api_build_get},
+	{"GET", "/v1/templates/builds/{id}/logs", 0, al_api_build_logs},
+	{"GET", "/v1/templates/{id}", 0, al_api_template_get},
+	{"DELETE", "/v1/templates/{id}", 0, al_api_template_delete},
 	{"POST", "/v1/sandboxes", 0, al_api_sandbox_create},
 	{"GET", "/v1/sandboxes", 0, al_api_sandbox_list},
 	{"GET", "/v1/sandboxes/{id}", 0, al_api_sandbox_get},

@@ -9,6 +9,8 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -213,11 +215,256 @@ static int get_timeout(json_object *o, int64_t *out, al_err *err)
 	return 0;
 }
 
+/* ---- "user": who the process runs as ----------------------------------
+ *
+ * "name[:group]" or "uid[:gid]", resolved from the sandbox's own
+ * /etc/passwd and /etc/group: the agent is static, so there is no NSS,
+ * and the files are the sandbox's (untrusted) data, read with bounds. A
+ * name that is not there is an error; a numeric uid that is not there is
+ * taken as is, with gid 0, as Docker does. Supplementary groups are the
+ * group file's memberships of the user name (plus the primary group). */
+
+#define USER_FILE_MAX (4u << 20)
+#define USER_SPEC_MAX 256
+#define USER_MAX_GROUPS 64
+
+typedef struct run_as {
+	bool set;
+	uid_t uid;
+	gid_t gid;
+	gid_t groups[USER_MAX_GROUPS];
+	size_t ngroups;
+	char home[256]; /* from passwd, "" if unknown */
+} run_as;
+
+/* Whole regular file into a NUL-terminated buffer; NULL if missing,
+ * not a regular file or too big (a FIFO planted at /etc/passwd must not
+ * block the agent). */
+static char *read_small_file(const char *path)
+{
+	int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+	if (fd < 0)
+		return NULL;
+	struct stat st;
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) ||
+	    st.st_size > (off_t)USER_FILE_MAX) {
+		close(fd);
+		return NULL;
+	}
+	size_t cap = (size_t)st.st_size + 1, len = 0;
+	char *buf = malloc(cap);
+	if (buf == NULL) {
+		close(fd);
+		return NULL;
+	}
+	while (len < cap - 1) {
+		ssize_t n = read(fd, buf + len, cap - 1 - len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		len += (size_t)n;
+	}
+	close(fd);
+	buf[len] = '\0';
+	return buf;
+}
+
+/* Parse a decimal id (no sign, no blanks, < 2^32 - 1). */
+static bool parse_id(const char *s, size_t n, uint32_t *out)
+{
+	if (n == 0 || n > 10)
+		return false;
+	uint64_t v = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (s[i] < '0' || s[i] > '9')
+			return false;
+		v = v * 10 + (uint64_t)(s[i] - '0');
+	}
+	if (v >= UINT32_MAX)
+		return false;
+	*out = (uint32_t)v;
+	return true;
+}
+
+/* Split line (NUL-terminated, no '\n') at ':' into at most max fields. */
+static size_t split_fields(char *line, char **f, size_t max)
+{
+	size_t n = 0;
+	f[n++] = line;
+	for (char *p = line; *p != '\0' && n < max; p++) {
+		if (*p == ':') {
+			*p = '\0';
+			f[n++] = p + 1;
+		}
+	}
+	return n;
+}
+
+/* passwd entry by name (byname) or by uid; fills uid, gid, home and the
+ * name (for group memberships). 1 found, 0 not found. */
+static int passwd_lookup(char *db, const char *name, bool byname,
+			 uint32_t uid, run_as *ra, char *uname, size_t ulen)
+{
+	if (db == NULL)
+		return 0;
+	for (char *line = db, *next; line != NULL && *line != '\0';
+	     line = next) {
+		next = strchr(line, '\n');
+		if (next != NULL)
+			*next++ = '\0';
+		char *f[7];
+		if (split_fields(line, f, 7) != 7)
+			continue;
+		uint32_t u, g;
+		if (!parse_id(f[2], strlen(f[2]), &u) ||
+		    !parse_id(f[3], strlen(f[3]), &g))
+			continue;
+		if (byname ? strcmp(f[0], name) != 0 : u != uid)
+			continue;
+		ra->uid = u;
+		ra->gid = g;
+		snprintf(ra->home, sizeof ra->home, "%s", f[5]);
+		snprintf(uname, ulen, "%s", f[0]);
+		return 1;
+	}
+	return 0;
+}
+
+/* Group by name: 1 found (gid set), 0 not. Also collects the groups
+ * whose member list holds uname into ra->groups. */
+static int group_scan(char *db, const char *gname, uint32_t *gid,
+		      const char *uname, run_as *ra)
+{
+	int found = 0;
+	if (db == NULL)
+		return 0;
+	for (char *line = db, *next; line != NULL && *line != '\0';
+	     line = next) {
+		next = strchr(line, '\n');
+		if (next != NULL)
+			*next++ = '\0';
+		char *f[4];
+		if (split_fields(line, f, 4) != 4)
+			continue;
+		uint32_t g;
+		if (!parse_id(f[2], strlen(f[2]), &g))
+			continue;
+		if (gname != NULL && !found && strcmp(f[0], gname) == 0) {
+			*gid = g;
+			found = 1;
+		}
+		if (uname == NULL || uname[0] == '\0')
+			continue;
+		for (char *m = f[3], *e; m != NULL && *m != '\0'; m = e) {
+			e = strchr(m, ',');
+			if (e != NULL)
+				*e++ = '\0';
+			if (strcmp(m, uname) == 0 &&
+			    ra->ngroups < USER_MAX_GROUPS)
+				ra->groups[ra->ngroups++] = g;
+		}
+	}
+	return found;
+}
+
+static int resolve_user(json_object *o, run_as *ra, al_err *err)
+{
+	const char *spec;
+	memset(ra, 0, sizeof *ra);
+	if (agent_get_str(o, "user", false, &spec, err) < 0)
+		return -1;
+	if (spec == NULL)
+		return 0;
+	size_t n = strlen(spec);
+	if (n == 0 || n > USER_SPEC_MAX)
+		return al_err_set(err, AL_EINVAL, 0,
+				  "field \"user\" must be 1 to %d bytes",
+				  USER_SPEC_MAX);
+	for (size_t i = 0; i < n; i++) {
+		unsigned char c = (unsigned char)spec[i];
+		if (c < 0x21 || c == 0x7f || c == '\n')
+			return al_err_set(err, AL_EINVAL, 0,
+					  "field \"user\" holds a blank or "
+					  "control character");
+	}
+	char ubuf[USER_SPEC_MAX + 1], uname[256] = "";
+	snprintf(ubuf, sizeof ubuf, "%s", spec);
+	char *group = strchr(ubuf, ':');
+	if (group != NULL)
+		*group++ = '\0';
+	if (ubuf[0] == '\0' || (group != NULL && group[0] == '\0'))
+		return al_err_set(err, AL_EINVAL, 0,
+				  "field \"user\" must be name[:group] or "
+				  "uid[:gid]");
+
+	char *pw = read_small_file("/etc/passwd");
+	uint32_t id;
+	int rc = -1;
+	if (parse_id(ubuf, strlen(ubuf), &id)) {
+		if (!passwd_lookup(pw, NULL, false, id, ra, uname,
+				   sizeof uname)) {
+			ra->uid = id;
+			ra->gid = 0;
+		}
+	} else if (!passwd_lookup(pw, ubuf, true, 0, ra, uname,
+				  sizeof uname)) {
+		al_err_set(err, AL_EINVAL, 0,
+			   "user \"%s\" is not in the sandbox's /etc/passwd",
+			   ubuf);
+		goto out;
+	}
+
+	char *gr = read_small_file("/etc/group");
+	uint32_t gid = ra->gid;
+	int gfound = group_scan(gr, group, &gid, uname, ra);
+	free(gr);
+	if (group != NULL) {
+		uint32_t g;
+		if (parse_id(group, strlen(group), &g)) {
+			gid = g;
+		} else if (!gfound) {
+			al_err_set(err, AL_EINVAL, 0,
+				   "group \"%s\" is not in the sandbox's "
+				   "/etc/group",
+				   group);
+			goto out;
+		}
+		ra->gid = gid;
+	}
+	if (ra->ngroups < USER_MAX_GROUPS)
+		ra->groups[ra->ngroups++] = ra->gid;
+	ra->set = true;
+	rc = 0;
+out:
+	free(pw);
+	return rc;
+}
+
+/* HOME of a user from passwd, unless the request's env sets it. */
+static int apply_home(char **envp, const run_as *ra, al_err *err)
+{
+	if (!ra->set || ra->home[0] != '/')
+		return 0;
+	for (size_t i = 0; envp[i] != NULL; i++) {
+		if (strcmp(envp[i], "HOME=/root") != 0)
+			continue;
+		char *h;
+		if (asprintf(&h, "HOME=%s", ra->home) < 0)
+			return al_err_set(err, AL_ENOMEM, ENOMEM,
+					  "out of memory");
+		free(envp[i]);
+		envp[i] = h;
+		return 0;
+	}
+	return 0;
+}
+
 /* In the child between fork and exec: only simple calls, and every
  * failure ends the child with a shell's exit status. */
 static void __attribute__((noreturn))
-child(char **argv, char **envp, const char *cwd, int in_fd, int out_fd,
-      int err_fd)
+child(char **argv, char **envp, const char *cwd, const run_as *ra,
+      int in_fd, int out_fd, int err_fd)
 {
 	sigset_t all;
 	sigemptyset(&all);
@@ -235,6 +482,17 @@ child(char **argv, char **envp, const char *cwd, int in_fd, int out_fd,
 	 * fd it inherited without the flag. Closing them outright would
 	 * close the start pipe too early. */
 	close_range(3, ~0U, CLOSE_RANGE_CLOEXEC);
+	/* Groups, then gid, then uid: each later call needs the privilege
+	 * the previous ones keep. Failing closed: never run as root by
+	 * accident. */
+	if (ra->set) {
+		if (setgroups(ra->ngroups, ra->groups) < 0 ||
+		    setgid(ra->gid) < 0 || setuid(ra->uid) < 0) {
+			dprintf(2, "airlock-agent: switching to uid %u: %s\n",
+				(unsigned)ra->uid, strerror(errno));
+			_exit(126);
+		}
+	}
 	if (chdir(cwd) < 0) {
 		dprintf(2, "airlock-agent: cd %s: %s\n", cwd, strerror(errno));
 		_exit(126);
@@ -267,6 +525,7 @@ void exec_start(agent *a, const al_frame *f)
 	bool want_stdin;
 	int64_t timeout;
 	struct stat st;
+	run_as ra;
 
 	json_object *o = agent_parse_obj(f, &err);
 	if (o == NULL)
@@ -276,6 +535,8 @@ void exec_start(agent *a, const al_frame *f)
 		goto fail;
 	envp = build_envp(o, &err);
 	if (envp == NULL)
+		goto fail;
+	if (resolve_user(o, &ra, &err) < 0 || apply_home(envp, &ra, &err) < 0)
 		goto fail;
 	if (agent_get_str(o, "cwd", false, &cwd, &err) < 0 ||
 	    get_bool(o, "stdin", &want_stdin, &err) < 0 ||
@@ -310,7 +571,7 @@ void exec_start(agent *a, const al_frame *f)
 		goto fail;
 	}
 	if (pid == 0)
-		child(argv, envp, cwd, p_in[0], p_out[1], p_err[1]);
+		child(argv, envp, cwd, &ra, p_in[0], p_out[1], p_err[1]);
 
 	close_fd(&p_out[1]);
 	close_fd(&p_err[1]);

@@ -9,7 +9,7 @@ PKGS=(
 	libnftnl-dev libmnl-dev libbtrfsutil-dev btrfs-progs libssl-dev
 	libluajit-5.1-dev libcmocka-dev libseccomp-dev libcap-dev
 	libevent-dev libcurl4-openssl-dev busybox-static e2fsprogs libarchive-dev
-	nftables bubblewrap crun python3-pytest python3-requests
+	nftables bubblewrap crun python3-pytest python3-requests debootstrap
 	qemu-system-x86
 )
 

@@ -1,0 +1,135 @@
+/* airlock-builder internals: one build of one template, run detached by
+ * the API (or in the foreground by scripts/build-template.sh).
+ *
+ *   main.c    arguments, the build row, the step loop, failure handling
+ *   blog.c    log.jsonl, the build's event stream (format: template.h)
+ *   fsroot.c  file operations inside a layer, resolved in its root
+ *   base.c    FROM: scratch, another template, debootstrap
+ *   run.c     RUN in a build sandbox (the ns jail + the agent)
+ *   finish.c  the template version: agent, CA, publish, VM artefacts
+ *
+ * Layers are btrfs subvolumes in pool/layers/<key>. A step that makes
+ * one builds it in pool/layers/.tmp-<key>-<pid> and renames it into
+ * place, so a layer under its key is always complete; a crashed build
+ * leaves only .tmp-* entries, which the next build removes. */
+#ifndef AL_BUILDER_H
+#define AL_BUILDER_H
+
+#include <json-c/json.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+#include "airlockfile.h"
+#include "config.h"
+#include "db.h"
+#include "err.h"
+#include "template.h"
+
+#define BLD_MAX_TMP 8
+
+typedef struct bld {
+	al_config cfg;
+	al_db *db;
+	char id[64];
+	char name[64];
+	int no_cache;
+
+	char dir[AL_PATH_MAX + 80];	 /* state/builds/<id> */
+	char ctxdir[AL_PATH_MAX + 96];	 /* .../context */
+	char layers[AL_PATH_MAX + 16];	 /* pool/layers */
+	char *airlockfile;		 /* the file's text */
+	al_airlockfile *af;
+
+	int logfd;
+	int step;      /* 1-based index of the running step, 0 = none */
+	int steps;     /* af->nsteps */
+	int run_noted; /* the no-network note was logged */
+	char carry[2][4]; /* incomplete UTF-8 sequence per stream */
+	size_t ncarry[2];
+
+	/* FROM <template>: its version, for its env/user/workdir. */
+	int has_base;
+	al_template_version base;
+
+	/* The current filesystem: the layer the next step builds on. */
+	char parent[AL_PATH_MAX + 160];
+	char key[AL_AF_KEY_HEX];
+	int rebuilt; /* some step was not taken from the cache */
+
+	/* Subvolumes of ours to delete when the build fails. */
+	char tmp[BLD_MAX_TMP][AL_PATH_MAX + 160];
+
+	/* The agent binary, installed into build sandboxes and the result. */
+	char *agent;
+	size_t agent_len;
+} bld;
+
+/* ---- blog.c ---- */
+int blog_open(bld *b, al_err *err);
+/* One event line; takes o. Errors are logged, not returned: a log that
+ * cannot be written must not change the build's outcome. */
+void blog_event(bld *b, json_object *o);
+void blog_step(bld *b, const al_af_step *st, int cached);
+/* stream 0 = stdout, 1 = stderr */
+void blog_output(bld *b, int stream, const void *data, size_t len);
+void blog_output_flush(bld *b);
+void blog_info(bld *b, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+void blog_status_ok(bld *b, int version);
+void blog_status_failed(bld *b, int step, int line, const char *error);
+
+/* ---- fsroot.c ---- */
+/* mkdir -p of abs inside the tree at root (every path resolved as if
+ * root were "/"). */
+int fsroot_mkdir_p(const char *root, const char *abs, mode_t mode,
+		   al_err *err);
+/* Write data to abs inside root (parents created 0755), replacing a file
+ * there by rename; owned by 0:0 with mode. */
+int fsroot_write_file(const char *root, const char *abs, const void *data,
+		      size_t len, mode_t mode, al_err *err);
+/* Make sure /proc /dev /sys /tmp are directories in root. */
+int fsroot_ensure_sysdirs(const char *root, al_err *err);
+/* Remove the top-level entry name of root (file, link or tree); a
+ * missing one is fine. */
+int fsroot_remove_top(const char *root, const char *name, al_err *err);
+/* Read a whole file (at most max bytes). */
+char *fsroot_read_host_file(const char *path, size_t max, size_t *len,
+			    al_err *err);
+/* Lazily unmount everything mounted at or below path (what a failed
+ * debootstrap leaves). */
+void fsroot_umount_below(const char *path);
+/* sha256 hex of s. */
+void fsroot_sha256_hex(const char *s, char out[AL_AF_KEY_HEX]);
+
+/* ---- layers (main.c) ---- */
+/* pool/layers/<key> into out. */
+int bld_layer_path(const bld *b, const char *key, char *out, size_t outlen,
+		   al_err *err);
+/* Remember / forget a temporary subvolume to delete on failure. */
+void bld_tmp_add(bld *b, const char *path);
+void bld_tmp_forget(bld *b, const char *path);
+/* Rename tmp to final (the cache entry). If final appeared meanwhile (a
+ * concurrent build of the same step), tmp is dropped and final used;
+ * with --no-cache an old final is replaced. */
+int bld_layer_install(bld *b, const char *tmp, const char *final,
+		      al_err *err);
+
+/* ---- base.c ---- */
+/* Set b->parent and b->key from FROM (step 1). */
+int base_prepare(bld *b, al_err *err);
+
+/* ---- run.c ---- */
+/* Run step st in a build sandbox on the layer at rootfs. Output goes to
+ * the log. -1 with err ("RUN exited with 2") when it fails. */
+int run_step(bld *b, const al_af_step *st, size_t idx, const char *rootfs,
+	     al_err *err);
+/* What RUN step idx runs with (base template + Airlockfile). */
+json_object *run_env(const bld *b, size_t nenv, al_err *err);
+const char *run_workdir(const bld *b, size_t idx);
+/* "" for the default (root); else "user[:group]". */
+void run_user(const bld *b, size_t idx, char *out, size_t outlen);
+
+/* ---- finish.c ---- */
+int finish_publish(bld *b, int *version, al_err *err);
+
+#endif

@@ -1,0 +1,417 @@
+/* airlock-builder --build ID
+ *
+ * Builds the template of build ID (a row in template_builds, status
+ * queued, with state/builds/<ID>/Airlockfile and context.tar next to
+ * it) and publishes it as the template's next version. Started detached
+ * by the API (stderr to state/log/builder.log), or in the foreground by
+ * scripts/build-template.sh. Progress and command output go to
+ * state/builds/<ID>/log.jsonl (format: core/template.h), the outcome to
+ * the row.
+ *
+ * Environment: AIRLOCK_STATE, AIRLOCK_DB, AIRLOCK_LIBEXEC (the agent),
+ * AIRLOCK_DEBIAN_MIRROR (optional: overrides the host's apt mirror).
+ *
+ * Exit: 0 built, 1 the build failed (its row says why), 100 usage,
+ * 111 no build could be attempted (database, state directory). */
+#include "builder.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "agentproto.h"
+#include "cleanup.h"
+#include "context.h"
+#include "log.h"
+#include "store.h"
+
+#define AGENT_MAX (64u << 20)
+
+int bld_layer_path(const bld *b, const char *key, char *out, size_t outlen,
+		   al_err *err)
+{
+	int n = snprintf(out, outlen, "%s/%s", b->layers, key);
+	if (n < 0 || (size_t)n >= outlen)
+		return al_err_set(err, AL_EINVAL, 0, "layer path too long");
+	return 0;
+}
+
+void bld_tmp_add(bld *b, const char *path)
+{
+	for (int i = 0; i < BLD_MAX_TMP; i++) {
+		if (b->tmp[i][0] == '\0') {
+			snprintf(b->tmp[i], sizeof b->tmp[i], "%s", path);
+			return;
+		}
+	}
+	al_warn("build %s: too many temporary subvolumes; %s is left for "
+		"the next build to remove",
+		b->id, path);
+}
+
+void bld_tmp_forget(bld *b, const char *path)
+{
+	for (int i = 0; i < BLD_MAX_TMP; i++)
+		if (strcmp(b->tmp[i], path) == 0)
+			b->tmp[i][0] = '\0';
+}
+
+static void tmp_cleanup(bld *b)
+{
+	for (int i = 0; i < BLD_MAX_TMP; i++) {
+		if (b->tmp[i][0] == '\0')
+			continue;
+		al_err tmp_err = {0};
+		fsroot_umount_below(b->tmp[i]);
+		if (al_store_subvol_delete(b->tmp[i], &tmp_err) < 0)
+			al_warn("build %s: %s", b->id, tmp_err.msg);
+		b->tmp[i][0] = '\0';
+	}
+}
+
+int bld_layer_install(bld *b, const char *tmp, const char *final,
+		      al_err *err)
+{
+	for (int attempt = 0; attempt < 2; attempt++) {
+		if (renameat2(AT_FDCWD, tmp, AT_FDCWD, final,
+			      RENAME_NOREPLACE) == 0) {
+			bld_tmp_forget(b, tmp);
+			return 0;
+		}
+		if (errno != EEXIST)
+			return al_err_sys(err, AL_ESYS, errno,
+					  "rename %s to %s", tmp, final);
+		if (!b->no_cache || attempt > 0)
+			break;
+		/* --no-cache: the new layer replaces the old one. A build
+		 * snapshotting the old one right now gets it whole or not
+		 * at all (then it fails and can be retried). */
+		if (al_store_subvol_delete(final, err) < 0)
+			return -1;
+	}
+	/* A concurrent build of the same step finished first: same key,
+	 * same content. Use its layer. */
+	al_err tmp_err = {0};
+	if (al_store_subvol_delete(tmp, &tmp_err) < 0)
+		al_warn("build %s: %s", b->id, tmp_err.msg);
+	bld_tmp_forget(b, tmp);
+	return 0;
+}
+
+/* ".tmp-<anything>-<pid>" whose builder is gone: a crash's leftovers. */
+static int tmp_owner_dead(const char *name)
+{
+	if (strncmp(name, ".tmp-", 5) != 0)
+		return 0;
+	const char *dash = strrchr(name, '-');
+	if (dash == NULL || dash[1] == '\0')
+		return 0;
+	char *end;
+	long pid = strtol(dash + 1, &end, 10);
+	if (*end != '\0' || pid <= 0)
+		return 1;
+	if (pid == (long)getpid())
+		return 0;
+	char exe[64], target[512];
+	snprintf(exe, sizeof exe, "/proc/%ld/exe", pid);
+	ssize_t n = readlink(exe, target, sizeof target - 1);
+	if (n < 0)
+		return 1;
+	target[n] = '\0';
+	return strstr(target, "airlock-builder") == NULL;
+}
+
+static void remove_stale_tmp(const char *dir)
+{
+	DIR *d = opendir(dir);
+	if (d == NULL)
+		return;
+	struct dirent *de;
+	while ((de = readdir(d)) != NULL) {
+		if (!tmp_owner_dead(de->d_name))
+			continue;
+		char p[AL_PATH_MAX + 300];
+		snprintf(p, sizeof p, "%s/%s", dir, de->d_name);
+		al_err tmp_err = {0};
+		fsroot_umount_below(p);
+		if (al_store_subvol_delete(p, &tmp_err) < 0)
+			al_warn("removing %s: %s", p, tmp_err.msg);
+		else
+			al_info("removed %s, left by an interrupted build", p);
+	}
+	closedir(d);
+}
+
+/* queued -> running, once: a second builder for the same id (or a rerun
+ * of a finished build) gets nothing. */
+static int claim_build(bld *b, al_err *err)
+{
+	char pid[16];
+	snprintf(pid, sizeof pid, "%d", (int)getpid());
+	const char *p[] = {b->id, pid};
+	PGresult *res = al_db_exec(
+		b->db,
+		"UPDATE template_builds SET status = 'running',"
+		" builder_pid = $2::int WHERE id = $1 AND status = 'queued'"
+		" RETURNING name, no_cache",
+		2, p, err);
+	if (res == NULL)
+		return -1;
+	if (PQntuples(res) != 1) {
+		PQclear(res);
+		return al_err_set(err, AL_ESTATE, 0,
+				  "build %s is unknown or not queued", b->id);
+	}
+	snprintf(b->name, sizeof b->name, "%s", PQgetvalue(res, 0, 0));
+	b->no_cache = strcmp(PQgetvalue(res, 0, 1), "t") == 0;
+	PQclear(res);
+	return 0;
+}
+
+static int load_inputs(bld *b, int *line, al_err *err)
+{
+	char path[AL_PATH_MAX + 128];
+	size_t len;
+	*line = 0;
+	snprintf(path, sizeof path, "%s/Airlockfile", b->dir);
+	b->airlockfile = fsroot_read_host_file(path, AL_AF_MAX_BYTES, &len,
+					       err);
+	if (b->airlockfile == NULL)
+		return -1;
+	b->af = al_airlockfile_parse(b->airlockfile, len, line, err);
+	if (b->af == NULL)
+		return -1;
+	/* Text with NUL bytes would cut the stored copy short. */
+	if (strlen(b->airlockfile) != len)
+		b->airlockfile[0] = '\0';
+	b->steps = (int)b->af->nsteps;
+
+	snprintf(path, sizeof path, "%s/airlock-agent", b->cfg.libexec_dir);
+	b->agent = fsroot_read_host_file(path, AGENT_MAX, &b->agent_len, err);
+	if (b->agent == NULL)
+		return -1;
+
+	/* A fresh context directory: a retried build starts clean. */
+	if (al_context_rmtree(b->ctxdir, err) < 0)
+		return -1;
+	if (mkdir(b->ctxdir, 0700) < 0)
+		return al_err_sys(err, AL_ESYS, errno, "mkdir %s", b->ctxdir);
+	snprintf(path, sizeof path, "%s/context.tar", b->dir);
+	al_autofd int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0) {
+		/* No context: COPY steps will find nothing to copy. */
+		if (errno == ENOENT)
+			return 0;
+		return al_err_sys(err, AL_ESYS, errno, "open %s", path);
+	}
+	if (al_context_unpack(fd, b->ctxdir, NULL, err) < 0) {
+		al_err_wrap(err, "build context");
+		return -1;
+	}
+	return 0;
+}
+
+static int copy_step(bld *b, const al_af_step *st, size_t idx,
+		     const char *rootfs, al_err *err)
+{
+	const char *wd = run_workdir(b, idx);
+	if (fsroot_mkdir_p(rootfs, wd, 0755, err) < 0)
+		return -1;
+	for (size_t i = 0; i < st->copy.nsrc; i++) {
+		if (al_context_copy(b->ctxdir, st->copy.src[i], rootfs,
+				    st->copy.dest, st->copy.chmod, 0, 0,
+				    err) < 0) {
+			al_err_wrap(err, "COPY %s", st->copy.src[i]);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+/* Steps 2..n: metadata steps advance the key; RUN and COPY make (or
+ * reuse) a layer. */
+static int run_steps(bld *b, al_err *err)
+{
+	for (size_t i = 1; i < b->af->nsteps; i++) {
+		const al_af_step *st = &b->af->steps[i];
+		char extra[AL_CONTEXT_HASH_HEX], key[AL_AF_KEY_HEX];
+		b->step = (int)i + 1;
+		al_err tmp_err = {0};
+		if (al_build_update(b->db, b->id, AL_BUILD_RUNNING, b->step,
+				    b->steps, 0, NULL, &tmp_err) < 0)
+			al_warn("build %s: %s", b->id, tmp_err.msg);
+
+		int fs = st->kind == AL_AF_RUN || st->kind == AL_AF_COPY;
+		if (st->kind == AL_AF_COPY &&
+		    al_context_hash_srcs(b->ctxdir, st->copy.src,
+					 st->copy.nsrc, extra, err) < 0) {
+			blog_step(b, st, 0);
+			al_err_wrap(err, "COPY");
+			return -1;
+		}
+		if (al_airlockfile_step_key(b->key,  st,
+					    st->kind == AL_AF_COPY ? extra
+								   : NULL,
+					    key, err) < 0)
+			return -1;
+		memcpy(b->key, key, sizeof key);
+		if (!fs) {
+			blog_step(b, st, !b->rebuilt);
+			continue;
+		}
+
+		char final[AL_PATH_MAX + 160], tmp[AL_PATH_MAX + 160];
+		if (bld_layer_path(b, key, final, sizeof final, err) < 0)
+			return -1;
+		if (!b->no_cache && al_store_is_subvol(final, NULL) == 1) {
+			blog_step(b, st, 1);
+			snprintf(b->parent, sizeof b->parent, "%s", final);
+			continue;
+		}
+		blog_step(b, st, 0);
+		b->rebuilt = 1;
+		int64_t t0 = al_now_ms();
+		snprintf(tmp, sizeof tmp, "%s/.tmp-%s-%d", b->layers, key,
+			 (int)getpid());
+		if (al_store_snapshot(b->parent, tmp, err) < 0)
+			return -1;
+		bld_tmp_add(b, tmp);
+		int rc = st->kind == AL_AF_RUN ? run_step(b, st, i, tmp, err)
+					       : copy_step(b, st, i, tmp, err);
+		if (rc < 0)
+			return -1;
+		if (bld_layer_install(b, tmp, final, err) < 0)
+			return -1;
+		snprintf(b->parent, sizeof b->parent, "%s", final);
+		al_info("build %s: step %d/%d done in %lld ms", b->id, b->step,
+			b->steps, (long long)(al_now_ms() - t0));
+	}
+	return 0;
+}
+
+static void fail_build(bld *b, int line, const al_err *err)
+{
+	int step = b->step;
+	if (line == 0 && b->af != NULL && step >= 1 &&
+	    (size_t)step <= b->af->nsteps)
+		line = b->af->steps[step - 1].line;
+	char msg[700];
+	if (line > 0 && strncmp(err->msg, "line ", 5) != 0)
+		snprintf(msg, sizeof msg, "line %d: %s", line, err->msg);
+	else
+		snprintf(msg, sizeof msg, "%s", err->msg);
+	blog_output_flush(b);
+	blog_status_failed(b, step, line, msg);
+	al_err tmp_err = {0};
+	if (al_build_update(b->db, b->id, AL_BUILD_FAILED, step, b->steps, 0,
+			    msg, &tmp_err) < 0)
+		al_error("build %s: recording the failure: %s", b->id,
+			 tmp_err.msg);
+	al_error("build %s (%s) failed: %s", b->id, b->name, msg);
+}
+
+static int usage(void)
+{
+	fprintf(stderr, "usage: airlock-builder --build ID\n");
+	return 100;
+}
+
+int main(int argc, char **argv)
+{
+	al_err err = {0};
+	bld b;
+	memset(&b, 0, sizeof b);
+	b.logfd = -1;
+
+	if (argc != 3 || strcmp(argv[1], "--build") != 0)
+		return usage();
+	if (!al_id_valid(argv[2]))
+		return usage();
+	snprintf(b.id, sizeof b.id, "%s", argv[2]);
+	al_log_init("airlock-builder", AL_LOG_INFO);
+	signal(SIGPIPE, SIG_IGN);
+	umask(022);
+
+	if (al_config_load(&b.cfg, &err) < 0) {
+		al_error("%s", err.msg);
+		return 111;
+	}
+	b.db = al_db_open(b.cfg.db_conninfo, &err);
+	if (b.db == NULL) {
+		al_error("%s", err.msg);
+		return 111;
+	}
+	if (al_build_dir(&b.cfg, b.id, b.dir, sizeof b.dir, &err) < 0 ||
+	    claim_build(&b, &err) < 0) {
+		al_error("%s", err.msg);
+		al_db_close(b.db);
+		return 111;
+	}
+	snprintf(b.ctxdir, sizeof b.ctxdir, "%s/context", b.dir);
+	snprintf(b.layers, sizeof b.layers, "%s/layers", b.cfg.pool_dir);
+	al_info("build %s of template %s%s", b.id, b.name,
+		b.no_cache ? " (no cache)" : "");
+
+	int line = 0, version = 0, rc = 1;
+	int64_t t0 = al_now_ms();
+	if (blog_open(&b, &err) < 0) {
+		fail_build(&b, 0, &err);
+		goto out;
+	}
+	if (load_inputs(&b, &line, &err) < 0) {
+		fail_build(&b, line, &err);
+		goto out;
+	}
+	if (al_build_update(b.db, b.id, AL_BUILD_RUNNING, 1, b.steps, 0, NULL,
+			    &err) < 0) {
+		fail_build(&b, 0, &err);
+		goto out;
+	}
+	if (al_store_check(b.cfg.pool_dir, &err) < 0 ||
+	    (mkdir(b.layers, 0700) < 0 && errno != EEXIST &&
+	     al_err_sys(&err, AL_ESYS, errno, "mkdir %s", b.layers) < 0)) {
+		fail_build(&b, 0, &err);
+		goto out;
+	}
+	char tv_dir[AL_PATH_MAX + 32];
+	snprintf(tv_dir, sizeof tv_dir, "%s/template-versions",
+		 b.cfg.pool_dir);
+	remove_stale_tmp(b.layers);
+	remove_stale_tmp(tv_dir);
+
+	if (base_prepare(&b, &err) < 0 || run_steps(&b, &err) < 0) {
+		fail_build(&b, 0, &err);
+		goto out;
+	}
+	b.step = b.steps;
+	if (finish_publish(&b, &version, &err) < 0) {
+		fail_build(&b, 0, &err);
+		goto out;
+	}
+	blog_status_ok(&b, version);
+	if (al_build_update(b.db, b.id, AL_BUILD_SUCCEEDED, b.steps, b.steps,
+			    version, NULL, &err) < 0)
+		al_error("build %s: recording success: %s", b.id, err.msg);
+	al_info("build %s: %s version %d in %lld ms", b.id, b.name, version,
+		(long long)(al_now_ms() - t0));
+	rc = 0;
+out:
+	tmp_cleanup(&b);
+	if (b.ctxdir[0] != '\0')
+		al_context_rmtree(b.ctxdir, NULL);
+	if (b.logfd >= 0)
+		close(b.logfd);
+	if (b.af != NULL)
+		al_airlockfile_free(b.af);
+	al_template_version_free(&b.base);
+	free(b.airlockfile);
+	free(b.agent);
+	al_db_close(b.db);
+	return rc;
+}

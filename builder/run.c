@@ -1,0 +1,344 @@
+/* RUN: the command runs inside a build sandbox, never on the host. The
+ * sandbox is the ns jail every sandbox gets (namespaces, cgroups,
+ * reduced capabilities, seccomp, a network namespace holding only lo),
+ * rooted at the step's temporary layer, with the agent copied in at a
+ * hidden path for the duration of the step. The builder speaks the agent
+ * protocol to it like a shim does: HELLO, EXEC, output frames, EXIT. */
+#include "builder.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "agentproto.h"
+#include "cleanup.h"
+#include "driver.h"
+#include "log.h"
+
+#define BUILD_AGENT_DIR ".airlock-build"
+#define BUILD_AGENT "/" BUILD_AGENT_DIR "/agent"
+#define RUN_TIMEOUT_MS 3600000ll
+/* Beyond the agent's own timeout: the agent reports it; this is for an
+ * agent that stopped talking. */
+#define RUN_GRACE_MS 60000ll
+#define HELLO_TIMEOUT_MS 10000ll
+#define BUILD_MEMORY (2048ull << 20)
+#define BUILD_PIDS 4096u
+
+/* Whether any step of kind in steps[1..idx] exists. */
+static int set_in_file(const bld *b, size_t idx, al_af_kind kind)
+{
+	for (size_t i = 1; i <= idx && i < b->af->nsteps; i++)
+		if (b->af->steps[i].kind == kind)
+			return 1;
+	return 0;
+}
+
+json_object *run_env(const bld *b, size_t nenv, al_err *err)
+{
+	json_object *env = json_object_new_object();
+	if (env == NULL) {
+		al_err_set(err, AL_ENOMEM, ENOMEM, "out of memory");
+		return NULL;
+	}
+	/* The base template's environment, then the file's (which wins). */
+	if (b->has_base && b->base.env != NULL) {
+		json_object_object_foreach(b->base.env, k, v)
+		{
+			if (json_object_is_type(v, json_type_string))
+				json_object_object_add(
+					env, k,
+					json_object_new_string(
+						json_object_get_string(v)));
+		}
+	}
+	char **envp = al_airlockfile_envp(b->af, nenv, err);
+	if (envp == NULL) {
+		json_object_put(env);
+		return NULL;
+	}
+	for (size_t i = 0; envp[i] != NULL; i++) {
+		char *eq = strchr(envp[i], '=');
+		if (eq == NULL)
+			continue;
+		*eq = '\0';
+		json_object_object_add(env, envp[i],
+				       json_object_new_string(eq + 1));
+	}
+	free(envp);
+	return env;
+}
+
+const char *run_workdir(const bld *b, size_t idx)
+{
+	if (set_in_file(b, idx, AL_AF_WORKDIR))
+		return b->af->steps[idx].workdir;
+	if (b->has_base && b->base.workdir[0] == '/')
+		return b->base.workdir;
+	return "/";
+}
+
+void run_user(const bld *b, size_t idx, char *out, size_t outlen)
+{
+	const al_af_step *st = &b->af->steps[idx];
+	out[0] = '\0';
+	if (set_in_file(b, idx, AL_AF_USER)) {
+		if (st->group != NULL)
+			snprintf(out, outlen, "%s:%s", st->user, st->group);
+		else
+			snprintf(out, outlen, "%s", st->user);
+	} else if (b->has_base) {
+		snprintf(out, outlen, "%s", b->base.user);
+	}
+	if (strcmp(out, "root") == 0)
+		out[0] = '\0';
+}
+
+/* Copy the agent into the layer at BUILD_AGENT. The directory must not
+ * exist: a layer is made by user commands, and a planted symlink there
+ * must not redirect the write. */
+static int place_agent(bld *b, const char *rootfs, al_err *err)
+{
+	al_autofd int rootfd =
+		open(rootfs, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (rootfd < 0)
+		return al_err_sys(err, AL_ESYS, errno, "open %s", rootfs);
+	if (mkdirat(rootfd, BUILD_AGENT_DIR, 0700) < 0) {
+		if (errno == EEXIST)
+			return al_err_set(err, AL_EPATH, 0,
+					  "/%s exists in the layer: the path "
+					  "is reserved for the builder",
+					  BUILD_AGENT_DIR);
+		return al_err_sys(err, AL_ESYS, errno, "mkdir /%s",
+				  BUILD_AGENT_DIR);
+	}
+	al_autofd int dfd = openat(rootfd, BUILD_AGENT_DIR,
+				   O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
+					   O_CLOEXEC);
+	if (dfd < 0)
+		return al_err_sys(err, AL_ESYS, errno, "open /%s",
+				  BUILD_AGENT_DIR);
+	al_autofd int fd = openat(dfd, "agent",
+				  O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW |
+					  O_CLOEXEC,
+				  0700);
+	if (fd < 0)
+		return al_err_sys(err, AL_ESYS, errno, "create %s",
+				  BUILD_AGENT);
+	size_t off = 0;
+	while (off < b->agent_len) {
+		ssize_t w = write(fd, b->agent + off, b->agent_len - off);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return al_err_sys(err, AL_ESYS, errno, "write %s",
+					  BUILD_AGENT);
+		off += (size_t)w;
+	}
+	if (fchmod(fd, 0755) < 0)
+		return al_err_sys(err, AL_ESYS, errno, "chmod %s",
+				  BUILD_AGENT);
+	return 0;
+}
+
+static int remove_agent(const char *rootfs, al_err *err)
+{
+	return fsroot_remove_top(rootfs, BUILD_AGENT_DIR, err);
+}
+
+static json_object *exec_payload(const bld *b, const al_af_step *st,
+				 size_t idx, al_err *err)
+{
+	json_object *o = json_object_new_object();
+	json_object *cmd = json_object_new_array();
+	if (o == NULL || cmd == NULL) {
+		json_object_put(o);
+		json_object_put(cmd);
+		al_err_set(err, AL_ENOMEM, ENOMEM, "out of memory");
+		return NULL;
+	}
+	for (size_t i = 0; i < st->cmd.argc; i++)
+		json_object_array_add(cmd,
+				      json_object_new_string(st->cmd.argv[i]));
+	json_object_object_add(o, "cmd", cmd);
+	json_object *env = run_env(b, st->nenv, err);
+	if (env == NULL) {
+		json_object_put(o);
+		return NULL;
+	}
+	json_object_object_add(o, "env", env);
+	json_object_object_add(o, "cwd",
+			       json_object_new_string(run_workdir(b, idx)));
+	json_object_object_add(o, "timeout_ms",
+			       json_object_new_int64(RUN_TIMEOUT_MS));
+	json_object_object_add(o, "stdin", json_object_new_boolean(0));
+	char user[200];
+	run_user(b, idx, user, sizeof user);
+	if (user[0] != '\0')
+		json_object_object_add(o, "user",
+				       json_object_new_string(user));
+	return o;
+}
+
+/* Talk to the agent: HELLO, EXEC, then frames until EXIT. */
+static int converse(bld *b, int fd, json_object *payload, al_err *err)
+{
+	al_frame_reader rd;
+	al_frame f;
+	int rc = -1;
+	al_frame_reader_init(&rd);
+
+	if (al_frame_recv(fd, &rd, &f, al_now_ms() + HELLO_TIMEOUT_MS, err) <
+	    0) {
+		al_err_wrap(err, "build sandbox agent");
+		goto out;
+	}
+	int hello = f.type == AL_F_HELLO;
+	al_frame_free(&f);
+	if (!hello) {
+		al_err_set(err, AL_EPROTO, 0,
+			   "build sandbox agent did not say hello");
+		goto out;
+	}
+	const char *s = json_object_to_json_string_ext(payload,
+						       JSON_C_TO_STRING_PLAIN);
+	if (al_frame_send(fd, AL_F_EXEC, 1, s, strlen(s), err) < 0)
+		goto out;
+	int64_t deadline = al_now_ms() + RUN_TIMEOUT_MS + RUN_GRACE_MS;
+	for (;;) {
+		if (al_frame_recv(fd, &rd, &f, deadline, err) < 0) {
+			al_err_wrap(err, "build sandbox agent");
+			goto out;
+		}
+		if (f.id != 1) {
+			al_frame_free(&f);
+			continue;
+		}
+		switch (f.type) {
+		case AL_F_STARTED:
+			break;
+		case AL_F_STDOUT:
+		case AL_F_STDERR:
+			blog_output(b, f.type == AL_F_STDERR, f.payload, f.len);
+			break;
+		case AL_F_ERROR:
+		case AL_F_EXIT: {
+			json_object *o = json_tokener_parse(
+				(const char *)f.payload);
+			json_object *v = NULL;
+			blog_output_flush(b);
+			if (o == NULL) {
+				al_err_set(err, AL_EPROTO, 0,
+					   "agent sent a malformed %s",
+					   al_frame_type_name(f.type));
+			} else if (f.type == AL_F_ERROR) {
+				const char *msg =
+					json_object_object_get_ex(o, "message",
+								  &v)
+						? json_object_get_string(v)
+						: "unknown error";
+				al_err_set(err, AL_EINVAL, 0, "RUN: %.400s",
+					   msg);
+			} else if (json_object_object_get_ex(o, "exit_code",
+							     &v)) {
+				int code = json_object_get_int(v);
+				if (code == 0)
+					rc = 0;
+				else
+					al_err_set(err, AL_EINVAL, 0,
+						   "RUN exited with %d", code);
+			} else {
+				json_object *t;
+				int timed_out =
+					json_object_object_get_ex(o,
+								  "timed_out",
+								  &t) &&
+					json_object_get_boolean(t);
+				json_object_object_get_ex(o, "signal", &v);
+				if (timed_out)
+					al_err_set(err, AL_ETIMEDOUT, 0,
+						   "RUN ran longer than %lld s",
+						   RUN_TIMEOUT_MS / 1000);
+				else
+					al_err_set(err, AL_EINVAL, 0,
+						   "RUN killed by %.40s",
+						   v != NULL ? json_object_get_string(v)
+							     : "a signal");
+			}
+			json_object_put(o);
+			al_frame_free(&f);
+			goto out;
+		}
+		default:
+			break;
+		}
+		al_frame_free(&f);
+	}
+out:
+	al_frame_reader_free(&rd);
+	return rc;
+}
+
+int run_step(bld *b, const al_af_step *st, size_t idx, const char *rootfs,
+	     al_err *err)
+{
+	if (!b->run_noted) {
+		blog_info(b, "RUN steps have no network yet (the build "
+			     "sandbox has only loopback until the egress "
+			     "gateway lands); put packages into FROM "
+			     "debian:bookworm --include=...");
+		b->run_noted = 1;
+	}
+	if (fsroot_ensure_sysdirs(rootfs, err) < 0 ||
+	    fsroot_mkdir_p(rootfs, run_workdir(b, idx), 0755, err) < 0)
+		return -1;
+	json_object *payload = exec_payload(b, st, idx, err);
+	if (payload == NULL)
+		return -1;
+	if (place_agent(b, rootfs, err) < 0) {
+		json_object_put(payload);
+		return -1;
+	}
+
+	char id[64];
+	snprintf(id, sizeof id, "b%.40s-%zu", b->id, idx + 1);
+	al_sandbox_spec spec = {
+		.id = id,
+		.rootfs = rootfs,
+		.hostname = "build",
+		.agent = BUILD_AGENT,
+		.limits = {.memory_bytes = BUILD_MEMORY,
+			   .pids_max = BUILD_PIDS,
+			   .cpu_shares = 1024},
+	};
+	al_driver_handle h;
+	memset(&h, 0, sizeof h);
+	h.agent_fd = -1;
+	int rc = -1;
+	if (al_driver_ns.start(&spec, &h, err) < 0) {
+		al_err_wrap(err, "starting the build sandbox");
+	} else {
+		rc = converse(b, h.agent_fd, payload, err);
+		al_err tmp_err = {0};
+		/* The kernel can take a moment to empty the cgroups. */
+		for (int i = 0; i < 50; i++) {
+			if (al_driver_ns.stop(&h, &tmp_err) == 0)
+				break;
+			usleep(20000);
+		}
+		if (h.priv != NULL)
+			al_warn("build %s: stopping the build sandbox: %s",
+				b->id, tmp_err.msg);
+	}
+	json_object_put(payload);
+	al_err tmp_err = {0};
+	if (remove_agent(rootfs, &tmp_err) < 0 && rc == 0) {
+		*err = tmp_err;
+		return -1;
+	}
+	return rc;
+}

@@ -1,0 +1,106 @@
+/* template: template versions and builds, in PostgreSQL (tables
+ * templates, template_versions, template_builds: core/sql/003) and in the
+ * pool:
+ *
+ *   pool/template-versions/<name>/<version>/rootfs   btrfs subvolume:
+ *         the filesystem every sandbox of that version snapshots, with
+ *         /sbin/airlock-agent (and the host CA certificate) installed
+ *   pool/template-versions/<name>/<version>/vm/      VM artefacts
+ *         (disk.ext4, mem, state: core/vmprobe.h), when built
+ *   pool/templates/<name>   symlink to the current version's rootfs, so
+ *         al_config_template_root() keeps naming "the template"
+ *   pool/layers/<key>       build cache: one subvolume per filesystem
+ *         step, keyed by al_airlockfile_step_key()
+ *
+ * A version is immutable once published; a sandbox keeps the version it
+ * was created from (sandboxes.template_version). */
+#ifndef AL_TEMPLATE_H
+#define AL_TEMPLATE_H
+
+#include <json-c/json.h>
+
+#include "config.h"
+#include "db.h"
+#include "err.h"
+
+typedef struct al_template_version {
+	char name[64];
+	int version;
+	json_object *env;   /* object of strings; owned */
+	char workdir[4096];
+	char user[64];
+	json_object *start; /* argv array or NULL; owned */
+	json_object *ready; /* argv array or NULL; owned */
+} al_template_version;
+
+void al_template_version_free(al_template_version *tv);
+
+/* pool/template-versions/<name>/<version>[/rootfs|/vm] */
+int al_template_version_dir(const al_config *cfg, const char *name,
+			    int version, char *out, size_t outlen,
+			    al_err *err);
+int al_template_version_rootfs(const al_config *cfg, const char *name,
+			       int version, char *out, size_t outlen,
+			       al_err *err);
+
+/* Version `version` of name (0 = the current one); AL_ENOENT if absent. */
+int al_template_get_version(al_db *db, const char *name, int version,
+			    al_template_version *out, al_err *err);
+
+/* Publish a built rootfs as the next version of name: rootfs_tmp (a
+ * subvolume in the pool) is moved to the version's place, the rows are
+ * written in one transaction (template created on its first version,
+ * with the default limits of cfg and driver "ns"), and the
+ * pool/templates/<name> link is switched atomically. *version_out gets
+ * the new version number. */
+int al_template_publish(al_db *db, const al_config *cfg,
+			const al_template_version *tv, const char *build_id,
+			const char *airlockfile, const char *rootfs_tmp,
+			int *version_out, al_err *err);
+
+/* 1 if a sandbox that is not deleted uses any version of name. */
+int al_template_in_use(al_db *db, const char *name, al_err *err);
+
+/* Delete every version of name (rows and pool), AL_ESTATE (409) while a
+ * sandbox uses it, AL_ENOENT if unknown. */
+int al_template_delete(al_db *db, const al_config *cfg, const char *name,
+		       al_err *err);
+
+/* ---- builds ---- */
+
+typedef enum al_build_status {
+	AL_BUILD_QUEUED,
+	AL_BUILD_RUNNING,
+	AL_BUILD_SUCCEEDED,
+	AL_BUILD_FAILED,
+} al_build_status;
+
+const char *al_build_status_name(al_build_status s);
+
+/* state/builds/<id> and its files: Airlockfile, context.tar, log.jsonl.
+ *
+ * log.jsonl is append-only, one JSON object per line, written by the
+ * builder and streamed by the API as server-sent events (the "event"
+ * member is the SSE event name, the line is its data):
+ *   {"event":"step","step":2,"steps":5,"line":3,"text":"RUN make",
+ *    "cached":false}
+ *   {"event":"output","step":2,"stream":"stdout","data":"..."}
+ *        (or "data_b64" when the bytes are not UTF-8)
+ *   {"event":"status","status":"succeeded","version":3}
+ *   {"event":"status","status":"failed","step":2,"line":3,
+ *    "error":"RUN exited with 2"}
+ * The last line of a finished build is its status line. */
+int al_build_dir(const al_config *cfg, const char *id, char *out,
+		 size_t outlen, al_err *err);
+
+int al_build_insert(al_db *db, const char *id, const char *name,
+		    int no_cache, al_err *err);
+/* Progress and outcome; error may be NULL, version 0 = unknown. */
+int al_build_update(al_db *db, const char *id, al_build_status status,
+		    int step, int steps, int version, const char *error,
+		    al_err *err);
+/* {"id","name","status","step","steps","version","error","created_at",
+ *  "finished_at"}; AL_ENOENT if unknown. */
+json_object *al_build_get(al_db *db, const char *id, al_err *err);
+
+#endif

@@ -1,0 +1,488 @@
+/* Template builds over the API:
+ *   POST   /v1/templates                    multipart: name, airlockfile,
+ *                                           context (tar), no_cache
+ *   GET    /v1/templates/{name}             a template and its versions
+ *   DELETE /v1/templates/{name}             409 while a sandbox uses it
+ *   GET    /v1/templates/builds/{id}        a build's status
+ *   GET    /v1/templates/builds/{id}/logs   the build log as SSE
+ * The build itself runs in airlock-builder (builder/), started detached;
+ * it writes state/builds/<id>/log.jsonl, which the logs endpoint tails. */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "agentproto.h"
+#include "airlockfile.h"
+#include "api_templates.h"
+#include "cleanup.h"
+#include "context.h"
+#include "log.h"
+#include "multipart.h"
+#include "sandbox.h"
+#include "spawn.h"
+#include "template.h"
+
+#define AIRLOCKFILE_MAX (1024 * 1024)
+#define CONTEXT_MAX (1024ull << 20)
+#define BODY_CHUNK 65536
+#define LOG_POLL_MS 100
+#define LOG_KEEPALIVE_MS 15000
+
+/* A name the router would read as something else. */
+static int name_reserved(const char *name)
+{
+	return strcmp(name, "builds") == 0;
+}
+
+/* Remove a build directory that never got its row. */
+static void discard_build_dir(const char *dir)
+{
+	al_err err = {0};
+	if (al_context_rmtree(dir, &err) < 0)
+		al_warn("removing %s: %s", dir, err.msg);
+}
+
+static int write_file(const char *dir, const char *name, const char *data,
+		      size_t len, al_err *err)
+{
+	char path[AL_PATH_MAX + 64];
+	snprintf(path, sizeof path, "%s/%s", dir, name);
+	al_autofd int fd =
+		open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return al_err_sys(err, AL_ESYS, errno, "create %s", path);
+	size_t off = 0;
+	while (off < len) {
+		ssize_t n = write(fd, data + off, len - off);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return al_err_sys(err, AL_ESYS, errno, "write %s", path);
+		off += (size_t)n;
+	}
+	return 0;
+}
+
+/* Stream the multipart body into fields (context straight to its file). */
+static int read_form(al_req *r, al_mp_field *fields, size_t n, al_err *err)
+{
+	const char *ct = al_req_param(r, "CONTENT_TYPE");
+	if (ct == NULL || ct[0] == '\0')
+		return al_err_set(err, AL_EINVAL, 0,
+				  "send the template as multipart/form-data");
+	al_multipart *mp = al_multipart_new_form(ct, fields, n, err);
+	if (mp == NULL)
+		return -1;
+	char *buf = malloc(BODY_CHUNK);
+	int rc = buf != NULL ? 0 : al_err_set(err, AL_ENOMEM, 0, "out of memory");
+	while (rc == 0) {
+		int got = FCGX_GetStr(buf, BODY_CHUNK, r->fcgi->in);
+		if (got <= 0)
+			break;
+		rc = al_multipart_feed(mp, buf, (size_t)got, err);
+	}
+	if (rc == 0)
+		rc = al_multipart_finish(mp, err);
+	free(buf);
+	al_multipart_free(mp);
+	return rc;
+}
+
+static int parse_bool(const al_mp_field *f, int *out, al_err *err)
+{
+	*out = 0;
+	if (!f->present)
+		return 0;
+	if (strcmp(f->value, "1") == 0 || strcmp(f->value, "true") == 0)
+		*out = 1;
+	else if (strcmp(f->value, "0") != 0 && strcmp(f->value, "false") != 0)
+		return al_err_set(err, AL_EINVAL, 0,
+				  "no_cache must be true or false");
+	return 0;
+}
+
+/* The Airlockfile must parse, and a FROM <template> must exist: both are
+ * the client's mistake (400, naming the line). */
+static int check_airlockfile(al_db *db, const char *text, size_t len,
+			     al_err *err)
+{
+	int line = 0;
+	al_airlockfile *af = al_airlockfile_parse(text, len, &line, err);
+	if (af == NULL)
+		return -1;
+	int rc = 0;
+	if (af->from->base == AL_AF_BASE_TEMPLATE) {
+		al_template_version tv = {0};
+		al_err e = {0};
+		if (al_template_get_version(db, af->from->template_name, 0, &tv,
+					    &e) < 0)
+			rc = al_err_set(err,
+					e.code == AL_ENOENT ? AL_EINVAL : e.code,
+					0, "line %d: %s", af->steps[0].line,
+					e.code == AL_ENOENT
+						? "FROM names an unknown "
+						  "template"
+						: e.msg);
+		al_template_version_free(&tv);
+	}
+	al_airlockfile_free(af);
+	return rc;
+}
+
+static int start_builder(const al_config *cfg, const char *id, al_err *err)
+{
+	char prog[AL_PATH_MAX + 32], logpath[AL_PATH_MAX + 32];
+	if ((size_t)snprintf(prog, sizeof prog, "%s/airlock-builder",
+			     cfg->libexec_dir) >= sizeof prog ||
+	    (size_t)snprintf(logpath, sizeof logpath, "%s/log/builder.log",
+			     cfg->state_dir) >= sizeof logpath)
+		return al_err_set(err, AL_EINVAL, 0, "path too long");
+	char *const argv[] = {prog, "--build", (char *)id, NULL};
+	return al_spawn_detached(prog, argv, logpath, NULL, err);
+}
+
+void al_api_template_build(al_req *r)
+{
+	al_err err = {0};
+	char id[21], dir[AL_PATH_MAX], parent[AL_PATH_MAX + 16];
+	al_db *db = al_req_db(r, &err);
+	if (db == NULL || al_sandbox_new_id(id, &err) < 0 ||
+	    al_build_dir(r->cfg, id, dir, sizeof dir, &err) < 0) {
+		al_http_error(r, &err);
+		return;
+	}
+	snprintf(parent, sizeof parent, "%s/builds", r->cfg->state_dir);
+	if ((mkdir(parent, 0700) < 0 && errno != EEXIST) ||
+	    mkdir(dir, 0700) < 0) {
+		al_err_sys(&err, AL_ESYS, errno, "mkdir %s", dir);
+		al_http_error(r, &err);
+		return;
+	}
+	char ctx_path[AL_PATH_MAX + 32];
+	snprintf(ctx_path, sizeof ctx_path, "%s/context.tar", dir);
+	int ctx_fd =
+		open(ctx_path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	if (ctx_fd < 0) {
+		al_err_sys(&err, AL_ESYS, errno, "create %s", ctx_path);
+		discard_build_dir(dir);
+		al_http_error(r, &err);
+		return;
+	}
+	al_mp_field fields[] = {
+		{.name = "name", .max = 63, .fd = -1, .required = 1},
+		{.name = "airlockfile", .max = AIRLOCKFILE_MAX, .fd = -1,
+		 .required = 1},
+		{.name = "context", .max = CONTEXT_MAX, .fd = ctx_fd},
+		{.name = "no_cache", .max = 8, .fd = -1},
+	};
+	const size_t nf = sizeof fields / sizeof fields[0];
+	int no_cache = 0;
+	int rc = read_form(r, fields, nf, &err);
+	close(ctx_fd);
+	if (rc == 0 && fields[2].present && fields[2].len == 0)
+		rc = al_err_set(&err, AL_EINVAL, 0, "context is empty");
+	if (rc == 0 && !fields[2].present)
+		unlink(ctx_path); /* no context: COPY has nothing to copy */
+	if (rc == 0 && (strlen(fields[0].value) != fields[0].len ||
+			!al_id_valid(fields[0].value) ||
+			name_reserved(fields[0].value)))
+		rc = al_err_set(&err, AL_EINVAL, 0,
+				"name must be 1-63 characters of [a-z0-9-], "
+				"not starting with '-', and not 'builds'");
+	if (rc == 0)
+		rc = parse_bool(&fields[3], &no_cache, &err);
+	if (rc == 0)
+		rc = check_airlockfile(db, fields[1].value,
+				       (size_t)fields[1].len, &err);
+	if (rc == 0)
+		rc = write_file(dir, "Airlockfile", fields[1].value,
+				(size_t)fields[1].len, &err);
+	if (rc == 0)
+		rc = al_build_insert(db, id, fields[0].value, no_cache, &err);
+	if (rc < 0) {
+		al_mp_fields_free(fields, nf);
+		discard_build_dir(dir);
+		al_http_error(r, &err);
+		return;
+	}
+	if (start_builder(r->cfg, id, &err) < 0) {
+		al_err tmp = {0};
+		al_build_update(db, id, AL_BUILD_FAILED, 0, 0, 0,
+				"could not start the builder", &tmp);
+		al_mp_fields_free(fields, nf);
+		al_http_error(r, &err);
+		return;
+	}
+	al_info("template %s: build %s started", fields[0].value, id);
+	json_object *o = json_object_new_object();
+	char logs[128];
+	snprintf(logs, sizeof logs, "/v1/templates/builds/%s/logs", id);
+	json_object_object_add(o, "build_id", json_object_new_string(id));
+	json_object_object_add(o, "name",
+			       json_object_new_string(fields[0].value));
+	json_object_object_add(o, "status", json_object_new_string("queued"));
+	json_object_object_add(o, "logs", json_object_new_string(logs));
+	al_mp_fields_free(fields, nf);
+	al_http_json(r, 202, o);
+	json_object_put(o);
+}
+
+void al_api_template_get(al_req *r)
+{
+	al_err err = {0};
+	al_db *db = al_req_db(r, &err);
+	if (db == NULL) {
+		al_http_error(r, &err);
+		return;
+	}
+	al_template_version tv = {0};
+	if (!al_id_valid(r->id)) {
+		al_http_errorf(r, AL_ENOENT, "no such template");
+		return;
+	}
+	if (al_template_get_version(db, r->id, 0, &tv, &err) < 0) {
+		al_http_error(r, &err);
+		return;
+	}
+	const char *params[] = {r->id};
+	PGresult *res = al_db_exec(
+		db,
+		"SELECT t.driver, t.memory_mb, t.pids, t.cpu_shares,"
+		" (SELECT json_agg(json_build_object('version', v.version,"
+		"   'build_id', v.build_id, 'created_at',"
+		"   to_char(v.created_at AT TIME ZONE 'UTC',"
+		"   'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"')) ORDER BY v.version)"
+		"  FROM template_versions v WHERE v.name = t.name)"
+		" FROM templates t WHERE t.name = $1",
+		1, params, &err);
+	if (res == NULL || PQntuples(res) != 1) {
+		if (res != NULL)
+			al_err_set(&err, AL_ENOENT, 0, "no template '%s'",
+				   r->id);
+		PQclear(res);
+		al_template_version_free(&tv);
+		al_http_error(r, &err);
+		return;
+	}
+	json_object *o = json_object_new_object();
+	json_object_object_add(o, "name", json_object_new_string(tv.name));
+	json_object_object_add(o, "version", json_object_new_int(tv.version));
+	json_object_object_add(o, "driver",
+			       json_object_new_string(PQgetvalue(res, 0, 0)));
+	json_object_object_add(o, "memory_mb",
+			       json_object_new_int(atoi(PQgetvalue(res, 0, 1))));
+	json_object_object_add(o, "pids",
+			       json_object_new_int(atoi(PQgetvalue(res, 0, 2))));
+	json_object_object_add(o, "cpu_shares",
+			       json_object_new_int(atoi(PQgetvalue(res, 0, 3))));
+	json_object_object_add(o, "env", json_object_get(tv.env));
+	json_object_object_add(o, "workdir", json_object_new_string(tv.workdir));
+	json_object_object_add(o, "user", json_object_new_string(tv.user));
+	json_object_object_add(o, "start", json_object_get(tv.start));
+	json_object_object_add(o, "ready", json_object_get(tv.ready));
+	json_object *versions = json_tokener_parse(PQgetvalue(res, 0, 4));
+	json_object_object_add(o, "versions",
+			       versions != NULL ? versions
+						: json_object_new_array());
+	PQclear(res);
+	al_template_version_free(&tv);
+	al_http_json(r, 200, o);
+	json_object_put(o);
+}
+
+void al_api_template_delete(al_req *r)
+{
+	al_err err = {0};
+	al_db *db = al_req_db(r, &err);
+	if (db == NULL) {
+		al_http_error(r, &err);
+		return;
+	}
+	if (!al_id_valid(r->id)) {
+		al_http_errorf(r, AL_ENOENT, "no such template");
+		return;
+	}
+	if (al_template_delete(db, r->cfg, r->id, &err) < 0) {
+		al_http_error(r, &err);
+		return;
+	}
+	al_info("template %s deleted", r->id);
+	al_http_no_content(r);
+}
+
+static json_object *load_build(al_req *r, al_err *err)
+{
+	al_db *db = al_req_db(r, err);
+	if (db == NULL)
+		return NULL;
+	if (!al_id_valid(r->id)) {
+		al_err_set(err, AL_ENOENT, 0, "no such build");
+		return NULL;
+	}
+	return al_build_get(db, r->id, err);
+}
+
+void al_api_build_get(al_req *r)
+{
+	al_err err = {0};
+	json_object *b = load_build(r, &err);
+	if (b == NULL) {
+		al_http_error(r, &err);
+		return;
+	}
+	al_http_json(r, 200, b);
+	json_object_put(b);
+}
+
+static int build_finished(json_object *b)
+{
+	json_object *s = NULL;
+	if (!json_object_object_get_ex(b, "status", &s))
+		return 0;
+	const char *v = json_object_get_string(s);
+	return strcmp(v, "succeeded") == 0 || strcmp(v, "failed") == 0;
+}
+
+/* One log line as an SSE event; 1 when it was the final status line,
+ * 0 otherwise, -1 when the client is gone. Lines that are not what the
+ * builder writes are skipped. */
+static int emit_line(al_req *r, const char *line)
+{
+	static const char *const events[] = {"step", "output", "info",
+					     "status"};
+	json_object *o = json_tokener_parse(line);
+	json_object *ev = NULL;
+	const char *name = NULL;
+	if (o != NULL && json_object_is_type(o, json_type_object) &&
+	    json_object_object_get_ex(o, "event", &ev) &&
+	    json_object_is_type(ev, json_type_string)) {
+		for (size_t i = 0; i < sizeof events / sizeof events[0]; i++)
+			if (strcmp(json_object_get_string(ev), events[i]) == 0)
+				name = events[i];
+	}
+	if (name == NULL) {
+		json_object_put(o);
+		return 0;
+	}
+	const char *data = json_object_to_json_string_ext(
+		o, JSON_C_TO_STRING_PLAIN);
+	int rc = al_http_write(r, "event: ", 7) < 0 ||
+				 al_http_write(r, name, strlen(name)) < 0 ||
+				 al_http_write(r, "\ndata: ", 7) < 0 ||
+				 al_http_write(r, data, strlen(data)) < 0 ||
+				 al_http_write(r, "\n\n", 2) < 0
+			 ? -1
+			 : 0;
+	if (rc == 0 && strcmp(name, "status") == 0 && build_finished(o))
+		rc = 1;
+	json_object_put(o);
+	return rc;
+}
+
+void al_api_build_logs(al_req *r)
+{
+	al_err err = {0};
+	json_object *b = load_build(r, &err);
+	if (b == NULL) {
+		al_http_error(r, &err);
+		return;
+	}
+	json_object_put(b);
+	char dir[AL_PATH_MAX], path[AL_PATH_MAX + 16];
+	if (al_build_dir(r->cfg, r->id, dir, sizeof dir, &err) < 0) {
+		al_http_error(r, &err);
+		return;
+	}
+	snprintf(path, sizeof path, "%s/log.jsonl", dir);
+	if (al_http_head(r, 200, "text/event-stream",
+			 "Cache-Control: no-cache\r\n"
+			 "X-Accel-Buffering: no\r\n") < 0 ||
+	    al_http_flush(r) < 0)
+		return;
+
+	int fd = -1;
+	char *pend = NULL; /* bytes of an unfinished line */
+	size_t plen = 0;
+	int64_t last_out = al_now_ms(), last_check = 0;
+	json_object *finished = NULL; /* the row, once it says finished */
+	int done = 0;
+	while (!done) {
+		if (fd < 0)
+			fd = open(path, O_RDONLY | O_CLOEXEC);
+		ssize_t n = 0;
+		char buf[65536];
+		if (fd >= 0)
+			n = read(fd, buf, sizeof buf);
+		if (n > 0) {
+			char *np = realloc(pend, plen + (size_t)n + 1);
+			if (np == NULL)
+				break;
+			pend = np;
+			memcpy(pend + plen, buf, (size_t)n);
+			plen += (size_t)n;
+			pend[plen] = '\0';
+			char *start = pend, *nl;
+			while (!done && (nl = memchr(start, '\n',
+						    plen - (size_t)(start - pend))) !=
+						NULL) {
+				*nl = '\0';
+				int rc = emit_line(r, start);
+				if (rc < 0)
+					goto out;
+				done = rc == 1;
+				start = nl + 1;
+			}
+			plen -= (size_t)(start - pend);
+			memmove(pend, start, plen);
+			if (al_http_flush(r) < 0)
+				goto out;
+			last_out = al_now_ms();
+			continue;
+		}
+		int64_t now = al_now_ms();
+		/* The builder normally ends the log with its status line; a
+		 * builder that died is seen in the row (the controller marks
+		 * it failed). Once the row says finished, one more pass reads
+		 * what the log still holds; if no status line came by then,
+		 * the row's status ends the stream. */
+		if (finished != NULL) {
+			json_object_object_add(finished, "event",
+					       json_object_new_string("status"));
+			char *line = strdup(json_object_to_json_string_ext(
+				finished, JSON_C_TO_STRING_PLAIN));
+			if (line != NULL)
+				emit_line(r, line);
+			free(line);
+			al_http_flush(r);
+			break;
+		}
+		if (now - last_check >= 1000) {
+			last_check = now;
+			json_object *row = load_build(r, &err);
+			if (row == NULL && err.code == AL_ENOENT)
+				break;
+			if (row != NULL && build_finished(row))
+				finished = row;
+			else
+				json_object_put(row);
+			continue;
+		}
+		if (now - last_out >= LOG_KEEPALIVE_MS) {
+			if (al_http_write(r, ": keepalive\n\n", 13) < 0 ||
+			    al_http_flush(r) < 0)
+				break;
+			last_out = now;
+		}
+		poll(NULL, 0, LOG_POLL_MS);
+	}
+out:
+	json_object_put(finished);
+	free(pend);
+	if (fd >= 0)
+		close(fd);
+}
