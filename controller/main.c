@@ -287,7 +287,7 @@ static time_t *backoff_slot(const char *name, const char *driver)
 }
 
 static void refill_one(const al_config *cfg, const char *name,
-		       const char *driver)
+		       const char *driver, int version)
 {
 	uint32_t want = al_shimctl_pool_size(cfg, driver);
 	if (want == 0)
@@ -295,7 +295,7 @@ static void refill_one(const al_config *cfg, const char *name,
 	time_t *until = backoff_slot(name, driver);
 	if (until == NULL || time(NULL) < *until)
 		return;
-	int have = al_shimctl_standby_count(cfg, name, driver);
+	int have = al_shimctl_standby_count(cfg, name, driver, version);
 	while (have < (int)want && !stop_requested) {
 		al_err err = {0};
 		if (al_shimctl_spawn_standby(cfg, name, driver,
@@ -316,6 +316,7 @@ static void refill_pool(const al_config *cfg, al_db *db)
 	/* Template names (and whether vm standbys can be made of them),
 	 * re-read every few seconds rather than each tick. */
 	static char names[64][64];
+	static int versions[64];
 	static int vm_ok[64];
 	static int count;
 	static int64_t loaded_at = -1000000;
@@ -323,8 +324,8 @@ static void refill_pool(const al_config *cfg, al_db *db)
 		return;
 	if (al_now_ms() - loaded_at >= 5000) {
 		al_err err = {0};
-		PGresult *res = al_db_exec(db, "SELECT name FROM templates "
-					       "ORDER BY name LIMIT 64",
+		PGresult *res = al_db_exec(db, "SELECT name, version FROM"
+					       " templates ORDER BY name LIMIT 64",
 					   0, NULL, &err);
 		if (res == NULL) {
 			al_warn("listing templates: %s", err.msg);
@@ -337,6 +338,12 @@ static void refill_pool(const al_config *cfg, al_db *db)
 		for (int i = 0; i < count; i++) {
 			snprintf(names[i], sizeof names[i], "%s",
 				 PQgetvalue(res, i, 0));
+			versions[i] = atoi(PQgetvalue(res, i, 1));
+			/* A rebuilt template: its older standbys go. */
+			al_shimctl_retire_standbys(cfg, names[i], "ns",
+						   versions[i]);
+			al_shimctl_retire_standbys(cfg, names[i], "vm",
+						   versions[i]);
 			char root[AL_PATH_MAX];
 			vm_ok[i] = vm &&
 				   al_config_template_root(cfg, names[i], root,
@@ -348,9 +355,9 @@ static void refill_pool(const al_config *cfg, al_db *db)
 		loaded_at = al_now_ms();
 	}
 	for (int i = 0; i < count && !stop_requested; i++) {
-		refill_one(cfg, names[i], "ns");
+		refill_one(cfg, names[i], "ns", versions[i]);
 		if (vm_ok[i])
-			refill_one(cfg, names[i], "vm");
+			refill_one(cfg, names[i], "vm", versions[i]);
 	}
 }
 

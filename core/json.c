@@ -456,15 +456,33 @@ void al_json_create_req_free(al_create_req *req)
 }
 
 static const char *const exec_fields[] = {
-	"cmd", "env", "cwd", "stdin", "timeout", NULL,
+	"cmd", "env", "cwd", "stdin", "timeout", "user", NULL,
 };
+
+/* USER as the agent takes it: name or uid, optional ":group" or ":gid". */
+static int user_valid(const char *u)
+{
+	size_t n = strlen(u), colons = 0;
+	if (n == 0 || n > 64 || u[0] == ':' || u[n - 1] == ':')
+		return 0;
+	for (size_t i = 0; i < n; i++) {
+		char c = u[i];
+		if (c == ':' && ++colons > 1)
+			return 0;
+		if (c != ':' && c != '.' && c != '_' && c != '-' &&
+		    !(c >= 'a' && c <= 'z') && !(c >= 'A' && c <= 'Z') &&
+		    !(c >= '0' && c <= '9'))
+			return 0;
+	}
+	return 1;
+}
 
 int al_json_exec_req_parse(const char *buf, size_t len, al_exec_req *out,
 			   al_err *err)
 {
 	int64_t n;
 	int r;
-	const char *cwd = "/";
+	const char *cwd = NULL;
 
 	memset(out, 0, sizeof *out);
 	out->root = al_json_parse_object(buf, len, err);
@@ -493,8 +511,18 @@ int al_json_exec_req_parse(const char *buf, size_t len, al_exec_req *out,
 		goto fail;
 	if (al_json_get_str(o, "cwd", AL_API_PATH_MAX, &cwd, NULL, err) < 0)
 		goto fail;
-	if (al_path_normalize(cwd, out->cwd, sizeof out->cwd, err) < 0) {
+	/* No cwd: the template's WORKDIR (the shim fills it in). */
+	if (cwd != NULL &&
+	    al_path_normalize(cwd, out->cwd, sizeof out->cwd, err) < 0) {
 		al_err_wrap(err, "cwd");
+		goto fail;
+	}
+	if (al_json_get_str(o, "user", 64, &out->user, NULL, err) < 0)
+		goto fail;
+	if (out->user != NULL && !user_valid(out->user)) {
+		al_err_set(err, AL_EINVAL, 0,
+			   "'user' must be a name or uid, optionally "
+			   "with :group");
 		goto fail;
 	}
 	r = al_json_get_str(o, "stdin", AL_JSON_BODY_MAX, &out->stdin_data,

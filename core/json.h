@@ -97,7 +97,9 @@ typedef struct al_exec_req {
 	json_object *root;
 	json_object *cmd;      /* array of strings, >= 1 (borrowed) */
 	json_object *env;      /* object of strings or NULL (borrowed) */
-	char cwd[4097];	       /* normalised absolute path, default "/" */
+	char cwd[4097];	       /* normalised absolute path; "" when absent
+				* (the template's WORKDIR applies) */
+	const char *user;      /* "name[:group]" or NULL (template's USER) */
 	const char *stdin_data; /* NULL when no stdin was given */
 	size_t stdin_len;      /* may contain NUL bytes */
 	uint32_t timeout_s;

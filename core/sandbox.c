@@ -161,10 +161,14 @@ int al_sandbox_insert(al_db *db, const al_sandbox *sb, int timeout_s,
 		db,
 		"WITH s AS (INSERT INTO sandboxes (id, template, driver, state,"
 		" memory_bytes, pids_max, cpu_shares, env, metadata,"
-		" created_at, expires_at, updated_at, accel)"
+		" created_at, expires_at, updated_at, accel, template_version)"
 		" VALUES ($1, $2, $3, 'creating', $4, $5, $6, $7::jsonb,"
 		" $8::jsonb, now(), now() + make_interval(secs => $9::int),"
-		" now(), $10) RETURNING id)"
+		" now(), $10,"
+		/* The template's current version, read in the same statement:
+		 * the sandbox keeps it whatever is built later. */
+		" (SELECT version FROM templates WHERE name = $2))"
+		" RETURNING id)"
 		" INSERT INTO sandbox_events (sandbox_id, from_state, to_state,"
 		" event) SELECT id, NULL, 'creating', 'create' FROM s",
 		10, params, err);
@@ -184,7 +188,7 @@ int al_sandbox_insert(al_db *db, const al_sandbox *sb, int timeout_s,
 	" 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'),"                               \
 	" to_char(expires_at AT TIME ZONE 'UTC',"                              \
 	" 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'),"                               \
-	" coalesce(accel, '')"
+	" coalesce(accel, ''), coalesce(template_version, 0)"
 
 static void copy_field(char *dst, size_t dstlen, const char *src)
 {
@@ -224,6 +228,7 @@ static int row_to_sandbox(PGresult *res, int i, al_sandbox *out, al_err *err)
 	copy_field(out->expires_at, sizeof out->expires_at,
 		   PQgetvalue(res, i, 12));
 	copy_field(out->accel, sizeof out->accel, PQgetvalue(res, i, 13));
+	out->template_version = atoi(PQgetvalue(res, i, 14));
 	return 0;
 }
 
@@ -465,6 +470,9 @@ json_object *al_sandbox_to_json(const al_sandbox *sb)
 	json_object_object_add(o, "template",
 			       json_object_new_string(sb->template_name));
 	json_object_object_add(o, "driver", json_object_new_string(sb->driver));
+	if (sb->template_version > 0)
+		json_object_object_add(o, "template_version",
+				       json_object_new_int(sb->template_version));
 	/* Only a vm has an accelerator; it is known once the shim ran it. */
 	if (strcmp(sb->driver, "vm") == 0 && sb->accel[0] != '\0')
 		json_object_object_add(o, "accel",

@@ -273,8 +273,19 @@ static int is_standby_of(const char *name, const char *tmpl,
 	       name[tl + 1 + dl] == '.' && strcmp(name + nl - 5, ".sock") == 0;
 }
 
+/* The template version in a standby socket's slot
+ * ("<tmpl>.<driver>.standby-v<N>-<random>.sock"), 0 if it has none. */
+static int standby_version(const char *name, const char *tmpl,
+			   const char *driver)
+{
+	const char *slot = name + strlen(tmpl) + 1 + strlen(driver) + 1;
+	if (strncmp(slot, "standby-v", 9) != 0)
+		return 0;
+	return atoi(slot + 9);
+}
+
 int al_shimctl_standby_count(const al_config *cfg, const char *tmpl,
-			     const char *driver)
+			     const char *driver, int version)
 {
 	if (!driver_ok(driver) || !al_id_valid(tmpl))
 		return 0;
@@ -286,8 +297,47 @@ int al_shimctl_standby_count(const al_config *cfg, const char *tmpl,
 	int n = 0;
 	struct dirent *de;
 	while ((de = readdir(d)) != NULL)
-		if (is_standby_of(de->d_name, tmpl, driver))
+		if (is_standby_of(de->d_name, tmpl, driver) &&
+		    (version == 0 ||
+		     standby_version(de->d_name, tmpl, driver) == version))
 			n++;
+	closedir(d);
+	return n;
+}
+
+int al_shimctl_retire_standbys(const al_config *cfg, const char *tmpl,
+			       const char *driver, int version)
+{
+	if (!driver_ok(driver) || !al_id_valid(tmpl))
+		return 0;
+	char dir[AL_PATH_MAX + 8];
+	snprintf(dir, sizeof dir, "%s/pool", cfg->run_dir);
+	DIR *d = opendir(dir);
+	if (d == NULL)
+		return 0;
+	int n = 0;
+	struct dirent *de;
+	while ((de = readdir(d)) != NULL) {
+		if (!is_standby_of(de->d_name, tmpl, driver) ||
+		    standby_version(de->d_name, tmpl, driver) == version)
+			continue;
+		struct sockaddr_un sa = {.sun_family = AF_UNIX};
+		if ((size_t)snprintf(sa.sun_path, sizeof sa.sun_path, "%s/%s",
+				     dir, de->d_name) >= sizeof sa.sun_path)
+			continue;
+		al_autofd int fd =
+			socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		if (fd < 0 ||
+		    connect(fd, (struct sockaddr *)&sa, sizeof sa) < 0)
+			continue; /* gone already; reconcile reaps it */
+		al_err err = {0};
+		if (al_shimctl_call(fd, AL_F_DESTROY, 1, NULL,
+				    al_now_ms() + 30000, NULL, &err) == 0)
+			n++;
+		else
+			al_warn("retiring standby %s: %s", de->d_name,
+				err.msg);
+	}
 	closedir(d);
 	return n;
 }

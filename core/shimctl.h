@@ -33,11 +33,16 @@ int al_shimctl_spawn(const al_config *cfg, const char *id,
 int al_shimctl_spawn_standby(const al_config *cfg, const char *tmpl,
 			     const char *driver, int64_t deadline_ms,
 			     al_err *err);
-/* Standbys of (tmpl, driver) waiting in run/pool. */
+/* Standbys of (tmpl, driver) waiting in run/pool that hold template
+ * version `version` (0: any version). */
 int al_shimctl_standby_count(const al_config *cfg, const char *tmpl,
-			     const char *driver);
+			     const char *driver, int version);
 /* Standbys the warm pool keeps per template for driver (AIRLOCK_WARM_POOL
  * for ns, AIRLOCK_WARM_POOL_VM for vm). */
+/* Destroy the standbys of (tmpl, driver) that hold another template
+ * version than version (the template was rebuilt); returns how many. */
+int al_shimctl_retire_standbys(const al_config *cfg, const char *tmpl,
+			       const char *driver, int version);
 uint32_t al_shimctl_pool_size(const al_config *cfg, const char *driver);
 /* Bring sandbox id (row in state creating, template tmpl, driver) to
  * running: claim a warm standby of the same template and driver if one

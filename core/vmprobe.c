@@ -1,6 +1,7 @@
 #include "vmprobe.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
@@ -158,6 +159,25 @@ int al_vm_template_dir(const al_config *cfg, const char *tmpl, char *out,
 {
 	if (!al_id_valid(tmpl))
 		return al_err_set(err, AL_EINVAL, 0, "invalid template name");
+	/* A versioned template (pool/templates/<t> -> template-versions/<t>/
+	 * <v>/rootfs) keeps its VM artefacts beside that version's rootfs,
+	 * so sandboxes of an older version keep theirs. */
+	char link[AL_PATH_MAX], real[PATH_MAX], versions[AL_PATH_MAX + 32];
+	snprintf(versions, sizeof versions, "%s/template-versions/",
+		 cfg->pool_dir);
+	if (al_config_template_root(cfg, tmpl, link, sizeof link, NULL) == 0 &&
+	    realpath(link, real) != NULL &&
+	    strncmp(real, versions, strlen(versions)) == 0) {
+		size_t rl = strlen(real);
+		if (rl > 7 && strcmp(real + rl - 7, "/rootfs") == 0) {
+			real[rl - 7] = '\0';
+			int n = snprintf(out, outlen, "%s/vm", real);
+			if (n < 0 || (size_t)n >= outlen)
+				return al_err_set(err, AL_EINVAL, 0,
+						  "path for %s too long", tmpl);
+			return 0;
+		}
+	}
 	int n = snprintf(out, outlen, "%s/vm/%s", cfg->pool_dir, tmpl);
 	if (n < 0 || (size_t)n >= outlen)
 		return al_err_set(err, AL_EINVAL, 0, "path for %s too long",

@@ -82,7 +82,9 @@ int al_vm_status_save(const char *state_dir, const char *why, al_err *err);
  * in why (without the "vm driver unavailable" prefix). */
 int al_vm_usable(const char *state_dir, char *why, size_t whylen);
 
-/* POOL/vm/<template>: where a template's VM artefacts are built. */
+/* Where a template's VM artefacts are built: beside its current
+ * version's rootfs (template-versions/<t>/<v>/vm), or POOL/vm/<template>
+ * for a template without versions. */
 int al_vm_template_dir(const al_config *cfg, const char *tmpl, char *out,
 		       size_t outlen, al_err *err);
 

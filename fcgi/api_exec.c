@@ -313,7 +313,12 @@ static int send_exec(int fd, const al_exec_req *req, json_object *env,
 	json_object *o = json_object_new_object();
 	json_object_object_add(o, "cmd", json_object_get(req->cmd));
 	json_object_object_add(o, "env", json_object_get(env));
-	json_object_object_add(o, "cwd", json_object_new_string(req->cwd));
+	if (req->cwd[0] != '\0')
+		json_object_object_add(o, "cwd",
+				       json_object_new_string(req->cwd));
+	if (req->user != NULL)
+		json_object_object_add(o, "user",
+				       json_object_new_string(req->user));
 	json_object_object_add(o, "timeout_ms",
 			       json_object_new_int64((int64_t)req->timeout_s *
 						     1000));

@@ -174,7 +174,9 @@ void al_api_template_build(al_req *r)
 		return;
 	}
 	al_mp_field fields[] = {
-		{.name = "name", .max = 63, .fd = -1, .required = 1},
+		/* Longer than any valid name, so a bad one gets the name
+		 * check's message rather than a size error. */
+		{.name = "name", .max = 256, .fd = -1, .required = 1},
 		{.name = "airlockfile", .max = AIRLOCKFILE_MAX, .fd = -1,
 		 .required = 1},
 		{.name = "context", .max = CONTEXT_MAX, .fd = ctx_fd},

@@ -286,19 +286,30 @@ start_pool() {
 	mkdir -p "$POOL/templates" "$POOL/sandboxes"
 	chmod 0711 "$POOL"
 	chmod 0700 "$POOL/templates" "$POOL/sandboxes"
-	ensure_template
 }
 
-# template-minimal.sh is idempotent: it builds the template once and
-# afterwards only replaces the agent when the binary changed.
+# The built-in templates come from templates/<name>/Airlockfile through
+# the same builder as any user template. minimal is built on the first
+# start (well under a second); a pool made before template versions
+# existed holds minimal as a plain subvolume: it is rebuilt.
 ensure_template() {
-	need_binary airlock-agent
-	[ -x "$REPO/scripts/template-minimal.sh" ] ||
-		die "scripts/template-minimal.sh missing"
-	if ! "$REPO/scripts/template-minimal.sh" "$POOL" "$BUILD/airlock-agent" \
-		>"$LOG/template.log" 2>&1; then
+	need_binary airlock-builder
+	local link=$POOL/templates/minimal
+	if [ -d "$link" ] && [ ! -L "$link" ]; then
+		log "rebuilding the minimal template (old pool layout)"
+		btrfs subvolume delete "$link" >/dev/null 2>&1 || rm -rf "$link"
+	fi
+	# A template carries the agent it was built with; after the agent
+	# changed, minimal gets a new version (its layers come from cache).
+	if [ -e "$link" ] &&
+		cmp -s "$link/sbin/airlock-agent" "$BUILD/airlock-agent"; then
+		return 0
+	fi
+	log "building the minimal template"
+	if ! AIRLOCK_BUILD=$BUILD "$REPO/scripts/build-template.sh" minimal \
+		"$REPO/templates/minimal" >"$LOG/template.log" 2>&1; then
 		tail_log "$LOG/template.log"
-		die "scripts/template-minimal.sh failed"
+		die "building the minimal template failed"
 	fi
 }
 
@@ -604,7 +615,8 @@ EOF
 
 do_up() {
 	check_env
-	for b in airlock-fcgi airlock-shim airlock-controller airlock-agent; do
+	for b in airlock-fcgi airlock-shim airlock-controller airlock-agent \
+		airlock-builder; do
 		need_binary "$b"
 	done
 	make_dirs
@@ -612,6 +624,7 @@ do_up() {
 	start_pool
 	ensure_vm_kernel
 	init_controller
+	ensure_template
 	start_fcgi
 	start_nginx
 	start_controller

@@ -157,8 +157,7 @@ static int start_machine(shim *s, const char *name, const char *tmpl_name,
 			 const al_limits *limits, al_err *err)
 {
 	char tmpl[AL_PATH_MAX];
-	if (al_config_template_root(&s->cfg, tmpl_name, tmpl, sizeof tmpl,
-				    err) < 0 ||
+	if (shim_template_rootfs(s, tmpl, sizeof tmpl, err) < 0 ||
 	    al_config_sandbox_root(&s->cfg, name, s->rootfs, sizeof s->rootfs,
 				   err) < 0)
 		return -1;
@@ -183,6 +182,8 @@ static int start_machine(shim *s, const char *name, const char *tmpl_name,
 	if (wait_hello(s, err) < 0)
 		return -1;
 	start_ms.hello = al_now_ms();
+	if (shim_template_start(s, err) < 0)
+		return -1;
 	int fl = fcntl(s->h.agent_fd, F_GETFL);
 	if (fl < 0 || fcntl(s->h.agent_fd, F_SETFL, fl | O_NONBLOCK) < 0)
 		return al_err_sys(err, AL_ESYS, errno, "fcntl agent");
@@ -236,7 +237,9 @@ static int bring_up(shim *s, al_err *err)
 				  al_state_name(s->sb.state));
 	s->has_row = 1;
 	s->driver = al_driver_find(s->sb.driver, err);
-	if (s->driver == NULL)
+	if (s->driver == NULL ||
+	    shim_template_load(s, s->sb.template_name, s->sb.template_version,
+			       err) < 0)
 		return -1;
 	if (start_machine(s, s->sb.id, s->sb.template_name, &s->sb.limits,
 			  err) < 0)
@@ -244,54 +247,15 @@ static int bring_up(shim *s, al_err *err)
 	return go_live(s, err);
 }
 
-/* Agent request id of the warm-up exec; the relay hands out ids from 1. */
-#define WARM_UP_ID 0xfffffff1u
-#define WARM_UP_TIMEOUT_MS 5000
-
-/* Run one `true` in a standby vm before it waits for a claim. Under TCG
- * every QEMU translates guest code the first time it runs, so the first
- * exec of a fresh clone costs ~100 ms more than the next; paying that
- * here keeps it off the claimer's first request. Failure is harmless. */
-static void warm_up(shim *s)
-{
-	static const char req[] = "{\"cmd\":[\"true\"],\"stdin\":false}";
-	al_err err = {0};
-	int64_t t0 = al_now_ms();
-	if (al_frame_send(s->h.agent_fd, AL_F_EXEC, WARM_UP_ID, req,
-			  sizeof req - 1, &err) < 0)
-		goto fail;
-	for (;;) {
-		al_frame f;
-		if (al_frame_recv(s->h.agent_fd, &s->agent_in, &f,
-				  t0 + WARM_UP_TIMEOUT_MS, &err) < 0)
-			goto fail;
-		int done = f.id == WARM_UP_ID &&
-			   (f.type == AL_F_EXIT || f.type == AL_F_ERROR);
-		al_frame_free(&f);
-		if (done)
-			break;
-	}
-	al_info("standby %s: warm-up exec took %lld ms", s->slot,
-		(long long)(al_now_ms() - t0));
-	return;
-fail:
-	al_warn("standby %s: warm-up exec: %s", s->slot, err.msg);
-}
-
 /* A standby: the template's machine with default limits, named by a
  * random slot, listening on run/pool/<template>.<driver>.<slot>.sock. */
 static int bring_up_standby(shim *s, const char *tmpl, const char *driver,
 			    al_err *err)
 {
-	char rnd[21];
-	if (al_sandbox_new_id(rnd, err) < 0)
-		return -1;
-	snprintf(s->slot, sizeof s->slot, "standby-%.12s", rnd);
-	snprintf(s->sb.id, sizeof s->sb.id, "%s", s->slot);
-	snprintf(s->sb.template_name, sizeof s->sb.template_name, "%s", tmpl);
 	const char *params[] = {tmpl};
 	PGresult *res = al_db_exec(s->db,
-				   "SELECT driver FROM templates WHERE name = $1",
+				   "SELECT driver, version FROM templates"
+				   " WHERE name = $1",
 				   1, params, err);
 	if (res == NULL)
 		return -1;
@@ -301,7 +265,20 @@ static int bring_up_standby(shim *s, const char *tmpl, const char *driver,
 	}
 	snprintf(s->sb.driver, sizeof s->sb.driver, "%s",
 		 driver != NULL ? driver : PQgetvalue(res, 0, 0));
+	int version = atoi(PQgetvalue(res, 0, 1));
 	PQclear(res);
+	/* The slot names the template version it holds, so that standbys
+	 * of a version that was rebuilt since can be told apart and
+	 * retired (al_shimctl_standby_version). */
+	char rnd[21];
+	if (al_sandbox_new_id(rnd, err) < 0)
+		return -1;
+	snprintf(s->slot, sizeof s->slot, "standby-v%d-%.12s", version, rnd);
+	snprintf(s->sb.id, sizeof s->sb.id, "%s", s->slot);
+	snprintf(s->sb.template_name, sizeof s->sb.template_name, "%s", tmpl);
+	s->sb.template_version = version;
+	if (shim_template_load(s, tmpl, version, err) < 0)
+		return -1;
 	start_ms.db = al_now_ms();
 	s->driver = al_driver_find(s->sb.driver, err);
 	if (s->driver == NULL)
@@ -314,7 +291,7 @@ static int bring_up_standby(shim *s, const char *tmpl, const char *driver,
 	if (start_machine(s, s->slot, tmpl, &defaults, err) < 0)
 		return -1;
 	if (s->driver == &al_driver_vm)
-		warm_up(s);
+		shim_warm_up(s);
 	if (al_config_standby_socket(&s->cfg, tmpl, s->driver->name, s->slot,
 				     s->sock_path, sizeof s->sock_path,
 				     err) < 0 ||
@@ -335,6 +312,7 @@ int shim_claim(shim *s, const char *id, al_err *err)
 		return -1;
 	int ok = sb.state == AL_ST_CREATING &&
 		 strcmp(sb.template_name, s->sb.template_name) == 0 &&
+		 sb.template_version == s->sb.template_version &&
 		 strcmp(sb.driver, s->sb.driver) == 0;
 	if (!ok) {
 		al_sandbox_free_fields(&sb);

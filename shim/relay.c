@@ -134,41 +134,6 @@ static void drop_client(shim *s, int i)
 		s->destroy_client = -1;
 }
 
-char *shim_exec_merge_env(const char *payload, json_object *sandbox_env,
-			  al_err *err)
-{
-	json_object *req = json_tokener_parse(payload);
-	if (req == NULL || !json_object_is_type(req, json_type_object)) {
-		json_object_put(req);
-		al_err_set(err, AL_EINVAL, 0, "exec request is not a JSON object");
-		return NULL;
-	}
-	json_object *env = NULL;
-	if (json_object_object_get_ex(req, "env", &env) &&
-	    !json_object_is_type(env, json_type_object)) {
-		json_object_put(req);
-		al_err_set(err, AL_EINVAL, 0, "env must be an object");
-		return NULL;
-	}
-	json_object *merged = json_object_new_object();
-	if (sandbox_env != NULL &&
-	    json_object_is_type(sandbox_env, json_type_object)) {
-		json_object_object_foreach(sandbox_env, k, v)
-			json_object_object_add(merged, k, json_object_get(v));
-	}
-	if (env != NULL) {
-		json_object_object_foreach(env, k, v)
-			json_object_object_add(merged, k, json_object_get(v));
-	}
-	json_object_object_add(req, "env", merged);
-	char *out = strdup(json_object_to_json_string_ext(
-		req, JSON_C_TO_STRING_PLAIN));
-	json_object_put(req);
-	if (out == NULL)
-		al_err_set(err, AL_ENOMEM, 0, "out of memory");
-	return out;
-}
-
 static void status_reply(shim *s, int i, uint32_t id)
 {
 	json_object *o = json_object_new_object();
@@ -262,8 +227,8 @@ static void from_client(shim *s, int i, al_frame *f)
 			return;
 		}
 		if (f->type == AL_F_EXEC) {
-			char *req = shim_exec_merge_env((const char *)f->payload,
-							s->sb.env, &err);
+			char *req = shim_exec_defaults(
+				s, (const char *)f->payload, &err);
 			int rc = req != NULL
 					 ? to_agent(s, f->type, r->agent_id, req,
 						    strlen(req), &err)

@@ -14,6 +14,7 @@
 #include "db.h"
 #include "driver.h"
 #include "sandbox.h"
+#include "template.h"
 
 #define SHIM_MAX_CLIENTS 256
 /* Queued bytes toward one client or the agent before the peer counts as
@@ -42,6 +43,7 @@ typedef struct shim {
 	al_config cfg;
 	al_db *db;
 	al_sandbox sb;
+	al_template_version tv; /* what the template asks of its sandboxes */
 	const al_driver *driver;
 	al_driver_handle h;
 	char rootfs[AL_PATH_MAX];
@@ -79,9 +81,19 @@ int shim_claim(shim *s, const char *id, al_err *err);
 
 /* Run until the sandbox ends. Returns the process exit code. */
 int shim_relay_run(shim *s);
-/* Merge the sandbox env under the exec's env and re-encode; NULL on a
- * malformed request (err filled). Exposed for unit tests. */
-char *shim_exec_merge_env(const char *payload, json_object *sandbox_env,
-			  al_err *err);
+/* boot.c: the template's part in a sandbox's life. */
+/* Load version `version` (0 = current) of tmpl into s->tv; a template
+ * without version rows gets the defaults (/, root, no START/READY). */
+int shim_template_load(shim *s, const char *tmpl, int version, al_err *err);
+/* The rootfs to snapshot: s->tv's version, else the template's link. */
+int shim_template_rootfs(shim *s, char *out, size_t outlen, al_err *err);
+/* Start the template's START command and wait for its READY check. */
+int shim_template_start(shim *s, al_err *err);
+/* One `true` through the agent (a vm standby pays its first-exec cost). */
+void shim_warm_up(shim *s);
+/* An exec request with the template's ENV under the sandbox's env under
+ * the request's, and the template's WORKDIR and USER unless the request
+ * names its own; re-encoded, NULL on a malformed request (err). */
+char *shim_exec_defaults(const shim *s, const char *payload, al_err *err);
 
 #endif

@@ -19,10 +19,7 @@ CREATE TABLE template_versions (
 	PRIMARY KEY (name, version)
 );
 
--- The built-in minimal template is version 1 of itself.
-INSERT INTO template_versions (name, version)
-SELECT name, version FROM templates;
-
+-- The seeded minimal row gets its version 1 from its first build.
 CREATE TABLE template_builds (
 	id          text PRIMARY KEY CHECK (id ~ '^[a-z0-9][a-z0-9-]{0,62}$'),
 	name        text NOT NULL CHECK (name ~ '^[a-z0-9][a-z0-9-]{0,62}$'),

@@ -51,8 +51,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (al_json_exec_req_parse(buf, size, &e, &err) == 0) {
 		if (e.cmd == NULL || json_object_array_length(e.cmd) < 1)
 			abort();
-		if (al_path_check(e.cwd, &err) != 0 || e.cwd[0] != '/' ||
-		    strstr(e.cwd, "//") != NULL)
+		/* No cwd ("") leaves it to the template's WORKDIR. */
+		if (e.cwd[0] != '\0' &&
+		    (al_path_check(e.cwd, &err) != 0 || e.cwd[0] != '/' ||
+		     strstr(e.cwd, "//") != NULL))
+			abort();
+		if (e.user != NULL &&
+		    (e.user[0] == '\0' || strlen(e.user) > 64 ||
+		     strchr(e.user, ' ') != NULL))
 			abort();
 		if (e.timeout_s < 1 || e.timeout_s > AL_EXEC_TIMEOUT_MAX)
 			abort();

@@ -216,17 +216,20 @@ static void test_exec(void **state)
 				    &req, &err),
 			 0);
 	assert_int_equal(json_object_array_length(req.cmd), 3);
-	assert_string_equal(req.cwd, "/");
+	/* No cwd or user: the template's WORKDIR and USER apply. */
+	assert_string_equal(req.cwd, "");
+	assert_null(req.user);
 	assert_null(req.stdin_data);
 	assert_int_equal(req.timeout_s, AL_EXEC_TIMEOUT_DEFAULT);
 	al_json_exec_req_free(&req);
 
 	assert_int_equal(exec_parse("{\"cmd\":[\"cat\"],\"cwd\":\"//tmp/./x/\","
 				    "\"stdin\":\"a\\u0000b\",\"timeout\":5,"
-				    "\"env\":{\"K\":\"v\"}}",
+				    "\"env\":{\"K\":\"v\"},\"user\":\"nobody:nogroup\"}",
 				    &req, &err),
 			 0);
 	assert_string_equal(req.cwd, "/tmp/x");
+	assert_string_equal(req.user, "nobody:nogroup");
 	assert_int_equal(req.stdin_len, 3);
 	assert_memory_equal(req.stdin_data, "a\0b", 3);
 	assert_int_equal(req.timeout_s, 5);
@@ -251,6 +254,10 @@ static void test_exec(void **state)
 		{"{\"cmd\":[\"ls\"],\"stdin\":[]}", AL_EINVAL},
 		{"{\"cmd\":[\"ls\"],\"env\":{\"A\":null}}", AL_EINVAL},
 		{"{\"cmd\":[\"ls\"],\"shell\":true}", AL_EINVAL},
+		{"{\"cmd\":[\"ls\"],\"user\":\"\"}", AL_EINVAL},
+		{"{\"cmd\":[\"ls\"],\"user\":\"a:b:c\"}", AL_EINVAL},
+		{"{\"cmd\":[\"ls\"],\"user\":\"a b\"}", AL_EINVAL},
+		{"{\"cmd\":[\"ls\"],\"user\":7}", AL_EINVAL},
 	};
 	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
 		if (exec_parse(bad[i].body, &req, &err) != -1)

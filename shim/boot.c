@@ -1,0 +1,206 @@
+/* What a sandbox's template asks for once its machine runs: the START
+ * command (left running in the background), the READY check (repeated
+ * until it passes, before the sandbox counts as running), and the
+ * defaults every exec gets (ENV, WORKDIR, USER of the Airlockfile).
+ * Everything here talks to the agent synchronously, before the relay
+ * loop starts (or, for a standby, before it is put in the pool). */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "shim.h"
+
+/* Agent request ids of the shim's own execs; the relay hands out ids
+ * counting up from 1, far below these. */
+#define BOOT_ID_START 0xfffffff0u
+#define BOOT_ID_WARM_UP 0xfffffff1u
+#define BOOT_ID_READY 0xfffffff2u
+#define READY_DEADLINE_MS 60000
+#define READY_RETRY_MS 100
+#define WARM_UP_TIMEOUT_MS 5000
+
+int shim_template_load(shim *s, const char *tmpl, int version, al_err *err)
+{
+	al_template_version_free(&s->tv);
+	al_err e = {0};
+	if (al_template_get_version(s->db, tmpl, version, &s->tv, &e) == 0)
+		return 0;
+	if (e.code != AL_ENOENT) {
+		if (err != NULL)
+			*err = e;
+		return -1;
+	}
+	/* A template without a version row (built before versions existed)
+	 * has no START/READY and runs with the defaults. */
+	memset(&s->tv, 0, sizeof s->tv);
+	snprintf(s->tv.name, sizeof s->tv.name, "%s", tmpl);
+	snprintf(s->tv.workdir, sizeof s->tv.workdir, "/");
+	snprintf(s->tv.user, sizeof s->tv.user, "root");
+	return 0;
+}
+
+int shim_template_rootfs(shim *s, char *out, size_t outlen, al_err *err)
+{
+	struct stat st;
+	if (s->tv.version > 0 &&
+	    al_template_version_rootfs(&s->cfg, s->tv.name, s->tv.version, out,
+				       outlen, err) == 0 &&
+	    stat(out, &st) == 0)
+		return 0;
+	/* No versioned rootfs: the template's current one. */
+	return al_config_template_root(&s->cfg, s->tv.name, out, outlen, err);
+}
+
+/* Lay src's members over dst (both objects); values are shared. */
+static void overlay(json_object *dst, json_object *src)
+{
+	if (src == NULL || !json_object_is_type(src, json_type_object))
+		return;
+	json_object_object_foreach(src, k, v)
+		json_object_object_add(dst, k, json_object_get(v));
+}
+
+char *shim_exec_defaults(const shim *s, const char *payload, al_err *err)
+{
+	json_object *req = json_tokener_parse(payload);
+	if (req == NULL || !json_object_is_type(req, json_type_object)) {
+		json_object_put(req);
+		al_err_set(err, AL_EINVAL, 0, "exec request is not a JSON object");
+		return NULL;
+	}
+	json_object *env = NULL;
+	if (json_object_object_get_ex(req, "env", &env) &&
+	    !json_object_is_type(env, json_type_object)) {
+		json_object_put(req);
+		al_err_set(err, AL_EINVAL, 0, "env must be an object");
+		return NULL;
+	}
+	/* The template's ENV, under the sandbox's, under the request's. */
+	json_object *merged = json_object_new_object();
+	overlay(merged, s->tv.env);
+	overlay(merged, s->sb.env);
+	overlay(merged, env);
+	json_object_object_add(req, "env", merged);
+	if (!json_object_object_get_ex(req, "cwd", NULL) &&
+	    s->tv.workdir[0] != '\0')
+		json_object_object_add(req, "cwd",
+				       json_object_new_string(s->tv.workdir));
+	if (!json_object_object_get_ex(req, "user", NULL) &&
+	    s->tv.user[0] != '\0' && strcmp(s->tv.user, "root") != 0)
+		json_object_object_add(req, "user",
+				       json_object_new_string(s->tv.user));
+	char *out = strdup(json_object_to_json_string_ext(
+		req, JSON_C_TO_STRING_PLAIN));
+	json_object_put(req);
+	if (out == NULL)
+		al_err_set(err, AL_ENOMEM, 0, "out of memory");
+	return out;
+}
+
+/* Send an exec with the template's defaults. */
+static int send_exec(shim *s, uint32_t id, json_object *argv, al_err *err)
+{
+	json_object *o = json_object_new_object();
+	json_object_object_add(o, "cmd", json_object_get(argv));
+	json_object_object_add(o, "stdin", json_object_new_boolean(0));
+	char *req = shim_exec_defaults(
+		s, json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN),
+		err);
+	json_object_put(o);
+	if (req == NULL)
+		return -1;
+	int rc = al_frame_send(s->h.agent_fd, AL_F_EXEC, id, req, strlen(req),
+			       err);
+	free(req);
+	return rc;
+}
+
+/* Wait for the end of exec id: its exit code, or -1 (err) when the agent
+ * refused it or the deadline passed. Frames of other ids (the START
+ * command's output) are dropped. */
+static int wait_exit(shim *s, uint32_t id, int64_t deadline, int *code,
+		     al_err *err)
+{
+	for (;;) {
+		al_frame f;
+		if (al_frame_recv(s->h.agent_fd, &s->agent_in, &f, deadline,
+				  err) < 0)
+			return -1;
+		if (f.id != id ||
+		    (f.type != AL_F_EXIT && f.type != AL_F_ERROR)) {
+			al_frame_free(&f);
+			continue;
+		}
+		int failed = f.type == AL_F_ERROR;
+		json_object *o = json_tokener_parse((const char *)f.payload);
+		al_frame_free(&f);
+		json_object *v = NULL;
+		*code = -1;
+		if (!failed && o != NULL &&
+		    json_object_object_get_ex(o, "exit_code", &v) &&
+		    json_object_is_type(v, json_type_int))
+			*code = json_object_get_int(v);
+		json_object *m = NULL;
+		if (failed)
+			al_err_set(err, AL_EINVAL, 0, "%s",
+				   o != NULL && json_object_object_get_ex(
+							o, "message", &m)
+					   ? json_object_get_string(m)
+					   : "the agent refused the command");
+		json_object_put(o);
+		return failed ? -1 : 0;
+	}
+}
+
+int shim_template_start(shim *s, al_err *err)
+{
+	if (s->tv.start != NULL) {
+		/* Left running: its output and exit are nobody's request and
+		 * are dropped by the relay. */
+		if (send_exec(s, BOOT_ID_START, s->tv.start, err) < 0) {
+			al_err_wrap(err, "START");
+			return -1;
+		}
+	}
+	if (s->tv.ready == NULL)
+		return 0;
+	int64_t deadline = al_now_ms() + READY_DEADLINE_MS;
+	for (;;) {
+		int code = -1;
+		if (send_exec(s, BOOT_ID_READY, s->tv.ready, err) < 0 ||
+		    wait_exit(s, BOOT_ID_READY, deadline, &code, err) < 0) {
+			al_err_wrap(err, "READY");
+			return -1;
+		}
+		if (code == 0)
+			return 0;
+		if (al_now_ms() + READY_RETRY_MS >= deadline)
+			return al_err_set(err, AL_ETIMEDOUT, 0,
+					  "READY check of template %s did not "
+					  "pass within %d s (last exit code %d)",
+					  s->tv.name, READY_DEADLINE_MS / 1000,
+					  code);
+		usleep(READY_RETRY_MS * 1000);
+	}
+}
+
+void shim_warm_up(shim *s)
+{
+	static const char req[] = "{\"cmd\":[\"true\"],\"stdin\":false}";
+	al_err err = {0};
+	int64_t t0 = al_now_ms();
+	int code;
+	if (al_frame_send(s->h.agent_fd, AL_F_EXEC, BOOT_ID_WARM_UP, req,
+			  sizeof req - 1, &err) < 0 ||
+	    wait_exit(s, BOOT_ID_WARM_UP, t0 + WARM_UP_TIMEOUT_MS, &code,
+		      &err) < 0) {
+		al_warn("standby %s: warm-up exec: %s", s->slot, err.msg);
+		return;
+	}
+	al_info("standby %s: warm-up exec took %lld ms", s->slot,
+		(long long)(al_now_ms() - t0));
+}
