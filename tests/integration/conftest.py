@@ -2,8 +2,18 @@
 airlock-fcgi, nginx, airlock-controller) in a fresh temporary state
 directory on free ports, driven through nginx like a user would.
 
+Every test that makes sandboxes runs once per driver (`ns`, `vm`) through
+the `driver` fixture, which the `sandbox` and `sandboxes` fixtures use:
+one code path, and where the drivers legitimately differ the assertion
+branches on `driver` and says why. A driver that GET /v1/info does not
+list as usable on this host makes its tests *skipped*, with the reason.
+
 Environment:
-  AIRLOCK_TEST_BUILD   binaries to test (default <repo>/build-san)
+  AIRLOCK_TEST_BUILD     binaries to test (default <repo>/build-san)
+  AIRLOCK_TEST_VM_CACHE  a directory prepared with scripts/vm-kernel.sh
+                         (it holds vm/kernel/ and vm/initrd.img); copied
+                         into the fresh state directory before `up`, so
+                         the guest kernel is not downloaded for every run
 """
 import json
 import os
@@ -24,6 +34,9 @@ STACK = os.path.join(REPO, "scripts", "stack.sh")
 RFC3339 = re.compile(
     r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$")
 TIMEOUT = (5, 60)  # connect, read
+DRIVERS = ("ns", "vm")
+# vm sandboxes have a fixed guest RAM size (the template snapshot's).
+VM_MEMORY_MB = 256
 
 
 def free_port():
@@ -170,6 +183,24 @@ class Stack:
         return pids
 
 
+def seed_vm_kernel(state):
+    """Copy a prepared guest kernel + initrd into a new state directory
+    (what `make vm-kernel` would fetch there); stack.sh up then finds it
+    up to date instead of downloading it again."""
+    cache = os.environ.get("AIRLOCK_TEST_VM_CACHE")
+    if not cache:
+        return
+    src = os.path.join(cache, "vm")
+    if not os.path.isfile(os.path.join(src, "kernel", "vmlinuz")):
+        return
+    dst = os.path.join(state, "vm")
+    os.makedirs(dst, exist_ok=True)
+    shutil.copytree(os.path.join(src, "kernel"), os.path.join(dst, "kernel"),
+                    dirs_exist_ok=True)
+    if os.path.isfile(os.path.join(src, "initrd.img")):
+        shutil.copy2(os.path.join(src, "initrd.img"), dst)
+
+
 def _cleanup_state(stack, log):
     try:
         stack.sh("down", timeout=180, check=False)
@@ -194,6 +225,7 @@ def stack():
     st = Stack(state, build, free_port(), free_port())
     log = []
     try:
+        seed_vm_kernel(state)
         p = st.sh("up", check=False)
         if p.returncode != 0:
             pytest.fail(f"stack did not start:\n{p.stdout}", pytrace=False)
@@ -213,20 +245,59 @@ def api(stack):
     return s
 
 
+@pytest.fixture(scope="session")
+def info(api):
+    """GET /v1/info, or None when the stack does not answer it (then
+    test_api.test_info fails, and only ns, which every host has, runs)."""
+    r = api.get(api.base + "/v1/info", timeout=TIMEOUT)
+    if r.status_code != 200:
+        return None
+    return r.json()
+
+
+def usable_drivers(info):
+    if info is None:
+        return ["ns"]
+    d = info.get("drivers")
+    return list(d) if isinstance(d, list) else []
+
+
+@pytest.fixture(scope="module", params=DRIVERS)
+def driver(request, info):
+    """The driver every sandbox of the test is made with. A driver the
+    host cannot run is a skip with the reason, never a pass."""
+    name = request.param
+    drivers = usable_drivers(info)
+    if name not in drivers:
+        pytest.skip(f"driver {name!r} is not usable on this host: "
+                    f"GET /v1/info answered {info!r}")
+    return name
+
+
 class Sandboxes:
     """Creates sandboxes and deletes whatever a test left behind."""
 
-    def __init__(self, api):
+    def __init__(self, api, driver=None):
         self.api = api
+        self.driver = driver
         self.ids = []
 
-    def create(self, **body):
+    def body(self, **body):
+        """A create body for this driver."""
         body.setdefault("template", "minimal")
+        if self.driver is not None:
+            body.setdefault("driver", self.driver)
+        return body
+
+    def create(self, **body):
+        body = self.body(**body)
         r = self.api.post(self.api.base + "/v1/sandboxes", json=body,
                           timeout=TIMEOUT)
         assert r.status_code == 201, f"create: {r.status_code} {r.text}"
         sb = r.json()
         self.ids.append(sb["id"])
+        if self.driver is not None:
+            assert sb.get("driver") == self.driver, sb
         return sb
 
     def cleanup(self):
@@ -239,16 +310,16 @@ class Sandboxes:
 
 
 @pytest.fixture
-def sandboxes(api):
-    s = Sandboxes(api)
+def sandboxes(api, driver):
+    s = Sandboxes(api, driver)
     yield s
     s.cleanup()
 
 
 @pytest.fixture(scope="module")
-def sandbox(api):
-    """One running sandbox shared by the tests of a module."""
-    s = Sandboxes(api)
+def sandbox(api, driver):
+    """One running sandbox of `driver`, shared by the tests of a module."""
+    s = Sandboxes(api, driver)
     sb = s.create(timeout=1800)
     yield sb
     s.cleanup()
@@ -272,3 +343,111 @@ def exec_sse(api, sid, cmd, **kw):
         assert r.headers.get("Content-Type", "").startswith(
             "text/event-stream"), r.headers
         return list(sse_events(r))
+
+
+# ------------------------------------------------------------ processes
+
+
+def listener_pid(stack, path):
+    """The airlock-shim listening on unix socket path (via the socket's
+    inode in /proc/net/unix and the shims' fd tables), or None."""
+    # Accepted connections carry the listener's path too (and linger
+    # here for a moment after they close), so every inode with the path
+    # counts: the process holding any of them is the server.
+    inodes = set()
+    with open("/proc/net/unix") as f:
+        for line in f:
+            parts = line.split()
+            if len(parts) >= 8 and parts[7] == path:
+                inodes.add(f"socket:[{parts[6]}]")
+    if not inodes:
+        return None
+    for pid in stack.pids("airlock-shim"):
+        try:
+            for fd in os.listdir(f"/proc/{pid}/fd"):
+                if os.readlink(f"/proc/{pid}/fd/{fd}") in inodes:
+                    return pid
+        except OSError:
+            continue
+    return None
+
+
+def shim_of(stack, sid):
+    return listener_pid(stack, os.path.join(stack.state, "run", "sbx",
+                                            f"{sid}.sock"))
+
+
+def children(pid):
+    out = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/stat") as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        if ppid == pid:
+            out.append(int(d))
+    return out
+
+
+def descendants(pid):
+    out, todo = [], [pid]
+    while todo:
+        kids = children(todo.pop())
+        out += kids
+        todo += kids
+    return out
+
+
+def is_qemu(pid):
+    try:
+        exe = os.readlink(f"/proc/{pid}/exe")
+    except OSError:
+        return False
+    return os.path.basename(exe).startswith("qemu-system")
+
+
+def cmdline(pid):
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def qemu_pids(stack):
+    """Every QEMU of this stack: its command line names a path in the
+    stack's state directory (disk image, memory file, sockets)."""
+    out = []
+    for d in os.listdir("/proc"):
+        if d.isdigit() and is_qemu(int(d)) and \
+                stack.state + "/" in cmdline(int(d)):
+            out.append(int(d))
+    return out
+
+
+def qemu_of(stack, sid):
+    """The QEMU process of vm sandbox sid: a descendant of the shim that
+    serves run/sbx/<sid>.sock, else the QEMU whose command line holds the
+    sandbox's rootfs path."""
+    root = os.path.join(stack.state, "pool", "sandboxes", sid) + "/"
+    for attempt in range(3):
+        shim = shim_of(stack, sid)
+        if shim is not None:
+            q = [p for p in descendants(shim) if is_qemu(p)]
+            if q:
+                return q[0]
+        for p in qemu_pids(stack):
+            if root in cmdline(p):
+                return p
+        time.sleep(0.2)
+    return None
+
+
+def qemu_rundir(pid):
+    """The directory of a QEMU's sockets and log (from its -qmp unix:
+    argument), or None."""
+    m = re.search(r"unix:(/\S+)/qmp\.sock", cmdline(pid))
+    return m.group(1) if m else None

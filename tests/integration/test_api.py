@@ -5,7 +5,7 @@ import uuid
 
 import requests
 
-from conftest import TIMEOUT, assert_error, parse_time
+from conftest import TIMEOUT, VM_MEMORY_MB, assert_error, parse_time
 
 MISSING = "doesnotexist0000000x"
 
@@ -66,10 +66,23 @@ def test_templates_list(api):
     assert "minimal" in names
 
 
-def test_create_get_delete(api, sandboxes):
+def test_info(api):
+    r = api.get(api.base + "/v1/info", timeout=TIMEOUT)
+    assert r.status_code == 200, r.text
+    info = r.json()
+    assert isinstance(info["drivers"], list) and "ns" in info["drivers"]
+    assert set(info["drivers"]) <= {"ns", "vm"}, info
+    assert info["default_driver"] in info["drivers"], info
+    # The accelerator is reported where the vm driver can run.
+    if "vm" in info["drivers"]:
+        assert info["vm_accel"] in ("kvm", "tcg"), info
+
+
+def test_create_get_delete(api, sandboxes, driver, info):
     r = api.post(api.base + "/v1/sandboxes",
-                 json={"template": "minimal", "timeout": 300, "env": {},
-                       "metadata": {"owner": "it", "purpose": "crud"}},
+                 json=sandboxes.body(timeout=300, env={},
+                                     metadata={"owner": "it",
+                                               "purpose": "crud"}),
                  timeout=TIMEOUT)
     assert r.status_code == 201, r.text
     sb = r.json()
@@ -77,7 +90,13 @@ def test_create_get_delete(api, sandboxes):
     assert isinstance(sb["id"], str) and sb["id"]
     assert sb["state"] == "running"
     assert sb["template"] == "minimal"
-    assert sb["driver"] == "ns"
+    assert sb["driver"] == driver
+    if driver == "vm":
+        # Each vm sandbox says which accelerator its QEMU runs under:
+        # the one the host's probe chose.
+        assert sb["accel"] == info["vm_accel"], sb
+    else:
+        assert "accel" not in sb, sb
     assert sb["metadata"] == {"owner": "it", "purpose": "crud"}
     created = parse_time(sb["created_at"])
     expires = parse_time(sb["expires_at"])
@@ -91,6 +110,8 @@ def test_create_get_delete(api, sandboxes):
     for k in ("id", "state", "template", "driver", "created_at",
               "expires_at", "metadata"):
         assert got[k] == sb[k], k
+    if driver == "vm":
+        assert got["accel"] == sb["accel"]
 
     r = api.delete(f"{api.base}/v1/sandboxes/{sb['id']}", timeout=TIMEOUT)
     assert r.status_code == 204
@@ -151,6 +172,48 @@ def test_list_and_filters(api, sandboxes):
     r = api.get(api.base + "/v1/sandboxes",
                 params={"metadata.suite": "no-such-" + tag}, timeout=TIMEOUT)
     assert r.json()["sandboxes"] == []
+
+
+def test_memory_limit(sandboxes, driver):
+    if driver == "vm":
+        # Guest RAM is the template snapshot's: every vm sandbox has
+        # 256 MiB, asking for that is fine, asking for more or less is
+        # refused rather than silently ignored.
+        assert sandboxes.create()["memory_mb"] == VM_MEMORY_MB
+        assert sandboxes.create(memory_mb=VM_MEMORY_MB)["memory_mb"] == \
+            VM_MEMORY_MB
+        for mb in (128, 512):
+            r = sandboxes.api.post(sandboxes.api.base + "/v1/sandboxes",
+                                   json=sandboxes.body(memory_mb=mb),
+                                   timeout=TIMEOUT)
+            if r.status_code == 201:
+                sandboxes.ids.append(r.json()["id"])
+            assert_error(r, 400, "invalid_request")
+    else:
+        assert sandboxes.create(memory_mb=300)["memory_mb"] == 300
+
+
+def test_unknown_driver_is_400(api):
+    # (null is "absent" everywhere in this API: the default driver.)
+    for d in ("kvm", "", "NS", 1, ["vm"]):
+        r = api.post(api.base + "/v1/sandboxes",
+                     json={"template": "minimal", "driver": d},
+                     timeout=TIMEOUT)
+        if r.status_code == 201:
+            api.delete(f"{api.base}/v1/sandboxes/{r.json()['id']}",
+                       timeout=TIMEOUT)
+        assert_error(r, 400, "invalid_request")
+
+
+def test_default_driver(api, info):
+    """A create without "driver" gets the host's default driver."""
+    assert info is not None, "GET /v1/info failed"
+    r = api.post(api.base + "/v1/sandboxes", json={"template": "minimal"},
+                 timeout=TIMEOUT)
+    assert r.status_code == 201, r.text
+    sb = r.json()
+    api.delete(f"{api.base}/v1/sandboxes/{sb['id']}", timeout=TIMEOUT)
+    assert sb["driver"] == info["default_driver"]
 
 
 def test_bad_json_is_400(api):

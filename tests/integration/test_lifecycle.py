@@ -2,7 +2,7 @@
 controller; the controller deletes expired sandboxes."""
 import time
 
-from conftest import TIMEOUT, assert_error, exec_json, pid_alive
+from conftest import TIMEOUT, assert_error, exec_json, pid_alive, qemu_of
 
 
 def wait_health(stack, seconds=20):
@@ -18,11 +18,15 @@ def wait_health(stack, seconds=20):
     return False
 
 
-def test_sandboxes_survive_restarts(stack, api, sandboxes):
+def test_sandboxes_survive_restarts(stack, api, sandboxes, driver):
     sb = sandboxes.create(timeout=600)
     exec_json(api, sb["id"], ["sh", "-c", "echo before > /tmp/mark"])
     shims = stack.pids("airlock-shim")
     assert shims, "no shim process found for the stack"
+    # A vm sandbox is also its QEMU: it must be the same process after.
+    qemu = qemu_of(stack, sb["id"]) if driver == "vm" else None
+    if driver == "vm":
+        assert qemu is not None, "no QEMU found for the vm sandbox"
 
     killed = stack.kill9("airlock-fcgi")
     assert killed, "no airlock-fcgi process found"
@@ -43,6 +47,8 @@ def test_sandboxes_survive_restarts(stack, api, sandboxes):
     assert r.json()["state"] == "running"
     res = exec_json(api, sb["id"], ["cat", "/tmp/mark"])
     assert res["stdout"] == "before\n"
+    if driver == "vm":
+        assert qemu_of(stack, sb["id"]) == qemu
     # New sandboxes work too after the restart.
     sb2 = sandboxes.create()
     assert exec_json(api, sb2["id"], ["echo", "new"])["stdout"] == "new\n"
@@ -52,8 +58,9 @@ def test_sandboxes_survive_restarts(stack, api, sandboxes):
     assert exec_json(api, sb["id"], ["true"])["exit_code"] == 0
 
 
-def test_sandbox_expires(api, sandboxes):
+def test_sandbox_expires(stack, api, sandboxes, driver):
     sb = sandboxes.create(timeout=2)
+    qemu = qemu_of(stack, sb["id"]) if driver == "vm" else None
     assert exec_json(api, sb["id"], ["true"])["exit_code"] == 0
     time.sleep(5)
     deadline = time.monotonic() + 30
@@ -67,3 +74,10 @@ def test_sandbox_expires(api, sandboxes):
                  json={"cmd": ["true"]}, headers={"Accept": "application/json"},
                  timeout=TIMEOUT)
     assert_error(r, 404)
+    if driver == "vm":
+        # The expired machine is gone, not merely hidden.
+        assert qemu is not None
+        deadline = time.monotonic() + 10
+        while pid_alive(qemu) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not pid_alive(qemu)

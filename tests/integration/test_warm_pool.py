@@ -1,28 +1,40 @@
 """The warm pool: the controller keeps standby sandboxes booted per
-template; a create claims one and gives it the sandbox's identity (id,
-hostname, limits); the pool refills; a dead standby is cleaned up."""
+template and driver; a create claims one and gives it the sandbox's
+identity (id, hostname, limits); the pool refills; a dead standby is
+cleaned up. Standby sockets are run/pool/<template>.<driver>.<slot>.sock."""
 import os
 import signal
 import time
 
-from conftest import exec_json, pid_alive
+from conftest import (VM_MEMORY_MB, descendants, exec_json, is_qemu,
+                      listener_pid, pid_alive)
 
-POOL_SIZE = 2  # AIRLOCK_WARM_POOL default
+# AIRLOCK_WARM_POOL (ns) and AIRLOCK_WARM_POOL_VM (vm) defaults.
+POOL_SIZE = {"ns": 2, "vm": 2}
+# A vm standby is a QEMU waiting for its snapshot: under TCG it takes
+# longer to appear than a jail.
+REFILL_S = {"ns": 30, "vm": 60}
 
 
-def standbys(stack):
+def standbys(stack, driver):
     d = os.path.join(stack.state, "run", "pool")
+    prefix = f"minimal.{driver}."
     try:
-        return sorted(n for n in os.listdir(d) if n.startswith("minimal.")
+        return sorted(n for n in os.listdir(d) if n.startswith(prefix)
                       and n.endswith(".sock"))
     except FileNotFoundError:
         return []
 
 
-def wait_pool(stack, n, seconds=30):
-    deadline = time.monotonic() + seconds
+def slot_of(name, driver):
+    return name[len(f"minimal.{driver}."):-len(".sock")]
+
+
+def wait_pool(stack, driver, n=None, seconds=None):
+    n = POOL_SIZE[driver] if n is None else n
+    deadline = time.monotonic() + (seconds or REFILL_S[driver])
     while time.monotonic() < deadline:
-        if len(standbys(stack)) >= n:
+        if len(standbys(stack, driver)) >= n:
             return True
         time.sleep(0.2)
     return False
@@ -36,67 +48,71 @@ def cgroup_value(sid, v1_ctrl, v1_file, v2_file):
         return f.read().strip()
 
 
-def test_pool_is_filled_and_refills(stack, sandboxes):
-    assert wait_pool(stack, POOL_SIZE), standbys(stack)
-    before = set(standbys(stack))
-    made = [sandboxes.create() for _ in range(POOL_SIZE)]
-    assert len(made) == POOL_SIZE
+def test_pool_is_filled_and_refills(stack, sandboxes, driver):
+    n = POOL_SIZE[driver]
+    assert wait_pool(stack, driver), standbys(stack, driver)
+    before = set(standbys(stack, driver))
+    made = [sandboxes.create() for _ in range(n)]
+    assert len(made) == n
     # Claimed standbys leave the pool at once ...
-    assert not before & set(standbys(stack)), (before, standbys(stack))
+    assert not before & set(standbys(stack, driver)), \
+        (before, standbys(stack, driver))
     # ... and the controller boots new ones.
-    assert wait_pool(stack, POOL_SIZE), standbys(stack)
-    assert set(standbys(stack)) != before
+    assert wait_pool(stack, driver), standbys(stack, driver)
+    assert set(standbys(stack, driver)) != before
+    # The pool of the other driver is not drawn from.
+    for sb in made:
+        assert sb["driver"] == driver
 
 
 def test_claimed_sandbox_has_its_own_identity_and_limits(stack, api,
-                                                         sandboxes):
-    assert wait_pool(stack, POOL_SIZE)
-    sb = sandboxes.create(pids=77, memory_mb=200, env={"WHO": "claimed"})
+                                                         sandboxes, driver):
+    assert wait_pool(stack, driver)
+    if driver == "ns":
+        sb = sandboxes.create(pids=77, memory_mb=200, env={"WHO": "claimed"})
+    else:
+        # vm guest RAM is fixed (the snapshot's); the rest is the same.
+        sb = sandboxes.create(env={"WHO": "claimed"})
     sid = sb["id"]
     res = exec_json(api, sid, ["sh", "-c", "hostname; echo $WHO"])
     assert res["stdout"] == f"{sid}\nclaimed\n"
-    # The limits of the request, not the standby's defaults, are in force.
-    assert cgroup_value(sid, "pids", "pids.max", "pids.max") == "77"
-    assert cgroup_value(sid, "memory", "memory.limit_in_bytes",
-                        "memory.max") == str(200 << 20)
+    if driver == "ns":
+        # The limits of the request, not the standby's defaults, are in
+        # force. (cgroup files exist only for the ns jail.)
+        assert cgroup_value(sid, "pids", "pids.max", "pids.max") == "77"
+        assert cgroup_value(sid, "memory", "memory.limit_in_bytes",
+                            "memory.max") == str(200 << 20)
+    else:
+        # The guest kernel sees its own RAM: 256 MiB less what the kernel
+        # keeps for itself.
+        assert sb["memory_mb"] == VM_MEMORY_MB
+        kb = int(exec_json(api, sid, ["sh", "-c",
+                                      "sed -n 's/^MemTotal: *\\([0-9]*\\).*/"
+                                      "\\1/p' /proc/meminfo"])["stdout"])
+        assert 180 << 10 <= kb <= VM_MEMORY_MB << 10, kb
     # Its root is its own: pool/sandboxes/<id>, no standby name left.
     assert os.path.isdir(os.path.join(stack.state, "pool", "sandboxes", sid))
 
 
-def test_standbys_are_not_listed(api, stack):
-    assert wait_pool(stack, POOL_SIZE)
+def test_standbys_are_not_listed(api, stack, driver):
+    assert wait_pool(stack, driver)
     r = api.get(f"{api.base}/v1/sandboxes", timeout=(5, 60))
     assert r.status_code == 200
     ids = [s["id"] for s in r.json()["sandboxes"]]
     assert not [i for i in ids if i.startswith("standby-")], ids
 
 
-def listener_pid(stack, path):
-    """The airlock-shim listening on unix socket path (via the socket's
-    inode in /proc/net/unix and the shims' fd tables)."""
-    inode = None
-    with open("/proc/net/unix") as f:
-        for line in f:
-            parts = line.split()
-            if len(parts) >= 8 and parts[7] == path:
-                inode = parts[6]
-    assert inode is not None, f"{path} is not a listening socket"
-    for pid in stack.pids("airlock-shim"):
-        try:
-            for fd in os.listdir(f"/proc/{pid}/fd"):
-                if os.readlink(f"/proc/{pid}/fd/{fd}") == f"socket:[{inode}]":
-                    return pid
-        except OSError:
-            continue
-    return None
-
-
-def test_dead_standby_is_cleaned_up(stack):
-    assert wait_pool(stack, POOL_SIZE)
-    victim = standbys(stack)[0]
-    slot = victim[len("minimal."):-len(".sock")]
-    pid = listener_pid(stack, os.path.join(stack.state, "run", "pool", victim))
+def test_dead_standby_is_cleaned_up(stack, driver):
+    assert wait_pool(stack, driver)
+    victim = standbys(stack, driver)[0]
+    slot = slot_of(victim, driver)
+    pid = listener_pid(stack, os.path.join(stack.state, "run", "pool",
+                                           victim))
     assert pid is not None, f"no shim serves {victim}"
+    # A vm standby's QEMU must go with its shim.
+    qemus = [p for p in descendants(pid) if is_qemu(p)]
+    if driver == "vm":
+        assert qemus, f"no QEMU under the shim of {victim}"
     os.kill(pid, signal.SIGKILL)
     deadline = time.monotonic() + 10
     while pid_alive(pid) and time.monotonic() < deadline:
@@ -104,14 +120,17 @@ def test_dead_standby_is_cleaned_up(stack):
     # Within a reconcile period its socket, rootfs and cgroups are gone and
     # the pool is full again.
     root = os.path.join(stack.state, "pool", "sandboxes", slot)
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + 30 + REFILL_S[driver]
     while time.monotonic() < deadline:
-        if victim not in standbys(stack) and not os.path.exists(root) \
-                and len(standbys(stack)) >= POOL_SIZE:
+        if victim not in standbys(stack, driver) \
+                and not os.path.exists(root) \
+                and len(standbys(stack, driver)) >= POOL_SIZE[driver]:
             break
         time.sleep(0.3)
-    assert victim not in standbys(stack)
+    assert victim not in standbys(stack, driver)
     assert not os.path.exists(root)
-    assert not os.path.exists(f"/sys/fs/cgroup/pids/airlock/{slot}")
-    assert not os.path.exists(f"/sys/fs/cgroup/airlock/{slot}")
-    assert len(standbys(stack)) >= POOL_SIZE
+    if driver == "ns":
+        assert not os.path.exists(f"/sys/fs/cgroup/pids/airlock/{slot}")
+        assert not os.path.exists(f"/sys/fs/cgroup/airlock/{slot}")
+    assert not [p for p in qemus if pid_alive(p)], qemus
+    assert len(standbys(stack, driver)) >= POOL_SIZE[driver]

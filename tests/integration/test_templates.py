@@ -1,0 +1,356 @@
+"""Template builds through the API and the CLI (issue 4): POST
+/v1/templates (multipart), the build log as SSE, sandboxes of the built
+template, the layer cache, errors that name the Airlockfile line, and
+deletion that is refused while the template is in use."""
+import io
+import os
+import socket
+import subprocess
+import tarfile
+import threading
+import time
+import uuid
+
+import pytest
+
+from conftest import TIMEOUT, Sandboxes, assert_error, exec_json, sse_events
+
+APP = """FROM minimal
+ENV GREETING="hello world" MODE=test
+WORKDIR /app
+COPY hello.sh /app/hello.sh
+COPY conf/ /etc/app/
+RUN ["/bin/sh", "-c", "chmod 0755 /app/hello.sh && echo built > /app/stamp"]
+USER nobody
+START sh -c "echo started > /tmp/started; exec sleep 100000"
+READY test -f /tmp/started
+"""
+
+HELLO = '#!/bin/sh\necho "$GREETING from $(id -u) in $(pwd)"\n'
+
+
+def tar_of(files):
+    """A tar (bytes) of {relative path: text}."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for path, text in files.items():
+            data = text.encode()
+            info = tarfile.TarInfo(path)
+            info.size = len(data)
+            info.mode = 0o644
+            tar.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
+
+
+def submit(api, name, airlockfile, files=None, no_cache=False):
+    parts = {"name": (None, name), "airlockfile": (None, airlockfile)}
+    if files is not None:
+        parts["context"] = ("context.tar", tar_of(files), "application/x-tar")
+    if no_cache:
+        parts["no_cache"] = (None, "true")
+    return api.post(f"{api.base}/v1/templates", files=parts, timeout=TIMEOUT)
+
+
+def follow(api, build_id, seconds=600):
+    """The build's log events until its status event."""
+    r = api.get(f"{api.base}/v1/templates/builds/{build_id}/logs",
+                headers={"Accept": "text/event-stream"}, stream=True,
+                timeout=(5, seconds))
+    assert r.status_code == 200, r.text
+    assert r.headers["Content-Type"].startswith("text/event-stream")
+    events = []
+    for ev in sse_events(r):
+        events.append(ev)
+        if ev.name == "status" and ev.data.get("status") in (
+                "succeeded", "failed"):
+            break
+    r.close()
+    assert events and events[-1].name == "status", events
+    return events
+
+
+def build(api, name, airlockfile, files=None, no_cache=False):
+    r = submit(api, name, airlockfile, files, no_cache)
+    assert r.status_code == 202, r.text
+    body = r.json()
+    assert body["name"] == name and body["build_id"]
+    return body["build_id"], follow(api, body["build_id"])
+
+
+def unique(prefix):
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+def delete_template(api, name):
+    r = api.delete(f"{api.base}/v1/templates/{name}", timeout=TIMEOUT)
+    assert r.status_code in (204, 404), r.text
+
+
+class Templates:
+    """Builds templates for one test and, afterwards, deletes their
+    sandboxes and then them (a template in use cannot go), so that no
+    template keeps warm-pool standbys busy for the rest of the run."""
+
+    def __init__(self, api, driver):
+        self.api = api
+        self.names = []
+        self.sandboxes = Sandboxes(api, driver)
+
+    def build(self, prefix, airlockfile, files=None, no_cache=False,
+              name=None):
+        name = name or unique(prefix)
+        if name not in self.names:
+            self.names.append(name)
+        bid, events = build(self.api, name, airlockfile, files, no_cache)
+        return name, events
+
+    def cleanup(self):
+        self.sandboxes.cleanup()
+        for name in self.names:
+            delete_template(self.api, name)
+
+
+@pytest.fixture
+def templates(api):
+    """Templates of one test; its sandboxes use the host's default
+    driver unless the test sets templates.sandboxes.driver."""
+    t = Templates(api, None)
+    yield t
+    t.cleanup()
+
+
+@pytest.fixture(scope="module")
+def app(api):
+    """The APP template, built once for the module."""
+    name = unique("app")
+    bid, events = build(api, name, APP, {"hello.sh": HELLO,
+                                         "conf/app.conf": "k=v\n"})
+    status = events[-1].data
+    assert status["status"] == "succeeded", events
+    yield name, bid, events
+    delete_template(api, name)
+
+
+def test_build_log_streams_steps_and_status(app):
+    _, _, events = app
+    steps = [e.data for e in events if e.name == "step"]
+    assert [s["step"] for s in steps] == list(range(1, len(steps) + 1))
+    assert all(s["steps"] == len(steps) for s in steps)
+    assert steps[0]["text"].startswith("FROM minimal")
+    assert any(s["text"].startswith("RUN") and s["line"] == 6 for s in steps)
+    assert events[-1].data["version"] >= 1
+
+
+def test_template_details(api, app):
+    name, _, _ = app
+    r = api.get(f"{api.base}/v1/templates/{name}", timeout=TIMEOUT)
+    assert r.status_code == 200, r.text
+    t = r.json()
+    assert t["name"] == name and t["version"] >= 1
+    assert t["env"] == {"GREETING": "hello world", "MODE": "test"}
+    assert t["workdir"] == "/app" and t["user"] == "nobody"
+    assert t["start"][:2] == ["/bin/sh", "-c"]
+    assert t["ready"] == ["/bin/sh", "-c", "test -f /tmp/started"]
+    listed = api.get(f"{api.base}/v1/templates", timeout=TIMEOUT).json()
+    assert name in [x["name"] for x in listed["templates"]]
+
+
+def test_sandbox_of_built_template(api, app, sandboxes):
+    name, _, _ = app
+    sb = sandboxes.create(template=name)
+    assert sb["template"] == name and sb["template_version"] >= 1
+    res = exec_json(api, sb["id"], ["/app/hello.sh"])
+    # ENV, WORKDIR and USER of the Airlockfile apply to every command.
+    assert res["stdout"] == "hello world from 65534 in /app\n", res
+    res = exec_json(api, sb["id"], ["sh", "-c",
+                                    "cat /app/stamp /etc/app/app.conf; "
+                                    "cat /tmp/started; "
+                                    "ps | grep -c '[s]leep 100000'"])
+    # RUN's and COPY's results, and START ran before READY let it through.
+    assert res["stdout"] == "built\nk=v\nstarted\n1\n", res
+    # A command may still choose its own cwd and user.
+    res = exec_json(api, sb["id"], ["sh", "-c", "pwd; id -u"], cwd="/tmp",
+                    user="root")
+    assert res["stdout"] == "/tmp\n0\n"
+
+
+def test_rebuild_is_cached(api, app):
+    name, _, _ = app
+    t0 = time.monotonic()
+    bid, events = build(api, name, APP, {"hello.sh": HELLO,
+                                         "conf/app.conf": "k=v\n"})
+    seconds = time.monotonic() - t0
+    assert events[-1].data["status"] == "succeeded", events
+    fs_steps = [e.data for e in events if e.name == "step"
+                and e.data["text"].split()[0] in ("RUN", "COPY")]
+    assert fs_steps and all(s["cached"] for s in fs_steps), fs_steps
+    # No command ran again.
+    assert not [e for e in events if e.name == "output"]
+    assert seconds < 60, seconds
+
+
+def test_no_cache_rebuilds(api, app):
+    name, _, _ = app
+    _, events = build(api, name, APP, {"hello.sh": HELLO,
+                                       "conf/app.conf": "k=v\n"},
+                      no_cache=True)
+    assert events[-1].data["status"] == "succeeded"
+    runs = [e.data for e in events if e.name == "step"
+            and e.data["text"].startswith("RUN")]
+    assert runs and not any(s["cached"] for s in runs)
+
+
+def test_sandboxes_keep_their_version(api, templates, driver):
+    templates.sandboxes.driver = driver
+    files = {"hello.sh": HELLO, "conf/app.conf": "k=v\n"}
+    name, events = templates.build("ver", APP, files)
+    assert events[-1].data["status"] == "succeeded"
+    old = templates.sandboxes.create(template=name)
+    changed = APP.replace("hello world", "hello again")
+    _, events = templates.build("ver", changed, files, name=name)
+    assert events[-1].data["status"] == "succeeded"
+    new = templates.sandboxes.create(template=name)
+    assert new["template_version"] > old["template_version"]
+    assert exec_json(api, old["id"], ["sh", "-c", "echo $GREETING"]
+                     )["stdout"] == "hello world\n"
+    assert exec_json(api, new["id"], ["sh", "-c", "echo $GREETING"]
+                     )["stdout"] == "hello again\n"
+
+
+def test_delete_refused_while_in_use(api, templates, driver):
+    templates.sandboxes.driver = driver
+    name, events = templates.build("del", "FROM minimal\nRUN true\n")
+    assert events[-1].data["status"] == "succeeded"
+    sb = templates.sandboxes.create(template=name)
+    r = api.delete(f"{api.base}/v1/templates/{name}", timeout=TIMEOUT)
+    assert_error(r, 409)
+    assert api.delete(f"{api.base}/v1/sandboxes/{sb['id']}",
+                      timeout=TIMEOUT).status_code == 204
+    r = api.delete(f"{api.base}/v1/templates/{name}", timeout=TIMEOUT)
+    assert r.status_code == 204, r.text
+    assert_error(api.get(f"{api.base}/v1/templates/{name}", timeout=TIMEOUT),
+                 404)
+    r = api.post(f"{api.base}/v1/sandboxes", json={"template": name},
+                 timeout=TIMEOUT)
+    assert_error(r, 404)
+
+
+def test_failing_run_names_its_line_and_leaves_no_template(api, templates):
+    name, events = templates.build("fail",
+                      "FROM minimal\nENV A=1\nRUN echo before; exit 3\n"
+                      "RUN echo never\n")
+    status = events[-1].data
+    assert status["status"] == "failed"
+    assert status["line"] == 3
+    out = "".join(e.data.get("data", "") for e in events
+                  if e.name == "output")
+    assert "before" in out and "never" not in out
+    assert_error(api.get(f"{api.base}/v1/templates/{name}", timeout=TIMEOUT),
+                 404)
+
+
+@pytest.mark.parametrize("airlockfile,line", [
+    ("FROM minimal\nRUN true\nFROBNICATE x\n", 3),
+    ("FROM minimal\nCOPY ../etc/passwd /x\n", 2),
+    ("FROM minimal\nCOPY /etc/passwd /x\n", 2),
+    ("RUN true\n", 1),
+    ("FROM no-such-template-here\n", 1),
+])
+def test_invalid_airlockfile_is_400_naming_the_line(api, airlockfile, line):
+    r = submit(api, unique("bad"), airlockfile, {"x": "y"})
+    err = assert_error(r, 400)
+    assert f"line {line}" in err["message"], err
+
+
+@pytest.mark.parametrize("name", ["builds", "Bad", "-x", "a" * 64, "a/b"])
+def test_bad_template_name_is_400(api, name):
+    assert_error(submit(api, name, "FROM minimal\n"), 400)
+
+
+def test_malformed_multipart_is_400(api):
+    r = api.post(f"{api.base}/v1/templates", data=b"--x\r\nnope",
+                 headers={"Content-Type": "multipart/form-data; boundary=x"},
+                 timeout=TIMEOUT)
+    assert_error(r, 400)
+    r = api.post(f"{api.base}/v1/templates", json={"name": "x"},
+                 timeout=TIMEOUT)
+    assert_error(r, 400)
+
+
+def test_run_cannot_reach_the_host(api, templates):
+    """A RUN step is a sandbox like any other: the host's loopback is not
+    its loopback, and nothing else is routed."""
+    seen = []
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(4)
+    srv.settimeout(0.2)
+    port = srv.getsockname()[1]
+    stop = threading.Event()
+
+    def accept():
+        while not stop.is_set():
+            try:
+                conn, _ = srv.accept()
+                seen.append(conn)
+            except OSError:
+                pass
+
+    t = threading.Thread(target=accept)
+    t.start()
+    try:
+        _, events = templates.build(
+            "net", f"FROM minimal\nRUN nc -w 3 127.0.0.1 {port} </dev/null\n")
+    finally:
+        stop.set()
+        t.join()
+        srv.close()
+    assert events[-1].data["status"] == "failed", events
+    assert events[-1].data["line"] == 2
+    assert seen == []
+
+
+def test_unknown_build_is_404(api):
+    assert_error(api.get(f"{api.base}/v1/templates/builds/nosuchbuild",
+                         timeout=TIMEOUT), 404)
+    assert_error(api.get(f"{api.base}/v1/templates/builds/nosuchbuild/logs",
+                         timeout=TIMEOUT), 404)
+
+
+def cli(stack, *args):
+    env = dict(os.environ, AIRLOCK_URL=stack.base,
+               AIRLOCK_API_KEY=stack.key or "")
+    return subprocess.run([os.path.join(stack.build, "airlock"), *args],
+                          env=env, stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True, timeout=600)
+
+
+def test_cli_build_shows_progress_and_output(stack, api, tmp_path):
+    d = tmp_path / "clitpl"
+    d.mkdir()
+    (d / "Airlockfile").write_text(
+        "FROM minimal\nCOPY data.txt /data.txt\nRUN cat /data.txt\n")
+    (d / "data.txt").write_text("payload-from-context\n")
+    name = unique("cli")
+    p = cli(stack, "template", "build", str(d), "--name", name)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "step 1/3" in p.stdout and "step 3/3" in p.stdout
+    assert "payload-from-context" in p.stdout
+    assert f"built template {name} version" in p.stdout
+    try:
+        # Again: every step cached.
+        p = cli(stack, "template", "build", str(d), "--name", name)
+        assert p.returncode == 0
+        assert "step 3/3 (cached)" in p.stdout
+    finally:
+        delete_template(api, name)
+
+
+def test_cli_build_failure_exits_nonzero_with_line(stack, tmp_path):
+    d = tmp_path / "clifail"
+    d.mkdir()
+    (d / "Airlockfile").write_text("FROM minimal\n\nRUN echo oops >&2; false\n")
+    p = cli(stack, "template", "build", str(d), "--name", unique("clif"))
+    assert p.returncode == 1, p.stdout + p.stderr
+    assert "oops" in p.stderr
+    assert "line 3" in p.stderr
