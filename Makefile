@@ -91,8 +91,10 @@ unit: $(UNIT_BIN)
 test:
 	@scripts/test.sh
 
+# Sandbox lifecycle (ns and vm) beside bwrap and a cold QEMU boot, then
+# template builds and their disk cost.
 bench:
-	@scripts/deps.sh && $(MAKE) -s all && bench/run.sh
+	@scripts/deps.sh && $(MAKE) -s all && bench/run.sh && bench/build.sh
 
 fuzz:
 	@scripts/fuzz.sh $(FUZZ_SRC)
