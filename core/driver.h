@@ -28,6 +28,10 @@ typedef struct al_driver_handle {
 			 * pid namespace; the shim gets SIGCHLD when it dies */
 	int agent_fd;   /* stream socket to the agent, owned by the handle */
 	char cgroup[256]; /* leaf name used under each controller */
+	/* The owner's reader of agent_fd. A driver that speaks to the agent
+	 * itself (vm adopt) must read through it, or bytes the owner has
+	 * already buffered would be lost. NULL: nothing buffered. */
+	struct al_frame_reader *agent_in;
 	void *priv;
 } al_driver_handle;
 

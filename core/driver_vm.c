@@ -968,12 +968,13 @@ static int vm_adopt(al_driver_handle *h, const al_sandbox_spec *spec,
 	explicit_bzero(body, sizeof body);
 	if (rc < 0)
 		return -1;
-	al_frame_reader rd;
-	al_frame_reader_init(&rd);
+	al_frame_reader own;
+	al_frame_reader_init(&own);
+	al_frame_reader *rd = h->agent_in != NULL ? h->agent_in : &own;
 	int64_t deadline = al_now_ms() + VM_ADOPT_TIMEOUT_MS;
 	for (;;) {
 		al_frame f;
-		if (al_frame_recv(h->agent_fd, &rd, &f, deadline, err) < 0) {
+		if (al_frame_recv(h->agent_fd, rd, &f, deadline, err) < 0) {
 			rc = -1;
 			break;
 		}
@@ -993,7 +994,7 @@ static int vm_adopt(al_driver_handle *h, const al_sandbox_spec *spec,
 		al_frame_free(&f);
 		break;
 	}
-	al_frame_reader_free(&rd);
+	al_frame_reader_free(&own);
 	if (rc < 0)
 		al_err_wrap(err, "adopting vm as %s", spec->id);
 	return rc;

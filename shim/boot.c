@@ -15,10 +15,12 @@
 #include "shim.h"
 
 /* Agent request ids of the shim's own execs; the relay hands out ids
- * counting up from 1, far below these. */
-#define BOOT_ID_START 0xfffffff0u
-#define BOOT_ID_WARM_UP 0xfffffff1u
-#define BOOT_ID_READY 0xfffffff2u
+ * counting up from 1, far below these, and the vm driver's adopt uses
+ * 0xfffffff0 (core/driver_vm.c). START stays live for the sandbox's
+ * life, so no other request may ever take its id. */
+#define BOOT_ID_START 0xffffffe0u
+#define BOOT_ID_WARM_UP 0xffffffe1u
+#define BOOT_ID_READY 0xffffffe2u
 #define READY_DEADLINE_MS 60000
 #define READY_RETRY_MS 100
 #define WARM_UP_TIMEOUT_MS 5000

@@ -178,6 +178,7 @@ static int start_machine(shim *s, const char *name, const char *tmpl_name,
 	if (s->driver->start(&spec, &s->h, err) < 0)
 		return -1;
 	s->started = 1;
+	s->h.agent_in = &s->agent_in;
 	start_ms.driver = al_now_ms();
 	if (wait_hello(s, err) < 0)
 		return -1;

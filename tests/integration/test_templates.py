@@ -354,3 +354,31 @@ def test_cli_build_failure_exits_nonzero_with_line(stack, tmp_path):
     assert p.returncode == 1, p.stdout + p.stderr
     assert "oops" in p.stderr
     assert "line 3" in p.stderr
+
+
+def test_chatty_start_command_does_not_disturb_the_sandbox(stack, api,
+                                                           templates, driver):
+    """START's output is nobody's request: it is dropped, and it must not
+    confuse a standby's claim (the vm driver talks to the agent there)."""
+    templates.sandboxes.driver = driver
+    name, events = templates.build(
+        "chatty", "FROM minimal\n"
+        "START sh -c 'while :; do echo tick; echo tock >&2; sleep 0.01; done'\n")
+    assert events[-1].data["status"] == "succeeded", events
+    # Wait for standbys of it, so the first create claims one.
+    pool = os.path.join(stack.state, "run", "pool")
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not [
+            n for n in os.listdir(pool) if n.startswith(f"{name}.{driver}.")]:
+        time.sleep(0.2)
+    assert [n for n in os.listdir(pool) if n.startswith(f"{name}.{driver}.")]
+    for i in range(3):
+        sb = templates.sandboxes.create(template=name)
+        res = exec_json(api, sb["id"], ["hostname"])
+        assert res["stdout"] == sb["id"] + "\n", res
+        assert "tick" not in res["stdout"] and "tock" not in res["stderr"]
+        if i == 0:
+            # It was a standby, claimed (not a cold start after a failed
+            # claim, which would hide a broken claim).
+            with open(os.path.join(stack.state, "log", "shim.log")) as f:
+                assert f"is now sandbox {sb['id']}" in f.read()
