@@ -21,8 +21,9 @@
  * QEMU gets -nodefaults, no network, no firmware ROMs, -sandbox on with
  * every optional seccomp group denied (it never needs to spawn: snapshot
  * files are handed over as fds with QMP getfd), and dies with its shim
- * (PR_SET_PDEATHSIG). Running it under its own uid, chroot and cgroup is
- * not done yet. */
+ * (PR_SET_PDEATHSIG), inside a cgroup leaf named after the sandbox with
+ * memory (guest RAM + emulator), thread and CPU limits. Running it under
+ * its own uid and chroot is not done yet (docs/architecture.md says why). */
 #include "driver.h"
 
 #include <dirent.h>
@@ -47,6 +48,7 @@
 #include <unistd.h>
 
 #include "agentproto.h"
+#include "cgroup.h"
 #include "cleanup.h"
 #include "config.h"
 #include "log.h"
@@ -80,6 +82,7 @@ typedef struct vm_launch {
 	const char *disk;           /* not for VM_PROBE */
 	const char *agent;          /* path inside the guest */
 	const char *rundir;         /* sockets, logs */
+	const char *cgroup;         /* leaf QEMU runs in (sandboxes), or NULL */
 } vm_launch;
 
 typedef struct vm_priv {
@@ -389,6 +392,11 @@ static pid_t spawn_qemu(const vm_launch *l, int *pidfd, al_err *err)
 		/* QEMU belongs to its shim: it must not outlive it. */
 		prctl(PR_SET_PDEATHSIG, SIGKILL);
 		if (getppid() != parent)
+			_exit(111);
+		/* Into its limits before QEMU runs a single instruction (the
+		 * shim is single-threaded: this is safe after fork). */
+		if (l->cgroup != NULL &&
+		    al_cgroup_attach(l->cgroup, getpid(), NULL) < 0)
 			_exit(111);
 		sigset_t none;
 		sigemptyset(&none);
@@ -775,6 +783,25 @@ static int read_small(const char *path, char *buf, size_t len)
 
 /* ---- the driver ---- */
 
+/* What a sandbox's QEMU may use: the guest's RAM plus the emulator's
+ * own (TCG's translation cache, device buffers), a few dozen threads,
+ * and the sandbox's CPU share. */
+#define VM_QEMU_OVERHEAD (512ull << 20)
+#define VM_QEMU_PIDS 256u
+
+static al_cgroup_limits vm_limits(const al_sandbox_spec *spec)
+{
+	al_cgroup_limits lim = {
+		.memory_bytes = ((uint64_t)AL_VM_MEM_MB << 20) +
+				VM_QEMU_OVERHEAD,
+		.pids_max = VM_QEMU_PIDS,
+		.cpu_shares = spec->limits.cpu_shares != 0
+				      ? spec->limits.cpu_shares
+				      : 1024,
+	};
+	return lim;
+}
+
 static int vm_start(const al_sandbox_spec *spec, al_driver_handle *h,
 		    al_err *err)
 {
@@ -843,6 +870,13 @@ static int vm_start(const al_sandbox_spec *spec, al_driver_handle *h,
 	p->pidfd = -1;
 	al_autofd int agent_fd = -1;
 	char runlink[AL_PATH_MAX] = "";
+	int cg_made = 0;
+	al_cgroup_limits lim = vm_limits(spec);
+	if (al_cgroup_create(spec->id, &lim, err) < 0)
+		goto fail;
+	cg_made = 1;
+	snprintf(h->cgroup, sizeof h->cgroup, "%s", spec->id);
+	l.cgroup = spec->id;
 	if (rundir_make(p->rundir, sizeof p->rundir, err) < 0)
 		goto fail;
 	l.rundir = p->rundir;
@@ -891,6 +925,12 @@ fail:
 		explain(p->rundir, p->qmp, 0, err);
 	al_err_wrap(err, "starting vm %s", spec->id);
 	priv_free(p);
+	if (cg_made) {
+		al_err tmp_err = {0};
+		if (al_cgroup_destroy(spec->id, &tmp_err) < 0)
+			al_warn("vm %s: %s", spec->id, tmp_err.msg);
+	}
+	h->cgroup[0] = '\0';
 	unlink(disk);
 	if (runlink[0] != '\0')
 		unlink(runlink);
@@ -921,6 +961,12 @@ static int vm_stop(al_driver_handle *h, al_err *err)
 	}
 	h->priv = NULL;
 	h->init_pid = 0;
+	/* Last, and kept for a retry if the leaf is still emptying. */
+	if (h->cgroup[0] != '\0') {
+		if (al_cgroup_destroy(h->cgroup, err) < 0)
+			return -1;
+		h->cgroup[0] = '\0';
+	}
 	return 0;
 }
 
@@ -945,6 +991,16 @@ static int vm_adopt(al_driver_handle *h, const al_sandbox_spec *spec,
 	    !hostname_ok(spec->hostname))
 		return al_err_set(err, AL_EINVAL, 0,
 				  "invalid sandbox id or hostname");
+	/* The standby's limits leaf takes the sandbox's name and share. */
+	if (h->cgroup[0] != '\0' && strcmp(h->cgroup, spec->id) != 0) {
+		if (al_cgroup_rename(h->cgroup, spec->id, err) < 0)
+			return -1;
+		snprintf(h->cgroup, sizeof h->cgroup, "%s", spec->id);
+	}
+	al_cgroup_limits lim = vm_limits(spec);
+	if (h->cgroup[0] != '\0' &&
+	    al_cgroup_set_limits(h->cgroup, &lim, err) < 0)
+		return -1;
 	uint8_t seed[32];
 	if (getrandom(seed, sizeof seed, 0) != (ssize_t)sizeof seed)
 		return al_err_sys(err, AL_ESYS, errno, "getrandom");

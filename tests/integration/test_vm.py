@@ -262,3 +262,35 @@ def test_claim_takes_a_waiting_qemu_and_pool_refills(stack, api, vms):
         if shim is not None:
             fresh |= {p for p in descendants(shim) if is_qemu(p)}
     assert len(fresh) >= 2 and not fresh & waiting, (fresh, waiting)
+
+
+def cgroup_file(sid, v1_ctrl, v1_file, v2_file):
+    v2 = f"/sys/fs/cgroup/airlock/{sid}/{v2_file}"
+    v1 = f"/sys/fs/cgroup/{v1_ctrl}/airlock/{sid}/{v1_file}"
+    return v2 if os.path.exists(v2) else v1
+
+
+def test_qemu_runs_inside_the_sandboxs_limits(stack, api, vms):
+    """QEMU itself is confined: a cgroup leaf named after the sandbox
+    holds it, with memory = guest RAM + emulator overhead, a thread cap
+    and the sandbox's CPU share; deleting the sandbox removes it."""
+    sb = vms.create(cpu_shares=300)
+    sid = sb["id"]
+    pid = qemu_of(stack, sid)
+    assert pid is not None, "no QEMU for the sandbox"
+    with open(f"/proc/{pid}/cgroup") as f:
+        groups = f.read()
+    assert f"/airlock/{sid}\n" in groups, groups
+    with open(cgroup_file(sid, "memory", "memory.limit_in_bytes",
+                          "memory.max")) as f:
+        assert int(f.read()) == (256 + 512) << 20
+    with open(cgroup_file(sid, "pids", "pids.max", "pids.max")) as f:
+        assert f.read().strip() == "256"
+    v1_shares = f"/sys/fs/cgroup/cpu/airlock/{sid}/cpu.shares"
+    if os.path.exists(v1_shares):
+        with open(v1_shares) as f:
+            assert f.read().strip() == "300"
+    r = api.delete(f"{api.base}/v1/sandboxes/{sid}", timeout=TIMEOUT)
+    assert r.status_code == 204
+    assert not os.path.exists(
+        cgroup_file(sid, "memory", "memory.limit_in_bytes", "memory.max"))
