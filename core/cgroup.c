@@ -357,6 +357,10 @@ int al_cgroup_rename(const char *from, const char *to, al_err *err)
 		if (cg_dir(ver, ctrl, from, a, sizeof a, err) < 0 ||
 		    cg_dir(ver, ctrl, to, b, sizeof b, err) < 0)
 			goto undo;
+		/* A leftover leaf of that name from a crash holds no task
+		 * and goes; a live one stays (rmdir: EBUSY) and the rename
+		 * fails. */
+		rmdir(b);
 		if (rename(a, b) < 0) {
 			al_err_sys(err, AL_ESYS, errno, "rename %s to %s", a,
 				   b);

@@ -388,6 +388,7 @@ static void handle_reset(al_driver_handle *h)
 	h->agent_fd = -1;
 	h->cgroup[0] = '\0';
 	h->priv = NULL;
+	h->agent_in = NULL;
 }
 
 /* The id part of h->cgroup ("airlock/<id>"), or NULL. */

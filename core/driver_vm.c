@@ -811,6 +811,7 @@ static int vm_start(const al_sandbox_spec *spec, al_driver_handle *h,
 	h->agent_fd = -1;
 	h->cgroup[0] = '\0';
 	h->priv = NULL;
+	h->agent_in = NULL;
 	if (spec->id == NULL || !al_id_valid(spec->id))
 		return al_err_set(err, AL_EINVAL, 0, "invalid sandbox id");
 	if (!hostname_ok(spec->hostname))

@@ -3,20 +3,19 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <poll.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <json-c/json.h>
 
 #include "cleanup.h"
 #include "log.h"
+#include "spawn.h"
 
 int al_shimctl_connect(const al_config *cfg, const char *id, al_err *err)
 {
@@ -179,19 +178,6 @@ static int spawn_shim(const al_config *cfg, const char *mode, const char *id,
 			     cfg->state_dir) >= sizeof logpath)
 		return al_err_set(err, AL_EINVAL, 0, "path too long");
 
-	/* Everything the child needs is prepared before fork: fcgi workers
-	 * are multithreaded, so the child may only make async-signal-safe
-	 * calls until exec. */
-	al_autofd int logfd =
-		open(logpath, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
-	if (logfd < 0)
-		logfd = open("/dev/null", O_WRONLY | O_CLOEXEC);
-	al_autofd int nullfd = open("/dev/null", O_RDONLY | O_CLOEXEC);
-	int pfd[2];
-	if (pipe2(pfd, O_CLOEXEC) < 0)
-		return al_err_sys(err, AL_ESYS, errno, "pipe");
-	al_autofd int rd = pfd[0];
-	al_autofd int wr = pfd[1];
 	char *const argv[] = {shim,
 			      (char *)mode,
 			      (char *)id,
@@ -200,35 +186,11 @@ static int spawn_shim(const al_config *cfg, const char *mode, const char *id,
 			      driver != NULL ? "--driver" : NULL,
 			      (char *)driver,
 			      NULL};
-
-	pid_t pid = fork();
-	if (pid < 0)
-		return al_err_sys(err, AL_ESYS, errno, "fork");
-	if (pid == 0) {
-		/* Detach: new session, then fork again so the shim is not a
-		 * child of this worker and survives its restarts. */
-		if (setsid() < 0)
-			_exit(111);
-		pid_t p2 = fork();
-		if (p2 != 0)
-			_exit(p2 < 0 ? 111 : 0);
-		if (dup2(nullfd, 0) < 0 || dup2(logfd, 1) < 0 ||
-		    dup2(logfd, 2) < 0 || dup2(wr, 3) < 0)
-			_exit(111);
-		/* dup2 onto itself keeps FD_CLOEXEC: clear it explicitly. */
-		if (fcntl(3, F_SETFD, 0) < 0)
-			_exit(111);
-		close_range(4, ~0U, 0);
-		sigset_t none;
-		sigemptyset(&none);
-		sigprocmask(SIG_SETMASK, &none, NULL);
-		execv(shim, argv);
-		_exit(127);
-	}
-	close(al_steal_fd(&wr));
-	int status;
-	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
-		;
+	/* Detached (own session, not a child of this worker), so the shim
+	 * survives restarts of whoever started it. */
+	al_autofd int rd = -1;
+	if (al_spawn_detached(shim, argv, logpath, &rd, err) < 0)
+		return -1;
 	if (read_ready(rd, deadline_ms, id, err) < 0) {
 		al_err_wrap(err, "starting sandbox %s", id);
 		return -1;

@@ -59,10 +59,30 @@ if ! make -s -j"$(nproc)" SAN=1 all "${unit_bins[@]}"; then
 fi
 summary+=("build: ok")
 
+stage "guest kernel for the vm driver (make vm-kernel, cached in build-san/vm-cache)"
+# The test stack gets a fresh state directory every run; the kernel and
+# initrd are fetched once into a cache with `make vm-kernel` and copied
+# into it (tests/integration/conftest.py), so stack.sh up finds them up
+# to date. The vm driver's unit tests find it through AIRLOCK_STATE.
+# Without it the vm tests are skipped (they say why) or, where QEMU is
+# installed, test_vm's check that the driver is listed fails.
+vm_cache=$REPO/build-san/vm-cache
+if make -s SAN=1 vm-kernel AIRLOCK_STATE="$vm_cache"; then
+	export AIRLOCK_TEST_VM_CACHE=$vm_cache
+	summary+=("vm kernel: ok ($(cat "$vm_cache/vm/kernel/version" 2>/dev/null))")
+else
+	summary+=("vm kernel: NOT fetched (make vm-kernel failed)")
+fi
+
 stage "unit tests (cmocka)"
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
-scripts/run-unit.sh "${unit_bins[@]}" | tee "$out"
+if [ -n "${AIRLOCK_TEST_VM_CACHE:-}" ]; then
+	AIRLOCK_STATE=$AIRLOCK_TEST_VM_CACHE scripts/run-unit.sh \
+		"${unit_bins[@]}" | tee "$out"
+else
+	scripts/run-unit.sh "${unit_bins[@]}" | tee "$out"
+fi
 line=$(tail -n 1 "$out")
 count_line "$line"
 summary+=("unit: $line")
@@ -76,20 +96,6 @@ scripts/fuzz.sh "${fuzz_src[@]}" | tee "$out"
 line=$(tail -n 1 "$out")
 count_line "$line"
 summary+=("$line")
-
-stage "guest kernel for the vm driver (make vm-kernel, cached in build-san/vm-cache)"
-# The test stack gets a fresh state directory every run; the kernel and
-# initrd are fetched once into a cache with `make vm-kernel` and copied
-# into it (tests/integration/conftest.py), so stack.sh up finds them up
-# to date. Without it the vm tests are skipped (they say why) or, where
-# QEMU is installed, test_vm's check that the driver is listed fails.
-vm_cache=$REPO/build-san/vm-cache
-if make -s SAN=1 vm-kernel AIRLOCK_STATE="$vm_cache"; then
-	export AIRLOCK_TEST_VM_CACHE=$vm_cache
-	summary+=("vm kernel: ok ($(cat "$vm_cache/vm/kernel/version" 2>/dev/null))")
-else
-	summary+=("vm kernel: NOT fetched (make vm-kernel failed)")
-fi
 
 # pytest_stage LABEL TIMEOUT DIR: run one pytest suite against the
 # sanitizer build; adds its totals (and, when it has one, the vm part's

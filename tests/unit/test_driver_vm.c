@@ -464,6 +464,9 @@ static void test_adopt_gives_identity(void **state)
 	al_driver_handle h;
 	al_frame_reader r;
 	start_vm("standby-adopt", root, &h, &r, NULL);
+	/* As the shim does: adopt reads the channel through the owner's
+	 * reader. */
+	h.agent_in = &r;
 	assert_int_equal(vm_exec(h.agent_fd, &r, 1, "hostname", out,
 				 sizeof out),
 			 0);
