@@ -29,13 +29,16 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "airlockfile.h"
 #include "auth.h"
+#include "cgroup.h"
 #include "config.h"
 #include "db.h"
 #include "log.h"
 #include "reap.h"
 #include "sandbox.h"
 #include "shimctl.h"
+#include "template.h"
 #include "vmprobe.h"
 
 #define RECONCILE_EVERY_S 10
@@ -361,6 +364,49 @@ static void refill_pool(const al_config *cfg, al_db *db)
 	}
 }
 
+/* Builds whose builder died (killed, host restart) would stay "running"
+ * for ever, and their log streams with them: mark them failed. A queued
+ * build that no builder took within a minute failed to start. */
+static void reconcile_builds(al_db *db)
+{
+	al_err err = {0};
+	PGresult *res = al_db_exec(
+		db,
+		"SELECT id, coalesce(builder_pid, 0),"
+		" extract(epoch FROM now() - created_at)::int, steps"
+		" FROM template_builds WHERE status IN ('queued', 'running')",
+		0, NULL, &err);
+	if (res == NULL) {
+		al_warn("listing builds: %s", err.msg);
+		return;
+	}
+	for (int i = 0; i < PQntuples(res); i++) {
+		const char *id = PQgetvalue(res, i, 0);
+		int pid = atoi(PQgetvalue(res, i, 1));
+		int age = atoi(PQgetvalue(res, i, 2));
+		int dead = pid > 0 ? kill(pid, 0) < 0 && errno == ESRCH
+				   : age > 60;
+		if (!dead)
+			continue;
+		al_warn("build %s: its builder is gone", id);
+		/* Its RUN jails end with it (their agent sees EOF), but the
+		 * cgroup leaves (b<build>-<step>, builder/run.c) stay. */
+		int steps = atoi(PQgetvalue(res, i, 3));
+		for (int st = 1; st <= steps && st <= AL_AF_MAX_STEPS; st++) {
+			char cg[80];
+			snprintf(cg, sizeof cg, "b%.40s-%d", id, st);
+			al_err e = {0};
+			if (al_cgroup_destroy(cg, &e) < 0)
+				al_warn("build %s: %s", id, e.msg);
+		}
+		if (al_build_update(db, id, AL_BUILD_FAILED, 0, 0, 0,
+				    "the builder exited before finishing",
+				    &err) < 0)
+			al_warn("build %s: %s", id, err.msg);
+	}
+	PQclear(res);
+}
+
 int main(int argc, char **argv)
 {
 	int init = 0, once = 0;
@@ -413,6 +459,7 @@ int main(int argc, char **argv)
 		}
 		if (once || now - last_reconcile >= RECONCILE_EVERY_S * 1000) {
 			reconcile_live(&cfg, db);
+			reconcile_builds(db);
 			al_reap_standbys(&cfg, NULL);
 			reconcile_pool(&cfg, db);
 			last_reconcile = now;

@@ -75,6 +75,8 @@ else
 fi
 
 stage "unit tests (cmocka)"
+# Tests that run the agent take the one this build made.
+export AIRLOCK_AGENT=$REPO/build-san/airlock-agent
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 if [ -n "${AIRLOCK_TEST_VM_CACHE:-}" ]; then

@@ -4,6 +4,7 @@ template, the layer cache, errors that name the Airlockfile line, and
 deletion that is refused while the template is in use."""
 import io
 import os
+import signal
 import socket
 import subprocess
 import tarfile
@@ -382,3 +383,44 @@ def test_chatty_start_command_does_not_disturb_the_sandbox(stack, api,
             # claim, which would hide a broken claim).
             with open(os.path.join(stack.state, "log", "shim.log")) as f:
                 assert f"is now sandbox {sb['id']}" in f.read()
+
+
+def test_killed_builder_fails_its_build(api, templates):
+    """A builder that dies mid-build (killed, host trouble) does not leave
+    its build "running" for ever: the controller marks it failed and the
+    log stream ends with that status."""
+    name = unique("killed")
+    templates.names.append(name)
+    r = submit(api, name, "FROM minimal\nRUN sleep 60\n")
+    assert r.status_code == 202, r.text
+    bid = r.json()["build_id"]
+    pid = None
+    deadline = time.monotonic() + 60
+    while pid is None and time.monotonic() < deadline:
+        for p in os.listdir("/proc"):
+            if not p.isdigit():
+                continue
+            try:
+                with open(f"/proc/{p}/cmdline", "rb") as f:
+                    argv = f.read().split(b"\0")
+            except OSError:
+                continue
+            if argv[0].endswith(b"airlock-builder") and bid.encode() in argv:
+                pid = int(p)
+        time.sleep(0.2)
+    assert pid is not None, "no builder process for the build"
+    # Let it reach the RUN step, then kill it.
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        b = api.get(f"{api.base}/v1/templates/builds/{bid}",
+                    timeout=TIMEOUT).json()
+        if b["status"] == "running" and b["step"] >= 2:
+            break
+        time.sleep(0.2)
+    os.kill(pid, signal.SIGKILL)
+    events = follow(api, bid, seconds=120)
+    assert events[-1].data["status"] == "failed", events[-1].data
+    b = api.get(f"{api.base}/v1/templates/builds/{bid}", timeout=TIMEOUT).json()
+    assert b["status"] == "failed" and b["error"], b
+    assert_error(api.get(f"{api.base}/v1/templates/{name}", timeout=TIMEOUT),
+                 404)
