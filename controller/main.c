@@ -293,8 +293,12 @@ static void refill_one(const al_config *cfg, const char *name,
 		       const char *driver, int version)
 {
 	uint32_t want = al_shimctl_pool_size(cfg, driver);
-	if (want == 0)
+	if (want == 0) {
+		/* The pool was switched off: standbys left from before only
+		 * cost memory (and, idle under TCG, CPU). */
+		al_shimctl_retire_standbys(cfg, name, driver, -1);
 		return;
+	}
 	time_t *until = backoff_slot(name, driver);
 	if (until == NULL || time(NULL) < *until)
 		return;
@@ -323,8 +327,6 @@ static void refill_pool(const al_config *cfg, al_db *db)
 	static int vm_ok[64];
 	static int count;
 	static int64_t loaded_at = -1000000;
-	if (cfg->warm_pool == 0 && cfg->warm_pool_vm == 0)
-		return;
 	if (al_now_ms() - loaded_at >= 5000) {
 		al_err err = {0};
 		PGresult *res = al_db_exec(db, "SELECT name, version FROM"
@@ -359,7 +361,8 @@ static void refill_pool(const al_config *cfg, al_db *db)
 	}
 	for (int i = 0; i < count && !stop_requested; i++) {
 		refill_one(cfg, names[i], "ns", versions[i]);
-		if (vm_ok[i])
+		/* With the vm pool off this retires what is left of it. */
+		if (vm_ok[i] || cfg->warm_pool_vm == 0)
 			refill_one(cfg, names[i], "vm", versions[i]);
 	}
 }

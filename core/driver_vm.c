@@ -393,9 +393,11 @@ static pid_t spawn_qemu(const vm_launch *l, int *pidfd, al_err *err)
 		prctl(PR_SET_PDEATHSIG, SIGKILL);
 		if (getppid() != parent)
 			_exit(111);
-		/* Into its limits before QEMU runs a single instruction (the
-		 * shim is single-threaded: this is safe after fork). */
-		if (l->cgroup != NULL &&
+		/* A booting QEMU runs guest code at once: into its limits
+		 * before exec (the shim is single-threaded, so this is safe
+		 * after fork). A restoring one runs none until the shim sends
+		 * cont: the shim attaches it meanwhile (below). */
+		if (l->cgroup != NULL && l->mode != VM_CLONE &&
 		    al_cgroup_attach(l->cgroup, getpid(), NULL) < 0)
 			_exit(111);
 		sigset_t none;
@@ -415,6 +417,17 @@ static pid_t spawn_qemu(const vm_launch *l, int *pidfd, al_err *err)
 		kill(pid, SIGKILL);
 		waitpid(pid, NULL, 0);
 		return al_err_sys(err, AL_ESYS, e, "pidfd_open"), -1;
+	}
+	/* The first cgroup attach of a process waits for an RCU grace
+	 * period (cgroup v1): done here it overlaps QEMU's own start, and
+	 * it is done before the guest may run (migrate-incoming, cont). */
+	if (l->cgroup != NULL && l->mode == VM_CLONE &&
+	    al_cgroup_attach(l->cgroup, pid, err) < 0) {
+		kill(pid, SIGKILL);
+		waitpid(pid, NULL, 0);
+		close(*pidfd);
+		*pidfd = -1;
+		return -1;
 	}
 	return pid;
 }
