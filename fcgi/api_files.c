@@ -35,6 +35,36 @@ static int query_path(al_req *r, char *out, size_t outlen)
 	return 0;
 }
 
+/* The next frame of the file request on fd: 1 with *f filled (never an
+ * ERROR: that becomes err), 0 when the HTTP client went away, -1 with err
+ * ready for al_http_error (stalled says what a timeout means). */
+static int next_reply(al_req *r, int fd, al_frame_reader *rd, al_frame *f,
+		      const char *stalled, al_err *err)
+{
+	for (;;) {
+		int k = al_api_next_frame(r, fd, rd, f,
+					  al_now_ms() + FILE_IDLE_MS, err);
+		if (k == -2)
+			return 0;
+		if (k == 0)
+			return al_err_set(err, AL_ETIMEDOUT, 0, "%s", stalled);
+		if (k < 0) {
+			al_api_relay_error(err);
+			return -1;
+		}
+		if (f->id != FILE_REQ_ID) {
+			al_frame_free(f);
+			continue;
+		}
+		if (f->type == AL_F_ERROR) {
+			al_api_frame_error(f, err);
+			al_frame_free(f);
+			return -1;
+		}
+		return 1;
+	}
+}
+
 static json_object *path_request(const char *path)
 {
 	json_object *o = json_object_new_object();
@@ -94,28 +124,14 @@ void al_api_files_put(al_req *r)
 	}
 	al_frame_send(fd, AL_F_FILE_END, FILE_REQ_ID, "", 0, NULL);
 
-	for (;;) {
+	{
 		al_frame f;
-		int k = al_api_next_frame(r, fd, &rd, &f,
-					  al_now_ms() + FILE_IDLE_MS, &err);
-		if (k == -2)
+		int k = next_reply(r, fd, &rd, &f,
+				   "sandbox did not confirm the write", &err);
+		if (k == 0)
 			goto out;
-		if (k == 0) {
-			al_err_set(&err, AL_ETIMEDOUT, 0,
-				   "sandbox did not confirm the write");
-			goto fail;
-		}
 		if (k < 0)
-			goto fail_relay;
-		if (f.id != FILE_REQ_ID) {
-			al_frame_free(&f);
-			continue;
-		}
-		if (f.type == AL_F_ERROR) {
-			al_api_frame_error(&f, &err);
-			al_frame_free(&f);
 			goto fail;
-		}
 		if (f.type != AL_F_RESULT) {
 			al_err_set(&err, AL_EPROTO, 0,
 				   "unexpected %s frame from sandbox",
@@ -124,7 +140,6 @@ void al_api_files_put(al_req *r)
 			goto fail;
 		}
 		al_frame_free(&f);
-		break;
 	}
 	json_object *res = json_object_new_object();
 	json_object_object_add(res, "path", json_object_new_string(path));
@@ -272,26 +287,12 @@ void al_api_files_get(al_req *r)
 	 * still becomes a proper status. */
 	for (;;) {
 		al_frame f;
-		int k = al_api_next_frame(r, fd, &rd, &f,
-					  al_now_ms() + FILE_IDLE_MS, &err);
-		if (k == -2)
+		int k = next_reply(r, fd, &rd, &f,
+				   "sandbox stopped sending the file", &err);
+		if (k == 0)
 			goto out;
-		if (k == 0) {
-			al_err_set(&err, AL_ETIMEDOUT, 0,
-				   "sandbox stopped sending the file");
-			goto fail;
-		}
 		if (k < 0)
-			goto fail_relay;
-		if (f.id != FILE_REQ_ID) {
-			al_frame_free(&f);
-			continue;
-		}
-		if (f.type == AL_F_ERROR) {
-			al_api_frame_error(&f, &err);
-			al_frame_free(&f);
 			goto fail;
-		}
 		if (f.type != AL_F_FILE_DATA && f.type != AL_F_FILE_END) {
 			al_err_set(&err, AL_EPROTO, 0,
 				   "unexpected %s frame from sandbox",
