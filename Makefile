@@ -62,7 +62,7 @@ $(B)/airlock-builder: $(BLD_OBJ) $(LIBAL)
 $(B)/airlock: $(CLI_OBJ) $(LIBAL)
 	$(CC) $(LDFLAGS) -o $@ $^ -lcurl $(CORE_LIBS)
 
-$(B)/airlock-agent: $(AGENT_SRC) core/agentproto.h core/err.h core/log.h
+$(B)/airlock-agent: $(AGENT_SRC) guest/nic.h core/agentproto.h core/err.h core/log.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CSTD) -O2 -g $(WARN) -fstack-protector-strong \
 	  -D_FORTIFY_SOURCE=2 -D_GNU_SOURCE -Icore -static -o $@ \

@@ -39,6 +39,7 @@
 #include "sandbox.h"
 #include "shimctl.h"
 #include "template.h"
+#include "vmmem.h"
 #include "vmprobe.h"
 
 #define RECONCILE_EVERY_S 10
@@ -446,6 +447,16 @@ int main(int argc, char **argv)
 	sigaction(SIGINT, &sa, NULL);
 	signal(SIGPIPE, SIG_IGN);
 
+	/* Shims restoring vm sandboxes get the template RAM from here, so
+	 * every clone of a template shares its pages. Without it they make
+	 * private copies: slower, but still correct. */
+	al_vmmem_server *vmmem = NULL;
+	if (!once) {
+		vmmem = al_vmmem_serve(cfg.run_dir, cfg.pool_dir, &err);
+		if (vmmem == NULL)
+			al_warn("template RAM service: %s", err.msg);
+	}
+
 	/* The pool is looked at every tick so a claimed standby is replaced
 	 * at once; expiry and reconcile run on slower clocks. */
 	int64_t last_expire = 0, last_reconcile = 0;
@@ -465,6 +476,7 @@ int main(int argc, char **argv)
 			reconcile_builds(db);
 			al_reap_standbys(&cfg, NULL);
 			reconcile_pool(&cfg, db);
+			al_vmmem_prune(vmmem);
 			last_reconcile = now;
 		}
 		refill_pool(&cfg, db);
@@ -472,6 +484,7 @@ int main(int argc, char **argv)
 			break;
 		usleep(TICK_MS * 1000);
 	}
+	al_vmmem_stop(vmmem);
 	al_db_close(db);
 	return 0;
 }

@@ -13,17 +13,18 @@
  *  - otherwise boots the kernel cold (seconds under TCG).
  *
  * Either way the host then sends the init its GO line (clock, hostname,
- * fresh entropy; guest/init/init.c) on the virtio-serial port "airlock",
- * whose QEMU end is a unix socket. The init starts airlock-agent on the
- * port, and that socket becomes h->agent_fd: the agent's HELLO is the
- * first thing on it.
+ * fresh entropy, the sandbox's MAC; guest/init/init.c) on the
+ * virtio-serial port "airlock", whose QEMU end is a unix socket. The
+ * init starts airlock-agent on the port, and that socket becomes
+ * h->agent_fd: the agent's HELLO is the first thing on it.
  *
- * QEMU gets -nodefaults, no network, no firmware ROMs, -sandbox on with
- * every optional seccomp group denied (it never needs to spawn: snapshot
- * files are handed over as fds with QMP getfd), and dies with its shim
- * (PR_SET_PDEATHSIG), inside a cgroup leaf named after the sandbox with
- * memory (guest RAM + emulator), thread and CPU limits. Running it under
- * its own uid and chroot is not done yet (docs/architecture.md says why). */
+ * QEMU gets -nodefaults, a NIC attached to nothing (vmnet.h), no
+ * firmware ROMs, -sandbox on with every optional seccomp group denied
+ * (it never needs to spawn: snapshot files are handed over as fds with
+ * QMP getfd), and dies with its shim (PR_SET_PDEATHSIG), inside a cgroup
+ * leaf named after the sandbox with memory (guest RAM + emulator), thread
+ * and CPU limits. Running it under its own uid and chroot is not done
+ * yet (docs/architecture.md says why). */
 #include "driver.h"
 
 #include <dirent.h>
@@ -37,6 +38,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/random.h>
 #include <sys/socket.h>
@@ -53,6 +55,9 @@
 #include "config.h"
 #include "log.h"
 #include "qmp.h"
+#include "vmjail.h"
+#include "vmmem.h"
+#include "vmnet.h"
 #include "vmprobe.h"
 
 /* guest/init/init.c */
@@ -62,10 +67,11 @@
 #define VM_DISK ".airlock-disk.ext4"
 /* symlink in the sandbox's rootfs to its QEMU run directory */
 #define VM_RUNLINK ".airlock-vm-run"
+#define VM_RUNDIR_PREFIX "/tmp/airlock-vm-"
 #define VM_BOOT_TIMEOUT_MS 120000
 #define VM_RESTORE_TIMEOUT_MS 20000
 #define VM_QUIT_TIMEOUT_MS 2000
-#define VM_ARGV_MAX 64
+#define VM_ARGV_MAX 80
 
 typedef enum vm_mode {
 	VM_COLD,     /* boot the kernel, private anonymous RAM */
@@ -74,15 +80,30 @@ typedef enum vm_mode {
 	VM_PROBE,    /* boot to the init's probe marker, no disk or port */
 } vm_mode;
 
+/* What QEMU finds at each descriptor in its jail (vmjail.h): it opens no
+ * file of the host by name, except the kernel and initrd of a boot. */
+enum {
+	JFD_QMP = 3,     /* socketpair end: the monitor */
+	JFD_AGENT = 4,   /* socketpair end: the virtio-serial port */
+	JFD_MEM = 5,     /* guest RAM (memfd), as /proc/self/fd/5 */
+	JFD_DISK = 6,    /* the disk, read-write ... */
+	JFD_DISK_RO = 7, /* ... and read-only: QEMU's first open probes */
+	JFD_SERIAL = 8,  /* console log file (template, probe) */
+	JFD_COUNT = 9,
+};
+#define JAIL_KERNEL "/boot/vmlinuz"
+#define JAIL_INITRD "/boot/initrd"
+
 typedef struct vm_launch {
 	vm_mode mode;
 	al_vm_accel accel;
 	const al_vm_kernel *kernel; /* not for VM_CLONE */
-	const char *mem_path;       /* VM_TEMPLATE, VM_CLONE */
+	int mem_fd;                 /* VM_TEMPLATE (to fill), VM_CLONE (sealed) */
 	const char *disk;           /* not for VM_PROBE */
 	const char *agent;          /* path inside the guest */
-	const char *rundir;         /* sockets, logs */
+	const char *rundir;         /* QEMU's log, the jail's mount point */
 	const char *cgroup;         /* leaf QEMU runs in (sandboxes), or NULL */
+	uid_t uid;                  /* QEMU's, from al_vmjail_uid_take */
 } vm_launch;
 
 typedef struct vm_priv {
@@ -90,6 +111,7 @@ typedef struct vm_priv {
 	pid_t pid;
 	int pidfd;
 	al_qmp *qmp;
+	al_vmjail_uid uid;
 	char rundir[64];
 } vm_priv;
 
@@ -140,11 +162,6 @@ static void sleep_ms(long ms)
 	nanosleep(&ts, NULL);
 }
 
-static int pidfd_open_(pid_t pid)
-{
-	return (int)syscall(SYS_pidfd_open, pid, 0);
-}
-
 /* Wait for the process behind pidfd to end, at most ms; 1 if it did. */
 static int wait_exit(int pidfd, int ms)
 {
@@ -190,17 +207,26 @@ static void file_tail(const char *path, char *out, size_t len)
 			out[i] = out[i] == '\n' ? '|' : out[i] == '\r' ? ' ' : '?';
 }
 
-static void rundir_remove(const char *dir)
+void al_vm_rundir_remove(const char *dir)
 {
-	if (dir[0] == '\0')
+	/* Only a directory of the name rundir_make gives, and only the
+	 * files the driver puts there: the reaper passes what a link in a
+	 * sandbox's rootfs says. */
+	static const char prefix[] = VM_RUNDIR_PREFIX;
+	if (strncmp(dir, prefix, sizeof prefix - 1) != 0 ||
+	    strchr(dir + sizeof prefix - 1, '/') != NULL ||
+	    strstr(dir, "..") != NULL)
 		return;
-	static const char *const names[] = {"qmp.sock", "agent.sock",
-					    "serial.log", "qemu.log"};
+	static const char *const names[] = {"serial.log", "qemu.log"};
 	char p[128];
 	for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
 		snprintf(p, sizeof p, "%s/%s", dir, names[i]);
 		unlink(p);
 	}
+	/* The jail's mount point: its mounts lived only in QEMU's mount
+	 * namespace, so on the host it is an empty directory. */
+	snprintf(p, sizeof p, "%s/root", dir);
+	rmdir(p);
 	rmdir(dir);
 }
 
@@ -262,6 +288,20 @@ static int arg(vm_argv *a, const char *fmt, ...)
 	return 0;
 }
 
+/* The sandbox's NIC: virtio-net with no backend, so nothing the guest
+ * sends goes anywhere until the egress gateway gives it one. Every
+ * machine presents AL_VM_TEMPLATE_MAC to QEMU (template and clones must
+ * match for the device state to load); the guest sets its sandbox's own
+ * address (core/vmnet.h). QEMU warns "nic net0 has no peer" and runs. */
+static int nic_args(vm_argv *a, const vm_launch *l)
+{
+	(void)l;
+	int bad = 0;
+	bad |= arg(a, "-device");
+	bad |= arg(a, "virtio-net-device,id=net0,mac=" AL_VM_TEMPLATE_MAC);
+	return bad;
+}
+
 /* One command line for all modes: template and clone must present the
  * same devices in the same order for the device state to load. */
 static int build_argv(const vm_launch *l, vm_argv *a, al_err *err)
@@ -289,13 +329,12 @@ static int build_argv(const vm_launch *l, vm_argv *a, al_err *err)
 		      "resourcecontrol=deny");
 	bad |= arg(a, "-object");
 	if (l->mode == VM_TEMPLATE || l->mode == VM_CLONE) {
-		if (strchr(l->mem_path, ',') != NULL)
-			return al_err_set(err, AL_EINVAL, 0,
-					  "memory file path contains ','");
+		/* QEMU 7.2 takes no fd for guest RAM: it opens the path,
+		 * and the jail's /proc makes that the memfd it was given. */
 		bad |= arg(a,
-			   "memory-backend-file,id=mem,size=%dM,mem-path=%s,"
-			   "share=%s",
-			   AL_VM_MEM_MB, l->mem_path,
+			   "memory-backend-file,id=mem,size=%dM,"
+			   "mem-path=/proc/self/fd/%d,share=%s",
+			   AL_VM_MEM_MB, JFD_MEM,
 			   l->mode == VM_TEMPLATE ? "on" : "off");
 	} else {
 		bad |= arg(a, "memory-backend-ram,id=mem,size=%dM",
@@ -303,9 +342,9 @@ static int build_argv(const vm_launch *l, vm_argv *a, al_err *err)
 	}
 	if (l->mode != VM_CLONE) {
 		bad |= arg(a, "-kernel");
-		bad |= arg(a, "%s", l->kernel->vmlinuz);
+		bad |= arg(a, JAIL_KERNEL);
 		bad |= arg(a, "-initrd");
-		bad |= arg(a, "%s", l->kernel->initrd);
+		bad |= arg(a, JAIL_INITRD);
 		bad |= arg(a, "-append");
 		char tsc[40] = "";
 		unsigned khz = l->accel == AL_VM_TCG ? host_tsc_khz() : 0;
@@ -316,66 +355,86 @@ static int build_argv(const vm_launch *l, vm_argv *a, al_err *err)
 			   l->agent != NULL ? l->agent : "/sbin/airlock-agent",
 			   l->mode == VM_PROBE ? " airlock.probe=1" : "", tsc);
 	}
-	bad |= arg(a, "-chardev");
 	/* A sandbox's guest controls its console: it goes to a bounded
 	 * ring in QEMU, never to a file that could fill the host's disk.
 	 * The template and probe boots run only our kernel and init. */
-	if (l->mode == VM_COLD || l->mode == VM_CLONE)
+	if (l->mode == VM_COLD || l->mode == VM_CLONE) {
+		bad |= arg(a, "-chardev");
 		bad |= arg(a, "ringbuf,id=ser,size=65536");
-	else
-		bad |= arg(a, "file,id=ser,path=%s/serial.log", l->rundir);
+	} else {
+		bad |= arg(a, "-add-fd");
+		bad |= arg(a, "fd=%d,set=2", JFD_SERIAL);
+		bad |= arg(a, "-chardev");
+		bad |= arg(a, "file,id=ser,path=/dev/fdset/2");
+	}
 	bad |= arg(a, "-serial");
 	bad |= arg(a, "chardev:ser");
-	bad |= arg(a, "-qmp");
-	bad |= arg(a, "unix:%s/qmp.sock,server=on,wait=off", l->rundir);
+	/* Both channels are socketpairs made by the shim: nothing for a
+	 * QEMU (or whoever runs as its uid) to rebind or swap in a path. */
+	bad |= arg(a, "-chardev");
+	bad |= arg(a, "socket,id=qmp,fd=%d", JFD_QMP);
+	bad |= arg(a, "-mon");
+	bad |= arg(a, "chardev=qmp,mode=control");
 	if (l->mode != VM_PROBE) {
-		if (strchr(l->disk, ',') != NULL)
-			return al_err_set(err, AL_EINVAL, 0,
-					  "disk path contains ','");
 		bad |= arg(a, "-device");
 		bad |= arg(a, "virtio-serial-device,max_ports=2");
 		bad |= arg(a, "-chardev");
-		bad |= arg(a, "socket,id=agent,path=%s/agent.sock,server=on,"
-			      "wait=off",
-			   l->rundir);
+		bad |= arg(a, "socket,id=agent,fd=%d", JFD_AGENT);
 		bad |= arg(a, "-device");
 		bad |= arg(a, "virtserialport,chardev=agent,name=airlock");
+		bad |= arg(a, "-add-fd");
+		bad |= arg(a, "fd=%d,set=1", JFD_DISK);
+		bad |= arg(a, "-add-fd");
+		bad |= arg(a, "fd=%d,set=1", JFD_DISK_RO);
 		bad |= arg(a, "-drive");
 		/* A full pool must reach the guest as a write error: QEMU's
 		 * default (werror=enospc) pauses the VM instead, which hangs
-		 * the sandbox with no one to resume it. */
-		bad |= arg(a, "id=vda,file=%s,format=raw,if=none,discard=unmap,"
-			      "werror=report,rerror=report",
-			   l->disk);
+		 * the sandbox with no one to resume it. The disk is this
+		 * sandbox's alone: no image locking (it would see the two
+		 * descriptors of the set as two users). */
+		bad |= arg(a, "id=vda,file=/dev/fdset/1,file.locking=off,"
+			      "format=raw,if=none,discard=unmap,"
+			      "werror=report,rerror=report");
 		bad |= arg(a, "-device");
 		bad |= arg(a, "virtio-blk-device,drive=vda");
 		bad |= arg(a, "-object");
 		bad |= arg(a, "rng-random,id=rng,filename=/dev/urandom");
 		bad |= arg(a, "-device");
 		bad |= arg(a, "virtio-rng-device,rng=rng");
+		bad |= nic_args(a, l);
 	}
 	if (l->mode == VM_CLONE) {
 		bad |= arg(a, "-incoming");
 		bad |= arg(a, "defer");
 	}
+	/* A sandbox's boot waits for the shim to put QEMU in its cgroup. */
+	if (l->mode == VM_COLD)
+		bad |= arg(a, "-S");
 	if (bad)
 		return al_err_set(err, AL_EINTERNAL, 0,
 				  "QEMU command line too long");
 	return 0;
 }
 
-/* fork + exec QEMU; *pidfd follows it. Its stdout/stderr go to
- * rundir/qemu.log, read back for error messages. */
-static pid_t spawn_qemu(const vm_launch *l, int *pidfd, al_err *err)
+/* Start QEMU in its jail (vmjail.h) with the descriptors of the JFD_
+ * layout; *pidfd follows it, *qmp_fd and *agent_fd are the shim's ends of
+ * its two channels. Its stdout and stderr go to rundir/qemu.log, read
+ * back for error messages. */
+static pid_t spawn_qemu(const vm_launch *l, int *pidfd, int *qmp_fd,
+			int *agent_fd, al_err *err)
 {
 	al_autofree vm_argv *a = calloc(1, sizeof *a);
 	if (a == NULL)
 		return al_err_set(err, AL_ENOMEM, 0, "out of memory"), -1;
 	if (build_argv(l, a, err) < 0)
 		return -1;
-	char logp[128];
-	if (fmt_path(logp, sizeof logp, err, "%s/qemu.log", l->rundir) < 0)
+	char logp[128], serp[128], root[128];
+	if (fmt_path(logp, sizeof logp, err, "%s/qemu.log", l->rundir) < 0 ||
+	    fmt_path(serp, sizeof serp, err, "%s/serial.log", l->rundir) < 0 ||
+	    fmt_path(root, sizeof root, err, "%s/root", l->rundir) < 0)
 		return -1;
+	if (mkdir(root, 0700) < 0 && errno != EEXIST)
+		return al_err_sys(err, AL_ESYS, errno, "mkdir %s", root), -1;
 	al_autofd int logfd = open(logp, O_WRONLY | O_CREAT | O_TRUNC |
 						 O_CLOEXEC,
 				   0600);
@@ -384,81 +443,81 @@ static pid_t spawn_qemu(const vm_launch *l, int *pidfd, al_err *err)
 	al_autofd int nullfd = open("/dev/null", O_RDWR | O_CLOEXEC);
 	if (nullfd < 0)
 		return al_err_sys(err, AL_ESYS, errno, "open /dev/null"), -1;
-	pid_t parent = getpid();
-	pid_t pid = fork();
-	if (pid < 0)
-		return al_err_sys(err, AL_ESYS, errno, "fork"), -1;
-	if (pid == 0) {
-		/* QEMU belongs to its shim: it must not outlive it. */
-		prctl(PR_SET_PDEATHSIG, SIGKILL);
-		if (getppid() != parent)
-			_exit(111);
-		/* A booting QEMU runs guest code at once: into its limits
-		 * before exec (the shim is single-threaded, so this is safe
-		 * after fork). A restoring one runs none until the shim sends
-		 * cont: the shim attaches it meanwhile (below). */
-		if (l->cgroup != NULL && l->mode != VM_CLONE &&
-		    al_cgroup_attach(l->cgroup, getpid(), NULL) < 0)
-			_exit(111);
-		sigset_t none;
-		sigemptyset(&none);
-		sigprocmask(SIG_SETMASK, &none, NULL);
-		if (dup2(nullfd, 0) < 0 || dup2(logfd, 1) < 0 ||
-		    dup2(logfd, 2) < 0)
-			_exit(111);
-		syscall(SYS_close_range, 3, ~0u, 0);
-		char *envp[] = {"PATH=/usr/bin:/bin", NULL};
-		execve(a->v[0], a->v, envp);
-		_exit(127);
+	al_autofd int serfd = -1, disk = -1, disk_ro = -1;
+	if (l->mode == VM_TEMPLATE || l->mode == VM_PROBE) {
+		serfd = open(serp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC,
+			     0600);
+		if (serfd < 0)
+			return al_err_sys(err, AL_ESYS, errno, "create %s",
+					  serp),
+			       -1;
 	}
-	*pidfd = pidfd_open_(pid);
-	if (*pidfd < 0) {
+	if (l->mode != VM_PROBE) {
+		disk = open(l->disk, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+		disk_ro = open(l->disk, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+		if (disk < 0 || disk_ro < 0)
+			return al_err_sys(err, AL_ESYS, errno, "open %s",
+					  l->disk),
+			       -1;
+	}
+	int qsp[2], asp[2];
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, qsp) < 0)
+		return al_err_sys(err, AL_ESYS, errno, "socketpair"), -1;
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, asp) < 0) {
 		int e = errno;
-		kill(pid, SIGKILL);
-		waitpid(pid, NULL, 0);
-		return al_err_sys(err, AL_ESYS, e, "pidfd_open"), -1;
+		close(qsp[0]);
+		close(qsp[1]);
+		return al_err_sys(err, AL_ESYS, e, "socketpair"), -1;
 	}
-	/* The first cgroup attach of a process waits for an RCU grace
-	 * period (cgroup v1): done here it overlaps QEMU's own start, and
-	 * it is done before the guest may run (migrate-incoming, cont). */
-	if (l->cgroup != NULL && l->mode == VM_CLONE &&
-	    al_cgroup_attach(l->cgroup, pid, err) < 0) {
-		kill(pid, SIGKILL);
-		waitpid(pid, NULL, 0);
-		close(*pidfd);
-		*pidfd = -1;
+	int fds[JFD_COUNT] = {
+		[0] = nullfd,
+		[1] = logfd,
+		[2] = logfd,
+		[JFD_QMP] = qsp[1],
+		[JFD_AGENT] = asp[1],
+		[JFD_MEM] = l->mem_fd >= 0 ? l->mem_fd : nullfd,
+		[JFD_DISK] = disk >= 0 ? disk : nullfd,
+		[JFD_DISK_RO] = disk_ro >= 0 ? disk_ro : nullfd,
+		[JFD_SERIAL] = serfd >= 0 ? serfd : nullfd,
+	};
+	al_vmjail_file files[2];
+	size_t nfiles = 0;
+	if (l->mode != VM_CLONE) {
+		files[nfiles++] = (al_vmjail_file){l->kernel->vmlinuz,
+						   JAIL_KERNEL};
+		files[nfiles++] = (al_vmjail_file){l->kernel->initrd,
+						   JAIL_INITRD};
+	}
+	al_vmjail j = {.uid = l->uid,
+		       .root = root,
+		       .kvm = l->accel == AL_VM_KVM,
+		       .files = files,
+		       .nfiles = nfiles,
+		       .fds = fds,
+		       .nfds = JFD_COUNT};
+	pid_t pid = al_vmjail_spawn(&j, a->v, pidfd, err);
+	close(qsp[1]);
+	close(asp[1]);
+	if (pid < 0) {
+		close(qsp[0]);
+		close(asp[0]);
 		return -1;
 	}
-	return pid;
-}
-
-/* Connect to a unix socket QEMU is about to create. */
-static int connect_retry(const char *path, int pidfd, int64_t deadline_ms,
-			 al_err *err)
-{
-	struct sockaddr_un sa = {.sun_family = AF_UNIX};
-	if (strlen(path) >= sizeof sa.sun_path)
-		return al_err_set(err, AL_EINVAL, 0, "socket path too long");
-	memcpy(sa.sun_path, path, strlen(path) + 1);
-	for (;;) {
-		int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-		if (fd < 0)
-			return al_err_sys(err, AL_ESYS, errno, "socket");
-		if (connect(fd, (struct sockaddr *)&sa, sizeof sa) == 0)
-			return fd;
-		int e = errno;
-		close(fd);
-		if (e != ENOENT && e != ECONNREFUSED)
-			return al_err_sys(err, AL_EUNAVAIL, e, "connect %s",
-					  path);
-		if (wait_exit(pidfd, 0))
-			return al_err_set(err, AL_EUNAVAIL, 0,
-					  "QEMU exited during start");
-		if (al_now_ms() >= deadline_ms)
-			return al_err_set(err, AL_ETIMEDOUT, 0,
-					  "QEMU did not create %s", path);
-		sleep_ms(2);
+	/* Into its limits before any guest code runs: a boot waits in -S,
+	 * a restore for migrate-incoming. The first cgroup attach of a
+	 * process waits for an RCU grace period (cgroup v1): here it
+	 * overlaps QEMU's own start. */
+	if (l->cgroup != NULL && al_cgroup_attach(l->cgroup, pid, err) < 0) {
+		kill_reap(pid, *pidfd);
+		close(*pidfd);
+		*pidfd = -1;
+		close(qsp[0]);
+		close(asp[0]);
+		return -1;
 	}
+	*qmp_fd = qsp[0];
+	*agent_fd = asp[0];
+	return pid;
 }
 
 /* Read exactly the init's marker, no more (the agent's HELLO follows). */
@@ -500,7 +559,10 @@ static int read_marker(int fd, int pidfd, int64_t deadline_ms, al_err *err)
 	return 0;
 }
 
-static int send_go(int fd, const char *hostname, al_err *err)
+/* The init's GO line (guest/init/init.c): clock, hostname, 32 bytes of
+ * entropy and the MAC its NIC takes ("xx:xx:xx:xx:xx:xx", vmnet.h). */
+static int send_go(int fd, const char *hostname, const char *mac,
+		   al_err *err)
 {
 	uint8_t seed[32];
 	if (getrandom(seed, sizeof seed, 0) != (ssize_t)sizeof seed)
@@ -510,10 +572,10 @@ static int send_go(int fd, const char *hostname, al_err *err)
 		snprintf(hex + 2 * i, 3, "%02x", seed[i]);
 	struct timespec now;
 	clock_gettime(CLOCK_REALTIME, &now);
-	char line[160];
-	int n = snprintf(line, sizeof line, "GO %lld %s %s\n",
+	char line[192];
+	int n = snprintf(line, sizeof line, "GO %lld %s %s %s\n",
 			 (long long)now.tv_sec * 1000 + now.tv_nsec / 1000000,
-			 hostname, hex);
+			 hostname, hex, mac);
 	explicit_bzero(seed, sizeof seed);
 	if (n < 0 || (size_t)n >= sizeof line)
 		return al_err_set(err, AL_EINTERNAL, 0, "GO line too long");
@@ -594,45 +656,6 @@ static int migrate(al_qmp *q, const char *cmd, int fd, int64_t deadline_ms,
 	}
 }
 
-/* Copy bytes [from, to) of in to the same offsets of out: in the kernel
- * where it can, else (another filesystem: EXDEV) through a buffer. */
-static int copy_extent(int in, int out, off_t from, off_t to)
-{
-	loff_t ip = from, op = from;
-	while (ip < to) {
-		ssize_t n = copy_file_range(in, &ip, out, &op,
-					    (size_t)(to - ip), 0);
-		if (n > 0)
-			continue;
-		if (n == 0 || (errno != EXDEV && errno != EOPNOTSUPP &&
-			       errno != ENOSYS && errno != EINVAL))
-			return -1;
-		static char buf[1 << 16];
-		while (ip < to) {
-			size_t want = (size_t)(to - ip) < sizeof buf
-					      ? (size_t)(to - ip)
-					      : sizeof buf;
-			ssize_t r = pread(in, buf, want, ip);
-			if (r < 0 && errno == EINTR)
-				continue;
-			if (r <= 0)
-				return -1;
-			for (ssize_t done = 0; done < r;) {
-				ssize_t w = pwrite(out, buf + done,
-						   (size_t)(r - done),
-						   ip + done);
-				if (w < 0 && errno == EINTR)
-					continue;
-				if (w <= 0)
-					return -1;
-				done += w;
-			}
-			ip += r;
-		}
-	}
-	return 0;
-}
-
 /* Clone a disk image: a reflink where the filesystem can (btrfs, xfs),
  * else a copy of the data extents only (the image is sparse). */
 static int disk_clone(const char *src, const char *dst, al_err *err)
@@ -640,9 +663,6 @@ static int disk_clone(const char *src, const char *dst, al_err *err)
 	al_autofd int in = open(src, O_RDONLY | O_CLOEXEC);
 	if (in < 0)
 		return al_err_sys(err, AL_ENOENT, errno, "disk image %s", src);
-	struct stat st;
-	if (fstat(in, &st) < 0)
-		return al_err_sys(err, AL_ESYS, errno, "stat %s", src);
 	al_autofd int out = open(dst, O_WRONLY | O_CREAT | O_TRUNC |
 					      O_CLOEXEC | O_NOFOLLOW,
 				 0600);
@@ -650,41 +670,23 @@ static int disk_clone(const char *src, const char *dst, al_err *err)
 		return al_err_sys(err, AL_ESYS, errno, "create %s", dst);
 	if (ioctl(out, FICLONE, in) == 0)
 		return 0;
-	if (errno == ENOSPC || errno == EDQUOT)
-		goto fail;
-	if (ftruncate(out, st.st_size) < 0)
-		goto fail;
-	off_t off = 0;
-	for (;;) {
-		off_t data = lseek(in, off, SEEK_DATA);
-		if (data < 0) {
-			if (errno == ENXIO)
-				break;
-			goto fail;
-		}
-		off_t hole = lseek(in, data, SEEK_HOLE);
-		if (hole < 0)
-			goto fail;
-		if (copy_extent(in, out, data, hole) < 0)
-			goto fail;
-		off = hole;
-	}
-	return 0;
-fail:;
 	int e = errno;
+	if (e != ENOSPC && e != EDQUOT && al_copy_sparse(in, out, err) == 0)
+		return 0;
 	unlink(dst);
 	/* A full pool is the operator's to fix, not a bug: say so. */
-	if (e == ENOSPC || e == EDQUOT)
-		return al_err_sys(err, AL_EUNAVAIL, e,
+	if (e == ENOSPC || e == EDQUOT || err->code == AL_EUNAVAIL)
+		return al_err_set(err, AL_EUNAVAIL, 0,
 				  "the sandbox pool is full (cloning the disk "
 				  "image)");
-	return al_err_sys(err, AL_ESYS, e, "copy %s to %s", src, dst);
+	al_err_wrap(err, "copy %s to %s", src, dst);
+	return -1;
 }
 
 /* A fresh private run directory; short, because unix socket paths are. */
 static int rundir_make(char *out, size_t len, al_err *err)
 {
-	if (fmt_path(out, len, err, "/tmp/airlock-vm-XXXXXX") < 0)
+	if (fmt_path(out, len, err, VM_RUNDIR_PREFIX "XXXXXX") < 0)
 		return -1;
 	if (mkdtemp(out) == NULL) {
 		int e = errno;
@@ -731,6 +733,13 @@ static void explain(const char *rundir, al_qmp *q, int with_console,
 	char tail[240], p[128];
 	snprintf(p, sizeof p, "%s/qemu.log", rundir);
 	file_tail(p, tail, sizeof tail);
+	/* Every QEMU says this of the unconnected NIC (nic_args): noise. */
+	static const char nopeer[] =
+		"qemu-system-x86_64: warning: nic net0 has no peer|";
+	char *w = strstr(tail, nopeer);
+	if (w != NULL)
+		memmove(w, w + sizeof nopeer - 1,
+			strlen(w + sizeof nopeer - 1) + 1);
 	if (tail[0] != '\0' && strlen(err->msg) + 20 < sizeof err->msg) {
 		size_t l = strlen(err->msg);
 		snprintf(err->msg + l, sizeof err->msg - l, " (qemu: %s)", tail);
@@ -750,34 +759,72 @@ static void explain(const char *rundir, al_qmp *q, int with_console,
 	}
 }
 
-/* Connect QMP and the agent socket of a just-spawned QEMU. */
-static int attach(vm_priv *p, int *agent_fd, int64_t deadline_ms,
-		  al_err *err)
+/* Start QEMU for p and talk QMP to it; *agent_fd gets the agent port. */
+static int launch(vm_priv *p, const vm_launch *l, int *agent_fd,
+		  int64_t deadline_ms, al_err *err)
 {
-	char path[128];
-	if (fmt_path(path, sizeof path, err, "%s/qmp.sock", p->rundir) < 0)
+	int qmp_fd = -1;
+	p->pid = spawn_qemu(l, &p->pidfd, &qmp_fd, agent_fd, err);
+	if (p->pid < 0) {
+		p->pid = 0;
 		return -1;
-	/* QMP first: once it answers, every chardev socket exists. */
-	p->qmp = al_qmp_connect(path, deadline_ms, err);
+	}
+	p->qmp = al_qmp_open_fd(qmp_fd, deadline_ms, err);
 	if (p->qmp == NULL)
 		return -1;
-	if (fmt_path(path, sizeof path, err, "%s/agent.sock", p->rundir) < 0)
-		return -1;
-	*agent_fd = connect_retry(path, p->pidfd, deadline_ms, err);
-	return *agent_fd < 0 ? -1 : 0;
+	if (l->mode == VM_COLD)
+		return al_qmp_run(p->qmp, "cont", NULL, deadline_ms, err);
+	return 0;
 }
 
-static void priv_free(vm_priv *p)
+/* Boot: start QEMU and wait for the init's marker. */
+static int boot_machine(vm_priv *p, const vm_launch *l, int *agent_fd,
+			al_err *err)
 {
-	if (p == NULL)
-		return;
+	int64_t deadline = al_now_ms() + VM_BOOT_TIMEOUT_MS;
+	if (launch(p, l, agent_fd, deadline, err) < 0)
+		return -1;
+	return read_marker(*agent_fd, p->pidfd, deadline, err);
+}
+
+/* Restore: start QEMU waiting for its state, load it, run. The agent port
+ * is connected from QEMU's start, so before the load: the snapshot was
+ * taken with a host connected, and a port whose host is gone after the
+ * load would make the guest init start over. */
+static int restore_machine(vm_priv *p, const vm_launch *l, int state_fd,
+			   int *agent_fd, al_err *err)
+{
+	int64_t deadline = al_now_ms() + VM_RESTORE_TIMEOUT_MS;
+	if (launch(p, l, agent_fd, deadline, err) < 0 ||
+	    migrate(p->qmp, "migrate-incoming", state_fd, deadline, err) < 0)
+		return -1;
+	return al_qmp_run(p->qmp, "cont", NULL, deadline, err);
+}
+
+/* End p's QEMU, keeping its run directory and uid for another start. */
+static void machine_kill(vm_priv *p, int *agent_fd)
+{
 	al_qmp_close(p->qmp);
 	p->qmp = NULL;
 	if (p->pidfd >= 0 || p->pid > 0)
 		kill_reap(p->pid, p->pidfd);
 	if (p->pidfd >= 0)
 		close(p->pidfd);
-	rundir_remove(p->rundir);
+	p->pidfd = -1;
+	p->pid = 0;
+	if (*agent_fd >= 0)
+		close(*agent_fd);
+	*agent_fd = -1;
+}
+
+static void priv_free(vm_priv *p)
+{
+	if (p == NULL)
+		return;
+	int no_agent = -1;
+	machine_kill(p, &no_agent);
+	al_vm_rundir_remove(p->rundir);
+	al_vmjail_uid_drop(&p->uid);
 	free(p);
 }
 
@@ -857,23 +904,37 @@ static int vm_start(const al_sandbox_spec *spec, al_driver_handle *h,
 	al_autofd int state_fd = open(state, O_RDONLY | O_CLOEXEC);
 	int restore = state_fd >= 0 && access(mem, R_OK) == 0 &&
 		      read_small(accel_p, accel_s, sizeof accel_s) == 0;
+	if (restore && !al_vm_snapshot_current(vmdir)) {
+		/* Taken by an older Airlock: its devices or init may not
+		 * match. The controller rebuilds it at its next start. */
+		al_warn("vm %s: template snapshot %s is of an older format: "
+			"booting instead",
+			spec->id, vmdir);
+		restore = 0;
+	}
 	al_vm_kernel kernel;
 	al_config cfg;
-	vm_launch l = {.agent = spec->agent, .disk = disk};
+	if (al_config_load(&cfg, err) < 0)
+		return -1;
+	int64_t t0 = al_now_ms();
+	al_autofd int mem_fd = -1;
+	vm_launch l = {.agent = spec->agent, .disk = disk, .mem_fd = -1};
 	if (restore) {
 		l.mode = VM_CLONE;
-		l.mem_path = mem;
 		l.accel = strcmp(accel_s, "kvm") == 0 ? AL_VM_KVM : AL_VM_TCG;
+		int shared;
+		mem_fd = al_vmmem_get(cfg.run_dir, vmdir, &shared, err);
+		if (mem_fd < 0)
+			return -1;
+		l.mem_fd = mem_fd;
 	} else {
-		if (al_config_load(&cfg, err) < 0 ||
-		    al_vm_kernel_find(cfg.state_dir, &kernel, err) < 0)
+		if (al_vm_kernel_find(cfg.state_dir, &kernel, err) < 0)
 			return -1;
 		l.mode = VM_COLD;
 		l.kernel = &kernel;
 		l.accel = al_vm_accel_load(cfg.state_dir);
 	}
 
-	int64_t t0 = al_now_ms();
 	if (disk_clone(tdisk, disk, err) < 0)
 		return -1;
 	vm_priv *p = calloc(1, sizeof *p);
@@ -882,9 +943,13 @@ static int vm_start(const al_sandbox_spec *spec, al_driver_handle *h,
 		return al_err_set(err, AL_ENOMEM, 0, "out of memory");
 	}
 	p->pidfd = -1;
+	p->uid.lock_fd = -1;
 	al_autofd int agent_fd = -1;
 	char runlink[AL_PATH_MAX] = "";
 	int cg_made = 0;
+	if (al_vmjail_uid_take(spec->id, &p->uid, err) < 0)
+		goto fail;
+	l.uid = p->uid.uid;
 	al_cgroup_limits lim = vm_limits(spec);
 	if (al_cgroup_create(spec->id, &lim, err) < 0)
 		goto fail;
@@ -903,32 +968,41 @@ static int vm_start(const al_sandbox_spec *spec, al_driver_handle *h,
 			al_warn("vm %s: link %s: %s", spec->id, runlink,
 				strerror(errno));
 	}
-	p->pid = spawn_qemu(&l, &p->pidfd, err);
-	if (p->pid < 0) {
-		p->pid = 0;
-		goto fail;
+	int rc = restore ? restore_machine(p, &l, state_fd, &agent_fd, err)
+			 : boot_machine(p, &l, &agent_fd, err);
+	if (rc < 0 && restore && err->code != AL_ETIMEDOUT) {
+		/* A snapshot this QEMU cannot load (a damaged file, a QEMU
+		 * changed under it): boot the template instead, seconds not
+		 * milliseconds, and say why. A timeout is load, not a bad
+		 * snapshot: it fails the create like any other. */
+		explain(p->rundir, p->qmp, 0, err);
+		al_warn("vm %s: restoring %s failed (%s): booting it instead",
+			spec->id, vmdir, err->msg);
+		machine_kill(p, &agent_fd);
+		restore = 0;
+		unlink(disk);
+		if (disk_clone(tdisk, disk, err) < 0 ||
+		    al_vm_kernel_find(cfg.state_dir, &kernel, err) < 0)
+			goto fail;
+		l.mode = VM_COLD;
+		l.kernel = &kernel;
+		l.mem_fd = -1;
+		l.accel = al_vm_accel_load(cfg.state_dir);
+		rc = boot_machine(p, &l, &agent_fd, err);
 	}
-	int64_t deadline = al_now_ms() + (restore ? VM_RESTORE_TIMEOUT_MS
-						  : VM_BOOT_TIMEOUT_MS);
-	/* The agent socket is connected before the restore: the snapshot
-	 * was taken with a host connected, and a port whose host is gone
-	 * after the load would make the guest init start over. */
-	if (attach(p, &agent_fd, deadline, err) < 0)
+	if (rc < 0)
 		goto fail;
 	int64_t t1 = al_now_ms();
-	if (restore) {
-		if (migrate(p->qmp, "migrate-incoming", state_fd, deadline,
-			    err) < 0 ||
-		    al_qmp_run(p->qmp, "cont", NULL, deadline, err) < 0)
-			goto fail;
-	} else if (read_marker(agent_fd, p->pidfd, deadline, err) < 0) {
+	uint8_t macb[6];
+	char mac[AL_VM_MAC_STRLEN];
+	if (al_vm_mac_for_id(spec->id, macb, err) < 0)
 		goto fail;
-	}
-	if (send_go(agent_fd, spec->hostname, err) < 0)
+	al_vm_mac_format(macb, mac);
+	if (send_go(agent_fd, spec->hostname, mac, err) < 0)
 		goto fail;
-	al_info("vm %s: %s under %s in %lld ms (QEMU up %lld ms)", spec->id,
+	al_info("vm %s: %s under %s in %lld ms", spec->id,
 		restore ? "restored" : "booted", al_vm_accel_name(l.accel),
-		(long long)(al_now_ms() - t0), (long long)(t1 - t0));
+		(long long)(t1 - t0));
 	p->accel = l.accel;
 	h->init_pid = p->pid;
 	h->agent_fd = al_steal_fd(&agent_fd);
@@ -1022,14 +1096,24 @@ static int vm_adopt(al_driver_handle *h, const al_sandbox_spec *spec,
 	for (size_t i = 0; i < sizeof seed; i++)
 		snprintf(hex + 2 * i, 3, "%02x", seed[i]);
 	explicit_bzero(seed, sizeof seed);
+	/* The standby's NIC has the standby's MAC (its GO line): it takes
+	 * the sandbox's, which the API reports and the gateway expects. */
+	uint8_t macb[6];
+	char mac[AL_VM_MAC_STRLEN];
+	if (al_vm_mac_for_id(spec->id, macb, err) < 0) {
+		explicit_bzero(hex, sizeof hex);
+		return -1;
+	}
+	al_vm_mac_format(macb, mac);
 	struct timespec now;
 	clock_gettime(CLOCK_REALTIME, &now);
 	char body[256];
 	int n = snprintf(body, sizeof body,
 			 "{\"hostname\":\"%s\",\"entropy\":\"%s\","
-			 "\"time_ms\":%lld}",
+			 "\"time_ms\":%lld,\"mac\":\"%s\"}",
 			 spec->hostname, hex,
-			 (long long)now.tv_sec * 1000 + now.tv_nsec / 1000000);
+			 (long long)now.tv_sec * 1000 + now.tv_nsec / 1000000,
+			 mac);
 	explicit_bzero(hex, sizeof hex);
 	if (n < 0 || (size_t)n >= sizeof body)
 		return al_err_set(err, AL_EINTERNAL, 0, "identity too long");
@@ -1120,16 +1204,26 @@ al_vm_accel al_vm_probe(const al_vm_kernel *k, int timeout_ms, char *why,
 		snprintf(why, whylen, "%s", err.msg);
 		return AL_VM_TCG;
 	}
+	al_vmjail_uid uid;
+	if (al_vmjail_uid_take("probe", &uid, &err) < 0) {
+		snprintf(why, whylen, "%s", err.msg);
+		al_vm_rundir_remove(rundir);
+		return AL_VM_TCG;
+	}
 	vm_launch l = {.mode = VM_PROBE,
 		       .accel = AL_VM_KVM,
 		       .kernel = k,
-		       .rundir = rundir};
+		       .mem_fd = -1,
+		       .rundir = rundir,
+		       .uid = uid.uid};
 	int pidfd = -1;
+	al_autofd int qmp_fd = -1, agent_fd = -1;
 	al_vm_accel res = AL_VM_TCG;
-	pid_t pid = spawn_qemu(&l, &pidfd, &err);
+	pid_t pid = spawn_qemu(&l, &pidfd, &qmp_fd, &agent_fd, &err);
 	if (pid < 0) {
 		snprintf(why, whylen, "%s", err.msg);
-		rundir_remove(rundir);
+		al_vm_rundir_remove(rundir);
+		al_vmjail_uid_drop(&uid);
 		return AL_VM_TCG;
 	}
 	char serial[128];
@@ -1137,6 +1231,7 @@ al_vm_accel al_vm_probe(const al_vm_kernel *k, int timeout_ms, char *why,
 	int64_t deadline = al_now_ms() + timeout_ms;
 	snprintf(why, whylen, "guest did not reach init within %d ms",
 		 timeout_ms);
+	int exited = 0;
 	for (;;) {
 		char buf[4096];
 		al_autofd int fd = open(serial, O_RDONLY | O_CLOEXEC);
@@ -1150,23 +1245,26 @@ al_vm_accel al_vm_probe(const al_vm_kernel *k, int timeout_ms, char *why,
 				break;
 			}
 		}
+		if (exited)
+			break;
 		if (wait_exit(pidfd, 20)) {
 			char tail[160], p[128];
 			snprintf(p, sizeof p, "%s/qemu.log", rundir);
 			file_tail(p, tail, sizeof tail);
 			snprintf(why, whylen, "QEMU exited under kvm: %s",
 				 tail[0] != '\0' ? tail : "no message");
-			/* The marker may have landed right before exit. */
-			if (fd >= 0 && n <= 0)
-				continue;
-			break;
+			/* The marker may have landed right before exit: one
+			 * more read. */
+			exited = 1;
+			continue;
 		}
 		if (al_now_ms() >= deadline)
 			break;
 	}
 	kill_reap(pid, pidfd);
 	close(pidfd);
-	rundir_remove(rundir);
+	al_vm_rundir_remove(rundir);
+	al_vmjail_uid_drop(&uid);
 	return res;
 }
 
@@ -1222,7 +1320,26 @@ static int fsync_path(const char *path, al_err *err)
 	return 0;
 }
 
-/* Boot the template disk once and snapshot it in dir (mem, state). */
+/* Write the guest RAM of a template boot to path, holes kept. */
+static int save_ram(int mem_fd, const char *path, al_err *err)
+{
+	al_autofd int out = open(path, O_WRONLY | O_CREAT | O_TRUNC |
+					       O_CLOEXEC | O_NOFOLLOW,
+				 0600);
+	if (out < 0)
+		return al_err_sys(err, AL_ESYS, errno, "create %s", path);
+	if (al_copy_sparse(mem_fd, out, err) < 0) {
+		al_err_wrap(err, "writing %s", path);
+		return -1;
+	}
+	if (fsync(out) < 0)
+		return al_err_sys(err, AL_ESYS, errno, "fsync %s", path);
+	return 0;
+}
+
+/* Boot the template disk once and snapshot it in dir (mem, state). The
+ * guest RAM lives in a memfd QEMU shares (share=on) while it runs; once
+ * QEMU is gone it is copied to dir/mem, holes kept. */
 static int snapshot_template(const char *dir, const al_vm_kernel *k,
 			     al_vm_accel accel, al_err *err)
 {
@@ -1231,28 +1348,32 @@ static int snapshot_template(const char *dir, const al_vm_kernel *k,
 	    fmt_path(mem, sizeof mem, err, "%s/mem", dir) < 0 ||
 	    fmt_path(state, sizeof state, err, "%s/state", dir) < 0)
 		return -1;
+	al_autofd int mem_fd = memfd_create("airlock-template-boot",
+					    MFD_CLOEXEC);
+	if (mem_fd < 0)
+		return al_err_sys(err, AL_ESYS, errno, "memfd_create");
+	if (ftruncate(mem_fd, (off_t)AL_VM_MEM_MB << 20) < 0)
+		return al_err_sys(err, AL_ESYS, errno, "size guest RAM");
 	vm_priv *p = calloc(1, sizeof *p);
 	if (p == NULL)
 		return al_err_set(err, AL_ENOMEM, 0, "out of memory");
 	p->pidfd = -1;
+	p->uid.lock_fd = -1;
 	al_autofd int agent_fd = -1;
 	al_autofd int state_fd = -1;
 	vm_launch l = {.mode = VM_TEMPLATE,
 		       .accel = accel,
 		       .kernel = k,
-		       .mem_path = mem,
+		       .mem_fd = mem_fd,
 		       .disk = disk,
 		       .agent = "/sbin/airlock-agent"};
-	if (rundir_make(p->rundir, sizeof p->rundir, err) < 0)
+	if (al_vmjail_uid_take(dir, &p->uid, err) < 0 ||
+	    rundir_make(p->rundir, sizeof p->rundir, err) < 0)
 		goto fail;
 	l.rundir = p->rundir;
-	p->pid = spawn_qemu(&l, &p->pidfd, err);
-	if (p->pid < 0) {
-		p->pid = 0;
-		goto fail;
-	}
+	l.uid = p->uid.uid;
 	int64_t deadline = al_now_ms() + VM_BOOT_TIMEOUT_MS;
-	if (attach(p, &agent_fd, deadline, err) < 0 ||
+	if (launch(p, &l, &agent_fd, deadline, err) < 0 ||
 	    read_marker(agent_fd, p->pidfd, deadline, err) < 0)
 		goto fail;
 	/* The guest init now waits for GO with this host connected: the
@@ -1274,9 +1395,9 @@ static int snapshot_template(const char *dir, const al_vm_kernel *k,
 	(void)al_qmp_run(p->qmp, "quit", NULL, al_now_ms() + 2000, &e);
 	(void)wait_exit(p->pidfd, VM_QUIT_TIMEOUT_MS);
 	priv_free(p);
-	if (fsync_path(mem, err) < 0 || fsync_path(disk, err) < 0)
+	if (save_ram(mem_fd, mem, err) < 0)
 		return -1;
-	return 0;
+	return fsync_path(disk, err);
 fail:
 	if (p->rundir[0] != '\0')
 		explain(p->rundir, p->qmp, 1, err);
@@ -1284,10 +1405,20 @@ fail:
 	return -1;
 }
 
+static int write_small(const char *path, const char *s, al_err *err)
+{
+	al_autofd int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC,
+				0644);
+	if (fd < 0 || write(fd, s, strlen(s)) != (ssize_t)strlen(s) ||
+	    fsync(fd) < 0)
+		return al_err_sys(err, AL_ESYS, errno, "write %s", path);
+	return 0;
+}
+
 static void remove_vmdir(const char *dir)
 {
 	static const char *const names[] = {"disk.ext4", "mem", "state",
-					    "accel"};
+					    "accel", "format"};
 	char p[AL_PATH_MAX + 16];
 	for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
 		snprintf(p, sizeof p, "%s/%s", dir, names[i]);
@@ -1301,7 +1432,7 @@ int al_vm_template_build(const char *rootfs, const char *vmdir,
 			 al_err *err)
 {
 	char nd[AL_PATH_MAX], disk[AL_PATH_MAX], link[AL_PATH_MAX];
-	char tmplink[AL_PATH_MAX], accel_p[AL_PATH_MAX];
+	char tmplink[AL_PATH_MAX], accel_p[AL_PATH_MAX], format_p[AL_PATH_MAX];
 	if (rootfs == NULL || rootfs[0] != '/' || vmdir == NULL ||
 	    vmdir[0] != '/')
 		return al_err_set(err, AL_EINVAL, 0,
@@ -1309,6 +1440,7 @@ int al_vm_template_build(const char *rootfs, const char *vmdir,
 	if (fmt_path(nd, sizeof nd, err, "%s.new", vmdir) < 0 ||
 	    fmt_path(disk, sizeof disk, err, "%s/disk.ext4", nd) < 0 ||
 	    fmt_path(accel_p, sizeof accel_p, err, "%s/accel", nd) < 0 ||
+	    fmt_path(format_p, sizeof format_p, err, "%s/format", nd) < 0 ||
 	    fmt_path(link, sizeof link, err, "%s/" VM_LINK, rootfs) < 0 ||
 	    fmt_path(tmplink, sizeof tmplink, err, "%s/" VM_LINK ".new",
 		     rootfs) < 0)
@@ -1322,17 +1454,9 @@ int al_vm_template_build(const char *rootfs, const char *vmdir,
 	if (build_disk(rootfs, disk, err) < 0 ||
 	    snapshot_template(nd, k, accel, err) < 0)
 		goto fail;
-	{
-		al_autofd int fd = open(accel_p, O_WRONLY | O_CREAT |
-							 O_TRUNC | O_CLOEXEC,
-					0644);
-		const char *s = al_vm_accel_name(accel);
-		if (fd < 0 || write(fd, s, strlen(s)) != (ssize_t)strlen(s) ||
-		    fsync(fd) < 0) {
-			al_err_sys(err, AL_ESYS, errno, "write %s", accel_p);
-			goto fail;
-		}
-	}
+	if (write_small(accel_p, al_vm_accel_name(accel), err) < 0 ||
+	    write_small(format_p, AL_VM_SNAPSHOT_FORMAT, err) < 0)
+		goto fail;
 	/* Swap the complete new directory in; clones running from the old
 	 * one keep their (now unlinked) memory file mapped. */
 	if (syscall(SYS_renameat2, AT_FDCWD, nd, AT_FDCWD, vmdir,

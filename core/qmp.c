@@ -306,12 +306,24 @@ al_qmp *al_qmp_connect(const char *path, int64_t deadline_ms, al_err *err)
 		struct timespec ts = {0, 2 * 1000 * 1000};
 		nanosleep(&ts, NULL);
 	}
+	return al_qmp_open_fd(al_steal_fd(&fd), deadline_ms, err);
+}
+
+al_qmp *al_qmp_open_fd(int fd, int64_t deadline_ms, al_err *err)
+{
+	int fl = fcntl(fd, F_GETFL);
+	if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0) {
+		al_err_sys(err, AL_ESYS, errno, "qmp: O_NONBLOCK");
+		close(fd);
+		return NULL;
+	}
 	al_qmp *q = malloc(sizeof *q);
 	if (q == NULL) {
+		close(fd);
 		al_err_set(err, AL_ENOMEM, 0, "qmp: out of memory");
 		return NULL;
 	}
-	q->fd = al_steal_fd(&fd);
+	q->fd = fd;
 	q->broken = 0;
 	q->next_id = 1;
 	q->len = 0;

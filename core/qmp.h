@@ -23,6 +23,10 @@ typedef struct al_qmp al_qmp;
  * it yet), read the greeting and send qmp_capabilities, all before
  * deadline_ms (absolute, al_now_ms() clock). */
 al_qmp *al_qmp_connect(const char *path, int64_t deadline_ms, al_err *err);
+/* The same over a socket already connected to QEMU's monitor (one end
+ * of a socketpair QEMU got as -chardev socket,fd=N). Takes fd, closed on
+ * failure too. */
+al_qmp *al_qmp_open_fd(int fd, int64_t deadline_ms, al_err *err);
 void al_qmp_close(al_qmp *q);
 
 /* Run one command. args (may be NULL) is not consumed. fd >= 0 is passed

@@ -10,6 +10,7 @@
 
 #include "cgroup.h"
 #include "log.h"
+#include "vmprobe.h"
 #include "shimctl.h"
 #include "store.h"
 
@@ -18,24 +19,13 @@
  * only the files it puts there. */
 static void reap_vm_rundir(const char *root)
 {
-	char link[AL_PATH_MAX + 32], dir[128], p[192];
+	char link[AL_PATH_MAX + 32], dir[128];
 	snprintf(link, sizeof link, "%s/.airlock-vm-run", root);
 	ssize_t n = readlink(link, dir, sizeof dir - 1);
 	if (n <= 0)
 		return;
 	dir[n] = '\0';
-	static const char prefix[] = "/tmp/airlock-vm-";
-	if (strncmp(dir, prefix, sizeof prefix - 1) != 0 ||
-	    strchr(dir + sizeof prefix - 1, '/') != NULL ||
-	    strstr(dir, "..") != NULL)
-		return;
-	static const char *const names[] = {"qmp.sock", "agent.sock",
-					    "serial.log", "qemu.log"};
-	for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
-		snprintf(p, sizeof p, "%s/%s", dir, names[i]);
-		unlink(p);
-	}
-	rmdir(dir);
+	al_vm_rundir_remove(dir);
 }
 
 int al_reap_sandbox(const al_config *cfg, const char *id, al_err *err)

@@ -222,6 +222,19 @@ int al_vm_template_ready(const char *tmpl_root, char *why, size_t whylen)
 	return 1;
 }
 
+int al_vm_snapshot_current(const char *vmdir)
+{
+	char p[AL_PATH_MAX + 16], got[16] = "";
+	if ((size_t)snprintf(p, sizeof p, "%s/format", vmdir) >= sizeof p)
+		return 0;
+	al_autofd int fd = open(p, O_RDONLY | O_CLOEXEC);
+	ssize_t n = fd >= 0 ? read(fd, got, sizeof got - 1) : -1;
+	if (n < 0)
+		return 0;
+	got[n] = '\0';
+	return strcmp(got, AL_VM_SNAPSHOT_FORMAT) == 0;
+}
+
 /* a's modification time is later than b's. */
 static int newer(const struct stat *a, const struct stat *b)
 {
@@ -245,7 +258,8 @@ int al_vm_template_stale(const char *tmpl_root, const char *state_dir,
 			return 1;
 		got[n] = '\0';
 	}
-	if (strcmp(got, al_vm_accel_name(accel)) != 0)
+	if (strcmp(got, al_vm_accel_name(accel)) != 0 ||
+	    !al_vm_snapshot_current(dir))
 		return 1;
 	struct stat snap, in;
 	snprintf(p, sizeof p, "%s/state", dir);
@@ -253,14 +267,15 @@ int al_vm_template_stale(const char *tmpl_root, const char *state_dir,
 		return 1;
 	al_vm_kernel k;
 	al_err err;
-	const char *inputs[3] = {NULL, NULL, NULL};
+	/* A QEMU upgrade may change device state: snapshot again. */
+	const char *inputs[4] = {NULL, NULL, NULL, AL_VM_QEMU};
 	snprintf(p, sizeof p, "%s/sbin/airlock-agent", tmpl_root);
 	inputs[0] = p;
 	if (al_vm_kernel_find(state_dir, &k, &err) == 0) {
 		inputs[1] = k.vmlinuz;
 		inputs[2] = k.initrd;
 	}
-	for (size_t i = 0; i < 3; i++)
+	for (size_t i = 0; i < 4; i++)
 		if (inputs[i] != NULL && stat(inputs[i], &in) == 0 &&
 		    newer(&in, &snap))
 			return 1;

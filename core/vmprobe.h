@@ -12,12 +12,14 @@
  *   VMDIR/disk.ext4          the template's root disk (mkfs.ext4 -d)
  *   VMDIR/mem, VMDIR/state   the base snapshot: guest RAM, device state
  *   VMDIR/accel              accelerator the snapshot was taken under
+ *   VMDIR/format             AL_VM_SNAPSHOT_FORMAT of the Airlock that
+ *                            took it (devices, init protocol)
  *   ROOTFS/.airlock-vm       symlink to VMDIR (absolute), so a sandbox
  *                            made from the template's subvolume finds it
  *   ROOTFS/.airlock-disk.ext4  the sandbox's reflinked copy of the disk
  *   ROOTFS/.airlock-vm-run   symlink to the sandbox's QEMU run directory
- *                            (/tmp/airlock-vm-XXXXXX: QMP and agent
- *                            sockets, QEMU's log), removed by
+ *                            (/tmp/airlock-vm-XXXXXX: QEMU's log, the
+ *                            mount point of its jail), removed by
  *                            al_reap_sandbox when the shim could not */
 #ifndef AL_VMPROBE_H
 #define AL_VMPROBE_H
@@ -32,6 +34,9 @@
 /* Written by the guest init when probing (guest/init/init.c). */
 #define AL_VM_PROBE_MARKER "AIRLOCK-PROBE-OK"
 #define AL_VM_QEMU "/usr/bin/qemu-system-x86_64"
+/* Raised whenever QEMU's devices or the GO line change: a snapshot of
+ * another format is not restored but rebuilt. 2: virtio-net, MAC in GO. */
+#define AL_VM_SNAPSHOT_FORMAT "2"
 
 typedef enum al_vm_accel { AL_VM_TCG = 0, AL_VM_KVM = 1 } al_vm_accel;
 
@@ -61,6 +66,13 @@ al_vm_accel al_vm_accel_load(const char *state_dir);
 struct al_driver_handle;
 /* Accelerator a running vm sandbox (handle of al_driver_vm) runs under. */
 al_vm_accel al_vm_handle_accel(const struct al_driver_handle *h);
+
+/* Remove a QEMU run directory the driver made (its log, the jail's
+ * mount point); anything else is left alone. */
+void al_vm_rundir_remove(const char *dir);
+
+/* 1 if the snapshot in vmdir was taken in AL_VM_SNAPSHOT_FORMAT. */
+int al_vm_snapshot_current(const char *vmdir);
 
 /* Build a template's VM artefacts in vmdir (created if missing) from the
  * template root filesystem rootfs: disk.ext4 via mkfs.ext4 -d, then boot

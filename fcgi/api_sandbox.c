@@ -10,8 +10,23 @@
 #include "log.h"
 #include "sandbox.h"
 #include "shimctl.h"
+#include "vmnet.h"
 
 #define SPAWN_DEADLINE_MS 30000
+
+/* A vm sandbox's NIC address: derived from its id (core/vmnet.h), the
+ * same one its guest was given. */
+static void add_mac(json_object *o, const al_sandbox *sb)
+{
+	uint8_t mac[6];
+	char s[AL_VM_MAC_STRLEN];
+	al_err err;
+	if (o == NULL || strcmp(sb->driver, "vm") != 0 ||
+	    al_vm_mac_for_id(sb->id, mac, &err) < 0)
+		return;
+	al_vm_mac_format(mac, s);
+	json_object_object_add(o, "mac", json_object_new_string(s));
+}
 
 void al_api_health(al_req *r)
 {
@@ -196,6 +211,7 @@ void al_api_sandbox_create(al_req *r)
 	if (al_sandbox_get(db, sb.id, &got, &err) < 0)
 		goto fail;
 	json_object *o = al_sandbox_to_json(&got);
+	add_mac(o, &got);
 	al_sandbox_free_fields(&got);
 	al_info("sandbox %s created (template %s, driver %s)", sb.id,
 		sb.template_name, sb.driver);
@@ -259,6 +275,7 @@ void al_api_sandbox_get(al_req *r)
 		return;
 	}
 	json_object *o = al_sandbox_to_json(&sb);
+	add_mac(o, &sb);
 	al_sandbox_free_fields(&sb);
 	al_http_json(r, 200, o);
 	json_object_put(o);

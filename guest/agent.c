@@ -14,6 +14,7 @@
  * the framing, 111 a system call needed to run failed. */
 #include "agent.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -27,10 +28,12 @@
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "log.h"
+#include "nic.h"
 
 static void die(int code, const char *fmt, ...)
 	__attribute__((noreturn, format(printf, 2, 3)));
@@ -274,14 +277,15 @@ static int hexval(char c)
 }
 
 /* IDENTITY: a machine restored from a template snapshot, or a warm
- * standby being claimed, takes the sandbox's hostname, fresh entropy and
- * the host's clock. Everything is validated before anything is applied;
- * the first privileged call that fails ends it with ERROR (forbidden in
- * a jail, where none of this is allowed). */
+ * standby being claimed, takes the sandbox's hostname, fresh entropy,
+ * the host's clock and, when "mac" is given (the vm driver always sends
+ * it; the ns driver never does), its NIC's MAC. Everything is validated
+ * before anything is applied; the first privileged call that fails ends
+ * it with ERROR (forbidden in a jail, where none of this is allowed). */
 static void identity(agent *a, const al_frame *f)
 {
-	static const char *const fields[] = {"hostname", "entropy",
-					     "time_ms"};
+	static const char *const fields[] = {"hostname", "entropy", "time_ms",
+					     "mac"};
 	al_err err;
 	if (agent_req_find(a, f->id) != NULL) {
 		al_warn("ignoring IDENTITY for live request %u", f->id);
@@ -292,8 +296,8 @@ static void identity(agent *a, const al_frame *f)
 		agent_send_err(a, f->id, &err);
 		return;
 	}
-	const char *host = NULL, *hex = NULL;
-	uint8_t seed[32];
+	const char *host = NULL, *hex = NULL, *mac_s = NULL;
+	uint8_t seed[32], mac[6];
 	int64_t ms = 0;
 	json_object_object_foreach(o, key, val)
 	{
@@ -308,8 +312,14 @@ static void identity(agent *a, const al_frame *f)
 		}
 	}
 	if (agent_get_str(o, "hostname", true, &host, &err) < 0 ||
-	    agent_get_str(o, "entropy", true, &hex, &err) < 0)
+	    agent_get_str(o, "entropy", true, &hex, &err) < 0 ||
+	    agent_get_str(o, "mac", false, &mac_s, &err) < 0)
 		goto bad;
+	if (mac_s != NULL && !al_nic_mac_parse(mac_s, mac)) {
+		al_err_set(&err, AL_EINVAL, 0,
+			   "mac must be a unicast xx:xx:xx:xx:xx:xx, lowercase");
+		goto bad;
+	}
 	size_t hl = strlen(host);
 	bool host_ok = hl >= 1 && hl <= 63 && host[0] != '-';
 	for (size_t i = 0; host_ok && i < hl; i++)
@@ -346,8 +356,23 @@ static void identity(agent *a, const al_frame *f)
 
 	struct timespec ts = {.tv_sec = ms / 1000,
 			      .tv_nsec = (ms % 1000) * 1000000L};
-	const char *what = "clock_settime";
-	int rc = clock_settime(CLOCK_REALTIME, &ts);
+	/* The MAC first: it is the one change that can fail for want of a
+	 * device rather than of privilege, and then nothing else changed. */
+	const char *what = "finding the NIC";
+	int rc = 0;
+	if (mac_s != NULL) {
+		char nic[IF_NAMESIZE];
+		if (!al_nic_find(nic)) {
+			errno = ENODEV;
+			rc = -1;
+		} else {
+			rc = al_nic_set_mac(nic, mac, &what);
+		}
+	}
+	if (rc == 0) {
+		what = "clock_settime";
+		rc = clock_settime(CLOCK_REALTIME, &ts);
+	}
 	if (rc == 0) {
 		struct {
 			int entropy_count;

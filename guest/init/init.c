@@ -10,17 +10,20 @@
  *   guest -> host   "AIRLOCK-INIT 1\n"   (INIT_MARKER; the write blocks in
  *                                         the kernel until a host is
  *                                         connected)
- *   host -> guest   "GO <unix_ms> <hostname> <64 hex digits>\n"
+ *   host -> guest   "GO <unix_ms> <hostname> <64 hex digits> <mac>\n"
  *
- * On GO, init sets the clock, the hostname and reseeds the kernel RNG
- * with the host's 32 bytes, then runs airlock-agent with the port as
- * fd 3; the agent sends HELLO. When the agent ends (the host closed the
- * channel) init opens the port again and waits for the next host.
+ * On GO, init sets the clock, the hostname, reseeds the kernel RNG with
+ * the host's 32 bytes and gives the NIC (the first virtio-net interface)
+ * the sandbox's MAC ("02:xx:xx:xx:xx:xx", lowercase; core/vmnet.h), then
+ * runs airlock-agent with the port as fd 3; the agent sends HELLO. The
+ * NIC stays down: init configures no network. When the agent ends (the
+ * host closed the channel) init opens the port again and waits for the
+ * next host.
  *
  * A template VM is snapshotted while init waits for GO (the host has read
- * the marker), so every restored clone gets its own clock, hostname and
- * entropy before anything in it runs. The clone's host therefore skips
- * the marker and sends GO straight away.
+ * the marker), so every restored clone gets its own clock, hostname,
+ * entropy and MAC before anything in it runs. The clone's host therefore
+ * skips the marker and sends GO straight away.
  *
  * Kernel command line: airlock.agent=PATH (default /sbin/airlock-agent);
  * airlock.probe=1 only loads the modules, prints "AIRLOCK-PROBE-OK" on the
@@ -32,6 +35,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/random.h>
+#include <net/if.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -42,18 +46,21 @@
 #include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/reboot.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "../nic.h"
+
 #define INIT_MARKER "AIRLOCK-INIT 1\n"
 #define INIT_PROBE_OK "AIRLOCK-PROBE-OK"
 #define PORT_NAME "airlock"
 #define MOD_DIR "/lib/airlock"
 #define NEWROOT "/root"
-#define GO_MAX 160
+#define GO_MAX 192
 #define WAIT_DEV_MS 10000
 
 static void logmsg(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -272,9 +279,11 @@ typedef struct go_msg {
 	int64_t unix_ms;
 	char hostname[64];
 	uint8_t seed[32];
+	uint8_t mac[6];
 } go_msg;
 
-/* "GO <unix_ms> <hostname> <64 lowercase hex>"; strict, no extras. */
+/* "GO <unix_ms> <hostname> <64 lowercase hex> <mac>"; strict, no
+ * extras. */
 static bool parse_go(const char *s, go_msg *g)
 {
 	if (strncmp(s, "GO ", 3) != 0)
@@ -308,7 +317,33 @@ static bool parse_go(const char *s, go_msg *g)
 			return false;
 		g->seed[i] = (uint8_t)(hi << 4 | lo);
 	}
-	return s[2 * sizeof g->seed] == '\0';
+	s += 2 * sizeof g->seed;
+	if (*s++ != ' ')
+		return false;
+	return al_nic_mac_parse(s, g->mac);
+}
+
+/* The NIC's name: the virtio-net interface with the lowest ifindex (the
+ * machine has one; without udev the kernel calls it eth0). Found at boot,
+ * before the template snapshot, so a clone never looks again. */
+static char nic_name[IF_NAMESIZE];
+
+static void find_nic(void)
+{
+	for (int waited = 0; !al_nic_find(nic_name); waited += 2) {
+		if (waited >= WAIT_DEV_MS)
+			fatal("no virtio-net interface");
+		sleep_ms(2);
+	}
+}
+
+/* Give the NIC its MAC (init never brings it up) and read it back: a
+ * clone must never keep the template's address. */
+static void set_mac(const uint8_t mac[6])
+{
+	const char *step;
+	if (al_nic_set_mac(nic_name, mac, &step) < 0)
+		fatal("%s of %s: %s", step, nic_name, strerror(errno));
 }
 
 static void apply_go(const go_msg *g)
@@ -333,6 +368,7 @@ static void apply_go(const go_msg *g)
 		fatal("reseeding the RNG: %s", strerror(errno));
 	close(fd);
 	explicit_bzero(&req, sizeof req);
+	set_mac(g->mac);
 }
 
 static pid_t start_agent(const char *agent, int chan)
@@ -469,6 +505,7 @@ int main(void)
 	mount_root();
 	if (sethostname("airlock", 7) < 0)
 		logmsg("sethostname: %s", strerror(errno));
+	find_nic();
 	char port[64];
 	find_port(port, sizeof port);
 	if (access(agent, X_OK) < 0)
@@ -478,7 +515,7 @@ int main(void)
 		if (s != SIGCHLD && s != SIGKILL && s != SIGSTOP)
 			signal(s, SIG_IGN);
 	warm(agent);
-	logmsg("ready, agent %s on %s", agent, port);
+	logmsg("ready, agent %s on %s, NIC %s", agent, port, nic_name);
 	serve(port, agent);
 	return 0;
 }

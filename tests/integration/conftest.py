@@ -447,7 +447,9 @@ def qemu_of(stack, sid):
 
 
 def qemu_rundir(pid):
-    """The directory of a QEMU's sockets and log (from its -qmp unix:
-    argument), or None."""
-    m = re.search(r"unix:(/\S+)/qmp\.sock", cmdline(pid))
-    return m.group(1) if m else None
+    """The run directory of a QEMU (its log is stdout there), or None."""
+    try:
+        log = os.readlink(f"/proc/{pid}/fd/1")
+    except OSError:
+        return None
+    return os.path.dirname(log) if log.endswith("/qemu.log") else None

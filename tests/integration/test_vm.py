@@ -2,15 +2,19 @@
 guest kernel, restored from the template's snapshot. Skipped (with the
 reason) where GET /v1/info does not list the vm driver, except the test
 that says whether it should be listed here."""
+import errno
+import fcntl
+import hashlib
 import os
 import platform
+import re
 import secrets
 import signal
 import time
 
 import pytest
 
-from conftest import (TIMEOUT, Sandboxes, assert_error, descendants,
+from conftest import (TIMEOUT, Sandboxes, assert_error, cmdline, descendants,
                       exec_json, is_qemu, listener_pid, pid_alive, qemu_of,
                       qemu_rundir, shim_of, usable_drivers)
 
@@ -177,6 +181,7 @@ def test_killed_qemu_marks_error_and_frees_slot(stack, api, vms):
     sock = os.path.join(stack.state, "run", "sbx", f"{sid}.sock")
     assert os.path.isdir(root) and os.path.exists(sock)
     rundir = qemu_rundir(qemu)
+    assert rundir is not None, "QEMU's log is not in a run directory"
 
     os.kill(qemu, signal.SIGKILL)
 
@@ -194,8 +199,7 @@ def test_killed_qemu_marks_error_and_frees_slot(stack, api, vms):
     assert not os.path.exists(root), os.listdir(root)
     assert not os.path.exists(sock)
     # QEMU's own sockets and log went with it.
-    assert rundir is None or not os.path.exists(rundir), \
-        (rundir, os.listdir(rundir))
+    assert not os.path.exists(rundir), (rundir, os.listdir(rundir))
     assert shim is None or not pid_alive(shim)
     assert not pid_alive(qemu)
     # Using it now is a clear API error, not a hang.
@@ -294,3 +298,208 @@ def test_qemu_runs_inside_the_sandboxs_limits(stack, api, vms):
     assert r.status_code == 204
     assert not os.path.exists(
         cgroup_file(sid, "memory", "memory.limit_in_bytes", "memory.max"))
+
+
+# QEMU's mac= of every machine's NIC, the template's (core/vmnet.h).
+TEMPLATE_MAC = "52:54:00:12:34:56"
+
+
+def mac_for_id(sid):
+    """The contract of core/vmnet.c (the egress gateway relies on it):
+    0x02 (locally administered, unicast), then the first 5 bytes of
+    SHA-256(id)."""
+    h = hashlib.sha256(sid.encode()).digest()
+    return ":".join(f"{b:02x}" for b in b"\x02" + h[:5])
+
+
+def test_each_sandbox_has_its_own_mac_and_no_network(stack, api, vms):
+    """After a restore every sandbox has its own MAC: set by the guest
+    init from the GO line (a create restored from the snapshot) or by the
+    agent from IDENTITY (a claimed warm standby, which had the standby's).
+    The API reports it, it is derived from the id, no two sandboxes and
+    no sandbox and its template share one, and the NIC is attached to
+    nothing: no route, no QEMU network backend."""
+    deadline = time.monotonic() + 60
+    while len(vm_standbys(stack)) < 2 and time.monotonic() < deadline:
+        time.sleep(0.2)
+    waiting = set()
+    for n in vm_standbys(stack):
+        shim = listener_pid(stack, os.path.join(stack.state, "run", "pool",
+                                                n))
+        if shim is not None:
+            waiting |= {p for p in descendants(shim) if is_qemu(p)}
+    assert waiting, vm_standbys(stack)
+    # The pool holds two standbys: the first creates claim them, the
+    # next ones (made before the controller's refill is ready) restore
+    # from the snapshot themselves.
+    by_path = {}
+    made = []
+    for _ in range(6):
+        sb = vms.create()
+        made.append(sb)
+        by_path.setdefault(qemu_of(stack, sb["id"]) in waiting, sb)
+        if len(by_path) == 2:
+            break
+    assert True in by_path, "no create claimed a waiting standby"
+    assert False in by_path, "every create claimed a standby"
+
+    macs = {}
+    for sb in (by_path[True], by_path[False]):
+        sid = sb["id"]
+        r = api.get(f"{api.base}/v1/sandboxes/{sid}", timeout=TIMEOUT)
+        assert r.status_code == 200, r.text
+        mac = r.json().get("mac")
+        assert isinstance(mac, str) and re.fullmatch(
+            r"02(:[0-9a-f]{2}){5}", mac), r.json()
+        assert mac == mac_for_id(sid), (sid, mac)
+        assert sb.get("mac") == mac, sb
+        res = sh(api, sid, "ls /sys/class/net; "
+                           "cat /sys/class/net/eth0/address")
+        assert res["exit_code"] == 0, res
+        lines = res["stdout"].split()
+        assert lines[:-1] == ["eth0", "lo"], res
+        assert lines[-1] == mac, (sid, lines[-1], mac)
+        macs[sid] = mac
+        # No usable network: no route at all (the kernel lists none, not
+        # even a header, while the main table is empty) ...
+        res = sh(api, sid, "cat /proc/net/route")
+        assert res["exit_code"] == 0, res
+        routes = [l for l in res["stdout"].splitlines()
+                  if l.strip() and not l.startswith("Iface")]
+        assert routes == [], res
+        # ... and QEMU gives the NIC no backend to send through.
+        qemu = qemu_of(stack, sid)
+        assert qemu is not None
+        argv = cmdline(qemu)
+        assert f"virtio-net-device,id=net0,mac={TEMPLATE_MAC}" in argv, argv
+        assert "-netdev" not in argv and "-nic " not in argv, argv
+    assert len(set(macs.values())) == 2, macs
+    assert TEMPLATE_MAC not in macs.values(), macs
+    # An ns sandbox has no NIC of its own to report.
+    r = api.post(api.base + "/v1/sandboxes",
+                 json={"template": "minimal", "driver": "ns"},
+                 timeout=TIMEOUT)
+    assert r.status_code == 201, r.text
+    vms.ids.append(r.json()["id"])
+    assert "mac" not in r.json(), r.json()
+    g = api.get(f"{api.base}/v1/sandboxes/{r.json()['id']}", timeout=TIMEOUT)
+    assert g.status_code == 200 and "mac" not in g.json(), g.json()
+
+
+# core/vmjail.h
+JAIL_UID_BASE = 1900000000
+JAIL_UID_COUNT = 65536
+
+
+def proc_status(pid):
+    out = {}
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            k, _, v = line.partition(":")
+            out[k] = v.strip()
+    return out
+
+
+def owned_by(top, uid):
+    """Paths under top (not following links) owned by uid."""
+    found = []
+    for d, dirs, files in os.walk(top):
+        for n in dirs + files:
+            p = os.path.join(d, n)
+            try:
+                if os.lstat(p).st_uid == uid:
+                    found.append(p)
+            except OSError:
+                pass
+    return found
+
+
+def test_qemu_runs_jailed(stack, api, vms):
+    """Every sandbox's QEMU has its own unprivileged uid, no capabilities,
+    namespaces of its own and a root holding nothing of the host's."""
+    a, b = vms.create(), vms.create()
+    qa, qb = qemu_of(stack, a["id"]), qemu_of(stack, b["id"])
+    assert qa is not None and qb is not None and qa != qb
+    uids = []
+    for q in (qa, qb):
+        st = proc_status(q)
+        uid = int(st["Uid"].split()[0])
+        assert st["Uid"].split() == [str(uid)] * 4, st["Uid"]
+        assert st["Gid"].split() == [str(uid)] * 4, st["Gid"]
+        assert st["Groups"] == "", st["Groups"]
+        assert JAIL_UID_BASE <= uid < JAIL_UID_BASE + JAIL_UID_COUNT
+        assert int(st["CapEff"], 16) == 0 and int(st["CapPrm"], 16) == 0
+        assert st["NoNewPrivs"] == "1"
+        with open(f"/proc/{q}/limits") as f:
+            core = [ln for ln in f if ln.startswith("Max core file size")]
+        assert core and core[0].split()[4:6] == ["0", "0"], core
+        uids.append(uid)
+    assert uids[0] != uids[1]
+    for ns in ("mnt", "net", "pid", "ipc", "uts"):
+        host = os.readlink(f"/proc/self/ns/{ns}")
+        na = os.readlink(f"/proc/{qa}/ns/{ns}")
+        nb = os.readlink(f"/proc/{qb}/ns/{ns}")
+        assert na != host and nb != host and na != nb, ns
+    # Its root: /usr, a few devices, its own /proc; nothing else.
+    root = f"/proc/{qa}/root"
+    top = set(os.listdir(root))
+    assert {"usr", "dev", "proc"} <= top, top
+    assert not top & {"etc", "home", "root", "tmp", "var", "srv", "opt",
+                      "run", "sys", "mnt"}, top
+    assert set(os.listdir(f"{root}/dev")) <= \
+        {"null", "zero", "random", "urandom", "kvm"}
+    # Read-only, even for the host's root going in through /proc.
+    with pytest.raises(OSError) as e:
+        open(f"{root}/planted", "w")
+    assert e.value.errno == errno.EROFS
+    # In its pid namespace it is alone.
+    assert [p for p in os.listdir(f"{root}/proc") if p.isdigit()] == ["1"]
+    # The uid owns nothing on the host: not the sandbox's disk or rootfs,
+    # not QEMU's run directory.
+    for sb, q, uid in ((a, qa, uids[0]), (b, qb, uids[1])):
+        sroot = os.path.join(stack.state, "pool", "sandboxes", sb["id"])
+        assert owned_by(sroot, uid) == []
+        assert owned_by(qemu_rundir(q), uid) == []
+    # And the sandboxes work.
+    assert sh(api, a["id"], "echo ok")["stdout"] == "ok\n"
+
+
+def template_ram(pid):
+    """/proc path of the template RAM memfd QEMU pid was given."""
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            link = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue
+        if link.startswith("/memfd:airlock-template-ram"):
+            return f"/proc/{pid}/fd/{fd}"
+    return None
+
+
+def test_template_ram_is_sealed_and_shared(stack, api, vms):
+    """Clones map one copy of their template's RAM, which nobody, not even
+    the host's root, can write: a QEMU that breaks cannot change what
+    later sandboxes start from."""
+    a, b = vms.create(), vms.create()
+    qa, qb = qemu_of(stack, a["id"]), qemu_of(stack, b["id"])
+    ra, rb = template_ram(qa), template_ram(qb)
+    assert ra is not None and rb is not None
+    assert os.stat(ra).st_ino == os.stat(rb).st_ino, \
+        "each clone got its own copy: pages are not shared"
+    fd = os.open(ra, os.O_RDWR)
+    try:
+        F_GET_SEALS = 1034
+        assert fcntl.fcntl(fd, F_GET_SEALS) & 0xF == 0xF
+        with pytest.raises(PermissionError):
+            os.write(fd, b"x")
+        with pytest.raises(PermissionError):
+            os.ftruncate(fd, 4096)
+    finally:
+        os.close(fd)
+    # QEMU maps it privately: guest writes are copy-on-write.
+    with open(f"/proc/{qa}/maps") as f:
+        maps = [ln.split() for ln in f if "memfd:airlock-template-ram" in ln]
+    assert maps and all(m[1].endswith("p") for m in maps), maps
+    # A guest writing all over its RAM changes nothing for its sibling.
+    sh(api, a["id"], "head -c 64M /dev/zero > /dev/shm/fill && sync")
+    assert sh(api, b["id"], "echo fine")["stdout"] == "fine\n"

@@ -79,6 +79,11 @@ static int setup(void **state)
 	return 0;
 }
 
+/* Namespaces setup_userns adds to the user and uts ones (CLONE_NEWNET
+ * for the MAC tests: the host's own NICs stay out of the agent's reach
+ * twice over). */
+static int userns_extra;
+
 /* The agent in its own user and uts namespaces: IDENTITY may then set
  * only that namespace's hostname, and the clock and the kernel RNG stay
  * out of its reach (they need privileges in the host's user namespace).
@@ -88,7 +93,9 @@ static int setup_userns(void **state)
 	pid_t probe = fork();
 	assert_true(probe >= 0);
 	if (probe == 0)
-		_exit(unshare(CLONE_NEWUSER | CLONE_NEWUTS) == 0 ? 0 : 1);
+		_exit(unshare(CLONE_NEWUSER | CLONE_NEWUTS | userns_extra) == 0
+			      ? 0
+			      : 1);
 	int st;
 	assert_int_equal(waitpid(probe, &st, 0), probe);
 	if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
@@ -115,7 +122,7 @@ static int setup_userns(void **state)
 	c->pid = fork();
 	assert_true(c->pid >= 0);
 	if (c->pid == 0) {
-		if (unshare(CLONE_NEWUSER | CLONE_NEWUTS) < 0 ||
+		if (unshare(CLONE_NEWUSER | CLONE_NEWUTS | userns_extra) < 0 ||
 		    dup2(sv[1], 3) < 0)
 			_exit(99);
 		execl(bin, "airlock-agent", (char *)NULL);
@@ -126,6 +133,14 @@ static int setup_userns(void **state)
 	al_frame_reader_init(&c->rd);
 	*state = c;
 	return 0;
+}
+
+static int setup_userns_net(void **state)
+{
+	userns_extra = CLONE_NEWNET;
+	int rc = setup_userns(state);
+	userns_extra = 0;
+	return rc;
 }
 
 static int teardown(void **state)
@@ -984,6 +999,35 @@ static void test_identity_bad_payloads(void **state)
 		"\",\"time_ms\":99999999999999999}",
 		"{\"hostname\":\"a\",\"entropy\":\"" SEED
 		"\",\"time_ms\":1,\"extra\":1}",
+		/* mac: exactly "xx:xx:xx:xx:xx:xx", lowercase, unicast */
+		"{\"hostname\":\"a\",\"entropy\":\"" SEED
+		"\",\"time_ms\":1,\"mac\":\"\"}",
+		"{\"hostname\":\"a\",\"entropy\":\"" SEED
+		"\",\"time_ms\":1,\"mac\":5}",
+		"{\"hostname\":\"a\",\"entropy\":\"" SEED
+		"\",\"time_ms\":1,\"mac\":\"02:AB:cd:ef:01:23\"}",
+		"{\"hostname\":\"a\",\"entropy\":\"" SEED
+		"\",\"time_ms\":1,\"mac\":\"03:ab:cd:ef:01:23\"}",
+		"{\"hostname\":\"a\",\"entropy\":\"" SEED
+		"\",\"time_ms\":1,\"mac\":\"ff:ff:ff:ff:ff:ff\"}",
+		"{\"hostname\":\"a\",\"entropy\":\"" SEED
+		"\",\"time_ms\":1,\"mac\":\"00:00:00:00:00:00\"}",
+		"{\"hostname\":\"a\",\"entropy\":\"" SEED
+		"\",\"time_ms\":1,\"mac\":\"02:ab:cd:ef:01:2\"}",
+		"{\"hostname\":\"a\",\"entropy\":\"" SEED
+		"\",\"time_ms\":1,\"mac\":\"02:ab:cd:ef:01:234\"}",
+		"{\"hostname\":\"a\",\"entropy\":\"" SEED
+		"\",\"time_ms\":1,\"mac\":\"02-ab-cd-ef-01-23\"}",
+		"{\"hostname\":\"a\",\"entropy\":\"" SEED
+		"\",\"time_ms\":1,\"mac\":\"02:ab:cd:ef:0123\"}",
+		"{\"hostname\":\"a\",\"entropy\":\"" SEED
+		"\",\"time_ms\":1,\"mac\":\"02:ab:cd:ef:01:g3\"}",
+		"{\"hostname\":\"a\",\"entropy\":\"" SEED
+		"\",\"time_ms\":1,\"mac\":\" 2:ab:cd:ef:01:23\"}",
+		"{\"hostname\":\"a\",\"entropy\":\"" SEED
+		"\",\"time_ms\":1,\"mac\":\"02:ab:cd:ef:01:23\\u0000\"}",
+		"{\"hostname\":\"a\",\"entropy\":\"" SEED
+		"\",\"time_ms\":1,\"mac\":\"02:ab:cd:ef:01:23\\n\"}",
 	};
 	for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
 		al_frame f;
@@ -998,6 +1042,73 @@ static void test_identity_bad_payloads(void **state)
 		json_object_put(o);
 		al_frame_free(&f);
 	}
+}
+
+/* A bad mac is refused before anything is applied: invalid_request,
+ * where applying would have failed with forbidden first (no clock
+ * privilege here), and the hostname stays. */
+static void test_identity_bad_mac_applies_nothing(void **state)
+{
+	ctx *c = *state;
+	if (c == NULL)
+		skip();
+	al_frame f;
+	recv_frame(c, &f);
+	assert_int_equal(f.type, AL_F_HELLO);
+	al_frame_free(&f);
+	run *r = exec_wait(c, 1,
+			   "{\"cmd\":[\"cat\",\"/proc/sys/kernel/hostname\"]}");
+	assert_int_equal(r->exit_code, 0);
+	char before[128];
+	snprintf(before, sizeof before, "%.*s", (int)r->out_len, r->out);
+	free(r);
+	char body[512];
+	snprintf(body, sizeof body,
+		 "{\"hostname\":\"sbx-bad-mac\",\"entropy\":\"" SEED
+		 "\",\"time_ms\":%lld,\"mac\":\"01:00:5e:00:00:01\"}",
+		 (long long)time(NULL) * 1000);
+	identity_answer(c, 2, body, &f);
+	assert_int_equal(f.type, AL_F_ERROR);
+	json_object *o = payload_json(&f);
+	assert_string_equal(jstr(o, "code"), "invalid_request");
+	assert_non_null(strstr(jstr(o, "message"), "mac"));
+	json_object_put(o);
+	al_frame_free(&f);
+	r = exec_wait(c, 3,
+		      "{\"cmd\":[\"cat\",\"/proc/sys/kernel/hostname\"]}");
+	assert_int_equal(r->exit_code, 0);
+	assert_int_equal(r->out_len, strlen(before));
+	assert_memory_equal(r->out, before, r->out_len);
+	free(r);
+}
+
+/* A well-formed mac with no virtio-net NIC to give it to (here: an empty
+ * network namespace) ends the request with an error that names the MAC,
+ * tried before the clock: a host that asks for a MAC never gets RESULT
+ * without it. */
+static void test_identity_mac_without_nic_fails(void **state)
+{
+	ctx *c = *state;
+	if (c == NULL)
+		skip();
+	char body[512];
+	snprintf(body, sizeof body,
+		 "{\"hostname\":\"sbx-mac\",\"entropy\":\"" SEED
+		 "\",\"time_ms\":%lld,\"mac\":\"02:ab:cd:ef:01:23\"}",
+		 (long long)time(NULL) * 1000);
+	al_frame f;
+	identity_answer(c, 1, body, &f);
+	assert_int_equal(f.type, AL_F_ERROR);
+	json_object *o = payload_json(&f);
+	if (strstr(jstr(o, "message"), "setting the MAC") == NULL)
+		fail_msg("unexpected error: %s: %s", jstr(o, "code"),
+			 jstr(o, "message"));
+	json_object_put(o);
+	al_frame_free(&f);
+	/* The agent still serves requests afterwards. */
+	run *r = exec_wait(c, 2, "{\"cmd\":[\"true\"]}");
+	assert_int_equal(r->exit_code, 0);
+	free(r);
 }
 
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
@@ -1028,6 +1139,10 @@ int main(void)
 		T(test_big_output_streams),
 		TU(test_identity),
 		TU(test_identity_bad_payloads),
+		TU(test_identity_bad_mac_applies_nothing),
+		cmocka_unit_test_setup_teardown(
+			test_identity_mac_without_nic_fails, setup_userns_net,
+			teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -340,6 +340,33 @@ static void test_cold_boot_without_snapshot(void **state)
 	stop_vm(&h, &r);
 }
 
+/* A snapshot QEMU cannot load does not fail the create: the template
+ * boots instead (slower), and the sandbox is as good as a restored one. */
+static void test_unloadable_snapshot_boots_instead(void **state)
+{
+	(void)state;
+	NEED_VM();
+	char root[300], vd[300], out[256];
+	make_sandbox_root("sbx-badsnap", root, sizeof root);
+	snprintf(vd, sizeof vd, "%s/badsnap.vm", tmpdir);
+	assert_int_equal(run("cp -a --sparse=always %s %s && "
+			     "head -c 4096 /dev/urandom > %s/state && "
+			     "ln -sfn %s %s/.airlock-vm",
+			     vmdir, vd, vd, vd, root),
+			 0);
+	al_driver_handle h;
+	al_frame_reader r;
+	int64_t ms;
+	start_vm("sbx-badsnap", root, &h, &r, &ms);
+	printf("# unloadable snapshot, booted instead: %lld ms\n",
+	       (long long)ms);
+	assert_int_equal(vm_exec(h.agent_fd, &r, 1, "hostname", out,
+				 sizeof out),
+			 0);
+	assert_string_equal(out, "sbx-badsnap\n");
+	stop_vm(&h, &r);
+}
+
 static void test_missing_template_image_is_clear_error(void **state)
 {
 	(void)state;
@@ -588,6 +615,17 @@ static void test_usable_and_template_ready(void **state)
 	/* Another accelerator, or a newer agent, needs a new snapshot. */
 	assert_int_equal(al_vm_template_stale(rootfs, cfg.state_dir, AL_VM_KVM),
 			 1);
+	/* A snapshot of another format (older devices or GO line) is not
+	 * restored and is rebuilt. */
+	assert_int_equal(al_vm_snapshot_current(vmdir), 1);
+	snprintf(p, sizeof p, "%s/format", vmdir);
+	assert_int_equal(run("echo -n 1 > %s", p), 0);
+	assert_int_equal(al_vm_snapshot_current(vmdir), 0);
+	assert_int_equal(al_vm_template_stale(rootfs, cfg.state_dir, AL_VM_TCG),
+			 1);
+	assert_int_equal(run("echo -n %s > %s", AL_VM_SNAPSHOT_FORMAT, p), 0);
+	assert_int_equal(al_vm_template_stale(rootfs, cfg.state_dir, AL_VM_TCG),
+			 0);
 	snprintf(p, sizeof p, "%s/sbin/airlock-agent", rootfs);
 	assert_int_equal(run("touch %s", p), 0);
 	assert_int_equal(al_vm_template_stale(rootfs, cfg.state_dir, AL_VM_TCG),
@@ -603,6 +641,7 @@ int main(void)
 		cmocka_unit_test(test_restored_siblings_independent),
 		cmocka_unit_test(test_restore_timing),
 		cmocka_unit_test(test_cold_boot_without_snapshot),
+		cmocka_unit_test(test_unloadable_snapshot_boots_instead),
 		cmocka_unit_test(test_missing_template_image_is_clear_error),
 		cmocka_unit_test(test_template_without_agent_fails_clearly),
 		cmocka_unit_test(test_pause_resume),
