@@ -358,15 +358,16 @@ static void identity(agent *a, const al_frame *f)
 			      .tv_nsec = (ms % 1000) * 1000000L};
 	/* The MAC first: it is the one change that can fail for want of a
 	 * device rather than of privilege, and then nothing else changed. */
-	const char *what = "finding the NIC";
+	const char *what = "setting the MAC";
 	int rc = 0;
 	if (mac_s != NULL) {
 		char nic[IF_NAMESIZE];
+		const char *step;
 		if (!al_nic_find(nic)) {
 			errno = ENODEV;
 			rc = -1;
 		} else {
-			rc = al_nic_set_mac(nic, mac, &what);
+			rc = al_nic_set_mac(nic, mac, &step);
 		}
 	}
 	if (rc == 0) {
