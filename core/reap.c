@@ -61,7 +61,10 @@ int al_reap_shim_alive(const al_config *cfg, const char *id)
 	return 1;
 }
 
-/* Connectable unix socket at path? */
+/* Is a standby's shim listening at path? 1 yes; 0 no, its shim died;
+ * -1 the path is gone: its shim removed it (claimed, or ending), and
+ * what it leaves is its own to release. A shim unlinks the path before it
+ * closes the listener, so a path that is there but refuses is dead. */
 static int socket_alive(const char *path)
 {
 	struct sockaddr_un sa = {.sun_family = AF_UNIX};
@@ -70,10 +73,13 @@ static int socket_alive(const char *path)
 	strcpy(sa.sun_path, path);
 	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd < 0)
-		return 0;
+		return 1; /* cannot tell: leave it */
 	int ok = connect(fd, (struct sockaddr *)&sa, sizeof sa) == 0;
+	int e = errno;
 	close(fd);
-	return ok;
+	if (ok)
+		return 1;
+	return e == ENOENT ? -1 : 0;
 }
 
 int al_reap_standbys(const al_config *cfg, const char *only_slot)
@@ -103,11 +109,13 @@ int al_reap_standbys(const al_config *cfg, const char *only_slot)
 		if (only_slot != NULL && strcmp(slot, only_slot) != 0)
 			continue;
 		snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
-		if (socket_alive(path)) {
+		int st = socket_alive(path);
+		if (st > 0) {
 			alive++;
 			continue;
 		}
-		if (only_slot != NULL)
+		/* Gone since readdir: claimed just now, not dead. */
+		if (st < 0 || only_slot != NULL)
 			continue;
 		/* Its shim died: release the standby's machine leftovers. */
 		unlink(path);

@@ -115,9 +115,11 @@ static void close_control(shim *s)
 {
 	if (s->listen_fd < 0)
 		return;
+	/* Path first: a reaper that finds the path but cannot connect
+	 * takes the shim for dead (al_reap_standbys). */
+	unlink(s->sock_path);
 	close(s->listen_fd);
 	s->listen_fd = -1;
-	unlink(s->sock_path);
 	if (s->pid_path[0] != '\0')
 		unlink(s->pid_path);
 }

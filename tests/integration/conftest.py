@@ -28,6 +28,8 @@ from datetime import datetime
 
 import pytest
 import requests
+from requests.adapters import HTTPAdapter
+from urllib3.util.retry import Retry
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 STACK = os.path.join(REPO, "scripts", "stack.sh")
@@ -214,6 +216,11 @@ def _cleanup_state(stack, log):
                          stdout=subprocess.PIPE, text=True, check=False).stdout
     for dev in out.split():
         subprocess.run(["losetup", "-d", dev], check=False)
+    # For a failure to look into after the run: the stack's logs.
+    keep = os.environ.get("AIRLOCK_TEST_KEEP_LOGS")
+    if keep:
+        shutil.copytree(os.path.join(stack.state, "log"), keep,
+                        dirs_exist_ok=True)
     shutil.rmtree(stack.state, ignore_errors=True)
 
 
@@ -240,6 +247,15 @@ def stack():
 @pytest.fixture(scope="session")
 def api(stack):
     s = requests.Session()
+    # A kept-alive connection the server closes just as a request goes
+    # out ends in "Remote end closed connection without response"; HTTP
+    # clients resend idempotent requests on a new connection then (RFC
+    # 9112, 9.3.1). Only GET and HEAD, once: nothing else is resent.
+    retry = Retry(total=1, connect=1, read=1, status=0, redirect=0,
+                  allowed_methods=frozenset({"GET", "HEAD"}),
+                  raise_on_status=False)
+    s.mount("http://", HTTPAdapter(max_retries=retry))
+    s.mount("https://", HTTPAdapter(max_retries=retry))
     s.headers["Authorization"] = f"Bearer {stack.key}"
     s.base = stack.base
     return s
@@ -329,7 +345,12 @@ def exec_json(api, sid, cmd, **kw):
     body = {"cmd": cmd, **kw}
     r = api.post(f"{api.base}/v1/sandboxes/{sid}/exec", json=body,
                  headers={"Accept": "application/json"}, timeout=TIMEOUT)
-    assert r.status_code == 200, f"exec {cmd}: {r.status_code} {r.text}"
+    if r.status_code != 200:
+        # Say why the sandbox is not running, when it is not.
+        g = api.get(f"{api.base}/v1/sandboxes/{sid}", timeout=TIMEOUT)
+        why = g.json().get("error") if g.status_code == 200 else g.text
+        raise AssertionError(f"exec {cmd}: {r.status_code} {r.text} "
+                             f"(sandbox: {why})")
     return r.json()
 
 
