@@ -795,10 +795,19 @@ static int restore_machine(vm_priv *p, const vm_launch *l, int state_fd,
 			   int *agent_fd, al_err *err)
 {
 	int64_t deadline = al_now_ms() + VM_RESTORE_TIMEOUT_MS;
-	if (launch(p, l, agent_fd, deadline, err) < 0 ||
-	    migrate(p->qmp, "migrate-incoming", state_fd, deadline, err) < 0)
+	int64_t t0 = al_now_ms();
+	if (launch(p, l, agent_fd, deadline, err) < 0)
 		return -1;
-	return al_qmp_run(p->qmp, "cont", NULL, deadline, err);
+	int64_t t1 = al_now_ms();
+	if (migrate(p->qmp, "migrate-incoming", state_fd, deadline, err) < 0)
+		return -1;
+	int64_t t2 = al_now_ms();
+	int rc = al_qmp_run(p->qmp, "cont", NULL, deadline, err);
+	al_info("vm restore: QEMU up in %lld ms, state loaded in %lld ms, "
+		"running after %lld ms",
+		(long long)(t1 - t0), (long long)(t2 - t1),
+		(long long)(al_now_ms() - t0));
+	return rc;
 }
 
 /* End p's QEMU, keeping its run directory and uid for another start. */

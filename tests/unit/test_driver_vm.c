@@ -60,7 +60,7 @@ static int group_setup(void **state)
 {
 	(void)state;
 	al_err err = {0};
-	al_log_init("test_driver_vm", AL_LOG_WARN);
+	al_log_init("test_driver_vm", getenv("TDV_INFO") ? AL_LOG_INFO : AL_LOG_WARN);
 	if (access(AL_VM_QEMU, X_OK) < 0) {
 		why_skip = "no " AL_VM_QEMU " (apt-get install qemu-system-x86)";
 		return 0;
