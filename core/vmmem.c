@@ -22,11 +22,15 @@
 
 /* ---- copies ---- */
 
-/* Bytes [from, to) of in to the same offsets of out. */
-static int copy_range(int in, int out, off_t from, off_t to)
+#define COPY_BUF (1u << 20)
+
+/* Bytes [from, to) of in to the same offsets of out: in the kernel while
+ * it can (same filesystem), else through *buf, allocated on first need
+ * and kept for the next extent. */
+static int copy_range(int in, int out, off_t from, off_t to, char **buf)
 {
 	loff_t ip = from, op = from;
-	while (ip < to) {
+	while (ip < to && *buf == NULL) {
 		ssize_t n = copy_file_range(in, &ip, out, &op,
 					    (size_t)(to - ip), 0);
 		if (n > 0)
@@ -34,37 +38,32 @@ static int copy_range(int in, int out, off_t from, off_t to)
 		if (n == 0 || (errno != EXDEV && errno != EOPNOTSUPP &&
 			       errno != ENOSYS && errno != EINVAL))
 			return -1;
-		char *buf = malloc(1 << 20);
-		if (buf == NULL)
+		*buf = malloc(COPY_BUF);
+		if (*buf == NULL)
 			return -1;
-		while (ip < to) {
-			size_t want = (size_t)(to - ip) < (1u << 20)
-					      ? (size_t)(to - ip)
-					      : (1u << 20);
-			ssize_t r = pread(in, buf, want, ip);
-			if (r < 0 && errno == EINTR)
+	}
+	while (ip < to) {
+		size_t want = (size_t)(to - ip) < COPY_BUF ? (size_t)(to - ip)
+							   : COPY_BUF;
+		ssize_t r = pread(in, *buf, want, ip);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r == 0)
+			errno = EIO;
+		if (r <= 0)
+			return -1;
+		for (ssize_t done = 0; done < r;) {
+			ssize_t w = pwrite(out, *buf + done, (size_t)(r - done),
+					   ip + done);
+			if (w < 0 && errno == EINTR)
 				continue;
-			if (r <= 0)
-				goto fail;
-			for (ssize_t done = 0; done < r;) {
-				ssize_t w = pwrite(out, buf + done,
-						   (size_t)(r - done),
-						   ip + done);
-				if (w < 0 && errno == EINTR)
-					continue;
-				if (w <= 0)
-					goto fail;
-				done += w;
-			}
-			ip += r;
+			if (w == 0)
+				errno = EIO;
+			if (w <= 0)
+				return -1;
+			done += w;
 		}
-		free(buf);
-		return 0;
-	fail:;
-		int e = errno;
-		free(buf);
-		errno = e != 0 ? e : EIO;
-		return -1;
+		ip += r;
 	}
 	return 0;
 }
@@ -79,6 +78,7 @@ int al_copy_sparse(int in, int out, al_err *err)
 					       ? AL_EUNAVAIL
 					       : AL_ESYS,
 				  errno, "size the copy");
+	al_autofree char *buf = NULL;
 	off_t off = 0;
 	for (;;) {
 		off_t data = lseek(in, off, SEEK_DATA);
@@ -90,7 +90,7 @@ int al_copy_sparse(int in, int out, al_err *err)
 		off_t hole = lseek(in, data, SEEK_HOLE);
 		if (hole < 0)
 			return al_err_sys(err, AL_ESYS, errno, "SEEK_HOLE");
-		if (copy_range(in, out, data, hole) < 0)
+		if (copy_range(in, out, data, hole, &buf) < 0)
 			return al_err_sys(err,
 					  errno == ENOSPC || errno == EDQUOT
 						  ? AL_EUNAVAIL
