@@ -18,10 +18,11 @@ CPPFLAGS += -Icore -I/usr/include/postgresql -I/usr/include/luajit-2.1
 CFLAGS  += $(CSTD) $(OPT) $(WARN) $(HARDEN) $(SANFLAGS) -D_GNU_SOURCE
 LDFLAGS += $(SANFLAGS) -pie -Wl,-z,relro,-z,now
 
-CORE_SRC := $(wildcard core/*.c)
-CORE_OBJ := $(CORE_SRC:%.c=$(B)/obj/%.o)
+# sysfilter_gen.c is a build tool: its output, not itself, is in the library.
+CORE_SRC := $(filter-out core/sysfilter_gen.c,$(wildcard core/*.c))
+CORE_OBJ := $(CORE_SRC:%.c=$(B)/obj/%.o) $(B)/obj/gen/sysfilter_bpf.o
 LIBAL    := $(B)/libairlock.a
-CORE_LIBS := -lpq -ljson-c -lbtrfsutil -lseccomp -lcap -lcrypto -larchive -lpthread
+CORE_LIBS := -lpq -ljson-c -lbtrfsutil -lcap -lcrypto -larchive -lpthread
 
 FCGI_OBJ := $(patsubst %.c,$(B)/obj/%.o,$(wildcard fcgi/*.c))
 SHIM_OBJ := $(patsubst %.c,$(B)/obj/%.o,$(wildcard shim/*.c))
@@ -44,6 +45,19 @@ PROGS := $(B)/airlock-fcgi $(B)/airlock-shim $(B)/airlock-controller \
 all: $(PROGS)
 
 $(B)/obj/%.o: %.c $(wildcard core/*.h) $(wildcard */*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
+
+# The jails' seccomp programs, compiled by libseccomp when Airlock is built
+# (core/sysfilter_gen.c): a jail's start then costs no filter generation.
+$(B)/sysfilter-gen: core/sysfilter_gen.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CSTD) $(OPT) $(WARN) -D_GNU_SOURCE -o $@ $< \
+	  -lseccomp
+$(B)/gen/sysfilter_bpf.c: $(B)/sysfilter-gen
+	@mkdir -p $(dir $@)
+	$< >$@.tmp && mv $@.tmp $@
+$(B)/obj/gen/sysfilter_bpf.o: $(B)/gen/sysfilter_bpf.c core/sysfilter_internal.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
 

@@ -1,13 +1,25 @@
-/* sysfilter: the jail's syscall filter (libseccomp), compiled to BPF once
- * per process so that the child between clone and exec only has to hand
- * a ready program to the kernel.
+/* sysfilter: the jails' syscall filters, compiled to BPF by libseccomp
+ * when Airlock is built (core/sysfilter_gen.c holds the lists), so that a
+ * jail's start only hands a ready program to the kernel.
  *
- * Default allow, like container runtimes' default profiles; refused with
- * EPERM: kernel and module loading, bpf, perf, keyrings, every mount API,
- * swap, reboot, clock setting, file handles, accounting, syslog, quota,
- * port I/O, userfaultfd, unshare, setns, and clone with any CLONE_NEW*
- * flag. clone3 fails with ENOSYS so libc falls back to clone, whose flags
- * the filter can see. The same rules apply to the i386 and x32 ABIs. */
+ * Both are allowlists. A call the filter knows by name and does not allow
+ * fails with EPERM; a number it has no name for (a syscall newer than
+ * libseccomp) fails with ENOSYS, so libc falls back as on an older kernel.
+ * clone3 fails with ENOSYS for the same reason: libc then uses clone, whose
+ * flags the filter can see, and clone with any CLONE_NEW* flag is EPERM.
+ * The i386 (int 0x80) and x32 entry points get the same rules.
+ *
+ * The ns jail's list is Docker's default profile (moby
+ * profiles/seccomp/default.json) for a process with Docker's default
+ * capabilities, narrowed: no io_uring, modify_ldt, NUMA policy calls or
+ * name_to_handle_at, no AF_VSOCK sockets (and no socket() at all through
+ * the i386 entry, where the family cannot be checked), personality only
+ * with Docker's personas (any other fails with ENOSYS, the default).
+ *
+ * QEMU's list is what QEMU needs under TCG and KVM, taken from tracing
+ * it: no new processes (clone must carry CLONE_THREAD), no socket(), no
+ * mount API, namespaces, bpf, perf, keyrings, module loading, kexec,
+ * ptrace, process_vm_*, io_uring, userfaultfd or personality. */
 #ifndef AL_SYSFILTER_H
 #define AL_SYSFILTER_H
 
@@ -15,9 +27,10 @@
 
 #include "err.h"
 
-/* The compiled filter; built on first use, shared, never freed. NULL with
- * AL_ESYS if libseccomp cannot build it. */
+/* The compiled filters, static and shared. Never NULL: err stays for
+ * callers written when the program was built at run time. */
 const struct sock_fprog *al_sysfilter_jail_prog(al_err *err);
+const struct sock_fprog *al_sysfilter_qemu_prog(al_err *err);
 /* Install prog on the calling thread; the caller must already have set
  * PR_SET_NO_NEW_PRIVS (or hold CAP_SYS_ADMIN). Async-signal-safe, for
  * the child between clone and exec: -1 with errno, no al_err. */

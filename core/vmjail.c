@@ -313,9 +313,9 @@ child_run(const al_vmjail *j, char *const argv[],
 	sigset_t all;
 	sigemptyset(&all);
 	sigprocmask(SIG_SETMASK, &all, NULL);
-	/* Last: the filter refuses mount, namespaces, module loading, bpf,
-	 * perf, keyrings, userfaultfd... to QEMU as to ns sandboxes
-	 * (sysfilter.h); QEMU's own -sandbox stacks on top. */
+	/* Last: QEMU's allowlist (sysfilter.h: threads but no processes,
+	 * no sockets of its own, no mount, namespaces, bpf, perf, keyrings,
+	 * ptrace, io_uring...); QEMU's own -sandbox stacks on top. */
 	char *envp[] = {"PATH=/usr/bin", NULL};
 	if (al_sysfilter_install(filter) < 0)
 		child_fail(efd, "install the syscall filter");
@@ -337,7 +337,7 @@ pid_t al_vmjail_spawn(const al_vmjail *j, char *const argv[], int *pidfd,
 		    !jail_path_ok(j->files[i].jail))
 			return al_err_set(err, AL_EINVAL, 0,
 					  "vmjail: bad jail file path"), -1;
-	const struct sock_fprog *filter = al_sysfilter_jail_prog(err);
+	const struct sock_fprog *filter = al_sysfilter_qemu_prog(err);
 	if (filter == NULL)
 		return -1;
 	int ep[2], ap[2];

@@ -5,8 +5,9 @@
  * So each QEMU gets:
  *   - a uid and gid of its own (al_vmjail_uid_take), no supplementary
  *     groups, no capabilities (an empty bounding set too), no_new_privs,
- *     no core dumps, and the ns jail's syscall filter (sysfilter.h: no
- *     mount, namespaces, bpf, perf, module loading...);
+ *     no core dumps, and QEMU's syscall allowlist (sysfilter.h: threads
+ *     but no new process, no socket(), mount, namespaces, bpf, perf,
+ *     module loading, ptrace, io_uring...);
  *   - new mount, pid, network, ipc and uts namespaces: it is PID 1 of its
  *     own pid namespace, its network has only a downed loopback;
  *   - a root that is a read-only tmpfs holding /usr (read-only, nosuid),

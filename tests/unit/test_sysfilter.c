@@ -1,0 +1,418 @@
+/* core/sysfilter: each program is installed in a forked child that then
+ * tries calls through the x86-64, i386 (int 0x80) and x32 entry points:
+ * the refused ones fail with EPERM, numbers the filter has no name for
+ * with ENOSYS, and what a shell, libc and QEMU need still works. */
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/keyctl.h>
+#include <linux/net.h>
+#include <pthread.h>
+#include <sched.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/personality.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "sysfilter.h"
+
+#define X32 0x40000000L
+
+/* i386 numbers (arch/x86/entry/syscalls/syscall_32.tbl). */
+enum {
+	I386_GETPID = 20,
+	I386_SOCKETCALL = 102,
+	I386_CLONE = 120,
+	I386_MODIFY_LDT = 123,
+	I386_MBIND = 274,
+	I386_KEYCTL = 288,
+	I386_UNSHARE = 310,
+	I386_KCMP = 349,
+	I386_BPF = 357,
+	I386_SOCKET = 359,
+	I386_IO_URING_SETUP = 425,
+};
+
+/* x32 numbers without the x32 bit (syscall_64.tbl, "common" rows). */
+enum {
+	X32_MODIFY_LDT = 154,
+	X32_MBIND = 237,
+	X32_KEYCTL = 250,
+	X32_UNSHARE = 272,
+	X32_KCMP = 312,
+	X32_BPF = 321,
+	X32_IO_URING_SETUP = 425,
+};
+
+/* ---- the child's side: checks written to a pipe ---- */
+
+static int report_fd = -1;
+
+static void report(const char *fmt, ...)
+{
+	char line[256];
+	va_list ap;
+	va_start(ap, fmt);
+	int n = vsnprintf(line, sizeof line - 1, fmt, ap);
+	va_end(ap);
+	if (n < 0)
+		return;
+	if ((size_t)n > sizeof line - 2)
+		n = (int)sizeof line - 2;
+	line[n++] = '\n';
+	if (write(report_fd, line, (size_t)n) < 0)
+		_exit(3);
+}
+
+/* A libc-style result: -1 with errno e wanted. */
+static void want_errno(const char *what, long rc, int e)
+{
+	int got = errno;
+	if (rc != -1 || got != e)
+		report("%s: rc %ld errno %d (%s), want errno %d (%s)", what, rc,
+		       rc == -1 ? got : 0, rc == -1 ? strerror(got) : "-", e,
+		       strerror(e));
+}
+
+static void want_ok(const char *what, long rc)
+{
+	if (rc < 0)
+		report("%s: failed: %s", what, strerror(errno));
+}
+
+/* A raw i386 system call from 64-bit code; -errno on failure. */
+static long int80(long nr, long a, long b, long c)
+{
+	long ret;
+	__asm__ volatile("int $0x80"
+			 : "=a"(ret)
+			 : "a"(nr), "b"(a), "c"(b), "d"(c)
+			 : "memory", "r8", "r9", "r10", "r11");
+	return ret;
+}
+
+static void want_int80(const char *what, long nr, long a, int e)
+{
+	long rc = int80(nr, a, 0, 0);
+	if (rc == 0 && nr == I386_CLONE)
+		_exit(0); /* a child the filter let through */
+	if (rc != -e)
+		report("i386 %s: %ld, want -%d (%s)", what, rc, e, strerror(e));
+}
+
+/* A raw clone with fork semantics; the child exits 7 at once. */
+static long raw_clone(unsigned long flags)
+{
+	long pid = syscall(SYS_clone, flags | SIGCHLD, NULL, NULL, NULL, 0);
+	if (pid == 0)
+		_exit(7);
+	if (pid > 0) {
+		int st;
+		if (waitpid((pid_t)pid, &st, 0) != pid || !WIFEXITED(st) ||
+		    WEXITSTATUS(st) != 7)
+			report("clone %#lx: child did not exit 7", flags);
+	}
+	return pid;
+}
+
+static void *thread_main(void *arg)
+{
+	return arg;
+}
+
+static void want_thread(void)
+{
+	pthread_t t;
+	void *back = NULL;
+	int rc = pthread_create(&t, NULL, thread_main, &report_fd);
+	if (rc != 0) {
+		report("pthread_create: %s", strerror(rc));
+		return;
+	}
+	pthread_join(t, &back);
+	if (back != &report_fd)
+		report("thread returned %p", back);
+}
+
+/* What both jails refuse, on every entry point. */
+static void refused_everywhere(void)
+{
+	struct {
+		char b[120];
+	} io_params = {{0}};
+	want_errno("io_uring_setup", syscall(SYS_io_uring_setup, 1, &io_params),
+		   EPERM);
+	want_errno("io_uring_enter",
+		   syscall(SYS_io_uring_enter, 0, 0, 0, 0, NULL, 0), EPERM);
+	want_errno("keyctl",
+		   syscall(SYS_keyctl, KEYCTL_GET_KEYRING_ID,
+			   KEY_SPEC_SESSION_KEYRING, 0),
+		   EPERM);
+	want_errno("add_key",
+		   syscall(SYS_add_key, "user", "x", "y", 1,
+			   KEY_SPEC_SESSION_KEYRING),
+		   EPERM);
+	want_errno("bpf", syscall(SYS_bpf, 0, NULL, 0), EPERM);
+	want_errno("perf_event_open",
+		   syscall(SYS_perf_event_open, NULL, 0, -1, -1, 0), EPERM);
+	want_errno("unshare(CLONE_NEWUSER)", unshare(CLONE_NEWUSER), EPERM);
+	want_errno("unshare(CLONE_NEWNS)", unshare(CLONE_NEWNS), EPERM);
+	want_errno("setns", setns(0, 0), EPERM);
+	want_errno("clone(CLONE_NEWUSER)", raw_clone(CLONE_NEWUSER), EPERM);
+	want_errno("clone(CLONE_NEWNET)", raw_clone(CLONE_NEWNET), EPERM);
+	want_errno("mount", syscall(SYS_mount, "none", "/mnt", "tmpfs", 0, 0),
+		   EPERM);
+	want_errno("fsopen", syscall(SYS_fsopen, "tmpfs", 0), EPERM);
+	want_errno("open_tree", syscall(SYS_open_tree, -1, "/", 0), EPERM);
+	want_errno("init_module", syscall(SYS_init_module, NULL, 0, ""), EPERM);
+	want_errno("finit_module", syscall(SYS_finit_module, -1, "", 0), EPERM);
+	want_errno("kexec_load", syscall(SYS_kexec_load, 0, 0, NULL, 0), EPERM);
+	want_errno("userfaultfd", syscall(SYS_userfaultfd, 0), EPERM);
+	want_errno("open_by_handle_at",
+		   syscall(SYS_open_by_handle_at, -1, NULL, 0), EPERM);
+	want_errno("modify_ldt", syscall(SYS_modify_ldt, 0, NULL, 0), EPERM);
+	want_errno("kcmp", syscall(SYS_kcmp, getpid(), getpid(), 0, 0, 0),
+		   EPERM);
+	want_errno("mbind", syscall(SYS_mbind, NULL, 0, 0, NULL, 0, 0), EPERM);
+	want_errno("set_mempolicy", syscall(SYS_set_mempolicy, 0, NULL, 0),
+		   EPERM);
+	want_errno("get_mempolicy",
+		   syscall(SYS_get_mempolicy, NULL, NULL, 0, NULL, 0), EPERM);
+	want_errno("migrate_pages",
+		   syscall(SYS_migrate_pages, 0, 0, NULL, NULL), EPERM);
+	want_errno("move_pages",
+		   syscall(SYS_move_pages, 0, 0, NULL, NULL, NULL, 0), EPERM);
+	want_errno("socket(AF_VSOCK)", socket(AF_VSOCK, SOCK_STREAM, 0), EPERM);
+	/* The kernel reads the family as an int: the register's upper half
+	 * must not smuggle AF_VSOCK past the filter. */
+	long wide = syscall(SYS_socket, (1L << 32) | AF_VSOCK, SOCK_STREAM, 0);
+	if (wide >= 0)
+		report("socket(1 << 32 | AF_VSOCK) succeeded");
+
+	/* Numbers the filter has no name for, and clone3 (libc falls back
+	 * to clone). */
+	want_errno("syscall 1000", syscall(1000, 0, 0, 0), ENOSYS);
+	want_errno("clone3", syscall(SYS_clone3, NULL, 0), ENOSYS);
+
+	/* i386 through int 0x80. */
+	want_int80("io_uring_setup", I386_IO_URING_SETUP, 1, EPERM);
+	want_int80("modify_ldt", I386_MODIFY_LDT, 0, EPERM);
+	want_int80("kcmp", I386_KCMP, 1, EPERM);
+	want_int80("mbind", I386_MBIND, 0, EPERM);
+	want_int80("keyctl", I386_KEYCTL, KEYCTL_GET_KEYRING_ID, EPERM);
+	want_int80("bpf", I386_BPF, 0, EPERM);
+	want_int80("unshare(CLONE_NEWUSER)", I386_UNSHARE, CLONE_NEWUSER,
+		   EPERM);
+	want_int80("clone(CLONE_NEWUSER)", I386_CLONE, CLONE_NEWUSER | SIGCHLD,
+		   EPERM);
+	want_int80("socket", I386_SOCKET, AF_UNIX, EPERM);
+	want_int80("socketcall(SYS_SOCKET)", I386_SOCKETCALL, SYS_SOCKET,
+		   EPERM);
+	want_int80("syscall 1000", 1000, 0, ENOSYS);
+	long pid = int80(I386_GETPID, 0, 0, 0);
+	if (pid != getpid())
+		report("i386 getpid: %ld, want %d", pid, (int)getpid());
+
+	/* x32: the same calls with the x32 bit. */
+	want_errno("x32 io_uring_setup",
+		   syscall(X32 | X32_IO_URING_SETUP, 1, &io_params), EPERM);
+	want_errno("x32 modify_ldt", syscall(X32 | X32_MODIFY_LDT, 0, 0, 0),
+		   EPERM);
+	want_errno("x32 kcmp", syscall(X32 | X32_KCMP, 1, 1, 0, 0, 0), EPERM);
+	want_errno("x32 mbind", syscall(X32 | X32_MBIND, 0, 0, 0, 0, 0, 0),
+		   EPERM);
+	want_errno("x32 keyctl", syscall(X32 | X32_KEYCTL, 0, 0, 0), EPERM);
+	want_errno("x32 bpf", syscall(X32 | X32_BPF, 0, 0, 0), EPERM);
+	want_errno("x32 unshare", syscall(X32 | X32_UNSHARE, CLONE_NEWUSER),
+		   EPERM);
+	want_errno("x32 syscall 1000", syscall(X32 | 1000, 0, 0, 0), ENOSYS);
+}
+
+/* Plain work every process does. */
+static void ordinary_work(void)
+{
+	int fd = open("/tmp", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+	want_ok("open", fd);
+	want_ok("write", write(fd, "abc", 3) == 3 ? 0 : -1);
+	want_ok("lseek", lseek(fd, 0, SEEK_SET));
+	char buf[4] = "";
+	want_ok("read",
+		read(fd, buf, 3) == 3 && memcmp(buf, "abc", 3) == 0 ? 0 : -1);
+	close(fd);
+	void *m = mmap(NULL, 1 << 20, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	want_ok("mmap", m == MAP_FAILED ? -1 : 0);
+	if (m != MAP_FAILED) {
+		memset(m, 1, 1 << 20);
+		want_ok("munmap", munmap(m, 1 << 20));
+	}
+	want_ok("eventfd", (fd = (int)syscall(SYS_eventfd2, 0, 0)));
+	close(fd);
+	want_thread();
+}
+
+static void ns_checks(void)
+{
+	refused_everywhere();
+	ordinary_work();
+	want_ok("fork without namespace flags", raw_clone(0));
+	pid_t pid = fork();
+	if (pid == 0) {
+		execl("/bin/true", "true", (char *)NULL);
+		_exit(127);
+	}
+	int st = -1;
+	if (pid < 0 || waitpid(pid, &st, 0) != pid || !WIFEXITED(st) ||
+	    WEXITSTATUS(st) != 0)
+		report("fork and exec of /bin/true: status %#x", st);
+	int s = socket(AF_INET, SOCK_STREAM, 0);
+	want_ok("socket(AF_INET)", s);
+	close(s);
+	s = socket(AF_UNIX, SOCK_DGRAM, 0);
+	want_ok("socket(AF_UNIX)", s);
+	close(s);
+	s = socket(AF_INET6, SOCK_DGRAM, 0);
+	want_ok("socket(AF_INET6)", s);
+	close(s);
+	int sp[2];
+	want_ok("socketpair", socketpair(AF_UNIX, SOCK_STREAM, 0, sp));
+	/* Docker's personas, and nothing else. */
+	want_ok("personality(PER_LINUX)", personality(PER_LINUX));
+	want_ok("personality(query)", personality(0xffffffff));
+	want_ok("personality(PER_LINUX32 | UNAME26)",
+		personality(PER_LINUX32 | UNAME26));
+	want_ok("personality back to PER_LINUX", personality(PER_LINUX));
+	if (personality(PER_BSD) != -1)
+		report("personality(PER_BSD) succeeded");
+	if (personality(PER_LINUX | ADDR_NO_RANDOMIZE) != -1)
+		report("personality(ADDR_NO_RANDOMIZE) succeeded");
+	if (personality(PER_LINUX | READ_IMPLIES_EXEC) != -1)
+		report("personality(READ_IMPLIES_EXEC) succeeded");
+}
+
+static void qemu_checks(void)
+{
+	refused_everywhere();
+	ordinary_work();
+	/* Threads only: no new process, no sockets of its own, no
+	 * personality change, no tracing. */
+	want_errno("fork", raw_clone(0), EPERM);
+	want_errno("socket(AF_UNIX)", socket(AF_UNIX, SOCK_STREAM, 0), EPERM);
+	want_errno("socket(AF_INET)", socket(AF_INET, SOCK_DGRAM, 0), EPERM);
+	want_errno("personality(PER_LINUX)", personality(PER_LINUX), EPERM);
+	want_errno("ptrace", syscall(SYS_ptrace, 0, 0, 0, 0), EPERM);
+	char b;
+	struct iovec iov = {&b, 1};
+	want_errno("process_vm_readv",
+		   syscall(SYS_process_vm_readv, getpid(), &iov, 1, &iov, 1, 0),
+		   EPERM);
+	want_errno("chroot", chroot("/"), EPERM);
+}
+
+/* Without a filter the same child sees io_uring and new namespaces:
+ * the refusals the tests below see are the filters', not this host's. */
+static void unfiltered_checks(void)
+{
+	struct {
+		char b[120];
+	} io_params = {{0}};
+	long fd = syscall(SYS_io_uring_setup, 1, &io_params);
+	if (fd < 0)
+		report("io_uring_setup unfiltered: %s", strerror(errno));
+	if (geteuid() == 0 && unshare(CLONE_NEWUSER) < 0)
+		report("unshare unfiltered: %s", strerror(errno));
+	if (int80(I386_GETPID, 0, 0, 0) != getpid())
+		report("no i386 entry on this kernel");
+}
+
+/* ---- the parent's side ---- */
+
+/* Run checks in a child under prog (none if NULL); what they reported,
+ * "" when all held. */
+static const char *run_child(const struct sock_fprog *prog,
+			     void (*checks)(void))
+{
+	int p[2];
+	assert_int_equal(pipe2(p, O_CLOEXEC), 0);
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		close(p[0]);
+		report_fd = p[1];
+		if (prog != NULL &&
+		    (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 ||
+		     al_sysfilter_install(prog) < 0)) {
+			report("install: %s", strerror(errno));
+			_exit(1);
+		}
+		checks();
+		_exit(0);
+	}
+	close(p[1]);
+	static char out[16384];
+	size_t have = 0;
+	ssize_t n;
+	while (have < sizeof out - 1 &&
+	       (n = read(p[0], out + have, sizeof out - 1 - have)) > 0)
+		have += (size_t)n;
+	out[have] = '\0';
+	close(p[0]);
+	int st;
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+		fail_msg("checking child ended with status %#x: %s", st, out);
+	return out;
+}
+
+static void test_host_allows_what_filters_refuse(void **state)
+{
+	(void)state;
+	const char *out = run_child(NULL, unfiltered_checks);
+	if (*out != '\0') {
+		print_message("host baseline: %s", out);
+		skip();
+	}
+}
+
+static void test_jail_filter(void **state)
+{
+	(void)state;
+	al_err err = {0};
+	const struct sock_fprog *prog = al_sysfilter_jail_prog(&err);
+	assert_non_null(prog);
+	const char *out = run_child(prog, ns_checks);
+	if (*out != '\0')
+		fail_msg("%s", out);
+}
+
+static void test_qemu_filter(void **state)
+{
+	(void)state;
+	al_err err = {0};
+	const struct sock_fprog *prog = al_sysfilter_qemu_prog(&err);
+	assert_non_null(prog);
+	const char *out = run_child(prog, qemu_checks);
+	if (*out != '\0')
+		fail_msg("%s", out);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_host_allows_what_filters_refuse),
+		cmocka_unit_test(test_jail_filter),
+		cmocka_unit_test(test_qemu_filter),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
