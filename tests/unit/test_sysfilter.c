@@ -389,26 +389,27 @@ static void test_host_allows_what_filters_refuse(void **state)
 	}
 }
 
+/* Every check holds in a child under prog. */
+static void assert_holds(const struct sock_fprog *prog, void (*checks)(void))
+{
+	assert_non_null(prog);
+	const char *out = run_child(prog, checks);
+	if (*out != '\0')
+		fail_msg("%s", out);
+}
+
 static void test_jail_filter(void **state)
 {
 	(void)state;
 	al_err err = {0};
-	const struct sock_fprog *prog = al_sysfilter_jail_prog(&err);
-	assert_non_null(prog);
-	const char *out = run_child(prog, ns_checks);
-	if (*out != '\0')
-		fail_msg("%s", out);
+	assert_holds(al_sysfilter_jail_prog(&err), ns_checks);
 }
 
 static void test_qemu_filter(void **state)
 {
 	(void)state;
 	al_err err = {0};
-	const struct sock_fprog *prog = al_sysfilter_qemu_prog(&err);
-	assert_non_null(prog);
-	const char *out = run_child(prog, qemu_checks);
-	if (*out != '\0')
-		fail_msg("%s", out);
+	assert_holds(al_sysfilter_qemu_prog(&err), qemu_checks);
 }
 
 int main(void)
