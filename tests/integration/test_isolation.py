@@ -4,6 +4,8 @@ import os
 import socket
 import threading
 
+import pytest
+
 from conftest import exec_json, qemu_of
 
 
@@ -51,6 +53,21 @@ def test_no_host_filesystem(api, sandbox, stack):
     res = sh(api, sandbox["id"], f"ls {stack.state} 2>&1; ls /; true")
     assert "pool.img" not in res["stdout"]
     assert "api-key" not in res["stdout"]
+
+
+def test_ns_system_call_allowlist(api, sandbox):
+    if sandbox["driver"] != "ns":
+        pytest.skip("a vm sandbox runs on its own guest kernel")
+    # A user namespace needs no capability: only the seccomp allowlist
+    # refuses it. Docker's personas stay usable (linux32).
+    res = sh(api, sandbox["id"],
+             "grep '^Seccomp:' /proc/self/status; "
+             "unshare -U true 2>&1; echo unshare=$?; linux32 uname -m")
+    out = res["stdout"]
+    assert "Seccomp:\t2" in out, res
+    assert "Operation not permitted" in out, res
+    assert "unshare=0" not in out, res
+    assert out.strip().endswith("i686"), res
 
 
 def host_sleepers(seconds):
