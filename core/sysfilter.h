@@ -14,7 +14,7 @@
  * capabilities, narrowed: no io_uring, modify_ldt, NUMA policy calls or
  * name_to_handle_at, no AF_VSOCK sockets (and no socket() at all through
  * the i386 entry, where the family cannot be checked), personality only
- * with Docker's personas (any other fails with ENOSYS, the default).
+ * with Docker's personas.
  *
  * QEMU's list is what QEMU needs under TCG and KVM, taken from tracing
  * it: no new processes (clone must carry CLONE_THREAD), no socket(), no

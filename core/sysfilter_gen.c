@@ -251,8 +251,14 @@ static const struct {
 	uint64_t low, value;
 } families[] = {{31, 0}, {7, 32}, {0, 41}, {1, 42}, {3, 44}, {15, 48}};
 
+/* Docker's argument filters. What no ALLOW rule admits meets an EPERM
+ * rule with an always-true comparison, not one without a comparison
+ * (that would override the ALLOW rules); libseccomp tests it after them
+ * (test_sysfilter checks). */
 static void docker_arg_rules(scmp_filter_ctx ctx, uint32_t arch)
 {
+	struct scmp_arg_cmp any = SCMP_A0(SCMP_CMP_GE, 0);
+
 	/* Through i386's socketcall the family is in memory the filter
 	 * cannot read, and libseccomp derives socketcall's rule from
 	 * socket's: so no socket() for i386 code at all. */
@@ -269,18 +275,16 @@ static void docker_arg_rules(scmp_filter_ctx ctx, uint32_t arch)
 					families[i].value);
 			rule(ctx, SCMP_ACT_ALLOW, "socket", 1, &c);
 		}
-		struct scmp_arg_cmp eq = SCMP_A0(SCMP_CMP_EQ, AF_VSOCK);
-		rule(ctx, SCMP_ACT_ERRNO(EPERM), "socket", 1, &eq);
+		rule(ctx, SCMP_ACT_ERRNO(EPERM), "socket", 1, &any);
 	}
 	/* The four personas are exactly the values without a bit outside
-	 * PERSONA_BITS. Any other persona matches no rule (ENOSYS): a
-	 * catch-all EPERM would be tested before these in libseccomp's
-	 * tree. */
+	 * PERSONA_BITS. */
 	struct scmp_arg_cmp bits = SCMP_A0(SCMP_CMP_MASKED_EQ,
 					   (uint32_t)~PERSONA_BITS, 0);
 	struct scmp_arg_cmp query = SCMP_A0(SCMP_CMP_EQ, PERSONA_QUERY);
 	rule(ctx, SCMP_ACT_ALLOW, "personality", 1, &bits);
 	rule(ctx, SCMP_ACT_ALLOW, "personality", 1, &query);
+	rule(ctx, SCMP_ACT_ERRNO(EPERM), "personality", 1, &any);
 }
 
 /* Every name this libseccomp knows on arch that p neither allows nor

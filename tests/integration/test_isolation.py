@@ -55,7 +55,7 @@ def test_no_host_filesystem(api, sandbox, stack):
     assert "api-key" not in res["stdout"]
 
 
-def test_ns_system_call_allowlist(api, sandbox):
+def test_system_call_allowlist(api, sandbox):
     if sandbox["driver"] != "ns":
         pytest.skip("a vm sandbox runs on its own guest kernel")
     # A user namespace needs no capability: only the seccomp allowlist

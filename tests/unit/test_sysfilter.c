@@ -32,6 +32,7 @@
 /* i386 numbers (arch/x86/entry/syscalls/syscall_32.tbl). */
 enum {
 	I386_GETPID = 20,
+	I386_PERSONALITY = 136,
 	I386_SOCKETCALL = 102,
 	I386_CLONE = 120,
 	I386_MODIFY_LDT = 123,
@@ -46,6 +47,7 @@ enum {
 
 /* x32 numbers without the x32 bit (syscall_64.tbl, "common" rows). */
 enum {
+	X32_PERSONALITY = 135,
 	X32_MODIFY_LDT = 154,
 	X32_MBIND = 237,
 	X32_KEYCTL = 250,
@@ -200,9 +202,9 @@ static void refused_everywhere(void)
 	want_errno("socket(AF_VSOCK)", socket(AF_VSOCK, SOCK_STREAM, 0), EPERM);
 	/* The kernel reads the family as an int: the register's upper half
 	 * must not smuggle AF_VSOCK past the filter. */
-	long wide = syscall(SYS_socket, (1L << 32) | AF_VSOCK, SOCK_STREAM, 0);
-	if (wide >= 0)
-		report("socket(1 << 32 | AF_VSOCK) succeeded");
+	want_errno("socket(1 << 32 | AF_VSOCK)",
+		   syscall(SYS_socket, (1L << 32) | AF_VSOCK, SOCK_STREAM, 0),
+		   EPERM);
 
 	/* Numbers the filter has no name for, and clone3 (libc falls back
 	 * to clone). */
@@ -289,6 +291,10 @@ static void ns_checks(void)
 	s = socket(AF_INET6, SOCK_DGRAM, 0);
 	want_ok("socket(AF_INET6)", s);
 	close(s);
+	s = socket(AF_NETLINK, SOCK_RAW, 0);
+	want_ok("socket(AF_NETLINK)", s);
+	close(s);
+	want_errno("socket(64)", socket(64, SOCK_STREAM, 0), EPERM);
 	int sp[2];
 	want_ok("socketpair", socketpair(AF_UNIX, SOCK_STREAM, 0, sp));
 	/* Docker's personas, and nothing else. */
@@ -297,12 +303,18 @@ static void ns_checks(void)
 	want_ok("personality(PER_LINUX32 | UNAME26)",
 		personality(PER_LINUX32 | UNAME26));
 	want_ok("personality back to PER_LINUX", personality(PER_LINUX));
-	if (personality(PER_BSD) != -1)
-		report("personality(PER_BSD) succeeded");
-	if (personality(PER_LINUX | ADDR_NO_RANDOMIZE) != -1)
-		report("personality(ADDR_NO_RANDOMIZE) succeeded");
-	if (personality(PER_LINUX | READ_IMPLIES_EXEC) != -1)
-		report("personality(READ_IMPLIES_EXEC) succeeded");
+	want_errno("personality(PER_BSD)", personality(PER_BSD), EPERM);
+	want_errno("personality(ADDR_NO_RANDOMIZE)",
+		   personality(PER_LINUX | ADDR_NO_RANDOMIZE), EPERM);
+	want_errno("personality(READ_IMPLIES_EXEC)",
+		   personality(PER_LINUX | READ_IMPLIES_EXEC), EPERM);
+	/* The same through the i386 and x32 entries. */
+	if (int80(I386_PERSONALITY, PER_LINUX32, 0, 0) < 0 ||
+	    int80(I386_PERSONALITY, PER_LINUX, 0, 0) < 0)
+		report("i386 personality(PER_LINUX32, PER_LINUX) refused");
+	want_int80("personality(PER_BSD)", I386_PERSONALITY, PER_BSD, EPERM);
+	want_errno("x32 personality(PER_BSD)",
+		   syscall(X32 | X32_PERSONALITY, PER_BSD), EPERM);
 }
 
 static void qemu_checks(void)
