@@ -501,12 +501,34 @@ static int write_map(pid_t pid, const char *file, const char *map,
 	return 0;
 }
 
-/* The child of userns_make: shares the caller's memory, so it touches
- * nothing but its own stack (not even errno: a raw pause, which returns
- * only to a signal, and every signal is blocked). */
-__attribute__((noreturn)) static int userns_wait(void *arg)
+typedef struct userns_birth {
+	uid_t owner;   /* the range's first host uid */
+	int ready_fd;  /* write end of a pipe: one byte once it is done */
+	int sys_errno; /* 0, or why it failed */
+	const char *what;
+} userns_birth;
+
+/* The child of userns_make. It shares the caller's memory, so it touches
+ * nothing but its own stack and *b (errno is the caller's thread's: read
+ * at once), and then waits on a raw pause, which returns only to a
+ * signal, and every signal is blocked. The namespace is made as the
+ * range's first uid, which thereby owns it: the per-user counts of the
+ * namespace's processes (inotify instances, mqueue bytes, pending
+ * signals, processes) are charged to that host uid, not to host root. */
+__attribute__((noreturn)) static int userns_child(void *arg)
 {
-	(void)arg;
+	userns_birth *b = arg;
+	if (syscall(SYS_setresgid, b->owner, b->owner, b->owner) < 0) {
+		b->sys_errno = errno;
+		b->what = "setresgid to the range";
+	} else if (syscall(SYS_setresuid, b->owner, b->owner, b->owner) < 0) {
+		b->sys_errno = errno;
+		b->what = "setresuid to the range";
+	} else if (syscall(SYS_unshare, CLONE_NEWUSER) < 0) {
+		b->sys_errno = errno;
+		b->what = "unshare a user namespace";
+	}
+	(void)!syscall(SYS_write, b->ready_fd, "x", 1);
 	for (;;)
 		syscall(SYS_pause);
 }
@@ -520,29 +542,50 @@ __attribute__((noreturn)) static int userns_wait(void *arg)
 static int userns_make(uid_t base, al_err *err)
 {
 	sigset_t all, old;
-	int pidfd = -1;
+	int pidfd = -1, fd = -1, pipefd[2];
+	char map[48], path[64];
 	_Alignas(16) char stack[8192];
+	if (pipe2(pipefd, O_CLOEXEC) < 0)
+		return al_err_sys(err, AL_ESYS, errno, "pipe");
+	userns_birth b = {.owner = base, .ready_fd = pipefd[1]};
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
 	/* No exit signal: the caller's SIGCHLD handling never sees it. */
-	pid_t pid = clone(userns_wait, stack + sizeof stack,
-			  CLONE_VM | CLONE_NEWUSER | CLONE_PIDFD, NULL, &pidfd);
+	pid_t pid = clone(userns_child, stack + sizeof stack,
+			  CLONE_VM | CLONE_PIDFD, &b, &pidfd);
 	int clone_errno = errno;
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	if (pid < 0)
+	close(pipefd[1]);
+	if (pid < 0) {
+		close(pipefd[0]);
 		return al_err_sys(err, AL_ESYS, clone_errno,
-				  "clone into a new user namespace");
-	char map[48], path[64];
+				  "clone the user namespace's first process");
+	}
+	char c;
+	ssize_t n;
+	do
+		n = read(pipefd[0], &c, 1);
+	while (n < 0 && errno == EINTR);
+	close(pipefd[0]);
+	if (n != 1) {
+		al_err_set(err, AL_ESYS, 0,
+			   "the user namespace's first process died");
+		goto out;
+	}
+	if (b.what != NULL) {
+		al_err_sys(err, AL_ESYS, b.sys_errno, "%s", b.what);
+		goto out;
+	}
 	snprintf(map, sizeof map, "0 %u %u\n", (unsigned)base,
 		 AL_UIDRANGE_NS_SIZE);
 	snprintf(path, sizeof path, "/proc/%d/ns/user", (int)pid);
-	int fd = -1;
 	if (write_map(pid, "uid_map", map, err) == 0 &&
 	    write_map(pid, "gid_map", map, err) == 0) {
 		fd = open(path, O_RDONLY | O_CLOEXEC);
 		if (fd < 0)
 			al_err_sys(err, AL_ESYS, errno, "open %s", path);
 	}
+out:
 	syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0);
 	siginfo_t si;
 	while (waitid((idtype_t)P_PIDFD, (id_t)pidfd, &si, WEXITED | __WALL) <

@@ -13,6 +13,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/nsfs.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <time.h>
@@ -575,6 +577,15 @@ static void test_userns(void **state)
 	start_jail(&h, "t-userns", 128ull << 20, 64);
 	unsigned base = host_base(&h, "uid_map");
 	assert_int_equal(host_base(&h, "gid_map"), base);
+	/* The namespace is owned by the range's first uid, not host root:
+	 * per-user counts inside are charged to it. */
+	snprintf(path, sizeof path, "/proc/%d/ns/user", (int)h.init_pid);
+	int nsfd = open(path, O_RDONLY | O_CLOEXEC);
+	assert_true(nsfd >= 0);
+	uid_t owner = 0;
+	assert_int_equal(ioctl(nsfd, NS_GET_OWNER_UID, &owner), 0);
+	close(nsfd);
+	assert_int_equal(owner, base);
 	/* The start's steps were measured. */
 	assert_string_equal(h.steps[0].name, "uid range");
 	assert_string_equal(h.steps[1].name, "user namespace");
