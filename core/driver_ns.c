@@ -501,79 +501,65 @@ static int write_map(pid_t pid, const char *file, const char *map,
 	return 0;
 }
 
-typedef struct userns_birth {
-	uid_t owner;   /* the range's first host uid */
-	int ready_fd;  /* write end of a pipe: one byte once it is done */
-	int sys_errno; /* 0, or why it failed */
-	const char *what;
-} userns_birth;
-
 /* The child of userns_make. It shares the caller's memory, so it touches
- * nothing but its own stack and *b (errno is the caller's thread's: read
- * at once), and then waits on a raw pause, which returns only to a
- * signal, and every signal is blocked. The namespace is made as the
- * range's first uid, which thereby owns it: the per-user counts of the
- * namespace's processes (inotify instances, mqueue bytes, pending
- * signals, processes) are charged to that host uid, not to host root. */
-__attribute__((noreturn)) static int userns_child(void *arg)
+ * nothing but its own stack (not even errno): a raw pause, which returns
+ * only to a signal, and every signal is blocked. */
+__attribute__((noreturn)) static int userns_wait(void *arg)
 {
-	userns_birth *b = arg;
-	if (syscall(SYS_setresgid, b->owner, b->owner, b->owner) < 0) {
-		b->sys_errno = errno;
-		b->what = "setresgid to the range";
-	} else if (syscall(SYS_setresuid, b->owner, b->owner, b->owner) < 0) {
-		b->sys_errno = errno;
-		b->what = "setresuid to the range";
-	} else if (syscall(SYS_unshare, CLONE_NEWUSER) < 0) {
-		b->sys_errno = errno;
-		b->what = "unshare a user namespace";
-	}
-	(void)!syscall(SYS_write, b->ready_fd, "x", 1);
+	(void)arg;
 	for (;;)
 		syscall(SYS_pause);
 }
 
-/* A user namespace whose 0..65535 are host uids and gids base..: made in
- * a child that only waits (a namespace needs a process to be born in and
- * to have its maps written through), which is gone again on return; the
+/* A user namespace whose 0..65535 are host uids and gids base..: made by
+ * cloning a child that only waits (a namespace needs a process to be born
+ * in and to have its maps written through), gone again on return; the
  * returned fd keeps the namespace. Made apart from the jail's init so
  * that the init's other namespaces stay the host's. CLONE_VM: no copy of
- * the caller's page tables, a fork of a big caller costs milliseconds. */
+ * the caller's page tables (a fork of a big caller costs milliseconds).
+ *
+ * A namespace is owned by its creator's euid, and the per-user counts of
+ * its processes (inotify instances, mqueue bytes, pending signals,
+ * processes) are charged to the owner up in the host's namespace: so the
+ * calling thread takes the range's first uid as its euid for the clone
+ * alone (raw set*id calls change only the calling thread; real and saved
+ * ids stay, so it gets its euid and capabilities back). */
 static int userns_make(uid_t base, al_err *err)
 {
 	sigset_t all, old;
-	int pidfd = -1, fd = -1, pipefd[2];
+	int pidfd = -1, fd = -1, clone_errno = 0;
 	char map[48], path[64];
 	_Alignas(16) char stack[8192];
-	if (pipe2(pipefd, O_CLOEXEC) < 0)
-		return al_err_sys(err, AL_ESYS, errno, "pipe");
-	userns_birth b = {.owner = base, .ready_fd = pipefd[1]};
+	uid_t euid = geteuid();
+	gid_t egid = getegid();
+	pid_t pid = -1;
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
-	/* No exit signal: the caller's SIGCHLD handling never sees it. */
-	pid_t pid = clone(userns_child, stack + sizeof stack,
-			  CLONE_VM | CLONE_PIDFD, &b, &pidfd);
-	int clone_errno = errno;
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	close(pipefd[1]);
-	if (pid < 0) {
-		close(pipefd[0]);
-		return al_err_sys(err, AL_ESYS, clone_errno,
-				  "clone the user namespace's first process");
+	if (syscall(SYS_setresgid, -1, base, -1) < 0 ||
+	    syscall(SYS_setresuid, -1, base, -1) < 0) {
+		clone_errno = errno;
+	} else {
+		/* No exit signal: the caller's SIGCHLD handling never sees
+		 * it. */
+		pid = clone(userns_wait, stack + sizeof stack,
+			    CLONE_VM | CLONE_NEWUSER | CLONE_PIDFD, NULL,
+			    &pidfd);
+		clone_errno = errno;
 	}
-	char c;
-	ssize_t n;
-	do
-		n = read(pipefd[0], &c, 1);
-	while (n < 0 && errno == EINTR);
-	close(pipefd[0]);
-	if (n != 1) {
-		al_err_set(err, AL_ESYS, 0,
-			   "the user namespace's first process died");
+	int back = syscall(SYS_setresuid, -1, euid, -1) == 0 &&
+		   syscall(SYS_setresgid, -1, egid, -1) == 0;
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (!back) {
+		/* Left without privileges, this thread fails closed. */
+		al_err_sys(err, AL_EINTERNAL, errno,
+			   "cannot take back euid %u after making a user "
+			   "namespace",
+			   (unsigned)euid);
 		goto out;
 	}
-	if (b.what != NULL) {
-		al_err_sys(err, AL_ESYS, b.sys_errno, "%s", b.what);
+	if (pid < 0) {
+		al_err_sys(err, AL_ESYS, clone_errno,
+			   "clone into a new user namespace");
 		goto out;
 	}
 	snprintf(map, sizeof map, "0 %u %u\n", (unsigned)base,
@@ -586,13 +572,15 @@ static int userns_make(uid_t base, al_err *err)
 			al_err_sys(err, AL_ESYS, errno, "open %s", path);
 	}
 out:
-	syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0);
-	siginfo_t si;
-	while (waitid((idtype_t)P_PIDFD, (id_t)pidfd, &si, WEXITED | __WALL) <
-		       0 &&
-	       errno == EINTR)
-		;
-	close(pidfd);
+	if (pid > 0) {
+		syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0);
+		siginfo_t si;
+		while (waitid((idtype_t)P_PIDFD, (id_t)pidfd, &si,
+			      WEXITED | __WALL) < 0 &&
+		       errno == EINTR)
+			;
+		close(pidfd);
+	}
 	return fd;
 }
 
