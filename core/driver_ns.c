@@ -2,20 +2,37 @@
  *
  * The sandbox's first process (the agent) runs in new pid, mount, uts,
  * ipc, net and cgroup namespaces, pivot_root'ed into its rootfs, inside
- * its own cgroup leaf, with Docker's default capability set, no_new_privs
- * and the seccomp filter of seccomp.c.
+ * its own cgroup leaf, as root of a user namespace of its own, with
+ * Docker's default capability set, no_new_privs and the seccomp filter
+ * of sysfilter.c.
  *
- * There is no user namespace: uid 0 inside is uid 0 outside, with fewer
- * capabilities, as in Docker's default. That is a kernel-sized attack
- * surface; the VM driver is the strong boundary, this one is for hosts
- * without usable virtualization.
+ * The user namespace maps 0..65535 to a host uid/gid range the sandbox
+ * holds alone (uidrange.h, held by the caller's lock for the sandbox's
+ * life; the jail dies with the thread that started it). It is owned by
+ * the range's first uid, so per-user kernel counts are charged there, not
+ * to host root. The rootfs is an idmapped mount over it: 0 on disk is
+ * root inside, and root's writes land as 0 on disk.
  *
- * Start is one clone() with the namespace flags; the parent moves the
- * child into its cgroups and only then lets it go on (sync socket), so
- * nothing of the sandbox ever runs outside its limits. Between clone and
- * exec the child only makes system calls on data the parent prepared
- * (paths, the compiled seccomp program, the capability set): the caller
- * may be multi-threaded, and the child is a raw clone. */
+ * Only the user namespace is the sandbox's: the others are made first,
+ * by host root, and belong to the host's user namespace. So root inside
+ * has its capabilities over its own files and processes only: it cannot
+ * mount (mount namespace), configure its network (a later issue needs the
+ * host to own it) or set its hostname. The host device nodes it uses are
+ * bound read-only and their owner (host root) is unmapped: no chmod,
+ * chown or utimes reaches a host inode. The kernel is still the host's:
+ * the VM driver is the strong boundary, this one is for hosts without
+ * usable virtualization.
+ *
+ * Start: the parent takes the range, makes the user namespace (a
+ * throwaway child, see userns_make) and the idmapped clone of the rootfs,
+ * then one clone() with the other namespace flags; it moves the child
+ * into its cgroups and only then lets it go on (sync socket), so nothing
+ * of the sandbox ever runs outside its limits. Between clone and exec
+ * the child only makes system calls on data the parent prepared (paths,
+ * mount options, the compiled seccomp program, the capability set): the
+ * caller may be multi-threaded, and the child is a raw clone. The
+ * child's last steps before exec: setns into the user namespace, become
+ * its root, capabilities, no_new_privs, seccomp. */
 #include "driver.h"
 
 #include <errno.h>
