@@ -16,7 +16,8 @@
  * Only the user namespace is the sandbox's: the others are made first,
  * by host root, and belong to the host's user namespace. So root inside
  * has its capabilities over its own files and processes only: it cannot
- * mount (mount namespace), configure its network (a later issue needs the
+ * mount, unmount a mask or remount a read-only bind (mount namespace),
+ * configure its network (a later issue needs the
  * host to own it) or set its hostname. The host device nodes it uses are
  * bound read-only and their owner (host root) is unmapped: no chmod,
  * chown or utimes reaches a host inode. The kernel is still the host's:
