@@ -609,7 +609,8 @@ out:
  * is inert; the ones it may use are bound from the host. */
 static int idmapped_tree(const char *rootfs, int userns_fd, al_err *err)
 {
-	int fd = open_tree(AT_FDCWD, rootfs, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+	int fd = open_tree(AT_FDCWD, rootfs,
+			   OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
 	if (fd < 0)
 		return al_err_sys(err, AL_ESYS, errno, "open_tree %s", rootfs);
 	struct mount_attr attr = {

@@ -460,7 +460,8 @@ int main(int argc, char **argv)
 	char steps[256];
 	driver_steps(&s.h, steps, sizeof steps);
 	al_info("%s %s running (driver %s, init pid %d) in %lld ms: "
-		"db %lld, snapshot %lld, driver %lld%s, agent %lld, record %lld",
+		"db %lld, snapshot %lld, driver %lld%s, agent %lld, "
+		"record %lld",
 		s.standby ? "standby" : "sandbox", s.sb.id, s.driver->name,
 		(int)s.h.init_pid, (long long)(start_ms.ready - start_ms.t0),
 		(long long)(start_ms.db - start_ms.t0),

@@ -668,8 +668,8 @@ static void test_userns(void **state)
 	/* The nodes still work, for root and for another uid. */
 	assert_int_equal(jail_sh(&h, "echo x > /dev/null && "
 				     "head -c 3 /dev/zero | wc -c && "
-				     "su -s /bin/sh nobody -c 'echo y > /dev/null "
-				     "&& id -u'",
+				     "su -s /bin/sh nobody -c "
+				     "'echo y > /dev/null && id -u'",
 				 out, sizeof out, 5000),
 			 0);
 	assert_string_equal(out, "3\n65534");
