@@ -123,11 +123,13 @@ def test_proc(rt, ns_boxes):
 def test_sys(rt, ns_boxes):
     sid = ns_boxes.create()["id"]
     diff, out, n = attack_tree(rt, sid, "/sys", walk("/sys", 2))
-    rc, mnt = rt.sh(sid, "mount -t sysfs sysfs /sys && echo MOUNTED; "
-                         "stat -f -c %T /sys")
-    escaped = bool(diff) or "MOUNTED" in mnt or "sysfs" in mnt
+    # 62656572: sysfs's magic number.
+    rc, mnt = rt.sh(sid, "mount -t sysfs sysfs /sys 2>&1 && echo MOUNTED; "
+                         "echo /sys is $(stat -f -c %t /sys)")
+    escaped = bool(diff) or "MOUNTED" in mnt or "62656572" in mnt
+    mnt = mnt.strip().replace("\n", "; ")
     result = (f"host unchanged ({n} inodes compared; inside {out}); "
-              f"mount sysfs: {mnt.strip().splitlines()[0]}")
+              f"{mnt}")
     if diff:
         result = "CHANGED: " + "; ".join(diff[:5])
     assert not rt.record("chmod/chown/touch /sys, mount sysfs", "ns",
@@ -258,3 +260,26 @@ def test_vm_kill_host_pids(rt, stack, vm_boxes):
     finally:
         victim.kill()
         victim.wait()
+
+
+def test_root_is_not_host_root(rt, ns_boxes):
+    """A create (a warm-pool claim, when a standby waits) gives root
+    inside an unprivileged host range of 65536 of its own."""
+    a = ns_boxes.create()["id"]
+    b = ns_boxes.create()["id"]
+    maps = []
+    for sid in (a, b):
+        _, out = rt.sh(sid, "cat /proc/self/uid_map /proc/self/gid_map")
+        maps.append([line.split() for line in out.strip().splitlines()])
+    bases = []
+    escaped = False
+    for m in maps:
+        escaped |= len(m) != 2 or m[0] != m[1] or m[0][0] != "0" or \
+            m[0][2] != "65536" or int(m[0][1]) < 65536
+        bases.append(int(m[0][1]) if m and len(m[0]) == 3 else 0)
+    escaped |= abs(bases[0] - bases[1]) < 65536
+    result = (f"uid 0 -> host {bases[0]} and {bases[1]} (65536 each, "
+              f"disjoint)" if not escaped else f"maps {maps}")
+    assert not rt.record("uid 0 inside is host root; two sandboxes share "
+                         "uids", "ns", "no: own ranges", result,
+                         escaped), result
