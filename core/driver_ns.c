@@ -478,10 +478,12 @@ static const char *cgroup_name(const al_driver_handle *h)
 	return h->cgroup + pl + 1;
 }
 
+/* __WALL: also userns_make's child, which has no exit signal. */
 static void reap(int pidfd)
 {
 	siginfo_t si;
-	while (waitid((idtype_t)P_PIDFD, (id_t)pidfd, &si, WEXITED) < 0) {
+	while (waitid((idtype_t)P_PIDFD, (id_t)pidfd, &si, WEXITED | __WALL) <
+	       0) {
 		/* ECHILD: the caller's SIGCHLD handling reaped it first. */
 		if (errno != EINTR)
 			break;
@@ -531,8 +533,10 @@ __attribute__((noreturn)) static int userns_wait(void *arg)
 
 /* A user namespace whose 0..65535 are host uids and gids base..: made by
  * cloning a child that only waits (a namespace needs a process to be born
- * in and to have its maps written through), gone again on return; the
- * returned fd keeps the namespace. Made apart from the jail's init so
+ * in and to have its maps written through), killed again on return; the
+ * returned fd keeps the namespace. The caller reaps *holder later, by
+ * when it has exited (no wait here for the dying child to be scheduled),
+ * and keeps stack, the child's, untouched until then. Made apart from the jail's init so
  * that the init's other namespaces stay the host's. CLONE_VM: no copy of
  * the caller's page tables (a fork of a big caller costs milliseconds).
  *
@@ -542,12 +546,12 @@ __attribute__((noreturn)) static int userns_wait(void *arg)
  * calling thread takes the range's first uid as its euid for the clone
  * alone (raw set*id calls change only the calling thread; real and saved
  * ids stay, so it gets its euid and capabilities back). */
-static int userns_make(uid_t base, al_err *err)
+static int userns_make(uid_t base, char *stack, size_t stack_len,
+		       int *holder, al_err *err)
 {
 	sigset_t all, old;
 	int pidfd = -1, fd = -1, clone_errno = 0;
 	char map[48], path[64];
-	_Alignas(16) char stack[8192];
 	uid_t euid = geteuid();
 	gid_t egid = getegid();
 	pid_t pid = -1;
@@ -559,7 +563,7 @@ static int userns_make(uid_t base, al_err *err)
 	} else {
 		/* No exit signal: the caller's SIGCHLD handling never sees
 		 * it. */
-		pid = clone(userns_wait, stack + sizeof stack,
+		pid = clone(userns_wait, stack + stack_len,
 			    CLONE_VM | CLONE_NEWUSER | CLONE_PIDFD, NULL,
 			    &pidfd);
 		clone_errno = errno;
@@ -590,15 +594,9 @@ static int userns_make(uid_t base, al_err *err)
 			al_err_sys(err, AL_ESYS, errno, "open %s", path);
 	}
 out:
-	if (pid > 0) {
+	if (pid > 0)
 		syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0);
-		siginfo_t si;
-		while (waitid((idtype_t)P_PIDFD, (id_t)pidfd, &si,
-			      WEXITED | __WALL) < 0 &&
-		       errno == EINTR)
-			;
-		close(pidfd);
-	}
+	*holder = pidfd;
 	return fd;
 }
 
@@ -651,6 +649,8 @@ static int ns_start(const al_sandbox_spec *spec, al_driver_handle *h,
 	int agent_sp[2] = {-1, -1}, sync_sp[2] = {-1, -1};
 	int pidfd = -1, cg_made = 0, nsteps = 0;
 	al_autofd int userns_fd = -1;
+	int holder = -1; /* userns_make's child, reaped on the way out */
+	_Alignas(16) char holder_stack[8192];
 	al_autofd int tree_fd = -1;
 	struct timespec t0;
 	char dev_opts[96];
@@ -698,7 +698,8 @@ static int ns_start(const al_sandbox_spec *spec, al_driver_handle *h,
 	if (al_uidrange_take(&al_uidrange_ns, spec->id, &priv->ids, err) < 0)
 		goto fail;
 	step_done(h, &nsteps, "uid range", &t0);
-	userns_fd = userns_make(priv->ids.base, err);
+	userns_fd = userns_make(priv->ids.base, holder_stack,
+				sizeof holder_stack, &holder, err);
 	if (userns_fd < 0)
 		goto fail;
 	step_done(h, &nsteps, "user namespace", &t0);
@@ -799,6 +800,8 @@ static int ns_start(const al_sandbox_spec *spec, al_driver_handle *h,
 	}
 	close(al_steal_fd(&sync_sp[0]));
 	step_done(h, &nsteps, "jail", &t0);
+	reap(holder);
+	close(holder);
 
 	h->init_pid = pid;
 	h->agent_fd = al_steal_fd(&agent_sp[0]);
@@ -806,6 +809,10 @@ static int ns_start(const al_sandbox_spec *spec, al_driver_handle *h,
 	return 0;
 
 fail:
+	if (holder >= 0) {
+		reap(holder);
+		close(holder);
+	}
 	if (pid > 0) {
 		syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0);
 		reap(pidfd);
