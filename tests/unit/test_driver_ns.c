@@ -586,6 +586,22 @@ static void test_userns(void **state)
 	assert_int_equal(ioctl(nsfd, NS_GET_OWNER_UID, &owner), 0);
 	close(nsfd);
 	assert_int_equal(owner, base);
+	/* The user namespace's throwaway child is gone (reaped, no zombie):
+	 * the jail's init is this thread's only child. */
+	char kids[256] = "", want_kids[32];
+	snprintf(path, sizeof path, "/proc/self/task/%d/children",
+		 (int)gettid());
+	FILE *kf = fopen(path, "r");
+	if (kf != NULL) {
+		if (fgets(kids, sizeof kids, kf) == NULL)
+			kids[0] = '\0';
+		fclose(kf);
+		snprintf(want_kids, sizeof want_kids, "%d ", (int)h.init_pid);
+		assert_string_equal(kids, want_kids);
+	} else {
+		print_message("no %s (CONFIG_PROC_CHILDREN): not checked\n",
+			      path);
+	}
 	/* The start's steps were measured. */
 	assert_string_equal(h.steps[0].name, "uid range");
 	assert_string_equal(h.steps[1].name, "user namespace");
