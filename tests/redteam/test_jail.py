@@ -166,6 +166,11 @@ def test_open_by_handle_at(rt, ns_boxes, probe):
 def test_ptrace_agent(rt, ns_boxes, probe):
     sid = ns_boxes.create()["id"]
     rt.put(sid, "/tmp/probe", probe)
+    # Control: the probe does succeed on a process of the sandbox's own
+    # (same uid, dumpable), so a refusal below is the agent's protection.
+    rc, ctl = rt.sh(sid, "sleep 30 & p=$!; /tmp/probe ptrace $p; "
+                         "r=$?; kill $p; exit $r")
+    assert rc == 1 and "ATTACHED" in ctl, f"control ptrace failed: {ctl}"
     rc, out = rt.sh(sid, "/tmp/probe ptrace 1")
     assert not rt.record("ptrace / read memory of the agent (pid 1)", "ns",
                          "refused", out.strip().replace("\n", "; "),
