@@ -137,3 +137,9 @@ if [ $vm_ok -eq 1 ]; then
 		--key-file "$STATE/api-key" --state "$STATE" \
 		--count "$VM_RSS_COUNT"
 fi
+
+# What each step of a start costs (the shims' timing lines): the user
+# namespace, uid range and idmapped mount of the ns jail among them.
+echo
+echo "bench: start steps, from $STATE/log/shim.log"
+/usr/bin/python3 bench/steps.py "$STATE/log/shim.log"

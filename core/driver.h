@@ -23,6 +23,14 @@ typedef struct al_sandbox_spec {
 	al_limits limits;
 } al_sandbox_spec;
 
+/* One named step of a start and what it took, for the shim's timing
+ * line (a driver fills what it measures; the rest stay zero). */
+#define AL_DRIVER_STEPS 6
+typedef struct al_driver_step {
+	const char *name; /* static string; NULL ends the list */
+	double ms;
+} al_driver_step;
+
 typedef struct al_driver_handle {
 	pid_t init_pid; /* the sandbox's first process (agent), in the host's
 			 * pid namespace; the shim gets SIGCHLD when it dies */
@@ -32,6 +40,7 @@ typedef struct al_driver_handle {
 	 * itself (vm adopt) must read through it, or bytes the owner has
 	 * already buffered would be lost. NULL: nothing buffered. */
 	struct al_frame_reader *agent_in;
+	al_driver_step steps[AL_DRIVER_STEPS]; /* of the last start */
 	void *priv;
 } al_driver_handle;
 

@@ -2,20 +2,38 @@
  *
  * The sandbox's first process (the agent) runs in new pid, mount, uts,
  * ipc, net and cgroup namespaces, pivot_root'ed into its rootfs, inside
- * its own cgroup leaf, with Docker's default capability set, no_new_privs
- * and the seccomp filter of seccomp.c.
+ * its own cgroup leaf, as root of a user namespace of its own, with
+ * Docker's default capability set, no_new_privs and the seccomp filter
+ * of sysfilter.c.
  *
- * There is no user namespace: uid 0 inside is uid 0 outside, with fewer
- * capabilities, as in Docker's default. That is a kernel-sized attack
- * surface; the VM driver is the strong boundary, this one is for hosts
- * without usable virtualization.
+ * The user namespace maps 0..65535 to a host uid/gid range the sandbox
+ * holds alone (uidrange.h, held by the caller's lock for the sandbox's
+ * life; the jail dies with the thread that started it). It is owned by
+ * the range's first uid, so per-user kernel counts are charged there, not
+ * to host root. The rootfs is an idmapped mount over it: 0 on disk is
+ * root inside, and root's writes land as 0 on disk.
  *
- * Start is one clone() with the namespace flags; the parent moves the
- * child into its cgroups and only then lets it go on (sync socket), so
- * nothing of the sandbox ever runs outside its limits. Between clone and
- * exec the child only makes system calls on data the parent prepared
- * (paths, the compiled seccomp program, the capability set): the caller
- * may be multi-threaded, and the child is a raw clone. */
+ * Only the user namespace is the sandbox's: the others are made first,
+ * by host root, and belong to the host's user namespace. So root inside
+ * has its capabilities over its own files and processes only: it cannot
+ * mount, unmount a mask or remount a read-only bind (mount namespace),
+ * configure its network (a later issue needs the
+ * host to own it) or set its hostname. The host device nodes it uses are
+ * bound read-only and their owner (host root) is unmapped: no chmod,
+ * chown or utimes reaches a host inode. The kernel is still the host's:
+ * the VM driver is the strong boundary, this one is for hosts without
+ * usable virtualization.
+ *
+ * Start: the parent takes the range, makes the user namespace (a
+ * throwaway child, see userns_make) and the idmapped clone of the rootfs,
+ * then one clone() with the other namespace flags; it moves the child
+ * into its cgroups and only then lets it go on (sync socket), so nothing
+ * of the sandbox ever runs outside its limits. Between clone and exec
+ * the child only makes system calls on data the parent prepared (paths,
+ * mount options, the compiled seccomp program, the capability set): the
+ * caller may be multi-threaded, and the child is a raw clone. The
+ * child's last steps before exec: setns into the user namespace, become
+ * its root, capabilities, no_new_privs, seccomp. */
 #include "driver.h"
 
 #include <errno.h>
@@ -35,6 +53,7 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cgroup.h"
@@ -42,6 +61,7 @@
 #include "config.h"
 #include "log.h"
 #include "sysfilter.h"
+#include "uidrange.h"
 
 #define NS_DEFAULT_MEMORY (512ull << 20)
 #define NS_DEFAULT_PIDS 512u
@@ -56,6 +76,7 @@
 typedef struct ns_priv {
 	int pidfd;  /* the init, immune to pid reuse after it is reaped */
 	int paused; /* frozen through pause() */
+	al_uidrange ids; /* host uids of the user namespace, held till stop */
 } ns_priv;
 
 /* What the child reports when a step before exec fails. Exec itself
@@ -69,8 +90,11 @@ typedef struct child_args {
 	const char *rootfs;
 	const char *hostname;
 	const char *agent;
+	const char *dev_opts; /* /dev tmpfs options, owned by root inside */
 	int sync_fd;  /* child end of the sync socketpair */
 	int agent_fd; /* child end of the agent socketpair */
+	int tree_fd;  /* the rootfs, idmapped, detached: mounted over rootfs */
+	int userns_fd; /* the sandbox's user namespace, entered last */
 	const struct sock_fprog *filter;
 	cap_t caps;
 } child_args;
@@ -129,13 +153,35 @@ __attribute__((noreturn)) static void child_fail(int fd, const char *what)
 	_exit(127);
 }
 
+/* A host node bound over dst, read-only: no chmod, chown, utimes or
+ * rename reaches the host's inode through it (reading and writing the
+ * device itself still work). */
+static int bind_node(const char *src, const char *dst)
+{
+	if (mount(src, dst, NULL, MS_BIND, NULL) < 0)
+		return -1;
+	return mount(NULL, dst, NULL,
+		     MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NOEXEC,
+		     NULL);
+}
+
 static int bind_file(const char *src, const char *dst)
 {
 	int fd = open(dst, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0666);
 	if (fd < 0)
 		return -1;
 	close(fd);
-	return mount(src, dst, NULL, MS_BIND, NULL);
+	return bind_node(src, dst);
+}
+
+static int write_sysctl(const char *path, const char *value)
+{
+	int fd = open(path, O_WRONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	ssize_t n = write(fd, value, strlen(value));
+	close(fd);
+	return n == (ssize_t)strlen(value) ? 0 : -1;
 }
 
 static int bind_readonly(const char *path)
@@ -160,7 +206,7 @@ static int mask_path(const char *path)
 		return mount("tmpfs", path, "tmpfs", MS_RDONLY | MS_NOSUID |
 				     MS_NODEV | MS_NOEXEC,
 			     "size=0,nr_inodes=1,mode=0555");
-	return mount("/dev/null", path, NULL, MS_BIND, NULL);
+	return bind_node("/dev/null", path);
 }
 
 static int is_real_dir(const char *path)
@@ -207,6 +253,10 @@ __attribute__((noreturn)) static void child_main(const child_args *a)
 	agent_fd = fcntl(a->agent_fd, F_DUPFD_CLOEXEC, 10);
 	if (agent_fd < 0)
 		child_fail(sync_fd, "dup agent socket");
+	int tree_fd = fcntl(a->tree_fd, F_DUPFD_CLOEXEC, 10);
+	int userns_fd = fcntl(a->userns_fd, F_DUPFD_CLOEXEC, 10);
+	if (tree_fd < 0 || userns_fd < 0)
+		child_fail(sync_fd, "dup rootfs and user namespace fds");
 
 	/* Wait until the parent has put us into the cgroups. */
 	ssize_t r;
@@ -225,13 +275,11 @@ __attribute__((noreturn)) static void child_main(const child_args *a)
 
 	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
 		child_fail(sync_fd, "make mounts private");
-	if (mount(a->rootfs, a->rootfs, NULL, MS_BIND, NULL) < 0)
-		child_fail(sync_fd, "bind rootfs");
-	/* nodev: a device node created with CAP_MKNOD anywhere in the
-	 * sandbox is inert; the nodes it may use are bind mounts. */
-	if (mount(NULL, a->rootfs, NULL,
-		  MS_BIND | MS_REMOUNT | MS_NOSUID | MS_NODEV, NULL) < 0)
-		child_fail(sync_fd, "remount rootfs nodev,nosuid");
+	/* The parent's idmapped (nosuid, nodev) clone of the rootfs. */
+	if (move_mount(tree_fd, "", AT_FDCWD, a->rootfs,
+		       MOVE_MOUNT_F_EMPTY_PATH) < 0)
+		child_fail(sync_fd, "mount the idmapped rootfs");
+	close(tree_fd);
 	if (chdir(a->rootfs) < 0)
 		child_fail(sync_fd, "chdir rootfs");
 
@@ -245,6 +293,14 @@ __attribute__((noreturn)) static void child_main(const child_args *a)
 	if (mount("proc", "proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC,
 		  NULL) < 0)
 		child_fail(sync_fd, "mount /proc (does the rootfs have it?)");
+	/* Root inside holds no capability over the network namespace (the
+	 * host's user namespace owns it): low ports and ICMP echo sockets
+	 * are open to every uid of the sandbox instead, as in Docker. */
+	if (write_sysctl("proc/sys/net/ipv4/ip_unprivileged_port_start",
+			 "0") < 0 ||
+	    write_sysctl("proc/sys/net/ipv4/ping_group_range",
+			 "0 2147483647") < 0)
+		child_fail(sync_fd, "net sysctls");
 	for (size_t i = 0; i < sizeof proc_readonly / sizeof proc_readonly[0];
 	     i++) {
 		if (bind_readonly(proc_readonly[i]) < 0)
@@ -257,7 +313,7 @@ __attribute__((noreturn)) static void child_main(const child_args *a)
 	}
 
 	if (mount("tmpfs", "dev", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC,
-		  "mode=0755,size=64k,nr_inodes=64") < 0)
+		  a->dev_opts) < 0)
 		child_fail(sync_fd, "mount /dev (does the rootfs have it?)");
 	for (size_t i = 0; i < sizeof dev_nodes / sizeof dev_nodes[0]; i++) {
 		char src[32], dst[32];
@@ -308,6 +364,26 @@ __attribute__((noreturn)) static void child_main(const child_args *a)
 	if (ioctl(s, SIOCSIFFLAGS, &ifr) < 0)
 		child_fail(sync_fd, "bring loopback up");
 	close(s);
+
+	/* Into the sandbox's user namespace, as its root: the host uids of
+	 * the range, no host group (dropped first, with the host's
+	 * CAP_SETGID). Raw system calls: glibc's set*id
+	 * would signal the caller's other threads, which this copy lacks. */
+	if (syscall(SYS_setgroups, 0, NULL) < 0)
+		child_fail(sync_fd, "drop supplementary groups");
+	if (setns(userns_fd, CLONE_NEWUSER) < 0)
+		child_fail(sync_fd, "enter the user namespace");
+	close(userns_fd);
+	if (syscall(SYS_setresgid, 0, 0, 0) < 0 ||
+	    syscall(SYS_setresuid, 0, 0, 0) < 0)
+		child_fail(sync_fd, "become root of the user namespace");
+	/* The range is held by the parent's lock: nothing of the sandbox
+	 * may outlive it. Set after the uid change, which clears it. */
+	if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0)
+		child_fail(sync_fd, "parent death signal");
+	struct pollfd alive = {.fd = sync_fd, .events = POLLIN};
+	if (poll(&alive, 1, 0) != 0)
+		_exit(1);
 
 	int null = open("/dev/null", O_RDWR | O_CLOEXEC);
 	if (null < 0)
@@ -384,6 +460,7 @@ static int abs_path_ok(const char *p)
 
 static void handle_reset(al_driver_handle *h)
 {
+	memset(h->steps, 0, sizeof h->steps);
 	h->init_pid = 0;
 	h->agent_fd = -1;
 	h->cgroup[0] = '\0';
@@ -401,14 +478,153 @@ static const char *cgroup_name(const al_driver_handle *h)
 	return h->cgroup + pl + 1;
 }
 
+/* __WALL: also userns_make's child, which has no exit signal. */
 static void reap(int pidfd)
 {
 	siginfo_t si;
-	while (waitid((idtype_t)P_PIDFD, (id_t)pidfd, &si, WEXITED) < 0) {
+	while (waitid((idtype_t)P_PIDFD, (id_t)pidfd, &si, WEXITED | __WALL) <
+	       0) {
 		/* ECHILD: the caller's SIGCHLD handling reaped it first. */
 		if (errno != EINTR)
 			break;
 	}
+}
+
+static double ms_since(const struct timespec *t0)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)(t.tv_sec - t0->tv_sec) * 1e3 +
+	       (double)(t.tv_nsec - t0->tv_nsec) / 1e6;
+}
+
+/* Record step name as ending now, and start the next one. */
+static void step_done(al_driver_handle *h, int *n, const char *name,
+		      struct timespec *t0)
+{
+	if (*n < AL_DRIVER_STEPS) {
+		h->steps[*n].name = name;
+		h->steps[*n].ms = ms_since(t0);
+		(*n)++;
+	}
+	clock_gettime(CLOCK_MONOTONIC, t0);
+}
+
+static int write_map(pid_t pid, const char *file, const char *map,
+		     al_err *err)
+{
+	char path[64];
+	snprintf(path, sizeof path, "/proc/%d/%s", (int)pid, file);
+	al_autofd int fd = open(path, O_WRONLY | O_CLOEXEC);
+	if (fd < 0 || write(fd, map, strlen(map)) != (ssize_t)strlen(map))
+		return al_err_sys(err, AL_ESYS, errno, "write %s", path);
+	return 0;
+}
+
+/* The child of userns_make. It shares the caller's memory, so it touches
+ * nothing but its own stack (not even errno): a raw pause, which returns
+ * only to a signal, and every signal is blocked. */
+__attribute__((noreturn)) static int userns_wait(void *arg)
+{
+	(void)arg;
+	for (;;)
+		syscall(SYS_pause);
+}
+
+/* A user namespace whose 0..65535 are host uids and gids base..: made by
+ * cloning a child that only waits (a namespace needs a process to be born
+ * in and to have its maps written through), killed again on return; the
+ * returned fd keeps the namespace. The caller reaps *holder later, by
+ * when it has exited (no wait here for the dying child to be scheduled),
+ * and keeps stack, the child's, untouched until then. Made apart from the jail's init so
+ * that the init's other namespaces stay the host's. CLONE_VM: no copy of
+ * the caller's page tables (a fork of a big caller costs milliseconds).
+ *
+ * A namespace is owned by its creator's euid, and the per-user counts of
+ * its processes (inotify instances, mqueue bytes, pending signals,
+ * processes) are charged to the owner up in the host's namespace: so the
+ * calling thread takes the range's first uid as its euid for the clone
+ * alone (raw set*id calls change only the calling thread; real and saved
+ * ids stay, so it gets its euid and capabilities back). */
+static int userns_make(uid_t base, char *stack, size_t stack_len,
+		       int *holder, al_err *err)
+{
+	sigset_t all, old;
+	int pidfd = -1, fd = -1, clone_errno = 0;
+	char map[48], path[64];
+	uid_t euid = geteuid();
+	gid_t egid = getegid();
+	pid_t pid = -1;
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	if (syscall(SYS_setresgid, -1, base, -1) < 0 ||
+	    syscall(SYS_setresuid, -1, base, -1) < 0) {
+		clone_errno = errno;
+	} else {
+		/* No exit signal: the caller's SIGCHLD handling never sees
+		 * it. */
+		pid = clone(userns_wait, stack + stack_len,
+			    CLONE_VM | CLONE_NEWUSER | CLONE_PIDFD, NULL,
+			    &pidfd);
+		clone_errno = errno;
+	}
+	int back = syscall(SYS_setresuid, -1, euid, -1) == 0 &&
+		   syscall(SYS_setresgid, -1, egid, -1) == 0;
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (!back) {
+		/* Left without privileges, this thread fails closed. */
+		al_err_sys(err, AL_EINTERNAL, errno,
+			   "cannot take back euid %u after making a user "
+			   "namespace",
+			   (unsigned)euid);
+		goto out;
+	}
+	if (pid < 0) {
+		al_err_sys(err, AL_ESYS, clone_errno,
+			   "clone into a new user namespace");
+		goto out;
+	}
+	snprintf(map, sizeof map, "0 %u %u\n", (unsigned)base,
+		 AL_UIDRANGE_NS_SIZE);
+	snprintf(path, sizeof path, "/proc/%d/ns/user", (int)pid);
+	if (write_map(pid, "uid_map", map, err) == 0 &&
+	    write_map(pid, "gid_map", map, err) == 0) {
+		fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (fd < 0)
+			al_err_sys(err, AL_ESYS, errno, "open %s", path);
+	}
+out:
+	if (pid > 0)
+		syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0);
+	*holder = pidfd;
+	return fd;
+}
+
+/* A detached clone of rootfs whose files, owned by uid/gid n on disk,
+ * appear as n of userns_fd's namespace (host base + n): the template's
+ * root-owned files are root's inside, and what root inside writes lands
+ * owned by 0 on disk. nosuid, nodev: a node made anywhere in the sandbox
+ * is inert; the ones it may use are bound from the host. */
+static int idmapped_tree(const char *rootfs, int userns_fd, al_err *err)
+{
+	int fd = open_tree(AT_FDCWD, rootfs,
+			   OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+	if (fd < 0)
+		return al_err_sys(err, AL_ESYS, errno, "open_tree %s", rootfs);
+	struct mount_attr attr = {
+		.attr_set = MOUNT_ATTR_IDMAP | MOUNT_ATTR_NOSUID |
+			    MOUNT_ATTR_NODEV,
+		.userns_fd = (uint64_t)userns_fd,
+	};
+	if (mount_setattr(fd, "", AT_EMPTY_PATH, &attr, sizeof attr) < 0) {
+		al_err_sys(err, AL_ESYS, errno,
+			   "idmapped mount of %s (does its filesystem support "
+			   "idmapped mounts?)",
+			   rootfs);
+		close(fd);
+		return -1;
+	}
+	return fd;
 }
 
 /* The spec's limits with the defaults filled in. */
@@ -431,7 +647,13 @@ static int ns_start(const al_sandbox_spec *spec, al_driver_handle *h,
 		    al_err *err)
 {
 	int agent_sp[2] = {-1, -1}, sync_sp[2] = {-1, -1};
-	int pidfd = -1, cg_made = 0;
+	int pidfd = -1, cg_made = 0, nsteps = 0;
+	al_autofd int userns_fd = -1;
+	int holder = -1; /* userns_make's child, reaped on the way out */
+	_Alignas(16) char holder_stack[8192];
+	al_autofd int tree_fd = -1;
+	struct timespec t0;
+	char dev_opts[96];
 	pid_t pid = -1;
 	ns_priv *priv = NULL;
 	struct stat st;
@@ -471,6 +693,23 @@ static int ns_start(const al_sandbox_spec *spec, al_driver_handle *h,
 		goto fail;
 	}
 	priv->pidfd = -1;
+	priv->ids.lock_fd = -1;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	if (al_uidrange_take(&al_uidrange_ns, spec->id, &priv->ids, err) < 0)
+		goto fail;
+	step_done(h, &nsteps, "uid range", &t0);
+	userns_fd = userns_make(priv->ids.base, holder_stack,
+				sizeof holder_stack, &holder, err);
+	if (userns_fd < 0)
+		goto fail;
+	step_done(h, &nsteps, "user namespace", &t0);
+	tree_fd = idmapped_tree(spec->rootfs, userns_fd, err);
+	if (tree_fd < 0)
+		goto fail;
+	step_done(h, &nsteps, "idmapped mount", &t0);
+	snprintf(dev_opts, sizeof dev_opts,
+		 "mode=0755,size=64k,nr_inodes=64,uid=%u,gid=%u",
+		 (unsigned)priv->ids.base, (unsigned)priv->ids.base);
 	if (al_cgroup_create(spec->id, &lim, err) < 0)
 		goto fail;
 	cg_made = 1;
@@ -485,8 +724,11 @@ static int ns_start(const al_sandbox_spec *spec, al_driver_handle *h,
 		.rootfs = spec->rootfs,
 		.hostname = spec->hostname,
 		.agent = spec->agent,
+		.dev_opts = dev_opts,
 		.sync_fd = sync_sp[1],
 		.agent_fd = agent_sp[1],
+		.tree_fd = tree_fd,
+		.userns_fd = userns_fd,
 		.filter = filter,
 		.caps = caps_built,
 	};
@@ -557,6 +799,9 @@ static int ns_start(const al_sandbox_spec *spec, al_driver_handle *h,
 		goto fail;
 	}
 	close(al_steal_fd(&sync_sp[0]));
+	step_done(h, &nsteps, "jail", &t0);
+	reap(holder);
+	close(holder);
 
 	h->init_pid = pid;
 	h->agent_fd = al_steal_fd(&agent_sp[0]);
@@ -564,6 +809,10 @@ static int ns_start(const al_sandbox_spec *spec, al_driver_handle *h,
 	return 0;
 
 fail:
+	if (holder >= 0) {
+		reap(holder);
+		close(holder);
+	}
 	if (pid > 0) {
 		syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0);
 		reap(pidfd);
@@ -581,6 +830,8 @@ fail:
 		if (al_cgroup_destroy(spec->id, &tmp_err) < 0)
 			al_warn("sandbox %s: %s", spec->id, tmp_err.msg);
 	}
+	if (priv != NULL)
+		al_uidrange_drop(&priv->ids);
 	free(priv);
 	handle_reset(h);
 	return -1;
@@ -614,6 +865,9 @@ static int ns_stop(al_driver_handle *h, al_err *err)
 	if (name != NULL && al_cgroup_destroy(name, err) < 0)
 		return -1;
 	h->cgroup[0] = '\0';
+	/* Only now: every process of the range is gone with the init. */
+	if (p != NULL)
+		al_uidrange_drop(&p->ids);
 	free(p);
 	h->priv = NULL;
 	return 0;

@@ -14,7 +14,6 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/file.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
@@ -29,68 +28,23 @@
 
 /* ---- uids ---- */
 
-static uint32_t fnv1a(const char *s)
-{
-	uint32_t h = 2166136261u;
-	for (; s != NULL && *s != '\0'; s++)
-		h = (h ^ (uint8_t)*s) * 16777619u;
-	return h;
-}
-
 int al_vmjail_uid_take(const char *hint, al_vmjail_uid *u, al_err *err)
 {
-	u->uid = 0;
-	u->lock_fd = -1;
-	if (mkdir(AL_VMJAIL_UID_DIR, 0700) < 0 && errno != EEXIST)
-		return al_err_sys(err, AL_ESYS, errno, "mkdir %s",
-				  AL_VMJAIL_UID_DIR);
-	al_autofd int dir = open(AL_VMJAIL_UID_DIR,
-				 O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
-					 O_CLOEXEC);
-	struct stat st;
-	if (dir < 0 || fstat(dir, &st) < 0)
-		return al_err_sys(err, AL_ESYS, errno, "open %s",
-				  AL_VMJAIL_UID_DIR);
-	/* Whoever could write here could hand two QEMUs one uid. */
-	if (st.st_uid != 0 || (st.st_mode & 022) != 0)
-		return al_err_set(err, AL_EPERM, 0,
-				  "%s must be owned by root, mode 0700",
-				  AL_VMJAIL_UID_DIR);
-	uint32_t start = fnv1a(hint) % AL_VMJAIL_UID_COUNT;
-	for (uint32_t i = 0; i < AL_VMJAIL_UID_COUNT; i++) {
-		uint32_t off = (start + i) % AL_VMJAIL_UID_COUNT;
-		char name[16];
-		snprintf(name, sizeof name, "%u", off);
-		int fd = openat(dir, name,
-				O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC,
-				0600);
-		if (fd < 0)
-			return al_err_sys(err, AL_ESYS, errno,
-					  "open %s/%s", AL_VMJAIL_UID_DIR,
-					  name);
-		if (flock(fd, LOCK_EX | LOCK_NB) == 0) {
-			u->uid = AL_VMJAIL_UID_BASE + off;
-			u->lock_fd = fd;
-			return 0;
-		}
-		int e = errno;
-		close(fd);
-		if (e != EWOULDBLOCK)
-			return al_err_sys(err, AL_ESYS, e, "flock %s/%s",
-					  AL_VMJAIL_UID_DIR, name);
-	}
-	return al_err_set(err, AL_EUNAVAIL, 0,
-			  "all %u QEMU uids are in use", AL_VMJAIL_UID_COUNT);
+	al_uidrange r;
+	int rc = al_uidrange_take(&al_uidrange_vm, hint, &r, err);
+	u->uid = r.base;
+	u->lock_fd = r.lock_fd;
+	return rc;
 }
 
 void al_vmjail_uid_drop(al_vmjail_uid *u)
 {
 	if (u == NULL)
 		return;
-	if (u->lock_fd >= 0)
-		close(u->lock_fd);
-	u->lock_fd = -1;
+	al_uidrange r = {.base = u->uid, .lock_fd = u->lock_fd};
+	al_uidrange_drop(&r);
 	u->uid = 0;
+	u->lock_fd = -1;
 }
 
 /* ---- the child: build the root, drop everything, exec ---- */

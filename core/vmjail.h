@@ -25,15 +25,14 @@
 #include <sys/types.h>
 
 #include "err.h"
+#include "uidrange.h"
 
-/* Jailed QEMUs take uids [AL_VMJAIL_UID_BASE, +AL_VMJAIL_UID_COUNT): above
- * the ranges Debian gives users and containers (subuid), below systemd's
- * dynamic and nspawn ranges' ends. */
-#define AL_VMJAIL_UID_BASE 1900000000u
-#define AL_VMJAIL_UID_COUNT 65536u
-/* Host-wide, so every Airlock state dir on the host shares the range
- * without handing one uid to two QEMUs. On tmpfs: locks die at reboot. */
-#define AL_VMJAIL_UID_DIR "/run/airlock-vm-uids"
+/* Jailed QEMUs take uids [AL_VMJAIL_UID_BASE, +AL_VMJAIL_UID_COUNT), one
+ * each, from the host-wide pool of uidrange.h (where the ranges are laid
+ * out), so every Airlock state dir on the host shares it without handing
+ * one uid to two QEMUs. */
+#define AL_VMJAIL_UID_BASE AL_UIDRANGE_VM_BASE
+#define AL_VMJAIL_UID_COUNT AL_UIDRANGE_VM_COUNT
 
 typedef struct al_vmjail_uid {
 	uid_t uid;   /* 0 when none is held */

@@ -714,6 +714,12 @@ int main(int argc, char **argv)
 	    fcntl(a.chan, F_SETFD, FD_CLOEXEC) < 0)
 		die(111, "channel fd %d: %s", a.chan, strerror(errno));
 
+	/* The agent holds the channel to the shim: nothing in the sandbox
+	 * may ptrace it or read its memory. Root of an ns sandbox lacks
+	 * CAP_SYS_PTRACE, and without it a non-dumpable process is out of
+	 * reach; what it starts is dumpable again after exec. */
+	if (prctl(PR_SET_DUMPABLE, 0) < 0)
+		die(111, "PR_SET_DUMPABLE: %s", strerror(errno));
 	setup_signals(&a);
 	/* Outside a pid namespace (tests, a VM init that is not us), become
 	 * the reaper of orphans anyway, so every descendant is ours. */

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `make test`: deps, sanitizer build, cmocka unit tests, fuzz regression,
-# then the integration suite against a private stack (its own temporary
-# state directory and free ports, torn down even on failure).
+# then the integration and red-team suites against private stacks (their
+# own temporary state directories and free ports, torn down even on
+# failure).
 #
 # The last line sums every stage: "N passed, N failed" (", N skipped" when
 # some were skipped). Exit status is non-zero when anything failed.
@@ -131,4 +132,7 @@ pytest_stage builder 1800 tests/builder
 
 stage "integration (pytest, private stack from build-san/, drivers ns and vm)"
 pytest_stage integration 3600 tests/integration
+
+stage "red team (pytest, private stack: attempts from root inside ns and vm sandboxes)"
+pytest_stage redteam 900 tests/redteam
 finish

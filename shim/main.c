@@ -153,6 +153,27 @@ static struct {
 	int64_t t0, db, snapshot, driver, hello, ready;
 } start_ms;
 
+/* " (uid range 0.02 ms, user namespace 0.31 ms, ...)": the driver's own
+ * steps of the start, "" when it measured none. */
+static void driver_steps(const al_driver_handle *h, char *out, size_t len)
+{
+	size_t n = 0;
+	out[0] = '\0';
+	for (int i = 0; i < AL_DRIVER_STEPS && h->steps[i].name != NULL;
+	     i++) {
+		int w = snprintf(out + n, len - n, "%s%s %.2f ms",
+				 i == 0 ? " (" : ", ", h->steps[i].name,
+				 h->steps[i].ms);
+		if (w < 0 || (size_t)w >= len - n - 1) {
+			out[0] = '\0'; /* better none than a torn list */
+			return;
+		}
+		n += (size_t)w;
+	}
+	if (n > 0)
+		snprintf(out + n, len - n, ")");
+}
+
 /* Snapshot the template into pool/sandboxes/<name> and start the machine
  * on it; name is the sandbox id, or the slot of a standby. */
 static int start_machine(shim *s, const char *name, const char *tmpl_name,
@@ -436,13 +457,16 @@ int main(int argc, char **argv)
 	report(ready_fd, "OK\n");
 	if (ready_fd >= 0)
 		close(ready_fd);
+	char steps[256];
+	driver_steps(&s.h, steps, sizeof steps);
 	al_info("%s %s running (driver %s, init pid %d) in %lld ms: "
-		"db %lld, snapshot %lld, driver %lld, agent %lld, record %lld",
-		s.standby ? "standby" : "sandbox", s.sb.id, s.driver->name, (int)s.h.init_pid,
-		(long long)(start_ms.ready - start_ms.t0),
+		"db %lld, snapshot %lld, driver %lld%s, agent %lld, "
+		"record %lld",
+		s.standby ? "standby" : "sandbox", s.sb.id, s.driver->name,
+		(int)s.h.init_pid, (long long)(start_ms.ready - start_ms.t0),
 		(long long)(start_ms.db - start_ms.t0),
 		(long long)(start_ms.snapshot - start_ms.db),
-		(long long)(start_ms.driver - start_ms.snapshot),
+		(long long)(start_ms.driver - start_ms.snapshot), steps,
 		(long long)(start_ms.hello - start_ms.driver),
 		(long long)(start_ms.ready - start_ms.hello));
 	int rc = shim_relay_run(&s);

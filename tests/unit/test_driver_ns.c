@@ -13,7 +13,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/nsfs.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -21,6 +24,7 @@
 
 #include "cgroup.h"
 #include "driver.h"
+#include "uidrange.h"
 
 static char tmpdir[] = "/tmp/al-jail-XXXXXX";
 static char rootfs[256];
@@ -70,7 +74,10 @@ static int group_setup(void **state)
 	snprintf(rootfs, sizeof rootfs, "%s/root", tmpdir);
 	if (run("set -e; r=%s; mkdir -p $r/bin $r/proc $r/dev $r/sys $r/tmp "
 		"$r/etc $r/mnt; cp /bin/busybox $r/bin/busybox; "
-		"chroot $r /bin/busybox --install -s /bin",
+		"chroot $r /bin/busybox --install -s /bin; "
+		"echo 'root:x:0:0::/root:/bin/sh' > $r/etc/passwd; "
+		"echo 'nobody:x:65534:65534::/:/bin/sh' >> $r/etc/passwd; "
+		"printf 'root:x:0:\\nnogroup:x:65534:\\n' > $r/etc/group",
 		rootfs) != 0)
 		return -1;
 	char p[512];
@@ -246,11 +253,22 @@ static void test_namespaces(void **state)
 				 out, sizeof out, 5000),
 			 0);
 	assert_string_equal(out, "lo");
-	assert_int_equal(jail_sh(&h, "ping -c1 -W1 127.0.0.1 >/dev/null && "
-				     "echo up",
-				 out, sizeof out, 5000),
-			 0);
+	/* Loopback is up, and a port below 1024 binds: root inside holds
+	 * no capability over the (host-owned) network namespace, so the
+	 * jail opens low ports to every uid of the sandbox. */
+	int up = jail_sh(&h, "(nc -l -p 80 > /tmp/got &); sleep 0.3; "
+			     "echo up | nc -w1 127.0.0.1 80; sleep 0.2; "
+			     "cat /tmp/got",
+			 out, sizeof out, 5000);
+	if (up != 0)
+		print_message("loopback: %s\n", out);
+	assert_int_equal(up, 0);
 	assert_string_equal(out, "up");
+	/* ... but not raw sockets (busybox ping only has those). */
+	assert_int_not_equal(jail_sh(&h, "ping -c1 -W1 127.0.0.1", out,
+				     sizeof out, 5000),
+			     0);
+	assert_non_null(strstr(out, "denied"));
 	/* Host processes are invisible: only the agent, the shell running
 	 * this and its children. */
 	assert_int_equal(jail_sh(&h, "ls -d /proc/[0-9]* | wc -l", out,
@@ -335,21 +353,20 @@ static void test_privileges(void **state)
 				 out, sizeof out, 5000),
 			 0);
 	assert_string_equal(out, "0");
-	/* Device nodes work through the bind mounts only: a node made with
-	 * CAP_MKNOD is inert (nodev). */
+	/* Device nodes work through the bind mounts only: making one is
+	 * refused in a user namespace (and would be inert: nodev). */
 	assert_int_equal(jail_sh(&h, "echo x > /dev/null && head -c 4 "
 				     "/dev/urandom | wc -c",
 				 out, sizeof out, 5000),
 			 0);
 	assert_string_equal(out, "4");
-	assert_int_equal(jail_sh(&h, "mknod /tmp/mem c 1 1 && echo made", out,
-				 sizeof out, 5000),
-			 0);
-	assert_int_not_equal(jail_sh(&h, "head -c 1 /tmp/mem", out, sizeof out,
+	assert_int_not_equal(jail_sh(&h, "mknod /tmp/mem c 1 1", out,
+				     sizeof out, 5000),
+			     0);
+	assert_non_null(strstr(out, "ermitted"));
+	assert_int_not_equal(jail_sh(&h, "test -e /tmp/mem", out, sizeof out,
 				     5000),
 			     0);
-	assert_non_null(strstr(out, "denied"));
-	jail_sh(&h, "rm -f /tmp/mem", out, sizeof out, 5000);
 	/* No host mount survived the pivot. */
 	assert_int_equal(jail_sh(&h, "cut -d' ' -f2 /proc/mounts | sort -u | "
 				     "tr '\\n' ' '",
@@ -530,6 +547,187 @@ static void test_pause_resume(void **state)
 	(void)out;
 }
 
+/* The first host uid of h's user namespace, from its uid_map as the host
+ * sees it ("0 <base> 65536"), checked against the ns pool. */
+static unsigned host_base(const al_driver_handle *h, const char *file)
+{
+	char path[64];
+	unsigned in = 1, base = 0, count = 0;
+	snprintf(path, sizeof path, "/proc/%d/%s", (int)h->init_pid, file);
+	FILE *f = fopen(path, "r");
+	assert_non_null(f);
+	assert_int_equal(fscanf(f, "%u %u %u", &in, &base, &count), 3);
+	fclose(f);
+	assert_int_equal(in, 0);
+	assert_int_equal(count, AL_UIDRANGE_NS_SIZE);
+	assert_true(base >= AL_UIDRANGE_NS_BASE);
+	assert_true(base - AL_UIDRANGE_NS_BASE <
+		    AL_UIDRANGE_NS_SIZE * (AL_UIDRANGE_NS_SLOTS - 1) + 1);
+	assert_int_equal((base - AL_UIDRANGE_NS_BASE) % AL_UIDRANGE_NS_SIZE,
+			 0);
+	return base;
+}
+
+static void test_userns(void **state)
+{
+	(void)state;
+	NEED_JAIL();
+	al_driver_handle h;
+	char out[8192], want[64], path[512];
+	start_jail(&h, "t-userns", 128ull << 20, 64);
+	unsigned base = host_base(&h, "uid_map");
+	assert_int_equal(host_base(&h, "gid_map"), base);
+	/* The namespace is owned by the range's first uid, not host root:
+	 * per-user counts inside are charged to it. */
+	snprintf(path, sizeof path, "/proc/%d/ns/user", (int)h.init_pid);
+	int nsfd = open(path, O_RDONLY | O_CLOEXEC);
+	assert_true(nsfd >= 0);
+	uid_t owner = 0;
+	assert_int_equal(ioctl(nsfd, NS_GET_OWNER_UID, &owner), 0);
+	close(nsfd);
+	assert_int_equal(owner, base);
+	/* The user namespace's throwaway child is gone (reaped, no zombie):
+	 * the jail's init is this thread's only child. */
+	char kids[256] = "", want_kids[32];
+	snprintf(path, sizeof path, "/proc/self/task/%d/children",
+		 (int)gettid());
+	FILE *kf = fopen(path, "r");
+	if (kf != NULL) {
+		if (fgets(kids, sizeof kids, kf) == NULL)
+			kids[0] = '\0';
+		fclose(kf);
+		snprintf(want_kids, sizeof want_kids, "%d ", (int)h.init_pid);
+		assert_string_equal(kids, want_kids);
+	} else {
+		print_message("no %s (CONFIG_PROC_CHILDREN): not checked\n",
+			      path);
+	}
+	/* The start's steps were measured. */
+	assert_string_equal(h.steps[0].name, "uid range");
+	assert_string_equal(h.steps[1].name, "user namespace");
+	assert_string_equal(h.steps[2].name, "idmapped mount");
+	assert_string_equal(h.steps[3].name, "jail");
+	print_message("steps: uid range %.3f ms, user namespace %.3f ms, "
+		      "idmapped mount %.3f ms, jail %.3f ms\n",
+		      h.steps[0].ms, h.steps[1].ms, h.steps[2].ms,
+		      h.steps[3].ms);
+
+	/* Inside: root is the range's first uid, and sees it so. */
+	assert_int_equal(jail_sh(&h, "tr -s ' ' < /proc/self/uid_map", out,
+				 sizeof out, 5000),
+			 0);
+	snprintf(want, sizeof want, " 0 %u 65536", base);
+	assert_string_equal(out, want);
+	assert_int_equal(jail_sh(&h, "id -u; id -g; id -G", out, sizeof out,
+				 5000),
+			 0);
+	assert_string_equal(out, "0\n0\n0");
+	/* The template's files, owned by 0 on disk, are root's inside, ... */
+	assert_int_equal(jail_sh(&h, "stat -c '%u:%g' / /bin/busybox", out,
+				 sizeof out, 5000),
+			 0);
+	assert_string_equal(out, "0:0\n0:0");
+	/* ... and what root makes inside is owned by 0 on the host's disk,
+	 * another uid inside by that uid on disk. */
+	assert_int_equal(jail_sh(&h, "echo x > /tmp/by-root && mkdir /tmp/d && "
+				     "touch /tmp/by-1000 && "
+				     "chown 1000:1001 /tmp/by-1000",
+				 out, sizeof out, 5000),
+			 0);
+	struct stat st;
+	snprintf(path, sizeof path, "%s/tmp/by-root", rootfs);
+	assert_int_equal(stat(path, &st), 0);
+	assert_int_equal(st.st_uid, 0);
+	assert_int_equal(st.st_gid, 0);
+	snprintf(path, sizeof path, "%s/tmp/d", rootfs);
+	assert_int_equal(stat(path, &st), 0);
+	assert_int_equal(st.st_uid, 0);
+	snprintf(path, sizeof path, "%s/tmp/by-1000", rootfs);
+	assert_int_equal(stat(path, &st), 0);
+	assert_int_equal(st.st_uid, 1000);
+	assert_int_equal(st.st_gid, 1001);
+	/* A uid outside the range does not exist inside. */
+	assert_int_not_equal(jail_sh(&h, "chown 70000 /tmp/by-root", out,
+				     sizeof out, 5000),
+			     0);
+
+	/* The host's device nodes and the /dev/null behind the /proc masks
+	 * stay as they are: their owner (host root) is nobody inside, and
+	 * the binds are read-only. */
+	struct stat full0, null0, full1, null1;
+	assert_int_equal(stat("/dev/full", &full0), 0);
+	assert_int_equal(stat("/dev/null", &null0), 0);
+	assert_int_equal(jail_sh(&h, "stat -c '%u' /dev/full /proc/keys", out,
+				 sizeof out, 5000),
+			 0);
+	assert_string_equal(out, "65534\n65534");
+	static const char *const attempts[] = {
+		"chmod 600 /dev/full", "chown 0 /dev/full", "touch /dev/full",
+		"chmod 600 /proc/keys", "chown 1 /proc/keys",
+		"touch /proc/timer_list", "chmod 700 /proc/sys",
+		"chmod 600 /proc/sys/kernel/hostname",
+	};
+	for (size_t i = 0; i < sizeof attempts / sizeof *attempts; i++) {
+		int rc = jail_sh(&h, attempts[i], out, sizeof out, 5000);
+		if (rc == 0)
+			print_message("%s succeeded\n", attempts[i]);
+		assert_int_not_equal(rc, 0);
+	}
+	assert_int_equal(stat("/dev/full", &full1), 0);
+	assert_int_equal(stat("/dev/null", &null1), 0);
+	assert_int_equal(full1.st_mode, full0.st_mode);
+	assert_int_equal(full1.st_uid, full0.st_uid);
+	assert_int_equal(full1.st_ctim.tv_sec, full0.st_ctim.tv_sec);
+	assert_int_equal(full1.st_ctim.tv_nsec, full0.st_ctim.tv_nsec);
+	assert_int_equal(null1.st_mode, null0.st_mode);
+	assert_int_equal(null1.st_ctim.tv_nsec, null0.st_ctim.tv_nsec);
+	/* The nodes still work, for root and for another uid. */
+	assert_int_equal(jail_sh(&h, "echo x > /dev/null && "
+				     "head -c 3 /dev/zero | wc -c && "
+				     "su -s /bin/sh nobody -c "
+				     "'echo y > /dev/null && id -u'",
+				 out, sizeof out, 5000),
+			 0);
+	assert_string_equal(out, "3\n65534");
+	/* /dev itself is the sandbox's own tmpfs, root's inside. */
+	assert_int_equal(jail_sh(&h, "touch /dev/mine && stat -c %u /dev/mine",
+				 out, sizeof out, 5000),
+			 0);
+	assert_string_equal(out, "0");
+	stop_jail(&h);
+}
+
+/* Two live sandboxes never share a range; stop frees it. */
+static void test_userns_ranges(void **state)
+{
+	(void)state;
+	NEED_JAIL();
+	al_err err = {0};
+	al_driver_handle a, b;
+	start_jail(&a, "t-range-a", 64ull << 20, 32);
+	start_jail(&b, "t-range-b", 64ull << 20, 32);
+	unsigned ba = host_base(&a, "uid_map"), bb = host_base(&b, "uid_map");
+	assert_true(ba + AL_UIDRANGE_NS_SIZE <= bb ||
+		    bb + AL_UIDRANGE_NS_SIZE <= ba);
+	/* While a runs, its slot is not to be had, even asked for with a's
+	 * own id (where the search starts). */
+	al_uidrange r;
+	assert_int_equal(al_uidrange_take(&al_uidrange_ns, "t-range-a", &r,
+					  &err),
+			 0);
+	assert_int_not_equal(r.base, ba);
+	assert_int_not_equal(r.base, bb);
+	al_uidrange_drop(&r);
+	stop_jail(&a);
+	/* Stopped, it is free again: the same search now lands on it. */
+	assert_int_equal(al_uidrange_take(&al_uidrange_ns, "t-range-a", &r,
+					  &err),
+			 0);
+	assert_int_equal(r.base, ba);
+	al_uidrange_drop(&r);
+	stop_jail(&b);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -540,6 +738,8 @@ int main(void)
 		cmocka_unit_test_teardown(test_stop_cleans, test_teardown),
 		cmocka_unit_test_teardown(test_start_failure, test_teardown),
 		cmocka_unit_test_teardown(test_pause_resume, test_teardown),
+		cmocka_unit_test_teardown(test_userns, test_teardown),
+		cmocka_unit_test_teardown(test_userns_ranges, test_teardown),
 	};
 	return cmocka_run_group_tests_name("driver_ns", tests, group_setup,
 					   group_teardown);
