@@ -351,6 +351,7 @@ void al_api_relay_error(al_err *e)
 	case AL_EPERM:
 	case AL_ETIMEDOUT:
 	case AL_EUNAVAIL:
+	case AL_ENOSPACE:
 	case AL_ESYS:
 	case AL_ENOMEM:
 	case AL_EPROTO:
