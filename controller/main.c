@@ -1,7 +1,10 @@
 /* airlock-controller [--init] [--once]
  *
  * --init  apply migrations, create the admin API key on first start
- *         (written to $AIRLOCK_STATE/api-key); then, when QEMU and the
+ *         (written to $AIRLOCK_STATE/api-key), turn on disk quotas on the
+ *         pool and check that PostgreSQL, the logs and the keys are not
+ *         on the pool's filesystem (either failing fails --init); then,
+ *         when QEMU and the
  *         guest kernel are there, probe whether KVM can boot a guest
  *         (3 s deadline, else TCG), remember the answer, and build the
  *         VM artefacts (disk image + base snapshot) of every template
@@ -38,6 +41,7 @@
 #include "reap.h"
 #include "sandbox.h"
 #include "shimctl.h"
+#include "store.h"
 #include "template.h"
 #include "vmmem.h"
 #include "vmprobe.h"
@@ -60,6 +64,32 @@ static void on_signal(int sig)
 
 static void vm_init(const al_config *cfg, al_db *db);
 
+/* What must keep working when the pool is full lives off it. */
+static int check_off_pool(const al_config *cfg)
+{
+	static const char *const dirs[] = {"pg", "log", "keys", "run"};
+	for (size_t i = 0; i < sizeof dirs / sizeof dirs[0]; i++) {
+		char p[AL_PATH_MAX + 8];
+		al_err err = {0};
+		snprintf(p, sizeof p, "%s/%s", cfg->state_dir, dirs[i]);
+		int on = al_store_on_pool(cfg->pool_dir, p, &err);
+		if (on < 0 && err.code == AL_ENOENT)
+			continue;
+		if (on < 0) {
+			al_error("checking %s: %s", p, err.msg);
+			return -1;
+		}
+		if (on) {
+			al_error("%s is on the pool's filesystem (%s): a full "
+				 "pool would take it down; mount the pool as "
+				 "a filesystem of its own",
+				 p, cfg->pool_dir);
+			return -1;
+		}
+	}
+	return 0;
+}
+
 static int do_init(const al_config *cfg, al_db *db)
 {
 	al_err err = {0};
@@ -76,6 +106,12 @@ static int do_init(const al_config *cfg, al_db *db)
 	}
 	if (created)
 		al_info("created the admin API key in %s", key_file);
+	if (al_store_quota_enable(cfg->pool_dir, &err) < 0) {
+		al_error("disk quotas: %s", err.msg);
+		return 111;
+	}
+	if (check_off_pool(cfg) < 0)
+		return 111;
 	vm_init(cfg, db);
 	return 0;
 }
@@ -304,6 +340,14 @@ static void refill_one(const al_config *cfg, const char *name,
 	if (until == NULL || time(NULL) < *until)
 		return;
 	int have = al_shimctl_standby_count(cfg, name, driver, version);
+	al_err room = {0};
+	/* A standby is a create: none while the pool is full. */
+	if (have < (int)want &&
+	    al_store_room(cfg->pool_dir, cfg->pool_full_pct, &room) < 0) {
+		al_warn("warm pool of %s (%s): %s", name, driver, room.msg);
+		*until = time(NULL) + POOL_BACKOFF_S;
+		return;
+	}
 	while (have < (int)want && !stop_requested) {
 		al_err err = {0};
 		if (al_shimctl_spawn_standby(cfg, name, driver,
