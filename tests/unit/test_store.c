@@ -262,25 +262,21 @@ static void test_limit_needs_quota(void **state)
 	assert_int_equal(err.code, AL_ENOENT);
 }
 
-static void test_quota(void **state)
+/* The cap on a pool under root whose quotas are on, in either mode. */
+static void check_cap(const char *root)
 {
-	(void)state;
-	NEED_BTRFS();
 	al_err err = {0};
 	char tmpl[512], sbx[512], nb[512], p[600];
-	assert_int_equal(al_store_quota_enable(mnt, &err), 0);
-	assert_int_equal(al_store_quota_enable(mnt, &err), 0); /* again */
-
 	/* A template bigger than the sandbox's cap: shared extents are
 	 * not the sandbox's to pay for. */
-	path(tmpl, sizeof tmpl, "qtmpl");
+	snprintf(tmpl, sizeof tmpl, "%s/qtmpl", root);
 	assert_int_equal(al_store_subvol_create(tmpl, &err), 0);
 	snprintf(p, sizeof p, "%s/big", tmpl);
 	int e;
 	assert_int_equal(fill(p, 24, &e), 24);
 	assert_int_equal(e, 0);
-	path(sbx, sizeof sbx, "qsbx");
-	path(nb, sizeof nb, "qneighbour");
+	snprintf(sbx, sizeof sbx, "%s/qsbx", root);
+	snprintf(nb, sizeof nb, "%s/qneighbour", root);
 	assert_int_equal(al_store_snapshot(tmpl, sbx, &err), 0);
 	assert_int_equal(al_store_snapshot(tmpl, nb, &err), 0);
 	assert_int_equal(al_store_limit(sbx, 8u << 20, &err), 0);
@@ -305,6 +301,39 @@ static void test_quota(void **state)
 	snprintf(p, sizeof p, "%s/more", sbx);
 	assert_int_equal(fill(p, 16, &e), 16);
 	assert_int_equal(e, 0);
+}
+
+/* Simple quotas where the kernel has them (Linux 6.7), else full. */
+static void test_quota(void **state)
+{
+	(void)state;
+	NEED_BTRFS();
+	al_err err = {0};
+	assert_int_equal(al_store_quota_enable(mnt, &err), 0);
+	assert_int_equal(al_store_quota_enable(mnt, &err), 0); /* again */
+	check_cap(mnt);
+}
+
+/* A pool whose full qgroups were on before (what Debian 12's kernel
+ * has): enabling is a no-op and the cap works the same. */
+static void test_quota_full_qgroups(void **state)
+{
+	(void)state;
+	NEED_BTRFS();
+	char img2[300], mnt2[300];
+	snprintf(img2, sizeof img2, "%s/full.img", tmpdir);
+	snprintf(mnt2, sizeof mnt2, "%s/full", tmpdir);
+	assert_int_equal(mkdir(mnt2, 0700), 0);
+	if (run("truncate -s 256M %s && mkfs.btrfs -q %s >/dev/null 2>&1 && "
+		"mount -o loop %s %s && btrfs quota enable %s",
+		img2, img2, img2, mnt2, mnt2) != 0) {
+		umount2(mnt2, MNT_DETACH);
+		fail_msg("cannot make a second loop btrfs with full qgroups");
+	}
+	al_err err = {0};
+	assert_int_equal(al_store_quota_enable(mnt2, &err), 0);
+	check_cap(mnt2);
+	umount2(mnt2, MNT_DETACH);
 }
 
 static void test_room(void **state)
@@ -375,6 +404,7 @@ int main(void)
 		cmocka_unit_test(test_delete),
 		cmocka_unit_test(test_limit_needs_quota),
 		cmocka_unit_test(test_quota),
+		cmocka_unit_test(test_quota_full_qgroups),
 		cmocka_unit_test(test_room),
 		cmocka_unit_test(test_on_pool),
 	};
