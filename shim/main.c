@@ -167,6 +167,10 @@ static int64_t now_us(void)
  * is not started (or claimed) without its cap. */
 static int limit_disk(shim *s, uint64_t bytes, al_err *err)
 {
+	/* 0 would lift the cap (al_store_limit). */
+	if (bytes == 0)
+		return al_err_set(err, AL_EINTERNAL, 0,
+				  "sandbox %s has no disk limit", s->sb.id);
 	int64_t t = now_us();
 	if (al_store_limit(s->rootfs, bytes, err) < 0)
 		return -1;

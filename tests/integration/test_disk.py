@@ -11,6 +11,7 @@ import time
 import pytest
 
 from conftest import (STACK, TIMEOUT, Sandboxes, assert_error, exec_json)
+from test_warm_pool import standbys, wait_pool
 
 # What the test stack runs with (core/config.c defaults).
 DEFAULT_DISK_MB = 4096
@@ -96,6 +97,23 @@ def test_filling_the_disk_stops_at_disk_mb(api, sandboxes, driver):
     # A new sandbox still starts on the pool.
     fresh = sandboxes.create()
     assert sh(api, fresh["id"], "echo up")["stdout"].strip() == "up"
+
+
+def test_claimed_standby_gets_the_requests_cap(stack, api):
+    """A standby waits with the default cap; the claim replaces it."""
+    assert wait_pool(stack, "ns"), standbys(stack, "ns")
+    before = set(standbys(stack, "ns"))
+    s = Sandboxes(api, "ns")
+    try:
+        sid = s.create(disk_mb=32)["id"]
+        assert before - set(standbys(stack, "ns")), "no standby claimed"
+        with open(os.path.join(stack.state, "log", "shim.log")) as f:
+            assert f"sandbox {sid}: disk capped at 32 MiB" in f.read()
+        rc, out, size = dd(api, sid, 64)
+        assert rc != 0 and "Disk quota exceeded" in out, out
+        assert size is not None and size <= 33, out
+    finally:
+        s.cleanup()
 
 
 def test_deleting_frees_the_cap(api):
