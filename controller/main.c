@@ -1,11 +1,11 @@
 /* airlock-controller [--init] [--once]
  *
- * --init  apply migrations, create the admin API key on first start
- *         (written to $AIRLOCK_STATE/api-key), turn on disk quotas on the
- *         pool and check that PostgreSQL, the logs and the keys are not
- *         on the pool's filesystem (either failing fails --init); then,
- *         when QEMU and the
- *         guest kernel are there, probe whether KVM can boot a guest
+ * --init  check that PostgreSQL, the logs, the keys and the sockets are
+ *         not on the pool's filesystem and turn on the pool's disk
+ *         quotas (either failing fails --init, before the database is
+ *         touched); apply migrations, create the admin API key on first
+ *         start (written to $AIRLOCK_STATE/api-key); then, when QEMU and
+ *         the guest kernel are there, probe whether KVM can boot a guest
  *         (3 s deadline, else TCG), remember the answer, and build the
  *         VM artefacts (disk image + base snapshot) of every template
  *         that has none or stale ones. A vm failure never fails --init:
@@ -64,8 +64,9 @@ static void on_signal(int sig)
 
 static void vm_init(const al_config *cfg, al_db *db);
 
-/* What must keep working when the pool is full lives off it. */
-static int check_off_pool(const al_config *cfg)
+/* What must keep working when the pool is full lives off it; and every
+ * sandbox's disk limit needs the pool's quotas on. */
+static int init_pool(const al_config *cfg)
 {
 	static const char *const dirs[] = {"pg", "log", "keys", "run"};
 	for (size_t i = 0; i < sizeof dirs / sizeof dirs[0]; i++) {
@@ -87,6 +88,11 @@ static int check_off_pool(const al_config *cfg)
 			return -1;
 		}
 	}
+	al_err err = {0};
+	if (al_store_quota_enable(cfg->pool_dir, &err) < 0) {
+		al_error("disk quotas: %s", err.msg);
+		return -1;
+	}
 	return 0;
 }
 
@@ -106,12 +112,6 @@ static int do_init(const al_config *cfg, al_db *db)
 	}
 	if (created)
 		al_info("created the admin API key in %s", key_file);
-	if (al_store_quota_enable(cfg->pool_dir, &err) < 0) {
-		al_error("disk quotas: %s", err.msg);
-		return 111;
-	}
-	if (check_off_pool(cfg) < 0)
-		return 111;
 	vm_init(cfg, db);
 	return 0;
 }
@@ -476,6 +476,8 @@ int main(int argc, char **argv)
 		al_error("%s", err.msg);
 		return 100;
 	}
+	if (init && init_pool(&cfg) < 0)
+		return 111;
 	al_db *db = al_db_open(cfg.db_conninfo, &err);
 	if (db == NULL) {
 		al_error("%s", err.msg);

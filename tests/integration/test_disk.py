@@ -294,10 +294,18 @@ def test_pg_logs_keys_are_not_on_the_pool(stack):
             assert f.read().strip() == "squota"
 
 
+def controller_init(stack, env):
+    return subprocess.run([os.path.join(stack.build, "airlock-controller"),
+                           "--init"], env=env, cwd="/",
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          text=True, timeout=60)
+
+
 def test_state_dir_on_btrfs_still_gets_its_own_pool(stack):
     """A state directory on btrfs: stack.sh must not use a directory of
     it as the pool (PostgreSQL and the logs would share its space); it
-    mounts the pool image there instead."""
+    mounts the pool image there instead. A pool mounted by hand from the
+    state's own filesystem is refused by airlock-controller --init."""
     tmp = tempfile.mkdtemp(prefix="airlock-btrfs-state-")
     img, mnt = os.path.join(tmp, "host.img"), os.path.join(tmp, "mnt")
     os.mkdir(mnt)
@@ -322,10 +330,29 @@ def test_state_dir_on_btrfs_still_gets_its_own_pool(stack):
         back = subprocess.run(["losetup", "-n", "-O", "BACK-FILE", src],
                               stdout=subprocess.PIPE, text=True).stdout
         assert back.strip() == os.path.join(state, "pool.img"), back
+        # --init (no PostgreSQL here: it stops at the database) accepts
+        # this pool and turns its quotas on.
+        p = controller_init(stack, env)
+        assert "pool's filesystem" not in p.stdout, p.stdout
+        assert "disk quotas" not in p.stdout, p.stdout
+        q = subprocess.run(["btrfs", "qgroup", "show", pool],
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                           text=True)
+        assert q.returncode == 0, q.stdout
         p = subprocess.run([STACK, "stop", "pool"], env=env,
                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                            text=True, timeout=120)
         assert p.returncode == 0, p.stdout
+
+        # A directory of the state's filesystem mounted as the pool.
+        shared = os.path.join(state, "shared")
+        os.makedirs(shared, exist_ok=True)
+        subprocess.run(["mount", "--bind", shared, pool], check=True)
+        p = controller_init(stack, env)
+        assert p.returncode == 111, p.stdout
+        assert f"{state}/log is on the pool's filesystem" in p.stdout, \
+            p.stdout
+        subprocess.run(["umount", pool], check=True)
     finally:
         pool = os.path.join(state, "pool")
         if os.path.ismount(pool):
