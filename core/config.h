@@ -13,8 +13,8 @@
  *                       while the vm driver is usable)
  *   AIRLOCK_DEFAULT_DISK_MB  disk a sandbox may add to its template
  *                       (default 4096; capped at the maximum)
- *   AIRLOCK_MAX_DISK_MB the largest "disk_mb" a create may ask for
- *                       (default 65536)
+ *   AIRLOCK_MAX_DISK_MB the largest "disk_mb" a create may ask for, and
+ *                       what one template build step may add (65536)
  *   AIRLOCK_POOL_FULL_PCT  pool use (percent) from which creates and
  *                       template builds answer 507 (default 95)
  *   AIRLOCK_DEFAULT_DRIVER  ns | vm for creates that name no driver;
