@@ -1,14 +1,10 @@
 """Disk limits an operator sets through the environment, on a stack of
 this module's own: AIRLOCK_MAX_DISK_MB (which also lowers the default and
 caps every template build step) and AIRLOCK_POOL_FULL_PCT."""
-import os
-import tempfile
-
 import pytest
 import requests
 
-from conftest import (REPO, TIMEOUT, Sandboxes, Stack, _cleanup_state,
-                      assert_error, free_port, seed_vm_kernel)
+from conftest import TIMEOUT, Sandboxes, assert_error, running_stack
 from test_templates import build, submit
 
 MAX_MB = 64
@@ -16,29 +12,14 @@ MAX_MB = 64
 
 @pytest.fixture(scope="module")
 def small():
-    binaries = os.environ.get("AIRLOCK_TEST_BUILD",
-                              os.path.join(REPO, "build-san"))
-    state = tempfile.mkdtemp(prefix="airlock-it-disk-")
-    st = Stack(state, binaries, free_port(), free_port())
-    st.env.update({"AIRLOCK_MAX_DISK_MB": str(MAX_MB),
-                   "AIRLOCK_POOL_SIZE": "2G",
-                   "AIRLOCK_WARM_POOL": "1",
-                   "AIRLOCK_WARM_POOL_VM": "0"})
-    log = []
-    try:
-        seed_vm_kernel(state)
-        p = st.sh("up", check=False)
-        if p.returncode != 0:
-            pytest.fail(f"stack did not start:\n{p.stdout}", pytrace=False)
-        with open(os.path.join(state, "api-key")) as f:
-            st.key = f.read().strip()
+    env = {"AIRLOCK_MAX_DISK_MB": str(MAX_MB), "AIRLOCK_POOL_SIZE": "2G",
+           "AIRLOCK_WARM_POOL": "1", "AIRLOCK_WARM_POOL_VM": "0"}
+    for st in running_stack(env, prefix="airlock-it-disk-"):
         s = requests.Session()
         s.headers["Authorization"] = f"Bearer {st.key}"
         s.base = st.base
         st.api = s
         yield st
-    finally:
-        _cleanup_state(st, log)
 
 
 def test_the_maximum_lowers_the_default(small):
