@@ -127,8 +127,12 @@ fi
 export AIRLOCK_WARM_POOL=0 AIRLOCK_WARM_POOL_VM=0
 scripts/stack.sh restart fcgi >/dev/null
 scripts/stack.sh restart controller >/dev/null
+seen=$(wc -l <"$STATE/log/shim.log")
 lifecycle --driver ns --rounds "$ROUNDS" --peer-root "$PEER" \
 	--label "cold start (AIRLOCK_WARM_POOL=0)"
+# Where a cold create's time goes, from the shims' own step timings.
+/usr/bin/python3 bench/steps.py "$STATE/log/shim.log" --driver ns \
+	--since "$seen"
 if [ $vm_ok -eq 1 ]; then
 	lifecycle --driver vm --rounds "$VM_ROUNDS" \
 		--label "cold restore (AIRLOCK_WARM_POOL_VM=0), accel $accel" \

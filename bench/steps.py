@@ -4,10 +4,12 @@ the median of each step over the starts of each kind (cold sandbox,
 warm-pool standby) per driver. The shim logs one line per start:
 
   ... sandbox ID running (driver ns, init pid N) in T ms: db A,
-  snapshot B, driver C (uid range x ms, user namespace y ms, ...),
-  agent D, record E
+  snapshot B (qgroup q), driver C (uid range x ms, user namespace y ms,
+  ...), agent D, record E
 
-Usage: steps.py SHIM_LOG"""
+Usage: steps.py SHIM_LOG [--driver ns|vm] [--since N]
+
+--since: only lines after the first N lines (a series' own starts)."""
 import re
 import statistics
 import sys
@@ -18,8 +20,8 @@ STEP = re.compile(r"([a-z][a-z ]*?) ([0-9.]+)(?: ms)?$")
 
 
 def steps(text):
-    """[(name, ms)] of "db 5, snapshot 1, driver 20 (a 0.1 ms, b 2 ms), ..."
-    with the driver's own steps as "driver: a"."""
+    """[(name, ms)] of "db 5, snapshot 1 (qgroup 0.02), driver 20 (a 0.1 ms,
+    b 2 ms), ..." with a step's own sub-steps indented under it."""
     out = []
     for m in re.finditer(r"([a-z]+) (\d+)(?: \(([^)]*)\))?", text):
         out.append((m.group(1), float(m.group(2))))
@@ -30,28 +32,39 @@ def steps(text):
     return out
 
 
-def main():
-    if len(sys.argv) != 2:
+def main(argv):
+    if not argv or argv[0].startswith("-"):
         sys.exit(__doc__)
+    path, driver, since = argv[0], None, 0
+    rest = argv[1:]
+    while rest:
+        if rest[0] == "--driver" and len(rest) > 1:
+            driver, rest = rest[1], rest[2:]
+        elif rest[0] == "--since" and len(rest) > 1:
+            since, rest = int(rest[1]), rest[2:]
+        else:
+            sys.exit(__doc__)
     series = {}
-    with open(sys.argv[1], errors="replace") as f:
-        for line in f:
-            m = LINE.search(line)
-            if not m:
+    with open(path, errors="replace") as f:
+        for i, line in enumerate(f):
+            m = LINE.search(line) if i >= since else None
+            if m is None or (driver and m.group(2) != driver):
                 continue
             kind = "cold start" if m.group(1) == "sandbox" else "standby boot"
-            key = (m.group(2), kind)
-            s = series.setdefault(key, {"total": [], "steps": {}})
+            s = series.setdefault((m.group(2), kind),
+                                  {"total": [], "steps": {}})
             s["total"].append(float(m.group(3)))
             for name, ms in steps(m.group(4)):
                 s["steps"].setdefault(name, []).append(ms)
-    for (driver, kind), s in sorted(series.items()):
+    if not series:
+        print("steps: no start lines in", path)
+    for (drv, kind), s in sorted(series.items()):
         n = len(s["total"])
-        print(f"{driver} {kind}: median of {n} starts, "
+        print(f"{drv} {kind}: median of {n} starts, "
               f"{statistics.median(s['total']):.0f} ms")
         for name, v in s["steps"].items():
-            print(f"  {name:<20} {statistics.median(v):8.2f} ms")
+            print(f"  {name:<20} {statistics.median(v):8.3f} ms")
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1:])

@@ -282,6 +282,11 @@ static int run_steps(bld *b, al_err *err)
 		if (al_store_snapshot(b->parent, tmp, err) < 0)
 			return -1;
 		bld_tmp_add(b, tmp);
+		/* A step runs the user's commands: it may add to its parent
+		 * no more than a sandbox may add to its template. */
+		if (al_store_limit(tmp, (uint64_t)b->cfg.max_disk_mb << 20,
+				   err) < 0)
+			return -1;
 		int rc = st->kind == AL_AF_RUN ? run_step(b, st, i, tmp, err)
 					       : copy_step(b, st, i, tmp, err);
 		if (rc < 0)

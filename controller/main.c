@@ -1,8 +1,11 @@
 /* airlock-controller [--init] [--once]
  *
- * --init  apply migrations, create the admin API key on first start
- *         (written to $AIRLOCK_STATE/api-key); then, when QEMU and the
- *         guest kernel are there, probe whether KVM can boot a guest
+ * --init  check that PostgreSQL, the logs, the keys and the sockets are
+ *         not on the pool's filesystem and turn on the pool's disk
+ *         quotas (either failing fails --init, before the database is
+ *         touched); apply migrations, create the admin API key on first
+ *         start (written to $AIRLOCK_STATE/api-key); then, when QEMU and
+ *         the guest kernel are there, probe whether KVM can boot a guest
  *         (3 s deadline, else TCG), remember the answer, and build the
  *         VM artefacts (disk image + base snapshot) of every template
  *         that has none or stale ones. A vm failure never fails --init:
@@ -38,6 +41,7 @@
 #include "reap.h"
 #include "sandbox.h"
 #include "shimctl.h"
+#include "store.h"
 #include "template.h"
 #include "vmmem.h"
 #include "vmprobe.h"
@@ -59,6 +63,38 @@ static void on_signal(int sig)
 }
 
 static void vm_init(const al_config *cfg, al_db *db);
+
+/* What must keep working when the pool is full lives off it; and every
+ * sandbox's disk limit needs the pool's quotas on. */
+static int init_pool(const al_config *cfg)
+{
+	static const char *const dirs[] = {"pg", "log", "keys", "run"};
+	for (size_t i = 0; i < sizeof dirs / sizeof dirs[0]; i++) {
+		char p[AL_PATH_MAX + 8];
+		al_err err = {0};
+		snprintf(p, sizeof p, "%s/%s", cfg->state_dir, dirs[i]);
+		int on = al_store_on_pool(cfg->pool_dir, p, &err);
+		if (on < 0 && err.code == AL_ENOENT)
+			continue;
+		if (on < 0) {
+			al_error("checking %s: %s", p, err.msg);
+			return -1;
+		}
+		if (on) {
+			al_error("%s is on the pool's filesystem (%s): a full "
+				 "pool would take it down; mount the pool as "
+				 "a filesystem of its own",
+				 p, cfg->pool_dir);
+			return -1;
+		}
+	}
+	al_err err = {0};
+	if (al_store_quota_enable(cfg->pool_dir, &err) < 0) {
+		al_error("disk quotas: %s", err.msg);
+		return -1;
+	}
+	return 0;
+}
 
 static int do_init(const al_config *cfg, al_db *db)
 {
@@ -304,6 +340,14 @@ static void refill_one(const al_config *cfg, const char *name,
 	if (until == NULL || time(NULL) < *until)
 		return;
 	int have = al_shimctl_standby_count(cfg, name, driver, version);
+	al_err room = {0};
+	/* A standby is a create: none while the pool is full. */
+	if (have < (int)want &&
+	    al_store_room(cfg->pool_dir, cfg->pool_full_pct, &room) < 0) {
+		al_warn("warm pool of %s (%s): %s", name, driver, room.msg);
+		*until = time(NULL) + POOL_BACKOFF_S;
+		return;
+	}
 	while (have < (int)want && !stop_requested) {
 		al_err err = {0};
 		if (al_shimctl_spawn_standby(cfg, name, driver,
@@ -432,6 +476,8 @@ int main(int argc, char **argv)
 		al_error("%s", err.msg);
 		return 100;
 	}
+	if (init && init_pool(&cfg) < 0)
+		return 111;
 	al_db *db = al_db_open(cfg.db_conninfo, &err);
 	if (db == NULL) {
 		al_error("%s", err.msg);

@@ -190,6 +190,9 @@ int al_config_load_from(al_config *cfg, const char *(*lookup)(const char *),
 	cfg->default_memory_bytes = 512 * MIB;
 	cfg->default_pids = 512;
 	cfg->default_cpu_shares = 1024;
+	cfg->default_disk_mb = 4096;
+	cfg->max_disk_mb = 65536;
+	cfg->pool_full_pct = 95;
 	cfg->default_timeout_s = 300;
 	cfg->max_timeout_s = 86400;
 	cfg->warm_pool = 2;
@@ -230,6 +233,29 @@ int al_config_load_from(al_config *cfg, const char *(*lookup)(const char *),
 					  "or vm");
 		snprintf(cfg->default_driver, sizeof cfg->default_driver,
 			 "%s", v);
+	}
+	v = lookup("AIRLOCK_MAX_DISK_MB");
+	if (v != NULL && v[0] != '\0') {
+		if (parse_u64("AIRLOCK_MAX_DISK_MB", v, AL_DISK_MB_MIN,
+			      AL_DISK_MB_LIMIT, &n, err) < 0)
+			return -1;
+		cfg->max_disk_mb = (uint32_t)n;
+	}
+	v = lookup("AIRLOCK_DEFAULT_DISK_MB");
+	if (v != NULL && v[0] != '\0') {
+		if (parse_u64("AIRLOCK_DEFAULT_DISK_MB", v, AL_DISK_MB_MIN,
+			      AL_DISK_MB_LIMIT, &n, err) < 0)
+			return -1;
+		cfg->default_disk_mb = (uint32_t)n;
+	}
+	/* A lowered maximum lowers the default with it. */
+	if (cfg->default_disk_mb > cfg->max_disk_mb)
+		cfg->default_disk_mb = cfg->max_disk_mb;
+	v = lookup("AIRLOCK_POOL_FULL_PCT");
+	if (v != NULL && v[0] != '\0') {
+		if (parse_u64("AIRLOCK_POOL_FULL_PCT", v, 1, 100, &n, err) < 0)
+			return -1;
+		cfg->pool_full_pct = (uint32_t)n;
 	}
 	v = lookup("AIRLOCK_DEFAULT_CPU_SHARES");
 	if (v != NULL && v[0] != '\0') {

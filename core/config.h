@@ -11,6 +11,12 @@
  *                       2, 0 = none: every create starts cold)
  *   AIRLOCK_WARM_POOL_VM  the same for the vm driver (default 2; only
  *                       while the vm driver is usable)
+ *   AIRLOCK_DEFAULT_DISK_MB  disk a sandbox may add to its template
+ *                       (default 4096; capped at the maximum)
+ *   AIRLOCK_MAX_DISK_MB the largest "disk_mb" a create may ask for, and
+ *                       what one template build step may add (65536)
+ *   AIRLOCK_POOL_FULL_PCT  pool use (percent) from which creates and
+ *                       template builds answer 507 (default 95)
  *   AIRLOCK_DEFAULT_DRIVER  ns | vm for creates that name no driver;
  *                       unset: vm where KVM works and vm is usable, else
  *                       ns (decided by airlock-fcgi, which knows the host)
@@ -24,6 +30,10 @@
 #include "err.h"
 
 #define AL_PATH_MAX 512
+/* Bounds of any sandbox disk limit, in MiB: below the minimum a sandbox
+ * cannot even write its logs; the upper one is 16 TiB. */
+#define AL_DISK_MB_MIN 16
+#define AL_DISK_MB_LIMIT (16u << 20)
 
 typedef struct al_config {
 	char state_dir[AL_PATH_MAX];   /* absolute */
@@ -35,6 +45,9 @@ typedef struct al_config {
 	uint64_t default_memory_bytes; /* per sandbox */
 	uint32_t default_pids;
 	uint32_t default_cpu_shares; /* cgroup v1 cpu.shares scale (1024) */
+	uint32_t default_disk_mb;    /* new data a sandbox may write */
+	uint32_t max_disk_mb;
+	uint32_t pool_full_pct; /* creates and builds stop at this use */
 	uint32_t default_timeout_s;  /* sandbox lifetime */
 	uint32_t max_timeout_s;
 	uint32_t warm_pool;    /* ns standbys per template */

@@ -20,6 +20,7 @@ static const struct {
 	[AL_ETIMEDOUT] = {"timeout", 504},
 	[AL_EPROTO] = {"bad_gateway", 502},
 	[AL_EUNAVAIL] = {"unavailable", 503},
+	[AL_ENOSPACE] = {"insufficient_storage", 507},
 	[AL_ENOMEM] = {"out_of_memory", 500},
 	[AL_ESYS] = {"system_error", 500},
 	[AL_EDB] = {"database_error", 500},

@@ -22,6 +22,7 @@ typedef enum al_code {
 	AL_ETIMEDOUT, /* deadline passed: 504 */
 	AL_EPROTO,    /* peer broke the protocol: 502 */
 	AL_EUNAVAIL,  /* service not reachable (shim, db): 503 */
+	AL_ENOSPACE,  /* the sandbox pool is (nearly) full: 507 */
 	AL_ENOMEM,    /* out of memory: 500 */
 	AL_ESYS,      /* a system call failed: 500 */
 	AL_EDB,       /* database error: 500 */

@@ -5,6 +5,7 @@
 
 #include <openssl/evp.h>
 
+#include "config.h"
 #include "path.h"
 
 const al_json_map_limits al_json_env_limits = {
@@ -376,7 +377,7 @@ const char *al_json_compact(json_object *obj)
 
 static const char *const create_fields[] = {
 	"template", "timeout",	  "env",    "metadata", "memory_mb",
-	"pids",	    "cpu_shares", "driver", NULL,
+	"pids",	    "cpu_shares", "driver", "disk_mb", NULL,
 };
 
 int al_json_create_req_parse(const char *buf, size_t len,
@@ -443,6 +444,12 @@ int al_json_create_req_parse(const char *buf, size_t len,
 		goto fail;
 	if (r > 0)
 		out->cpu_shares = (uint32_t)n;
+	r = al_json_get_int(o, "disk_mb", AL_DISK_MB_MIN, AL_DISK_MB_LIMIT, &n,
+			    err);
+	if (r < 0)
+		goto fail;
+	if (r > 0)
+		out->disk_mb = (uint32_t)n;
 	return 0;
 fail:
 	al_json_create_req_free(out);

@@ -80,6 +80,8 @@ typedef struct al_create_req {
 	uint64_t memory_mb;    /* 0 = template default */
 	uint32_t pids;	       /* 0 = template default */
 	uint32_t cpu_shares;   /* 0 = template default */
+	uint32_t disk_mb;      /* 0 = template default; the operator's
+				* maximum is checked by the caller */
 } al_create_req;
 
 /* Parse and validate; timeout defaults to default_timeout_s and must be in

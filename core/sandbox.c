@@ -132,7 +132,7 @@ static const char *plain_json(json_object *o)
 int al_sandbox_insert(al_db *db, const al_sandbox *sb, int timeout_s,
 		      al_err *err)
 {
-	char mem[24], pids[16], cpu[16], tmo[16];
+	char mem[24], pids[16], cpu[16], tmo[16], disk[24];
 
 	if (!al_id_valid(sb->id))
 		return al_err_set(err, AL_EINVAL, 0, "invalid sandbox id");
@@ -142,6 +142,10 @@ int al_sandbox_insert(al_db *db, const al_sandbox *sb, int timeout_s,
 	snprintf(pids, sizeof pids, "%" PRIu32, sb->limits.pids_max);
 	snprintf(cpu, sizeof cpu, "%" PRIu32, sb->limits.cpu_shares);
 	snprintf(tmo, sizeof tmo, "%d", timeout_s);
+	snprintf(disk, sizeof disk, "%" PRIu64, sb->limits.disk_bytes);
+	if (sb->limits.disk_bytes == 0)
+		return al_err_set(err, AL_EINVAL, 0,
+				  "sandbox %s has no disk limit", sb->id);
 	const char *env = sb->env != NULL ? plain_json(sb->env)
 					  : "{}";
 	const char *meta = sb->metadata != NULL
@@ -155,23 +159,25 @@ int al_sandbox_insert(al_db *db, const al_sandbox *sb, int timeout_s,
 		meta,	tmo,
 		/* NULL for drivers without an accelerator */
 		sb->accel[0] != '\0' ? sb->accel : NULL,
+		disk,
 	};
 	/* The row and its first event in one statement, so one commit. */
 	PGresult *res = al_db_exec(
 		db,
 		"WITH s AS (INSERT INTO sandboxes (id, template, driver, state,"
 		" memory_bytes, pids_max, cpu_shares, env, metadata,"
-		" created_at, expires_at, updated_at, accel, template_version)"
+		" created_at, expires_at, updated_at, accel, template_version,"
+		" disk_bytes)"
 		" VALUES ($1, $2, $3, 'creating', $4, $5, $6, $7::jsonb,"
 		" $8::jsonb, now(), now() + make_interval(secs => $9::int),"
 		" now(), $10,"
 		/* The template's current version, read in the same statement:
 		 * the sandbox keeps it whatever is built later. */
-		" (SELECT version FROM templates WHERE name = $2))"
+		" (SELECT version FROM templates WHERE name = $2), $11)"
 		" RETURNING id)"
 		" INSERT INTO sandbox_events (sandbox_id, from_state, to_state,"
 		" event) SELECT id, NULL, 'creating', 'create' FROM s",
-		10, params, err);
+		11, params, err);
 	if (res == NULL) {
 		al_err_wrap(err, "inserting sandbox %s", sb->id);
 		return -1;
@@ -188,7 +194,7 @@ int al_sandbox_insert(al_db *db, const al_sandbox *sb, int timeout_s,
 	" 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'),"                               \
 	" to_char(expires_at AT TIME ZONE 'UTC',"                              \
 	" 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'),"                               \
-	" coalesce(accel, ''), coalesce(template_version, 0)"
+	" coalesce(accel, ''), coalesce(template_version, 0), disk_bytes"
 
 static void copy_field(char *dst, size_t dstlen, const char *src)
 {
@@ -229,6 +235,7 @@ static int row_to_sandbox(PGresult *res, int i, al_sandbox *out, al_err *err)
 		   PQgetvalue(res, i, 12));
 	copy_field(out->accel, sizeof out->accel, PQgetvalue(res, i, 13));
 	out->template_version = atoi(PQgetvalue(res, i, 14));
+	out->limits.disk_bytes = strtoull(PQgetvalue(res, i, 15), NULL, 10);
 	return 0;
 }
 
@@ -489,6 +496,9 @@ json_object *al_sandbox_to_json(const al_sandbox *sb)
 			       json_object_new_int64(sb->limits.pids_max));
 	json_object_object_add(o, "cpu_shares",
 			       json_object_new_int64(sb->limits.cpu_shares));
+	json_object_object_add(
+		o, "disk_mb",
+		json_object_new_int64((int64_t)(sb->limits.disk_bytes >> 20)));
 	if (sb->state == AL_ST_ERROR && sb->error[0] != '\0')
 		json_object_object_add(o, "error",
 				       json_object_new_string(sb->error));

@@ -316,20 +316,22 @@ int al_template_publish(al_db *db, const al_config *cfg,
 	}
 	moved = 1;
 
-	char vbuf[16], mem[24], pids[16], cpu[16];
+	char vbuf[16], mem[24], pids[16], cpu[16], disk[16];
 	snprintf(vbuf, sizeof vbuf, "%d", version);
 	snprintf(mem, sizeof mem, "%llu",
 		 (unsigned long long)(cfg->default_memory_bytes >> 20));
 	snprintf(pids, sizeof pids, "%u", cfg->default_pids);
 	snprintf(cpu, sizeof cpu, "%u", cfg->default_cpu_shares);
-	const char *p2[] = {name, vbuf, mem, pids, cpu};
+	snprintf(disk, sizeof disk, "%u", cfg->default_disk_mb);
+	const char *p2[] = {name, vbuf, mem, pids, cpu, disk};
 	res = al_db_exec(db,
 			 "INSERT INTO templates (name, version, driver,"
-			 " memory_mb, pids, cpu_shares)"
+			 " memory_mb, pids, cpu_shares, disk_mb)"
 			 " VALUES ($1, $2::int, 'ns', greatest($3::bigint, 1),"
-			 " greatest($4::int, 1), greatest($5::int, 1))"
+			 " greatest($4::int, 1), greatest($5::int, 1),"
+			 " greatest($6::int, 1))"
 			 " ON CONFLICT (name) DO UPDATE SET version = $2::int",
-			 5, p2, err);
+			 6, p2, err);
 	if (res == NULL)
 		goto fail;
 	PQclear(res);

@@ -10,6 +10,7 @@
 #include "log.h"
 #include "sandbox.h"
 #include "shimctl.h"
+#include "store.h"
 #include "vmnet.h"
 
 #define SPAWN_DEADLINE_MS 30000
@@ -46,7 +47,7 @@ void al_api_templates(al_req *r)
 	PGresult *res = al_db_exec(
 		db,
 		"SELECT name, version, driver, memory_mb, pids, cpu_shares,"
-		" to_char(created_at AT TIME ZONE 'UTC',"
+		" disk_mb, to_char(created_at AT TIME ZONE 'UTC',"
 		" 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"')"
 		" FROM templates ORDER BY name",
 		0, NULL, &err);
@@ -73,9 +74,12 @@ void al_api_templates(al_req *r)
 		json_object_object_add(
 			t, "cpu_shares",
 			json_object_new_int64(atoll(PQgetvalue(res, i, 5))));
+		json_object_object_add(
+			t, "disk_mb",
+			json_object_new_int64(atoll(PQgetvalue(res, i, 6))));
 		json_object_object_add(t, "created_at",
 				       json_object_new_string(
-					       PQgetvalue(res, i, 6)));
+					       PQgetvalue(res, i, 7)));
 		json_object_array_add(arr, t);
 	}
 	PQclear(res);
@@ -85,16 +89,18 @@ void al_api_templates(al_req *r)
 	json_object_put(o);
 }
 
-/* Template row for a create: driver and default limits. */
-static int load_template(al_db *db, const char *name, al_sandbox *sb,
-			 al_err *err)
+/* Template row for a create: driver and default limits. A template's
+ * disk default above the operator's maximum (lowered since the template
+ * was made) is capped at it. */
+static int load_template(al_db *db, const al_config *cfg, const char *name,
+			 al_sandbox *sb, al_err *err)
 {
 	if (!al_id_valid(name))
 		return al_err_set(err, AL_ENOENT, 0, "no such template");
 	const char *params[] = {name};
 	PGresult *res = al_db_exec(db,
-				   "SELECT driver, memory_mb, pids, cpu_shares"
-				   " FROM templates WHERE name = $1",
+				   "SELECT driver, memory_mb, pids, cpu_shares,"
+				   " disk_mb FROM templates WHERE name = $1",
 				   1, params, err);
 	if (res == NULL)
 		return -1;
@@ -110,6 +116,10 @@ static int load_template(al_db *db, const char *name, al_sandbox *sb,
 						10);
 	sb->limits.cpu_shares = (uint32_t)strtoul(PQgetvalue(res, 0, 3), NULL,
 						  10);
+	uint64_t disk_mb = strtoull(PQgetvalue(res, 0, 4), NULL, 10);
+	if (disk_mb == 0 || disk_mb > cfg->max_disk_mb)
+		disk_mb = cfg->max_disk_mb;
+	sb->limits.disk_bytes = disk_mb << 20;
 	PQclear(res);
 	return 0;
 }
@@ -169,10 +179,21 @@ void al_api_sandbox_create(al_req *r)
 		al_http_error(r, &err);
 		return;
 	}
+	if (req.disk_mb > r->cfg->max_disk_mb) {
+		al_err_set(&err, AL_EINVAL, 0,
+			   "'disk_mb' must be at most %u (the operator's "
+			   "AIRLOCK_MAX_DISK_MB)",
+			   r->cfg->max_disk_mb);
+		goto fail;
+	}
+	/* Before anything is written: a full pool takes no new sandbox,
+	 * and the ones running keep what is left. */
+	if (al_store_room(r->cfg->pool_dir, r->cfg->pool_full_pct, &err) < 0)
+		goto fail;
 	al_db *db = al_req_db(r, &err);
 	if (db == NULL)
 		goto fail;
-	if (load_template(db, req.template_name, &sb, &err) < 0)
+	if (load_template(db, r->cfg, req.template_name, &sb, &err) < 0)
 		goto fail;
 	if (pick_driver(r, &req, &sb, &err) < 0)
 		goto fail;
@@ -182,6 +203,8 @@ void al_api_sandbox_create(al_req *r)
 		sb.limits.pids_max = req.pids;
 	if (req.cpu_shares != 0)
 		sb.limits.cpu_shares = req.cpu_shares;
+	if (req.disk_mb != 0)
+		sb.limits.disk_bytes = (uint64_t)req.disk_mb << 20;
 	if (al_sandbox_new_id(sb.id, &err) < 0)
 		goto fail;
 	/* Borrowed from the request; never freed through sb. */
@@ -351,6 +374,7 @@ void al_api_relay_error(al_err *e)
 	case AL_EPERM:
 	case AL_ETIMEDOUT:
 	case AL_EUNAVAIL:
+	case AL_ENOSPACE:
 	case AL_ESYS:
 	case AL_ENOMEM:
 	case AL_EPROTO:

@@ -25,6 +25,7 @@
 #include "multipart.h"
 #include "sandbox.h"
 #include "spawn.h"
+#include "store.h"
 #include "template.h"
 
 #define AIRLOCKFILE_MAX (1024 * 1024)
@@ -150,6 +151,11 @@ void al_api_template_build(al_req *r)
 {
 	al_err err = {0};
 	char id[21], dir[AL_PATH_MAX], parent[AL_PATH_MAX + 16];
+	/* A build writes a new template version into the pool. */
+	if (al_store_room(r->cfg->pool_dir, r->cfg->pool_full_pct, &err) < 0) {
+		al_http_error(r, &err);
+		return;
+	}
 	al_db *db = al_req_db(r, &err);
 	if (db == NULL || al_sandbox_new_id(id, &err) < 0 ||
 	    al_build_dir(r->cfg, id, dir, sizeof dir, &err) < 0) {

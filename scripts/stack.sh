@@ -264,9 +264,18 @@ pool_loopdev() {
 	return 0
 }
 
+# The pool is a filesystem of its own: a btrfs the operator mounted on
+# $POOL, else the loop image, even when the state directory is on btrfs
+# itself. A pool that were only a directory there would share its space
+# with PostgreSQL, the logs and the keys, which a full pool (or one
+# sandbox filling it) must never take down. airlock-controller --init
+# checks it and turns the pool's disk quotas on.
 start_pool() {
 	mkdir -p "$POOL"
-	if [ "$(stat -f -c %T "$POOL")" != btrfs ]; then
+	if mountpoint -q "$POOL"; then
+		[ "$(stat -f -c %T "$POOL")" = btrfs ] ||
+			die "$POOL is a mount point but not btrfs"
+	else
 		if [ ! -s "$POOL_IMG" ]; then
 			log "creating btrfs pool image $POOL_IMG ($POOL_SIZE, sparse)"
 			rm -f "$POOL_IMG"

@@ -20,6 +20,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cleanup.h"
@@ -148,9 +149,11 @@ void shim_teardown(shim *s, al_event ev, const char *detail)
 }
 
 /* Milliseconds each start step took, logged with the running line so an
- * operator can see where create time goes. */
+ * operator can see where create time goes. The disk limit is a single
+ * ioctl: microseconds. */
 static struct {
 	int64_t t0, db, snapshot, driver, hello, ready;
+	int64_t qgroup_us;
 } start_ms;
 
 /* " (uid range 0.02 ms, user namespace 0.31 ms, ...)": the driver's own
@@ -174,6 +177,28 @@ static void driver_steps(const al_driver_handle *h, char *out, size_t len)
 		snprintf(out + n, len - n, ")");
 }
 
+static int64_t now_us(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+/* Cap what the sandbox may add to its template; fails closed: a sandbox
+ * is not started (or claimed) without its cap. */
+static int limit_disk(shim *s, uint64_t bytes, al_err *err)
+{
+	/* 0 would lift the cap (al_store_limit). */
+	if (bytes == 0)
+		return al_err_set(err, AL_EINTERNAL, 0,
+				  "sandbox %s has no disk limit", s->sb.id);
+	int64_t t = now_us();
+	if (al_store_limit(s->rootfs, bytes, err) < 0)
+		return -1;
+	start_ms.qgroup_us += now_us() - t;
+	return 0;
+}
+
 /* Snapshot the template into pool/sandboxes/<name> and start the machine
  * on it; name is the sandbox id, or the slot of a standby. */
 static int start_machine(shim *s, const char *name, const char *tmpl_name,
@@ -189,6 +214,8 @@ static int start_machine(shim *s, const char *name, const char *tmpl_name,
 		al_err_wrap(err, "template %s", tmpl_name);
 		return -1;
 	}
+	if (limit_disk(s, limits->disk_bytes, err) < 0)
+		return -1;
 	start_ms.snapshot = al_now_ms();
 
 	al_sandbox_spec spec = {
@@ -311,7 +338,9 @@ static int bring_up_standby(shim *s, const char *tmpl, const char *driver,
 		return al_err_set(err, AL_EINVAL, 0,
 				  "driver %s has no warm pool support",
 				  s->driver->name);
-	al_limits defaults = {0};
+	/* A claim sets the sandbox's own cap (shim_claim). */
+	al_limits defaults = {.disk_bytes = (uint64_t)s->cfg.default_disk_mb
+					    << 20};
 	if (start_machine(s, s->slot, tmpl, &defaults, err) < 0)
 		return -1;
 	if (s->driver == &al_driver_vm)
@@ -352,6 +381,12 @@ int shim_claim(shim *s, const char *id, al_err *err)
 		return al_err_sys(err, AL_ESYS, errno, "rename %s to %s",
 				  s->rootfs, root);
 	memcpy(s->rootfs, root, sizeof root);
+	start_ms.qgroup_us = 0;
+	if (limit_disk(s, s->sb.limits.disk_bytes, err) < 0)
+		return -1;
+	al_info("sandbox %s: disk capped at %llu MiB (qgroup %.3f ms)", id,
+		(unsigned long long)(s->sb.limits.disk_bytes >> 20),
+		(double)start_ms.qgroup_us / 1000.0);
 	al_sandbox_spec spec = {
 		.id = id,
 		.rootfs = s->rootfs,
@@ -460,12 +495,13 @@ int main(int argc, char **argv)
 	char steps[256];
 	driver_steps(&s.h, steps, sizeof steps);
 	al_info("%s %s running (driver %s, init pid %d) in %lld ms: "
-		"db %lld, snapshot %lld, driver %lld%s, agent %lld, "
+		"db %lld, snapshot %lld (qgroup %.3f), driver %lld%s, agent %lld, "
 		"record %lld",
 		s.standby ? "standby" : "sandbox", s.sb.id, s.driver->name,
 		(int)s.h.init_pid, (long long)(start_ms.ready - start_ms.t0),
 		(long long)(start_ms.db - start_ms.t0),
 		(long long)(start_ms.snapshot - start_ms.db),
+		(double)start_ms.qgroup_us / 1000.0,
 		(long long)(start_ms.driver - start_ms.snapshot), steps,
 		(long long)(start_ms.hello - start_ms.driver),
 		(long long)(start_ms.ready - start_ms.hello));

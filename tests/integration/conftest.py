@@ -224,12 +224,14 @@ def _cleanup_state(stack, log):
     shutil.rmtree(stack.state, ignore_errors=True)
 
 
-@pytest.fixture(scope="session")
-def stack():
+def running_stack(env=None, prefix="airlock-it-"):
+    """A stack in a fresh state directory, up until the generator is
+    closed; env: variables on top of the defaults (operator settings)."""
     build = os.environ.get("AIRLOCK_TEST_BUILD",
                            os.path.join(REPO, "build-san"))
-    state = tempfile.mkdtemp(prefix="airlock-it-")
+    state = tempfile.mkdtemp(prefix=prefix)
     st = Stack(state, build, free_port(), free_port())
+    st.env.update(env or {})
     log = []
     try:
         seed_vm_kernel(state)
@@ -242,6 +244,11 @@ def stack():
         yield st
     finally:
         _cleanup_state(st, log)
+
+
+@pytest.fixture(scope="session")
+def stack():
+    yield from running_stack()
 
 
 @pytest.fixture(scope="session")

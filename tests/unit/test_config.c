@@ -53,6 +53,9 @@ static void test_defaults(void **state)
 	assert_int_equal(cfg.default_cpu_shares, 1024);
 	assert_int_equal(cfg.default_timeout_s, 300);
 	assert_int_equal(cfg.max_timeout_s, 86400);
+	assert_int_equal(cfg.default_disk_mb, 4096);
+	assert_int_equal(cfg.max_disk_mb, 65536);
+	assert_int_equal(cfg.pool_full_pct, 95);
 	assert_true(cfg.sql_dir[0] == '/');
 	assert_true(cfg.libexec_dir[0] == '/');
 }
@@ -70,6 +73,9 @@ static void test_overrides(void **state)
 		"AIRLOCK_DEFAULT_MEMORY_MB", "256",
 		"AIRLOCK_DEFAULT_PIDS", "64",
 		"AIRLOCK_DEFAULT_CPU_SHARES", "512",
+		"AIRLOCK_DEFAULT_DISK_MB", "1024",
+		"AIRLOCK_MAX_DISK_MB", "2048",
+		"AIRLOCK_POOL_FULL_PCT", "80",
 		NULL,
 	};
 	assert_int_equal(load(env, &cfg, &err), 0);
@@ -82,6 +88,21 @@ static void test_overrides(void **state)
 	assert_int_equal(cfg.default_memory_bytes, 256ull << 20);
 	assert_int_equal(cfg.default_pids, 64);
 	assert_int_equal(cfg.default_cpu_shares, 512);
+	assert_int_equal(cfg.default_disk_mb, 1024);
+	assert_int_equal(cfg.max_disk_mb, 2048);
+	assert_int_equal(cfg.pool_full_pct, 80);
+}
+
+/* A maximum below the default disk size lowers the default. */
+static void test_disk_default_capped(void **state)
+{
+	(void)state;
+	al_config cfg;
+	al_err err;
+	static const char *const env[] = {"AIRLOCK_MAX_DISK_MB", "512", NULL};
+	assert_int_equal(load(env, &cfg, &err), 0);
+	assert_int_equal(cfg.max_disk_mb, 512);
+	assert_int_equal(cfg.default_disk_mb, 512);
 }
 
 static void expect_bad(const char *var, const char *value)
@@ -106,6 +127,10 @@ static void test_rejects(void **state)
 	expect_bad("AIRLOCK_DEFAULT_MEMORY_MB", "99999999999999999999999");
 	expect_bad("AIRLOCK_DEFAULT_PIDS", "0");
 	expect_bad("AIRLOCK_DEFAULT_CPU_SHARES", "1");
+	expect_bad("AIRLOCK_MAX_DISK_MB", "8");
+	expect_bad("AIRLOCK_DEFAULT_DISK_MB", "x");
+	expect_bad("AIRLOCK_POOL_FULL_PCT", "0");
+	expect_bad("AIRLOCK_POOL_FULL_PCT", "101");
 	expect_bad("AIRLOCK_SQL_DIR", "relative/sql");
 	expect_bad("AIRLOCK_LIBEXEC", "/bad\npath");
 	expect_bad("AIRLOCK_STATE", "/with space");
@@ -195,6 +220,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_defaults),
 		cmocka_unit_test(test_overrides),
+		cmocka_unit_test(test_disk_default_capped),
 		cmocka_unit_test(test_rejects),
 		cmocka_unit_test(test_relative_state),
 		cmocka_unit_test(test_paths),

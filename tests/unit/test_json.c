@@ -41,7 +41,7 @@ static void test_create_ok(void **state)
 	assert_int_equal(create("{\"template\":\"minimal\",\"timeout\":60,"
 				"\"env\":{\"A_1\":\"x\"},\"metadata\":{\"k\":"
 				"\"v\"},\"memory_mb\":128,\"pids\":100,"
-				"\"cpu_shares\":512}",
+				"\"cpu_shares\":512,\"disk_mb\":64}",
 				&req, &err),
 			 0);
 	assert_string_equal(req.template_name, "minimal");
@@ -49,6 +49,7 @@ static void test_create_ok(void **state)
 	assert_int_equal(req.memory_mb, 128);
 	assert_int_equal(req.pids, 100);
 	assert_int_equal(req.cpu_shares, 512);
+	assert_int_equal(req.disk_mb, 64);
 	assert_int_equal(json_object_object_length(req.env), 1);
 	assert_int_equal(json_object_object_length(req.metadata), 1);
 	assert_null(req.driver);
@@ -120,6 +121,10 @@ static void test_create_rejects(void **state)
 	expect_create_bad("{\"memory_mb\":1}", AL_EINVAL, "'memory_mb'");
 	expect_create_bad("{\"pids\":0}", AL_EINVAL, "'pids'");
 	expect_create_bad("{\"cpu_shares\":1}", AL_EINVAL, "'cpu_shares'");
+	expect_create_bad("{\"disk_mb\":15}", AL_EINVAL, "'disk_mb'");
+	expect_create_bad("{\"disk_mb\":\"64\"}", AL_EINVAL, "'disk_mb'");
+	expect_create_bad("{\"disk_mb\":99999999999}", AL_EINVAL,
+			  "'disk_mb'");
 	expect_create_bad("{\"templat\":\"minimal\"}", AL_EINVAL,
 			  "unknown field 'templat'");
 	expect_create_bad("{\"driver\":\"kvm\"}", AL_EINVAL, "'driver'");

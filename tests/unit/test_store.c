@@ -1,6 +1,6 @@
-/* store: subvolumes and snapshots on a real btrfs (a loop-mounted image
- * in a temp dir). Needs root and btrfs-progs; otherwise every test is
- * reported as skipped. */
+/* store: subvolumes, snapshots, qgroup limits and pool checks on a real
+ * btrfs (a loop-mounted image in a temp dir). Needs root and btrfs-progs;
+ * otherwise every test is reported as skipped. */
 #include <errno.h>
 #include <fcntl.h>
 #include <setjmp.h>
@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -217,6 +218,183 @@ static void test_delete(void **state)
 	assert_int_equal(access(plain, F_OK), 0);
 }
 
+/* Write up to mb MiB of fresh data to p, fsync'ed; the whole MiB written
+ * before the first failure, its errno in *e (0: none). A short write is
+ * not a failure: the next write says why it was short. */
+static int fill(const char *p, int mb, int *e)
+{
+	static char buf[1 << 20];
+	memset(buf, 0xa5, sizeof buf);
+	*e = 0;
+	int fd = open(p, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+	assert_true(fd >= 0);
+	uint64_t total = (uint64_t)mb << 20, done = 0;
+	while (done < total) {
+		size_t chunk = sizeof buf - (size_t)(done % sizeof buf);
+		ssize_t n = write(fd, buf, chunk);
+		if (n < 0) {
+			*e = errno;
+			break;
+		}
+		done += (uint64_t)n;
+	}
+	if (*e == 0 && fsync(fd) < 0)
+		*e = errno;
+	close(fd);
+	return (int)(done >> 20);
+}
+
+/* Runs before test_quota turns quotas on. */
+static void test_limit_needs_quota(void **state)
+{
+	(void)state;
+	NEED_BTRFS();
+	al_err err = {0};
+	char sv[512];
+	path(sv, sizeof sv, "noquota");
+	assert_int_equal(al_store_subvol_create(sv, &err), 0);
+	assert_int_equal(al_store_limit(sv, 8u << 20, &err), -1);
+	assert_int_equal(err.code, AL_EUNAVAIL);
+	assert_non_null(strstr(err.msg, "quotas are off"));
+	char missing[512];
+	path(missing, sizeof missing, "missing-sv");
+	assert_int_equal(al_store_limit(missing, 8u << 20, &err), -1);
+	assert_int_equal(err.code, AL_ENOENT);
+}
+
+/* The cap on a pool under root whose quotas are on, in either mode. */
+static void check_cap(const char *root)
+{
+	al_err err = {0};
+	char tmpl[512], sbx[512], nb[512], p[600];
+	/* A template bigger than the sandbox's cap: shared extents are
+	 * not the sandbox's to pay for. */
+	snprintf(tmpl, sizeof tmpl, "%s/qtmpl", root);
+	assert_int_equal(al_store_subvol_create(tmpl, &err), 0);
+	snprintf(p, sizeof p, "%s/big", tmpl);
+	int e;
+	assert_int_equal(fill(p, 24, &e), 24);
+	assert_int_equal(e, 0);
+	snprintf(sbx, sizeof sbx, "%s/qsbx", root);
+	snprintf(nb, sizeof nb, "%s/qneighbour", root);
+	assert_int_equal(al_store_snapshot(tmpl, sbx, &err), 0);
+	assert_int_equal(al_store_snapshot(tmpl, nb, &err), 0);
+	assert_int_equal(al_store_limit(sbx, 8u << 20, &err), 0);
+	assert_int_equal(al_store_limit(nb, 64u << 20, &err), 0);
+
+	/* 32 MiB of new data into an 8 MiB cap: stops near 8 MiB with
+	 * EDQUOT (what a writer in the sandbox sees). */
+	snprintf(p, sizeof p, "%s/new", sbx);
+	int got = fill(p, 32, &e);
+	print_message("capped at 8 MiB: wrote %d MiB, then %s\n", got,
+		      strerror(e));
+	assert_int_equal(e, EDQUOT);
+	assert_in_range(got, 4, 9);
+
+	/* The neighbour's writes are untouched by it. */
+	snprintf(p, sizeof p, "%s/new", nb);
+	assert_int_equal(fill(p, 32, &e), 32);
+	assert_int_equal(e, 0);
+
+	/* Lifting the cap lets the sandbox write again. */
+	assert_int_equal(al_store_limit(sbx, 0, &err), 0);
+	snprintf(p, sizeof p, "%s/more", sbx);
+	assert_int_equal(fill(p, 16, &e), 16);
+	assert_int_equal(e, 0);
+}
+
+/* Simple quotas where the kernel has them (Linux 6.7), else full. */
+static void test_quota(void **state)
+{
+	(void)state;
+	NEED_BTRFS();
+	al_err err = {0};
+	assert_int_equal(al_store_quota_enable(mnt, &err), 0);
+	assert_int_equal(al_store_quota_enable(mnt, &err), 0); /* again */
+	check_cap(mnt);
+}
+
+/* A pool whose full qgroups were on before (what Debian 12's kernel
+ * has): enabling is a no-op and the cap works the same. */
+static void test_quota_full_qgroups(void **state)
+{
+	(void)state;
+	NEED_BTRFS();
+	char img2[300], mnt2[300];
+	snprintf(img2, sizeof img2, "%s/full.img", tmpdir);
+	snprintf(mnt2, sizeof mnt2, "%s/full", tmpdir);
+	assert_int_equal(mkdir(mnt2, 0700), 0);
+	if (run("truncate -s 256M %s && mkfs.btrfs -q %s >/dev/null 2>&1 && "
+		"mount -o loop %s %s && btrfs quota enable %s",
+		img2, img2, img2, mnt2, mnt2) != 0) {
+		umount2(mnt2, MNT_DETACH);
+		fail_msg("cannot make a second loop btrfs with full qgroups");
+	}
+	al_err err = {0};
+	assert_int_equal(al_store_quota_enable(mnt2, &err), 0);
+	check_cap(mnt2);
+	umount2(mnt2, MNT_DETACH);
+}
+
+static void test_room(void **state)
+{
+	(void)state;
+	NEED_BTRFS();
+	al_err err = {0};
+	unsigned before, after;
+	char p[600];
+	assert_int_equal(al_store_used_pct(mnt, &before, &err), 0);
+	assert_in_range(before, 1, 90);
+	assert_int_equal(al_store_room(mnt, before + 1, &err), 0);
+
+	/* Take most of what is left. */
+	struct statvfs sv;
+	assert_int_equal(statvfs(mnt, &sv), 0);
+	off_t take = (off_t)((double)sv.f_bavail * sv.f_frsize * 0.8);
+	snprintf(p, sizeof p, "%s/ballast", mnt);
+	int fd = open(p, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+	assert_true(fd >= 0);
+	assert_int_equal(fallocate(fd, 0, 0, take), 0);
+	assert_int_equal(fsync(fd), 0);
+	close(fd);
+	sync();
+	assert_int_equal(al_store_used_pct(mnt, &after, &err), 0);
+	print_message("pool used: %u %% before, %u %% with ballast\n", before,
+		      after);
+	assert_true(after >= before + 5 && after < 100);
+	assert_int_equal(al_store_room(mnt, before + 1, &err), -1);
+	assert_int_equal(err.code, AL_ENOSPACE);
+	assert_non_null(strstr(err.msg, "AIRLOCK_POOL_FULL_PCT"));
+	assert_int_equal(al_store_room(mnt, after, &err), -1);
+	assert_int_equal(al_store_room(mnt, after + 1, &err), 0);
+	assert_int_equal(unlink(p), 0);
+
+	assert_int_equal(al_store_used_pct("/nonexistent/pool", &after, &err),
+			 -1);
+	assert_int_equal(err.code, AL_ENOENT);
+}
+
+static void test_on_pool(void **state)
+{
+	(void)state;
+	NEED_BTRFS();
+	al_err err = {0};
+	char dir[512], sv[512];
+	path(dir, sizeof dir, "plain-on-pool");
+	assert_int_equal(mkdir(dir, 0700), 0);
+	path(sv, sizeof sv, "sv-on-pool");
+	assert_int_equal(al_store_subvol_create(sv, &err), 0);
+	assert_int_equal(al_store_on_pool(mnt, mnt, &err), 1);
+	assert_int_equal(al_store_on_pool(mnt, dir, &err), 1);
+	/* Another subvolume has its own st_dev but is the same pool. */
+	assert_int_equal(al_store_on_pool(mnt, sv, &err), 1);
+	assert_int_equal(al_store_on_pool(mnt, tmpdir, &err), 0);
+	assert_int_equal(al_store_on_pool(mnt, "/nonexistent/x", &err), -1);
+	assert_int_equal(err.code, AL_ENOENT);
+	assert_int_equal(al_store_on_pool(tmpdir, tmpdir, &err), -1);
+	assert_int_equal(err.code, AL_EUNAVAIL);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -224,6 +402,11 @@ int main(void)
 		cmocka_unit_test(test_create_and_is_subvol),
 		cmocka_unit_test(test_snapshot_independent),
 		cmocka_unit_test(test_delete),
+		cmocka_unit_test(test_limit_needs_quota),
+		cmocka_unit_test(test_quota),
+		cmocka_unit_test(test_quota_full_qgroups),
+		cmocka_unit_test(test_room),
+		cmocka_unit_test(test_on_pool),
 	};
 	return cmocka_run_group_tests_name("store", tests, group_setup,
 					   group_teardown);
