@@ -16,6 +16,9 @@
  * the i386 entry, where the family cannot be checked), personality only
  * with Docker's personas.
  *
+ * Both refuse the btrfs ioctls that create a subvolume or snapshot: each
+ * would be a quota group of its own, outside the sandbox's disk limit.
+ *
  * QEMU's list is what QEMU needs under TCG and KVM, taken from tracing
  * it: no new processes (clone must carry CLONE_THREAD), no socket(), no
  * mount API, namespaces, bpf, perf, keyrings, module loading, kexec,

@@ -14,6 +14,7 @@
 #include <string.h>
 #include <sys/socket.h>
 
+#include <linux/btrfs.h>
 #include <linux/filter.h>
 #include <seccomp.h>
 
@@ -27,7 +28,7 @@ static const char *const ns_allow[] = {
 	"chmod", "fchmod", "fchmodat", "chown", "chown32", "fchown",
 	"fchown32", "fchownat", "lchown", "lchown32", "umask", "chroot",
 	"open", "openat", "openat2", "creat", "close", "close_range", "dup",
-	"dup2", "dup3", "fcntl", "fcntl64", "flock", "ioctl", "read", "readv",
+	"dup2", "dup3", "fcntl", "fcntl64", "flock", "read", "readv",
 	"pread64", "preadv", "preadv2", "write", "writev", "pwrite64",
 	"pwritev", "pwritev2", "lseek", "_llseek", "sendfile", "sendfile64",
 	"copy_file_range", "splice", "tee", "vmsplice", "readahead",
@@ -121,7 +122,7 @@ static const char *const ns_allow[] = {
 static const char *const qemu_allow[] = {
 	/* files and descriptors */
 	"access", "faccessat", "faccessat2", "open", "openat", "close",
-	"dup", "dup2", "dup3", "fcntl", "ioctl", "read", "readv", "pread64",
+	"dup", "dup2", "dup3", "fcntl", "read", "readv", "pread64",
 	"preadv", "preadv2", "write", "writev", "pwrite64", "pwritev",
 	"pwritev2", "lseek", "fallocate", "ftruncate", "fsync", "fdatasync",
 	"fadvise64", "stat", "lstat", "fstat", "newfstatat", "statx",
@@ -174,6 +175,7 @@ static const profile qemu_profile = {
  * rules of the calls they stand for. */
 static const char *const arg_ruled[] = {
 	"clone", "clone3", "socket", "personality", "socketcall", "ipc",
+	"ioctl",
 };
 
 /* CLONE_NEWTIME is absent: clone has no room for it (0x80 is in the exit
@@ -241,6 +243,32 @@ static void clone_rules(scmp_filter_ctx ctx, const profile *p)
 	}
 	/* clone3 gets no rule: it takes the default, ENOSYS (libseccomp
 	 * refuses a rule that repeats the default action). */
+}
+
+/* ioctl requests refused to both jails. A btrfs subvolume or snapshot is
+ * a quota group of its own: made inside a sandbox's rootfs, it would hold
+ * data outside the sandbox's disk limit (the kernel lets the owner of a
+ * directory create one without any capability). */
+static const unsigned long refused_ioctls[] = {
+	BTRFS_IOC_SUBVOL_CREATE,    BTRFS_IOC_SUBVOL_CREATE_V2,
+	BTRFS_IOC_SNAP_CREATE,	    BTRFS_IOC_SNAP_CREATE_V2,
+};
+
+/* The kernel reads the request as an unsigned int: only the low half of
+ * the register is compared. Everything else is allowed by a rule with an
+ * always-true comparison, which libseccomp tests after the EPERM ones (a
+ * rule without a comparison would override them; test_sysfilter checks). */
+static void ioctl_rules(scmp_filter_ctx ctx)
+{
+	for (size_t i = 0;
+	     i < sizeof refused_ioctls / sizeof refused_ioctls[0]; i++) {
+		struct scmp_arg_cmp c = SCMP_A1(SCMP_CMP_MASKED_EQ,
+						0xffffffffu,
+						refused_ioctls[i]);
+		rule(ctx, SCMP_ACT_ERRNO(EPERM), "ioctl", 1, &c);
+	}
+	struct scmp_arg_cmp any = SCMP_A1(SCMP_CMP_GE, 0);
+	rule(ctx, SCMP_ACT_ALLOW, "ioctl", 1, &any);
 }
 
 /* Families 0..63 but AF_VSOCK as aligned blocks, (low bits ignored,
@@ -329,6 +357,7 @@ static scmp_filter_ctx build_arch(const profile *p, uint32_t arch)
 			rule(ctx, SCMP_ACT_ALLOW, p->allow[i], 0, NULL);
 	}
 	clone_rules(ctx, p);
+	ioctl_rules(ctx);
 	if (p->docker_args) {
 		docker_arg_rules(ctx, arch);
 	} else {
