@@ -156,6 +156,32 @@ static int exec_cmd(al_db *db, const char *sql, al_err *err)
 	return 0;
 }
 
+long long al_db_exec_rows(al_db *db, const char *sql, int nparams,
+			  const char *const *params, al_err *err)
+{
+	PGresult *res = al_db_exec(db, sql, nparams, params, err);
+	if (res == NULL)
+		return -1;
+	long long n = atoll(PQcmdTuples(res));
+	PQclear(res);
+	return n;
+}
+
+int al_db_begin(al_db *db, al_err *err)
+{
+	return exec_cmd(db, "BEGIN", err);
+}
+
+int al_db_commit(al_db *db, al_err *err)
+{
+	return exec_cmd(db, "COMMIT", err);
+}
+
+void al_db_rollback(al_db *db)
+{
+	exec_cmd(db, "ROLLBACK", NULL);
+}
+
 /* Read a migration file fully; NUL-terminated. */
 static char *read_sql(const char *path, al_err *err)
 {

@@ -26,5 +26,14 @@ int al_db_migrate(al_db *db, const char *sql_dir, al_err *err);
  * with AL_EDB (or AL_EEXIST on unique violation). Caller PQclear()s. */
 PGresult *al_db_exec(al_db *db, const char *sql, int nparams,
 		     const char *const *params, al_err *err);
+/* A statement that returns no rows (UPDATE, DELETE): the number of rows
+ * it changed, or -1. */
+long long al_db_exec_rows(al_db *db, const char *sql, int nparams,
+			  const char *const *params, al_err *err);
+/* Transactions. Rollback has nothing to report: a connection that broke
+ * has no transaction left. */
+int al_db_begin(al_db *db, al_err *err);
+int al_db_commit(al_db *db, al_err *err);
+void al_db_rollback(al_db *db);
 
 #endif

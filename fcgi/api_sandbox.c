@@ -1,4 +1,6 @@
-/* Health, templates and the sandbox resource (create, list, get, delete). */
+/* Health and the sandbox resource (create, list, get, delete). A member
+ * key sees only its project's sandboxes: another project's is answered
+ * exactly like an unknown id. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,8 +10,10 @@
 #include "http.h"
 #include "json.h"
 #include "log.h"
+#include "project.h"
 #include "sandbox.h"
 #include "shimctl.h"
+#include "template.h"
 #include "vmnet.h"
 
 #define SPAWN_DEADLINE_MS 30000
@@ -33,56 +37,6 @@ void al_api_health(al_req *r)
 	static const char body[] = "{\"status\":\"ok\"}\n";
 	al_http_head(r, 200, "application/json", "Content-Length: 16\r\n");
 	al_http_write(r, body, sizeof body - 1);
-}
-
-void al_api_templates(al_req *r)
-{
-	al_err err;
-	al_db *db = al_req_db(r, &err);
-	if (db == NULL) {
-		al_http_error(r, &err);
-		return;
-	}
-	PGresult *res = al_db_exec(
-		db,
-		"SELECT name, version, driver, memory_mb, pids, cpu_shares,"
-		" to_char(created_at AT TIME ZONE 'UTC',"
-		" 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"')"
-		" FROM templates ORDER BY name",
-		0, NULL, &err);
-	if (res == NULL) {
-		al_http_error(r, &err);
-		return;
-	}
-	json_object *arr = json_object_new_array();
-	for (int i = 0; i < PQntuples(res); i++) {
-		json_object *t = json_object_new_object();
-		json_object_object_add(t, "name", json_object_new_string(
-							  PQgetvalue(res, i, 0)));
-		json_object_object_add(
-			t, "version",
-			json_object_new_int64(atoll(PQgetvalue(res, i, 1))));
-		json_object_object_add(t, "driver", json_object_new_string(
-							    PQgetvalue(res, i, 2)));
-		json_object_object_add(
-			t, "memory_mb",
-			json_object_new_int64(atoll(PQgetvalue(res, i, 3))));
-		json_object_object_add(
-			t, "pids",
-			json_object_new_int64(atoll(PQgetvalue(res, i, 4))));
-		json_object_object_add(
-			t, "cpu_shares",
-			json_object_new_int64(atoll(PQgetvalue(res, i, 5))));
-		json_object_object_add(t, "created_at",
-				       json_object_new_string(
-					       PQgetvalue(res, i, 6)));
-		json_object_array_add(arr, t);
-	}
-	PQclear(res);
-	json_object *o = json_object_new_object();
-	json_object_object_add(o, "templates", arr);
-	al_http_json(r, 200, o);
-	json_object_put(o);
 }
 
 /* Template row for a create: driver and default limits. */
@@ -156,6 +110,7 @@ void al_api_sandbox_create(al_req *r)
 	size_t len = 0;
 	al_create_req req;
 	al_sandbox sb;
+	int retry_after = 0;
 
 	memset(&sb, 0, sizeof sb);
 	if (al_req_body(r, AL_JSON_BODY_MAX, &body, &len, &err) < 0) {
@@ -169,10 +124,14 @@ void al_api_sandbox_create(al_req *r)
 		al_http_error(r, &err);
 		return;
 	}
+	if (al_config_check_maxima(r->cfg, req.memory_mb, req.pids,
+				   req.cpu_shares, &err) < 0)
+		goto fail;
 	al_db *db = al_req_db(r, &err);
 	if (db == NULL)
 		goto fail;
-	if (load_template(db, req.template_name, &sb, &err) < 0)
+	if (al_template_access(db, req.template_name, &r->who, 0, &err) < 0 ||
+	    load_template(db, req.template_name, &sb, &err) < 0)
 		goto fail;
 	if (pick_driver(r, &req, &sb, &err) < 0)
 		goto fail;
@@ -188,8 +147,16 @@ void al_api_sandbox_create(al_req *r)
 	sb.env = req.env;
 	sb.metadata = req.metadata;
 	sb.state = AL_ST_CREATING;
-	if (al_sandbox_insert(db, &sb, (int)req.timeout_s, &err) < 0)
+	snprintf(sb.project, sizeof sb.project, "%s", r->who.project);
+	if (al_project_begin_sandbox(db, r->cfg, sb.project,
+				     sb.limits.memory_bytes >> 20, &retry_after,
+				     &err) < 0)
 		goto fail;
+	if (al_sandbox_insert(db, &sb, (int)req.timeout_s, &err) < 0 ||
+	    al_db_commit(db, &err) < 0) {
+		al_db_rollback(db);
+		goto fail;
+	}
 	sb.env = NULL;
 	sb.metadata = NULL;
 
@@ -221,7 +188,7 @@ void al_api_sandbox_create(al_req *r)
 	return;
 fail:
 	al_json_create_req_free(&req);
-	al_http_error(r, &err);
+	al_http_error_retry(r, &err, retry_after);
 }
 
 void al_api_sandbox_list(al_req *r)
@@ -239,6 +206,8 @@ void al_api_sandbox_list(al_req *r)
 					       "unknown state in 'state'");
 				goto out;
 			}
+		} else if (strcmp(k, "project") == 0) {
+			continue; /* al_req_list_project */
 		} else if (strncmp(k, "metadata.", 9) == 0 && k[9] != '\0' &&
 			   strlen(k + 9) <= al_json_metadata_limits.max_key &&
 			   strlen(v) <= al_json_metadata_limits.max_value) {
@@ -247,13 +216,15 @@ void al_api_sandbox_list(al_req *r)
 		} else {
 			al_http_errorf(r, AL_EINVAL,
 				       "unknown or oversized query parameter "
-				       "(use state=, metadata.<key>=)");
+				       "(use state=, project=, "
+				       "metadata.<key>=)");
 			goto out;
 		}
 	}
 	al_db *db = al_req_db(r, &err);
 	json_object *arr = NULL;
-	if (db == NULL || al_sandbox_list(db, state, filter, &arr, &err) < 0) {
+	if (db == NULL || al_sandbox_list(db, al_req_list_project(r), state,
+					  filter, &arr, &err) < 0) {
 		al_http_error(r, &err);
 		goto out;
 	}
@@ -265,12 +236,21 @@ out:
 	json_object_put(filter);
 }
 
+/* The sandbox of r->id if r's key may see it: another project's is
+ * not found by the very query that misses an unknown id. */
+static int load_owned(al_req *r, al_sandbox *sb, al_err *err)
+{
+	al_db *db = al_req_db(r, err);
+	if (db == NULL)
+		return -1;
+	return al_sandbox_get_in(db, r->id, al_req_scope(r), sb, err);
+}
+
 void al_api_sandbox_get(al_req *r)
 {
 	al_err err;
 	al_sandbox sb;
-	al_db *db = al_req_db(r, &err);
-	if (db == NULL || al_sandbox_get(db, r->id, &sb, &err) < 0) {
+	if (load_owned(r, &sb, &err) < 0) {
 		al_http_error(r, &err);
 		return;
 	}
@@ -285,11 +265,11 @@ void al_api_sandbox_delete(al_req *r)
 {
 	al_err err, tmp;
 	al_sandbox sb;
-	al_db *db = al_req_db(r, &err);
-	if (db == NULL || al_sandbox_get(db, r->id, &sb, &err) < 0) {
+	if (load_owned(r, &sb, &err) < 0) {
 		al_http_error(r, &err);
 		return;
 	}
+	al_db *db = al_req_db(r, &err);
 	al_sandbox_free_fields(&sb);
 	if (al_shimctl_destroy(r->cfg, r->id, &err) < 0) {
 		if (err.code != AL_EUNAVAIL) {
@@ -317,8 +297,7 @@ int al_api_running_sandbox(al_req *r, json_object **env_out)
 {
 	al_err err;
 	al_sandbox sb;
-	al_db *db = al_req_db(r, &err);
-	if (db == NULL || al_sandbox_get(db, r->id, &sb, &err) < 0) {
+	if (load_owned(r, &sb, &err) < 0) {
 		al_http_error(r, &err);
 		return -1;
 	}
@@ -362,6 +341,7 @@ void al_api_relay_error(al_err *e)
 	case AL_OK:
 	case AL_EDB:
 	case AL_EINTERNAL:
+	case AL_EQUOTA:
 	case AL_CODE_MAX:
 	default:
 		e->code = AL_EPROTO;
