@@ -17,7 +17,7 @@ import pytest
 import requests
 
 from conftest import REPO, TIMEOUT, assert_error, sse_events
-from test_templates import follow, submit
+from test_templates import cli, follow, submit
 
 KEYS = ("a", "b", "admin")
 OWNERS = ("a", "b")
@@ -392,6 +392,43 @@ SELECT 'builds', string_agg(id || ':' || project, ',') FROM template_builds;
     assert got["sandboxes"] == "old:default"
     assert got["templates"] == "minimal:default:true"
     assert got["builds"] == "oldb:default"
+
+
+def test_cli_projects_and_keys(stack, api):
+    import json
+    name = unique("tcli")
+    p = cli(stack, "project", "create", name)
+    assert p.returncode == 0, p.stderr
+    assert json.loads(p.stdout)["name"] == name
+    p = cli(stack, "project", "ls")
+    assert p.returncode == 0 and name in p.stdout
+    p = cli(stack, "project", "quota", name, "running_sandboxes=3",
+            "memory_mb=default")
+    assert p.returncode == 0, p.stderr
+    q = json.loads(p.stdout)
+    assert q["quota"]["running_sandboxes"] == 3
+    assert "memory_mb" in q["quota_defaults"]
+    p = cli(stack, "key", "create", "--project", name, "--name", "ci")
+    assert p.returncode == 0, p.stderr
+    k = json.loads(p.stdout)
+    assert k["role"] == "member" and k["key"].startswith("al_")
+    p = cli(stack, "key", "ls", "--project", name)
+    assert p.returncode == 0 and k["key"] not in p.stdout
+    assert [x["id"] for x in json.loads(p.stdout)["keys"]] == [k["id"]]
+    # The new key is a member: the admin commands are refused.
+    env_key = dict(os.environ, AIRLOCK_URL=stack.base,
+                   AIRLOCK_API_KEY=k["key"])
+    p = subprocess.run([os.path.join(stack.build, "airlock"), "project",
+                        "ls"], env=env_key, stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, text=True, timeout=60)
+    assert p.returncode == 1 and "403" in p.stderr, p.stderr
+    p = cli(stack, "key", "rm", str(k["id"]))
+    assert p.returncode == 0, p.stderr
+    p = subprocess.run([os.path.join(stack.build, "airlock"), "ls"],
+                       env=env_key, stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, text=True, timeout=60)
+    assert p.returncode == 1 and "401" in p.stderr, p.stderr
+    assert cli(stack, "key", "create", "--project", name).returncode == 100
 
 
 # ------------------------------------------------------------ quotas
