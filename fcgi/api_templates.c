@@ -528,6 +528,11 @@ void al_api_build_logs(al_req *r)
 		}
 		if (now - last_check >= 1000) {
 			last_check = now;
+			/* A revoked key's stream ends with it. */
+			al_db *db = al_req_db(r, &err);
+			if (db != NULL &&
+			    al_auth_key_active(db, r->who.key_id, &err) == 0)
+				break;
 			json_object *row = load_build(r, &err);
 			if (row == NULL && err.code == AL_ENOENT)
 				break;

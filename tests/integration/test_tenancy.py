@@ -342,6 +342,25 @@ def test_deleted_keys_streams_end(stack, api, world):
     assert rest[-1].data["code"] == "unauthorized"
 
 
+def test_deleted_keys_build_log_ends(stack, api, world):
+    k, s = make_key(stack, api, world.project["a"])
+    r = submit(s, unique("slow"), "FROM minimal\nRUN sleep 15\n")
+    assert r.status_code == 202, r.text
+    with s.get(f"{s.base}/v1/templates/builds/{r.json()['build_id']}/logs",
+               headers={"Accept": "text/event-stream"}, stream=True,
+               timeout=TIMEOUT) as logs:
+        assert logs.status_code == 200
+        events = sse_events(logs)
+        assert next(events).name == "step"
+        t0 = time.monotonic()
+        assert api.delete(f"{api.base}/v1/keys/{k['id']}",
+                          timeout=TIMEOUT).status_code == 204
+        rest = list(events)
+        took = time.monotonic() - t0
+    assert took < 5, f"build log ran {took:.1f} s after its key was deleted"
+    assert all(e.name != "status" for e in rest), rest
+
+
 def test_existing_rows_belong_to_default(stack, api):
     keys = api.get(f"{api.base}/v1/keys", params={"project": "default"},
                    timeout=TIMEOUT).json()["keys"]
@@ -464,11 +483,11 @@ def test_concurrent_creates_do_not_overshoot(stack, api):
     k, s = make_key(stack, api, project)
     quota(api, project, running_sandboxes=2)
     try:
-        with concurrent.futures.ThreadPoolExecutor(16) as pool:
+        with concurrent.futures.ThreadPoolExecutor(32) as pool:
             rs = list(pool.map(lambda _: create(session(stack, k["key"]),
-                                                timeout=120), range(16)))
+                                                timeout=120), range(32)))
         codes = sorted(r.status_code for r in rs)
-        assert codes == [201, 201] + [429] * 14, [r.text for r in rs]
+        assert codes == [201, 201] + [429] * 30, [r.text for r in rs]
         e = assert_error(next(r for r in rs if r.status_code == 429), 429,
                          "quota_exceeded")
         assert e["message"] == "running sandboxes: 2 of 2"
@@ -521,41 +540,49 @@ def test_build_quota(stack, api):
 
 
 def test_stream_quota(world):
+    """Two slots: two streams hold one each (a stream taking more than
+    its own would make the second fail), a third is refused."""
     api, s, sid = world.api, world.key["a"], world.sandbox["a"]
-    quota(api, world.project["a"], concurrent_streams=1)
-    started = threading.Event()
-    first = {}
+    quota(api, world.project["a"], concurrent_streams=2)
+    started = [threading.Event(), threading.Event()]
+    held = [{}, {}]
 
-    def hold():
+    def hold(i):
         with s.post(f"{s.base}/v1/sandboxes/{sid}/exec",
-                    json={"cmd": ["sleep", "3"]},
+                    json={"cmd": ["sleep", "4"]},
                     headers={"Accept": "text/event-stream"}, stream=True,
                     timeout=TIMEOUT) as r:
-            first["status"] = r.status_code
+            held[i]["status"] = r.status_code
             events = sse_events(r)
-            started.set()
-            first["events"] = [e.name for e in events]
+            if r.status_code == 200:
+                held[i]["first"] = next(events).name
+            started[i].set()
+            held[i]["events"] = [e.name for e in events]
 
-    t = threading.Thread(target=hold)
+    threads = [threading.Thread(target=hold, args=(i,)) for i in range(2)]
     try:
-        t.start()
-        assert started.wait(30)
+        for t in threads:
+            t.start()
+        assert all(e.wait(30) for e in started)
+        assert [h["status"] for h in held] == [200, 200], held
         r = s.post(f"{s.base}/v1/sandboxes/{sid}/exec", json={"cmd": ["true"]},
                    headers={"Accept": "text/event-stream"}, timeout=TIMEOUT)
         e = assert_error(r, 429, "quota_exceeded")
-        assert e["message"] == "concurrent streams: 1 of 1"
+        assert e["message"] == "concurrent streams: 2 of 2"
         # A JSON exec is no stream.
         r = s.post(f"{s.base}/v1/sandboxes/{sid}/exec", json={"cmd": ["true"]},
                    headers={"Accept": "application/json"}, timeout=TIMEOUT)
         assert r.status_code == 200, r.text
-        t.join(30)
-        assert first["status"] == 200 and first["events"][-1] == "exit"
-        # The slot is free again.
+        for t in threads:
+            t.join(30)
+        assert all(h["events"][-1] == "exit" for h in held), held
+        # The slots are free again.
         r = s.post(f"{s.base}/v1/sandboxes/{sid}/exec", json={"cmd": ["true"]},
                    headers={"Accept": "text/event-stream"}, timeout=TIMEOUT)
         assert r.status_code == 200, r.text
     finally:
-        t.join(30)
+        for t in threads:
+            t.join(30)
         quota(api, world.project["a"], concurrent_streams=None)
 
 
