@@ -66,12 +66,14 @@ int al_auth_identify(al_db *db, const char *key, al_identity *out,
 	const char *params[] = {hash};
 	PGresult *res = al_db_exec(db,
 				   "SELECT id, project, role FROM api_keys"
-				   " WHERE key_hash = $1 AND revoked_at IS NULL",
+				   " WHERE key_hash = $1"
+				   " AND revoked_at IS NULL",
 				   1, params, err);
 	if (res == NULL)
 		return -1;
-	int role = PQntuples(res) == 1 ? al_role_from_name(PQgetvalue(res, 0, 2))
-				       : -1;
+	int role = PQntuples(res) == 1
+			   ? al_role_from_name(PQgetvalue(res, 0, 2))
+			   : -1;
 	if (role < 0) {
 		PQclear(res);
 		return al_err_set(err, AL_EAUTH, 0, "invalid API key");
@@ -91,7 +93,8 @@ int al_auth_key_active(al_db *db, long long key_id, al_err *err)
 	snprintf(ibuf, sizeof ibuf, "%lld", key_id);
 	const char *params[] = {ibuf};
 	PGresult *res = al_db_exec(db,
-				   "SELECT 1 FROM api_keys WHERE id = $1::bigint"
+				   "SELECT 1 FROM api_keys"
+				   " WHERE id = $1::bigint"
 				   " AND revoked_at IS NULL",
 				   1, params, err);
 	if (res == NULL)

@@ -162,21 +162,21 @@ static json_object *project_json(PGresult *res, int i, const al_config *cfg)
 	al_quota q;
 	int own[AL_QUOTA_NFIELDS];
 	row_quota(res, i, 2, cfg, &q, own);
-	json_object *o = json_object_new_object();
+	static const al_db_col cols[] = {
+		{"name", AL_DB_STR},
+		{"created_at", AL_DB_STR},
+	};
+	json_object *o = al_db_row_json(res, i, cols, 2);
 	json_object *quota = json_object_new_object();
 	json_object *defaults = json_object_new_array();
-	json_object_object_add(o, "name",
-			       json_object_new_string(PQgetvalue(res, i, 0)));
-	json_object_object_add(o, "created_at",
-			       json_object_new_string(PQgetvalue(res, i, 1)));
 	for (size_t k = 0; k < AL_QUOTA_NFIELDS; k++) {
+		const char *name = al_quota_fields[k].name;
 		json_object_object_add(
-			quota, al_quota_fields[k].name,
+			quota, name,
 			json_object_new_int64((int64_t)al_quota_value(&q, k)));
 		if (!own[k])
-			json_object_array_add(
-				defaults,
-				json_object_new_string(al_quota_fields[k].name));
+			json_object_array_add(defaults,
+					      json_object_new_string(name));
 	}
 	json_object_object_add(o, "quota", quota);
 	json_object_object_add(o, "quota_defaults", defaults);
@@ -270,12 +270,11 @@ static int read_quota(al_db *db, const al_config *cfg, const char *name,
 	if (name == NULL || !al_id_valid(name))
 		return al_err_set(err, AL_ENOENT, 0, "no such project");
 	const char *p[] = {name};
-	PGresult *res = al_db_exec(db,
-				   lock ? "SELECT " QUOTA_COLUMNS " FROM projects"
-					  " WHERE name = $1 FOR UPDATE"
-					: "SELECT " QUOTA_COLUMNS " FROM projects"
-					  " WHERE name = $1",
-				   1, p, err);
+	static const char locked[] = "SELECT " QUOTA_COLUMNS " FROM projects"
+				     " WHERE name = $1 FOR UPDATE";
+	static const char plain[] = "SELECT " QUOTA_COLUMNS " FROM projects"
+				    " WHERE name = $1";
+	PGresult *res = al_db_exec(db, lock ? locked : plain, 1, p, err);
 	if (res == NULL)
 		return -1;
 	if (PQntuples(res) != 1) {
@@ -326,7 +325,8 @@ int al_project_begin_sandbox(al_db *db, const al_config *cfg,
 		"  'paused')),"
 		" (coalesce(sum(memory_bytes) FILTER (WHERE state IN"
 		"  ('creating', 'running', 'paused')), 0) / 1048576)::bigint,"
-		" count(*) FILTER (WHERE created_at > now() - interval '1 min'),"
+		" count(*) FILTER (WHERE created_at >"
+		"  now() - interval '1 min'),"
 		" (SELECT ceil(extract(epoch FROM created_at + interval '1 min'"
 		"   - now())) FROM sandboxes WHERE project = $1"
 		"   AND created_at > now() - interval '1 min'"
@@ -395,8 +395,7 @@ int al_project_stream_acquire(al_db *db, const al_config *cfg,
 	 * is taken and no other. */
 	PGresult *res = al_db_exec(
 		db,
-		"SELECT s, coalesce(p.concurrent_streams, $2::bigint)"
-		" FROM projects p CROSS JOIN LATERAL generate_series(0,"
+		"SELECT s FROM projects p CROSS JOIN LATERAL generate_series(0,"
 		"  least(coalesce(p.concurrent_streams, $2::bigint), 100000)"
 		"  - 1) s"
 		" WHERE p.name = $1 AND pg_try_advisory_lock(" STREAM_LOCK_KEY
@@ -490,23 +489,12 @@ json_object *al_project_key_list(al_db *db, const char *project,
 		1, p, err);
 	if (res == NULL)
 		return NULL;
-	json_object *arr = json_object_new_array();
-	for (int i = 0; i < PQntuples(res); i++) {
-		json_object *k = json_object_new_object();
-		json_object_object_add(
-			k, "id",
-			json_object_new_int64(atoll(PQgetvalue(res, i, 0))));
-		json_object_object_add(k, "name", json_object_new_string(
-							  PQgetvalue(res, i, 1)));
-		json_object_object_add(k, "project", json_object_new_string(
-							     PQgetvalue(res, i, 2)));
-		json_object_object_add(k, "role", json_object_new_string(
-							  PQgetvalue(res, i, 3)));
-		json_object_object_add(k, "created_at",
-				       json_object_new_string(
-					       PQgetvalue(res, i, 4)));
-		json_object_array_add(arr, k);
-	}
+	static const al_db_col cols[] = {
+		{"id", AL_DB_INT},	   {"name", AL_DB_STR},
+		{"project", AL_DB_STR},	   {"role", AL_DB_STR},
+		{"created_at", AL_DB_STR},
+	};
+	json_object *arr = al_db_rows_json(res, cols, 5);
 	PQclear(res);
 	return arr;
 }

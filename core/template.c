@@ -464,33 +464,14 @@ json_object *al_template_list(al_db *db, const char *visible_to,
 		2, p, err);
 	if (res == NULL)
 		return NULL;
-	json_object *arr = json_object_new_array();
-	for (int i = 0; i < PQntuples(res); i++) {
-		json_object *t = json_object_new_object();
-		static const char *const ints[] = {
-			NULL, "version", NULL, "memory_mb", "pids", "cpu_shares",
-		};
-		json_object_object_add(t, "name", json_object_new_string(
-							  PQgetvalue(res, i, 0)));
-		for (int c = 1; c < 6; c++)
-			if (ints[c] != NULL)
-				json_object_object_add(
-					t, ints[c],
-					json_object_new_int64(
-						atoll(PQgetvalue(res, i, c))));
-		json_object_object_add(t, "driver", json_object_new_string(
-							    PQgetvalue(res, i, 2)));
-		json_object_object_add(t, "created_at",
-				       json_object_new_string(
-					       PQgetvalue(res, i, 6)));
-		json_object_object_add(t, "project", json_object_new_string(
-							     PQgetvalue(res, i, 7)));
-		json_object_object_add(
-			t, "public",
-			json_object_new_boolean(
-				strcmp(PQgetvalue(res, i, 8), "t") == 0));
-		json_object_array_add(arr, t);
-	}
+	static const al_db_col cols[] = {
+		{"name", AL_DB_STR},	   {"version", AL_DB_INT},
+		{"driver", AL_DB_STR},	   {"memory_mb", AL_DB_INT},
+		{"pids", AL_DB_INT},	   {"cpu_shares", AL_DB_INT},
+		{"created_at", AL_DB_STR}, {"project", AL_DB_STR},
+		{"public", AL_DB_BOOL},
+	};
+	json_object *arr = al_db_rows_json(res, cols, 9);
 	PQclear(res);
 	return arr;
 }

@@ -116,9 +116,9 @@ void al_api_keys(al_req *r)
 {
 	al_err err;
 	al_db *db = al_req_db(r, &err);
-	json_object *arr =
-		db != NULL ? al_project_key_list(db, al_req_list_project(r), &err)
-			   : NULL;
+	const char *project = al_req_list_project(r);
+	json_object *arr = db != NULL ? al_project_key_list(db, project, &err)
+				      : NULL;
 	answer_list(r, "keys", arr, &err);
 }
 

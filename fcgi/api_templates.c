@@ -276,10 +276,10 @@ void al_api_templates(al_req *r)
 {
 	al_err err = {0};
 	al_db *db = al_req_db(r, &err);
+	const char *project = al_req_query(r, "project");
 	json_object *arr = NULL;
-	if (db == NULL ||
-	    (arr = al_template_list(db, al_req_scope(r),
-				    al_req_query(r, "project"), &err)) == NULL) {
+	if (db == NULL || (arr = al_template_list(db, al_req_scope(r),
+						  project, &err)) == NULL) {
 		al_http_error(r, &err);
 		return;
 	}
