@@ -5,6 +5,7 @@
 
 #include <openssl/evp.h>
 
+#include "config.h"
 #include "path.h"
 
 const al_json_map_limits al_json_env_limits = {
@@ -376,7 +377,7 @@ const char *al_json_compact(json_object *obj)
 
 static const char *const create_fields[] = {
 	"template", "timeout",	  "env",    "metadata", "memory_mb",
-	"pids",	    "cpu_shares", "driver", NULL,
+	"pids",	    "cpu_shares", "driver", "project",	NULL,
 };
 
 int al_json_create_req_parse(const char *buf, size_t len,
@@ -411,6 +412,15 @@ int al_json_create_req_parse(const char *buf, size_t len,
 	    strcmp(out->driver, "vm") != 0) {
 		al_err_set(err, AL_EINVAL, 0,
 			   "'driver' must be \"ns\" or \"vm\"");
+		goto fail;
+	}
+
+	r = al_json_get_str(o, "project", 63, &out->project, NULL, err);
+	if (r < 0)
+		goto fail;
+	if (r > 0 && !al_id_valid(out->project)) {
+		al_err_set(err, AL_EINVAL, 0,
+			   "'project' must be a project name");
 		goto fail;
 	}
 

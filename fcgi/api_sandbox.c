@@ -103,6 +103,24 @@ static int pick_driver(al_req *r, const al_create_req *req, al_sandbox *sb,
 	return 0;
 }
 
+/* Whose the new sandbox is: the key's project, or for an admin key the
+ * request's "project", whose templates it may then use (as that
+ * project's member would). */
+static int owner_of(al_req *r, const al_create_req *req, al_identity *owner,
+		    al_err *err)
+{
+	*owner = r->who;
+	if (req->project == NULL || strcmp(req->project, r->who.project) == 0)
+		return 0;
+	if (r->who.role != AL_ROLE_ADMIN)
+		return al_err_set(err, AL_EPERM, 0,
+				  "only admin keys create sandboxes in "
+				  "another project");
+	snprintf(owner->project, sizeof owner->project, "%s", req->project);
+	owner->role = AL_ROLE_MEMBER;
+	return 0;
+}
+
 void al_api_sandbox_create(al_req *r)
 {
 	al_err err;
@@ -110,6 +128,7 @@ void al_api_sandbox_create(al_req *r)
 	size_t len = 0;
 	al_create_req req;
 	al_sandbox sb;
+	al_identity owner;
 	int retry_after = 0;
 
 	memset(&sb, 0, sizeof sb);
@@ -125,12 +144,13 @@ void al_api_sandbox_create(al_req *r)
 		return;
 	}
 	if (al_config_check_maxima(r->cfg, req.memory_mb, req.pids,
-				   req.cpu_shares, &err) < 0)
+				   req.cpu_shares, &err) < 0 ||
+	    owner_of(r, &req, &owner, &err) < 0)
 		goto fail;
 	al_db *db = al_req_db(r, &err);
 	if (db == NULL)
 		goto fail;
-	if (al_template_access(db, req.template_name, &r->who, 0, &err) < 0 ||
+	if (al_template_access(db, req.template_name, &owner, 0, &err) < 0 ||
 	    load_template(db, req.template_name, &sb, &err) < 0)
 		goto fail;
 	if (pick_driver(r, &req, &sb, &err) < 0)
@@ -147,11 +167,14 @@ void al_api_sandbox_create(al_req *r)
 	sb.env = req.env;
 	sb.metadata = req.metadata;
 	sb.state = AL_ST_CREATING;
-	snprintf(sb.project, sizeof sb.project, "%s", r->who.project);
+	snprintf(sb.project, sizeof sb.project, "%s", owner.project);
 	if (al_project_begin_sandbox(db, r->cfg, sb.project,
 				     sb.limits.memory_bytes >> 20, &retry_after,
-				     &err) < 0)
+				     &err) < 0) {
+		if (err.code == AL_ENOENT)
+			err.code = AL_EINVAL; /* the request's "project" */
 		goto fail;
+	}
 	if (al_sandbox_insert(db, &sb, (int)req.timeout_s, &err) < 0 ||
 	    al_db_commit(db, &err) < 0) {
 		al_db_rollback(db);

@@ -223,6 +223,29 @@ def test_create_from_another_projects_template_is_404(world):
         == exp["message"]
 
 
+def test_create_naming_a_project(world):
+    api, a = world.api, world.key["a"]
+    pa, pb = world.project["a"], world.project["b"]
+    # An admin creates in any project, with that project's templates.
+    r = create(api, project=pb, template=world.template["b"], timeout=60)
+    assert r.status_code == 201, r.text
+    sid = r.json()["id"]
+    try:
+        assert r.json()["project"] == pb
+        assert_error(a.get(f"{a.base}/v1/sandboxes/{sid}", timeout=TIMEOUT),
+                     404)
+    finally:
+        api.delete(f"{api.base}/v1/sandboxes/{sid}", timeout=TIMEOUT)
+    assert_error(create(api, project=pa, template=world.template["b"]), 404)
+    assert_error(create(api, project="no-such-project"), 400)
+    assert_error(create(api, project="Bad Name"), 400)
+    # A member names its own project only.
+    assert_error(create(a, project=pb), 403, "forbidden")
+    r = create(a, project=pa, timeout=60)
+    assert r.status_code == 201, r.text
+    a.delete(f"{a.base}/v1/sandboxes/{r.json()['id']}", timeout=TIMEOUT)
+
+
 def test_member_build_gets_its_project(world):
     s = world.key["a"]
     t = s.get(f"{s.base}/v1/templates/{world.template['a']}",
