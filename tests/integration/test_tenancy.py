@@ -256,6 +256,22 @@ def test_member_build_gets_its_project(world):
     assert b["project"] == world.project["a"]
 
 
+def test_rebuilds_keep_the_owner(world):
+    name = world.template["a"]
+    for who in ("a", "admin"):
+        s = world.key[who]
+        r = submit(s, name, f"FROM minimal\nENV BY={who}\n")
+        assert r.status_code == 202, r.text
+        ev = follow(s, r.json()["build_id"], seconds=300)
+        assert ev[-1].data["status"] == "succeeded", ev
+    t = world.key["a"].get(f"{world.api.base}/v1/templates/{name}",
+                           timeout=TIMEOUT).json()
+    assert t["project"] == world.project["a"] and t["public"] is False
+    assert t["version"] == 3 and t["env"].get("BY") == "admin", t
+    assert_error(world.key["b"].get(f"{world.api.base}/v1/templates/{name}",
+                                    timeout=TIMEOUT), 404)
+
+
 @pytest.mark.parametrize("key", ("a", "b"))
 def test_public_templates_usable_not_changeable_by_members(world, key):
     s = world.key[key]
