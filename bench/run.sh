@@ -41,6 +41,9 @@ export AIRLOCK_STATE=$STATE AIRLOCK_BUILD=$BUILD
 export AIRLOCK_HTTP_PORT=${BENCH_HTTP_PORT:-$(free_port)}
 export AIRLOCK_HTTPS_PORT=${BENCH_HTTPS_PORT:-$(free_port)}
 export AIRLOCK_POOL_SIZE=${AIRLOCK_POOL_SIZE:-4G}
+# Hundreds of creates a minute, all in project default: the create rate
+# is what is measured here, not what a project may do.
+export AIRLOCK_QUOTA_CREATES_PER_MINUTE=${AIRLOCK_QUOTA_CREATES_PER_MINUTE:-1000000}
 PEER=$STATE/pool/bench-peer-root
 VMPEER=$STATE/pool/bench-vmboot
 API=http://127.0.0.1:$AIRLOCK_HTTP_PORT

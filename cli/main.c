@@ -11,6 +11,9 @@
  *   airlock files ID REMOTE_DIR
  *   airlock template build DIR [--name N] [--no-cache]
  *   airlock template ls | show NAME | rm NAME
+ *   airlock project create NAME | ls | show NAME       (admin keys)
+ *   airlock project quota NAME FIELD=N|default...
+ *   airlock key create --project P [--role R] --name N | ls | rm ID
  *
  * AIRLOCK_URL (default http://127.0.0.1:8080) and AIRLOCK_API_KEY (default:
  * the contents of $AIRLOCK_STATE/api-key, or ./var/api-key).
@@ -25,6 +28,7 @@
 #include <openssl/evp.h>
 
 #include "client.h"
+#include "cmd_project.h"
 #include "cmd_template.h"
 #include "sse.h"
 
@@ -122,7 +126,11 @@ static int usage(void)
 	      "       exec ID [--timeout S] -- CMD [ARG...] | "
 	      "put ID LOCAL REMOTE | cat ID REMOTE | files ID DIR |\n"
 	      "       template build DIR [--name N] [--no-cache] | "
-	      "template ls | template show NAME | template rm NAME\n",
+	      "template ls | template show NAME | template rm NAME |\n"
+	      "       project create NAME | project ls | project show NAME | "
+	      "project quota NAME FIELD=N|default... |\n"
+	      "       key create --project P [--role admin|member] --name N | "
+	      "key ls [--project P] | key rm ID\n",
 	      stderr);
 	return 100;
 }
@@ -179,6 +187,11 @@ int main(int argc, char **argv)
 		json_object_put(req);
 	} else if (strcmp(cmd, "template") == 0) {
 		rc = cli_template(&c, argc - 1, argv + 1);
+		if (rc == 100)
+			rc = usage();
+	} else if (strcmp(cmd, "project") == 0 || strcmp(cmd, "key") == 0) {
+		rc = cmd[0] == 'p' ? cli_project(&c, argc - 1, argv + 1)
+				   : cli_key(&c, argc - 1, argv + 1);
 		if (rc == 100)
 			rc = usage();
 	} else if (strcmp(cmd, "ls") == 0) {

@@ -4,10 +4,10 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <openssl/evp.h>
@@ -35,25 +35,24 @@ int al_auth_hash(const char *key, char out[65], al_err *err)
 	return 0;
 }
 
-/* Accepted hashes are remembered for a few seconds per thread so that a
- * stream of requests does not cost a query each; a revoked key stops
- * working within CACHE_TTL_MS. */
-#define CACHE_SLOTS 8
-#define CACHE_TTL_MS 5000
-static _Thread_local struct {
-	char hash[65];
-	long long until_ms;
-} cache[CACHE_SLOTS];
-static _Thread_local unsigned cache_next;
-
-static long long mono_ms(void)
+const char *al_role_name(al_role role)
 {
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+	return role == AL_ROLE_ADMIN ? "admin" : "member";
 }
 
-int al_auth_check(al_db *db, const char *key, al_err *err)
+int al_role_from_name(const char *name)
+{
+	if (name == NULL)
+		return -1;
+	if (strcmp(name, "admin") == 0)
+		return AL_ROLE_ADMIN;
+	if (strcmp(name, "member") == 0)
+		return AL_ROLE_MEMBER;
+	return -1;
+}
+
+int al_auth_identify(al_db *db, const char *key, al_identity *out,
+		     al_err *err)
 {
 	char hash[65];
 
@@ -64,26 +63,73 @@ int al_auth_check(al_db *db, const char *key, al_err *err)
 	if (al_auth_hash(key, hash, err) < 0)
 		return -1;
 
-	long long now = mono_ms();
-	for (int i = 0; i < CACHE_SLOTS; i++)
-		if (cache[i].until_ms > now && strcmp(cache[i].hash, hash) == 0)
-			return 0;
-
 	const char *params[] = {hash};
 	PGresult *res = al_db_exec(db,
-				   "SELECT 1 FROM api_keys WHERE key_hash = $1"
+				   "SELECT id, project, role FROM api_keys"
+				   " WHERE key_hash = $1"
 				   " AND revoked_at IS NULL",
 				   1, params, err);
 	if (res == NULL)
 		return -1;
-	int ok = PQntuples(res) == 1;
-	PQclear(res);
-	if (!ok)
+	int role = PQntuples(res) == 1
+			   ? al_role_from_name(PQgetvalue(res, 0, 2))
+			   : -1;
+	if (role < 0) {
+		PQclear(res);
 		return al_err_set(err, AL_EAUTH, 0, "invalid API key");
-	unsigned slot = cache_next++ % CACHE_SLOTS;
-	memcpy(cache[slot].hash, hash, sizeof hash);
-	cache[slot].until_ms = now + CACHE_TTL_MS;
+	}
+	memset(out, 0, sizeof *out);
+	out->key_id = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
+	snprintf(out->project, sizeof out->project, "%s",
+		 PQgetvalue(res, 0, 1));
+	out->role = (al_role)role;
+	PQclear(res);
 	return 0;
+}
+
+int al_auth_key_active(al_db *db, long long key_id, al_err *err)
+{
+	char ibuf[24];
+	snprintf(ibuf, sizeof ibuf, "%lld", key_id);
+	const char *params[] = {ibuf};
+	PGresult *res = al_db_exec(db,
+				   "SELECT 1 FROM api_keys"
+				   " WHERE id = $1::bigint"
+				   " AND revoked_at IS NULL",
+				   1, params, err);
+	if (res == NULL)
+		return -1;
+	int n = PQntuples(res);
+	PQclear(res);
+	if (n != 1) {
+		al_err_set(err, AL_EAUTH, 0, "API key revoked");
+		return 0;
+	}
+	return 1;
+}
+
+int al_auth_new_key(char key[AL_AUTH_KEY_LEN + 1], char hash[65],
+		    al_err *err)
+{
+	unsigned char rnd[24];
+	size_t got = 0;
+
+	while (got < sizeof rnd) {
+		ssize_t n = getrandom(rnd + got, sizeof rnd - got, 0);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return al_err_sys(err, AL_ESYS, errno, "getrandom");
+		got += (size_t)n;
+	}
+	memcpy(key, "al_", 3);
+	for (size_t i = 0; i < sizeof rnd; i++) {
+		key[3 + 2 * i] = hexdig[rnd[i] >> 4];
+		key[3 + 2 * i + 1] = hexdig[rnd[i] & 15];
+	}
+	key[AL_AUTH_KEY_LEN] = '\0';
+	explicit_bzero(rnd, sizeof rnd);
+	return al_auth_hash(key, hash, err);
 }
 
 /* Write data to path atomically with mode 0600: temp file in the same
@@ -127,8 +173,7 @@ fail_sys:;
 int al_auth_bootstrap(al_db *db, const char *key_file, int *created,
 		      al_err *err)
 {
-	unsigned char rnd[24];
-	char key[3 + 48 + 2];
+	char key[AL_AUTH_KEY_LEN + 2];
 	char hash[65];
 	int rc = -1;
 
@@ -142,7 +187,7 @@ int al_auth_bootstrap(al_db *db, const char *key_file, int *created,
 	PQclear(res);
 
 	res = al_db_exec(db,
-			 "SELECT 1 FROM api_keys WHERE is_admin"
+			 "SELECT 1 FROM api_keys WHERE role = 'admin'"
 			 " AND revoked_at IS NULL LIMIT 1",
 			 0, NULL, err);
 	if (res == NULL)
@@ -154,38 +199,21 @@ int al_auth_bootstrap(al_db *db, const char *key_file, int *created,
 		goto unlock;
 	}
 
-	size_t got = 0;
-	while (got < sizeof rnd) {
-		ssize_t n = getrandom(rnd + got, sizeof rnd - got, 0);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0) {
-			al_err_sys(err, AL_ESYS, errno, "getrandom");
-			goto unlock;
-		}
-		got += (size_t)n;
-	}
-	memcpy(key, "al_", 3);
-	for (size_t i = 0; i < sizeof rnd; i++) {
-		key[3 + 2 * i] = hexdig[rnd[i] >> 4];
-		key[3 + 2 * i + 1] = hexdig[rnd[i] & 15];
-	}
-	key[51] = '\0';
-	if (al_auth_hash(key, hash, err) < 0)
+	if (al_auth_new_key(key, hash, err) < 0)
 		goto unlock;
 
 	/* File first: a key in the database that nobody can read would
 	 * block the next bootstrap from creating a usable one. */
-	key[51] = '\n';
-	key[52] = '\0';
+	key[AL_AUTH_KEY_LEN] = '\n';
+	key[AL_AUTH_KEY_LEN + 1] = '\0';
 	if (write_key_file(key_file, key, err) < 0)
 		goto unlock;
-	key[51] = '\0';
+	key[AL_AUTH_KEY_LEN] = '\0';
 
 	const char *params[] = {hash};
 	res = al_db_exec(db,
-			 "INSERT INTO api_keys (name, key_hash, is_admin)"
-			 " VALUES ('admin', $1, true)",
+			 "INSERT INTO api_keys (name, key_hash, project, role)"
+			 " VALUES ('admin', $1, 'default', 'admin')",
 			 1, params, err);
 	if (res == NULL) {
 		unlink(key_file);

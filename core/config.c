@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -112,6 +113,85 @@ static void exe_dir(char *out, size_t outlen)
 		memcpy(out, buf, (size_t)(slash - buf) + 1);
 }
 
+/* Unsigned settings of the form VAR=N, each with its range. */
+static const struct limit_var {
+	const char *var;
+	size_t offset;
+	int u32; /* the field is a uint32_t, else a uint64_t */
+	uint64_t min, max;
+} limit_vars[] = {
+	{"AIRLOCK_MAX_MEMORY_MB", offsetof(al_config, max_memory_mb), 0, 16,
+	 1024 * 1024},
+	{"AIRLOCK_MAX_PIDS", offsetof(al_config, max_pids), 1, 8, 4194304},
+	{"AIRLOCK_MAX_CPU_SHARES", offsetof(al_config, max_cpu_shares), 1, 2,
+	 262144},
+	{"AIRLOCK_MAX_TIMEOUT", offsetof(al_config, max_timeout_s), 1, 1,
+	 365 * 86400},
+	{"AIRLOCK_QUOTA_SANDBOXES",
+	 offsetof(al_config, quota.running_sandboxes), 0, 0, 1000000},
+	{"AIRLOCK_QUOTA_MEMORY_MB", offsetof(al_config, quota.memory_mb), 0, 0,
+	 1ull << 40},
+	{"AIRLOCK_QUOTA_DISK_MB", offsetof(al_config, quota.disk_mb), 0, 0,
+	 1ull << 40},
+	{"AIRLOCK_QUOTA_BUILDS", offsetof(al_config, quota.concurrent_builds),
+	 0, 0, 1000000},
+	{"AIRLOCK_QUOTA_STREAMS", offsetof(al_config, quota.concurrent_streams),
+	 0, 0, 100000},
+	{"AIRLOCK_QUOTA_CREATES_PER_MINUTE",
+	 offsetof(al_config, quota.creates_per_minute), 0, 0, 1000000},
+};
+
+static int load_limits(al_config *cfg, const char *(*lookup)(const char *),
+		       al_err *err)
+{
+	for (size_t i = 0; i < sizeof limit_vars / sizeof limit_vars[0]; i++) {
+		const struct limit_var *l = &limit_vars[i];
+		const char *v = lookup(l->var);
+		uint64_t n;
+		if (v == NULL || v[0] == '\0')
+			continue;
+		if (parse_u64(l->var, v, l->min, l->max, &n, err) < 0)
+			return -1;
+		char *field = (char *)cfg + l->offset;
+		if (l->u32) {
+			uint32_t n32 = (uint32_t)n;
+			memcpy(field, &n32, sizeof n32);
+		} else {
+			memcpy(field, &n, sizeof n);
+		}
+	}
+	if (cfg->default_timeout_s > cfg->max_timeout_s)
+		cfg->default_timeout_s = cfg->max_timeout_s;
+	return 0;
+}
+
+int al_config_check_maxima(const al_config *cfg, uint64_t memory_mb,
+			   uint32_t pids, uint32_t cpu_shares,
+			   uint32_t disk_mb, al_err *err)
+{
+	if (memory_mb > cfg->max_memory_mb)
+		return al_err_set(err, AL_EINVAL, 0,
+				  "'memory_mb' is at most %llu on this host "
+				  "(AIRLOCK_MAX_MEMORY_MB)",
+				  (unsigned long long)cfg->max_memory_mb);
+	if (pids > cfg->max_pids)
+		return al_err_set(err, AL_EINVAL, 0,
+				  "'pids' is at most %u on this host "
+				  "(AIRLOCK_MAX_PIDS)",
+				  cfg->max_pids);
+	if (cpu_shares > cfg->max_cpu_shares)
+		return al_err_set(err, AL_EINVAL, 0,
+				  "'cpu_shares' is at most %u on this host "
+				  "(AIRLOCK_MAX_CPU_SHARES)",
+				  cfg->max_cpu_shares);
+	if (disk_mb > cfg->max_disk_mb)
+		return al_err_set(err, AL_EINVAL, 0,
+				  "'disk_mb' is at most %u on this host "
+				  "(AIRLOCK_MAX_DISK_MB)",
+				  cfg->max_disk_mb);
+	return 0;
+}
+
 int al_config_load_from(al_config *cfg, const char *(*lookup)(const char *),
 			al_err *err)
 {
@@ -198,6 +278,17 @@ int al_config_load_from(al_config *cfg, const char *(*lookup)(const char *),
 	cfg->warm_pool = 2;
 	cfg->warm_pool_vm = 2;
 	cfg->default_driver[0] = '\0';
+	cfg->max_memory_mb = 16384;
+	cfg->max_pids = 65536;
+	cfg->max_cpu_shares = 262144;
+	cfg->quota = (al_quota){
+		.running_sandboxes = 100,
+		.memory_mb = 262144,
+		.disk_mb = 1048576,
+		.concurrent_builds = 4,
+		.concurrent_streams = 64,
+		.creates_per_minute = 600,
+	};
 
 	v = lookup("AIRLOCK_DEFAULT_MEMORY_MB");
 	if (v != NULL && v[0] != '\0') {
@@ -264,6 +355,8 @@ int al_config_load_from(al_config *cfg, const char *(*lookup)(const char *),
 			return -1;
 		cfg->default_cpu_shares = (uint32_t)n;
 	}
+	if (load_limits(cfg, lookup, err) < 0)
+		return -1;
 	return 0;
 }
 

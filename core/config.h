@@ -20,6 +20,12 @@
  *   AIRLOCK_DEFAULT_DRIVER  ns | vm for creates that name no driver;
  *                       unset: vm where KVM works and vm is usable, else
  *                       ns (decided by airlock-fcgi, which knows the host)
+ *   AIRLOCK_MAX_MEMORY_MB, AIRLOCK_MAX_PIDS, AIRLOCK_MAX_CPU_SHARES,
+ *   AIRLOCK_MAX_TIMEOUT  the most one create may ask for
+ *   AIRLOCK_QUOTA_SANDBOXES, AIRLOCK_QUOTA_MEMORY_MB, AIRLOCK_QUOTA_DISK_MB,
+ *   AIRLOCK_QUOTA_BUILDS, AIRLOCK_QUOTA_STREAMS,
+ *   AIRLOCK_QUOTA_CREATES_PER_MINUTE  a project's quotas unless an admin
+ *                       set its own (core/project.h)
  *
  * Every path is validated (absolute after resolution, bounded length). */
 #ifndef AL_CONFIG_H
@@ -34,6 +40,16 @@
  * cannot even write its logs; the upper one is 16 TiB. */
 #define AL_DISK_MB_MIN 16
 #define AL_DISK_MB_LIMIT (16u << 20)
+
+/* A project's quotas (core/project.h); in al_config, the defaults. */
+typedef struct al_quota {
+	uint64_t running_sandboxes; /* creating, running or paused */
+	uint64_t memory_mb;	    /* their memory limits together */
+	uint64_t disk_mb;
+	uint64_t concurrent_builds; /* queued or running */
+	uint64_t concurrent_streams; /* open exec event streams */
+	uint64_t creates_per_minute;
+} al_quota;
 
 typedef struct al_config {
 	char state_dir[AL_PATH_MAX];   /* absolute */
@@ -50,6 +66,10 @@ typedef struct al_config {
 	uint32_t pool_full_pct; /* creates and builds stop at this use */
 	uint32_t default_timeout_s;  /* sandbox lifetime */
 	uint32_t max_timeout_s;
+	uint64_t max_memory_mb; /* per create request */
+	uint32_t max_pids;
+	uint32_t max_cpu_shares;
+	al_quota quota; /* of a project without its own */
 	uint32_t warm_pool;    /* ns standbys per template */
 	uint32_t warm_pool_vm; /* vm standbys per template */
 	char default_driver[8]; /* "ns", "vm" or "" (decide from the host) */
@@ -61,6 +81,12 @@ int al_config_load(al_config *cfg, al_err *err);
 /* Same but from a getenv-like lookup (for tests). */
 int al_config_load_from(al_config *cfg, const char *(*lookup)(const char *),
 			al_err *err);
+
+/* The request's limits (0 = not asked) against the operator's maxima:
+ * -1 with AL_EINVAL naming the field and its maximum. */
+int al_config_check_maxima(const al_config *cfg, uint64_t memory_mb,
+			   uint32_t pids, uint32_t cpu_shares,
+			   uint32_t disk_mb, al_err *err);
 
 /* Paths derived from the config; -1 if they would not fit. */
 int al_config_sandbox_root(const al_config *cfg, const char *id, char *out,

@@ -156,6 +156,61 @@ static int exec_cmd(al_db *db, const char *sql, al_err *err)
 	return 0;
 }
 
+long long al_db_exec_rows(al_db *db, const char *sql, int nparams,
+			  const char *const *params, al_err *err)
+{
+	PGresult *res = al_db_exec(db, sql, nparams, params, err);
+	if (res == NULL)
+		return -1;
+	long long n = atoll(PQcmdTuples(res));
+	PQclear(res);
+	return n;
+}
+
+json_object *al_db_row_json(const PGresult *res, int i,
+			    const al_db_col *cols, int ncols)
+{
+	json_object *o = json_object_new_object();
+	for (int c = 0; o != NULL && c < ncols; c++) {
+		const char *v = PQgetvalue(res, i, c);
+		json_object *j = NULL;
+		if (PQgetisnull(res, i, c))
+			j = NULL;
+		else if (cols[c].kind == AL_DB_INT)
+			j = json_object_new_int64(strtoll(v, NULL, 10));
+		else if (cols[c].kind == AL_DB_BOOL)
+			j = json_object_new_boolean(strcmp(v, "t") == 0);
+		else
+			j = json_object_new_string(v);
+		json_object_object_add(o, cols[c].name, j);
+	}
+	return o;
+}
+
+json_object *al_db_rows_json(const PGresult *res, const al_db_col *cols,
+			     int ncols)
+{
+	json_object *arr = json_object_new_array();
+	for (int i = 0; arr != NULL && i < PQntuples(res); i++)
+		json_object_array_add(arr, al_db_row_json(res, i, cols, ncols));
+	return arr;
+}
+
+int al_db_begin(al_db *db, al_err *err)
+{
+	return exec_cmd(db, "BEGIN", err);
+}
+
+int al_db_commit(al_db *db, al_err *err)
+{
+	return exec_cmd(db, "COMMIT", err);
+}
+
+void al_db_rollback(al_db *db)
+{
+	exec_cmd(db, "ROLLBACK", NULL);
+}
+
 /* Read a migration file fully; NUL-terminated. */
 static char *read_sql(const char *path, al_err *err)
 {

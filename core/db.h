@@ -4,6 +4,7 @@
 #ifndef AL_DB_H
 #define AL_DB_H
 
+#include <json-c/json.h>
 #include <libpq-fe.h>
 
 #include "err.h"
@@ -26,5 +27,26 @@ int al_db_migrate(al_db *db, const char *sql_dir, al_err *err);
  * with AL_EDB (or AL_EEXIST on unique violation). Caller PQclear()s. */
 PGresult *al_db_exec(al_db *db, const char *sql, int nparams,
 		     const char *const *params, al_err *err);
+/* A statement that returns no rows (UPDATE, DELETE): the number of rows
+ * it changed, or -1. */
+long long al_db_exec_rows(al_db *db, const char *sql, int nparams,
+			  const char *const *params, al_err *err);
+/* Row i of res as a JSON object: column c under cols[c].name, rendered
+ * as its kind; SQL NULL becomes JSON null. */
+typedef enum al_db_kind { AL_DB_STR, AL_DB_INT, AL_DB_BOOL } al_db_kind;
+typedef struct al_db_col {
+	const char *name;
+	al_db_kind kind;
+} al_db_col;
+json_object *al_db_row_json(const PGresult *res, int i,
+			    const al_db_col *cols, int ncols);
+/* Every row of res so, as an array. */
+json_object *al_db_rows_json(const PGresult *res, const al_db_col *cols,
+			     int ncols);
+/* Transactions. Rollback has nothing to report: a connection that broke
+ * has no transaction left. */
+int al_db_begin(al_db *db, al_err *err);
+int al_db_commit(al_db *db, al_err *err);
+void al_db_rollback(al_db *db);
 
 #endif

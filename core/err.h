@@ -27,6 +27,7 @@ typedef enum al_code {
 	AL_ESYS,      /* a system call failed: 500 */
 	AL_EDB,       /* database error: 500 */
 	AL_EINTERNAL, /* bug or impossible state: 500 */
+	AL_EQUOTA,    /* over a project's quota: 429 */
 	AL_CODE_MAX
 } al_code;
 

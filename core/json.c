@@ -377,7 +377,8 @@ const char *al_json_compact(json_object *obj)
 
 static const char *const create_fields[] = {
 	"template", "timeout",	  "env",    "metadata", "memory_mb",
-	"pids",	    "cpu_shares", "driver", "disk_mb", NULL,
+	"pids",	    "cpu_shares", "driver", "disk_mb",	"project",
+	NULL,
 };
 
 int al_json_create_req_parse(const char *buf, size_t len,
@@ -412,6 +413,15 @@ int al_json_create_req_parse(const char *buf, size_t len,
 	    strcmp(out->driver, "vm") != 0) {
 		al_err_set(err, AL_EINVAL, 0,
 			   "'driver' must be \"ns\" or \"vm\"");
+		goto fail;
+	}
+
+	r = al_json_get_str(o, "project", 63, &out->project, NULL, err);
+	if (r < 0)
+		goto fail;
+	if (r > 0 && !al_id_valid(out->project)) {
+		al_err_set(err, AL_EINVAL, 0,
+			   "'project' must be a project name");
 		goto fail;
 	}
 

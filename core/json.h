@@ -74,6 +74,7 @@ typedef struct al_create_req {
 	json_object *root;	   /* owns everything below */
 	const char *template_name; /* default "minimal" */
 	const char *driver;	   /* "ns" or "vm"; NULL = host default */
+	const char *project;	   /* a project name; NULL = the key's */
 	uint32_t timeout_s;
 	json_object *env;      /* object of strings (borrowed from root) */
 	json_object *metadata; /* object of strings (borrowed from root) */

@@ -136,6 +136,8 @@ int al_sandbox_insert(al_db *db, const al_sandbox *sb, int timeout_s,
 
 	if (!al_id_valid(sb->id))
 		return al_err_set(err, AL_EINVAL, 0, "invalid sandbox id");
+	if (!al_id_valid(sb->project))
+		return al_err_set(err, AL_EINVAL, 0, "invalid project");
 	if (timeout_s <= 0)
 		return al_err_set(err, AL_EINVAL, 0, "timeout must be > 0");
 	snprintf(mem, sizeof mem, "%" PRIu64, sb->limits.memory_bytes);
@@ -160,6 +162,7 @@ int al_sandbox_insert(al_db *db, const al_sandbox *sb, int timeout_s,
 		/* NULL for drivers without an accelerator */
 		sb->accel[0] != '\0' ? sb->accel : NULL,
 		disk,
+		sb->project,
 	};
 	/* The row and its first event in one statement, so one commit. */
 	PGresult *res = al_db_exec(
@@ -167,17 +170,17 @@ int al_sandbox_insert(al_db *db, const al_sandbox *sb, int timeout_s,
 		"WITH s AS (INSERT INTO sandboxes (id, template, driver, state,"
 		" memory_bytes, pids_max, cpu_shares, env, metadata,"
 		" created_at, expires_at, updated_at, accel, template_version,"
-		" disk_bytes)"
+		" disk_bytes, project)"
 		" VALUES ($1, $2, $3, 'creating', $4, $5, $6, $7::jsonb,"
 		" $8::jsonb, now(), now() + make_interval(secs => $9::int),"
 		" now(), $10,"
 		/* The template's current version, read in the same statement:
 		 * the sandbox keeps it whatever is built later. */
-		" (SELECT version FROM templates WHERE name = $2), $11)"
+		" (SELECT version FROM templates WHERE name = $2), $11, $12)"
 		" RETURNING id)"
 		" INSERT INTO sandbox_events (sandbox_id, from_state, to_state,"
 		" event) SELECT id, NULL, 'creating', 'create' FROM s",
-		11, params, err);
+		12, params, err);
 	if (res == NULL) {
 		al_err_wrap(err, "inserting sandbox %s", sb->id);
 		return -1;
@@ -194,7 +197,8 @@ int al_sandbox_insert(al_db *db, const al_sandbox *sb, int timeout_s,
 	" 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'),"                               \
 	" to_char(expires_at AT TIME ZONE 'UTC',"                              \
 	" 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'),"                               \
-	" coalesce(accel, ''), coalesce(template_version, 0), disk_bytes"
+	" coalesce(accel, ''), coalesce(template_version, 0), disk_bytes,"      \
+	" project"
 
 static void copy_field(char *dst, size_t dstlen, const char *src)
 {
@@ -236,18 +240,26 @@ static int row_to_sandbox(PGresult *res, int i, al_sandbox *out, al_err *err)
 	copy_field(out->accel, sizeof out->accel, PQgetvalue(res, i, 13));
 	out->template_version = atoi(PQgetvalue(res, i, 14));
 	out->limits.disk_bytes = strtoull(PQgetvalue(res, i, 15), NULL, 10);
+	copy_field(out->project, sizeof out->project, PQgetvalue(res, i, 16));
 	return 0;
 }
 
 int al_sandbox_get(al_db *db, const char *id, al_sandbox *out, al_err *err)
 {
+	return al_sandbox_get_in(db, id, NULL, out, err);
+}
+
+int al_sandbox_get_in(al_db *db, const char *id, const char *project,
+		      al_sandbox *out, al_err *err)
+{
 	if (!al_id_valid(id))
 		return al_err_set(err, AL_ENOENT, 0, "no such sandbox");
-	const char *params[] = {id};
+	const char *params[] = {id, project};
 	PGresult *res = al_db_exec(db,
 				   "SELECT " SANDBOX_COLUMNS " FROM sandboxes"
-				   " WHERE id = $1 AND state <> 'deleted'",
-				   1, params, err);
+				   " WHERE id = $1 AND state <> 'deleted'"
+				   " AND ($2::text IS NULL OR project = $2)",
+				   2, params, err);
 	if (res == NULL)
 		return -1;
 	int rc;
@@ -259,11 +271,12 @@ int al_sandbox_get(al_db *db, const char *id, al_sandbox *out, al_err *err)
 	return rc;
 }
 
-int al_sandbox_list(al_db *db, int state, json_object *metadata_filter,
-		    json_object **out, al_err *err)
+int al_sandbox_list(al_db *db, const char *project, int state,
+		    json_object *metadata_filter, json_object **out,
+		    al_err *err)
 {
 	char st[16], lim[16];
-	const char *params[3];
+	const char *params[4];
 
 	/* -1 means every state but deleted. */
 	snprintf(st, sizeof st, "%s",
@@ -274,13 +287,15 @@ int al_sandbox_list(al_db *db, int state, json_object *metadata_filter,
 			    : "{}";
 	snprintf(lim, sizeof lim, "%d", AL_SANDBOX_LIST_MAX);
 	params[2] = lim;
+	params[3] = project;
 	PGresult *res = al_db_exec(
 		db,
 		"SELECT " SANDBOX_COLUMNS " FROM sandboxes"
 		" WHERE (($1 = '' AND state <> 'deleted') OR state = $1)"
 		" AND metadata @> $2::jsonb"
+		" AND ($4::text IS NULL OR project = $4)"
 		" ORDER BY created_at, id LIMIT $3::int",
-		3, params, err);
+		4, params, err);
 	if (res == NULL)
 		return -1;
 	json_object *arr = json_object_new_array();
@@ -308,12 +323,6 @@ fail:
 	PQclear(res);
 	json_object_put(arr);
 	return -1;
-}
-
-static void rollback(al_db *db)
-{
-	PGresult *res = al_db_exec(db, "ROLLBACK", 0, NULL, NULL);
-	PQclear(res);
 }
 
 int al_sandbox_transition(al_db *db, const char *id, al_event ev,
@@ -378,7 +387,7 @@ int al_sandbox_transition(al_db *db, const char *id, al_event ev,
 	PQclear(res);
 	return 0;
 fail:
-	rollback(db);
+	al_db_rollback(db);
 	return -1;
 }
 
@@ -472,6 +481,9 @@ json_object *al_sandbox_to_json(const al_sandbox *sb)
 				    ? json_object_get(sb->metadata)
 				    : json_object_new_object();
 	json_object_object_add(o, "id", json_object_new_string(sb->id));
+	if (sb->project[0] != '\0')
+		json_object_object_add(o, "project",
+				       json_object_new_string(sb->project));
 	json_object_object_add(o, "state",
 			       json_object_new_string(al_state_name(sb->state)));
 	json_object_object_add(o, "template",

@@ -41,6 +41,7 @@ int al_state_next(al_state s, al_event e, al_err *err);
 
 typedef struct al_sandbox {
 	char id[64];
+	char project[64]; /* owner (core/project.h) */
 	char template_name[64];
 	char driver[16];
 	char accel[8]; /* vm: "kvm" or "tcg"; "" for other drivers */
@@ -62,6 +63,10 @@ int al_sandbox_insert(al_db *db, const al_sandbox *sb, int timeout_s,
 		      al_err *err);
 /* Load by id; AL_ENOENT if absent or deleted. */
 int al_sandbox_get(al_db *db, const char *id, al_sandbox *out, al_err *err);
+/* The same, of project only (NULL: any): another project's sandbox is
+ * the same AL_ENOENT as an unknown id. */
+int al_sandbox_get_in(al_db *db, const char *id, const char *project,
+		      al_sandbox *out, al_err *err);
 /* Apply event: check the table against the current row (FOR UPDATE), set
  * the new state (and error reason for FAIL), append an event row. */
 int al_sandbox_transition(al_db *db, const char *id, al_event ev,
@@ -73,16 +78,18 @@ int al_sandbox_set_accel(al_db *db, const char *id, const char *accel,
 			 al_err *err);
 /* API listing: an array of al_sandbox_to_json() objects, oldest first,
  * at most AL_SANDBOX_LIST_MAX. state -1 = every state but deleted;
- * metadata_filter (object or NULL) must be contained in the metadata. */
+ * metadata_filter (object or NULL) must be contained in the metadata;
+ * project NULL = every project's. */
 #define AL_SANDBOX_LIST_MAX 1000
-int al_sandbox_list(al_db *db, int state, json_object *metadata_filter,
-		    json_object **out, al_err *err);
+int al_sandbox_list(al_db *db, const char *project, int state,
+		    json_object *metadata_filter, json_object **out,
+		    al_err *err);
 /* Sandboxes whose expires_at has passed and that are not deleted. */
 int al_sandbox_list_expired(al_db *db, char (**ids)[64], int *n, al_err *err);
 /* Sandboxes in any of the live states (creating, running, paused). */
 int al_sandbox_list_live(al_db *db, char (**ids)[64], int *n, al_err *err);
 
-/* JSON view for the API: id, state, template, driver, accel (vm only),
+/* JSON view for the API: id, project, state, template, driver, accel (vm only),
  * created_at, expires_at, metadata, limits (never env). */
 json_object *al_sandbox_to_json(const al_sandbox *sb);
 

@@ -74,12 +74,6 @@ int al_template_version_rootfs(const al_config *cfg, const char *name,
 	return 0;
 }
 
-static void rollback(al_db *db)
-{
-	PGresult *res = al_db_exec(db, "ROLLBACK", 0, NULL, NULL);
-	PQclear(res);
-}
-
 static int exec_cmd(al_db *db, const char *sql, int n,
 		    const char *const *params, al_err *err)
 {
@@ -97,7 +91,7 @@ static int begin_locked(al_db *db, const char *name, al_err *err)
 		return -1;
 	const char *p[] = {name};
 	if (exec_cmd(db, LOCK_SQL, 1, p, err) < 0) {
-		rollback(db);
+		al_db_rollback(db);
 		return -1;
 	}
 	return 0;
@@ -323,18 +317,32 @@ int al_template_publish(al_db *db, const al_config *cfg,
 	snprintf(pids, sizeof pids, "%u", cfg->default_pids);
 	snprintf(cpu, sizeof cpu, "%u", cfg->default_cpu_shares);
 	snprintf(disk, sizeof disk, "%u", cfg->default_disk_mb);
-	const char *p2[] = {name, vbuf, mem, pids, cpu, disk};
-	res = al_db_exec(db,
+	const char *p2[] = {name, vbuf, mem, pids, cpu, build_id, disk};
+	/* Owner and visibility come from the build on the first version. A
+	 * later one is an admin's build (public) or one of the owning
+	 * project's, never of a public template. */
+	long long wrote = al_db_exec_rows(
+			 db,
 			 "INSERT INTO templates (name, version, driver,"
-			 " memory_mb, pids, cpu_shares, disk_mb)"
-			 " VALUES ($1, $2::int, 'ns', greatest($3::bigint, 1),"
+			 " memory_mb, pids, cpu_shares, disk_mb, project,"
+			 " public)"
+			 " SELECT $1, $2::int, 'ns', greatest($3::bigint, 1),"
 			 " greatest($4::int, 1), greatest($5::int, 1),"
-			 " greatest($6::int, 1))"
-			 " ON CONFLICT (name) DO UPDATE SET version = $2::int",
-			 6, p2, err);
-	if (res == NULL)
+			 " greatest($7::int, 1), b.project, b.public"
+			 " FROM template_builds b WHERE b.id = $6"
+			 " ON CONFLICT (name) DO UPDATE SET version = $2::int"
+			 " WHERE excluded.public OR (NOT templates.public AND"
+			 " templates.project = excluded.project)",
+			 7, p2, err);
+	if (wrote < 0)
 		goto fail;
-	PQclear(res);
+	if (wrote != 1) {
+		al_err_set(err, AL_EEXIST, 0,
+			   "template name '%s' is taken by another project "
+			   "or a public template",
+			   name);
+		goto fail;
+	}
 	const char *p3[] = {
 		name,
 		vbuf,
@@ -367,7 +375,7 @@ int al_template_publish(al_db *db, const al_config *cfg,
 	if (begin_locked(db, name, err) < 0)
 		goto published;
 	if (link_current(db, cfg, name, err) < 0) {
-		rollback(db);
+		al_db_rollback(db);
 		goto published;
 	}
 	if (exec_cmd(db, "COMMIT", 0, NULL, err) < 0)
@@ -384,7 +392,7 @@ published:
 	return 0;
 
 fail:
-	rollback(db);
+	al_db_rollback(db);
 fail_nolock:
 	if (moved && rename(vroot, rootfs_tmp) < 0)
 		al_warn("template %s: moving %s back: %s", name, vroot,
@@ -392,6 +400,82 @@ fail_nolock:
 	if (moved)
 		rmdir(vdir);
 	return -1;
+}
+
+int al_template_owner_get(al_db *db, const char *name,
+			  al_template_owner *out, al_err *err)
+{
+	memset(out, 0, sizeof *out);
+	if (name == NULL || !al_id_valid(name))
+		return al_err_set(err, AL_ENOENT, 0, "no such template");
+	const char *p[] = {name};
+	PGresult *res = al_db_exec(db, "SELECT project, public FROM templates"
+				       " WHERE name = $1",
+				   1, p, err);
+	if (res == NULL)
+		return -1;
+	if (PQntuples(res) != 1) {
+		PQclear(res);
+		return al_err_set(err, AL_ENOENT, 0, "no template '%s'", name);
+	}
+	snprintf(out->project, sizeof out->project, "%s",
+		 PQgetvalue(res, 0, 0));
+	out->public = strcmp(PQgetvalue(res, 0, 1), "t") == 0;
+	PQclear(res);
+	return 0;
+}
+
+int al_template_may(const al_template_owner *o, const al_identity *who,
+		    int change)
+{
+	if (who->role == AL_ROLE_ADMIN)
+		return 1;
+	if (o->public)
+		return !change;
+	return strcmp(o->project, who->project) == 0;
+}
+
+int al_template_access(al_db *db, const char *name, const al_identity *who,
+		       int change, al_err *err)
+{
+	al_template_owner o;
+	if (al_template_owner_get(db, name, &o, err) < 0)
+		return -1;
+	if (al_template_may(&o, who, 0) != 1)
+		return al_err_set(err, AL_ENOENT, 0, "no template '%s'", name);
+	if (change && al_template_may(&o, who, 1) != 1)
+		return al_err_set(err, AL_EPERM, 0,
+				  "template '%s' is public: only admin keys "
+				  "can change it",
+				  name);
+	return 0;
+}
+
+json_object *al_template_list(al_db *db, const char *visible_to,
+			      const char *project, al_err *err)
+{
+	const char *p[] = {visible_to, project};
+	PGresult *res = al_db_exec(
+		db,
+		"SELECT name, version, driver, memory_mb, pids, cpu_shares,"
+		" disk_mb, to_char(created_at AT TIME ZONE 'UTC',"
+		" 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'), project, public"
+		" FROM templates WHERE ($1::text IS NULL OR public"
+		" OR project = $1) AND ($2::text IS NULL OR project = $2)"
+		" ORDER BY name",
+		2, p, err);
+	if (res == NULL)
+		return NULL;
+	static const al_db_col cols[] = {
+		{"name", AL_DB_STR},	   {"version", AL_DB_INT},
+		{"driver", AL_DB_STR},	   {"memory_mb", AL_DB_INT},
+		{"pids", AL_DB_INT},	   {"cpu_shares", AL_DB_INT},
+		{"disk_mb", AL_DB_INT},	   {"created_at", AL_DB_STR},
+		{"project", AL_DB_STR},	   {"public", AL_DB_BOOL},
+	};
+	json_object *arr = al_db_rows_json(res, cols, 10);
+	PQclear(res);
+	return arr;
 }
 
 int al_template_in_use(al_db *db, const char *name, al_err *err)
@@ -500,7 +584,7 @@ int al_template_delete(al_db *db, const al_config *cfg, const char *name,
 	remove_versions(cfg, name);
 	return 0;
 fail:
-	rollback(db);
+	al_db_rollback(db);
 	return -1;
 }
 
@@ -533,7 +617,7 @@ int al_build_dir(const al_config *cfg, const char *id, char *out,
 }
 
 int al_build_insert(al_db *db, const char *id, const char *name,
-		    int no_cache, al_err *err)
+		    const char *project, int public, int no_cache, al_err *err)
 {
 	if (id == NULL || !al_id_valid(id))
 		return al_err_set(err, AL_EINVAL, 0, "invalid build id");
@@ -541,11 +625,15 @@ int al_build_insert(al_db *db, const char *id, const char *name,
 		return al_err_set(err, AL_EINVAL, 0,
 				  "invalid template name: 1 to 63 of a-z, 0-9 "
 				  "and '-', not starting with '-'");
-	const char *p[] = {id, name, no_cache ? "true" : "false"};
+	if (project == NULL || !al_id_valid(project))
+		return al_err_set(err, AL_EINVAL, 0, "invalid project");
+	const char *p[] = {id, name, no_cache ? "true" : "false", project,
+			   public ? "true" : "false"};
 	return exec_cmd(db,
 			"INSERT INTO template_builds (id, name, status,"
-			" no_cache) VALUES ($1, $2, 'queued', $3::boolean)",
-			3, p, err);
+			" no_cache, project, public) VALUES ($1, $2, 'queued',"
+			" $3::boolean, $4, $5::boolean)",
+			5, p, err);
 }
 
 int al_build_update(al_db *db, const char *id, al_build_status status,
@@ -570,17 +658,15 @@ int al_build_update(al_db *db, const char *id, al_build_status status,
 		version > 0 ? vbuf : NULL,
 		error != NULL ? ebuf : NULL,
 	};
-	PGresult *res = al_db_exec(
+	long long n = al_db_exec_rows(
 		db,
 		"UPDATE template_builds SET status = $2, step = $3::int,"
 		" steps = $4::int, version = coalesce($5::int, version),"
 		" error = $6, finished_at = CASE WHEN $2 IN ('succeeded',"
 		" 'failed') THEN now() ELSE NULL END WHERE id = $1",
 		6, p, err);
-	if (res == NULL)
+	if (n < 0)
 		return -1;
-	int n = atoi(PQcmdTuples(res));
-	PQclear(res);
 	if (n != 1)
 		return al_err_set(err, AL_ENOENT, 0, "no build '%s'", id);
 	return 0;
@@ -600,23 +686,25 @@ static json_object *str_or_null(PGresult *res, int col)
 	return json_object_new_string(PQgetvalue(res, 0, col));
 }
 
-json_object *al_build_get(al_db *db, const char *id, al_err *err)
+json_object *al_build_get(al_db *db, const char *id, const char *project,
+			  al_err *err)
 {
 	if (id == NULL || !al_id_valid(id)) {
 		al_err_set(err, AL_ENOENT, 0, "no build '%s'",
 			   id != NULL && strlen(id) < 80 ? id : "");
 		return NULL;
 	}
-	const char *p[] = {id};
+	const char *p[] = {id, project};
 	PGresult *res = al_db_exec(
 		db,
 		"SELECT id, name, status, step, steps, version, error,"
 		" to_char(created_at AT TIME ZONE 'UTC',"
 		" 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'),"
 		" to_char(finished_at AT TIME ZONE 'UTC',"
-		" 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'), no_cache"
-		" FROM template_builds WHERE id = $1",
-		1, p, err);
+		" 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'), no_cache, project"
+		" FROM template_builds WHERE id = $1"
+		" AND ($2::text IS NULL OR project = $2)",
+		2, p, err);
 	if (res == NULL)
 		return NULL;
 	if (PQntuples(res) != 1) {
@@ -643,6 +731,7 @@ json_object *al_build_get(al_db *db, const char *id, al_err *err)
 		o, "no_cache",
 		json_object_new_boolean(strcmp(PQgetvalue(res, 0, 9), "t") ==
 					0));
+	json_object_object_add(o, "project", str_or_null(res, 10));
 	PQclear(res);
 	return o;
 }

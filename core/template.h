@@ -19,6 +19,7 @@
 
 #include <json-c/json.h>
 
+#include "auth.h"
 #include "config.h"
 #include "db.h"
 #include "err.h"
@@ -58,6 +59,30 @@ int al_template_publish(al_db *db, const al_config *cfg,
 			const char *airlockfile, const char *rootfs_tmp,
 			int *version_out, al_err *err);
 
+/* The project a template belongs to and whether it is public (every
+ * project may create from it; only admin keys change it). AL_ENOENT if
+ * unknown. Names are unique across projects. */
+typedef struct al_template_owner {
+	char project[64];
+	int public;
+} al_template_owner;
+int al_template_owner_get(al_db *db, const char *name,
+			  al_template_owner *out, al_err *err);
+/* 1 if who may see (change 0: get, create from) or change (rebuild,
+ * delete) a template owned as o, else 0. */
+int al_template_may(const al_template_owner *o, const al_identity *who,
+		    int change);
+/* The same by name, as the API answers it: AL_ENOENT for a template who
+ * may not see (like an unknown one), AL_EPERM for a public one who may
+ * only see. */
+int al_template_access(al_db *db, const char *name, const al_identity *who,
+		       int change, al_err *err);
+/* [{"name","version","driver","memory_mb","pids","cpu_shares",
+ *   "created_at","project","public"}] by name: the templates a key of
+ * project visible_to sees (NULL: all), of project only (NULL: any). */
+json_object *al_template_list(al_db *db, const char *visible_to,
+			      const char *project, al_err *err);
+
 /* 1 if a sandbox that is not deleted uses any version of name. */
 int al_template_in_use(al_db *db, const char *name, al_err *err);
 
@@ -93,14 +118,18 @@ const char *al_build_status_name(al_build_status s);
 int al_build_dir(const al_config *cfg, const char *id, char *out,
 		 size_t outlen, al_err *err);
 
+/* A queued build for project; public: an admin's build, whose template
+ * is public (core/sql/004_tenancy.sql). */
 int al_build_insert(al_db *db, const char *id, const char *name,
-		    int no_cache, al_err *err);
+		    const char *project, int public, int no_cache, al_err *err);
 /* Progress and outcome; error may be NULL, version 0 = unknown. */
 int al_build_update(al_db *db, const char *id, al_build_status status,
 		    int step, int steps, int version, const char *error,
 		    al_err *err);
 /* {"id","name","status","step","steps","version","error","created_at",
- *  "finished_at"}; AL_ENOENT if unknown. */
-json_object *al_build_get(al_db *db, const char *id, al_err *err);
+ *  "finished_at","no_cache","project"}; AL_ENOENT if unknown or not of
+ * project (NULL: any). */
+json_object *al_build_get(al_db *db, const char *id, const char *project,
+			  al_err *err);
 
 #endif

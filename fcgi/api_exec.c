@@ -12,6 +12,7 @@
 #include "http.h"
 #include "json.h"
 #include "log.h"
+#include "project.h"
 #include "shimctl.h"
 
 #define KEEPALIVE_MS 15000
@@ -19,6 +20,7 @@
 #define COLLECT_MAX (16u << 20)	     /* per stream in JSON mode */
 #define STDIN_CHUNK (64u << 10)
 #define EXEC_REQ_ID 1
+#define KEY_CHECK_MS 2000 /* a revoked key's running execs end this soon */
 
 int al_api_next_frame(al_req *r, int fd, struct al_frame_reader *rd,
 		      struct al_frame *f, int64_t until_ms, al_err *err)
@@ -349,7 +351,7 @@ void al_api_exec(al_req *r)
 	json_object *env = NULL, *result = NULL;
 	al_frame_reader rd;
 	exec_state st;
-	int fd = -1;
+	int fd = -1, slot = -1;
 
 	memset(&st, 0, sizeof st);
 	st.r = r;
@@ -368,6 +370,15 @@ void al_api_exec(al_req *r)
 	}
 	if (al_api_running_sandbox(r, NULL) < 0)
 		goto out_req;
+	/* An event stream holds one of the key's project's stream slots
+	 * for its life, on this worker's connection. */
+	al_db *db = al_req_db(r, &err);
+	if (db == NULL || (st.sse && al_project_stream_acquire(
+					     db, r->cfg, r->who.project,
+					     &slot, &err) < 0)) {
+		al_http_error(r, &err);
+		goto out_req;
+	}
 	/* The shim lays this over the sandbox's own env. */
 	env = req.env != NULL ? json_object_get(req.env)
 			      : json_object_new_object();
@@ -384,6 +395,7 @@ void al_api_exec(al_req *r)
 		goto out_req;
 	}
 	st.last_write_ms = al_now_ms();
+	int64_t key_check = st.last_write_ms + KEY_CHECK_MS;
 
 	for (;;) {
 		al_frame f;
@@ -391,6 +403,8 @@ void al_api_exec(al_req *r)
 		if (st.sse && r->headers_sent &&
 		    st.last_write_ms + KEEPALIVE_MS < until)
 			until = st.last_write_ms + KEEPALIVE_MS;
+		if (key_check < until)
+			until = key_check;
 		int k = al_api_next_frame(r, fd, &rd, &f, until, &err);
 		if (k == -2) {
 			st.client_gone = 1;
@@ -399,6 +413,23 @@ void al_api_exec(al_req *r)
 		if (k < 0) {
 			al_api_relay_error(&err);
 			goto stream_error;
+		}
+		if (k == 0 && al_now_ms() >= key_check) {
+			al_err kerr;
+			int active = al_auth_key_active(db, r->who.key_id,
+							&kerr);
+			if (active == 0) {
+				err = kerr;
+				goto stream_error;
+			}
+			/* A database that cannot answer cannot have
+			 * recorded a revocation either: ask again later. */
+			if (active < 0)
+				al_warn("sandbox %s: checking the exec's key: "
+					"%s",
+					r->id, kerr.msg);
+			key_check = al_now_ms() + KEY_CHECK_MS;
+			continue;
 		}
 		if (k == 0) {
 			if (al_now_ms() >= deadline) {
@@ -526,6 +557,8 @@ out:
 	 * still running. */
 	if (fd >= 0)
 		close(fd);
+	if (slot >= 0)
+		al_project_stream_release(*r->dbp, r->who.project, slot);
 	al_frame_reader_free(&rd);
 	json_object_put(result);
 	json_object_put(env);

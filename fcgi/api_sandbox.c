@@ -1,4 +1,6 @@
-/* Health, templates and the sandbox resource (create, list, get, delete). */
+/* Health and the sandbox resource (create, list, get, delete). A member
+ * key sees only its project's sandboxes: another project's is answered
+ * exactly like an unknown id. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,9 +10,11 @@
 #include "http.h"
 #include "json.h"
 #include "log.h"
+#include "project.h"
 #include "sandbox.h"
 #include "shimctl.h"
 #include "store.h"
+#include "template.h"
 #include "vmnet.h"
 
 #define SPAWN_DEADLINE_MS 30000
@@ -34,59 +38,6 @@ void al_api_health(al_req *r)
 	static const char body[] = "{\"status\":\"ok\"}\n";
 	al_http_head(r, 200, "application/json", "Content-Length: 16\r\n");
 	al_http_write(r, body, sizeof body - 1);
-}
-
-void al_api_templates(al_req *r)
-{
-	al_err err;
-	al_db *db = al_req_db(r, &err);
-	if (db == NULL) {
-		al_http_error(r, &err);
-		return;
-	}
-	PGresult *res = al_db_exec(
-		db,
-		"SELECT name, version, driver, memory_mb, pids, cpu_shares,"
-		" disk_mb, to_char(created_at AT TIME ZONE 'UTC',"
-		" 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"')"
-		" FROM templates ORDER BY name",
-		0, NULL, &err);
-	if (res == NULL) {
-		al_http_error(r, &err);
-		return;
-	}
-	json_object *arr = json_object_new_array();
-	for (int i = 0; i < PQntuples(res); i++) {
-		json_object *t = json_object_new_object();
-		json_object_object_add(t, "name", json_object_new_string(
-							  PQgetvalue(res, i, 0)));
-		json_object_object_add(
-			t, "version",
-			json_object_new_int64(atoll(PQgetvalue(res, i, 1))));
-		json_object_object_add(t, "driver", json_object_new_string(
-							    PQgetvalue(res, i, 2)));
-		json_object_object_add(
-			t, "memory_mb",
-			json_object_new_int64(atoll(PQgetvalue(res, i, 3))));
-		json_object_object_add(
-			t, "pids",
-			json_object_new_int64(atoll(PQgetvalue(res, i, 4))));
-		json_object_object_add(
-			t, "cpu_shares",
-			json_object_new_int64(atoll(PQgetvalue(res, i, 5))));
-		json_object_object_add(
-			t, "disk_mb",
-			json_object_new_int64(atoll(PQgetvalue(res, i, 6))));
-		json_object_object_add(t, "created_at",
-				       json_object_new_string(
-					       PQgetvalue(res, i, 7)));
-		json_object_array_add(arr, t);
-	}
-	PQclear(res);
-	json_object *o = json_object_new_object();
-	json_object_object_add(o, "templates", arr);
-	al_http_json(r, 200, o);
-	json_object_put(o);
 }
 
 /* Template row for a create: driver and default limits. A template's
@@ -159,6 +110,24 @@ static int pick_driver(al_req *r, const al_create_req *req, al_sandbox *sb,
 	return 0;
 }
 
+/* Whose the new sandbox is: the key's project, or for an admin key the
+ * request's "project", whose templates it may then use (as that
+ * project's member would). */
+static int owner_of(al_req *r, const al_create_req *req, al_identity *owner,
+		    al_err *err)
+{
+	*owner = r->who;
+	if (req->project == NULL || strcmp(req->project, r->who.project) == 0)
+		return 0;
+	if (r->who.role != AL_ROLE_ADMIN)
+		return al_err_set(err, AL_EPERM, 0,
+				  "only admin keys create sandboxes in "
+				  "another project");
+	snprintf(owner->project, sizeof owner->project, "%s", req->project);
+	owner->role = AL_ROLE_MEMBER;
+	return 0;
+}
+
 void al_api_sandbox_create(al_req *r)
 {
 	al_err err;
@@ -166,6 +135,8 @@ void al_api_sandbox_create(al_req *r)
 	size_t len = 0;
 	al_create_req req;
 	al_sandbox sb;
+	al_identity owner;
+	int retry_after = 0;
 
 	memset(&sb, 0, sizeof sb);
 	if (al_req_body(r, AL_JSON_BODY_MAX, &body, &len, &err) < 0) {
@@ -179,13 +150,10 @@ void al_api_sandbox_create(al_req *r)
 		al_http_error(r, &err);
 		return;
 	}
-	if (req.disk_mb > r->cfg->max_disk_mb) {
-		al_err_set(&err, AL_EINVAL, 0,
-			   "'disk_mb' must be at most %u (the operator's "
-			   "AIRLOCK_MAX_DISK_MB)",
-			   r->cfg->max_disk_mb);
+	if (al_config_check_maxima(r->cfg, req.memory_mb, req.pids,
+				   req.cpu_shares, req.disk_mb, &err) < 0 ||
+	    owner_of(r, &req, &owner, &err) < 0)
 		goto fail;
-	}
 	/* Before anything is written: a full pool takes no new sandbox,
 	 * and the ones running keep what is left. */
 	if (al_store_room(r->cfg->pool_dir, r->cfg->pool_full_pct, &err) < 0)
@@ -193,7 +161,8 @@ void al_api_sandbox_create(al_req *r)
 	al_db *db = al_req_db(r, &err);
 	if (db == NULL)
 		goto fail;
-	if (load_template(db, r->cfg, req.template_name, &sb, &err) < 0)
+	if (al_template_access(db, req.template_name, &owner, 0, &err) < 0 ||
+	    load_template(db, r->cfg, req.template_name, &sb, &err) < 0)
 		goto fail;
 	if (pick_driver(r, &req, &sb, &err) < 0)
 		goto fail;
@@ -211,8 +180,20 @@ void al_api_sandbox_create(al_req *r)
 	sb.env = req.env;
 	sb.metadata = req.metadata;
 	sb.state = AL_ST_CREATING;
-	if (al_sandbox_insert(db, &sb, (int)req.timeout_s, &err) < 0)
+	snprintf(sb.project, sizeof sb.project, "%s", owner.project);
+	if (al_project_begin_sandbox(db, r->cfg, sb.project,
+				     sb.limits.memory_bytes >> 20,
+				     sb.limits.disk_bytes >> 20, &retry_after,
+				     &err) < 0) {
+		if (err.code == AL_ENOENT)
+			err.code = AL_EINVAL; /* the request's "project" */
 		goto fail;
+	}
+	if (al_sandbox_insert(db, &sb, (int)req.timeout_s, &err) < 0 ||
+	    al_db_commit(db, &err) < 0) {
+		al_db_rollback(db);
+		goto fail;
+	}
 	sb.env = NULL;
 	sb.metadata = NULL;
 
@@ -244,7 +225,7 @@ void al_api_sandbox_create(al_req *r)
 	return;
 fail:
 	al_json_create_req_free(&req);
-	al_http_error(r, &err);
+	al_http_error_retry(r, &err, retry_after);
 }
 
 void al_api_sandbox_list(al_req *r)
@@ -262,6 +243,8 @@ void al_api_sandbox_list(al_req *r)
 					       "unknown state in 'state'");
 				goto out;
 			}
+		} else if (strcmp(k, "project") == 0) {
+			continue; /* al_req_list_project */
 		} else if (strncmp(k, "metadata.", 9) == 0 && k[9] != '\0' &&
 			   strlen(k + 9) <= al_json_metadata_limits.max_key &&
 			   strlen(v) <= al_json_metadata_limits.max_value) {
@@ -270,13 +253,15 @@ void al_api_sandbox_list(al_req *r)
 		} else {
 			al_http_errorf(r, AL_EINVAL,
 				       "unknown or oversized query parameter "
-				       "(use state=, metadata.<key>=)");
+				       "(use state=, project=, "
+				       "metadata.<key>=)");
 			goto out;
 		}
 	}
 	al_db *db = al_req_db(r, &err);
 	json_object *arr = NULL;
-	if (db == NULL || al_sandbox_list(db, state, filter, &arr, &err) < 0) {
+	if (db == NULL || al_sandbox_list(db, al_req_list_project(r), state,
+					  filter, &arr, &err) < 0) {
 		al_http_error(r, &err);
 		goto out;
 	}
@@ -288,12 +273,21 @@ out:
 	json_object_put(filter);
 }
 
+/* The sandbox of r->id if r's key may see it: another project's is
+ * not found by the very query that misses an unknown id. */
+static int load_owned(al_req *r, al_sandbox *sb, al_err *err)
+{
+	al_db *db = al_req_db(r, err);
+	if (db == NULL)
+		return -1;
+	return al_sandbox_get_in(db, r->id, al_req_scope(r), sb, err);
+}
+
 void al_api_sandbox_get(al_req *r)
 {
 	al_err err;
 	al_sandbox sb;
-	al_db *db = al_req_db(r, &err);
-	if (db == NULL || al_sandbox_get(db, r->id, &sb, &err) < 0) {
+	if (load_owned(r, &sb, &err) < 0) {
 		al_http_error(r, &err);
 		return;
 	}
@@ -308,11 +302,11 @@ void al_api_sandbox_delete(al_req *r)
 {
 	al_err err, tmp;
 	al_sandbox sb;
-	al_db *db = al_req_db(r, &err);
-	if (db == NULL || al_sandbox_get(db, r->id, &sb, &err) < 0) {
+	if (load_owned(r, &sb, &err) < 0) {
 		al_http_error(r, &err);
 		return;
 	}
+	al_db *db = al_req_db(r, &err);
 	al_sandbox_free_fields(&sb);
 	if (al_shimctl_destroy(r->cfg, r->id, &err) < 0) {
 		if (err.code != AL_EUNAVAIL) {
@@ -340,8 +334,7 @@ int al_api_running_sandbox(al_req *r, json_object **env_out)
 {
 	al_err err;
 	al_sandbox sb;
-	al_db *db = al_req_db(r, &err);
-	if (db == NULL || al_sandbox_get(db, r->id, &sb, &err) < 0) {
+	if (load_owned(r, &sb, &err) < 0) {
 		al_http_error(r, &err);
 		return -1;
 	}
@@ -386,6 +379,7 @@ void al_api_relay_error(al_err *e)
 	case AL_OK:
 	case AL_EDB:
 	case AL_EINTERNAL:
+	case AL_EQUOTA:
 	case AL_CODE_MAX:
 	default:
 		e->code = AL_EPROTO;

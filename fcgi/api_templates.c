@@ -1,10 +1,13 @@
-/* Template builds over the API:
+/* Templates over the API:
+ *   GET    /v1/templates                    public ones and the project's
  *   POST   /v1/templates                    multipart: name, airlockfile,
  *                                           context (tar), no_cache
  *   GET    /v1/templates/{name}             a template and its versions
  *   DELETE /v1/templates/{name}             409 while a sandbox uses it
  *   GET    /v1/templates/builds/{id}        a build's status
  *   GET    /v1/templates/builds/{id}/logs   the build log as SSE
+ * A member key sees public templates and its project's, changes only its
+ * project's; builds and their logs are its project's only.
  * The build itself runs in airlock-builder (builder/), started detached;
  * it writes state/builds/<id>/log.jsonl, which the logs endpoint tails. */
 #include <errno.h>
@@ -23,6 +26,7 @@
 #include "context.h"
 #include "log.h"
 #include "multipart.h"
+#include "project.h"
 #include "sandbox.h"
 #include "spawn.h"
 #include "store.h"
@@ -109,8 +113,8 @@ static int parse_bool(const al_mp_field *f, int *out, al_err *err)
 
 /* The Airlockfile must parse, and a FROM <template> must exist: both are
  * the client's mistake (400, naming the line). */
-static int check_airlockfile(al_db *db, const char *text, size_t len,
-			     al_err *err)
+static int check_airlockfile(al_db *db, const al_identity *who,
+			     const char *text, size_t len, al_err *err)
 {
 	int line = 0;
 	al_airlockfile *af = al_airlockfile_parse(text, len, &line, err);
@@ -120,7 +124,9 @@ static int check_airlockfile(al_db *db, const char *text, size_t len,
 	if (af->from->base == AL_AF_BASE_TEMPLATE) {
 		al_template_version tv = {0};
 		al_err e = {0};
-		if (al_template_get_version(db, af->from->template_name, 0, &tv,
+		if (al_template_access(db, af->from->template_name, who, 0,
+				       &e) < 0 ||
+		    al_template_get_version(db, af->from->template_name, 0, &tv,
 					    &e) < 0)
 			rc = al_err_set(err,
 					e.code == AL_ENOENT ? AL_EINVAL : e.code,
@@ -133,6 +139,28 @@ static int check_airlockfile(al_db *db, const char *text, size_t len,
 	}
 	al_airlockfile_free(af);
 	return rc;
+}
+
+/* A name r's key may build: new, or a template it may change. Names are
+ * unique across projects. */
+static int check_name(al_db *db, const al_identity *who, const char *name,
+		      al_err *err)
+{
+	al_template_owner o;
+	al_err e = {0};
+	if (al_template_owner_get(db, name, &o, &e) < 0) {
+		if (e.code == AL_ENOENT)
+			return 0;
+		*err = e;
+		return -1;
+	}
+	if (al_template_may(&o, who, 1))
+		return 0;
+	return al_err_set(err, AL_EEXIST, 0,
+			  o.public ? "template name '%s' is taken by a public "
+				     "template"
+				   : "template name '%s' is taken",
+			  name);
 }
 
 static int start_builder(const al_config *cfg, const char *id, al_err *err)
@@ -205,13 +233,23 @@ void al_api_template_build(al_req *r)
 	if (rc == 0)
 		rc = parse_bool(&fields[3], &no_cache, &err);
 	if (rc == 0)
-		rc = check_airlockfile(db, fields[1].value,
+		rc = check_name(db, &r->who, fields[0].value, &err);
+	if (rc == 0)
+		rc = check_airlockfile(db, &r->who, fields[1].value,
 				       (size_t)fields[1].len, &err);
 	if (rc == 0)
 		rc = write_file(dir, "Airlockfile", fields[1].value,
 				(size_t)fields[1].len, &err);
 	if (rc == 0)
-		rc = al_build_insert(db, id, fields[0].value, no_cache, &err);
+		rc = al_project_begin_build(db, r->cfg, r->who.project, &err);
+	if (rc == 0 &&
+	    (al_build_insert(db, id, fields[0].value, r->who.project,
+			     r->who.role == AL_ROLE_ADMIN, no_cache,
+			     &err) < 0 ||
+	     al_db_commit(db, &err) < 0)) {
+		al_db_rollback(db);
+		rc = -1;
+	}
 	if (rc < 0) {
 		al_mp_fields_free(fields, nf);
 		discard_build_dir(dir);
@@ -240,6 +278,23 @@ void al_api_template_build(al_req *r)
 	json_object_put(o);
 }
 
+void al_api_templates(al_req *r)
+{
+	al_err err = {0};
+	al_db *db = al_req_db(r, &err);
+	const char *project = al_req_query(r, "project");
+	json_object *arr = NULL;
+	if (db == NULL || (arr = al_template_list(db, al_req_scope(r),
+						  project, &err)) == NULL) {
+		al_http_error(r, &err);
+		return;
+	}
+	json_object *o = json_object_new_object();
+	json_object_object_add(o, "templates", arr);
+	al_http_json(r, 200, o);
+	json_object_put(o);
+}
+
 void al_api_template_get(al_req *r)
 {
 	al_err err = {0};
@@ -249,11 +304,14 @@ void al_api_template_get(al_req *r)
 		return;
 	}
 	al_template_version tv = {0};
+	al_template_owner owner;
 	if (!al_id_valid(r->id)) {
 		al_http_errorf(r, AL_ENOENT, "no such template");
 		return;
 	}
-	if (al_template_get_version(db, r->id, 0, &tv, &err) < 0) {
+	if (al_template_access(db, r->id, &r->who, 0, &err) < 0 ||
+	    al_template_owner_get(db, r->id, &owner, &err) < 0 ||
+	    al_template_get_version(db, r->id, 0, &tv, &err) < 0) {
 		al_http_error(r, &err);
 		return;
 	}
@@ -280,6 +338,10 @@ void al_api_template_get(al_req *r)
 	json_object *o = json_object_new_object();
 	json_object_object_add(o, "name", json_object_new_string(tv.name));
 	json_object_object_add(o, "version", json_object_new_int(tv.version));
+	json_object_object_add(o, "project",
+			       json_object_new_string(owner.project));
+	json_object_object_add(o, "public",
+			       json_object_new_boolean(owner.public));
 	json_object_object_add(o, "driver",
 			       json_object_new_string(PQgetvalue(res, 0, 0)));
 	json_object_object_add(o, "memory_mb",
@@ -315,7 +377,8 @@ void al_api_template_delete(al_req *r)
 		al_http_errorf(r, AL_ENOENT, "no such template");
 		return;
 	}
-	if (al_template_delete(db, r->cfg, r->id, &err) < 0) {
+	if (al_template_access(db, r->id, &r->who, 1, &err) < 0 ||
+	    al_template_delete(db, r->cfg, r->id, &err) < 0) {
 		al_http_error(r, &err);
 		return;
 	}
@@ -332,7 +395,7 @@ static json_object *load_build(al_req *r, al_err *err)
 		al_err_set(err, AL_ENOENT, 0, "no such build");
 		return NULL;
 	}
-	return al_build_get(db, r->id, err);
+	return al_build_get(db, r->id, al_req_scope(r), err);
 }
 
 void al_api_build_get(al_req *r)
@@ -471,6 +534,11 @@ void al_api_build_logs(al_req *r)
 		}
 		if (now - last_check >= 1000) {
 			last_check = now;
+			/* A revoked key's stream ends with it. */
+			al_db *db = al_req_db(r, &err);
+			if (db != NULL &&
+			    al_auth_key_active(db, r->who.key_id, &err) == 0)
+				break;
 			json_object *row = load_build(r, &err);
 			if (row == NULL && err.code == AL_ENOENT)
 				break;

@@ -102,6 +102,28 @@ int al_req_wants_sse(al_req *r)
 	return a != NULL && strstr(a, "text/event-stream") != NULL;
 }
 
+int al_req_sees(const al_req *r, const char *project)
+{
+	return r->who.role == AL_ROLE_ADMIN ||
+	       (project != NULL && strcmp(project, r->who.project) == 0);
+}
+
+const char *al_req_scope(const al_req *r)
+{
+	return r->who.role == AL_ROLE_ADMIN ? NULL : r->who.project;
+}
+
+const char *al_req_list_project(al_req *r)
+{
+	const char *q = al_req_query(r, "project");
+	if (r->who.role == AL_ROLE_ADMIN)
+		return q != NULL && q[0] != '\0' ? q : NULL;
+	/* No project is named "": another project's list is empty. */
+	if (q != NULL && strcmp(q, r->who.project) != 0)
+		return "";
+	return r->who.project;
+}
+
 const char *al_http_reason(int status)
 {
 	switch (status) {
@@ -116,6 +138,7 @@ const char *al_http_reason(int status)
 	case 409: return "Conflict";
 	case 413: return "Payload Too Large";
 	case 422: return "Unprocessable Content";
+	case 429: return "Too Many Requests";
 	case 500: return "Internal Server Error";
 	case 502: return "Bad Gateway";
 	case 503: return "Service Unavailable";
@@ -165,19 +188,31 @@ int al_http_flush(al_req *r)
 	return 0;
 }
 
-void al_http_json(al_req *r, int status, json_object *body)
+static void send_json(al_req *r, int status, json_object *body,
+		      const char *headers)
 {
 	const char *s = body != NULL ? al_json_compact(body) : "{}";
 	size_t n = strlen(s);
-	char extra[64];
-	snprintf(extra, sizeof extra, "Content-Length: %zu\r\n", n + 1);
+	char extra[160];
+	snprintf(extra, sizeof extra, "Content-Length: %zu\r\n%s", n + 1,
+		 headers != NULL ? headers : "");
 	if (al_http_head(r, status, "application/json", extra) < 0)
 		return;
 	al_http_write(r, s, n);
 	al_http_write(r, "\n", 1);
 }
 
+void al_http_json(al_req *r, int status, json_object *body)
+{
+	send_json(r, status, body, NULL);
+}
+
 void al_http_error(al_req *r, const al_err *e)
+{
+	al_http_error_retry(r, e, 0);
+}
+
+void al_http_error_retry(al_req *r, const al_err *e, int retry_after_s)
 {
 	al_code code = e->code;
 	if (code == AL_OK || (unsigned)code >= AL_CODE_MAX)
@@ -203,7 +238,11 @@ void al_http_error(al_req *r, const al_err *e)
 							      : al_code_name(
 									code)));
 	json_object_object_add(o, "error", eo);
-	al_http_json(r, status, o);
+	char retry[48] = "";
+	if (retry_after_s > 0)
+		snprintf(retry, sizeof retry, "Retry-After: %d\r\n",
+			 retry_after_s);
+	send_json(r, status, o, retry);
 	json_object_put(o);
 }
 

@@ -10,6 +10,7 @@
 #include <fcgiapp.h>
 #include <json-c/json.h>
 
+#include "auth.h"
 #include "config.h"
 #include "db.h"
 #include "err.h"
@@ -26,6 +27,7 @@ typedef struct al_req {
 	char path[AL_URI_PATH_MAX]; /* route path, prefix stripped */
 	char id[64];       /* {id} captured by the router */
 	al_query query;
+	al_identity who;   /* the key's, on routes that need one */
 	char client[64];   /* for the access log */
 	int status;        /* sent status, for the access log */
 	int headers_sent;
@@ -47,6 +49,14 @@ int al_req_body(al_req *r, size_t max, char **buf, size_t *len,
 		al_err *err);
 /* 1 if the client asked for server-sent events. */
 int al_req_wants_sse(al_req *r);
+/* 1 if r's key may see an object of project: an admin key every
+ * project's, a member key its own project's only. */
+int al_req_sees(const al_req *r, const char *project);
+/* The project r's key is confined to: NULL (none) for an admin key. */
+const char *al_req_scope(const al_req *r);
+/* Whose objects a list shows: an admin's ?project= (NULL: every
+ * project's); a member's own project's only, whatever it asks. */
+const char *al_req_list_project(al_req *r);
 
 /* Responses. Each sends the status line and headers once. */
 const char *al_http_reason(int status);
@@ -56,6 +66,8 @@ int al_http_write(al_req *r, const void *p, size_t n);
 int al_http_flush(al_req *r);
 void al_http_json(al_req *r, int status, json_object *body);
 void al_http_error(al_req *r, const al_err *e);
+/* The same with Retry-After when retry_after_s > 0. */
+void al_http_error_retry(al_req *r, const al_err *e, int retry_after_s);
 void al_http_errorf(al_req *r, al_code code, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 void al_http_no_content(al_req *r);
@@ -79,7 +91,6 @@ void al_api_driver_status(const al_config *cfg, al_driver_status *st);
 /* Handlers. */
 void al_api_health(al_req *r);
 void al_api_info(al_req *r);
-void al_api_templates(al_req *r);
 void al_api_sandbox_create(al_req *r);
 void al_api_sandbox_list(al_req *r);
 void al_api_sandbox_get(al_req *r);

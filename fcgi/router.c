@@ -3,33 +3,48 @@
 
 #include "auth.h"
 #include "config.h"
+#include "api_projects.h"
 #include "api_templates.h"
 #include "http.h"
 #include "log.h"
+
+/* Who may call a route. */
+enum access {
+	ANYONE, /* no API key needed */
+	KEY,    /* any active key; the handler scopes to its project */
+	ADMIN,  /* admin keys only: 403 for member keys */
+};
 
 /* The /v1 routes. A pattern segment "{id}" captures one path segment into
  * r->id (checked with al_id_valid by the handlers' loaders). */
 static const struct route {
 	const char *method;
 	const char *pattern;
-	int public; /* no API key needed */
+	enum access access;
 	al_handler_fn fn;
 } routes[] = {
-	{"GET", "/v1/health", 1, al_api_health},
-	{"GET", "/v1/info", 0, al_api_info},
-	{"GET", "/v1/templates", 0, al_api_templates},
-	{"POST", "/v1/templates", 0, al_api_template_build},
-	{"GET", "/v1/templates/builds/{id}", 0, al_api_build_get},
-	{"GET", "/v1/templates/builds/{id}/logs", 0, al_api_build_logs},
-	{"GET", "/v1/templates/{id}", 0, al_api_template_get},
-	{"DELETE", "/v1/templates/{id}", 0, al_api_template_delete},
-	{"POST", "/v1/sandboxes", 0, al_api_sandbox_create},
-	{"GET", "/v1/sandboxes", 0, al_api_sandbox_list},
-	{"GET", "/v1/sandboxes/{id}", 0, al_api_sandbox_get},
-	{"DELETE", "/v1/sandboxes/{id}", 0, al_api_sandbox_delete},
-	{"POST", "/v1/sandboxes/{id}/exec", 0, al_api_exec},
-	{"PUT", "/v1/sandboxes/{id}/files", 0, al_api_files_put},
-	{"GET", "/v1/sandboxes/{id}/files", 0, al_api_files_get},
+	{"GET", "/v1/health", ANYONE, al_api_health},
+	{"GET", "/v1/projects", ADMIN, al_api_projects},
+	{"POST", "/v1/projects", ADMIN, al_api_project_create},
+	{"GET", "/v1/projects/{id}", ADMIN, al_api_project_get},
+	{"PUT", "/v1/projects/{id}/quota", ADMIN, al_api_project_quota},
+	{"GET", "/v1/keys", ADMIN, al_api_keys},
+	{"POST", "/v1/keys", ADMIN, al_api_key_create},
+	{"DELETE", "/v1/keys/{id}", ADMIN, al_api_key_delete},
+	{"GET", "/v1/info", KEY, al_api_info},
+	{"GET", "/v1/templates", KEY, al_api_templates},
+	{"POST", "/v1/templates", KEY, al_api_template_build},
+	{"GET", "/v1/templates/builds/{id}", KEY, al_api_build_get},
+	{"GET", "/v1/templates/builds/{id}/logs", KEY, al_api_build_logs},
+	{"GET", "/v1/templates/{id}", KEY, al_api_template_get},
+	{"DELETE", "/v1/templates/{id}", KEY, al_api_template_delete},
+	{"POST", "/v1/sandboxes", KEY, al_api_sandbox_create},
+	{"GET", "/v1/sandboxes", KEY, al_api_sandbox_list},
+	{"GET", "/v1/sandboxes/{id}", KEY, al_api_sandbox_get},
+	{"DELETE", "/v1/sandboxes/{id}", KEY, al_api_sandbox_delete},
+	{"POST", "/v1/sandboxes/{id}/exec", KEY, al_api_exec},
+	{"PUT", "/v1/sandboxes/{id}/files", KEY, al_api_files_put},
+	{"GET", "/v1/sandboxes/{id}/files", KEY, al_api_files_get},
 };
 
 /* Match path against pattern; fills id (size 64) on a capture. */
@@ -102,7 +117,7 @@ void al_route(al_req *r)
 		al_http_write(r, body, sizeof body - 1);
 		return;
 	}
-	if (!hit->public) {
+	if (hit->access != ANYONE) {
 		al_err err;
 		const char *key = request_key(r);
 		if (key == NULL || key[0] == '\0') {
@@ -116,8 +131,13 @@ void al_route(al_req *r)
 			al_http_error(r, &err);
 			return;
 		}
-		if (al_auth_check(db, key, &err) < 0) {
+		if (al_auth_identify(db, key, &r->who, &err) < 0) {
 			al_http_error(r, &err);
+			return;
+		}
+		if (hit->access == ADMIN && r->who.role != AL_ROLE_ADMIN) {
+			al_http_errorf(r, AL_EPERM,
+				       "this endpoint needs an admin key");
 			return;
 		}
 	}

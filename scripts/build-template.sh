@@ -78,8 +78,9 @@ tar -C "$ctx" --owner=0 --group=0 --numeric-owner -cf "$bdir/context.tar" .
 
 psql "$AIRLOCK_DB" -X -q -v ON_ERROR_STOP=1 -v id="$id" -v name="$name" \
 	-v nc="$no_cache" >/dev/null <<'SQL' || die "cannot insert the build row (is the database migrated?)"
-INSERT INTO template_builds (id, name, status, no_cache)
-VALUES (:'id', :'name', 'queued', :'nc'::boolean);
+-- The operator's builds publish public templates of project default.
+INSERT INTO template_builds (id, name, status, no_cache, project, public)
+VALUES (:'id', :'name', 'queued', :'nc'::boolean, 'default', true);
 SQL
 
 echo "build $id: template $name from $dir" >&2

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "config.h"
 #include "json.h"
 #include "path.h"
 
@@ -38,7 +39,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (al_json_create_req_parse(buf, size, 300, 86400, &c, &err) == 0) {
 		if (c.timeout_s < 1 || c.timeout_s > 86400 ||
 		    c.template_name == NULL || c.template_name[0] == '\0' ||
-		    strlen(c.template_name) > 63)
+		    strlen(c.template_name) > 63 ||
+		    (c.project != NULL && !al_id_valid(c.project)))
 			abort();
 		check_str_map(c.env, &al_json_env_limits);
 		check_str_map(c.metadata, &al_json_metadata_limits);

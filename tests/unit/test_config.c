@@ -215,6 +215,68 @@ static void test_id_valid(void **state)
 	assert_false(al_id_valid("a b"));
 }
 
+static void test_limits_and_quotas(void **state)
+{
+	(void)state;
+	al_config cfg;
+	al_err err;
+	static const char *const none[] = {NULL};
+	assert_int_equal(load(none, &cfg, &err), 0);
+	assert_int_equal(cfg.max_memory_mb, 16384);
+	assert_int_equal(cfg.quota.running_sandboxes, 100);
+	assert_int_equal(cfg.quota.creates_per_minute, 600);
+	static const char *const env[] = {
+		"AIRLOCK_MAX_MEMORY_MB", "2048",
+		"AIRLOCK_MAX_PIDS", "1000",
+		"AIRLOCK_MAX_CPU_SHARES", "4096",
+		"AIRLOCK_MAX_TIMEOUT", "60",
+		"AIRLOCK_QUOTA_SANDBOXES", "7",
+		"AIRLOCK_QUOTA_MEMORY_MB", "0",
+		"AIRLOCK_QUOTA_DISK_MB", "9000",
+		"AIRLOCK_QUOTA_BUILDS", "1",
+		"AIRLOCK_QUOTA_STREAMS", "3",
+		"AIRLOCK_QUOTA_CREATES_PER_MINUTE", "30",
+		NULL,
+	};
+	assert_int_equal(load(env, &cfg, &err), 0);
+	assert_int_equal(cfg.max_memory_mb, 2048);
+	assert_int_equal(cfg.max_pids, 1000);
+	assert_int_equal(cfg.max_cpu_shares, 4096);
+	assert_int_equal(cfg.max_timeout_s, 60);
+	/* The default lifetime never exceeds the maximum. */
+	assert_int_equal(cfg.default_timeout_s, 60);
+	assert_int_equal(cfg.quota.running_sandboxes, 7);
+	assert_int_equal(cfg.quota.memory_mb, 0);
+	assert_int_equal(cfg.quota.disk_mb, 9000);
+	assert_int_equal(cfg.quota.concurrent_builds, 1);
+	assert_int_equal(cfg.quota.concurrent_streams, 3);
+	assert_int_equal(cfg.quota.creates_per_minute, 30);
+
+	assert_int_equal(al_config_check_maxima(&cfg, 2048, 1000, 4096, 0, &err),
+			 0);
+	assert_int_equal(al_config_check_maxima(&cfg, 0, 0, 0, 0, &err), 0);
+	assert_int_equal(al_config_check_maxima(&cfg, 2049, 0, 0, 0, &err), -1);
+	assert_int_equal(err.code, AL_EINVAL);
+	assert_non_null(strstr(err.msg, "2048"));
+	assert_non_null(strstr(err.msg, "AIRLOCK_MAX_MEMORY_MB"));
+	assert_int_equal(al_config_check_maxima(&cfg, 0, 1001, 0, 0, &err), -1);
+	assert_non_null(strstr(err.msg, "AIRLOCK_MAX_PIDS"));
+	assert_int_equal(al_config_check_maxima(&cfg, 0, 0, 4097, 0, &err), -1);
+	assert_non_null(strstr(err.msg, "AIRLOCK_MAX_CPU_SHARES"));
+	assert_int_equal(al_config_check_maxima(&cfg, 0, 0, 0, cfg.max_disk_mb,
+						&err),
+			 0);
+	assert_int_equal(al_config_check_maxima(&cfg, 0, 0, 0,
+						cfg.max_disk_mb + 1, &err),
+			 -1);
+	assert_non_null(strstr(err.msg, "AIRLOCK_MAX_DISK_MB"));
+
+	expect_bad("AIRLOCK_MAX_MEMORY_MB", "8");
+	expect_bad("AIRLOCK_MAX_TIMEOUT", "0");
+	expect_bad("AIRLOCK_QUOTA_SANDBOXES", "-1");
+	expect_bad("AIRLOCK_QUOTA_STREAMS", "many");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -225,6 +287,7 @@ int main(void)
 		cmocka_unit_test(test_relative_state),
 		cmocka_unit_test(test_paths),
 		cmocka_unit_test(test_id_valid),
+		cmocka_unit_test(test_limits_and_quotas),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -62,6 +62,12 @@ static void test_create_ok(void **state)
 			 0);
 	assert_string_equal(req.driver, "ns");
 	al_json_create_req_free(&req);
+	assert_null(req.project);
+	assert_int_equal(create("{\"project\":\"team-a\"}", &req, &err), 0);
+	assert_string_equal(req.project, "team-a");
+	al_json_create_req_free(&req);
+	expect_create_bad("{\"project\":\"Team A\"}", AL_EINVAL, "project");
+	expect_create_bad("{\"project\":7}", AL_EINVAL, "project");
 	/* null means "not given": the host's default driver. */
 	assert_int_equal(create("{\"driver\":null}", &req, &err), 0);
 	assert_null(req.driver);

@@ -1,0 +1,104 @@
+/* project: projects, their API keys and their quotas (tables projects
+ * and api_keys: core/sql/004_tenancy.sql). A project name is an
+ * al_id_valid id. A project's quota column is NULL until an admin sets
+ * it; NULL means the operator's default (al_config.quota).
+ *
+ * Quotas are checked inside a transaction that holds the project's row
+ * lock (al_project_begin_sandbox / _build): creates of one project
+ * serialize there, so concurrent ones cannot overshoot. Open event
+ * streams are counted with session advisory locks, one per slot, held on
+ * the streaming worker's connection: a worker that dies releases them. */
+#ifndef AL_PROJECT_H
+#define AL_PROJECT_H
+
+#include <stddef.h>
+
+#include <json-c/json.h>
+
+#include "auth.h"
+#include "config.h"
+#include "db.h"
+#include "err.h"
+
+/* The quotas by API name (the projects table's column names), in
+ * al_quota's order; what: the words of a quota_exceeded message. */
+#define AL_QUOTA_NFIELDS 6
+typedef struct al_quota_field {
+	const char *name;
+	const char *what;
+	int mib; /* counted in MiB */
+	size_t offset;
+} al_quota_field;
+extern const al_quota_field al_quota_fields[AL_QUOTA_NFIELDS];
+
+uint64_t al_quota_value(const al_quota *q, size_t field);
+
+/* The first quota that one more of `asked` would pass (used + asked >
+ * limit, for each field asked for): -1 with AL_EQUOTA, the message the
+ * API returns ("running sandboxes: 50 of 50") and *field (if not NULL)
+ * its index in al_quota_fields; 0 if all fit. */
+int al_quota_check(const al_quota *limit, const al_quota *used,
+		   const al_quota *asked, size_t *field, al_err *err);
+
+/* A PUT /v1/projects/{name}/quota body: an object of quota fields, each
+ * an integer >= 0 or null (back to the operator's default). */
+typedef struct al_quota_update {
+	int set[AL_QUOTA_NFIELDS];    /* field present */
+	int is_null[AL_QUOTA_NFIELDS]; /* present and null */
+	al_quota value;
+} al_quota_update;
+int al_quota_update_parse(const char *buf, size_t len, al_quota_update *out,
+			  al_err *err);
+
+/* AL_EEXIST if it exists, AL_EINVAL for a bad name. */
+int al_project_create(al_db *db, const char *name, al_err *err);
+/* 1 if it exists, 0 if not. */
+int al_project_exists(al_db *db, const char *name, al_err *err);
+/* {"name","created_at","quota":{effective},"quota_defaults":[fields
+ * that follow the operator's default]}; all of them as an array, or the
+ * one of name (AL_ENOENT). */
+json_object *al_project_list(al_db *db, const al_config *cfg, al_err *err);
+json_object *al_project_get(al_db *db, const al_config *cfg,
+			    const char *name, al_err *err);
+int al_project_set_quota(al_db *db, const char *name,
+			 const al_quota_update *u, al_err *err);
+
+/* Begin a transaction holding name's row lock in which one more sandbox
+ * with memory_mb and disk_mb fits the project's quotas. On failure no transaction
+ * is left open: AL_ENOENT for an unknown project, AL_EQUOTA with
+ * *retry_after_s > 0 when waiting that long helps (the create rate),
+ * else 0. The caller inserts its row and ends with al_db_commit or
+ * al_db_rollback. */
+int al_project_begin_sandbox(al_db *db, const al_config *cfg,
+			     const char *name, uint64_t memory_mb,
+			     uint64_t disk_mb, int *retry_after_s,
+			     al_err *err);
+/* The same for one more build. */
+int al_project_begin_build(al_db *db, const al_config *cfg, const char *name,
+			   al_err *err);
+
+/* Take one of the project's stream slots on this connection (*slot),
+ * AL_EQUOTA when all are taken; release it when the stream ends. */
+int al_project_stream_acquire(al_db *db, const al_config *cfg,
+			      const char *name, int *slot, al_err *err);
+void al_project_stream_release(al_db *db, const char *name, int slot);
+
+/* ---- keys ---- */
+
+#define AL_KEY_NAME_MAX 128
+
+/* A new key of project: its id and the key itself (shown once; only its
+ * hash is stored). AL_ENOENT for an unknown project, AL_EINVAL for a bad
+ * name. */
+int al_project_key_create(al_db *db, const char *project, al_role role,
+			  const char *name, long long *id,
+			  char key[AL_AUTH_KEY_LEN + 1], al_err *err);
+/* Active keys, oldest first: [{"id","name","project","role",
+ * "created_at"}] (never the key nor its hash); project NULL = all. */
+json_object *al_project_key_list(al_db *db, const char *project,
+				 al_err *err);
+/* Revoke: the key is refused from the next request on. AL_ENOENT if no
+ * active key has that id. */
+int al_project_key_revoke(al_db *db, long long id, al_err *err);
+
+#endif

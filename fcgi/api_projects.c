@@ -1,0 +1,192 @@
+#include "api_projects.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "json.h"
+#include "log.h"
+#include "project.h"
+
+/* The request's JSON object body; NULL after answering the error. */
+static json_object *read_object(al_req *r, const char *const *fields)
+{
+	al_err err;
+	char *body = NULL;
+	size_t len = 0;
+	if (al_req_body(r, AL_JSON_BODY_MAX, &body, &len, &err) < 0) {
+		al_http_error(r, &err);
+		return NULL;
+	}
+	json_object *o = al_json_parse_object(body, len, &err);
+	free(body);
+	if (o == NULL || al_json_check_fields(o, fields, &err) < 0) {
+		json_object_put(o);
+		al_http_error(r, &err);
+		return NULL;
+	}
+	return o;
+}
+
+/* Answer {key: arr} (arr NULL: the error in err). */
+static void answer_list(al_req *r, const char *key, json_object *arr,
+			const al_err *err)
+{
+	if (arr == NULL) {
+		al_http_error(r, err);
+		return;
+	}
+	json_object *o = json_object_new_object();
+	json_object_object_add(o, key, arr);
+	al_http_json(r, 200, o);
+	json_object_put(o);
+}
+
+void al_api_projects(al_req *r)
+{
+	al_err err;
+	al_db *db = al_req_db(r, &err);
+	json_object *arr = db != NULL ? al_project_list(db, r->cfg, &err)
+				      : NULL;
+	answer_list(r, "projects", arr, &err);
+}
+
+void al_api_project_get(al_req *r)
+{
+	al_err err;
+	al_db *db = al_req_db(r, &err);
+	json_object *o = db != NULL ? al_project_get(db, r->cfg, r->id, &err)
+				    : NULL;
+	if (o == NULL) {
+		al_http_error(r, &err);
+		return;
+	}
+	al_http_json(r, 200, o);
+	json_object_put(o);
+}
+
+void al_api_project_create(al_req *r)
+{
+	static const char *const fields[] = {"name", NULL};
+	al_err err;
+	const char *name = NULL;
+	json_object *o = read_object(r, fields);
+	if (o == NULL)
+		return;
+	al_db *db = al_req_db(r, &err);
+	json_object *p = NULL;
+	if (al_json_get_str(o, "name", 63, &name, NULL, &err) < 0 ||
+	    db == NULL || al_project_create(db, name, &err) < 0 ||
+	    (p = al_project_get(db, r->cfg, name, &err)) == NULL) {
+		json_object_put(o);
+		al_http_error(r, &err);
+		return;
+	}
+	al_info("project %s created", name);
+	json_object_put(o);
+	al_http_json(r, 201, p);
+	json_object_put(p);
+}
+
+void al_api_project_quota(al_req *r)
+{
+	al_err err;
+	char *body = NULL;
+	size_t len = 0;
+	al_quota_update u;
+	if (al_req_body(r, AL_JSON_BODY_MAX, &body, &len, &err) < 0) {
+		al_http_error(r, &err);
+		return;
+	}
+	int rc = al_quota_update_parse(body, len, &u, &err);
+	free(body);
+	al_db *db = rc == 0 ? al_req_db(r, &err) : NULL;
+	json_object *p = NULL;
+	if (db == NULL || al_project_set_quota(db, r->id, &u, &err) < 0 ||
+	    (p = al_project_get(db, r->cfg, r->id, &err)) == NULL) {
+		al_http_error(r, &err);
+		return;
+	}
+	al_info("project %s: quota changed", r->id);
+	al_http_json(r, 200, p);
+	json_object_put(p);
+}
+
+void al_api_keys(al_req *r)
+{
+	al_err err;
+	al_db *db = al_req_db(r, &err);
+	const char *project = al_req_list_project(r);
+	json_object *arr = db != NULL ? al_project_key_list(db, project, &err)
+				      : NULL;
+	answer_list(r, "keys", arr, &err);
+}
+
+void al_api_key_create(al_req *r)
+{
+	static const char *const fields[] = {"project", "role", "name", NULL};
+	al_err err;
+	const char *project = NULL, *role_name = "member", *name = NULL;
+	char key[AL_AUTH_KEY_LEN + 1];
+	long long id = 0;
+	json_object *o = read_object(r, fields);
+	if (o == NULL)
+		return;
+	int role = -1;
+	al_db *db = NULL;
+	int rc = al_json_get_str(o, "project", 63, &project, NULL, &err);
+	if (rc == 0)
+		rc = al_err_set(&err, AL_EINVAL, 0, "'project' is required");
+	if (rc > 0)
+		rc = al_json_get_str(o, "role", 15, &role_name, NULL, &err);
+	if (rc >= 0 && (role = al_role_from_name(role_name)) < 0)
+		rc = al_err_set(&err, AL_EINVAL, 0,
+				"'role' must be \"admin\" or \"member\"");
+	if (rc >= 0)
+		rc = al_json_get_str(o, "name", AL_KEY_NAME_MAX, &name, NULL,
+				     &err);
+	if (rc == 0)
+		rc = al_err_set(&err, AL_EINVAL, 0, "'name' is required");
+	if (rc > 0 && (db = al_req_db(r, &err)) == NULL)
+		rc = -1;
+	if (rc > 0)
+		rc = al_project_key_create(db, project, (al_role)role, name,
+					   &id, key, &err);
+	if (rc < 0) {
+		json_object_put(o);
+		al_http_error(r, &err);
+		return;
+	}
+	json_object *k = json_object_new_object();
+	json_object_object_add(k, "id", json_object_new_int64(id));
+	json_object_object_add(k, "key", json_object_new_string(key));
+	json_object_object_add(k, "project", json_object_new_string(project));
+	json_object_object_add(k, "role", json_object_new_string(
+						  al_role_name((al_role)role)));
+	json_object_object_add(k, "name", json_object_new_string(name));
+	explicit_bzero(key, sizeof key);
+	al_info("key %lld created (project %s, role %s)", id, project,
+		al_role_name((al_role)role));
+	json_object_put(o);
+	al_http_json(r, 201, k);
+	json_object_put(k);
+}
+
+void al_api_key_delete(al_req *r)
+{
+	al_err err;
+	char *end = NULL;
+	errno = 0;
+	long long id = strtoll(r->id, &end, 10);
+	if (errno != 0 || end == r->id || *end != '\0' || id <= 0) {
+		al_http_errorf(r, AL_ENOENT, "no such key");
+		return;
+	}
+	al_db *db = al_req_db(r, &err);
+	if (db == NULL || al_project_key_revoke(db, id, &err) < 0) {
+		al_http_error(r, &err);
+		return;
+	}
+	al_info("key %lld revoked", id);
+	al_http_no_content(r);
+}
