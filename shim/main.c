@@ -381,6 +381,7 @@ int main(int argc, char **argv)
 	if (ready_fd >= 0)
 		fcntl(ready_fd, F_SETFD, FD_CLOEXEC);
 	al_log_init("airlock-shim", AL_LOG_INFO);
+	al_log_limit(AL_LOG_SANDBOX_BURST, AL_LOG_SANDBOX_PER_SEC);
 
 	static shim s;
 	s.listen_fd = -1;
@@ -431,6 +432,7 @@ int main(int argc, char **argv)
 			close(ready_fd);
 		shim_teardown(&s, AL_EV_FAIL, err.msg);
 		al_db_close(s.db);
+		al_log_flush();
 		return 111;
 	}
 	report(ready_fd, "OK\n");
@@ -448,5 +450,6 @@ int main(int argc, char **argv)
 	int rc = shim_relay_run(&s);
 	al_sandbox_free_fields(&s.sb);
 	al_db_close(s.db);
+	al_log_flush();
 	return rc;
 }

@@ -1,0 +1,93 @@
+"""Bounds on what a hostile sandbox or client can cost the host: the log
+flood (forged agent frames from inside, bad frames on the shim's control
+socket), the fcgi socket's permissions and failed authentication."""
+import os
+import socket
+import subprocess
+import threading
+import time
+
+import pytest
+
+from conftest import REPO, TIMEOUT, Sandboxes, exec_json
+
+MIB = 1 << 20
+
+
+def dir_bytes(path):
+    total = 0
+    for root, _, names in os.walk(path):
+        for n in names:
+            try:
+                total += os.lstat(os.path.join(root, n)).st_size
+            except OSError:
+                pass
+    return total
+
+
+@pytest.fixture(scope="module")
+def forge_frames(tmp_path_factory):
+    """tests/integration/guest/forge_frames.c, built static for a guest."""
+    out = str(tmp_path_factory.mktemp("forge") / "forge_frames")
+    src = os.path.join(REPO, "tests", "integration", "guest",
+                       "forge_frames.c")
+    subprocess.run(["cc", "-static", "-O2", "-o", out, src], check=True)
+    with open(out, "rb") as f:
+        return f.read()
+
+
+def flood_control_socket(path, stop, counter):
+    """Connect, send a frame with a bad magic, repeat: every one is a
+    protocol error the shim logs."""
+    while not stop.is_set():
+        try:
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+                s.connect(path)
+                s.sendall(b"XXXX" + bytes(12))
+                s.recv(16)
+        except OSError:
+            pass
+        counter[0] += 1
+
+
+def test_log_flood_is_bounded(api, stack, forge_frames):
+    """A guest that forges session ERROR frames for 20 s while a local
+    client sends bad frames to its shim grows the host's log directory by
+    at most 3 MiB, and the sandbox still answers."""
+    sbs = Sandboxes(api, "ns")
+    try:
+        sid = sbs.create()["id"]
+        r = api.put(f"{api.base}/v1/sandboxes/{sid}/files",
+                    params={"path": "/tmp/forge"}, data=forge_frames,
+                    timeout=TIMEOUT)
+        assert r.status_code == 201, r.text
+        exec_json(api, sid, ["chmod", "755", "/tmp/forge"])
+        logdir = os.path.join(stack.state, "log")
+        before = dir_bytes(logdir)
+
+        stop, bad = threading.Event(), [0]
+        sock = os.path.join(stack.state, "run", "sbx", f"{sid}.sock")
+        t = threading.Thread(target=flood_control_socket,
+                             args=(sock, stop, bad))
+        t.start()
+        try:
+            res = exec_json(api, sid, ["/tmp/forge", "20"])
+        finally:
+            stop.set()
+            t.join()
+        assert res["exit_code"] == 0, res
+        sent = int(res["stdout"].split()[1])
+        # The flood was real: far more lines than the limit lets through.
+        assert sent > 20000, res
+        assert bad[0] > 1000, bad
+
+        grown = dir_bytes(logdir) - before
+        assert grown <= 3 * MIB, f"log dir grew by {grown} bytes"
+        with open(os.path.join(logdir, "shim.log"), errors="replace") as f:
+            text = f.read()
+        assert "log lines suppressed (rate limit)" in text
+
+        res = exec_json(api, sid, ["echo", "still here"])
+        assert res["stdout"] == "still here\n"
+    finally:
+        sbs.cleanup()
