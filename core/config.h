@@ -11,9 +11,15 @@
  *                       2, 0 = none: every create starts cold)
  *   AIRLOCK_WARM_POOL_VM  the same for the vm driver (default 2; only
  *                       while the vm driver is usable)
+ *   AIRLOCK_DRIVERS     the drivers the operator allows: "ns", "vm" or
+ *                       "ns,vm" (default: both, each where this host can
+ *                       run it). A disabled driver gets no creates and
+ *                       no standbys.
  *   AIRLOCK_DEFAULT_DRIVER  ns | vm for creates that name no driver;
- *                       unset: vm where KVM works and vm is usable, else
- *                       ns (decided by airlock-fcgi, which knows the host)
+ *                       must be enabled by AIRLOCK_DRIVERS. Unset: vm
+ *                       where KVM works and vm is usable, else ns
+ *                       (decided by airlock-fcgi, which knows the host);
+ *                       ns only where it is enabled.
  *
  * Every path is validated (absolute after resolution, bounded length). */
 #ifndef AL_CONFIG_H
@@ -40,7 +46,12 @@ typedef struct al_config {
 	uint32_t warm_pool;    /* ns standbys per template */
 	uint32_t warm_pool_vm; /* vm standbys per template */
 	char default_driver[8]; /* "ns", "vm" or "" (decide from the host) */
+	unsigned drivers;       /* AL_CONFIG_DRIVER_* the operator allows */
+	char drivers_setting[16]; /* AIRLOCK_DRIVERS as given, "" if unset */
 } al_config;
+
+#define AL_CONFIG_DRIVER_NS 1u
+#define AL_CONFIG_DRIVER_VM 2u
 
 /* Fill cfg from the environment; -1 with AL_EINVAL naming the variable
  * when a value is malformed. */
@@ -48,6 +59,13 @@ int al_config_load(al_config *cfg, al_err *err);
 /* Same but from a getenv-like lookup (for tests). */
 int al_config_load_from(al_config *cfg, const char *(*lookup)(const char *),
 			al_err *err);
+
+/* 1 if the operator allows driver name (AIRLOCK_DRIVERS). */
+int al_config_driver_enabled(const al_config *cfg, const char *name);
+/* 0 if driver name is enabled, else -1 with AL_EDISABLED naming the
+ * setting that disabled it. */
+int al_config_driver_check(const al_config *cfg, const char *name,
+			   al_err *err);
 
 /* Paths derived from the config; -1 if they would not fit. */
 int al_config_sandbox_root(const al_config *cfg, const char *id, char *out,

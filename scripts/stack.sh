@@ -18,7 +18,7 @@
 #   AIRLOCK_BIND         address nginx listens on (default 127.0.0.1)
 #   AIRLOCK_FCGI_WORKERS fcgi worker processes (default 4)
 #   AIRLOCK_POOL_SIZE    size of the loop-mounted btrfs image (default 16G)
-#   AIRLOCK_WARM_POOL, AIRLOCK_WARM_POOL_VM, AIRLOCK_DEFAULT_DRIVER
+#   AIRLOCK_WARM_POOL(_VM), AIRLOCK_DRIVERS, AIRLOCK_DEFAULT_DRIVER
 #                        passed on to the daemons (see README.md)
 #
 # When qemu-system-x86_64 is installed, `up` also fetches the guest kernel
@@ -421,6 +421,7 @@ stop_fcgi() {
 # The guest kernel and initrd of the vm driver, into $STATE/vm.
 ensure_vm_kernel() {
 	[ -x /usr/bin/qemu-system-x86_64 ] || return 0
+	case ",${AIRLOCK_DRIVERS:-vm}," in *,vm,*) ;; *) return 0 ;; esac
 	if [ ! -x "$BUILD/airlock-init" ]; then
 		log "vm driver unavailable: $BUILD/airlock-init missing (run: make)"
 		return 0

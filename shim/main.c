@@ -239,6 +239,8 @@ static int bring_up(shim *s, al_err *err)
 				  "sandbox %s is %s, not creating", s->sb.id,
 				  al_state_name(s->sb.state));
 	s->has_row = 1;
+	if (al_config_driver_check(&s->cfg, s->sb.driver, err) < 0)
+		return -1;
 	s->driver = al_driver_find(s->sb.driver, err);
 	if (s->driver == NULL ||
 	    shim_template_load(s, s->sb.template_name, s->sb.template_version,
@@ -283,6 +285,8 @@ static int bring_up_standby(shim *s, const char *tmpl, const char *driver,
 	if (shim_template_load(s, tmpl, version, err) < 0)
 		return -1;
 	start_ms.db = al_now_ms();
+	if (al_config_driver_check(&s->cfg, s->sb.driver, err) < 0)
+		return -1;
 	s->driver = al_driver_find(s->sb.driver, err);
 	if (s->driver == NULL)
 		return -1;

@@ -4,12 +4,15 @@ socket), the fcgi socket's permissions and failed authentication."""
 import os
 import socket
 import subprocess
+import tempfile
 import threading
 import time
 
 import pytest
+import requests
 
-from conftest import REPO, TIMEOUT, Sandboxes, exec_json
+from conftest import (REPO, TIMEOUT, Sandboxes, Stack, _cleanup_state,
+                      assert_error, exec_json, free_port, seed_vm_kernel)
 
 MIB = 1 << 20
 
@@ -91,3 +94,82 @@ def test_log_flood_is_bounded(api, stack, forge_frames):
         assert res["stdout"] == "still here\n"
     finally:
         sbs.cleanup()
+
+
+# ------------------------------------------------------------ AIRLOCK_DRIVERS
+
+
+@pytest.fixture(scope="module")
+def ns_only(stack):
+    """A second stack of the same build with AIRLOCK_DRIVERS=ns."""
+    st = Stack(tempfile.mkdtemp(prefix="airlock-it-ns-"), stack.build,
+               free_port(), free_port())
+    st.env["AIRLOCK_DRIVERS"] = "ns"
+    st.env["AIRLOCK_WARM_POOL"] = "1"
+    st.env["AIRLOCK_WARM_POOL_VM"] = "1"
+    log = []
+    try:
+        seed_vm_kernel(st.state)
+        p = st.sh("up", check=False)
+        if p.returncode != 0:
+            pytest.fail(f"stack did not start:\n{p.stdout}", pytrace=False)
+        with open(os.path.join(st.state, "api-key")) as f:
+            st.key = f.read().strip()
+        s = requests.Session()
+        s.headers["Authorization"] = f"Bearer {st.key}"
+        s.base = st.base
+        s.stack = st
+        yield s
+    finally:
+        _cleanup_state(st, log)
+
+
+def test_disabled_driver(ns_only):
+    api = ns_only
+    r = api.get(api.base + "/v1/info", timeout=TIMEOUT)
+    assert r.status_code == 200, r.text
+    info = r.json()
+    assert info["drivers"] == ["ns"], info
+    assert info["default_driver"] == "ns", info
+
+    r = api.post(api.base + "/v1/sandboxes",
+                 json={"template": "minimal", "driver": "vm"},
+                 timeout=TIMEOUT)
+    assert_error(r, 422, "disabled")
+    assert r.json()["error"]["message"] == \
+        "driver vm is disabled by AIRLOCK_DRIVERS=ns"
+
+    sbs = Sandboxes(api, "ns")
+    try:
+        sb = sbs.create()
+        assert exec_json(api, sb["id"], ["echo", "ns"])["stdout"] == "ns\n"
+    finally:
+        sbs.cleanup()
+
+    # The warm pool keeps ns standbys and none of vm.
+    pool = os.path.join(api.stack.state, "run", "pool")
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        socks = os.listdir(pool) if os.path.isdir(pool) else []
+        if any(".ns." in n for n in socks):
+            break
+        time.sleep(0.2)
+    time.sleep(2)
+    socks = os.listdir(pool)
+    assert any(".ns." in n for n in socks), socks
+    assert not any(".vm." in n for n in socks), socks
+
+
+def test_default_driver_must_be_enabled(stack, tmp_path):
+    """A default the operator disabled stops the programs at start."""
+    env = dict(stack.env, AIRLOCK_STATE=str(tmp_path),
+               AIRLOCK_DRIVERS="ns", AIRLOCK_DEFAULT_DRIVER="vm")
+    for prog, args in (("airlock-controller", []),
+                       ("airlock-fcgi", ["--socket", str(tmp_path / "s")])):
+        p = subprocess.run([os.path.join(stack.build, prog), *args], env=env,
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                           text=True, timeout=30)
+        assert p.returncode == 100, (prog, p.returncode, p.stdout)
+        assert "AIRLOCK_DEFAULT_DRIVER=vm is not enabled by " \
+               "AIRLOCK_DRIVERS=ns" in p.stdout, (prog, p.stdout)
+
