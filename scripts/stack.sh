@@ -396,9 +396,13 @@ start_fcgi() {
 	need_binary airlock-fcgi
 	need_binary airlock-shim
 	[ -n "$(component_pids airlock-fcgi "$RUN/fcgi.pid")" ] && return 0
+	local user group
+	read -r user group < <(nginx_user)
 	rm -f "$RUN/fcgi.sock"
+	# Only nginx's group may connect (mode 0660, set by airlock-fcgi).
 	spawn airlock-fcgi "$LOG/fcgi.log" "$RUN/fcgi.pid" \
-		--socket "$RUN/fcgi.sock" --workers "$WORKERS"
+		--socket "$RUN/fcgi.sock" --socket-group "$group" \
+		--workers "$WORKERS"
 	for ((i = 0; i < 100; i++)); do
 		[ -S "$RUN/fcgi.sock" ] && break
 		pid_alive "$(read_pidfile "$RUN/fcgi.pid")" || break
@@ -408,8 +412,6 @@ start_fcgi() {
 		tail_log "$LOG/fcgi.log"
 		die "airlock-fcgi did not create $RUN/fcgi.sock"
 	fi
-	# nginx workers run unprivileged; the API key check is in fcgi.
-	chmod 0666 "$RUN/fcgi.sock"
 }
 
 stop_fcgi() {

@@ -1,8 +1,10 @@
 """Bounds on what a hostile sandbox or client can cost the host: the log
 flood (forged agent frames from inside, bad frames on the shim's control
 socket), the fcgi socket's permissions and failed authentication."""
+import grp
 import os
 import socket
+import stat
 import subprocess
 import tempfile
 import threading
@@ -172,4 +174,29 @@ def test_default_driver_must_be_enabled(stack, tmp_path):
         assert p.returncode == 100, (prog, p.returncode, p.stdout)
         assert "AIRLOCK_DEFAULT_DRIVER=vm is not enabled by " \
                "AIRLOCK_DRIVERS=ns" in p.stdout, (prog, p.stdout)
+
+
+# ------------------------------------------------------------ the front door
+
+
+def test_fcgi_socket_is_nginx_only(stack):
+    path = os.path.join(stack.state, "run", "fcgi.sock")
+    st = os.stat(path)
+    assert stat.S_ISSOCK(st.st_mode)
+    assert stat.S_IMODE(st.st_mode) == 0o660, oct(st.st_mode)
+    assert st.st_uid == 0
+    # The group nginx's workers run as, from the rendered config.
+    with open(os.path.join(stack.state, "nginx", "nginx.conf")) as f:
+        user = next(line.split() for line in f
+                    if line.startswith("user "))
+    group = user[2].rstrip(";")
+    assert st.st_gid == grp.getgrnam(group).gr_gid, (st.st_gid, group)
+    # Anyone else cannot connect.
+    p = subprocess.run(
+        ["runuser", "-u", "nobody", "--", "/usr/bin/python3", "-c",
+         "import socket,sys; s=socket.socket(socket.AF_UNIX); "
+         "s.connect(sys.argv[1])", path],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        timeout=30)
+    assert p.returncode != 0 and "PermissionError" in p.stdout, p.stdout
 
