@@ -164,16 +164,24 @@ int al_http_flush(al_req *r)
 	return 0;
 }
 
-void al_http_json(al_req *r, int status, json_object *body)
+/* body as one JSON line, with header (a "Name: value\r\n" or ""). */
+static void send_json(al_req *r, int status, json_object *body,
+		      const char *header)
 {
 	const char *s = body != NULL ? al_json_compact(body) : "{}";
 	size_t n = strlen(s);
-	char extra[64];
-	snprintf(extra, sizeof extra, "Content-Length: %zu\r\n", n + 1);
+	char extra[160];
+	snprintf(extra, sizeof extra, "%sContent-Length: %zu\r\n", header,
+		 n + 1);
 	if (al_http_head(r, status, "application/json", extra) < 0)
 		return;
 	al_http_write(r, s, n);
 	al_http_write(r, "\n", 1);
+}
+
+void al_http_json(al_req *r, int status, json_object *body)
+{
+	send_json(r, status, body, "");
 }
 
 void al_http_error(al_req *r, const al_err *e)
@@ -202,7 +210,13 @@ void al_http_error(al_req *r, const al_err *e)
 							      : al_code_name(
 									code)));
 	json_object_object_add(o, "error", eo);
-	al_http_json(r, status, o);
+	/* A failed authentication goes back to nginx (nginx/airlock.conf),
+	 * which counts it against the client's address and answers the 401
+	 * itself, or 429 once the address failed too often. Without that
+	 * nginx the client gets this 401 as it is. */
+	static const char to_nginx[] =
+		"X-Accel-Redirect: @airlock_unauthorized\r\n";
+	send_json(r, status, o, code == AL_EAUTH ? to_nginx : "");
 	json_object_put(o);
 }
 

@@ -474,6 +474,7 @@ render_nginx() {
 	chmod 0700 "$NGX/tmp"/*
 	sed -e "s|unix:/var/lib/airlock/run/fcgi.sock|unix:$RUN/fcgi.sock|" \
 		"$REPO/nginx/airlock.conf" >"$NGX/airlock.conf"
+	cp "$REPO/nginx/airlock-http.conf" "$NGX/airlock-http.conf"
 	sed -e "s|@STATE@|$STATE|g" -e "s|@HTTP_PORT@|$HTTP_PORT|g" \
 		-e "s|@HTTPS_PORT@|$HTTPS_PORT|g" -e "s|@BIND@|$BIND|g" \
 		-e "s|@USER@|$user|g" -e "s|@GROUP@|$group|g" \

@@ -200,3 +200,42 @@ def test_fcgi_socket_is_nginx_only(stack):
         timeout=30)
     assert p.returncode != 0 and "PermissionError" in p.stdout, p.stdout
 
+
+def test_failed_auth_is_rate_limited(stack):
+    url = stack.url("/v1/sandboxes")
+    with requests.Session() as bad:
+        bad.headers["Authorization"] = "Bearer " + "x" * 40
+        codes, throttled = [], None
+        for _ in range(50):
+            r = bad.get(url, timeout=TIMEOUT)
+            codes.append(r.status_code)
+            if r.status_code == 429 and throttled is None:
+                throttled = r
+        assert set(codes) == {401, 429}, codes
+        assert codes[0] == 401
+        assert_error(throttled, 429, "rate_limited")
+        assert throttled.headers.get("Retry-After") == "1"
+        # A valid key right after is never throttled.
+        for _ in range(5):
+            r = requests.get(url, headers={"X-API-Key": stack.key},
+                             timeout=TIMEOUT)
+            assert r.status_code == 200, r.text
+        r = requests.post(stack.url("/v1/sandboxes"),
+                          headers={"Authorization": f"Bearer {stack.key}"},
+                          json={"template": "no-such-template"},
+                          timeout=TIMEOUT)
+        assert r.status_code == 404, r.text
+        # The limit lifts: within a few seconds a bad key is a 401 again
+        # (and the other tests' 401 checks see 401s).
+        deadline = time.monotonic() + 15
+        while True:
+            r = bad.get(url, timeout=TIMEOUT)
+            if r.status_code == 401 or time.monotonic() > deadline:
+                break
+            time.sleep(0.5)
+        assert_error(r, 401, "unauthorized")
+        assert r.json()["error"]["message"] == "invalid API key"
+    time.sleep(12)  # refill the burst for the tests after this one
+    r = requests.get(url, timeout=TIMEOUT)
+    assert_error(r, 401, "unauthorized")
+    assert r.json()["error"]["message"].startswith("API key required")
