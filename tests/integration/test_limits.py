@@ -14,7 +14,8 @@ import pytest
 import requests
 
 from conftest import (REPO, TIMEOUT, Sandboxes, Stack, _cleanup_state,
-                      assert_error, exec_json, free_port, seed_vm_kernel)
+                      assert_error, exec_json, free_port, qemu_log_copier,
+                      qemu_of, qemu_rundir, seed_vm_kernel, usable_drivers)
 
 MIB = 1 << 20
 
@@ -87,6 +88,8 @@ def test_log_flood_is_bounded(api, stack, forge_frames):
         assert bad[0] > 1000, bad
 
         grown = dir_bytes(logdir) - before
+        print(f"log flood: {sent} forged frames, {bad[0]} bad connections,"
+              f" log dir grew by {grown} bytes")
         assert grown <= 3 * MIB, f"log dir grew by {grown} bytes"
         with open(os.path.join(logdir, "shim.log"), errors="replace") as f:
             text = f.read()
@@ -94,6 +97,40 @@ def test_log_flood_is_bounded(api, stack, forge_frames):
 
         res = exec_json(api, sid, ["echo", "still here"])
         assert res["stdout"] == "still here\n"
+    finally:
+        sbs.cleanup()
+
+
+def test_vm_qemu_output_is_capped(api, stack, info):
+    """What a sandbox's QEMU prints (a guest can make it: device errors)
+    reaches its qemu.log through a copier that keeps the first MiB and
+    drains the rest, so QEMU never blocks and the file stays small."""
+    if "vm" not in usable_drivers(info):
+        pytest.skip(f"vm driver not usable on this host: {info!r}")
+    sbs = Sandboxes(api, "vm")
+    try:
+        sid = sbs.create()["id"]
+        q = qemu_of(stack, sid)
+        assert q is not None
+        assert qemu_log_copier(q) is not None, os.readlink(f"/proc/{q}/fd/2")
+        log = os.path.join(qemu_rundir(q), "qemu.log")
+        # 3 MiB on QEMU's own stderr, as QEMU would write it.
+        chunk = b"qemu-system-x86_64: virtio: guest-made error\n" * 1400
+        with open(f"/proc/{q}/fd/2", "wb", buffering=0) as f:
+            written = 0
+            while written < 3 * MIB:
+                written += f.write(chunk)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            with open(log, "rb") as f:
+                data = f.read()
+            if data.endswith(b"past 1 MiB is dropped\n"):
+                break
+            time.sleep(0.2)
+        assert len(data) <= MIB + 100, len(data)
+        assert data.endswith(b"airlock: QEMU's output past 1 MiB is "
+                             b"dropped\n"), data[-200:]
+        assert exec_json(api, sid, ["echo", "vm"])["stdout"] == "vm\n"
     finally:
         sbs.cleanup()
 
