@@ -56,11 +56,14 @@ def flood_control_socket(path, stop, counter):
         counter[0] += 1
 
 
-def test_log_flood_is_bounded(api, stack, forge_frames):
+@pytest.mark.parametrize("drv", ["ns", "vm"])
+def test_log_flood_is_bounded(api, stack, info, forge_frames, drv):
     """A guest that forges session ERROR frames for 20 s while a local
     client sends bad frames to its shim grows the host's log directory by
     at most 3 MiB, and the sandbox still answers."""
-    sbs = Sandboxes(api, "ns")
+    if drv not in usable_drivers(info):
+        pytest.skip(f"driver {drv} not usable on this host: {info!r}")
+    sbs = Sandboxes(api, drv)
     try:
         sid = sbs.create()["id"]
         r = api.put(f"{api.base}/v1/sandboxes/{sid}/files",
@@ -83,9 +86,9 @@ def test_log_flood_is_bounded(api, stack, forge_frames):
             t.join()
         assert res["exit_code"] == 0, res
         sent = int(res["stdout"].split()[1])
-        # The flood was real: far more lines than the limit lets through.
-        assert sent > 20000, res
-        assert bad[0] > 1000, bad
+        # The flood was real: each of these is a log line of some 100
+        # bytes, more than the bound without the limit.
+        assert (sent + bad[0]) * 90 > 3 * MIB, (res, bad)
 
         grown = dir_bytes(logdir) - before
         print(f"log flood: {sent} forged frames, {bad[0]} bad connections,"

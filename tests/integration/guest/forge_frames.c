@@ -1,8 +1,10 @@
 /* forge_frames SECONDS: run inside a sandbox as root, take the agent's
- * channel to the shim (fd 3 of pid 1, through pidfd_getfd) and send
+ * channel to the shim (its fd 3, through pidfd_getfd; the agent is pid 1
+ * of an ns jail, a child of init in a vm) and send
  * session ERROR frames on it as fast as it can for SECONDS: a hostile
  * guest flooding the shim's log. Prints "sent N" and exits 0, or exits 3
  * saying why the channel could not be had. Built static by the test. */
+#include <dirent.h>
 #include <errno.h>
 #include <poll.h>
 #include <stdint.h>
@@ -40,10 +42,38 @@ static void put32(unsigned char *p, uint32_t v)
 	p[3] = (unsigned char)v;
 }
 
+/* The lowest pid whose name is airlock-agent: the agent itself (what it
+ * runs has its own names once exec'd). */
+static int agent_pid(void)
+{
+	int best = -1;
+	DIR *d = opendir("/proc");
+	struct dirent *e;
+	while (d != NULL && (e = readdir(d)) != NULL) {
+		int pid = atoi(e->d_name);
+		char p[64], comm[32] = "";
+		if (pid <= 0)
+			continue;
+		snprintf(p, sizeof p, "/proc/%d/comm", pid);
+		FILE *f = fopen(p, "r");
+		if (f == NULL)
+			continue;
+		if (fgets(comm, sizeof comm, f) != NULL &&
+		    strcmp(comm, "airlock-agent\n") == 0 &&
+		    (best < 0 || pid < best))
+			best = pid;
+		fclose(f);
+	}
+	if (d != NULL)
+		closedir(d);
+	return best;
+}
+
 int main(int argc, char **argv)
 {
 	int secs = argc > 1 ? atoi(argv[1]) : 20;
-	int pfd = (int)syscall(SYS_pidfd_open, 1, 0);
+	int pid = agent_pid();
+	int pfd = pid > 0 ? (int)syscall(SYS_pidfd_open, pid, 0) : -1;
 	int fd = pfd >= 0 ? (int)syscall(SYS_pidfd_getfd, pfd, 3, 0) : -1;
 	if (fd < 0) {
 		printf("no channel: %s\n", strerror(errno));
