@@ -30,11 +30,10 @@ void al_api_driver_status(const al_config *cfg, al_driver_status *st)
 		/* Under TCG a vm is slower than a jail by orders of
 		 * magnitude at everything but isolation; it is the default
 		 * only where KVM runs guests. */
-		st->default_driver =
-			!st->ns_enabled ||
-					(st->vm_usable && st->accel == AL_VM_KVM)
-				? "vm"
-				: "ns";
+		st->default_driver = !st->ns_enabled || (st->vm_usable &&
+							 st->accel == AL_VM_KVM)
+					     ? "vm"
+					     : "ns";
 }
 
 void al_api_info(al_req *r)

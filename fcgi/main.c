@@ -352,7 +352,8 @@ int main(int argc, char **argv)
 	if (group != NULL) {
 		struct group *gr = getgrnam(group);
 		if (gr == NULL)
-			die(EXIT_USAGE, "--socket-group %s: no such group", group);
+			die(EXIT_USAGE, "--socket-group %s: no such group",
+			    group);
 		gid = gr->gr_gid;
 	}
 	mode_t old_mask = umask(0177);

@@ -128,12 +128,12 @@ static void send_frame(peer *p, uint16_t type, uint32_t id, const void *b,
 static uint16_t pick_type(uint8_t b)
 {
 	static const uint16_t types[] = {
-		AL_F_HELLO,	AL_F_EXEC,	 AL_F_STARTED,	AL_F_STDIN,
-		AL_F_STDOUT,	AL_F_STDERR,	 AL_F_EXIT,	AL_F_SIGNAL,
-		AL_F_FILE_READ, AL_F_FILE_DATA,	 AL_F_FILE_END, AL_F_FILE_WRITE,
-		AL_F_FILE_LIST, AL_F_RESULT,	 AL_F_ERROR,	AL_F_STATUS,
-		AL_F_DESTROY,	AL_F_CLAIM,	 AL_F_IDENTITY, 0,
-		16,		31,		 36,		0xffff,
+		AL_F_HELLO,	AL_F_EXEC,	AL_F_STARTED,	AL_F_STDIN,
+		AL_F_STDOUT,	AL_F_STDERR,	AL_F_EXIT,	AL_F_SIGNAL,
+		AL_F_FILE_READ, AL_F_FILE_DATA, AL_F_FILE_END,	AL_F_FILE_WRITE,
+		AL_F_FILE_LIST, AL_F_RESULT,	AL_F_ERROR,	AL_F_STATUS,
+		AL_F_DESTROY,	AL_F_CLAIM,	AL_F_IDENTITY,	0,
+		16,		31,		36,		0xffff,
 	};
 	return types[b % (sizeof types / sizeof *types)];
 }
@@ -145,7 +145,7 @@ static void canned_request(peer *p, uint8_t which, uint32_t id)
 		uint16_t type;
 		const char *body;
 	} reqs[] = {
-		{AL_F_EXEC, "{\"cmd\":[\"sh\",\"-c\",\"true\"],\"stdin\":true}"},
+		{AL_F_EXEC, "{\"cmd\":[\"true\"],\"stdin\":true}"},
 		{AL_F_EXEC, "{\"cmd\":[\"x\"],\"env\":{\"A\":\"1\"}}"},
 		{AL_F_EXEC, "{\"cmd\":[\"x\"],\"env\":[]}"},
 		{AL_F_EXEC, "[1,2]"},
