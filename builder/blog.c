@@ -16,6 +16,10 @@
 #include "json.h"
 #include "log.h"
 
+/* What the commands of one build may put into log.jsonl: it lives on the
+ * host's disk and the commands are the template author's. */
+#define BLOG_OUTPUT_MAX (4u << 20)
+
 int blog_open(bld *b, al_err *err)
 {
 	char path[AL_PATH_MAX + 128];
@@ -28,11 +32,12 @@ int blog_open(bld *b, al_err *err)
 	return 0;
 }
 
-void blog_event(bld *b, json_object *o)
+/* Bytes written, 0 on failure. */
+static size_t write_event(bld *b, json_object *o)
 {
 	if (o == NULL) {
 		al_error("build %s: out of memory for a log line", b->id);
-		return;
+		return 0;
 	}
 	const char *s = json_object_to_json_string_ext(
 		o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE);
@@ -41,13 +46,13 @@ void blog_event(bld *b, json_object *o)
 	if (line == NULL) {
 		json_object_put(o);
 		al_error("build %s: out of memory for a log line", b->id);
-		return;
+		return 0;
 	}
 	memcpy(line, s, n);
 	line[n] = '\n';
 	json_object_put(o);
+	ssize_t w = 0;
 	if (b->logfd >= 0) {
-		ssize_t w;
 		do
 			w = write(b->logfd, line, n + 1);
 		while (w < 0 && errno == EINTR);
@@ -56,6 +61,12 @@ void blog_event(bld *b, json_object *o)
 				 w < 0 ? strerror(errno) : "short write");
 	}
 	free(line);
+	return w > 0 ? (size_t)w : 0;
+}
+
+void blog_event(bld *b, json_object *o)
+{
+	write_event(b, o);
 }
 
 static json_object *event(const char *name)
@@ -83,12 +94,26 @@ void blog_step(bld *b, const al_af_step *st, int cached)
 static void emit_output(bld *b, int stream, const unsigned char *p,
 			size_t n, int utf8)
 {
-	if (n == 0)
+	if (n == 0 || b->output_cut)
 		return;
 	json_object *o = event("output");
 	if (o == NULL)
 		return;
 	json_object_object_add(o, "step", json_object_new_int(b->step));
+	if (b->output_logged >= BLOG_OUTPUT_MAX) {
+		b->output_cut = 1;
+		json_object_object_add(o, "stream",
+				       json_object_new_string("stderr"));
+		json_object_object_add(o, "truncated",
+				       json_object_new_boolean(1));
+		json_object_object_add(
+			o, "data",
+			json_object_new_string("airlock: the build's output "
+					       "passed 4 MiB; the rest is "
+					       "not logged\n"));
+		blog_event(b, o);
+		return;
+	}
 	json_object_object_add(o, "stream", json_object_new_string(
 						   stream == 0 ? "stdout"
 							       : "stderr"));
@@ -106,7 +131,7 @@ static void emit_output(bld *b, int stream, const unsigned char *p,
 				       json_object_new_string(b64));
 		free(b64);
 	}
-	blog_event(b, o);
+	b->output_logged += write_event(b, o);
 }
 
 void blog_output(bld *b, int stream, const void *data, size_t len)

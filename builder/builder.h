@@ -46,6 +46,8 @@ typedef struct bld {
 	int run_noted; /* the no-network note was logged */
 	char carry[2][4]; /* incomplete UTF-8 sequence per stream */
 	size_t ncarry[2];
+	size_t output_logged; /* bytes of output events in log.jsonl */
+	int output_cut;       /* output past BLOG_OUTPUT_MAX is dropped */
 
 	/* FROM <template>: its version, for its env/user/workdir. */
 	int has_base;

@@ -340,6 +340,7 @@ int main(int argc, char **argv)
 		return usage();
 	snprintf(b.id, sizeof b.id, "%s", argv[2]);
 	al_log_init("airlock-builder", AL_LOG_INFO);
+	al_log_limit(AL_LOG_SANDBOX_BURST, AL_LOG_SANDBOX_PER_SEC);
 	signal(SIGPIPE, SIG_IGN);
 	umask(022);
 
@@ -418,5 +419,6 @@ out:
 	free(b.airlockfile);
 	free(b.agent);
 	al_db_close(b.db);
+	al_log_flush();
 	return rc;
 }

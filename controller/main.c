@@ -122,6 +122,11 @@ static void vm_init(const al_config *cfg, al_db *db)
 {
 	al_err err = {0};
 	char why[700];
+	if (!al_config_driver_enabled(cfg, "vm")) {
+		al_info("vm driver disabled by AIRLOCK_DRIVERS=%s",
+			cfg->drivers_setting);
+		return;
+	}
 	if (access(AL_VM_QEMU, X_OK) < 0) {
 		al_info("vm driver: %s not installed; only ns is available",
 			AL_VM_QEMU);

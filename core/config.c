@@ -192,6 +192,40 @@ int al_config_check_maxima(const al_config *cfg, uint64_t memory_mb,
 	return 0;
 }
 
+static unsigned driver_bit(const char *name, size_t len)
+{
+	if (len == 2 && strncmp(name, "ns", 2) == 0)
+		return AL_CONFIG_DRIVER_NS;
+	if (len == 2 && strncmp(name, "vm", 2) == 0)
+		return AL_CONFIG_DRIVER_VM;
+	return 0;
+}
+
+/* "ns", "vm", "ns,vm" (either order, each once). */
+static int parse_drivers(al_config *cfg, const char *v, al_err *err)
+{
+	if (strlen(v) >= sizeof cfg->drivers_setting)
+		return al_err_set(err, AL_EINVAL, 0,
+				  "AIRLOCK_DRIVERS must be ns, vm or ns,vm");
+	unsigned set = 0;
+	for (const char *p = v;;) {
+		const char *comma = strchr(p, ',');
+		size_t len = comma != NULL ? (size_t)(comma - p) : strlen(p);
+		unsigned bit = driver_bit(p, len);
+		if (bit == 0 || (set & bit) != 0)
+			return al_err_set(err, AL_EINVAL, 0,
+					  "AIRLOCK_DRIVERS must be ns, vm or "
+					  "ns,vm");
+		set |= bit;
+		if (comma == NULL)
+			break;
+		p = comma + 1;
+	}
+	cfg->drivers = set;
+	snprintf(cfg->drivers_setting, sizeof cfg->drivers_setting, "%s", v);
+	return 0;
+}
+
 int al_config_load_from(al_config *cfg, const char *(*lookup)(const char *),
 			al_err *err)
 {
@@ -289,6 +323,7 @@ int al_config_load_from(al_config *cfg, const char *(*lookup)(const char *),
 		.concurrent_streams = 64,
 		.creates_per_minute = 600,
 	};
+	cfg->drivers = AL_CONFIG_DRIVER_NS | AL_CONFIG_DRIVER_VM;
 
 	v = lookup("AIRLOCK_DEFAULT_MEMORY_MB");
 	if (v != NULL && v[0] != '\0') {
@@ -316,12 +351,20 @@ int al_config_load_from(al_config *cfg, const char *(*lookup)(const char *),
 			return -1;
 		cfg->warm_pool_vm = (uint32_t)n;
 	}
+	v = lookup("AIRLOCK_DRIVERS");
+	if (v != NULL && v[0] != '\0' && parse_drivers(cfg, v, err) < 0)
+		return -1;
 	v = lookup("AIRLOCK_DEFAULT_DRIVER");
 	if (v != NULL && v[0] != '\0') {
 		if (strcmp(v, "ns") != 0 && strcmp(v, "vm") != 0)
 			return al_err_set(err, AL_EINVAL, 0,
 					  "AIRLOCK_DEFAULT_DRIVER must be ns "
 					  "or vm");
+		if (!al_config_driver_enabled(cfg, v))
+			return al_err_set(err, AL_EINVAL, 0,
+					  "AIRLOCK_DEFAULT_DRIVER=%s is not "
+					  "enabled by AIRLOCK_DRIVERS=%s",
+					  v, cfg->drivers_setting);
 		snprintf(cfg->default_driver, sizeof cfg->default_driver,
 			 "%s", v);
 	}
@@ -363,6 +406,25 @@ int al_config_load_from(al_config *cfg, const char *(*lookup)(const char *),
 int al_config_load(al_config *cfg, al_err *err)
 {
 	return al_config_load_from(cfg, env_lookup, err);
+}
+
+int al_config_driver_enabled(const al_config *cfg, const char *name)
+{
+	unsigned bit = name != NULL ? driver_bit(name, strlen(name)) : 0;
+	return (cfg->drivers & bit) != 0;
+}
+
+int al_config_driver_check(const al_config *cfg, const char *name,
+			   al_err *err)
+{
+	if (al_config_driver_enabled(cfg, name))
+		return 0;
+	if (name == NULL || driver_bit(name, strlen(name)) == 0)
+		return al_err_set(err, AL_EINVAL, 0,
+				  "unknown driver (ns or vm)");
+	return al_err_set(err, AL_EDISABLED, 0,
+			  "driver %s is disabled by AIRLOCK_DRIVERS=%s", name,
+			  cfg->drivers_setting);
 }
 
 int al_id_valid(const char *id)

@@ -17,9 +17,15 @@
  *                       what one template build step may add (65536)
  *   AIRLOCK_POOL_FULL_PCT  pool use (percent) from which creates and
  *                       template builds answer 507 (default 95)
+ *   AIRLOCK_DRIVERS     the drivers the operator allows: "ns", "vm" or
+ *                       "ns,vm" (default: both, each where this host can
+ *                       run it). A disabled driver gets no creates and
+ *                       no standbys.
  *   AIRLOCK_DEFAULT_DRIVER  ns | vm for creates that name no driver;
- *                       unset: vm where KVM works and vm is usable, else
- *                       ns (decided by airlock-fcgi, which knows the host)
+ *                       must be enabled by AIRLOCK_DRIVERS. Unset: vm
+ *                       where KVM works and vm is usable, else ns
+ *                       (decided by airlock-fcgi, which knows the host);
+ *                       ns only where it is enabled.
  *   AIRLOCK_MAX_MEMORY_MB, AIRLOCK_MAX_PIDS, AIRLOCK_MAX_CPU_SHARES,
  *   AIRLOCK_MAX_TIMEOUT  the most one create may ask for
  *   AIRLOCK_QUOTA_SANDBOXES, AIRLOCK_QUOTA_MEMORY_MB, AIRLOCK_QUOTA_DISK_MB,
@@ -73,7 +79,12 @@ typedef struct al_config {
 	uint32_t warm_pool;    /* ns standbys per template */
 	uint32_t warm_pool_vm; /* vm standbys per template */
 	char default_driver[8]; /* "ns", "vm" or "" (decide from the host) */
+	unsigned drivers;       /* AL_CONFIG_DRIVER_* the operator allows */
+	char drivers_setting[16]; /* AIRLOCK_DRIVERS as given, "" if unset */
 } al_config;
+
+#define AL_CONFIG_DRIVER_NS 1u
+#define AL_CONFIG_DRIVER_VM 2u
 
 /* Fill cfg from the environment; -1 with AL_EINVAL naming the variable
  * when a value is malformed. */
@@ -87,6 +98,13 @@ int al_config_load_from(al_config *cfg, const char *(*lookup)(const char *),
 int al_config_check_maxima(const al_config *cfg, uint64_t memory_mb,
 			   uint32_t pids, uint32_t cpu_shares,
 			   uint32_t disk_mb, al_err *err);
+
+/* 1 if the operator allows driver name (AIRLOCK_DRIVERS). */
+int al_config_driver_enabled(const al_config *cfg, const char *name);
+/* 0 if driver name is enabled, else -1 with AL_EDISABLED naming the
+ * setting that disabled it. */
+int al_config_driver_check(const al_config *cfg, const char *name,
+			   al_err *err);
 
 /* Paths derived from the config; -1 if they would not fit. */
 int al_config_sandbox_root(const al_config *cfg, const char *id, char *out,

@@ -72,6 +72,9 @@
 #define VM_RESTORE_TIMEOUT_MS 20000
 #define VM_QUIT_TIMEOUT_MS 2000
 #define VM_ARGV_MAX 80
+/* What a sandbox's QEMU may write to its qemu.log: the guest can make it
+ * print (device errors), and the file is on the host's disk. */
+#define VM_QEMU_LOG_MAX (1u << 20)
 
 typedef enum vm_mode {
 	VM_COLD,     /* boot the kernel, private anonymous RAM */
@@ -416,10 +419,62 @@ static int build_argv(const vm_launch *l, vm_argv *a, al_err *err)
 	return 0;
 }
 
+/* A pipe whose bytes a forked child copies to logfd, the first
+ * VM_QEMU_LOG_MAX of them, discarding the rest until every writer is
+ * gone: the write end, or -1. The child uses only read, write and _exit
+ * (the caller may have threads); the shim reaps it (waitpid(-1)). */
+static int capped_log_pipe(int logfd, al_err *err)
+{
+	int pfd[2];
+	if (pipe2(pfd, O_CLOEXEC) < 0)
+		return al_err_sys(err, AL_ESYS, errno, "pipe");
+	pid_t pid = fork();
+	if (pid < 0) {
+		int e = errno;
+		close(pfd[0]);
+		close(pfd[1]);
+		return al_err_sys(err, AL_ESYS, e, "fork");
+	}
+	if (pid == 0) {
+		if (dup2(pfd[0], 0) < 0 || dup2(logfd, 1) < 0)
+			_exit(111);
+		syscall(SYS_close_range, 2, ~0u, 0);
+		static const char cut[] =
+			"airlock: QEMU's output past 1 MiB is dropped\n";
+		size_t kept = 0;
+		int said = 0;
+		char buf[4096];
+		for (;;) {
+			ssize_t n = read(0, buf, sizeof buf);
+			if (n < 0 && errno == EINTR)
+				continue;
+			if (n <= 0)
+				_exit(0);
+			size_t w = VM_QEMU_LOG_MAX - kept;
+			if ((size_t)n < w)
+				w = (size_t)n;
+			/* A failed write (disk full) ends the copy, never
+			 * the draining: QEMU must not block on its stderr. */
+			if (w > 0 && write(1, buf, w) != (ssize_t)w) {
+				said = 1;
+				w = VM_QEMU_LOG_MAX - kept;
+			}
+			kept += w;
+			if (kept == VM_QEMU_LOG_MAX && !said) {
+				said = 1;
+				ssize_t c = write(1, cut, sizeof cut - 1);
+				(void)c;
+			}
+		}
+	}
+	close(pfd[0]);
+	return pfd[1];
+}
+
 /* Start QEMU in its jail (vmjail.h) with the descriptors of the JFD_
  * layout; *pidfd follows it, *qmp_fd and *agent_fd are the shim's ends of
  * its two channels. Its stdout and stderr go to rundir/qemu.log, read
- * back for error messages. */
+ * back for error messages; a sandbox's through capped_log_pipe. */
 static pid_t spawn_qemu(const vm_launch *l, int *pidfd, int *qmp_fd,
 			int *agent_fd, al_err *err)
 {
@@ -443,6 +498,13 @@ static pid_t spawn_qemu(const vm_launch *l, int *pidfd, int *qmp_fd,
 	al_autofd int nullfd = open("/dev/null", O_RDWR | O_CLOEXEC);
 	if (nullfd < 0)
 		return al_err_sys(err, AL_ESYS, errno, "open /dev/null"), -1;
+	/* The template and probe boots run only our kernel and init. */
+	al_autofd int outfd = -1;
+	if (l->mode == VM_COLD || l->mode == VM_CLONE) {
+		outfd = capped_log_pipe(logfd, err);
+		if (outfd < 0)
+			return -1;
+	}
 	al_autofd int serfd = -1, disk = -1, disk_ro = -1;
 	if (l->mode == VM_TEMPLATE || l->mode == VM_PROBE) {
 		serfd = open(serp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC,
@@ -471,8 +533,8 @@ static pid_t spawn_qemu(const vm_launch *l, int *pidfd, int *qmp_fd,
 	}
 	int fds[JFD_COUNT] = {
 		[0] = nullfd,
-		[1] = logfd,
-		[2] = logfd,
+		[1] = outfd >= 0 ? outfd : logfd,
+		[2] = outfd >= 0 ? outfd : logfd,
 		[JFD_QMP] = qsp[1],
 		[JFD_AGENT] = asp[1],
 		[JFD_MEM] = l->mem_fd >= 0 ? l->mem_fd : nullfd,

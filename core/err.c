@@ -26,6 +26,7 @@ static const struct {
 	[AL_EDB] = {"database_error", 500},
 	[AL_EINTERNAL] = {"internal", 500},
 	[AL_EQUOTA] = {"quota_exceeded", 429},
+	[AL_EDISABLED] = {"disabled", 422},
 };
 
 static void err_vset(al_err *err, al_code code, int sys_errno, int with_strerror,

@@ -28,6 +28,7 @@ typedef enum al_code {
 	AL_EDB,       /* database error: 500 */
 	AL_EINTERNAL, /* bug or impossible state: 500 */
 	AL_EQUOTA,    /* over a project's quota: 429 */
+	AL_EDISABLED, /* the operator turned it off (a driver): 422 */
 	AL_CODE_MAX
 } al_code;
 

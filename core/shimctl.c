@@ -215,7 +215,7 @@ int al_shimctl_spawn_standby(const al_config *cfg, const char *tmpl,
 
 uint32_t al_shimctl_pool_size(const al_config *cfg, const char *driver)
 {
-	if (driver == NULL)
+	if (driver == NULL || !al_config_driver_enabled(cfg, driver))
 		return 0;
 	if (strcmp(driver, "ns") == 0)
 		return cfg->warm_pool;

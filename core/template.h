@@ -110,7 +110,9 @@ const char *al_build_status_name(al_build_status s);
  *   {"event":"step","step":2,"steps":5,"line":3,"text":"RUN make",
  *    "cached":false}
  *   {"event":"output","step":2,"stream":"stdout","data":"..."}
- *        (or "data_b64" when the bytes are not UTF-8)
+ *        (or "data_b64" when the bytes are not UTF-8; a build's output
+ *        events stop after 4 MiB with one {"event":"output",...,
+ *        "stream":"stderr","truncated":true,"data":"..."} saying so)
  *   {"event":"status","status":"succeeded","version":3}
  *   {"event":"status","status":"failed","step":2,"line":3,
  *    "error":"RUN exited with 2"}

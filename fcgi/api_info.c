@@ -10,8 +10,14 @@
 void al_api_driver_status(const al_config *cfg, al_driver_status *st)
 {
 	memset(st, 0, sizeof *st);
-	st->vm_usable = al_vm_usable(cfg->state_dir, st->vm_why,
-				     sizeof st->vm_why);
+	st->ns_enabled = al_config_driver_enabled(cfg, "ns");
+	if (al_config_driver_enabled(cfg, "vm"))
+		st->vm_usable = al_vm_usable(cfg->state_dir, st->vm_why,
+					     sizeof st->vm_why);
+	else
+		snprintf(st->vm_why, sizeof st->vm_why,
+			 "disabled by AIRLOCK_DRIVERS=%s",
+			 cfg->drivers_setting);
 	st->accel = al_vm_accel_load(cfg->state_dir);
 	if (cfg->default_driver[0] != '\0')
 		/* The operator's choice stands even when vm cannot run
@@ -24,7 +30,8 @@ void al_api_driver_status(const al_config *cfg, al_driver_status *st)
 		/* Under TCG a vm is slower than a jail by orders of
 		 * magnitude at everything but isolation; it is the default
 		 * only where KVM runs guests. */
-		st->default_driver = st->vm_usable && st->accel == AL_VM_KVM
+		st->default_driver = !st->ns_enabled || (st->vm_usable &&
+							 st->accel == AL_VM_KVM)
 					     ? "vm"
 					     : "ns";
 }
@@ -35,7 +42,8 @@ void al_api_info(al_req *r)
 	al_api_driver_status(r->cfg, &st);
 	json_object *o = json_object_new_object();
 	json_object *drivers = json_object_new_array();
-	json_object_array_add(drivers, json_object_new_string("ns"));
+	if (st.ns_enabled)
+		json_object_array_add(drivers, json_object_new_string("ns"));
 	if (st.vm_usable)
 		json_object_array_add(drivers, json_object_new_string("vm"));
 	json_object_object_add(o, "drivers", drivers);

@@ -86,6 +86,8 @@ static int pick_driver(al_req *r, const al_create_req *req, al_sandbox *sb,
 	const char *driver = req->driver != NULL ? req->driver
 						 : st.default_driver;
 	snprintf(sb->driver, sizeof sb->driver, "%s", driver);
+	if (al_config_driver_check(r->cfg, driver, err) < 0)
+		return -1;
 	if (strcmp(driver, "vm") != 0)
 		return 0;
 	/* Guest RAM is part of the snapshot every vm is restored from. */

@@ -188,14 +188,15 @@ int al_http_flush(al_req *r)
 	return 0;
 }
 
+/* body as one JSON line, with headers ("Name: value\r\n"... or ""). */
 static void send_json(al_req *r, int status, json_object *body,
 		      const char *headers)
 {
 	const char *s = body != NULL ? al_json_compact(body) : "{}";
 	size_t n = strlen(s);
 	char extra[160];
-	snprintf(extra, sizeof extra, "Content-Length: %zu\r\n%s", n + 1,
-		 headers != NULL ? headers : "");
+	snprintf(extra, sizeof extra, "%sContent-Length: %zu\r\n", headers,
+		 n + 1);
 	if (al_http_head(r, status, "application/json", extra) < 0)
 		return;
 	al_http_write(r, s, n);
@@ -204,7 +205,7 @@ static void send_json(al_req *r, int status, json_object *body,
 
 void al_http_json(al_req *r, int status, json_object *body)
 {
-	send_json(r, status, body, NULL);
+	send_json(r, status, body, "");
 }
 
 void al_http_error(al_req *r, const al_err *e)
@@ -238,11 +239,18 @@ void al_http_error_retry(al_req *r, const al_err *e, int retry_after_s)
 							      : al_code_name(
 									code)));
 	json_object_object_add(o, "error", eo);
-	char retry[48] = "";
-	if (retry_after_s > 0)
-		snprintf(retry, sizeof retry, "Retry-After: %d\r\n",
+	/* A failed authentication goes back to nginx (nginx/airlock.conf),
+	 * which counts it against the client's address and answers the 401
+	 * itself, or 429 once the address failed too often. Without that
+	 * nginx the client gets this 401 as it is. */
+	char headers[96] = "";
+	if (code == AL_EAUTH)
+		snprintf(headers, sizeof headers, "%s",
+			 "X-Accel-Redirect: @airlock_unauthorized\r\n");
+	else if (retry_after_s > 0)
+		snprintf(headers, sizeof headers, "Retry-After: %d\r\n",
 			 retry_after_s);
-	send_json(r, status, o, retry);
+	send_json(r, status, o, headers);
 	json_object_put(o);
 }
 

@@ -76,11 +76,13 @@ void al_http_no_content(al_req *r);
  * itself. */
 void al_route(al_req *r);
 
-/* The drivers this host can run now (api_info.c): vm only when QEMU,
- * the guest kernel and the accelerator probe are there and nothing was
- * recorded against it; the default is AIRLOCK_DEFAULT_DRIVER, else vm
- * where the probe found working KVM and vm is usable, else ns. */
+/* The drivers this host can run now (api_info.c), of those the operator
+ * enabled (AIRLOCK_DRIVERS): vm only when QEMU, the guest kernel and the
+ * accelerator probe are there and nothing was recorded against it; the
+ * default is AIRLOCK_DEFAULT_DRIVER, else vm where the probe found
+ * working KVM and vm is usable or where ns is disabled, else ns. */
 typedef struct al_driver_status {
+	int ns_enabled;
 	int vm_usable;
 	char vm_why[400]; /* why vm is not usable */
 	al_vm_accel accel;

@@ -1,9 +1,10 @@
 /* airlock-fcgi: the /v1 API as a FastCGI server.
  *
- *   airlock-fcgi --socket PATH [--workers N] [--threads T]
- *                [--migrate] [--api-key-file PATH] [--setup]
+ *   airlock-fcgi --socket PATH [--socket-group GROUP] [--workers N]
+ *                [--threads T] [--migrate] [--api-key-file PATH] [--setup]
  *
- * The master opens the unix socket, forks N worker processes of T threads
+ * The master opens the unix socket (mode 0600, or 0660 owned by GROUP:
+ * nginx's), forks N worker processes of T threads
  * each (FCGX_Accept_r) and restarts a worker that dies. --migrate applies
  * the database migrations first, --api-key-file bootstraps the admin key;
  * --setup does only those two and exits.
@@ -13,6 +14,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <grp.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -57,7 +59,8 @@ die(int code, const char *fmt, ...)
 static void usage(void)
 {
 	fprintf(stderr,
-		"usage: airlock-fcgi --socket PATH [--workers N] [--threads T]\n"
+		"usage: airlock-fcgi --socket PATH [--socket-group GROUP]\n"
+		"                    [--workers N] [--threads T]\n"
 		"                    [--migrate] [--api-key-file PATH]\n"
 		"       airlock-fcgi --setup [--api-key-file PATH]\n");
 	exit(EXIT_USAGE);
@@ -277,6 +280,7 @@ int main(int argc, char **argv)
 	static const struct option opts[] = {
 		{"socket", required_argument, NULL, 's'},
 		{"workers", required_argument, NULL, 'w'},
+		{"socket-group", required_argument, NULL, 'g'},
 		{"threads", required_argument, NULL, 't'},
 		{"migrate", no_argument, NULL, 'm'},
 		{"api-key-file", required_argument, NULL, 'k'},
@@ -284,16 +288,20 @@ int main(int argc, char **argv)
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
-	const char *sock = NULL, *key_file = NULL;
+	const char *sock = NULL, *key_file = NULL, *group = NULL;
 	int workers = 2, threads = 16, migrate = 0, setup_only = 0;
 	al_err err;
 
 	al_log_init("airlock-fcgi", AL_LOG_INFO);
 	int c;
-	while ((c = getopt_long(argc, argv, "s:w:t:mk:Sh", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "s:g:w:t:mk:Sh", opts, NULL)) !=
+	       -1) {
 		switch (c) {
 		case 's':
 			sock = optarg;
+			break;
+		case 'g':
+			group = optarg;
 			break;
 		case 'w':
 			workers = parse_count(optarg, WORKERS_MAX);
@@ -337,13 +345,26 @@ int main(int argc, char **argv)
 			die(EXIT_USAGE, "%s exists and is not a socket", sock);
 		unlink(sock);
 	}
+	/* The API's front door is nginx alone: the socket is created
+	 * 0600 and opened to nginx's group only (anyone who can connect
+	 * speaks FastCGI and sets the client address and prefix). */
+	gid_t gid = (gid_t)-1;
+	if (group != NULL) {
+		struct group *gr = getgrnam(group);
+		if (gr == NULL)
+			die(EXIT_USAGE, "--socket-group %s: no such group",
+			    group);
+		gid = gr->gr_gid;
+	}
+	mode_t old_mask = umask(0177);
 	listen_fd = FCGX_OpenSocket(sock, 1024);
+	umask(old_mask);
 	if (listen_fd < 0)
 		die(EXIT_TEMP, "cannot listen on %s", sock);
-	/* nginx runs as another user; the socket's directory is what
-	 * restricts access. */
-	if (chmod(sock, 0666) < 0)
-		die(EXIT_TEMP, "chmod %s: %s", sock, strerror(errno));
+	if (gid != (gid_t)-1 &&
+	    (chown(sock, (uid_t)-1, gid) < 0 || chmod(sock, 0660) < 0))
+		die(EXIT_TEMP, "giving %s to group %s: %s", sock, group,
+		    strerror(errno));
 
 	sigset_t set;
 	sigemptyset(&set);

@@ -18,7 +18,7 @@
 #   AIRLOCK_BIND         address nginx listens on (default 127.0.0.1)
 #   AIRLOCK_FCGI_WORKERS fcgi worker processes (default 4)
 #   AIRLOCK_POOL_SIZE    size of the loop-mounted btrfs image (default 16G)
-#   AIRLOCK_WARM_POOL, AIRLOCK_WARM_POOL_VM, AIRLOCK_DEFAULT_DRIVER
+#   AIRLOCK_WARM_POOL(_VM), AIRLOCK_DRIVERS, AIRLOCK_DEFAULT_DRIVER
 #                        passed on to the daemons (see README.md)
 #
 # When qemu-system-x86_64 is installed, `up` also fetches the guest kernel
@@ -405,9 +405,13 @@ start_fcgi() {
 	need_binary airlock-fcgi
 	need_binary airlock-shim
 	[ -n "$(component_pids airlock-fcgi "$RUN/fcgi.pid")" ] && return 0
+	local user group
+	read -r user group < <(nginx_user)
 	rm -f "$RUN/fcgi.sock"
+	# Only nginx's group may connect (mode 0660, set by airlock-fcgi).
 	spawn airlock-fcgi "$LOG/fcgi.log" "$RUN/fcgi.pid" \
-		--socket "$RUN/fcgi.sock" --workers "$WORKERS"
+		--socket "$RUN/fcgi.sock" --socket-group "$group" \
+		--workers "$WORKERS"
 	for ((i = 0; i < 100; i++)); do
 		[ -S "$RUN/fcgi.sock" ] && break
 		pid_alive "$(read_pidfile "$RUN/fcgi.pid")" || break
@@ -417,8 +421,6 @@ start_fcgi() {
 		tail_log "$LOG/fcgi.log"
 		die "airlock-fcgi did not create $RUN/fcgi.sock"
 	fi
-	# nginx workers run unprivileged; the API key check is in fcgi.
-	chmod 0666 "$RUN/fcgi.sock"
 }
 
 stop_fcgi() {
@@ -430,6 +432,7 @@ stop_fcgi() {
 # The guest kernel and initrd of the vm driver, into $STATE/vm.
 ensure_vm_kernel() {
 	[ -x /usr/bin/qemu-system-x86_64 ] || return 0
+	case ",${AIRLOCK_DRIVERS:-vm}," in *,vm,*) ;; *) return 0 ;; esac
 	if [ ! -x "$BUILD/airlock-init" ]; then
 		log "vm driver unavailable: $BUILD/airlock-init missing (run: make)"
 		return 0
@@ -480,6 +483,7 @@ render_nginx() {
 	chmod 0700 "$NGX/tmp"/*
 	sed -e "s|unix:/var/lib/airlock/run/fcgi.sock|unix:$RUN/fcgi.sock|" \
 		"$REPO/nginx/airlock.conf" >"$NGX/airlock.conf"
+	cp "$REPO/nginx/airlock-http.conf" "$NGX/airlock-http.conf"
 	sed -e "s|@STATE@|$STATE|g" -e "s|@HTTP_PORT@|$HTTP_PORT|g" \
 		-e "s|@HTTPS_PORT@|$HTTPS_PORT|g" -e "s|@BIND@|$BIND|g" \
 		-e "s|@USER@|$user|g" -e "s|@GROUP@|$group|g" \

@@ -287,6 +287,8 @@ static int bring_up(shim *s, al_err *err)
 				  "sandbox %s is %s, not creating", s->sb.id,
 				  al_state_name(s->sb.state));
 	s->has_row = 1;
+	if (al_config_driver_check(&s->cfg, s->sb.driver, err) < 0)
+		return -1;
 	s->driver = al_driver_find(s->sb.driver, err);
 	if (s->driver == NULL ||
 	    shim_template_load(s, s->sb.template_name, s->sb.template_version,
@@ -331,6 +333,8 @@ static int bring_up_standby(shim *s, const char *tmpl, const char *driver,
 	if (shim_template_load(s, tmpl, version, err) < 0)
 		return -1;
 	start_ms.db = al_now_ms();
+	if (al_config_driver_check(&s->cfg, s->sb.driver, err) < 0)
+		return -1;
 	s->driver = al_driver_find(s->sb.driver, err);
 	if (s->driver == NULL)
 		return -1;
@@ -437,6 +441,7 @@ int main(int argc, char **argv)
 	if (ready_fd >= 0)
 		fcntl(ready_fd, F_SETFD, FD_CLOEXEC);
 	al_log_init("airlock-shim", AL_LOG_INFO);
+	al_log_limit(AL_LOG_SANDBOX_BURST, AL_LOG_SANDBOX_PER_SEC);
 
 	static shim s;
 	s.listen_fd = -1;
@@ -487,6 +492,7 @@ int main(int argc, char **argv)
 			close(ready_fd);
 		shim_teardown(&s, AL_EV_FAIL, err.msg);
 		al_db_close(s.db);
+		al_log_flush();
 		return 111;
 	}
 	report(ready_fd, "OK\n");
@@ -508,5 +514,6 @@ int main(int argc, char **argv)
 	int rc = shim_relay_run(&s);
 	al_sandbox_free_fields(&s.sb);
 	al_db_close(s.db);
+	al_log_flush();
 	return rc;
 }

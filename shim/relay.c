@@ -296,6 +296,22 @@ static void from_agent(shim *s, al_frame *f)
 		route_del(s, r);
 }
 
+int shim_relay_add_client(shim *s, int fd)
+{
+	for (int i = 0; i < SHIM_MAX_CLIENTS; i++) {
+		shim_client *c = &s->clients[i];
+		if (c->fd >= 0)
+			continue;
+		c->fd = fd;
+		al_frame_reader_init(&c->in);
+		al_buf_init(&c->out, SHIM_CLIENT_QUEUE_MAX);
+		return i;
+	}
+	al_warn("sandbox %s: too many control connections", s->sb.id);
+	close(fd);
+	return -1;
+}
+
 static void accept_clients(shim *s)
 {
 	for (;;) {
@@ -303,22 +319,7 @@ static void accept_clients(shim *s)
 				 SOCK_NONBLOCK | SOCK_CLOEXEC);
 		if (fd < 0)
 			return;
-		int slot = -1;
-		for (int i = 0; i < SHIM_MAX_CLIENTS; i++)
-			if (s->clients[i].fd < 0) {
-				slot = i;
-				break;
-			}
-		if (slot < 0) {
-			al_warn("sandbox %s: too many control connections",
-				s->sb.id);
-			close(fd);
-			continue;
-		}
-		shim_client *c = &s->clients[slot];
-		c->fd = fd;
-		al_frame_reader_init(&c->in);
-		al_buf_init(&c->out, SHIM_CLIENT_QUEUE_MAX);
+		shim_relay_add_client(s, fd);
 	}
 }
 
@@ -468,73 +469,73 @@ static void finish_destroy(shim *s)
 	}
 }
 
-int shim_relay_run(shim *s)
+int shim_relay_turn(shim *s, int timeout_ms, al_event *ev, char *detail,
+		    size_t dlen)
 {
 	struct pollfd pfd[3 + SHIM_MAX_CLIENTS];
 	int who[3 + SHIM_MAX_CLIENTS];
-	char detail[600] = "";
-	al_event ev = AL_EV_DELETE;
 
-	while (!s->stopping) {
-		flush_all(s);
-		int n = 0;
-		pfd[n] = (struct pollfd){.fd = s->sig_fd, .events = POLLIN};
-		who[n++] = -1;
-		pfd[n] = (struct pollfd){.fd = s->listen_fd, .events = POLLIN};
-		who[n++] = -2;
-		short aev = POLLIN;
-		if (al_buf_pending(&s->agent_out) > 0)
-			aev |= POLLOUT;
-		pfd[n] = (struct pollfd){.fd = s->h.agent_fd, .events = aev};
-		who[n++] = -3;
-		for (int i = 0; i < SHIM_MAX_CLIENTS; i++) {
-			shim_client *c = &s->clients[i];
-			if (c->fd < 0)
-				continue;
-			short cev = POLLIN;
-			if (al_buf_pending(&c->out) > 0)
-				cev |= POLLOUT;
-			pfd[n] = (struct pollfd){.fd = c->fd, .events = cev};
-			who[n++] = i;
-		}
-		if (poll(pfd, (nfds_t)n, -1) < 0) {
-			if (errno == EINTR)
-				continue;
-			snprintf(detail, sizeof detail, "poll: %s",
-				 strerror(errno));
-			ev = AL_EV_FAIL;
-			break;
-		}
-		for (int k = 0; k < n && !s->stopping; k++) {
-			if (pfd[k].revents == 0)
-				continue;
-			if (who[k] == -1) {
-				if (read_signals(s, &ev, detail,
-						 sizeof detail)) {
-					s->stopping = 1;
-				}
-			} else if (who[k] == -2) {
-				accept_clients(s);
-			} else if (who[k] == -3) {
-				if ((pfd[k].revents & (POLLIN | POLLHUP |
-						       POLLERR)) &&
-				    read_agent(s, detail, sizeof detail)) {
-					ev = AL_EV_FAIL;
-					s->stopping = 1;
-				}
-			} else {
-				int i = who[k];
-				if (s->clients[i].fd < 0)
-					continue;
-				if (pfd[k].revents & (POLLIN | POLLHUP |
-						      POLLERR))
-					read_client(s, i);
+	flush_all(s);
+	int n = 0;
+	pfd[n] = (struct pollfd){.fd = s->sig_fd, .events = POLLIN};
+	who[n++] = -1;
+	pfd[n] = (struct pollfd){.fd = s->listen_fd, .events = POLLIN};
+	who[n++] = -2;
+	short aev = POLLIN;
+	if (al_buf_pending(&s->agent_out) > 0)
+		aev |= POLLOUT;
+	pfd[n] = (struct pollfd){.fd = s->h.agent_fd, .events = aev};
+	who[n++] = -3;
+	for (int i = 0; i < SHIM_MAX_CLIENTS; i++) {
+		shim_client *c = &s->clients[i];
+		if (c->fd < 0)
+			continue;
+		short cev = POLLIN;
+		if (al_buf_pending(&c->out) > 0)
+			cev |= POLLOUT;
+		pfd[n] = (struct pollfd){.fd = c->fd, .events = cev};
+		who[n++] = i;
+	}
+	if (poll(pfd, (nfds_t)n, timeout_ms) < 0) {
+		if (errno == EINTR)
+			return 0;
+		snprintf(detail, dlen, "poll: %s", strerror(errno));
+		*ev = AL_EV_FAIL;
+		s->stopping = 1;
+		return 1;
+	}
+	for (int k = 0; k < n && !s->stopping; k++) {
+		if (pfd[k].revents == 0)
+			continue;
+		if (who[k] == -1) {
+			if (read_signals(s, ev, detail, dlen))
+				s->stopping = 1;
+		} else if (who[k] == -2) {
+			accept_clients(s);
+		} else if (who[k] == -3) {
+			if ((pfd[k].revents & (POLLIN | POLLHUP | POLLERR)) &&
+			    read_agent(s, detail, dlen)) {
+				*ev = AL_EV_FAIL;
+				s->stopping = 1;
 			}
+		} else {
+			int i = who[k];
+			if (s->clients[i].fd < 0)
+				continue;
+			if (pfd[k].revents & (POLLIN | POLLHUP | POLLERR))
+				read_client(s, i);
 		}
 	}
+	return s->stopping;
+}
+
+void shim_relay_finish(shim *s, al_event ev, const char *detail)
+{
+	char why[600];
+	snprintf(why, sizeof why, "%s", detail);
 	if (s->destroy_client >= 0) {
 		ev = AL_EV_DELETE;
-		snprintf(detail, sizeof detail, "deleted");
+		snprintf(why, sizeof why, "deleted");
 	}
 	/* Tell every waiting client the sandbox is gone before tearing down. */
 	for (shim_route *r = s->routes; r != NULL; r = r->next)
@@ -544,7 +545,7 @@ int shim_relay_run(shim *s)
 			client_error(s, r->client, r->client_id, AL_ESTATE,
 				     "the sandbox ended");
 	flush_all(s);
-	shim_teardown(s, ev, detail);
+	shim_teardown(s, ev, why);
 	finish_destroy(s);
 	while (s->routes != NULL)
 		route_del(s, s->routes);
@@ -552,5 +553,15 @@ int shim_relay_run(shim *s)
 		drop_client(s, i);
 	al_frame_reader_free(&s->agent_in);
 	al_buf_free(&s->agent_out);
+}
+
+int shim_relay_run(shim *s)
+{
+	char detail[600] = "";
+	al_event ev = AL_EV_DELETE;
+
+	while (shim_relay_turn(s, -1, &ev, detail, sizeof detail) == 0)
+		;
+	shim_relay_finish(s, ev, detail);
 	return 0;
 }

@@ -138,6 +138,24 @@ def test_failing_run(env, minimal):
     assert env.leftovers() == []
 
 
+def test_flooding_run_output_is_capped(env, minimal):
+    """A RUN that prints 20 MiB leaves at most ~4 MiB of output events in
+    log.jsonl, one marked truncated, and the build still succeeds."""
+    af = ("FROM minimal\n"
+          "RUN yes 'flooding the build log' | head -c 20971520\n"
+          "RUN echo after the flood\n")
+    r = env.build_dir("flood", af)
+    assert r.rc == 0, r.output
+    assert r.status()["status"] == "succeeded"
+    size = os.path.getsize(os.path.join(env.state, "builds", r.id,
+                                        "log.jsonl"))
+    assert size <= 4 * 1024 * 1024 + 256 * 1024, size
+    cut = [e for e in r.events if e.get("truncated")]
+    assert len(cut) == 1 and cut[0]["step"] == 2, cut
+    assert "passed 4 MiB" in cut[0]["data"]
+    assert "after the flood" not in r.text()
+
+
 def test_unknown_instruction(env, minimal):
     r = env.build_dir("unknown", "FROM minimal\nRUN true\nFOO bar\n")
     assert r.rc == 1, r.output

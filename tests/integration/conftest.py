@@ -474,10 +474,32 @@ def qemu_of(stack, sid):
     return None
 
 
-def qemu_rundir(pid):
-    """The run directory of a QEMU (its log is stdout there), or None."""
+def qemu_log_copier(pid):
+    """The process that copies a sandbox QEMU's stdout (a pipe) into its
+    capped qemu.log (driver_vm.c, capped_log_pipe), or None."""
     try:
-        log = os.readlink(f"/proc/{pid}/fd/1")
+        out = os.readlink(f"/proc/{pid}/fd/1")
+    except OSError:
+        return None
+    if not out.startswith("pipe:"):
+        return None
+    for d in os.listdir("/proc"):
+        if not d.isdigit() or int(d) == pid:
+            continue
+        try:
+            if os.readlink(f"/proc/{d}/fd/0") == out:
+                return int(d)
+        except OSError:
+            continue
+    return None
+
+
+def qemu_rundir(pid):
+    """The run directory of a QEMU (its log, qemu.log, is its stdout, or
+    its log copier's), or None."""
+    copier = qemu_log_copier(pid)
+    try:
+        log = os.readlink(f"/proc/{copier or pid}/fd/1")
     except OSError:
         return None
     return os.path.dirname(log) if log.endswith("/qemu.log") else None

@@ -143,6 +143,57 @@ static void test_rejects(void **state)
 	expect_bad("AIRLOCK_LIBEXEC", longp);
 }
 
+static void test_drivers(void **state)
+{
+	(void)state;
+	al_config cfg;
+	al_err err;
+	static const char *const none[] = {NULL};
+	assert_int_equal(load(none, &cfg, &err), 0);
+	assert_true(al_config_driver_enabled(&cfg, "ns"));
+	assert_true(al_config_driver_enabled(&cfg, "vm"));
+	assert_false(al_config_driver_enabled(&cfg, "xen"));
+	assert_int_equal(al_config_driver_check(&cfg, "vm", &err), 0);
+
+	static const char *const ns[] = {"AIRLOCK_DRIVERS", "ns", NULL};
+	assert_int_equal(load(ns, &cfg, &err), 0);
+	assert_true(al_config_driver_enabled(&cfg, "ns"));
+	assert_false(al_config_driver_enabled(&cfg, "vm"));
+	al_err_clear(&err);
+	assert_int_equal(al_config_driver_check(&cfg, "vm", &err), -1);
+	assert_int_equal(err.code, AL_EDISABLED);
+	assert_int_equal(al_code_http_status(err.code), 422);
+	assert_string_equal(err.msg,
+			    "driver vm is disabled by AIRLOCK_DRIVERS=ns");
+
+	static const char *const both[] = {"AIRLOCK_DRIVERS", "vm,ns", NULL};
+	assert_int_equal(load(both, &cfg, &err), 0);
+	assert_true(al_config_driver_enabled(&cfg, "ns"));
+	assert_true(al_config_driver_enabled(&cfg, "vm"));
+
+	static const char *const vm_default[] = {
+		"AIRLOCK_DRIVERS", "vm", "AIRLOCK_DEFAULT_DRIVER", "vm", NULL};
+	assert_int_equal(load(vm_default, &cfg, &err), 0);
+	assert_false(al_config_driver_enabled(&cfg, "ns"));
+	assert_string_equal(cfg.default_driver, "vm");
+
+	/* The default must be one the operator enabled. */
+	static const char *const off_default[] = {
+		"AIRLOCK_DRIVERS", "ns", "AIRLOCK_DEFAULT_DRIVER", "vm", NULL};
+	assert_int_equal(load(off_default, &cfg, &err), -1);
+	assert_int_equal(err.code, AL_EINVAL);
+	assert_string_equal(err.msg, "AIRLOCK_DEFAULT_DRIVER=vm is not "
+				     "enabled by AIRLOCK_DRIVERS=ns");
+
+	expect_bad("AIRLOCK_DRIVERS", "kvm");
+	expect_bad("AIRLOCK_DRIVERS", "ns,");
+	expect_bad("AIRLOCK_DRIVERS", ",ns");
+	expect_bad("AIRLOCK_DRIVERS", "ns,ns");
+	expect_bad("AIRLOCK_DRIVERS", "ns vm");
+	expect_bad("AIRLOCK_DRIVERS", "NS");
+	expect_bad("AIRLOCK_DRIVERS", "ns,vm,ns,vm,ns");
+}
+
 static void test_relative_state(void **state)
 {
 	(void)state;
@@ -284,6 +335,7 @@ int main(void)
 		cmocka_unit_test(test_overrides),
 		cmocka_unit_test(test_disk_default_capped),
 		cmocka_unit_test(test_rejects),
+		cmocka_unit_test(test_drivers),
 		cmocka_unit_test(test_relative_state),
 		cmocka_unit_test(test_paths),
 		cmocka_unit_test(test_id_valid),
