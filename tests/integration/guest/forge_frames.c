@@ -1,9 +1,12 @@
-/* forge_frames SECONDS: run inside a sandbox as root, take the agent's
- * channel to the shim (its fd 3, through pidfd_getfd; the agent is pid 1
- * of an ns jail, a child of init in a vm) and send
- * session ERROR frames on it as fast as it can for SECONDS: a hostile
- * guest flooding the shim's log. Prints "sent N" and exits 0, or exits 3
- * saying why the channel could not be had. Built static by the test. */
+/* forge_frames SECONDS [PID]: take the agent's channel to the shim (its
+ * fd 3, through pidfd_getfd) and send session ERROR frames on it as fast
+ * as it can for SECONDS: a hostile guest flooding the shim's log. Without
+ * PID it runs inside a vm guest as root and finds the agent (a child of
+ * init); in an ns jail the agent is out of reach from inside (not
+ * dumpable, pidfd_getfd refused), so the test runs this on the host with
+ * the agent's host PID, standing in for a compromised agent. Prints
+ * "sent N" and exits 0, or exits 3 saying why the channel could not be
+ * had. Built static by the test. */
 #include <dirent.h>
 #include <errno.h>
 #include <poll.h>
@@ -72,7 +75,7 @@ static int agent_pid(void)
 int main(int argc, char **argv)
 {
 	int secs = argc > 1 ? atoi(argv[1]) : 20;
-	int pid = agent_pid();
+	int pid = argc > 2 ? atoi(argv[2]) : agent_pid();
 	int pfd = pid > 0 ? (int)syscall(SYS_pidfd_open, pid, 0) : -1;
 	int fd = pfd >= 0 ? (int)syscall(SYS_pidfd_getfd, pfd, 3, 0) : -1;
 	if (fd < 0) {
