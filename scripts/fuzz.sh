@@ -61,6 +61,16 @@ for c in core/*.c; do
 	fi
 	objs+=("$o")
 done
+# The jails' seccomp programs are generated at build time (the Makefile's
+# sysfilter-gen); targets that reach a jail (fuzz_relay) link them.
+gen=build-san/gen/sysfilter_bpf.c
+if make -s SAN=1 "$gen" &&
+	clang "${CFLAGS[@]}" -c "$gen" -o "$OUT/obj/sysfilter_bpf.o" \
+		2>"$OUT/sysfilter_bpf.log"; then
+	objs+=("$OUT/obj/sysfilter_bpf.o")
+else
+	echo "fuzz: warning: $gen does not build (see $OUT/sysfilter_bpf.log)" >&2
+fi
 rm -f "$OUT/libairlock-fuzz.a"
 ar rcs "$OUT/libairlock-fuzz.a" "${objs[@]}"
 

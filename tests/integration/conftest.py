@@ -420,6 +420,18 @@ def children(pid):
     return out
 
 
+def dir_bytes(path):
+    """Bytes of the files under path (what a log directory holds)."""
+    total = 0
+    for root, _, names in os.walk(path):
+        for n in names:
+            try:
+                total += os.lstat(os.path.join(root, n)).st_size
+            except OSError:
+                pass
+    return total
+
+
 def descendants(pid):
     out, todo = [], [pid]
     while todo:

@@ -14,21 +14,11 @@ import pytest
 import requests
 
 from conftest import (REPO, TIMEOUT, Sandboxes, Stack, _cleanup_state,
-                      assert_error, exec_json, free_port, qemu_log_copier,
-                      qemu_of, qemu_rundir, seed_vm_kernel, usable_drivers)
+                      assert_error, children, dir_bytes, exec_json,
+                      free_port, qemu_log_copier, qemu_of, qemu_rundir,
+                      seed_vm_kernel, shim_of, usable_drivers)
 
 MIB = 1 << 20
-
-
-def dir_bytes(path):
-    total = 0
-    for root, _, names in os.walk(path):
-        for n in names:
-            try:
-                total += os.lstat(os.path.join(root, n)).st_size
-            except OSError:
-                pass
-    return total
 
 
 @pytest.fixture(scope="module")
@@ -48,22 +38,12 @@ def forge_frames(forge_frames_path):
 
 
 def agent_host_pid(stack, sid):
-    """The host pid of an ns sandbox's agent: the child of its shim named
-    airlock-agent."""
-    with open(os.path.join(stack.state, "run", "sbx", f"{sid}.pid")) as f:
-        shim = int(f.read().strip())
-    for d in os.listdir("/proc"):
-        if not d.isdigit():
-            continue
-        try:
-            with open(f"/proc/{d}/stat") as f:
-                st = f.read()
-        except OSError:
-            continue
-        comm = st[st.index("(") + 1:st.rindex(")")]
-        ppid = int(st[st.rindex(")") + 2:].split()[1])
-        if ppid == shim and comm == "airlock-agent":
-            return int(d)
+    """The host pid of an ns sandbox's agent: its shim's child."""
+    shim = shim_of(stack, sid)
+    for pid in children(shim):
+        with open(f"/proc/{pid}/comm") as f:
+            if f.read().strip() == "airlock-agent":
+                return pid
     raise AssertionError(f"no agent under shim {shim} of {sid}")
 
 
