@@ -569,6 +569,27 @@ def test_memory_quota(stack, api):
         delete_all(api, project)
 
 
+def test_disk_quota(stack, api):
+    """A project's sandboxes' disk limits together (disk_mb) stay within
+    its disk quota; a deleted sandbox gives its share back."""
+    project = make_project(api, "tqd")
+    _, s = make_key(stack, api, project)
+    quota(api, project, disk_mb=300)
+    try:
+        r = create(s, disk_mb=200, timeout=60)
+        assert r.status_code == 201, r.text
+        e = assert_error(create(s, disk_mb=200, timeout=60), 429,
+                         "quota_exceeded")
+        assert e["message"] == "disk: 200 of 300 MiB in use, 200 MiB asked"
+        assert create(s, disk_mb=100, timeout=60).status_code == 201
+        d = s.delete(f"{s.base}/v1/sandboxes/{r.json()['id']}",
+                     timeout=TIMEOUT)
+        assert d.status_code in (200, 204), d.text
+        assert create(s, disk_mb=200, timeout=60).status_code == 201
+    finally:
+        delete_all(api, project)
+
+
 def test_build_quota(stack, api):
     project = make_project(api, "tqb")
     _, s = make_key(stack, api, project)
