@@ -317,8 +317,9 @@ static int build_argv(const vm_launch *l, vm_argv *a, al_err *err)
 	bad |= arg(a, "%s", AL_VM_QEMU);
 	bad |= arg(a, "-M");
 	/* No PIT: QEMU's runs from reset (18.2 Hz, a wakeup every 27 ms)
-	 * though the guest never unmasks its interrupt; the guest kernel
-	 * times with the TSC and APIC alone (host_tsc_khz). */
+	 * though the guest never unmasks its interrupt. The guest kernel
+	 * times with the TSC, whose rate it is told (host_tsc_khz, or
+	 * kvm-clock), and the APIC. */
 	bad |= arg(a, "microvm,x-option-roms=off,isa-serial=on,rtc=off,"
 		      "pit=off,memory-backend=mem");
 	bad |= arg(a, "-accel");
@@ -328,9 +329,9 @@ static int build_argv(const vm_launch *l, vm_argv *a, al_err *err)
 	bad |= arg(a, "-smp");
 	bad |= arg(a, "1");
 	/* ARAT (the APIC timer keeps running in every C-state) is true of
-	 * QEMU's APIC but not announced by its default CPU; without it the
-	 * guest kernel will not stop its tick when idle, having no broadcast
-	 * timer on microvm to wake it from a deep C-state. */
+	 * QEMU's APIC but not announced by its default CPU. Without it the
+	 * guest kernel keeps ticking when idle: an APIC timer that may stop
+	 * needs a broadcast timer to stand in, and microvm has none. */
 	bad |= arg(a, "-cpu");
 	bad |= arg(a, "qemu64,+arat");
 	bad |= arg(a, "-nodefaults");
