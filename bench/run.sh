@@ -8,13 +8,16 @@
 #   vm  100 rounds; peer: a cold boot of the same guest kernel, initrd
 #       and template disk with plain QEMU -M microvm (bench/vmboot), and
 #       the memory of 10 idle vm sandboxes (bench/vmrss.py: Rss/Pss of
-#       their QEMUs, showing the copy-on-write sharing of guest RAM)
+#       their QEMUs, showing the copy-on-write sharing of guest RAM) and
+#       the CPU they cost idle (bench/vmidle.py: QEMU and shim per
+#       sandbox, in % of a core, what wakes them)
 #
 # The vm series run only where GET /v1/info lists the vm driver; they
 # say so when they are skipped. Tears everything down after.
 #
 # Env: BENCH_ROUNDS (200, ns), BENCH_VM_ROUNDS (100), BENCH_VM_PEER_RUNS
-# (8), BENCH_VM_RSS_COUNT (10), AIRLOCK_BUILD (build).
+# (8), BENCH_VM_RSS_COUNT (10), BENCH_VM_IDLE_COUNT (10), AIRLOCK_BUILD
+# (build).
 set -euo pipefail
 
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -23,6 +26,7 @@ ROUNDS=${BENCH_ROUNDS:-200}
 VM_ROUNDS=${BENCH_VM_ROUNDS:-100}
 VM_PEER_RUNS=${BENCH_VM_PEER_RUNS:-8}
 VM_RSS_COUNT=${BENCH_VM_RSS_COUNT:-10}
+VM_IDLE_COUNT=${BENCH_VM_IDLE_COUNT:-10}
 BUILD=$(realpath -m -- "${AIRLOCK_BUILD:-$REPO/build}")
 OUT=$BUILD/bench
 mkdir -p "$OUT"
@@ -143,6 +147,9 @@ if [ $vm_ok -eq 1 ]; then
 	/usr/bin/python3 bench/vmrss.py --url "$API" \
 		--key-file "$STATE/api-key" --state "$STATE" \
 		--count "$VM_RSS_COUNT"
+	/usr/bin/python3 bench/vmidle.py --url "$API" \
+		--key-file "$STATE/api-key" --state "$STATE" \
+		--count "$VM_IDLE_COUNT"
 fi
 
 # What each step of a start costs (the shims' timing lines): the user

@@ -235,11 +235,16 @@ void al_vm_rundir_remove(const char *dir)
 
 /* ---- QEMU ---- */
 
-/* Under TCG the guest's TSC is the host's. The guest kernel calibrates
- * it against the PIT, which fails when the host is busy (the emulated PIT
- * jitters); with no HPET or ACPI PM timer on microvm the kernel then
- * marks the TSC unstable and hangs in early boot. Telling it the rate
- * (tsc_early_khz=) skips that calibration: measured once per process. */
+/* Under TCG the guest's TSC is the host's (offset, and stopped while the
+ * VM is). microvm has no HPET or ACPI PM timer to check it against, and
+ * the kernel's two checks both fail on a busy host: it calibrates the TSC
+ * against the PIT, which jitters, and then hangs in early boot; and its
+ * clocksource watchdog compares the TSC with jiffies, which lose ticks
+ * whenever QEMU is descheduled, marks the TSC unstable and falls back to
+ * jiffies. A jiffies clock cannot drive one-shot timers, so the guest
+ * then ticks at HZ for good, every tick waking QEMU (6 % of a core per
+ * idle VM). Telling it the rate (tsc_early_khz=, measured once per
+ * process) skips the calibration, tsc=reliable the watchdog. */
 static unsigned host_tsc_khz(void)
 {
 #if defined(__x86_64__)
@@ -314,14 +319,24 @@ static int build_argv(const vm_launch *l, vm_argv *a, al_err *err)
 	a->used = 0;
 	bad |= arg(a, "%s", AL_VM_QEMU);
 	bad |= arg(a, "-M");
+	/* No PIT: QEMU's runs from reset (18.2 Hz, a wakeup every 27 ms)
+	 * though the guest never unmasks its interrupt. The guest kernel
+	 * times with the TSC, whose rate it is told (host_tsc_khz, or
+	 * kvm-clock), and the APIC. */
 	bad |= arg(a, "microvm,x-option-roms=off,isa-serial=on,rtc=off,"
-		      "memory-backend=mem");
+		      "pit=off,memory-backend=mem");
 	bad |= arg(a, "-accel");
 	bad |= arg(a, "%s", al_vm_accel_name(l->accel));
 	bad |= arg(a, "-m");
 	bad |= arg(a, "%d", AL_VM_MEM_MB);
 	bad |= arg(a, "-smp");
 	bad |= arg(a, "1");
+	/* ARAT (the APIC timer keeps running in every C-state) is true of
+	 * QEMU's APIC but not announced by its default CPU. Without it the
+	 * guest kernel keeps ticking when idle: an APIC timer that may stop
+	 * needs a broadcast timer to stand in, and microvm has none. */
+	bad |= arg(a, "-cpu");
+	bad |= arg(a, "qemu64,+arat");
 	bad |= arg(a, "-nodefaults");
 	bad |= arg(a, "-no-user-config");
 	bad |= arg(a, "-display");
@@ -349,12 +364,21 @@ static int build_argv(const vm_launch *l, vm_argv *a, al_err *err)
 		bad |= arg(a, "-initrd");
 		bad |= arg(a, JAIL_INITRD);
 		bad |= arg(a, "-append");
-		char tsc[40] = "";
+		char tsc[64] = "";
 		unsigned khz = l->accel == AL_VM_TCG ? host_tsc_khz() : 0;
+		if (l->accel == AL_VM_TCG)
+			snprintf(tsc, sizeof tsc, " tsc=reliable");
 		if (khz != 0)
-			snprintf(tsc, sizeof tsc, " tsc_early_khz=%u", khz);
+			snprintf(tsc + strlen(tsc), sizeof tsc - strlen(tsc),
+				 " tsc_early_khz=%u", khz);
+		/* What else wakes an idle guest: the soft lockup detector
+		 * (every 4 s; a host that deschedules QEMU is no lockup to
+		 * report) and proactive compaction (kcompactd, twice a
+		 * second; nothing to gain in 256 MiB). */
 		bad |= arg(a,
-			   "console=ttyS0 quiet panic=-1 airlock.agent=%s%s%s",
+			   "console=ttyS0 quiet panic=-1 nowatchdog "
+			   "sysctl.vm.compaction_proactiveness=0 "
+			   "airlock.agent=%s%s%s",
 			   l->agent != NULL ? l->agent : "/sbin/airlock-agent",
 			   l->mode == VM_PROBE ? " airlock.probe=1" : "", tsc);
 	}

@@ -34,9 +34,10 @@
 /* Written by the guest init when probing (guest/init/init.c). */
 #define AL_VM_PROBE_MARKER "AIRLOCK-PROBE-OK"
 #define AL_VM_QEMU "/usr/bin/qemu-system-x86_64"
-/* Raised whenever QEMU's devices or the GO line change: a snapshot of
- * another format is not restored but rebuilt. 2: virtio-net, MAC in GO. */
-#define AL_VM_SNAPSHOT_FORMAT "2"
+/* Raised whenever QEMU's devices, the guest kernel's command line or the
+ * GO line change: a snapshot of another format is not restored but
+ * rebuilt. 2: virtio-net, MAC in GO. 3: tickless idle guest (TSC kept). */
+#define AL_VM_SNAPSHOT_FORMAT "3"
 
 typedef enum al_vm_accel { AL_VM_TCG = 0, AL_VM_KVM = 1 } al_vm_accel;
 
