@@ -31,8 +31,11 @@ ALTER TABLE api_keys ALTER COLUMN project DROP DEFAULT,
 ALTER TABLE sandboxes ADD COLUMN project text NOT NULL DEFAULT 'default'
 	REFERENCES projects (name);
 ALTER TABLE sandboxes ALTER COLUMN project DROP DEFAULT;
--- Quota checks: live sandboxes and recent creates of one project.
+-- Quota checks: recent creates of one project, and its live sandboxes
+-- without reading the deleted ones, which pile up over a host's life.
 CREATE INDEX sandboxes_project_idx ON sandboxes (project, created_at);
+CREATE INDEX sandboxes_project_live_idx ON sandboxes (project)
+	WHERE state <> 'deleted';
 
 -- A public template can be created from by every project and changed
 -- only by admin keys. Names stay unique across projects.
