@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <poll.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -67,12 +68,14 @@ static int next_reply(al_req *r, int fd, al_frame_reader *rd, al_frame *f,
 	}
 }
 
-/* Content-Length of the upload: nginx always sets it when it streams a
- * body (a chunked one it buffers and counts first), so absent is empty. */
+/* Content-Length of the upload, or UINT64_MAX when there is none: nginx
+ * streams a body with a length as it arrives, but buffers a chunked one
+ * whole before it passes it on without a length, so that one is complete
+ * at its EOF. */
 static int body_length(al_req *r, uint64_t *len, al_err *err)
 {
 	const char *cl = al_req_param(r, "CONTENT_LENGTH");
-	*len = 0;
+	*len = UINT64_MAX;
 	if (cl == NULL || cl[0] == '\0')
 		return 0;
 	char *end = NULL;
@@ -163,14 +166,24 @@ void al_api_files_put(al_req *r)
 		int n = FCGX_GetStr(buf, left < FILE_CHUNK ? (int)left
 							   : (int)FILE_CHUNK,
 				    r->fcgi->in);
+		if (n <= 0 && want == UINT64_MAX &&
+		    FCGX_GetError(r->fcgi->in) == 0)
+			break;
 		if (n <= 0) {
 			al_err_set(&err, AL_EINVAL, 0,
-				   "upload ended after %llu of %llu bytes",
+				   "upload ended after %llu bytes of %s",
 				   (unsigned long long)total,
-				   (unsigned long long)want);
+				   want == UINT64_MAX ? "the body"
+						      : "its Content-Length");
 			goto fail;
 		}
 		total += (uint64_t)n;
+		if (total > FILE_PUT_MAX) {
+			al_err_set(&err, AL_ETOOBIG, 0,
+				   "file is larger than %llu bytes",
+				   (unsigned long long)FILE_PUT_MAX);
+			goto fail;
+		}
 		if (al_frame_send_until(fd, AL_F_FILE_DATA, FILE_REQ_ID, buf,
 					(size_t)n, al_now_ms() + FILE_IDLE_MS,
 					&err) < 0)

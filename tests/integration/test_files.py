@@ -163,6 +163,19 @@ def test_aborted_upload_leaves_nothing(api, sandbox):
     assert get(api, sid, "/root/after").content == b"ok"
 
 
+def test_chunked_upload(api, sandbox):
+    """A body without a Content-Length (chunked; nginx buffers it whole
+    before fcgi sees it) lands complete."""
+    data = os.urandom(3 << 20)
+    r = api.put(files_url(api, sandbox["id"]), params={"path": "/tmp/chunked"},
+                data=(data[i:i + 65536] for i in range(0, len(data), 65536)),
+                timeout=TIMEOUT)
+    assert r.status_code == 201, r.text
+    assert r.request.headers.get("Transfer-Encoding") == "chunked"
+    assert r.json()["bytes"] == len(data)
+    assert get(api, sandbox["id"], "/tmp/chunked").content == data
+
+
 def mem_kib(pid):
     out = {}
     with open(f"/proc/{pid}/status") as f:
