@@ -113,8 +113,8 @@ static int open_request(al_req *r, uint16_t type, const char *path, int mode,
 	return fd;
 }
 
-/* 1 if the sandbox already answered (only an ERROR can come before
- * FILE_END: that is in err), 0 if not, -1 if the channel failed (err). */
+/* Whether the sandbox spoke before FILE_END, which only an ERROR may:
+ * 0 if not, -1 (err) if it did, the channel failed or the client left. */
 static int early_reply(al_req *r, int fd, al_frame_reader *rd, al_err *err)
 {
 	struct pollfd p = {.fd = fd, .events = POLLIN};
@@ -122,12 +122,14 @@ static int early_reply(al_req *r, int fd, al_frame_reader *rd, al_err *err)
 		return 0;
 	al_frame f;
 	int k = next_reply(r, fd, rd, &f, "sandbox stopped answering", err);
-	if (k <= 0)
-		return k < 0 ? -1 : 1;
+	if (k == 0)
+		return al_err_set(err, AL_EUNAVAIL, 0, "the client went away");
+	if (k < 0)
+		return -1;
 	al_err_set(err, AL_EPROTO, 0, "unexpected %s frame from sandbox",
 		   al_frame_type_name(f.type));
 	al_frame_free(&f);
-	return 1;
+	return -1;
 }
 
 /* The body goes to the sandbox as it arrives, one chunk at a time: a
@@ -188,8 +190,7 @@ void al_api_files_put(al_req *r)
 					(size_t)n, al_now_ms() + FILE_IDLE_MS,
 					&err) < 0)
 			goto fail_relay;
-		int k = early_reply(r, fd, &rd, &err);
-		if (k != 0)
+		if (early_reply(r, fd, &rd, &err) < 0)
 			goto fail;
 	}
 	if (al_frame_send_until(fd, AL_F_FILE_END, FILE_REQ_ID, "", 0,
