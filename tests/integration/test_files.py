@@ -163,6 +163,18 @@ def test_aborted_upload_leaves_nothing(api, sandbox):
     assert get(api, sid, "/root/after").content == b"ok"
 
 
+def test_upload_the_sandbox_refuses_leaves_nothing(api, sandbox):
+    """The agent refuses the path while the body is still coming: the
+    answer is its error, and nothing is created."""
+    sid = sandbox["id"]
+    assert put(api, sid, "/tmp/plain", b"a file").status_code == 201
+    r = api.put(files_url(api, sid), params={"path": "/tmp/plain/sub/x"},
+                data=Body(4 << 20), timeout=TIMEOUT)
+    assert_error(r, 422)
+    assert get(api, sid, "/tmp/plain").content == b"a file"
+    assert not temp_files(api, sid, "/tmp")
+
+
 def test_chunked_upload(api, sandbox):
     """A body without a Content-Length (chunked; nginx buffers it whole
     before fcgi sees it) lands complete."""
