@@ -175,6 +175,19 @@ def test_upload_the_sandbox_refuses_leaves_nothing(api, sandbox):
     assert not temp_files(api, sid, "/tmp")
 
 
+def test_upload_over_the_body_limit_is_413(api, sandbox):
+    """nginx's client_max_body_size (256 MiB) refuses a bigger upload
+    from its Content-Length, before any byte of it is read."""
+    s = start_upload(api, sandbox["id"], "/tmp/huge", (256 << 20) + 1)
+    with s, s.makefile("rb") as f:
+        status = f.readline().split()
+        assert status[1] == b"413", status
+        while f.readline() not in (b"\r\n", b""):
+            pass
+        assert b'"too_large"' in f.readline()
+    assert_error(get(api, sandbox["id"], "/tmp/huge"), 404)
+
+
 def test_chunked_upload(api, sandbox):
     """A body without a Content-Length (chunked; nginx buffers it whole
     before fcgi sees it) lands complete."""
