@@ -36,7 +36,6 @@ void file_free(agent_req *r)
 	r->path = NULL;
 }
 
-
 static void fail_req(agent *a, agent_req *r, const al_err *err)
 {
 	uint32_t id = r->id;
