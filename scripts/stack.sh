@@ -704,6 +704,8 @@ stop_run() {
 	exec >>"$LOG/stack-stop.log"
 	printf 'airlock: stopping\n' >&2 2>/dev/null ||
 		exec 2>>"$LOG/stack-stop.log"
+	# The loop's sleep, when only this script was signalled (SIGTERM).
+	[ -z "${RUN_SLEEP:-}" ] || kill "$RUN_SLEEP" 2>/dev/null || true
 	do_down
 	log "stopped"
 	exit 0
@@ -718,8 +720,14 @@ do_run() {
 	fi
 	echo "Running in the foreground; Ctrl-C stops everything."
 	while :; do
-		sleep 3600 &
-		wait $! || true
+		# A script's background job ignores SIGINT; this one must
+		# end with the rest of the group on Ctrl-C.
+		(
+			trap - INT
+			exec sleep 3600
+		) &
+		RUN_SLEEP=$!
+		wait "$RUN_SLEEP" || true
 	done
 }
 

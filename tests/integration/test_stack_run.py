@@ -11,7 +11,7 @@ import subprocess
 import tempfile
 import time
 
-from conftest import (REPO, STACK, Stack, _cleanup_state, free_port,
+from conftest import (REPO, STACK, Stack, _cleanup_state, cmdline, free_port,
                       pid_alive, seed_vm_kernel)
 
 UP_TIMEOUT = 180
@@ -75,7 +75,8 @@ def test_run_piped_stops_everything_on_ctrl_c():
         assert rc == 0, f"stack.sh run ended with {rc}"
 
         left = processes_of(state)
-        assert left == [], f"processes of the stack left running: {left}"
+        assert left == [], ("processes of the stack left running: " +
+                            str([(p, cmdline(p)) for p in left]))
         assert not pid_alive(pg), "PostgreSQL left running"
         assert not os.path.ismount(os.path.join(state, "pool")), \
             "pool left mounted"
