@@ -44,13 +44,33 @@ PROGS := $(B)/airlock-fcgi $(B)/airlock-shim $(B)/airlock-controller \
 .PHONY: all deps run up down test unit integration bench fuzz lint clean
 all: $(PROGS)
 
-$(B)/obj/%.o: %.c $(wildcard core/*.h) $(wildcard */*.h)
+# The headers of the packages `make deps` installs, checked once per build
+# directory before anything compiles: a machine without them gets one line
+# that says what to run, not a compiler error about fcgiapp.h.
+DEP_HEADERS := fcgiapp.h libpq-fe.h json-c/json.h btrfsutil.h \
+               sys/capability.h openssl/evp.h archive.h seccomp.h \
+               curl/curl.h lua.h cmocka.h
+DEPS_OK := $(B)/.deps-ok
+$(DEPS_OK):
+	@missing=; for h in $(DEP_HEADERS); do \
+	  printf '#include <stdarg.h>\n#include <stddef.h>\n#include <setjmp.h>\n#include <%s>\n' "$$h" | \
+	    $(CC) $(CPPFLAGS) -E -x c - >/dev/null 2>&1 || \
+	    missing="$$missing $$h"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+	  echo "airlock: missing development headers:$$missing;" \
+	    "run: make deps" >&2; \
+	  exit 1; \
+	fi
+	@mkdir -p $(dir $@) && touch $@
+
+$(B)/obj/%.o: %.c $(wildcard core/*.h) $(wildcard */*.h) | $(DEPS_OK)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
 
 # The jails' seccomp programs, compiled by libseccomp when Airlock is built
 # (core/sysfilter_gen.c): a jail's start then costs no filter generation.
-$(B)/sysfilter-gen: core/sysfilter_gen.c
+$(B)/sysfilter-gen: core/sysfilter_gen.c | $(DEPS_OK)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CSTD) $(OPT) $(WARN) -D_GNU_SOURCE -o $@ $< \
 	  -lseccomp
@@ -76,7 +96,8 @@ $(B)/airlock-builder: $(BLD_OBJ) $(LIBAL)
 $(B)/airlock: $(CLI_OBJ) $(LIBAL)
 	$(CC) $(LDFLAGS) -o $@ $^ -lcurl $(CORE_LIBS)
 
-$(B)/airlock-agent: $(AGENT_SRC) guest/nic.h core/agentproto.h core/err.h core/log.h
+$(B)/airlock-agent: $(AGENT_SRC) guest/nic.h core/agentproto.h core/err.h \
+                   core/log.h | $(DEPS_OK)
 	@mkdir -p $(dir $@)
 	$(CC) $(CSTD) -O2 -g $(WARN) -fstack-protector-strong \
 	  -D_FORTIFY_SOURCE=2 -D_GNU_SOURCE -Icore -static -o $@ \

@@ -11,13 +11,16 @@
 #       their QEMUs, showing the copy-on-write sharing of guest RAM) and
 #       the CPU they cost idle (bench/vmidle.py: QEMU and shim per
 #       sandbox, in % of a core, what wakes them)
+#   files  a 200 MiB upload and download per driver (bench/files.py)
+#       beside a host `cat` of the file into the sandbox's disk, with
+#       the memory of the shim and the fcgi workers before and after
 #
 # The vm series run only where GET /v1/info lists the vm driver; they
 # say so when they are skipped. Tears everything down after.
 #
 # Env: BENCH_ROUNDS (200, ns), BENCH_VM_ROUNDS (100), BENCH_VM_PEER_RUNS
-# (8), BENCH_VM_RSS_COUNT (10), BENCH_VM_IDLE_COUNT (10), AIRLOCK_BUILD
-# (build).
+# (8), BENCH_VM_RSS_COUNT (10), BENCH_VM_IDLE_COUNT (10), BENCH_FILES_MIB
+# (200), AIRLOCK_BUILD (build).
 set -euo pipefail
 
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -26,7 +29,8 @@ ROUNDS=${BENCH_ROUNDS:-200}
 VM_ROUNDS=${BENCH_VM_ROUNDS:-100}
 VM_PEER_RUNS=${BENCH_VM_PEER_RUNS:-8}
 VM_RSS_COUNT=${BENCH_VM_RSS_COUNT:-10}
-VM_IDLE_COUNT=${BENCH_VM_IDLE_COUNT:-10}
+# (8), BENCH_VM_RSS_COUNT (10), BENCH_VM_IDLE_COUNT (10), BENCH_FILES_MIB
+# (200), AIRLOCK_BUILD (build).
 BUILD=$(realpath -m -- "${AIRLOCK_BUILD:-$REPO/build}")
 OUT=$BUILD/bench
 mkdir -p "$OUT"
@@ -151,6 +155,16 @@ if [ $vm_ok -eq 1 ]; then
 		--key-file "$STATE/api-key" --state "$STATE" \
 		--count "$VM_IDLE_COUNT"
 fi
+
+# A 200 MiB file up and down through the API, per driver, beside a host
+# `cat` of it into the sandbox's disk, with the shim's and fcgi's memory.
+file_drivers=ns
+if [ $vm_ok -eq 1 ]; then file_drivers="ns vm"; fi
+for d in $file_drivers; do
+	/usr/bin/python3 bench/files.py --url "$API" \
+		--key-file "$STATE/api-key" --state "$STATE" --driver "$d" \
+		--size "$FILES_MIB"
+done
 
 # What each step of a start costs (the shims' timing lines): the user
 # namespace, uid range and idmapped mount of the ns jail among them.

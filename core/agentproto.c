@@ -1,9 +1,9 @@
 /* agentproto: frame codec shared by the host programs and the guest agent.
  *
  * This file is linked statically into airlock-agent, so it depends on
- * libc, err and log only. Both peers are hostile to each other: a header
- * is validated completely before a single byte of its payload is stored
- * or allocated for. */
+ * libc, json-c, err and log only. Both peers are hostile to each other:
+ * a header is validated completely before a single byte of its payload
+ * is stored or allocated for. */
 #include "agentproto.h"
 
 #include <errno.h>
@@ -15,6 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <json-c/json.h>
 
 #define BUF_DEFAULT_MAX ((size_t)64 << 20)
 /* Bytes asked of read(2) at a time by al_frame_reader_fill. */
@@ -375,6 +376,13 @@ static int wait_fd(int fd, short events, int64_t deadline_ms, al_err *err)
 int al_frame_send(int fd, uint16_t type, uint32_t id, const void *payload,
 		  size_t len, al_err *err)
 {
+	return al_frame_send_until(fd, type, id, payload, len, 0, err);
+}
+
+int al_frame_send_until(int fd, uint16_t type, uint32_t id,
+			const void *payload, size_t len, int64_t deadline_ms,
+			al_err *err)
+{
 	uint8_t hdr[AL_FRAME_HDR_LEN];
 
 	if (check_outgoing(type, len, err) < 0)
@@ -395,7 +403,7 @@ int al_frame_send(int fd, uint16_t type, uint32_t id, const void *payload,
 			if (errno == EINTR)
 				continue;
 			if (errno == EAGAIN || errno == EWOULDBLOCK) {
-				if (wait_fd(fd, POLLOUT, 0, err) < 0)
+				if (wait_fd(fd, POLLOUT, deadline_ms, err) < 0)
 					return -1;
 				continue;
 			}
@@ -439,4 +447,160 @@ int al_frame_recv(int fd, al_frame_reader *r, al_frame *f,
 					  "peer closed the channel mid-frame");
 		}
 	}
+}
+
+/* ---- payloads ---- */
+
+/* Nesting deeper than any message has costs a hostile peer nothing. */
+#define PAYLOAD_DEPTH 16
+
+static char *pack(json_object *o, al_err *err)
+{
+	char *s = NULL;
+	if (o != NULL) {
+		const char *t = json_object_to_json_string_ext(
+			o, JSON_C_TO_STRING_PLAIN |
+				   JSON_C_TO_STRING_NOSLASHESCAPE);
+		s = t != NULL ? strdup(t) : NULL;
+	}
+	json_object_put(o);
+	if (s == NULL)
+		al_err_set(err, AL_ENOMEM, ENOMEM, "out of memory packing");
+	return s;
+}
+
+/* One JSON object and nothing after it, or NULL (err). */
+static json_object *unpack(const void *payload, size_t len, const char *what,
+			   al_err *err)
+{
+	json_tokener *tok = json_tokener_new_ex(PAYLOAD_DEPTH);
+	if (tok == NULL) {
+		al_err_set(err, AL_ENOMEM, ENOMEM, "out of memory");
+		return NULL;
+	}
+	json_object *o = NULL;
+	if (len <= AL_FRAME_MAX_PAYLOAD)
+		o = json_tokener_parse_ex(tok, payload, (int)len);
+	int ok = o != NULL &&
+		 json_tokener_get_error(tok) == json_tokener_success &&
+		 json_object_is_type(o, json_type_object);
+	for (size_t i = json_tokener_get_parse_end(tok); ok && i < len; i++)
+		ok = strchr(" \t\r\n", ((const char *)payload)[i]) != NULL &&
+		     ((const char *)payload)[i] != '\0';
+	json_tokener_free(tok);
+	if (!ok) {
+		json_object_put(o);
+		al_err_set(err, AL_EINVAL, 0, "%s payload is not a JSON object",
+			   what);
+		return NULL;
+	}
+	return o;
+}
+
+/* The string field key of o, NUL-free; NULL when absent (err unset) or
+ * of the wrong type (err set). */
+static const char *get_str(json_object *o, const char *key, size_t *len,
+			   al_err *err)
+{
+	json_object *v = NULL;
+	if (!json_object_object_get_ex(o, key, &v) || v == NULL)
+		return NULL;
+	const char *s = json_object_get_string(v);
+	*len = (size_t)json_object_get_string_len(v);
+	if (!json_object_is_type(v, json_type_string) ||
+	    memchr(s, '\0', *len) != NULL) {
+		al_err_set(err, AL_EINVAL, 0,
+			   "field \"%s\" must be a string without NUL", key);
+		return NULL;
+	}
+	return s;
+}
+
+char *al_file_req_pack(const char *path, int mode, al_err *err)
+{
+	json_object *o = json_object_new_object();
+	if (o != NULL) {
+		json_object_object_add(o, "path",
+				       json_object_new_string(path));
+		if (mode >= 0)
+			json_object_object_add(o, "mode",
+					       json_object_new_int(mode));
+	}
+	return pack(o, err);
+}
+
+int al_file_req_unpack(const void *payload, size_t len, al_file_req *out,
+		       al_err *err)
+{
+	al_err e = {0};
+	json_object *o = unpack(payload, len, "file request", err);
+	if (o == NULL)
+		return -1;
+	size_t n = 0;
+	const char *path = get_str(o, "path", &n, &e);
+	json_object *m = NULL;
+	int64_t mode = AL_FILE_MODE_DEFAULT;
+	if (path == NULL && e.code == AL_OK)
+		al_err_set(&e, AL_EINVAL, 0, "field \"path\" is required");
+	else if (path != NULL && path[0] != '/')
+		al_err_set(&e, AL_EPATH, 0, "path must be absolute");
+	else if (path != NULL && n >= sizeof out->path)
+		al_err_set(&e, AL_EPATH, 0, "path is too long");
+	else if (json_object_object_get_ex(o, "mode", &m) && m != NULL &&
+		 (!json_object_is_type(m, json_type_int) ||
+		  (mode = json_object_get_int64(m)) < 0 || mode > 07777))
+		al_err_set(&e, AL_EINVAL, 0,
+			   "field \"mode\" must be an integer, 0 to 07777");
+	if (e.code == AL_OK) {
+		memcpy(out->path, path, n + 1);
+		out->mode = (unsigned)mode;
+	}
+	json_object_put(o);
+	if (e.code != AL_OK) {
+		*err = e;
+		return -1;
+	}
+	return 0;
+}
+
+char *al_file_result_pack(uint64_t bytes, al_err *err)
+{
+	json_object *o = json_object_new_object();
+	if (o != NULL)
+		json_object_object_add(o, "bytes",
+				       json_object_new_int64((int64_t)bytes));
+	return pack(o, err);
+}
+
+char *al_error_pack(al_code code, const char *message, al_err *err)
+{
+	json_object *o = json_object_new_object();
+	if (o != NULL) {
+		json_object_object_add(
+			o, "code", json_object_new_string(al_code_name(code)));
+		json_object_object_add(o, "message",
+				       json_object_new_string(message));
+	}
+	return pack(o, err);
+}
+
+int al_error_unpack(const void *payload, size_t len, al_err *out,
+		    al_err *err)
+{
+	al_err e = {0};
+	json_object *o = unpack(payload, len, "ERROR", err);
+	if (o == NULL)
+		return -1;
+	size_t n = 0;
+	const char *code = get_str(o, "code", &n, &e);
+	const char *msg = get_str(o, "message", &n, &e);
+	if (e.code != AL_OK) {
+		json_object_put(o);
+		*err = e;
+		return -1;
+	}
+	al_err_set(out, code != NULL ? al_code_from_name(code) : AL_EINTERNAL,
+		   0, "%.400s", msg != NULL ? msg : "error in sandbox");
+	json_object_put(o);
+	return 0;
 }

@@ -63,7 +63,10 @@ enum al_frame_type {
 	AL_F_FILE_END = 11,
 	/* host -> agent: {"path":"/abs","mode":420}; then FILE_DATA* and
 	 * FILE_END from host; parents are created; answer RESULT
-	 * {"bytes":N} or ERROR. */
+	 * {"bytes":N} or ERROR. The content lands in a temporary file
+	 * beside the path, fsynced and renamed over it after FILE_END:
+	 * the path shows the old file or the whole new one, never a part.
+	 * A channel that closes before FILE_END leaves nothing. */
 	AL_F_FILE_WRITE = 12,
 	/* host -> agent: {"path":"/abs"}; answer RESULT
 	 * {"entries":[{"name":"x","type":"file|dir|symlink|other",
@@ -73,8 +76,9 @@ enum al_frame_type {
 	AL_F_RESULT = 14,
 	/* answer: {"code":"not_found","message":"..."}; code is an
 	 * al_code_name(). Ends the request. From the host on a live
-	 * FILE_WRITE it aborts the write: the partial file is removed and
-	 * nothing is answered. */
+	 * FILE_WRITE it aborts the write: the partial file is removed, an
+	 * existing file at the path is left as it was, and nothing is
+	 * answered; on a live FILE_READ it stops the read, unanswered. */
 	AL_F_ERROR = 15,
 
 	/* Control frames between an fcgi worker and its sandbox's shim.
@@ -155,8 +159,45 @@ void al_frame_free(al_frame *f);
  * frame, honouring deadline_ms (absolute CLOCK_MONOTONIC ms, 0 = none). */
 int al_frame_send(int fd, uint16_t type, uint32_t id, const void *payload,
 		  size_t len, al_err *err);
+/* al_frame_send that gives up (AL_ETIMEDOUT) when the peer takes no
+ * bytes until deadline_ms (absolute CLOCK_MONOTONIC ms, 0 = never): a
+ * peer that pushes back stalls the sender, a stuck one fails it. */
+int al_frame_send_until(int fd, uint16_t type, uint32_t id,
+			const void *payload, size_t len, int64_t deadline_ms,
+			al_err *err);
 int al_frame_recv(int fd, al_frame_reader *r, al_frame *f,
 		  int64_t deadline_ms, al_err *err);
+
+/* ---- payloads: one pack and one unpack per message ----
+ * Packs return a malloc'ed NUL-terminated JSON text (NULL + err on OOM);
+ * unpacks check every field of bytes from a hostile peer. */
+
+/* Longest path a file request carries (PATH_MAX with its NUL). */
+#define AL_FILE_PATH_MAX 4096
+#define AL_FILE_MODE_DEFAULT 0644
+
+/* FILE_READ, FILE_LIST and FILE_WRITE requests. */
+typedef struct al_file_req {
+	char path[AL_FILE_PATH_MAX]; /* absolute, NUL-free */
+	unsigned mode;		     /* FILE_WRITE: 0 to 07777 */
+} al_file_req;
+
+/* mode < 0 leaves it out (FILE_READ, FILE_LIST). */
+char *al_file_req_pack(const char *path, int mode, al_err *err);
+/* AL_EINVAL for a malformed object, AL_EPATH for a path that is not
+ * absolute or too long; mode defaults to AL_FILE_MODE_DEFAULT. */
+int al_file_req_unpack(const void *payload, size_t len, al_file_req *out,
+		       al_err *err);
+
+/* RESULT of a FILE_WRITE: {"bytes":N}. */
+char *al_file_result_pack(uint64_t bytes, al_err *err);
+
+/* ERROR: {"code":"<al_code_name>","message":"..."}. */
+char *al_error_pack(al_code code, const char *message, al_err *err);
+/* Into out: the code (AL_EINTERNAL if unknown) and message; -1 (err)
+ * when the payload is not such an object. */
+int al_error_unpack(const void *payload, size_t len, al_err *out,
+		    al_err *err);
 
 /* Monotonic clock in milliseconds. */
 int64_t al_now_ms(void);

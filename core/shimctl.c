@@ -57,24 +57,20 @@ int al_shimctl_call(int fd, uint16_t type, uint32_t id, json_object *req,
 			al_frame_free(&f);
 			continue;
 		}
+		if (f.type == AL_F_ERROR) {
+			al_err perr;
+			if (al_error_unpack(f.payload, f.len, err, &perr) < 0)
+				al_err_set(err, AL_EPROTO, 0,
+					   "shim sent a malformed answer");
+			al_frame_free(&f);
+			break;
+		}
 		json_object *obj = json_tokener_parse((const char *)f.payload);
-		int is_error = f.type == AL_F_ERROR;
 		al_frame_free(&f);
 		if (obj == NULL || !json_object_is_type(obj, json_type_object)) {
 			json_object_put(obj);
 			al_err_set(err, AL_EPROTO, 0,
 				   "shim sent a malformed answer");
-			break;
-		}
-		if (is_error) {
-			json_object *c = NULL, *m = NULL;
-			json_object_object_get_ex(obj, "code", &c);
-			json_object_object_get_ex(obj, "message", &m);
-			al_err_set(err, al_code_from_name(json_object_get_string(c)),
-				   0, "%s",
-				   m != NULL ? json_object_get_string(m)
-					     : "error");
-			json_object_put(obj);
 			break;
 		}
 		if (result != NULL)

@@ -93,22 +93,10 @@ json_object *al_api_frame_json(const struct al_frame *f, al_err *err)
 void al_api_frame_error(const struct al_frame *f, al_err *err)
 {
 	al_err perr;
-	json_object *o = al_api_frame_json(f, &perr);
-	if (o == NULL) {
-		*err = perr;
+	if (al_error_unpack(f->payload, f->len, err, &perr) < 0) {
+		al_err_set(err, AL_EPROTO, 0, "sandbox sent a malformed error");
 		return;
 	}
-	json_object *c = NULL, *m = NULL;
-	json_object_object_get_ex(o, "code", &c);
-	json_object_object_get_ex(o, "message", &m);
-	al_code code = AL_EINTERNAL;
-	if (c != NULL && json_object_is_type(c, json_type_string))
-		code = al_code_from_name(json_object_get_string(c));
-	al_err_set(err, code, 0, "%.400s",
-		   m != NULL && json_object_is_type(m, json_type_string)
-			   ? json_object_get_string(m)
-			   : "error in sandbox");
-	json_object_put(o);
 	al_api_relay_error(err);
 }
 

@@ -1,6 +1,9 @@
 /* PUT/GET /v1/sandboxes/{id}/files?path=/abs[&list=1]: file contents and
  * directory listings, relayed to the agent through the shim. */
+#include <errno.h>
 #include <inttypes.h>
+#include <poll.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -65,13 +68,76 @@ static int next_reply(al_req *r, int fd, al_frame_reader *rd, al_frame *f,
 	}
 }
 
-static json_object *path_request(const char *path)
+/* Content-Length of the upload, or UINT64_MAX when there is none: nginx
+ * streams a body with a length as it arrives, but buffers a chunked one
+ * whole before it passes it on without a length, so that one is complete
+ * at its EOF. */
+static int body_length(al_req *r, uint64_t *len, al_err *err)
 {
-	json_object *o = json_object_new_object();
-	json_object_object_add(o, "path", json_object_new_string(path));
-	return o;
+	const char *cl = al_req_param(r, "CONTENT_LENGTH");
+	*len = UINT64_MAX;
+	if (cl == NULL || cl[0] == '\0')
+		return 0;
+	char *end = NULL;
+	errno = 0;
+	unsigned long long n = strtoull(cl, &end, 10);
+	if (errno != 0 || *end != '\0' || cl[0] < '0' || cl[0] > '9')
+		return al_err_set(err, AL_EINVAL, 0, "invalid Content-Length");
+	if (n > FILE_PUT_MAX)
+		return al_err_set(err, AL_ETOOBIG, 0,
+				  "file is larger than %llu bytes",
+				  (unsigned long long)FILE_PUT_MAX);
+	*len = n;
+	return 0;
 }
 
+/* The request frame of type for path on a new connection to the shim:
+ * the fd, or -1 with err ready for al_http_error. */
+static int open_request(al_req *r, uint16_t type, const char *path, int mode,
+			al_err *err)
+{
+	int fd = al_shimctl_connect(r->cfg, r->id, err);
+	if (fd < 0)
+		return -1;
+	char *s = al_file_req_pack(path, mode, err);
+	if (s == NULL ||
+	    al_frame_send_until(fd, type, FILE_REQ_ID, s, strlen(s),
+				al_now_ms() + FILE_IDLE_MS, err) < 0) {
+		if (s != NULL)
+			al_api_relay_error(err);
+		free(s);
+		close(fd);
+		return -1;
+	}
+	free(s);
+	return fd;
+}
+
+/* Whether the sandbox spoke before FILE_END, which only an ERROR may:
+ * 0 if not, -1 (err) if it did, the channel failed or the client left. */
+static int early_reply(al_req *r, int fd, al_frame_reader *rd, al_err *err)
+{
+	struct pollfd p = {.fd = fd, .events = POLLIN};
+	if (al_buf_pending(&rd->in) == 0 && poll(&p, 1, 0) <= 0)
+		return 0;
+	al_frame f;
+	int k = next_reply(r, fd, rd, &f, "sandbox stopped answering", err);
+	if (k == 0)
+		return al_err_set(err, AL_EUNAVAIL, 0, "the client went away");
+	if (k < 0)
+		return -1;
+	al_err_set(err, AL_EPROTO, 0, "unexpected %s frame from sandbox",
+		   al_frame_type_name(f.type));
+	al_frame_free(&f);
+	return -1;
+}
+
+/* The body goes to the sandbox as it arrives, one chunk at a time: a
+ * slow sandbox stalls the sends below and with them the reads from
+ * nginx, which then stops reading from the client. Only a body that
+ * arrived whole is followed by FILE_END; anything else closes the
+ * connection without it, and the shim aborts the write, which leaves
+ * no file. */
 void al_api_files_put(al_req *r)
 {
 	char path[AL_API_PATH_MAX + 2];
@@ -79,50 +145,57 @@ void al_api_files_put(al_req *r)
 	al_frame_reader rd;
 	int fd = -1;
 	char *buf = NULL;
-	uint64_t total = 0;
+	uint64_t total = 0, want = 0;
 
 	al_frame_reader_init(&rd);
 	if (query_path(r, path, sizeof path) < 0)
 		goto out;
+	if (body_length(r, &want, &err) < 0)
+		goto fail;
 	if (al_api_running_sandbox(r, NULL) < 0)
 		goto out;
-	fd = al_shimctl_connect(r->cfg, r->id, &err);
-	if (fd < 0)
-		goto fail;
-
-	json_object *o = path_request(path);
-	json_object_object_add(o, "mode", json_object_new_int(0644));
-	const char *s = al_json_compact(o);
-	int rc = al_frame_send(fd, AL_F_FILE_WRITE, FILE_REQ_ID, s, strlen(s),
-			       &err);
-	json_object_put(o);
-	if (rc < 0)
-		goto fail_relay;
-
 	buf = malloc(FILE_CHUNK);
 	if (buf == NULL) {
 		al_err_set(&err, AL_ENOMEM, 0, "out of memory");
 		goto fail;
 	}
-	/* Stream the body as it arrives; never hold a whole file. */
-	for (;;) {
-		int n = FCGX_GetStr(buf, (int)FILE_CHUNK, r->fcgi->in);
-		if (n <= 0)
+	fd = open_request(r, AL_F_FILE_WRITE, path, AL_FILE_MODE_DEFAULT,
+			  &err);
+	if (fd < 0)
+		goto fail;
+	while (total < want) {
+		uint64_t left = want - total;
+		int n = FCGX_GetStr(buf, left < FILE_CHUNK ? (int)left
+							   : (int)FILE_CHUNK,
+				    r->fcgi->in);
+		if (n <= 0 && want == UINT64_MAX &&
+		    FCGX_GetError(r->fcgi->in) == 0)
 			break;
+		if (n <= 0) {
+			al_err_set(&err, AL_EINVAL, 0,
+				   "upload ended after %llu bytes of %s",
+				   (unsigned long long)total,
+				   want == UINT64_MAX ? "the body"
+						      : "its Content-Length");
+			goto fail;
+		}
 		total += (uint64_t)n;
 		if (total > FILE_PUT_MAX) {
-			/* Closing without FILE_END makes the agent drop the
-			 * partial file. */
 			al_err_set(&err, AL_ETOOBIG, 0,
 				   "file is larger than %llu bytes",
 				   (unsigned long long)FILE_PUT_MAX);
 			goto fail;
 		}
-		if (al_frame_send(fd, AL_F_FILE_DATA, FILE_REQ_ID, buf,
-				  (size_t)n, &err) < 0)
-			break; /* the answer below says why */
+		if (al_frame_send_until(fd, AL_F_FILE_DATA, FILE_REQ_ID, buf,
+					(size_t)n, al_now_ms() + FILE_IDLE_MS,
+					&err) < 0)
+			goto fail_relay;
+		if (early_reply(r, fd, &rd, &err) < 0)
+			goto fail;
 	}
-	al_frame_send(fd, AL_F_FILE_END, FILE_REQ_ID, "", 0, NULL);
+	if (al_frame_send_until(fd, AL_F_FILE_END, FILE_REQ_ID, "", 0,
+				al_now_ms() + FILE_IDLE_MS, &err) < 0)
+		goto fail_relay;
 
 	{
 		al_frame f;
@@ -224,9 +297,13 @@ static void files_list(al_req *r, const char *path)
 		al_http_error(r, &err);
 		return;
 	}
-	json_object *req = path_request(path);
-	int rc = al_shimctl_call(fd, AL_F_FILE_LIST, FILE_REQ_ID, req,
-				 al_now_ms() + FILE_IDLE_MS, &result, &err);
+	char *s = al_file_req_pack(path, -1, &err);
+	json_object *req = s != NULL ? json_tokener_parse(s) : NULL;
+	free(s);
+	int rc = req != NULL ? al_shimctl_call(fd, AL_F_FILE_LIST, FILE_REQ_ID,
+					       req, al_now_ms() + FILE_IDLE_MS,
+					       &result, &err)
+			     : -1;
 	json_object_put(req);
 	close(fd);
 	if (rc < 0) {
@@ -272,16 +349,9 @@ void al_api_files_get(al_req *r)
 		goto out;
 	}
 
-	fd = al_shimctl_connect(r->cfg, r->id, &err);
+	fd = open_request(r, AL_F_FILE_READ, path, -1, &err);
 	if (fd < 0)
 		goto fail;
-	json_object *o = path_request(path);
-	const char *s = al_json_compact(o);
-	int rc = al_frame_send(fd, AL_F_FILE_READ, FILE_REQ_ID, s, strlen(s),
-			       &err);
-	json_object_put(o);
-	if (rc < 0)
-		goto fail_relay;
 
 	/* Headers go out with the first chunk, so an ERROR before any data
 	 * still becomes a proper status. */
@@ -313,8 +383,6 @@ void al_api_files_get(al_req *r)
 	}
 	goto out;
 
-fail_relay:
-	al_api_relay_error(&err);
 fail:
 	al_http_error(r, &err);
 out:

@@ -75,14 +75,12 @@ void agent_send_json(agent *a, uint16_t type, uint32_t id, json_object *o)
 static void send_error_msg(agent *a, uint32_t id, al_code code,
 			   const char *msg)
 {
-	json_object *o = json_object_new_object();
-	if (o == NULL)
-		die(111, "out of memory");
-	json_object_object_add(o, "code",
-			       json_object_new_string(al_code_name(code)));
-	json_object_object_add(o, "message", json_object_new_string(msg));
-	agent_send_json(a, AL_F_ERROR, id, o);
-	json_object_put(o);
+	al_err err;
+	char *s = al_error_pack(code, msg, &err);
+	if (s == NULL)
+		die(111, "%s", err.msg);
+	agent_send(a, AL_F_ERROR, id, s, strlen(s));
+	free(s);
 }
 
 void agent_send_error(agent *a, uint32_t id, al_code code, const char *fmt,

@@ -105,8 +105,9 @@ void file_read(agent *a, const al_frame *f);
 void file_write(agent *a, const al_frame *f);
 void file_data(agent *a, const al_frame *f);
 void file_end(agent *a, const al_frame *f);
-/* Host gave up on a write (ERROR on its id): drop the partial file
- * without answering. false if f's id is not a live write. */
+/* Host gave up on a transfer (ERROR on its id): stop a read, or drop a
+ * write's partial file, without answering. false if f's id is not a
+ * live transfer. */
 bool file_abort(agent *a, const al_frame *f);
 void file_list(agent *a, const al_frame *f);
 /* Send the next chunk of pending reads; true if more remain. */

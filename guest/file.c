@@ -36,14 +36,6 @@ void file_free(agent_req *r)
 	r->path = NULL;
 }
 
-/* "path" of a request object, checked. */
-static int get_path(json_object *o, const char **path, al_err *err)
-{
-	if (agent_get_str(o, "path", true, path, err) < 0)
-		return -1;
-	return agent_check_path(*path, err);
-}
-
 static void fail_req(agent *a, agent_req *r, const al_err *err)
 {
 	uint32_t id = r->id;
@@ -56,12 +48,12 @@ static void fail_req(agent *a, agent_req *r, const al_err *err)
 void file_read(agent *a, const al_frame *f)
 {
 	al_err err;
-	const char *path;
+	al_file_req q;
+	const char *path = q.path;
 	agent_req *r;
 	struct stat st;
 
-	json_object *o = agent_parse_obj(f, &err);
-	if (o == NULL || get_path(o, &path, &err) < 0)
+	if (al_file_req_unpack(f->payload, f->len, &q, &err) < 0)
 		goto fail;
 	r = agent_req_new(a, f->id, REQ_FREAD, &err);
 	if (r == NULL)
@@ -72,7 +64,6 @@ void file_read(agent *a, const al_frame *f)
 		al_err_sys(&err, agent_code_from_errno(errno), errno, "open %s",
 			   path);
 		fail_req(a, r, &err);
-		json_object_put(o);
 		return;
 	}
 	if (fstat(r->fd, &st) < 0) {
@@ -84,10 +75,8 @@ void file_read(agent *a, const al_frame *f)
 					       : "not a regular file");
 		fail_req(a, r, &err);
 	}
-	json_object_put(o);
 	return;
 fail:
-	json_object_put(o);
 	agent_send_err(a, f->id, &err);
 }
 
@@ -140,88 +129,68 @@ static int make_parents(char *dir, al_err *err)
 	}
 }
 
-static int get_mode(json_object *o, mode_t *mode, al_err *err)
-{
-	json_object *v;
-	*mode = 0644;
-	if (!json_object_object_get_ex(o, "mode", &v) || v == NULL)
-		return 0;
-	if (!json_object_is_type(v, json_type_int))
-		return al_err_set(err, AL_EINVAL, 0,
-				  "field \"mode\" must be an integer");
-	int64_t m = json_object_get_int64(v);
-	if (m < 0 || m > 07777)
-		return al_err_set(err, AL_EINVAL, 0,
-				  "field \"mode\" must be 0 to 07777");
-	*mode = (mode_t)m;
-	return 0;
-}
-
+/* FILE_WRITE: the content goes to a hidden temporary file in the target's
+ * own directory (so the final rename cannot cross a filesystem), which
+ * file_end renames over the target once it is complete and on disk.
+ * Until then the target, if any, is untouched; a write that never
+ * completes is unlinked (file_free). */
 void file_write(agent *a, const al_frame *f)
 {
 	al_err err;
-	const char *path;
-	mode_t mode;
+	al_file_req q;
 	agent_req *r;
 
-	json_object *o = agent_parse_obj(f, &err);
-	if (o == NULL || get_path(o, &path, &err) < 0 ||
-	    get_mode(o, &mode, &err) < 0)
-		goto fail;
+	if (al_file_req_unpack(f->payload, f->len, &q, &err) < 0) {
+		agent_send_err(a, f->id, &err);
+		return;
+	}
+	const char *path = q.path;
 	const char *slash = strrchr(path, '/');
 	const char *base = slash + 1;
 	if (base[0] == '\0' || strcmp(base, ".") == 0 ||
 	    strcmp(base, "..") == 0) {
 		al_err_set(&err, AL_EPATH, 0, "%s does not name a file", path);
-		goto fail;
+		agent_send_err(a, f->id, &err);
+		return;
 	}
 	r = agent_req_new(a, f->id, REQ_FWRITE, &err);
-	if (r == NULL)
-		goto fail;
-	r->path = strdup(path);
-	/* The temporary name is short so a base name near NAME_MAX fits. */
-	if (r->path == NULL ||
-	    asprintf(&r->tmp, "%.*s/.airlock-tmp-XXXXXX", (int)(slash - path),
-		     path) < 0) {
-		r->tmp = NULL;
-		al_err_set(&err, AL_ENOMEM, ENOMEM, "out of memory");
-		fail_req(a, r, &err);
-		json_object_put(o);
+	if (r == NULL) {
+		agent_send_err(a, f->id, &err);
 		return;
 	}
 	size_t dlen = (size_t)(slash - path);
-	if (dlen > 0) {
-		r->tmp[dlen] = '\0';
-		int rc = make_parents(r->tmp, &err);
-		r->tmp[dlen] = '/';
-		if (rc < 0) {
-			free(r->tmp);
-			r->tmp = NULL;
-			fail_req(a, r, &err);
-			json_object_put(o);
-			return;
-		}
+	char *tmp = NULL;
+	r->path = strdup(path);
+	/* The temporary name is short so a base name near NAME_MAX fits. */
+	if (r->path == NULL ||
+	    asprintf(&tmp, "%.*s/.airlock-tmp-XXXXXX", (int)dlen, path) < 0) {
+		al_err_set(&err, AL_ENOMEM, ENOMEM, "out of memory");
+		goto fail;
 	}
-	r->fd = mkostemp(r->tmp, O_CLOEXEC);
+	if (dlen > 0) {
+		tmp[dlen] = '\0';
+		int rc = make_parents(tmp, &err);
+		tmp[dlen] = '/';
+		if (rc < 0)
+			goto fail;
+	}
+	r->fd = mkostemp(tmp, O_CLOEXEC);
 	if (r->fd < 0) {
 		int e = errno;
-		free(r->tmp);
-		r->tmp = NULL;
 		al_err_sys(&err, agent_code_from_errno(e), e,
 			   "create a file beside %s", path);
-		fail_req(a, r, &err);
-		json_object_put(o);
-		return;
+		goto fail;
 	}
-	if (fchmod(r->fd, mode) < 0) {
+	r->tmp = tmp; /* from here on file_free unlinks it */
+	tmp = NULL;
+	if (fchmod(r->fd, (mode_t)q.mode) < 0) {
 		al_err_sys(&err, AL_ESYS, errno, "chmod %s", path);
-		fail_req(a, r, &err);
+		goto fail;
 	}
-	json_object_put(o);
 	return;
 fail:
-	json_object_put(o);
-	agent_send_err(a, f->id, &err);
+	free(tmp);
+	fail_req(a, r, &err);
 }
 
 /* The write request of f, or NULL: data for a request that already
@@ -261,12 +230,35 @@ void file_data(agent *a, const al_frame *f)
 	r->bytes += f->len;
 }
 
+/* fsync the directory holding path, so the rename that put a file
+ * there survives a crash of the machine. Best effort: the file is whole
+ * and in place either way. */
+static void sync_parent(const char *path)
+{
+	const char *slash = strrchr(path, '/');
+	char dir[PATH_MAX];
+	snprintf(dir, sizeof dir, "%.*s",
+		 slash == path ? 1 : (int)(slash - path), path);
+	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0 || (fsync(fd) < 0 && errno != EINVAL))
+		al_warn("fsync %s: %s", dir, strerror(errno));
+	if (fd >= 0)
+		close(fd);
+}
+
 void file_end(agent *a, const al_frame *f)
 {
 	al_err err;
 	agent_req *r = find_write(a, f);
 	if (r == NULL)
 		return;
+	/* Whole and durable before it takes the target's name. */
+	if (fsync(r->fd) < 0) {
+		al_err_sys(&err, agent_code_from_errno(errno), errno,
+			   "write %s", r->path);
+		fail_req(a, r, &err);
+		return;
+	}
 	int fd = r->fd;
 	r->fd = -1;
 	if (close(fd) < 0) {
@@ -282,26 +274,25 @@ void file_end(agent *a, const al_frame *f)
 	}
 	free(r->tmp);
 	r->tmp = NULL;
-	json_object *o = json_object_new_object();
-	if (o == NULL) {
-		al_err_set(&err, AL_ENOMEM, ENOMEM, "out of memory");
-		fail_req(a, r, &err);
-		return;
-	}
-	json_object_object_add(o, "bytes",
-			       json_object_new_int64((int64_t)r->bytes));
+	sync_parent(r->path);
+	uint64_t bytes = r->bytes;
 	uint32_t id = r->id;
 	agent_req_remove(a, r);
-	agent_send_json(a, AL_F_RESULT, id, o);
-	json_object_put(o);
+	char *res = al_file_result_pack(bytes, &err);
+	if (res == NULL) {
+		agent_send_err(a, id, &err);
+		return;
+	}
+	agent_send(a, AL_F_RESULT, id, res, strlen(res));
+	free(res);
 }
 
 bool file_abort(agent *a, const al_frame *f)
 {
 	agent_req *r = agent_req_find(a, f->id);
-	if (r == NULL || r->kind != REQ_FWRITE)
+	if (r == NULL || (r->kind != REQ_FWRITE && r->kind != REQ_FREAD))
 		return false;
-	/* file_free (through remove) unlinks the temp file. */
+	/* file_free (through remove) unlinks a write's temp file. */
 	agent_req_remove(a, r);
 	return true;
 }
@@ -417,11 +408,11 @@ out:
 void file_list(agent *a, const al_frame *f)
 {
 	al_err err;
-	const char *path;
+	al_file_req q;
+	const char *path = q.path;
 	json_object *res = NULL;
 
-	json_object *o = agent_parse_obj(f, &err);
-	if (o == NULL || get_path(o, &path, &err) < 0)
+	if (al_file_req_unpack(f->payload, f->len, &q, &err) < 0)
 		goto fail;
 	if (agent_req_find(a, f->id) != NULL) {
 		al_err_set(&err, AL_EEXIST, 0, "request id %u is already live",
@@ -444,9 +435,7 @@ void file_list(agent *a, const al_frame *f)
 		goto fail;
 	agent_send_json(a, AL_F_RESULT, f->id, res);
 	json_object_put(res);
-	json_object_put(o);
 	return;
 fail:
-	json_object_put(o);
 	agent_send_err(a, f->id, &err);
 }

@@ -56,7 +56,8 @@ export AIRLOCK_DB="host=$PGSOCK dbname=airlock user=airlock"
 export AIRLOCK_SQL_DIR=$REPO/core/sql
 export AIRLOCK_LIBEXEC=$BUILD
 
-log() { printf 'airlock: %s\n' "$*" >&2; }
+# Never fails: a closed stderr (see stop_run) must not stop what logs.
+log() { printf 'airlock: %s\n' "$*" >&2 2>/dev/null || true; }
 die() {
 	printf 'airlock: error: %s\n' "$*" >&2
 	exit 1
@@ -706,17 +707,40 @@ do_status() {
 	return $rc
 }
 
+# Ctrl-C on `make run | tee run.log` ends tee as well: the stop must not
+# die of a write to its pipe. SIGPIPE is ignored for the whole run (a
+# write then fails with EPIPE instead); the stop's stdout goes to the
+# log directory, and so does stderr once it is found closed.
+stop_run() {
+	trap '' INT TERM PIPE
+	printf '\n' 2>/dev/null || true
+	exec >>"$LOG/stack-stop.log"
+	printf 'airlock: stopping\n' >&2 2>/dev/null ||
+		exec 2>>"$LOG/stack-stop.log"
+	# The loop's sleep, when only this script was signalled (SIGTERM).
+	[ -z "${RUN_SLEEP:-}" ] || kill "$RUN_SLEEP" 2>/dev/null || true
+	do_down
+	log "stopped"
+	exit 0
+}
+
 do_run() {
-	trap 'trap "" INT TERM; echo; log "stopping"; do_down; log "stopped"; exit 0' \
-		INT TERM
+	trap '' PIPE
+	trap stop_run INT TERM
 	if ! do_up; then
 		do_down
 		exit 1
 	fi
 	echo "Running in the foreground; Ctrl-C stops everything."
 	while :; do
-		sleep 3600 &
-		wait $! || true
+		# A script's background job ignores SIGINT; this one must
+		# end with the rest of the group on Ctrl-C.
+		(
+			trap - INT
+			exec sleep 3600
+		) &
+		RUN_SLEEP=$!
+		wait "$RUN_SLEEP" || true
 	done
 }
 

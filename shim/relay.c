@@ -87,14 +87,16 @@ static void to_client(shim *s, int i, uint16_t type, uint32_t id,
 static void client_error(shim *s, int i, uint32_t id, al_code code,
 			 const char *msg)
 {
-	json_object *o = json_object_new_object();
-	json_object_object_add(o, "code",
-			       json_object_new_string(al_code_name(code)));
-	json_object_object_add(o, "message", json_object_new_string(msg));
-	const char *txt = json_object_to_json_string_ext(o,
-						JSON_C_TO_STRING_PLAIN);
+	al_err err = {0};
+	char *txt = al_error_pack(code, msg, &err);
+	if (txt == NULL) {
+		al_warn("sandbox %s: client %d dropped: %s", s->sb.id, i,
+			err.msg);
+		drop_client(s, i);
+		return;
+	}
 	to_client(s, i, AL_F_ERROR, id, txt, strlen(txt));
-	json_object_put(o);
+	free(txt);
 }
 
 static void drop_client(shim *s, int i)
@@ -105,8 +107,7 @@ static void drop_client(shim *s, int i)
 	/* A process whose client went away is killed: nobody could read
 	 * its output or stop it any more. */
 	static const char kill_req[] = "{\"signal\":9}";
-	static const char abort_req[] =
-		"{\"code\":\"conflict\",\"message\":\"client went away\"}";
+	char *abort_req = NULL;
 	shim_route *next;
 	for (shim_route *r = s->routes; r != NULL; r = next) {
 		next = r->next;
@@ -115,16 +116,23 @@ static void drop_client(shim *s, int i)
 		if (r->kind == AL_F_EXEC) {
 			to_agent(s, AL_F_SIGNAL, r->agent_id, kill_req,
 				 sizeof kill_req - 1, NULL);
-		} else if (r->kind == AL_F_FILE_WRITE) {
-			/* A half-sent file must not appear in the sandbox;
-			 * the agent answers an abort with nothing. */
-			to_agent(s, AL_F_ERROR, r->agent_id, abort_req,
-				 sizeof abort_req - 1, NULL);
+		} else if (r->kind == AL_F_FILE_WRITE ||
+			   r->kind == AL_F_FILE_READ) {
+			/* A half-sent file must not appear in the sandbox,
+			 * and a download nobody reads must not go on; the
+			 * agent answers an abort with nothing. */
+			if (abort_req == NULL)
+				abort_req = al_error_pack(
+					AL_ESTATE, "client went away", NULL);
+			if (abort_req != NULL)
+				to_agent(s, AL_F_ERROR, r->agent_id, abort_req,
+					 strlen(abort_req), NULL);
 			route_del(s, r);
 			continue;
 		}
 		r->client = -1;
 	}
+	free(abort_req);
 	close(c->fd);
 	c->fd = -1;
 	c->gen++;
@@ -469,9 +477,29 @@ static void finish_destroy(shim *s)
 	}
 }
 
+/* Flow control: busy[i] = client i has a request in flight on the agent
+ * channel (only such a client feeds the agent's queue); the result says
+ * whether any client is behind on its queue, which pauses the agent. */
+static int mark_busy(const shim *s, unsigned char *busy)
+{
+	memset(busy, 0, SHIM_MAX_CLIENTS);
+	for (const shim_route *r = s->routes; r != NULL; r = r->next)
+		if (r->client >= 0 &&
+		    r->client_gen == s->clients[r->client].gen)
+			busy[r->client] = 1;
+	for (int i = 0; i < SHIM_MAX_CLIENTS; i++) {
+		const shim_client *c = &s->clients[i];
+		if (c->fd >= 0 &&
+		    al_buf_pending(&c->out) >= SHIM_CLIENT_QUEUE_HIGH)
+			return 1;
+	}
+	return 0;
+}
+
 int shim_relay_turn(shim *s, int timeout_ms, al_event *ev, char *detail,
 		    size_t dlen)
 {
+	unsigned char busy[SHIM_MAX_CLIENTS];
 	struct pollfd pfd[3 + SHIM_MAX_CLIENTS];
 	int who[3 + SHIM_MAX_CLIENTS];
 
@@ -481,7 +509,9 @@ int shim_relay_turn(shim *s, int timeout_ms, al_event *ev, char *detail,
 	who[n++] = -1;
 	pfd[n] = (struct pollfd){.fd = s->listen_fd, .events = POLLIN};
 	who[n++] = -2;
-	short aev = POLLIN;
+	int agent_behind = al_buf_pending(&s->agent_out) >=
+			   SHIM_AGENT_QUEUE_HIGH;
+	short aev = mark_busy(s, busy) ? 0 : POLLIN;
 	if (al_buf_pending(&s->agent_out) > 0)
 		aev |= POLLOUT;
 	pfd[n] = (struct pollfd){.fd = s->h.agent_fd, .events = aev};
@@ -490,7 +520,7 @@ int shim_relay_turn(shim *s, int timeout_ms, al_event *ev, char *detail,
 		shim_client *c = &s->clients[i];
 		if (c->fd < 0)
 			continue;
-		short cev = POLLIN;
+		short cev = agent_behind && busy[i] ? 0 : POLLIN;
 		if (al_buf_pending(&c->out) > 0)
 			cev |= POLLOUT;
 		pfd[n] = (struct pollfd){.fd = c->fd, .events = cev};
@@ -522,7 +552,12 @@ int shim_relay_turn(shim *s, int timeout_ms, al_event *ev, char *detail,
 			int i = who[k];
 			if (s->clients[i].fd < 0)
 				continue;
-			if (pfd[k].revents & (POLLIN | POLLHUP | POLLERR))
+			if ((pfd[k].events & POLLIN) == 0 &&
+			    (pfd[k].revents & (POLLHUP | POLLERR)))
+				/* Gone while paused: what it sent last is
+				 * abandoned with it. */
+				drop_client(s, i);
+			else if (pfd[k].revents & (POLLIN | POLLHUP | POLLERR))
 				read_client(s, i);
 		}
 	}

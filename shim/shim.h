@@ -21,6 +21,13 @@
  * stuck and is dropped. */
 #define SHIM_CLIENT_QUEUE_MAX (32u << 20)
 #define SHIM_AGENT_QUEUE_MAX (64u << 20)
+/* Flow control: while this much waits for a client, the shim stops
+ * reading the agent; while this much waits for the agent, it stops
+ * reading clients that have requests in flight there. The agent's
+ * limit is above any exec's stdin (a 1 MiB body), so a client that
+ * sends all its stdin before it reads the output cannot stall. */
+#define SHIM_CLIENT_QUEUE_HIGH (1u << 20)
+#define SHIM_AGENT_QUEUE_HIGH (2u << 20)
 
 typedef struct shim_client {
 	int fd; /* -1 = free slot */

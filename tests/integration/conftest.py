@@ -150,8 +150,12 @@ class Stack:
             "AIRLOCK_POOL_SIZE": "4G",
             "AIRLOCK_FCGI_WORKERS": "4",
             # Daemons report sanitizer findings in their logs (checked by
-            # test_zz_sanitizers) and keep running where they can.
+            # test_zz_sanitizers) and keep running where they can. The
+            # quarantine of freed memory is capped so that the memory
+            # tests (test_files) see the programs' own memory, not 256
+            # MiB of ASan's bookkeeping.
             "ASAN_OPTIONS": "detect_leaks=0:abort_on_error=0:"
+                            "quarantine_size_mb=8:"
                             f"log_path={state}/log/asan",
             "UBSAN_OPTIONS": f"print_stacktrace=1:log_path={state}/log/ubsan",
         })

@@ -1,11 +1,14 @@
 """Files in and out of a sandbox, path validation, and attempts to reach
 host files through `..` and symlinks."""
+import hashlib
 import os
 import secrets
+import socket
+import time
 
 import pytest
 
-from conftest import TIMEOUT, assert_error, exec_json
+from conftest import TIMEOUT, assert_error, exec_json, shim_of
 
 
 def files_url(api, sid):
@@ -70,6 +73,185 @@ def test_large_file_roundtrip(api, sandbox):
     r = get(api, sandbox["id"], "/tmp/large")
     assert r.status_code == 200
     assert r.content == data
+
+
+# ------------------------------------------------------------ atomic, streamed
+
+
+class Body:
+    """n pseudo-random bytes as a file-like request body: requests sends
+    it with a Content-Length and reads it in chunks, so the test never
+    holds the whole file."""
+    def __init__(self, n, seed=b"airlock"):
+        self.block = b"".join(hashlib.sha256(seed + bytes([i])).digest()
+                              for i in range(256)) * 8  # 64 KiB
+        self.n = n
+        self.pos = 0
+
+    def __len__(self):
+        return self.n - self.pos
+
+    def read(self, k=-1):
+        k = self.n - self.pos if k is None or k < 0 else min(k, self.n - self.pos)
+        out = bytearray()
+        while len(out) < k:
+            o = (self.pos + len(out)) % len(self.block)
+            out += self.block[o:o + k - len(out)]
+        self.pos += k
+        return bytes(out)
+
+    def sha256(self):
+        h, b = hashlib.sha256(), Body(self.n)
+        b.block = self.block
+        while (c := b.read(1 << 20)):
+            h.update(c)
+        return h.hexdigest()
+
+
+def start_upload(api, sid, path, length):
+    """A raw PUT that announces length bytes; the caller sends some and
+    hangs up, like a client that dies mid-upload."""
+    host, port = api.base.removeprefix("http://").split(":")
+    s = socket.create_connection((host, int(port)), timeout=30)
+    s.sendall((f"PUT /v1/sandboxes/{sid}/files?path={path} HTTP/1.1\r\n"
+               f"Host: {host}\r\n"
+               f"Authorization: {api.headers['Authorization']}\r\n"
+               f"Content-Length: {length}\r\n\r\n").encode())
+    return s
+
+
+def temp_files(api, sid, d):
+    res = sh(api, sid, f"ls -a {d}")
+    assert res["exit_code"] == 0, res
+    return [n for n in res["stdout"].split() if n.startswith(".airlock-tmp")]
+
+
+def wait_for(what, cond, timeout=30):
+    deadline = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.1)
+
+
+def test_aborted_upload_leaves_nothing(api, sandbox):
+    sid = sandbox["id"]
+    assert put(api, sid, "/root/aborted", b"older version").status_code == 201
+    s = start_upload(api, sid, "/root/aborted", 50 << 20)
+    chunk = Body(1 << 20).read()
+    for _ in range(8):
+        s.sendall(chunk)
+    # Mid-upload the bytes are in a file beside the target, and the
+    # target is still the old file.
+    wait_for("the upload's temporary file",
+             lambda: temp_files(api, sid, "/root"))
+    assert get(api, sid, "/root/aborted").content == b"older version"
+    s.close()
+    wait_for("the aborted upload's temporary file to go",
+             lambda: not temp_files(api, sid, "/root"))
+    r = get(api, sid, "/root/aborted")
+    assert r.status_code == 200 and r.content == b"older version"
+
+    # A new path: nothing appears at all.
+    s = start_upload(api, sid, "/root/never", 50 << 20)
+    s.sendall(chunk)
+    s.close()
+    wait_for("the aborted upload's temporary file to go",
+             lambda: not temp_files(api, sid, "/root"))
+    assert_error(get(api, sid, "/root/never"), 404)
+    # The sandbox goes on serving files.
+    assert put(api, sid, "/root/after", b"ok").status_code == 201
+    assert get(api, sid, "/root/after").content == b"ok"
+
+
+def test_upload_the_sandbox_refuses_leaves_nothing(api, sandbox):
+    """The agent refuses the path while the body is still coming: the
+    answer is its error, and nothing is created."""
+    sid = sandbox["id"]
+    assert put(api, sid, "/tmp/plain", b"a file").status_code == 201
+    r = api.put(files_url(api, sid), params={"path": "/tmp/plain/sub/x"},
+                data=Body(4 << 20), timeout=TIMEOUT)
+    assert_error(r, 422)
+    assert get(api, sid, "/tmp/plain").content == b"a file"
+    assert not temp_files(api, sid, "/tmp")
+
+
+def test_upload_over_the_body_limit_is_413(api, sandbox):
+    """nginx's client_max_body_size (256 MiB) refuses a bigger upload
+    from its Content-Length, before any byte of it is read."""
+    s = start_upload(api, sandbox["id"], "/tmp/huge", (256 << 20) + 1)
+    with s, s.makefile("rb") as f:
+        status = f.readline().split()
+        assert status[1] == b"413", status
+        while f.readline() not in (b"\r\n", b""):
+            pass
+        assert b'"too_large"' in f.readline()
+    assert_error(get(api, sandbox["id"], "/tmp/huge"), 404)
+
+
+def test_chunked_upload(api, sandbox):
+    """A body without a Content-Length (chunked; nginx buffers it whole
+    before fcgi sees it) lands complete."""
+    data = os.urandom(3 << 20)
+    r = api.put(files_url(api, sandbox["id"]), params={"path": "/tmp/chunked"},
+                data=(data[i:i + 65536] for i in range(0, len(data), 65536)),
+                timeout=TIMEOUT)
+    assert r.status_code == 201, r.text
+    assert r.request.headers.get("Transfer-Encoding") == "chunked"
+    assert r.json()["bytes"] == len(data)
+    assert get(api, sandbox["id"], "/tmp/chunked").content == data
+
+
+def mem_kib(pid):
+    out = {}
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            k, _, v = line.partition(":")
+            if k in ("VmRSS", "VmHWM"):
+                out[k] = int(v.split()[0])
+    return out
+
+
+# 200 MiB each way: under TCG a vm moves it in about 20 s.
+BIG = 200 << 20
+# Growth of a shim's or fcgi worker's peak RSS over its size before: its
+# bounded queues (a few MiB) and, under ASan, the allocator's quarantine
+# (conftest caps it at 8 MiB), but never the file.
+MEM_GROWTH_MAX_KIB = 32 << 10
+
+
+def test_big_file_streams_at_constant_memory(api, stack, sandbox):
+    sid = sandbox["id"]
+    shim = shim_of(stack, sid)
+    assert shim is not None, "no shim serves the sandbox"
+    procs = {"shim": [shim], "fcgi": stack.pids("airlock-fcgi")}
+    assert procs["fcgi"], "no airlock-fcgi processes"
+    before = {p: mem_kib(p) for ps in procs.values() for p in ps}
+
+    body = Body(BIG)
+    want = body.sha256()
+    r = api.put(files_url(api, sid), params={"path": "/root/big"}, data=body,
+                timeout=(5, 300))
+    assert r.status_code == 201, r.text
+    assert r.json()["bytes"] == BIG
+    h, n = hashlib.sha256(), 0
+    with api.get(files_url(api, sid), params={"path": "/root/big"},
+                 stream=True, timeout=(5, 300)) as r:
+        assert r.status_code == 200
+        for c in r.iter_content(1 << 20):
+            h.update(c)
+            n += len(c)
+    assert n == BIG
+    assert h.hexdigest() == want, "the file came back different"
+    res = sh(api, sid, "wc -c < /root/big; rm -f /root/big")
+    assert res["stdout"].strip() == str(BIG)
+
+    for kind, ps in procs.items():
+        for p in ps:
+            after = mem_kib(p)
+            grew = after["VmHWM"] - before[p]["VmRSS"]
+            assert grew < MEM_GROWTH_MAX_KIB, \
+                (f"{kind} {p} grew by {grew} KiB moving {BIG >> 20} MiB: "
+                 f"{before[p]} -> {after}")
 
 
 def test_missing_file_is_404(api, sandbox):

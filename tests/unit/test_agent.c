@@ -2,6 +2,7 @@
  * binary (AIRLOCK_AGENT or build/airlock-agent) on a socketpair at fd 3.
  * It runs unjailed on the host here, so file tests stay in a mkdtemp
  * directory. */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
@@ -744,6 +745,9 @@ static void test_file_write_read_list(void **state)
 	free(data);
 }
 
+/* What the shim sends on a transfer whose client went away. */
+#define ABORT_REQ "{\"code\":\"conflict\",\"message\":\"client went away\"}"
+
 /* A write the host aborts (ERROR on its id) leaves no file and no temp
  * file, gets no answer, and the agent serves the next request. */
 static void test_file_write_abort(void **state)
@@ -755,9 +759,7 @@ static void test_file_write_abort(void **state)
 	send_json(c, AL_F_FILE_WRITE, 90, "{\"path\":\"%s\",\"mode\":420}",
 		  path);
 	send_raw(c, AL_F_FILE_DATA, 90, "half", 4);
-	static const char abort_req[] =
-		"{\"code\":\"conflict\",\"message\":\"client went away\"}";
-	send_raw(c, AL_F_ERROR, 90, abort_req, sizeof abort_req - 1);
+	send_raw(c, AL_F_ERROR, 90, ABORT_REQ, sizeof ABORT_REQ - 1);
 
 	/* The next answer on the channel is for the list, not for 90. */
 	send_json(c, AL_F_FILE_LIST, 91, "{\"path\":\"%s\"}", c->dir);
@@ -773,6 +775,165 @@ static void test_file_write_abort(void **state)
 	al_frame_free(&f);
 	struct stat st;
 	assert_int_equal(stat(path, &st), -1);
+}
+
+static void put_text(const char *path, const char *text)
+{
+	FILE *fp = fopen(path, "w");
+	assert_non_null(fp);
+	assert_int_equal(fputs(text, fp) >= 0, 1);
+	assert_int_equal(fclose(fp), 0);
+}
+
+static void assert_text(const char *path, const char *text)
+{
+	char buf[256];
+	FILE *fp = fopen(path, "r");
+	assert_non_null(fp);
+	size_t n = fread(buf, 1, sizeof buf - 1, fp);
+	fclose(fp);
+	buf[n] = '\0';
+	assert_string_equal(buf, text);
+}
+
+/* Names in dir that start with prefix. */
+static int count_prefixed(const char *dir, const char *prefix)
+{
+	DIR *d = opendir(dir);
+	assert_non_null(d);
+	int n = 0;
+	struct dirent *de;
+	while ((de = readdir(d)) != NULL)
+		n += strncmp(de->d_name, prefix, strlen(prefix)) == 0;
+	closedir(d);
+	return n;
+}
+
+/* A request the agent answers after everything sent before it: once it
+ * is answered, earlier frames were handled. */
+static void sync_agent(ctx *c, uint32_t id)
+{
+	al_frame f;
+	send_json(c, AL_F_FILE_LIST, id, "{\"path\":\"%s\"}", c->dir);
+	recv_frame(c, &f);
+	assert_int_equal(f.id, id);
+	assert_int_equal(f.type, AL_F_RESULT);
+	al_frame_free(&f);
+}
+
+/* Until FILE_END the bytes go to a hidden file beside the target, which
+ * keeps its old content; FILE_END swaps the whole new file in. */
+static void test_file_write_is_atomic(void **state)
+{
+	ctx *c = *state;
+	char path[PATH_MAX];
+	al_frame f;
+	skip_hello(c);
+	snprintf(path, sizeof path, "%s/target", c->dir);
+	put_text(path, "old content");
+
+	send_json(c, AL_F_FILE_WRITE, 60, "{\"path\":\"%s\",\"mode\":420}",
+		  path);
+	send_raw(c, AL_F_FILE_DATA, 60, "new ", 4);
+	sync_agent(c, 61);
+	assert_text(path, "old content");
+	assert_int_equal(count_prefixed(c->dir, ".airlock-tmp-"), 1);
+
+	send_raw(c, AL_F_FILE_DATA, 60, "content", 7);
+	send_raw(c, AL_F_FILE_END, 60, NULL, 0);
+	recv_frame(c, &f);
+	assert_int_equal(f.id, 60);
+	assert_int_equal(f.type, AL_F_RESULT);
+	json_object *o = payload_json(&f);
+	assert_int_equal(jint(o, "bytes"), 11);
+	json_object_put(o);
+	al_frame_free(&f);
+	assert_text(path, "new content");
+	assert_int_equal(count_prefixed(c->dir, ".airlock-tmp-"), 0);
+}
+
+/* An aborted write leaves an existing file as it was. */
+static void test_file_write_abort_keeps_old(void **state)
+{
+	ctx *c = *state;
+	char path[PATH_MAX];
+	skip_hello(c);
+	snprintf(path, sizeof path, "%s/kept", c->dir);
+	put_text(path, "old content");
+	send_json(c, AL_F_FILE_WRITE, 62, "{\"path\":\"%s\"}", path);
+	send_raw(c, AL_F_FILE_DATA, 62, "partial", 7);
+	send_raw(c, AL_F_ERROR, 62, ABORT_REQ, sizeof ABORT_REQ - 1);
+	sync_agent(c, 63);
+	assert_text(path, "old content");
+	assert_int_equal(count_prefixed(c->dir, ".airlock-tmp-"), 0);
+	/* Data after the abort finds no write and changes nothing. */
+	send_raw(c, AL_F_FILE_DATA, 62, "late", 4);
+	send_raw(c, AL_F_FILE_END, 62, NULL, 0);
+	sync_agent(c, 64);
+	assert_text(path, "old content");
+}
+
+/* The host going away mid-write (channel closed, no FILE_END) leaves
+ * the old file and no temporary one. */
+static void test_file_write_channel_closed(void **state)
+{
+	ctx *c = *state;
+	char path[PATH_MAX], fresh[PATH_MAX];
+	skip_hello(c);
+	snprintf(path, sizeof path, "%s/kept", c->dir);
+	snprintf(fresh, sizeof fresh, "%s/fresh", c->dir);
+	put_text(path, "old content");
+	send_json(c, AL_F_FILE_WRITE, 65, "{\"path\":\"%s\"}", path);
+	send_json(c, AL_F_FILE_WRITE, 66, "{\"path\":\"%s\"}", fresh);
+	send_raw(c, AL_F_FILE_DATA, 65, "partial", 7);
+	send_raw(c, AL_F_FILE_DATA, 66, "partial", 7);
+	sync_agent(c, 67);
+	assert_int_equal(count_prefixed(c->dir, ".airlock-tmp-"), 2);
+	close(c->fd);
+	c->fd = -1;
+	int st;
+	assert_int_equal(waitpid(c->pid, &st, 0), c->pid);
+	c->pid = 0;
+	assert_text(path, "old content");
+	assert_int_equal(access(fresh, F_OK), -1);
+	assert_int_equal(count_prefixed(c->dir, ".airlock-tmp-"), 0);
+}
+
+/* A download the host gives up on (ERROR on its id) stops unanswered,
+ * and the channel serves the next request. */
+static void test_file_read_abort(void **state)
+{
+	ctx *c = *state;
+	char path[PATH_MAX];
+	skip_hello(c);
+	snprintf(path, sizeof path, "%s/big", c->dir);
+	FILE *fp = fopen(path, "w");
+	assert_non_null(fp);
+	static uint8_t block[1 << 16];
+	for (int i = 0; i < 256; i++) /* 16 MiB: far more than one round */
+		assert_int_equal(fwrite(block, 1, sizeof block, fp),
+				 sizeof block);
+	assert_int_equal(fclose(fp), 0);
+	send_json(c, AL_F_FILE_READ, 68, "{\"path\":\"%s\"}", path);
+	send_raw(c, AL_F_ERROR, 68, ABORT_REQ, sizeof ABORT_REQ - 1);
+	send_json(c, AL_F_FILE_LIST, 69, "{\"path\":\"%s\"}", c->dir);
+	/* Chunks sent before the abort arrived may come; then the list, and
+	 * no FILE_END for 68. */
+	size_t got = 0;
+	for (;;) {
+		al_frame f;
+		recv_frame(c, &f);
+		if (f.id == 69) {
+			assert_int_equal(f.type, AL_F_RESULT);
+			al_frame_free(&f);
+			break;
+		}
+		assert_int_equal(f.id, 68);
+		assert_int_equal(f.type, AL_F_FILE_DATA);
+		got += f.len;
+		al_frame_free(&f);
+	}
+	assert_true(got < sizeof block * 256);
 }
 
 static void test_file_errors(void **state)
@@ -1131,6 +1292,10 @@ int main(void)
 		T(test_exec_duplicate_id),
 		T(test_file_write_read_list),
 		T(test_file_write_abort),
+		T(test_file_write_is_atomic),
+		T(test_file_write_abort_keeps_old),
+		T(test_file_write_channel_closed),
+		T(test_file_read_abort),
 		T(test_file_errors),
 		T(test_garbage_framing_exits),
 		T(test_oversized_frame_exits),

@@ -7,6 +7,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -473,6 +474,106 @@ static void test_recv_violation(void **state)
 	close(sv[1]);
 }
 
+/* A send into a peer that takes nothing gives up at its deadline. */
+static void test_send_until_deadline(void **state)
+{
+	(void)state;
+	int sv[2];
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0,
+				    sv),
+			 0);
+	static uint8_t chunk[AL_FRAME_MAX_PAYLOAD];
+	al_err err = {0};
+	int rc = 0;
+	int64_t t0 = al_now_ms();
+	/* The socket buffer fills within a few frames; then the wait. */
+	for (int i = 0; i < 64 && rc == 0; i++)
+		rc = al_frame_send_until(sv[0], AL_F_FILE_DATA, 1, chunk,
+					 sizeof chunk, al_now_ms() + 100,
+					 &err);
+	assert_int_equal(rc, -1);
+	assert_int_equal(err.code, AL_ETIMEDOUT);
+	assert_true(al_now_ms() - t0 < 5000);
+	close(sv[0]);
+	close(sv[1]);
+}
+
+static void test_file_req_pack_unpack(void **state)
+{
+	(void)state;
+	al_err err = {0};
+	al_file_req q;
+	char *s = al_file_req_pack("/root/a \"b\"", 0600, &err);
+	assert_non_null(s);
+	assert_int_equal(al_file_req_unpack(s, strlen(s), &q, &err), 0);
+	assert_string_equal(q.path, "/root/a \"b\"");
+	assert_int_equal(q.mode, 0600);
+	free(s);
+	s = al_file_req_pack("/x", -1, &err);
+	assert_non_null(s);
+	assert_int_equal(al_file_req_unpack(s, strlen(s), &q, &err), 0);
+	assert_int_equal(q.mode, AL_FILE_MODE_DEFAULT);
+	free(s);
+
+	static const struct {
+		const char *in;
+		al_code code;
+	} bad[] = {
+		{"", AL_EINVAL},
+		{"[]", AL_EINVAL},
+		{"{\"path\":\"/x\"} junk", AL_EINVAL},
+		{"{}", AL_EINVAL},
+		{"{\"path\":7}", AL_EINVAL},
+		{"{\"path\":\"/a\\u0000b\"}", AL_EINVAL},
+		{"{\"path\":\"rel\"}", AL_EPATH},
+		{"{\"path\":\"\"}", AL_EPATH},
+		{"{\"path\":\"/x\",\"mode\":\"644\"}", AL_EINVAL},
+		{"{\"path\":\"/x\",\"mode\":4096}", AL_EINVAL},
+		{"{\"path\":\"/x\",\"mode\":-1}", AL_EINVAL},
+	};
+	for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+		err.code = AL_OK;
+		assert_int_equal(al_file_req_unpack(bad[i].in,
+						    strlen(bad[i].in), &q,
+						    &err),
+				 -1);
+		assert_int_equal(err.code, bad[i].code);
+	}
+	/* A path that fills the field leaves no room for its NUL. */
+	char *longp = malloc(AL_FILE_PATH_MAX + 32);
+	assert_non_null(longp);
+	int n = snprintf(longp, AL_FILE_PATH_MAX + 32, "{\"path\":\"/");
+	memset(longp + n, 'a', AL_FILE_PATH_MAX - 1);
+	strcpy(longp + n + AL_FILE_PATH_MAX - 1, "\"}");
+	assert_int_equal(al_file_req_unpack(longp, strlen(longp), &q, &err),
+			 -1);
+	assert_int_equal(err.code, AL_EPATH);
+	free(longp);
+}
+
+static void test_error_pack_unpack(void **state)
+{
+	(void)state;
+	al_err err = {0}, got = {0};
+	char *s = al_error_pack(AL_ENOENT, "no \"such\" file", &err);
+	assert_non_null(s);
+	assert_int_equal(al_error_unpack(s, strlen(s), &got, &err), 0);
+	assert_int_equal(got.code, AL_ENOENT);
+	assert_string_equal(got.msg, "no \"such\" file");
+	free(s);
+	static const char unknown[] = "{\"code\":\"what\"}";
+	assert_int_equal(al_error_unpack(unknown, strlen(unknown), &got, &err),
+			 0);
+	assert_int_equal(got.code, AL_EINTERNAL);
+	static const char bad[] = "{\"code\":1}";
+	assert_int_equal(al_error_unpack(bad, strlen(bad), &got, &err), -1);
+	assert_int_equal(err.code, AL_EINVAL);
+	s = al_file_result_pack(209715200, &err);
+	assert_non_null(s);
+	assert_string_equal(s, "{\"bytes\":209715200}");
+	free(s);
+}
+
 int main(void)
 {
 	signal(SIGPIPE, SIG_DFL);
@@ -492,6 +593,9 @@ int main(void)
 		cmocka_unit_test(test_recv_deadline),
 		cmocka_unit_test(test_recv_eof_mid_frame),
 		cmocka_unit_test(test_recv_violation),
+		cmocka_unit_test(test_send_until_deadline),
+		cmocka_unit_test(test_file_req_pack_unpack),
+		cmocka_unit_test(test_error_pack_unpack),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,84 @@
+"""`make run | tee run.log`, then Ctrl-C: the whole stack stops, although
+the pipe's reader (tee) is gone by the time the stop writes its output.
+
+Runs scripts/stack.sh run on a state directory of its own (not the
+session's stack), its stdout and stderr on a pipe, in its own process
+group like a shell job; the test reads the output until the stack is up,
+closes the pipe as tee does on Ctrl-C, and sends SIGINT to the group."""
+import os
+import signal
+import subprocess
+import tempfile
+import time
+
+from conftest import (REPO, STACK, Stack, _cleanup_state, cmdline, free_port,
+                      pid_alive, seed_vm_kernel)
+
+UP_TIMEOUT = 180
+DOWN_TIMEOUT = 120
+
+
+def processes_of(state):
+    """Every process whose environment names this state directory."""
+    want = f"AIRLOCK_STATE={state}".encode()
+    out = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit() or int(d) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{d}/environ", "rb") as f:
+                if want in f.read().split(b"\0"):
+                    out.append(int(d))
+        except OSError:
+            continue
+    return [p for p in out if pid_alive(p)]
+
+
+def postmaster(state):
+    try:
+        with open(os.path.join(state, "pg", "postmaster.pid")) as f:
+            return int(f.readline())
+    except (OSError, ValueError):
+        return None
+
+
+def test_run_piped_stops_everything_on_ctrl_c():
+    build = os.environ.get("AIRLOCK_TEST_BUILD",
+                           os.path.join(REPO, "build-san"))
+    state = tempfile.mkdtemp(prefix="airlock-run-")
+    st = Stack(state, build, free_port(), free_port())
+    st.env["AIRLOCK_POOL_SIZE"] = "2G"
+    log = []
+    try:
+        seed_vm_kernel(state)
+        p = subprocess.Popen([STACK, "run"], env=st.env, cwd=REPO,
+                             stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT,
+                             start_new_session=True)
+        out = []
+        deadline = time.monotonic() + UP_TIMEOUT
+        for line in p.stdout:
+            out.append(line.decode(errors="replace"))
+            if b"Ctrl-C stops everything" in line:
+                break
+            assert time.monotonic() < deadline, "".join(out)
+        assert any("Ctrl-C stops everything" in ln for ln in out), \
+            "stack.sh run did not come up:\n" + "".join(out)
+        pg = postmaster(state)
+        assert pg is not None and pid_alive(pg), "no PostgreSQL running"
+        assert processes_of(state), "no process of the stack found"
+
+        # tee dies of the same Ctrl-C: the pipe has no reader any more.
+        p.stdout.close()
+        os.killpg(p.pid, signal.SIGINT)
+        rc = p.wait(timeout=DOWN_TIMEOUT)
+        assert rc == 0, f"stack.sh run ended with {rc}"
+
+        left = processes_of(state)
+        assert left == [], ("processes of the stack left running: " +
+                            str([(p, cmdline(p)) for p in left]))
+        assert not pid_alive(pg), "PostgreSQL left running"
+        assert not os.path.ismount(os.path.join(state, "pool")), \
+            "pool left mounted"
+    finally:
+        _cleanup_state(st, log)
