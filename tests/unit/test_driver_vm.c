@@ -90,7 +90,8 @@ static int group_setup(void **state)
 	snprintf(vmdir, sizeof vmdir, "%s/template.vm", tmpdir);
 	if (run("set -e; r=%s; mkdir -p $r/bin $r/sbin $r/etc $r/root $r/tmp "
 		"$r/dev $r/proc $r/sys; cp /bin/busybox $r/bin/; "
-		"for a in sh cat ls uname hostname echo test df fallocate rm; do "
+		"for a in sh cat ls uname hostname echo test df fallocate rm; "
+		"do "
 		"ln -s busybox $r/bin/$a; done; cp %s $r/sbin/airlock-agent; "
 		"echo root:x:0:0:root:/root:/bin/sh >$r/etc/passwd",
 		rootfs, agent) != 0)
