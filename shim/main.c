@@ -210,14 +210,14 @@ static int grow_disk(shim *s, uint64_t bytes, al_err *err)
 	if (s->driver->grow_disk(&s->h, bytes, err) < 0)
 		return -1;
 	start_ms.grow_us += now_us() - t;
+	s->grown_for = bytes;
 	return 0;
 }
 
 /* Snapshot the template into pool/sandboxes/<name> and start the machine
- * on it; name is the sandbox id, or the slot of a standby (whose disk
- * keeps the template's size until a claim grows it). */
+ * on it; name is the sandbox id, or the slot of a standby. */
 static int start_machine(shim *s, const char *name, const char *tmpl_name,
-			 const al_limits *limits, int standby, al_err *err)
+			 const al_limits *limits, al_err *err)
 {
 	char tmpl[AL_PATH_MAX];
 	if (shim_template_rootfs(s, tmpl, sizeof tmpl, err) < 0 ||
@@ -248,7 +248,7 @@ static int start_machine(shim *s, const char *name, const char *tmpl_name,
 	if (wait_hello(s, err) < 0)
 		return -1;
 	start_ms.hello = al_now_ms();
-	if (!standby && grow_disk(s, limits->disk_bytes, err) < 0)
+	if (grow_disk(s, limits->disk_bytes, err) < 0)
 		return -1;
 	if (shim_template_start(s, err) < 0)
 		return -1;
@@ -311,7 +311,7 @@ static int bring_up(shim *s, al_err *err)
 	    shim_template_load(s, s->sb.template_name, s->sb.template_version,
 			       err) < 0)
 		return -1;
-	if (start_machine(s, s->sb.id, s->sb.template_name, &s->sb.limits, 0,
+	if (start_machine(s, s->sb.id, s->sb.template_name, &s->sb.limits,
 			  err) < 0)
 		return -1;
 	return go_live(s, err);
@@ -359,10 +359,13 @@ static int bring_up_standby(shim *s, const char *tmpl, const char *driver,
 		return al_err_set(err, AL_EINVAL, 0,
 				  "driver %s has no warm pool support",
 				  s->driver->name);
-	/* A claim sets the sandbox's own cap (shim_claim). */
+	/* A claim sets the sandbox's own cap (shim_claim). The machine's
+	 * disk is grown now, for the default limit most creates ask for,
+	 * off their path; a claim asking less is declined (it cannot
+	 * shrink), one asking more grows it further. */
 	al_limits defaults = {.disk_bytes = (uint64_t)s->cfg.default_disk_mb
 					    << 20};
-	if (start_machine(s, s->slot, tmpl, &defaults, 1, err) < 0)
+	if (start_machine(s, s->slot, tmpl, &defaults, err) < 0)
 		return -1;
 	if (s->driver == &al_driver_vm)
 		shim_warm_up(s);
@@ -378,12 +381,22 @@ static int bring_up_standby(shim *s, const char *tmpl, const char *driver,
 
 int shim_claim(shim *s, const char *id, al_err *err)
 {
-	/* No second claimer may reach this standby from now on. */
-	close_control(s);
-	s->standby = 0;
 	al_sandbox sb = {0};
 	if (al_sandbox_get(s->db, id, &sb, err) < 0)
 		return -1;
+	if (sb.limits.disk_bytes < s->grown_for) {
+		al_err_set(err, AL_ESTATE, 0,
+			   "sandbox %s asks for a %llu MiB disk, this standby's "
+			   "is grown for %llu MiB",
+			   id, (unsigned long long)(sb.limits.disk_bytes >> 20),
+			   (unsigned long long)(s->grown_for >> 20));
+		al_sandbox_free_fields(&sb);
+		return AL_DECLINED;
+	}
+	/* No second claimer may reach this standby from now on (the shim
+	 * serves one client frame at a time: none came in between). */
+	close_control(s);
+	s->standby = 0;
 	int ok = sb.state == AL_ST_CREATING &&
 		 strcmp(sb.template_name, s->sb.template_name) == 0 &&
 		 sb.template_version == s->sb.template_version &&

@@ -39,6 +39,11 @@ void shim_teardown(shim *sh, al_event ev, const char *detail)
 
 int shim_claim(shim *sh, const char *id, al_err *err)
 {
+	/* 2: declined, the standby waits on unchanged. */
+	if (claim_fails == 2) {
+		al_err_set(err, AL_ESTATE, 0, "claim declined");
+		return AL_DECLINED;
+	}
 	sh->standby = 0;
 	if (claim_fails)
 		return al_err_set(err, AL_ESTATE, 0, "claim refused");
@@ -290,7 +295,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	s.destroy_client = -1;
 	s.next_agent_id = 1;
 	s.standby = data[0] & 1;
-	claim_fails = (data[0] >> 1) & 1;
+	claim_fails = ((data[0] >> 1) & 3) % 3;
 	s.driver = &al_driver_ns;
 	snprintf(s.sb.id, sizeof s.sb.id, "sbx-fuzz-0");
 	snprintf(s.slot, sizeof s.slot, "standby-v1-fuzz");
