@@ -137,8 +137,9 @@ static uint16_t pick_type(uint8_t b)
 		AL_F_STDOUT,	AL_F_STDERR,	AL_F_EXIT,	AL_F_SIGNAL,
 		AL_F_FILE_READ, AL_F_FILE_DATA, AL_F_FILE_END,	AL_F_FILE_WRITE,
 		AL_F_FILE_LIST, AL_F_RESULT,	AL_F_ERROR,	AL_F_STATUS,
-		AL_F_DESTROY,	AL_F_CLAIM,	AL_F_IDENTITY,	0,
-		16,		31,		36,		0xffff,
+		AL_F_DESTROY,	AL_F_CLAIM,	AL_F_IDENTITY,	AL_F_DISK_GROW,
+		0,		16,		31,		37,
+		0xffff,
 	};
 	return types[b % (sizeof types / sizeof *types)];
 }
