@@ -16,7 +16,8 @@
  *                            took it (devices, init protocol)
  *   ROOTFS/.airlock-vm       symlink to VMDIR (absolute), so a sandbox
  *                            made from the template's subvolume finds it
- *   ROOTFS/.airlock-disk.ext4  the sandbox's reflinked copy of the disk
+ *   ROOTFS/.airlock-disk.ext4  the sandbox's reflinked copy of the disk,
+ *                            grown to its disk limit (al_vm_disk_size)
  *   ROOTFS/.airlock-vm-run   symlink to the sandbox's QEMU run directory
  *                            (/tmp/airlock-vm-XXXXXX: QEMU's log, the
  *                            mount point of its jail), removed by

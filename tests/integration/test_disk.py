@@ -144,6 +144,32 @@ def test_vm_filesystem_is_as_big_as_disk_mb(stack, api, info):
         s.cleanup()
 
 
+def test_vm_standby_is_grown_for_the_default(stack, api, info):
+    """A vm standby's disk is grown for the default disk_mb while it
+    waits: a default create claims it with nothing left to grow; one
+    asking less is declined by every standby without using them up and
+    starts fresh, at its own size."""
+    if "vm" not in (info or {}).get("drivers", []):
+        pytest.skip(f"vm driver not usable on this host: {info!r}")
+    assert wait_pool(stack, "vm"), standbys(stack, "vm")
+    before = set(standbys(stack, "vm"))
+    s = Sandboxes(api, "vm")
+    try:
+        small = s.create(disk_mb=2048, timeout=900)["id"]
+        assert before <= set(standbys(stack, "vm")), "a standby was used"
+        assert 1900 <= df_total_mib(api, small) <= 2048
+        line = [ln for ln in grow_lines(stack, small) if "running" in ln]
+        assert line, grow_lines(stack, small)
+        sid = s.create(timeout=900)["id"]
+        assert before - set(standbys(stack, "vm")), "no standby claimed"
+        line = [ln for ln in grow_lines(stack, sid) if "adopted" in ln]
+        assert line and "(disk grow 0.0" in line[0], line
+        assert DEFAULT_DISK_MB * 0.95 <= df_total_mib(api, sid) \
+            <= DEFAULT_DISK_MB
+    finally:
+        s.cleanup()
+
+
 def test_claimed_standby_gets_the_requests_cap(stack, api):
     """A standby waits with the default cap; the claim replaces it."""
     assert wait_pool(stack, "ns"), standbys(stack, "ns")
