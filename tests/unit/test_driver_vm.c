@@ -90,7 +90,8 @@ static int group_setup(void **state)
 	snprintf(vmdir, sizeof vmdir, "%s/template.vm", tmpdir);
 	if (run("set -e; r=%s; mkdir -p $r/bin $r/sbin $r/etc $r/root $r/tmp "
 		"$r/dev $r/proc $r/sys; cp /bin/busybox $r/bin/; "
-		"for a in sh cat ls uname hostname echo test df fallocate rm; "
+		"for a in sh cat ls uname hostname echo test df fallocate rm "
+		"mount; "
 		"do "
 		"ln -s busybox $r/bin/$a; done; cp %s $r/sbin/airlock-agent; "
 		"echo root:x:0:0:root:/root:/bin/sh >$r/etc/passwd",
@@ -612,6 +613,33 @@ static void test_grow_disk(void **state)
 	stop_vm(&h, &r);
 }
 
+/* A guest that cannot grow its filesystem (here: its root remounted
+ * read-only) fails the grow with the guest's reason, which the shim
+ * turns into a failed start. */
+static void test_grow_disk_refused(void **state)
+{
+	(void)state;
+	NEED_VM();
+	char root[300], out[256];
+	make_sandbox_root("grow-refused", root, sizeof root);
+	al_driver_handle h;
+	al_frame_reader r;
+	start_vm("grow-refused", root, &h, &r, NULL);
+	h.agent_in = &r;
+	assert_int_equal(vm_exec(h.agent_fd, &r, 1, "mount -o remount,ro /",
+				 out, sizeof out),
+			 0);
+	al_err err = {0};
+	assert_int_equal(drv->grow_disk(&h, 2048ull << 20, &err), -1);
+	assert_int_equal(err.code, AL_EPROTO);
+	if (strstr(err.msg, "DISK_GROW") == NULL ||
+	    strstr(err.msg, "2048 MiB") == NULL)
+		fail_msg("unclear error: %s", err.msg);
+	printf("# %s\n", err.msg);
+	assert_int_equal(df_total_mib(&h, &r, 2) <= 1024, 1);
+	stop_vm(&h, &r);
+}
+
 /* A full pool while cloning the disk: a clear "pool is full", no QEMU,
  * no half-written disk left behind. */
 static void test_full_pool_is_clear_error(void **state)
@@ -738,6 +766,7 @@ int main(void)
 		cmocka_unit_test(test_adopt_gives_identity),
 		cmocka_unit_test(test_disk_size),
 		cmocka_unit_test(test_grow_disk),
+		cmocka_unit_test(test_grow_disk_refused),
 		cmocka_unit_test(test_full_pool_is_clear_error),
 		/* Last: it touches the template's agent. */
 		cmocka_unit_test(test_usable_and_template_ready),
