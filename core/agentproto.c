@@ -41,6 +41,7 @@ static const char *const type_names[AL_F_TYPE_MAX] = {
 	[AL_F_DESTROY] = "DESTROY",
 	[AL_F_CLAIM] = "CLAIM",
 	[AL_F_IDENTITY] = "IDENTITY",
+	[AL_F_DISK_GROW] = "DISK_GROW",
 };
 
 static int type_valid(uint16_t type)

@@ -99,6 +99,11 @@ enum al_frame_type {
 	 * where the agent lacks the privilege: the ns jail, whose driver
 	 * never sends it). */
 	AL_F_IDENTITY = 35,
+	/* host -> agent, vm only: {"path":"/","bytes":N} -> RESULT {} once
+	 * the filesystem mounted at path spans N bytes (its block device
+	 * has grown to at least N, or ERROR after a few seconds of waiting
+	 * for it), or ERROR; it only ever grows (online: ext4). */
+	AL_F_DISK_GROW = 36,
 
 	AL_F_TYPE_MAX
 };

@@ -60,6 +60,12 @@ typedef struct al_driver {
 	 * limits from spec; rootfs and agent are unchanged. */
 	int (*adopt)(al_driver_handle *h, const al_sandbox_spec *spec,
 		     al_err *err);
+	/* Make the machine's own disk as big as bytes, the sandbox's disk
+	 * limit, once its agent said HELLO (and after adopt): the vm's
+	 * guest filesystem. Never trusts a size the guest reports; the
+	 * qgroup caps the host's side either way. NULL where the machine's
+	 * files are the host's (ns). */
+	int (*grow_disk)(al_driver_handle *h, uint64_t bytes, al_err *err);
 	/* Freeze / thaw all processes (later issues; may be NULL). */
 	int (*pause)(al_driver_handle *h, al_err *err);
 	int (*resume)(al_driver_handle *h, al_err *err);

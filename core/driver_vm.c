@@ -115,6 +115,7 @@ typedef struct vm_priv {
 	int pidfd;
 	al_qmp *qmp;
 	al_vmjail_uid uid;
+	uint64_t disk_size; /* bytes of its disk image, as QEMU sees it */
 	char rundir[64];
 } vm_priv;
 
@@ -743,12 +744,16 @@ static int migrate(al_qmp *q, const char *cmd, int fd, int64_t deadline_ms,
 }
 
 /* Clone a disk image: a reflink where the filesystem can (btrfs, xfs),
- * else a copy of the data extents only (the image is sparse). */
-static int disk_clone(const char *src, const char *dst, al_err *err)
+ * else a copy of the data extents only (the image is sparse); *size is
+ * its size. */
+static int disk_clone(const char *src, const char *dst, uint64_t *size,
+		      al_err *err)
 {
 	al_autofd int in = open(src, O_RDONLY | O_CLOEXEC);
-	if (in < 0)
+	struct stat st;
+	if (in < 0 || fstat(in, &st) < 0)
 		return al_err_sys(err, AL_ENOENT, errno, "disk image %s", src);
+	*size = (uint64_t)st.st_size;
 	al_autofd int out = open(dst, O_WRONLY | O_CREAT | O_TRUNC |
 					      O_CLOEXEC | O_NOFOLLOW,
 				 0600);
@@ -1030,7 +1035,8 @@ static int vm_start(const al_sandbox_spec *spec, al_driver_handle *h,
 		l.accel = al_vm_accel_load(cfg.state_dir);
 	}
 
-	if (disk_clone(tdisk, disk, err) < 0)
+	uint64_t disk_size;
+	if (disk_clone(tdisk, disk, &disk_size, err) < 0)
 		return -1;
 	vm_priv *p = calloc(1, sizeof *p);
 	if (p == NULL) {
@@ -1039,6 +1045,7 @@ static int vm_start(const al_sandbox_spec *spec, al_driver_handle *h,
 	}
 	p->pidfd = -1;
 	p->uid.lock_fd = -1;
+	p->disk_size = disk_size;
 	al_autofd int agent_fd = -1;
 	char runlink[AL_PATH_MAX] = "";
 	int cg_made = 0;
@@ -1076,7 +1083,7 @@ static int vm_start(const al_sandbox_spec *spec, al_driver_handle *h,
 		machine_kill(p, &agent_fd);
 		restore = 0;
 		unlink(disk);
-		if (disk_clone(tdisk, disk, err) < 0 ||
+		if (disk_clone(tdisk, disk, &p->disk_size, err) < 0 ||
 		    al_vm_kernel_find(cfg.state_dir, &kernel, err) < 0)
 			goto fail;
 		l.mode = VM_COLD;
@@ -1153,18 +1160,71 @@ static int vm_stop(al_driver_handle *h, al_err *err)
 	return 0;
 }
 
-/* Request id of the one IDENTITY an adopt sends: the shim's relay hands
- * out ids from 1 upwards and a standby has served none yet. */
+/* Request ids of the driver's own requests to the agent: the shim's
+ * relay hands out ids from 1 upwards and has served none yet when the
+ * driver asks (a standby serves none; a start grows before going live). */
 #define VM_IDENTITY_ID 0xfffffff0u
+#define VM_DISK_ID 0xfffffff1u
 #define VM_ADOPT_TIMEOUT_MS 5000
+/* The agent waits up to 5 s for the device; the resize itself is ms. */
+#define VM_GROW_TIMEOUT_MS 15000
+
+/* Send the agent one request and wait for its answer: 0 on RESULT. Sent
+ * synchronously on h->agent_fd: the shim asks the driver only while no
+ * request is in flight on the agent channel, so the answer is the next
+ * frame of that id; stray output of the guest's own making is dropped.
+ * Read through the owner's reader (h->agent_in), which may hold bytes. */
+static int agent_call(al_driver_handle *h, uint16_t type, uint32_t id,
+		      const char *body, size_t len, int timeout_ms,
+		      al_err *err)
+{
+	if (al_frame_send(h->agent_fd, type, id, body, len, err) < 0)
+		return -1;
+	al_frame_reader own;
+	al_frame_reader_init(&own);
+	al_frame_reader *rd = h->agent_in != NULL ? h->agent_in : &own;
+	int64_t deadline = al_now_ms() + timeout_ms;
+	int rc;
+	for (;;) {
+		al_frame f;
+		if (al_frame_recv(h->agent_fd, rd, &f, deadline, err) < 0) {
+			rc = -1;
+			break;
+		}
+		if (f.id != id) {
+			al_frame_free(&f);
+			continue;
+		}
+		if (f.type == AL_F_RESULT) {
+			rc = 0;
+		} else {
+			/* The guest's words, bounded and printable: for the
+			 * log, never to act on. */
+			char why[161] = "";
+			for (size_t i = 0; f.type == AL_F_ERROR && i < f.len &&
+					   i < sizeof why - 1;
+			     i++) {
+				char c = (char)f.payload[i];
+				why[i] = c >= ' ' && c <= '~' ? c : '?';
+				why[i + 1] = '\0';
+			}
+			rc = al_err_set(err, AL_EPROTO, 0,
+					"the guest refused %s (%s %s)",
+					al_frame_type_name(type),
+					al_frame_type_name(f.type), why);
+		}
+		al_frame_free(&f);
+		break;
+	}
+	al_frame_reader_free(&own);
+	return rc;
+}
 
 /* A standby VM becomes sandbox spec->id: the agent sets the hostname,
  * reseeds the kernel RNG from the host and takes the host's clock (the
- * GO line gave it the standby's). Sent synchronously on h->agent_fd:
- * the shim calls adopt only while no request is in flight on the agent
- * channel (a standby serves none), so the answer is the next frame. The
- * machine's rootfs moved with the shim's rename; QEMU holds its disk
- * open and needs nothing else. */
+ * GO line gave it the standby's), by agent_call. The machine's rootfs
+ * moved with the shim's rename; QEMU holds its disk open and needs
+ * nothing else. */
 static int vm_adopt(al_driver_handle *h, const al_sandbox_spec *spec,
 		    al_err *err)
 {
@@ -1212,41 +1272,46 @@ static int vm_adopt(al_driver_handle *h, const al_sandbox_spec *spec,
 	explicit_bzero(hex, sizeof hex);
 	if (n < 0 || (size_t)n >= sizeof body)
 		return al_err_set(err, AL_EINTERNAL, 0, "identity too long");
-	int rc = al_frame_send(h->agent_fd, AL_F_IDENTITY, VM_IDENTITY_ID, body,
-			       (size_t)n, err);
+	int rc = agent_call(h, AL_F_IDENTITY, VM_IDENTITY_ID, body, (size_t)n,
+			    VM_ADOPT_TIMEOUT_MS, err);
 	explicit_bzero(body, sizeof body);
-	if (rc < 0)
-		return -1;
-	al_frame_reader own;
-	al_frame_reader_init(&own);
-	al_frame_reader *rd = h->agent_in != NULL ? h->agent_in : &own;
-	int64_t deadline = al_now_ms() + VM_ADOPT_TIMEOUT_MS;
-	for (;;) {
-		al_frame f;
-		if (al_frame_recv(h->agent_fd, rd, &f, deadline, err) < 0) {
-			rc = -1;
-			break;
-		}
-		if (f.id != VM_IDENTITY_ID) {
-			/* Nothing else is asked of a standby: stray output of
-			 * the guest's own making is dropped. */
-			al_frame_free(&f);
-			continue;
-		}
-		if (f.type == AL_F_RESULT) {
-			rc = 0;
-		} else {
-			rc = al_err_set(err, AL_EPROTO, 0,
-					"the guest refused its identity (%s)",
-					al_frame_type_name(f.type));
-		}
-		al_frame_free(&f);
-		break;
-	}
-	al_frame_reader_free(&own);
 	if (rc < 0)
 		al_err_wrap(err, "adopting vm as %s", spec->id);
 	return rc;
+}
+
+/* The guest's filesystem grows online: QEMU resizes the image (the guest
+ * kernel gets a config interrupt and the new capacity), then the agent
+ * grows the mounted ext4 to it. The size is the host's alone, from the
+ * sandbox's limit; the guest only says whether it did it. */
+static int vm_grow_disk(al_driver_handle *h, uint64_t bytes, al_err *err)
+{
+	vm_priv *p = h != NULL ? h->priv : NULL;
+	if (p == NULL || p->qmp == NULL || h->agent_fd < 0)
+		return al_err_set(err, AL_ESTATE, 0, "vm not running");
+	uint64_t want = al_vm_disk_size(p->disk_size, bytes);
+	if (want == p->disk_size)
+		return 0;
+	json_object *args = json_object_new_object();
+	json_object_object_add(args, "device", json_object_new_string("vda"));
+	json_object_object_add(args, "size",
+			       json_object_new_int64((int64_t)want));
+	int rc = al_qmp_run(p->qmp, "block_resize", args,
+			    al_now_ms() + VM_GROW_TIMEOUT_MS, err);
+	json_object_put(args);
+	char body[64];
+	int n = snprintf(body, sizeof body, "{\"path\":\"/\",\"bytes\":%llu}",
+			 (unsigned long long)want);
+	if (rc == 0)
+		rc = agent_call(h, AL_F_DISK_GROW, VM_DISK_ID, body, (size_t)n,
+				VM_GROW_TIMEOUT_MS, err);
+	if (rc < 0) {
+		al_err_wrap(err, "growing the vm's disk to %llu MiB",
+			    (unsigned long long)(want >> 20));
+		return -1;
+	}
+	p->disk_size = want;
+	return 0;
 }
 
 static int vm_pause_resume(al_driver_handle *h, const char *cmd, al_err *err)
@@ -1278,6 +1343,7 @@ const al_driver al_driver_vm = {
 	.start = vm_start,
 	.stop = vm_stop,
 	.adopt = vm_adopt,
+	.grow_disk = vm_grow_disk,
 	.pause = vm_pause,
 	.resume = vm_resume,
 };

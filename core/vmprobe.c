@@ -222,6 +222,12 @@ int al_vm_template_ready(const char *tmpl_root, char *why, size_t whylen)
 	return 1;
 }
 
+uint64_t al_vm_disk_size(uint64_t image_bytes, uint64_t disk_bytes)
+{
+	uint64_t want = disk_bytes & ~((1ull << 20) - 1);
+	return want > image_bytes ? want : image_bytes;
+}
+
 int al_vm_snapshot_current(const char *vmdir)
 {
 	char p[AL_PATH_MAX + 16], got[16] = "";

@@ -16,7 +16,8 @@
  *                            took it (devices, init protocol)
  *   ROOTFS/.airlock-vm       symlink to VMDIR (absolute), so a sandbox
  *                            made from the template's subvolume finds it
- *   ROOTFS/.airlock-disk.ext4  the sandbox's reflinked copy of the disk
+ *   ROOTFS/.airlock-disk.ext4  the sandbox's reflinked copy of the disk,
+ *                            grown to its disk limit (al_vm_disk_size)
  *   ROOTFS/.airlock-vm-run   symlink to the sandbox's QEMU run directory
  *                            (/tmp/airlock-vm-XXXXXX: QEMU's log, the
  *                            mount point of its jail), removed by
@@ -25,6 +26,7 @@
 #define AL_VMPROBE_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "config.h"
 #include "err.h"
@@ -34,10 +36,11 @@
 /* Written by the guest init when probing (guest/init/init.c). */
 #define AL_VM_PROBE_MARKER "AIRLOCK-PROBE-OK"
 #define AL_VM_QEMU "/usr/bin/qemu-system-x86_64"
-/* Raised whenever QEMU's devices, the guest kernel's command line or the
- * GO line change: a snapshot of another format is not restored but
- * rebuilt. 2: virtio-net, MAC in GO. 3: tickless idle guest (TSC kept). */
-#define AL_VM_SNAPSHOT_FORMAT "3"
+/* Raised whenever QEMU's devices, the guest kernel's command line, the
+ * GO line or the agent's frames change: a snapshot of another format is
+ * not restored but rebuilt. 2: virtio-net, MAC in GO. 3: tickless idle
+ * guest (TSC kept). 4: the agent grows the disk (DISK_GROW). */
+#define AL_VM_SNAPSHOT_FORMAT "4"
 
 typedef enum al_vm_accel { AL_VM_TCG = 0, AL_VM_KVM = 1 } al_vm_accel;
 
@@ -71,6 +74,13 @@ al_vm_accel al_vm_handle_accel(const struct al_driver_handle *h);
 /* Remove a QEMU run directory the driver made (its log, the jail's
  * mount point); anything else is left alone. */
 void al_vm_rundir_remove(const char *dir);
+
+/* Bytes a vm sandbox's disk image is grown to for its disk limit
+ * disk_bytes: the limit in whole MiB, so that the guest's filesystem is
+ * as big as the limit, but never less than the template's image
+ * (image_bytes), which ext4 cannot shrink to online; below it the host's
+ * qgroup stops the guest's writes instead (EIO). */
+uint64_t al_vm_disk_size(uint64_t image_bytes, uint64_t disk_bytes);
 
 /* 1 if the snapshot in vmdir was taken in AL_VM_SNAPSHOT_FORMAT. */
 int al_vm_snapshot_current(const char *vmdir);

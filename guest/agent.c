@@ -417,6 +417,9 @@ static void dispatch(agent *a, const al_frame *f)
 	case AL_F_IDENTITY:
 		identity(a, f);
 		return;
+	case AL_F_DISK_GROW:
+		disk_grow(a, f);
+		return;
 	case AL_F_EXEC:
 		exec_start(a, f);
 		return;

@@ -85,6 +85,9 @@ int agent_get_str(json_object *o, const char *key, bool required,
 int agent_check_path(const char *path, al_err *err);
 al_code agent_code_from_errno(int e);
 
+/* disk.c */
+void disk_grow(agent *a, const al_frame *f);
+
 /* exec.c */
 void exec_start(agent *a, const al_frame *f);
 void exec_stdin(agent *a, const al_frame *f);

@@ -182,7 +182,13 @@ static void claim(shim *s, int i, al_frame *f)
 		client_error(s, i, f->id, AL_EINVAL, "claim needs a sandbox id");
 		return;
 	}
-	if (shim_claim(s, id, &err) < 0) {
+	int rc = shim_claim(s, id, &err);
+	if (rc == AL_DECLINED) {
+		json_object_put(req);
+		client_error(s, i, f->id, err.code, err.msg);
+		return;
+	}
+	if (rc < 0) {
 		/* The standby is half-renamed: end it; the claimer starts
 		 * the sandbox cold instead. */
 		al_warn("standby %s: claim by %s failed: %s", s->slot, id,

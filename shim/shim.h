@@ -66,6 +66,9 @@ typedef struct shim {
 	int started; /* driver->start succeeded: stop() is owed */
 	int has_row; /* s->sb is a sandbox row this shim records into */
 	int standby; /* warm pool entry waiting for a CLAIM */
+	/* Disk limit the machine's own disk was grown for (a vm's guest
+	 * filesystem): a standby takes no claim below it. */
+	uint64_t grown_for;
 	char slot[64]; /* standby name of the machine's resources */
 	int destroy_client; /* client waiting for DESTROY, or -1 */
 	uint32_t destroy_id;
@@ -83,7 +86,9 @@ void shim_teardown(shim *s, al_event ev, const char *detail);
  * only here, while a standby has no request in flight on the agent
  * channel: the vm driver speaks to the agent synchronously on it. On
  * failure nothing of the row is changed (the claimer falls back to a
- * cold start) and the caller must end this shim. */
+ * cold start) and the caller must end this shim. AL_DECLINED (err
+ * filled): the sandbox asks for a smaller disk than this standby's
+ * grown one; nothing changed and the standby waits on. */
 int shim_claim(shim *s, const char *id, al_err *err);
 
 /* Run until the sandbox ends. Returns the process exit code. */

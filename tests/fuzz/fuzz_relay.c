@@ -39,6 +39,11 @@ void shim_teardown(shim *sh, al_event ev, const char *detail)
 
 int shim_claim(shim *sh, const char *id, al_err *err)
 {
+	/* 2: declined, the standby waits on unchanged. */
+	if (claim_fails == 2) {
+		al_err_set(err, AL_ESTATE, 0, "claim declined");
+		return AL_DECLINED;
+	}
 	sh->standby = 0;
 	if (claim_fails)
 		return al_err_set(err, AL_ESTATE, 0, "claim refused");
@@ -132,8 +137,9 @@ static uint16_t pick_type(uint8_t b)
 		AL_F_STDOUT,	AL_F_STDERR,	AL_F_EXIT,	AL_F_SIGNAL,
 		AL_F_FILE_READ, AL_F_FILE_DATA, AL_F_FILE_END,	AL_F_FILE_WRITE,
 		AL_F_FILE_LIST, AL_F_RESULT,	AL_F_ERROR,	AL_F_STATUS,
-		AL_F_DESTROY,	AL_F_CLAIM,	AL_F_IDENTITY,	0,
-		16,		31,		36,		0xffff,
+		AL_F_DESTROY,	AL_F_CLAIM,	AL_F_IDENTITY,	AL_F_DISK_GROW,
+		0,		16,		31,		37,
+		0xffff,
 	};
 	return types[b % (sizeof types / sizeof *types)];
 }
@@ -290,7 +296,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	s.destroy_client = -1;
 	s.next_agent_id = 1;
 	s.standby = data[0] & 1;
-	claim_fails = (data[0] >> 1) & 1;
+	claim_fails = ((data[0] >> 1) & 3) % 3;
 	s.driver = &al_driver_ns;
 	snprintf(s.sb.id, sizeof s.sb.id, "sbx-fuzz-0");
 	snprintf(s.slot, sizeof s.slot, "standby-v1-fuzz");

@@ -99,6 +99,77 @@ def test_filling_the_disk_stops_at_disk_mb(api, sandboxes, driver):
     assert sh(api, fresh["id"], "echo up")["stdout"].strip() == "up"
 
 
+def df_total_mib(api, sid):
+    """Size of the sandbox's root filesystem as its own df says, MiB."""
+    out = sh(api, sid, "df -m / | { while read a b c; do x=$b; done; "
+                       "echo $x; }")["stdout"]
+    return int(out.strip())
+
+
+def grow_lines(stack, sid):
+    """The shim's log lines that time sid's disk grow (start or claim)."""
+    with open(os.path.join(stack.state, "log", "shim.log")) as f:
+        return [ln.strip() for ln in f
+                if sid in ln and "disk grow" in ln]
+
+
+def test_vm_filesystem_is_as_big_as_disk_mb(stack, api, info):
+    """The guest's ext4 grows to disk_mb at the start or claim: the
+    default 4096 and 2048 are what df says inside (less ext4's own
+    metadata), and the guest can allocate past the template image's
+    1 GiB. Below the template's 1 GiB it stays 1 GiB (the qgroup then
+    stops writes at disk_mb: test_filling_the_disk_stops_at_disk_mb)."""
+    if "vm" not in (info or {}).get("drivers", []):
+        pytest.skip(f"vm driver not usable on this host: {info!r}")
+    s = Sandboxes(api, "vm")
+    try:
+        for mb in (2048, DEFAULT_DISK_MB, 64):
+            body = {} if mb == DEFAULT_DISK_MB else {"disk_mb": mb}
+            sid = s.create(timeout=900, **body)["id"]
+            total = df_total_mib(api, sid)
+            lines = grow_lines(stack, sid)
+            print(f"disk_mb={mb}: df {total} MiB; {lines}")
+            assert lines, f"no disk grow logged for {sid}"
+            if mb >= 1024:
+                assert mb * 0.95 <= total <= mb, (mb, total)
+            else:
+                assert 900 <= total <= 1024, (mb, total)
+        # Allocation (not data: fallocate writes no blocks) past 1 GiB.
+        res = sh(api, sid, "fallocate -l 1200M /big 2>&1; echo rc=$?")
+        assert "rc=0" not in res["stdout"], res
+        res = sh(api, s.ids[0], "fallocate -l 1200M /big && rm /big && "
+                                "echo ok")
+        assert res["stdout"].strip() == "ok", res
+    finally:
+        s.cleanup()
+
+
+def test_vm_standby_is_grown_for_the_default(stack, api, info):
+    """A vm standby's disk is grown for the default disk_mb while it
+    waits: a default create claims it with nothing left to grow; one
+    asking less is declined by every standby without using them up and
+    starts fresh, at its own size."""
+    if "vm" not in (info or {}).get("drivers", []):
+        pytest.skip(f"vm driver not usable on this host: {info!r}")
+    assert wait_pool(stack, "vm"), standbys(stack, "vm")
+    before = set(standbys(stack, "vm"))
+    s = Sandboxes(api, "vm")
+    try:
+        small = s.create(disk_mb=2048, timeout=900)["id"]
+        assert before <= set(standbys(stack, "vm")), "a standby was used"
+        assert 1900 <= df_total_mib(api, small) <= 2048
+        line = [ln for ln in grow_lines(stack, small) if "running" in ln]
+        assert line, grow_lines(stack, small)
+        sid = s.create(timeout=900)["id"]
+        assert before - set(standbys(stack, "vm")), "no standby claimed"
+        line = [ln for ln in grow_lines(stack, sid) if "adopted" in ln]
+        assert line and "(disk grow 0.0" in line[0], line
+        assert DEFAULT_DISK_MB * 0.95 <= df_total_mib(api, sid) \
+            <= DEFAULT_DISK_MB
+    finally:
+        s.cleanup()
+
+
 def test_claimed_standby_gets_the_requests_cap(stack, api):
     """A standby waits with the default cap; the claim replaces it."""
     assert wait_pool(stack, "ns"), standbys(stack, "ns")

@@ -105,10 +105,10 @@ def test_guest_cannot_see_host_mounts_or_disks(api, stack, vmbox):
     parts = sh(api, sid, "cat /proc/partitions")["stdout"].split()
     assert "vda" in parts and not [p for p in parts if p.startswith(
         ("loop", "sd", "nvme", "xvd", "dm-"))], parts
-    # The guest's disk is the sandbox's reflinked 1 GiB image, not the
-    # size of anything on the host.
+    # The guest's disk is the sandbox's own image, grown to its disk_mb,
+    # not the size of anything on the host.
     size = int(sh(api, sid, "cat /sys/block/vda/size")["stdout"])
-    assert size * 512 <= 2 << 30, size
+    assert size * 512 == vmbox["disk_mb"] << 20, (size, vmbox)
 
 
 def test_guest_cannot_see_host_processes(api, vmbox):

@@ -20,6 +20,7 @@
 #include <sched.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -1272,6 +1273,170 @@ static void test_identity_mac_without_nic_fails(void **state)
 	free(r);
 }
 
+/* DISK_GROW on a loop-mounted ext4 image in the test's directory: the
+ * image file is already bigger than its filesystem, as a vm sandbox's
+ * is after the host grew it. Needs root and a loop device. */
+static bool disk_mounted;
+
+static int sh_ok(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int sh_ok(const char *fmt, ...)
+{
+	char cmd[512];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(cmd, sizeof cmd, fmt, ap);
+	va_end(ap);
+	int st = system(cmd);
+	return st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0;
+}
+
+static int teardown_disk(void **state)
+{
+	ctx *c = *state;
+	if (c != NULL && disk_mounted)
+		(void)sh_ok("umount %s/mnt", c->dir);
+	disk_mounted = false;
+	return teardown(state);
+}
+
+static uint64_t fs_bytes(const char *path)
+{
+	struct statvfs sv;
+	assert_int_equal(statvfs(path, &sv), 0);
+	return (uint64_t)sv.f_blocks * sv.f_frsize;
+}
+
+static void grow_answer(ctx *c, uint32_t id, const char *payload,
+			al_frame *f)
+{
+	send_raw(c, AL_F_DISK_GROW, id, payload, strlen(payload));
+	recv_frame(c, f);
+	if (f->type == AL_F_HELLO) {
+		al_frame_free(f);
+		recv_frame(c, f);
+	}
+	assert_int_equal(f->id, id);
+}
+
+/* The image: 64 MiB of ext4 in a 160 MiB file, mounted at dir/mnt;
+ * false when this host cannot (not root, no loop device). */
+static bool mount_disk(ctx *c, char *mnt, size_t len)
+{
+	snprintf(mnt, len, "%s/mnt", c->dir);
+	if (geteuid() != 0 ||
+	    !sh_ok("truncate -s 64M %s/img && /usr/sbin/mkfs.ext4 -q -F "
+		   "-b 4096 %s/img && truncate -s 160M %s/img && "
+		   "mkdir %s && mount -o loop %s/img %s 2>/dev/null",
+		   c->dir, c->dir, c->dir, mnt, c->dir, mnt))
+		return false;
+	disk_mounted = true;
+	return true;
+}
+
+/* ext4 grows only for CAP_SYS_RESOURCE (the guest's root has it; a
+ * container's root may not). */
+static bool have_sys_resource(void)
+{
+	FILE *f = fopen("/proc/self/status", "re");
+	char line[128];
+	unsigned long long eff = 0;
+	while (f != NULL && fgets(line, sizeof line, f) != NULL)
+		if (sscanf(line, "CapEff: %llx", &eff) == 1)
+			break;
+	if (f != NULL)
+		fclose(f);
+	return (eff >> 24) & 1; /* CAP_SYS_RESOURCE */
+}
+
+static void grow_to(ctx *c, uint32_t id, const char *mnt, uint64_t bytes,
+		    al_frame *f)
+{
+	char body[160];
+	snprintf(body, sizeof body, "{\"path\":\"%s\",\"bytes\":%llu}", mnt,
+		 (unsigned long long)bytes);
+	grow_answer(c, id, body, f);
+}
+
+static void test_disk_grow(void **state)
+{
+	ctx *c = *state;
+	char mnt[96];
+	if (!have_sys_resource() || !mount_disk(c, mnt, sizeof mnt))
+		skip();
+	uint64_t before = fs_bytes(mnt);
+	assert_true(before < (64ull << 20));
+	al_frame f;
+	grow_to(c, 1, mnt, 160ull << 20, &f);
+	if (f.type != AL_F_RESULT)
+		fail_msg("grow: %s %s", al_frame_type_name(f.type),
+			 (char *)f.payload);
+	al_frame_free(&f);
+	uint64_t grown = fs_bytes(mnt);
+	assert_true(grown > (150ull << 20) && grown <= (160ull << 20));
+	/* The grown filesystem holds data past the old end. */
+	assert_true(sh_ok("dd if=/dev/zero of=%s/f bs=1M count=100 "
+			  "conv=fsync 2>/dev/null",
+			  mnt));
+	/* Smaller than it is now: ext4 cannot shrink online; nothing
+	 * changes. */
+	grow_to(c, 2, mnt, 64ull << 20, &f);
+	assert_int_equal(f.type, AL_F_ERROR);
+	al_frame_free(&f);
+	assert_int_equal(fs_bytes(mnt), grown);
+}
+
+/* Past the device's size: the agent waits for the device to grow, then
+ * gives up with nothing changed. */
+static void test_disk_grow_waits_for_the_device(void **state)
+{
+	ctx *c = *state;
+	char mnt[96];
+	if (!mount_disk(c, mnt, sizeof mnt))
+		skip();
+	uint64_t before = fs_bytes(mnt);
+	al_frame f;
+	int64_t t0 = al_now_ms();
+	grow_to(c, 3, mnt, 320ull << 20, &f);
+	assert_int_equal(f.type, AL_F_ERROR);
+	json_object *o = payload_json(&f);
+	assert_string_equal(jstr(o, "code"), "timeout");
+	json_object_put(o);
+	al_frame_free(&f);
+	assert_true(al_now_ms() - t0 >= 4000);
+	assert_int_equal(fs_bytes(mnt), before);
+}
+
+static void test_disk_grow_bad_requests(void **state)
+{
+	ctx *c = *state;
+	static const struct {
+		const char *body, *code;
+	} bad[] = {
+		{"{\"path\":\"relative\",\"bytes\":1048576}", "invalid_path"},
+		{"{\"bytes\":1048576}", "invalid_request"},
+		{"{\"path\":\"/proc\"}", "invalid_request"},
+		{"{\"path\":\"/proc\",\"bytes\":-5}", "invalid_request"},
+		{"{\"path\":\"/proc\",\"bytes\":\"9\"}", "invalid_request"},
+		{"{\"path\":\"/proc\",\"bytes\":1.5}", "invalid_request"},
+		/* Not ext4: nothing is asked of any device. */
+		{"{\"path\":\"/proc\",\"bytes\":1048576}", "invalid_request"},
+		{"[1]", "invalid_request"},
+	};
+	for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+		al_frame f;
+		grow_answer(c, (uint32_t)(10 + i), bad[i].body, &f);
+		if (f.type != AL_F_ERROR)
+			fail_msg("%s: %s", bad[i].body,
+				 al_frame_type_name(f.type));
+		json_object *o = payload_json(&f);
+		if (strcmp(jstr(o, "code"), bad[i].code) != 0)
+			fail_msg("%s: %s", bad[i].body,
+				 json_object_to_json_string(o));
+		json_object_put(o);
+		al_frame_free(&f);
+	}
+}
+
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
 #define TU(fn) cmocka_unit_test_setup_teardown(fn, setup_userns, teardown)
 
@@ -1302,6 +1467,12 @@ int main(void)
 		T(test_eof_kills_children),
 		T(test_ignores_sigterm),
 		T(test_big_output_streams),
+		cmocka_unit_test_setup_teardown(test_disk_grow, setup,
+						teardown_disk),
+		cmocka_unit_test_setup_teardown(
+			test_disk_grow_waits_for_the_device, setup,
+			teardown_disk),
+		T(test_disk_grow_bad_requests),
 		TU(test_identity),
 		TU(test_identity_bad_payloads),
 		TU(test_identity_bad_mac_applies_nothing),

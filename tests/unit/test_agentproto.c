@@ -233,8 +233,8 @@ static void test_oversized_rejected_before_alloc(void **state)
 static void test_unknown_type(void **state)
 {
 	(void)state;
-	static const uint16_t bad[] = {0, 16, 31, 36, 0x100, 0xffff};
-	static const uint16_t good[] = {1, 8, 15, 32, 33, 34, 35};
+	static const uint16_t bad[] = {0, 16, 31, 37, 0x100, 0xffff};
+	static const uint16_t good[] = {1, 8, 15, 32, 33, 34, 35, 36};
 	uint8_t h[AL_FRAME_HDR_LEN];
 	al_err err;
 	al_frame_reader r;
@@ -253,6 +253,7 @@ static void test_unknown_type(void **state)
 	}
 	assert_string_equal(al_frame_type_name(AL_F_FILE_WRITE), "FILE_WRITE");
 	assert_string_equal(al_frame_type_name(AL_F_IDENTITY), "IDENTITY");
+	assert_string_equal(al_frame_type_name(AL_F_DISK_GROW), "DISK_GROW");
 }
 
 static void test_encode_limits(void **state)

@@ -90,7 +90,8 @@ static int group_setup(void **state)
 	snprintf(vmdir, sizeof vmdir, "%s/template.vm", tmpdir);
 	if (run("set -e; r=%s; mkdir -p $r/bin $r/sbin $r/etc $r/root $r/tmp "
 		"$r/dev $r/proc $r/sys; cp /bin/busybox $r/bin/; "
-		"for a in sh cat ls uname hostname echo test sleep grep; do "
+		"for a in sh cat ls uname hostname echo test sleep grep df "
+		"fallocate rm mount; do "
 		"ln -s busybox $r/bin/$a; done; cp %s $r/sbin/airlock-agent; "
 		"echo root:x:0:0:root:/root:/bin/sh >$r/etc/passwd",
 		rootfs, agent) != 0)
@@ -585,6 +586,120 @@ static void test_adopt_gives_identity(void **state)
 	stop_vm(&h, &r);
 }
 
+/* The image grows to the limit in whole MiB, never below the
+ * template's. */
+static void test_disk_size(void **state)
+{
+	(void)state;
+	const uint64_t mib = 1ull << 20, tmpl = 1024 * mib;
+	assert_int_equal(al_vm_disk_size(tmpl, 4096 * mib), 4096 * mib);
+	assert_int_equal(al_vm_disk_size(tmpl, 2048 * mib + 4095),
+			 2048 * mib);
+	assert_int_equal(al_vm_disk_size(tmpl, 1024 * mib), tmpl);
+	assert_int_equal(al_vm_disk_size(tmpl, 64 * mib), tmpl);
+	assert_int_equal(al_vm_disk_size(tmpl, 0), tmpl);
+	assert_int_equal(al_vm_disk_size(tmpl, 65536 * mib), 65536 * mib);
+}
+
+static long long df_total_mib(al_driver_handle *h, al_frame_reader *r,
+			      uint32_t id)
+{
+	char out[512];
+	assert_int_equal(vm_exec(h->agent_fd, r, id,
+				 "df -m / | { while read a b c; do x=$b; done; "
+				 "echo $x; }",
+				 out, sizeof out),
+			 0);
+	if (atoll(out) <= 0) {
+		char all[512];
+		vm_exec(h->agent_fd, r, id + 100, "df -m / 2>&1; ls -l /bin",
+			all, sizeof all);
+		fail_msg("df -m /: %s", all);
+	}
+	return atoll(out);
+}
+
+/* A restored machine's filesystem grows to the sandbox's limit: the
+ * device, the image on the host and the guest's ext4 all say so, and
+ * the guest can allocate past the template's 1 GiB. A limit below the
+ * template's image leaves it as it is. */
+static void test_grow_disk(void **state)
+{
+	(void)state;
+	NEED_VM();
+	char root[300], out[256], disk[400];
+	make_sandbox_root("grow-disk", root, sizeof root);
+	snprintf(disk, sizeof disk, "%s/.airlock-disk.ext4", root);
+	al_driver_handle h;
+	al_frame_reader r;
+	start_vm("grow-disk", root, &h, &r, NULL);
+	h.agent_in = &r;
+	al_err err = {0};
+	long long before = df_total_mib(&h, &r, 1);
+	if (before <= 900 || before > 1024)
+		fail_msg("df says %lld MiB before the grow", before);
+	assert_int_equal(drv->grow_disk(&h, 64ull << 20, &err), 0);
+	assert_int_equal(df_total_mib(&h, &r, 2), before);
+	assert_int_not_equal(vm_exec(h.agent_fd, &r, 3,
+				     "fallocate -l 1200M /big", out,
+				     sizeof out),
+			     0);
+	struct stat st;
+	assert_int_equal(stat(disk, &st), 0);
+	long long held = (long long)st.st_blocks * 512;
+	int64_t t0 = al_now_ms();
+	if (drv->grow_disk(&h, 2048ull << 20, &err) < 0)
+		fail_msg("grow: %s", err.msg);
+	printf("# grow to 2048 MiB (block_resize + DISK_GROW): %lld ms\n",
+	       (long long)(al_now_ms() - t0));
+	assert_int_equal(stat(disk, &st), 0);
+	printf("# image on the host: %lld KiB more after the grow\n",
+	       ((long long)st.st_blocks * 512 - held) >> 10);
+	assert_int_equal(st.st_size, 2048ll << 20);
+	assert_int_equal(vm_exec(h.agent_fd, &r, 4, "cat /sys/block/vda/size",
+				 out, sizeof out),
+			 0);
+	assert_int_equal(atoll(out), 2048ll * 2048);
+	long long after = df_total_mib(&h, &r, 5);
+	if (after <= 1900 || after > 2048)
+		fail_msg("df says %lld MiB after the grow", after);
+	assert_int_equal(vm_exec(h.agent_fd, &r, 6,
+				 "fallocate -l 1200M /big && rm /big", out,
+				 sizeof out),
+			 0);
+	/* Asking for the same or less changes nothing. */
+	assert_int_equal(drv->grow_disk(&h, 1024ull << 20, &err), 0);
+	assert_int_equal(df_total_mib(&h, &r, 7), after);
+	stop_vm(&h, &r);
+}
+
+/* A guest that cannot grow its filesystem (here: its root remounted
+ * read-only) fails the grow with the guest's reason, which the shim
+ * turns into a failed start. */
+static void test_grow_disk_refused(void **state)
+{
+	(void)state;
+	NEED_VM();
+	char root[300], out[256];
+	make_sandbox_root("grow-refused", root, sizeof root);
+	al_driver_handle h;
+	al_frame_reader r;
+	start_vm("grow-refused", root, &h, &r, NULL);
+	h.agent_in = &r;
+	assert_int_equal(vm_exec(h.agent_fd, &r, 1, "mount -o remount,ro /",
+				 out, sizeof out),
+			 0);
+	al_err err = {0};
+	assert_int_equal(drv->grow_disk(&h, 2048ull << 20, &err), -1);
+	assert_int_equal(err.code, AL_EPROTO);
+	if (strstr(err.msg, "DISK_GROW") == NULL ||
+	    strstr(err.msg, "2048 MiB") == NULL)
+		fail_msg("unclear error: %s", err.msg);
+	printf("# %s\n", err.msg);
+	assert_int_equal(df_total_mib(&h, &r, 2) <= 1024, 1);
+	stop_vm(&h, &r);
+}
+
 /* A full pool while cloning the disk: a clear "pool is full", no QEMU,
  * no half-written disk left behind. */
 static void test_full_pool_is_clear_error(void **state)
@@ -710,6 +825,9 @@ int main(void)
 		cmocka_unit_test(test_kill_qemu_is_seen),
 		cmocka_unit_test(test_probe_answers_within_deadline),
 		cmocka_unit_test(test_adopt_gives_identity),
+		cmocka_unit_test(test_disk_size),
+		cmocka_unit_test(test_grow_disk),
+		cmocka_unit_test(test_grow_disk_refused),
 		cmocka_unit_test(test_full_pool_is_clear_error),
 		/* Last: it touches the template's agent. */
 		cmocka_unit_test(test_usable_and_template_ready),
