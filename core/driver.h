@@ -65,6 +65,7 @@ typedef struct al_driver {
 	 * guest filesystem. Never trusts a size the guest reports; the
 	 * qgroup caps the host's side either way. NULL where the machine's
 	 * files are the host's (ns). */
+	/* 1 when it grew the disk, 0 when it was big enough already. */
 	int (*grow_disk)(al_driver_handle *h, uint64_t bytes, al_err *err);
 	/* Freeze / thaw all processes (later issues; may be NULL). */
 	int (*pause)(al_driver_handle *h, al_err *err);

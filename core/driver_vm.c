@@ -1311,7 +1311,7 @@ static int vm_grow_disk(al_driver_handle *h, uint64_t bytes, al_err *err)
 		return -1;
 	}
 	p->disk_size = want;
-	return 0;
+	return 1;
 }
 
 static int vm_pause_resume(al_driver_handle *h, const char *cmd, al_err *err)

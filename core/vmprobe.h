@@ -32,14 +32,17 @@
 #include "err.h"
 
 #define AL_VM_MEM_MB 256
-#define AL_VM_DISK_BYTES (1024ull << 20)
+/* The template's disk image: the product's default disk_mb, so a default
+ * create (and every smaller one, capped by its qgroup) starts with no
+ * grow; a larger disk_mb grows it after the restore. */
+#define AL_VM_DISK_BYTES (4096ull << 20)
 /* Written by the guest init when probing (guest/init/init.c). */
 #define AL_VM_PROBE_MARKER "AIRLOCK-PROBE-OK"
 #define AL_VM_QEMU "/usr/bin/qemu-system-x86_64"
 /* Raised whenever QEMU's devices, the guest kernel's command line, the
  * GO line or the agent's frames change: a snapshot of another format is
  * not restored but rebuilt. 2: virtio-net, MAC in GO. 3: tickless idle
- * guest (TSC kept). 4: the agent grows the disk (DISK_GROW). */
+ * guest (TSC kept). 4: the agent grows the disk (DISK_GROW), 4 GiB image. */
 #define AL_VM_SNAPSHOT_FORMAT "4"
 
 typedef enum al_vm_accel { AL_VM_TCG = 0, AL_VM_KVM = 1 } al_vm_accel;

@@ -207,10 +207,14 @@ static int grow_disk(shim *s, uint64_t bytes, al_err *err)
 	if (s->driver->grow_disk == NULL)
 		return 0;
 	int64_t t = now_us();
-	if (s->driver->grow_disk(&s->h, bytes, err) < 0)
+	int grew = s->driver->grow_disk(&s->h, bytes, err);
+	if (grew < 0)
 		return -1;
 	start_ms.grow_us += now_us() - t;
-	s->grown_for = bytes;
+	/* A standby grown past the template's image fits only claims that
+	 * ask at least as much (shim_claim). */
+	if (grew > 0)
+		s->grown_for = bytes;
 	return 0;
 }
 
@@ -360,8 +364,9 @@ static int bring_up_standby(shim *s, const char *tmpl, const char *driver,
 				  "driver %s has no warm pool support",
 				  s->driver->name);
 	/* A claim sets the sandbox's own cap (shim_claim). The machine's
-	 * disk is grown now, for the default limit most creates ask for,
-	 * off their path; a claim asking less is declined (it cannot
+	 * disk is grown now for the default limit most creates ask for (a
+	 * no-op while the default is the template image's size), off their
+	 * path; once grown, a claim asking less is declined (it cannot
 	 * shrink), one asking more grows it further. */
 	al_limits defaults = {.disk_bytes = (uint64_t)s->cfg.default_disk_mb
 					    << 20};

@@ -619,15 +619,18 @@ static long long df_total_mib(al_driver_handle *h, al_frame_reader *r,
 	return atoll(out);
 }
 
-/* A restored machine's filesystem grows to the sandbox's limit: the
- * device, the image on the host and the guest's ext4 all say so, and
- * the guest can allocate past the template's 1 GiB. A limit below the
- * template's image leaves it as it is. */
+/* A restored machine's filesystem grows to the sandbox's limit when it
+ * is above the template's image (4 GiB, AL_VM_DISK_BYTES): the device, the
+ * image on the host and the guest's ext4 all say so, and the guest can
+ * allocate past the image's size. A limit at or below the image leaves it
+ * as it is (the qgroup caps the host's side). */
 static void test_grow_disk(void **state)
 {
 	(void)state;
 	NEED_VM();
-	char root[300], out[256], disk[400];
+	const long long img = (long long)(AL_VM_DISK_BYTES >> 20);
+	const long long big = 2 * img;
+	char root[300], out[256], disk[400], cmd[96];
 	make_sandbox_root("grow-disk", root, sizeof root);
 	snprintf(disk, sizeof disk, "%s/.airlock-disk.ext4", root);
 	al_driver_handle h;
@@ -636,39 +639,40 @@ static void test_grow_disk(void **state)
 	h.agent_in = &r;
 	al_err err = {0};
 	long long before = df_total_mib(&h, &r, 1);
-	if (before <= 900 || before > 1024)
+	if (before <= img * 9 / 10 || before > img)
 		fail_msg("df says %lld MiB before the grow", before);
 	assert_int_equal(drv->grow_disk(&h, 64ull << 20, &err), 0);
+	assert_int_equal(drv->grow_disk(&h, (uint64_t)img << 20, &err), 0);
 	assert_int_equal(df_total_mib(&h, &r, 2), before);
-	assert_int_not_equal(vm_exec(h.agent_fd, &r, 3,
-				     "fallocate -l 1200M /big", out,
-				     sizeof out),
+	snprintf(cmd, sizeof cmd, "fallocate -l %lldM /big", img + 200);
+	assert_int_not_equal(vm_exec(h.agent_fd, &r, 3, cmd, out, sizeof out),
 			     0);
 	struct stat st;
 	assert_int_equal(stat(disk, &st), 0);
 	long long held = (long long)st.st_blocks * 512;
 	int64_t t0 = al_now_ms();
-	if (drv->grow_disk(&h, 2048ull << 20, &err) < 0)
+	int grew = drv->grow_disk(&h, (uint64_t)big << 20, &err);
+	if (grew < 0)
 		fail_msg("grow: %s", err.msg);
-	printf("# grow to 2048 MiB (block_resize + DISK_GROW): %lld ms\n",
+	assert_int_equal(grew, 1);
+	printf("# grow to %lld MiB (block_resize + DISK_GROW): %lld ms\n", big,
 	       (long long)(al_now_ms() - t0));
 	assert_int_equal(stat(disk, &st), 0);
 	printf("# image on the host: %lld KiB more after the grow\n",
 	       ((long long)st.st_blocks * 512 - held) >> 10);
-	assert_int_equal(st.st_size, 2048ll << 20);
+	assert_int_equal(st.st_size, big << 20);
 	assert_int_equal(vm_exec(h.agent_fd, &r, 4, "cat /sys/block/vda/size",
 				 out, sizeof out),
 			 0);
-	assert_int_equal(atoll(out), 2048ll * 2048);
+	assert_int_equal(atoll(out), big * 2048);
 	long long after = df_total_mib(&h, &r, 5);
-	if (after <= 1900 || after > 2048)
+	if (after <= big * 9 / 10 || after > big)
 		fail_msg("df says %lld MiB after the grow", after);
-	assert_int_equal(vm_exec(h.agent_fd, &r, 6,
-				 "fallocate -l 1200M /big && rm /big", out,
-				 sizeof out),
-			 0);
+	snprintf(cmd, sizeof cmd, "fallocate -l %lldM /big && rm /big",
+		 img + 200);
+	assert_int_equal(vm_exec(h.agent_fd, &r, 6, cmd, out, sizeof out), 0);
 	/* Asking for the same or less changes nothing. */
-	assert_int_equal(drv->grow_disk(&h, 1024ull << 20, &err), 0);
+	assert_int_equal(drv->grow_disk(&h, (uint64_t)img << 20, &err), 0);
 	assert_int_equal(df_total_mib(&h, &r, 7), after);
 	stop_vm(&h, &r);
 }
@@ -690,13 +694,18 @@ static void test_grow_disk_refused(void **state)
 				 out, sizeof out),
 			 0);
 	al_err err = {0};
-	assert_int_equal(drv->grow_disk(&h, 2048ull << 20, &err), -1);
+	const uint64_t big = 2 * AL_VM_DISK_BYTES;
+	char want[32];
+	snprintf(want, sizeof want, "%llu MiB", (unsigned long long)(big >> 20));
+	assert_int_equal(drv->grow_disk(&h, big, &err), -1);
 	assert_int_equal(err.code, AL_EPROTO);
 	if (strstr(err.msg, "DISK_GROW") == NULL ||
-	    strstr(err.msg, "2048 MiB") == NULL)
+	    strstr(err.msg, want) == NULL)
 		fail_msg("unclear error: %s", err.msg);
 	printf("# %s\n", err.msg);
-	assert_int_equal(df_total_mib(&h, &r, 2) <= 1024, 1);
+	assert_int_equal(df_total_mib(&h, &r, 2) <=
+				 (long long)(AL_VM_DISK_BYTES >> 20),
+			 1);
 	stop_vm(&h, &r);
 }
 
