@@ -564,6 +564,52 @@ int al_file_req_unpack(const void *payload, size_t len, al_file_req *out,
 	return 0;
 }
 
+char *al_disk_grow_pack(const char *path, uint64_t bytes, al_err *err)
+{
+	json_object *o = json_object_new_object();
+	if (o != NULL) {
+		json_object_object_add(o, "path",
+				       json_object_new_string(path));
+		json_object_object_add(o, "bytes",
+				       json_object_new_int64((int64_t)bytes));
+	}
+	return pack(o, err);
+}
+
+int al_disk_grow_unpack(const void *payload, size_t len, al_disk_grow *out,
+			al_err *err)
+{
+	al_err e = {0};
+	json_object *o = unpack(payload, len, "disk grow request", err);
+	if (o == NULL)
+		return -1;
+	size_t n = 0;
+	const char *path = get_str(o, "path", &n, &e);
+	json_object *b = NULL;
+	int64_t bytes = 0;
+	if (path == NULL && e.code == AL_OK)
+		al_err_set(&e, AL_EINVAL, 0, "field \"path\" is required");
+	else if (path != NULL && path[0] != '/')
+		al_err_set(&e, AL_EPATH, 0, "path must be absolute");
+	else if (path != NULL && n >= sizeof out->path)
+		al_err_set(&e, AL_EPATH, 0, "path is too long");
+	else if (!json_object_object_get_ex(o, "bytes", &b) ||
+		 !json_object_is_type(b, json_type_int) ||
+		 (bytes = json_object_get_int64(b)) <= 0)
+		al_err_set(&e, AL_EINVAL, 0,
+			   "field \"bytes\" must be a positive integer");
+	if (e.code == AL_OK) {
+		memcpy(out->path, path, n + 1);
+		out->bytes = (uint64_t)bytes;
+	}
+	json_object_put(o);
+	if (e.code != AL_OK) {
+		*err = e;
+		return -1;
+	}
+	return 0;
+}
+
 char *al_file_result_pack(uint64_t bytes, al_err *err)
 {
 	json_object *o = json_object_new_object();

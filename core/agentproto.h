@@ -194,6 +194,19 @@ char *al_file_req_pack(const char *path, int mode, al_err *err);
 int al_file_req_unpack(const void *payload, size_t len, al_file_req *out,
 		       al_err *err);
 
+/* DISK_GROW: {"path":"/","bytes":N}, grow the filesystem mounted at path
+ * to N bytes of its (already grown) block device. */
+typedef struct al_disk_grow {
+	char path[AL_FILE_PATH_MAX]; /* absolute, NUL-free */
+	uint64_t bytes;		     /* > 0 */
+} al_disk_grow;
+
+char *al_disk_grow_pack(const char *path, uint64_t bytes, al_err *err);
+/* AL_EINVAL for a malformed object or bytes not a positive integer,
+ * AL_EPATH for a path that is not absolute or too long. */
+int al_disk_grow_unpack(const void *payload, size_t len, al_disk_grow *out,
+			al_err *err);
+
 /* RESULT of a FILE_WRITE: {"bytes":N}. */
 char *al_file_result_pack(uint64_t bytes, al_err *err);
 

@@ -1299,12 +1299,13 @@ static int vm_grow_disk(al_driver_handle *h, uint64_t bytes, al_err *err)
 	int rc = al_qmp_run(p->qmp, "block_resize", args,
 			    al_now_ms() + VM_GROW_TIMEOUT_MS, err);
 	json_object_put(args);
-	char body[64];
-	int n = snprintf(body, sizeof body, "{\"path\":\"/\",\"bytes\":%llu}",
-			 (unsigned long long)want);
+	al_autofree char *body = rc == 0 ? al_disk_grow_pack("/", want, err)
+					  : NULL;
+	if (rc == 0 && body == NULL)
+		rc = -1;
 	if (rc == 0)
-		rc = agent_call(h, AL_F_DISK_GROW, VM_DISK_ID, body, (size_t)n,
-				VM_GROW_TIMEOUT_MS, err);
+		rc = agent_call(h, AL_F_DISK_GROW, VM_DISK_ID, body,
+				strlen(body), VM_GROW_TIMEOUT_MS, err);
 	if (rc < 0) {
 		al_err_wrap(err, "growing the vm's disk to %llu MiB",
 			    (unsigned long long)(want >> 20));

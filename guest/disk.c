@@ -76,25 +76,13 @@ void disk_grow(agent *a, const al_frame *f)
 		al_warn("ignoring DISK_GROW for live request %u", f->id);
 		return;
 	}
-	json_object *o = agent_parse_obj(f, &err);
-	if (o == NULL) {
-		agent_send_err(a, f->id, &err);
-		return;
-	}
-	const char *path = NULL;
-	json_object *b = NULL;
-	int64_t bytes = 0;
+	al_disk_grow req;
 	int fd = -1;
-	if (agent_get_str(o, "path", true, &path, &err) < 0 ||
-	    agent_check_path(path, &err) < 0)
+	if (al_disk_grow_unpack(f->payload, f->len, &req, &err) < 0 ||
+	    agent_check_path(req.path, &err) < 0)
 		goto fail;
-	if (!json_object_object_get_ex(o, "bytes", &b) ||
-	    !json_object_is_type(b, json_type_int) ||
-	    (bytes = json_object_get_int64(b)) <= 0) {
-		al_err_set(&err, AL_EINVAL, 0,
-			   "bytes must be a positive integer");
-		goto fail;
-	}
+	const char *path = req.path;
+	uint64_t bytes = req.bytes;
 	fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
 	struct stat st;
 	struct statfs sf;
@@ -107,23 +95,21 @@ void disk_grow(agent *a, const al_frame *f)
 		al_err_set(&err, AL_EINVAL, 0, "%s is not on ext4", path);
 		goto fail;
 	}
-	if (dev_wait(st.st_dev, bytes, &err) < 0)
+	if (dev_wait(st.st_dev, (int64_t)bytes, &err) < 0)
 		goto fail;
 	/* Whole blocks of the device, never past it; a count below the
 	 * filesystem's own is refused by ext4 (it cannot shrink online). */
-	uint64_t blocks = (uint64_t)bytes / (uint64_t)sf.f_bsize;
+	uint64_t blocks = bytes / (uint64_t)sf.f_bsize;
 	if (ioctl(fd, DISK_EXT4_IOC_RESIZE_FS, &blocks) < 0) {
 		al_err_sys(&err, agent_code_from_errno(errno), errno,
 			   "growing %s to %" PRIu64 " blocks", path, blocks);
 		goto fail;
 	}
 	close(fd);
-	json_object_put(o);
 	agent_send(a, AL_F_RESULT, f->id, "{}", 2);
 	return;
 fail:
 	if (fd >= 0)
 		close(fd);
-	json_object_put(o);
 	agent_send_err(a, f->id, &err);
 }

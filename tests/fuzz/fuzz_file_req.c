@@ -1,6 +1,6 @@
 /* Fuzz the payload unpackers of agentproto that take bytes from a
- * hostile peer: file requests (from the host, in the agent) and ERROR
- * (from the agent, in fcgi). Whatever the bytes, an unpack returns 0 with
+ * hostile peer: file and disk grow requests (from the host, in the agent)
+ * and ERROR (from the agent, in fcgi). Whatever the bytes, an unpack returns 0 with
  * a well-formed result or -1 with an error. */
 #include <stddef.h>
 #include <stdint.h>
@@ -28,6 +28,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		    strcmp(again.path, q.path) != 0 || again.mode != q.mode)
 			abort();
 		free(s);
+	} else if (err.code == AL_OK) {
+		abort();
+	}
+	al_disk_grow g;
+	err.code = AL_OK;
+	if (al_disk_grow_unpack(data, size, &g, &err) == 0) {
+		if (strnlen(g.path, sizeof g.path) == sizeof g.path ||
+		    g.path[0] != '/' || g.bytes == 0 || g.bytes > INT64_MAX)
+			abort();
 	} else if (err.code == AL_OK) {
 		abort();
 	}

@@ -552,6 +552,42 @@ static void test_file_req_pack_unpack(void **state)
 	free(longp);
 }
 
+static void test_disk_grow_pack_unpack(void **state)
+{
+	(void)state;
+	al_err err = {0};
+	al_disk_grow g;
+	char *s = al_disk_grow_pack("/", 8192ull << 20, &err);
+	assert_non_null(s);
+	assert_int_equal(al_disk_grow_unpack(s, strlen(s), &g, &err), 0);
+	assert_string_equal(g.path, "/");
+	assert_true(g.bytes == 8192ull << 20);
+	free(s);
+
+	static const struct {
+		const char *in;
+		al_code code;
+	} bad[] = {
+		{"", AL_EINVAL},
+		{"{}", AL_EINVAL},
+		{"{\"path\":\"/\"}", AL_EINVAL},
+		{"{\"path\":\"/\",\"bytes\":0}", AL_EINVAL},
+		{"{\"path\":\"/\",\"bytes\":-4096}", AL_EINVAL},
+		{"{\"path\":\"/\",\"bytes\":\"4096\"}", AL_EINVAL},
+		{"{\"path\":\"/\",\"bytes\":1.5}", AL_EINVAL},
+		{"{\"bytes\":4096}", AL_EINVAL},
+		{"{\"path\":\"rel\",\"bytes\":4096}", AL_EPATH},
+	};
+	for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+		err.code = AL_OK;
+		assert_int_equal(al_disk_grow_unpack(bad[i].in,
+						     strlen(bad[i].in), &g,
+						     &err),
+				 -1);
+		assert_int_equal(err.code, bad[i].code);
+	}
+}
+
 static void test_error_pack_unpack(void **state)
 {
 	(void)state;
@@ -596,6 +632,7 @@ int main(void)
 		cmocka_unit_test(test_recv_violation),
 		cmocka_unit_test(test_send_until_deadline),
 		cmocka_unit_test(test_file_req_pack_unpack),
+		cmocka_unit_test(test_disk_grow_pack_unpack),
 		cmocka_unit_test(test_error_pack_unpack),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
