@@ -350,8 +350,11 @@ static void refill_one(const al_config *cfg, const char *name,
 	time_t *until = backoff_slot(name, driver);
 	if (until == NULL || time(NULL) < *until)
 		return;
-	uint32_t target = al_warmpool_target(
-		min, al_shimctl_pool_max(cfg, driver), recent);
+	uint64_t avail_mb, total_mb;
+	al_warmpool_host_mem(&avail_mb, &total_mb);
+	uint32_t max = al_warmpool_cap(min, al_shimctl_pool_max(cfg, driver),
+				       avail_mb, total_mb);
+	uint32_t target = al_warmpool_target(min, max, recent);
 	int have = al_shimctl_standby_count(cfg, name, driver, version);
 	uint32_t start, extra;
 	al_warmpool_plan((uint32_t)have, target, POOL_STARTS_PER_TICK, &start,

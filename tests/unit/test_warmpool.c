@@ -34,6 +34,17 @@ static void test_max_below_min_is_min(void **state)
 	assert_int_equal(al_warmpool_target(4, 1, 100), 4);
 }
 
+static void test_cap_holds_growth_when_memory_is_short(void **state)
+{
+	(void)state;
+	assert_int_equal(al_warmpool_cap(2, 8, 20000, 24000), 8);
+	assert_int_equal(al_warmpool_cap(2, 8, 4800, 24000), 8);
+	assert_int_equal(al_warmpool_cap(2, 8, 4799, 24000), 2);
+	assert_int_equal(al_warmpool_cap(2, 8, 0, 24000), 2);
+	/* /proc/meminfo unreadable: no cap. */
+	assert_int_equal(al_warmpool_cap(2, 8, 0, 0), 8);
+}
+
 static void test_plan_starts_missing_in_one_tick(void **state)
 {
 	(void)state;
@@ -66,6 +77,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_target_is_recent_creates_within_bounds),
 		cmocka_unit_test(test_max_below_min_is_min),
+		cmocka_unit_test(test_cap_holds_growth_when_memory_is_short),
 		cmocka_unit_test(test_plan_starts_missing_in_one_tick),
 		cmocka_unit_test(test_plan_retires_extras),
 	};
