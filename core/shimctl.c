@@ -259,11 +259,11 @@ uint32_t al_shimctl_pool_size(const al_config *cfg, const char *driver)
 
 uint32_t al_shimctl_pool_max(const al_config *cfg, const char *driver)
 {
-	uint32_t min = al_shimctl_pool_size(cfg, driver);
-	uint32_t max = strcmp(driver, "vm") == 0 ? cfg->warm_pool_vm_max
-						 : cfg->warm_pool_max;
-	/* A pool switched off stays off. */
-	return min == 0 ? 0 : max;
+	/* A pool switched off (or a driver without one) stays off. */
+	if (al_shimctl_pool_size(cfg, driver) == 0)
+		return 0;
+	return strcmp(driver, "vm") == 0 ? cfg->warm_pool_vm_max
+					 : cfg->warm_pool_max;
 }
 
 /* Standby sockets of (tmpl, driver): "<tmpl>.<driver>.<slot>.sock" in
