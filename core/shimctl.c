@@ -208,15 +208,6 @@ int al_shimctl_spawn(const al_config *cfg, const char *id,
 	return spawn_shim(cfg, "--id", id, NULL, deadline_ms, err);
 }
 
-int al_shimctl_spawn_standby(const al_config *cfg, const char *tmpl,
-			     const char *driver, int64_t deadline_ms,
-			     al_err *err)
-{
-	if (!driver_ok(driver))
-		return al_err_set(err, AL_EINVAL, 0, "invalid driver name");
-	return spawn_shim(cfg, "--standby", tmpl, driver, deadline_ms, err);
-}
-
 int al_shimctl_spawn_standbys(const al_config *cfg, const char *tmpl,
 			      const char *driver, int n, int64_t deadline_ms,
 			      al_err *err)
@@ -235,10 +226,12 @@ int al_shimctl_spawn_standbys(const al_config *cfg, const char *tmpl,
 	int failed = launched < n;
 	for (int i = 0; i < launched; i++) {
 		al_err e = {0};
-		if (read_ready(rd[i], deadline_ms, tmpl, &e) == 0)
+		if (read_ready(rd[i], deadline_ms, tmpl, &e) == 0) {
 			ready++;
-		else if (!failed++)
+		} else if (!failed++) {
 			*err = e;
+			al_err_wrap(err, "starting a standby of %s", tmpl);
+		}
 		close(rd[i]);
 	}
 	if (ready == 0 && n > 0)

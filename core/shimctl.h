@@ -28,14 +28,10 @@ int al_shimctl_call(int fd, uint16_t type, uint32_t id,
 int al_shimctl_spawn(const al_config *cfg, const char *id,
 		     int64_t deadline_ms, al_err *err);
 
-/* Start a warm pool standby of template tmpl under driver (no sandbox
- * row yet): airlock-shim --standby TMPL --driver DRIVER. */
-int al_shimctl_spawn_standby(const al_config *cfg, const char *tmpl,
-			     const char *driver, int64_t deadline_ms,
-			     al_err *err);
-/* Start n standbys (at most 16) of (tmpl, driver) at once and wait for
- * their reports: how many came up; -1 (err: the first failure) when
- * none did. */
+/* Start n warm pool standbys (at most 16) of template tmpl under driver
+ * at once (no sandbox row yet: airlock-shim --standby TMPL --driver
+ * DRIVER) and wait for their reports: how many came up; -1 (err: the
+ * first failure) when none did. */
 int al_shimctl_spawn_standbys(const al_config *cfg, const char *tmpl,
 			      const char *driver, int n, int64_t deadline_ms,
 			      al_err *err);
