@@ -11,6 +11,9 @@
 #       their QEMUs, showing the copy-on-write sharing of guest RAM) and
 #       the CPU they cost idle (bench/vmidle.py: QEMU and shim per
 #       sandbox, in % of a core, what wakes them)
+#   burst  BENCH_BURST (200) ns creates from 32 clients at once,
+#       creates/s and p50/p90/p99 (bench/burst.py); peer: as many bwrap
+#       runs from 32 workers
 #   files  a 200 MiB upload and download per driver (bench/files.py)
 #       beside a host `cat` of the file into the sandbox's disk, with
 #       the memory of the shim and the fcgi workers before and after
@@ -18,15 +21,16 @@
 # The vm series run only where GET /v1/info lists the vm driver; they
 # say so when they are skipped. Tears everything down after.
 #
-# Env: BENCH_ROUNDS (200, ns), BENCH_VM_ROUNDS (100), BENCH_VM_PEER_RUNS
-# (8), BENCH_VM_RSS_COUNT (10), BENCH_VM_IDLE_COUNT (10), BENCH_FILES_MIB
-# (200), AIRLOCK_BUILD (build).
+# Env: BENCH_ROUNDS (200, ns), BENCH_BURST (200), BENCH_VM_ROUNDS (100),
+# BENCH_VM_PEER_RUNS (8), BENCH_VM_RSS_COUNT (10), BENCH_VM_IDLE_COUNT
+# (10), BENCH_FILES_MIB (200), AIRLOCK_BUILD (build).
 set -euo pipefail
 
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$REPO"
 ROUNDS=${BENCH_ROUNDS:-200}
 VM_ROUNDS=${BENCH_VM_ROUNDS:-100}
+BURST=${BENCH_BURST:-200}
 VM_PEER_RUNS=${BENCH_VM_PEER_RUNS:-8}
 VM_RSS_COUNT=${BENCH_VM_RSS_COUNT:-10}
 # (8), BENCH_VM_RSS_COUNT (10), BENCH_VM_IDLE_COUNT (10), BENCH_FILES_MIB
@@ -52,6 +56,8 @@ export AIRLOCK_POOL_SIZE=${AIRLOCK_POOL_SIZE:-4G}
 # Hundreds of creates a minute, all in project default: the create rate
 # is what is measured here, not what a project may do.
 export AIRLOCK_QUOTA_CREATES_PER_MINUTE=${AIRLOCK_QUOTA_CREATES_PER_MINUTE:-1000000}
+# The burst holds BENCH_BURST sandboxes at once.
+export AIRLOCK_QUOTA_SANDBOXES=${AIRLOCK_QUOTA_SANDBOXES:-1000}
 PEER=$STATE/pool/bench-peer-root
 VMPEER=$STATE/pool/bench-vmboot
 API=http://127.0.0.1:$AIRLOCK_HTTP_PORT
@@ -99,6 +105,12 @@ lifecycle() {
 lifecycle --driver ns --rounds "$ROUNDS" --peer-root "$PEER" \
 	--label "warm pool (AIRLOCK_WARM_POOL=2)" \
 	--wait-pool "$STATE/run/pool:minimal.ns.:2"
+
+# A burst: BENCH_BURST (200) ns creates from 32 clients at once, beside
+# as many bwrap runs from 32 workers; the pool sizes itself to the
+# creates (AIRLOCK_WARM_POOL_MAX).
+/usr/bin/python3 bench/burst.py --url "$API" --key-file "$STATE/api-key" \
+	--peer-root "$PEER" --count "$BURST" --clients 32
 
 peer_ms=
 if [ $vm_ok -eq 1 ]; then

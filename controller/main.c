@@ -19,8 +19,9 @@
  *     or standby are deleted. Nothing leaks across a crash of any program;
  *   - warm pool: AIRLOCK_WARM_POOL ns standbys and (while the vm driver
  *     is usable and the template has its VM snapshot) AIRLOCK_WARM_POOL_VM
- *     vm standbys per template are kept ready, so that a create claims
- *     one instead of starting cold.
+ *     vm standbys per template at the least are kept ready, so that a
+ *     create claims one instead of starting cold; up to the _MAX
+ *     variables while creates come (core/warmpool.h).
  * Exit codes: 0 ok, 100 usage, 111 temporary failure (database down). */
 #include <dirent.h>
 #include <errno.h>
@@ -45,6 +46,7 @@
 #include "template.h"
 #include "vmmem.h"
 #include "vmprobe.h"
+#include "warmpool.h"
 
 #define RECONCILE_EVERY_S 10
 #define TICK_MS 100
@@ -331,11 +333,15 @@ static time_t *backoff_slot(const char *name, const char *driver)
 	return NULL;
 }
 
+/* Standbys started at once for one template and driver in a tick: a
+ * burst refills in a few ticks without a host of boots at once. */
+#define POOL_STARTS_PER_TICK 4
+
 static void refill_one(const al_config *cfg, const char *name,
-		       const char *driver, int version)
+		       const char *driver, int version, uint32_t recent)
 {
-	uint32_t want = al_shimctl_pool_size(cfg, driver);
-	if (want == 0) {
+	uint32_t min = al_shimctl_pool_size(cfg, driver);
+	if (min == 0) {
 		/* The pool was switched off: standbys left from before only
 		 * cost memory (and, idle under TCG, CPU). */
 		al_shimctl_retire_standbys(cfg, name, driver, -1);
@@ -344,26 +350,40 @@ static void refill_one(const al_config *cfg, const char *name,
 	time_t *until = backoff_slot(name, driver);
 	if (until == NULL || time(NULL) < *until)
 		return;
+	uint64_t avail_mb, total_mb;
+	al_warmpool_host_mem(&avail_mb, &total_mb);
+	uint32_t max = al_warmpool_cap(min, al_shimctl_pool_max(cfg, driver),
+				       avail_mb, total_mb);
+	uint32_t target = al_warmpool_target(min, max, recent);
 	int have = al_shimctl_standby_count(cfg, name, driver, version);
-	al_err room = {0};
-	/* A standby is a create: none while the pool is full. */
-	if (have < (int)want &&
-	    al_store_room(cfg->pool_dir, cfg->pool_full_pct, &room) < 0) {
-		al_warn("warm pool of %s (%s): %s", name, driver, room.msg);
-		*until = time(NULL) + POOL_BACKOFF_S;
+	uint32_t start, extra;
+	al_warmpool_plan((uint32_t)have, target, POOL_STARTS_PER_TICK, &start,
+			 &extra);
+	if (extra > 0) {
+		al_shimctl_retire_some(cfg, name, driver, (int)extra);
 		return;
 	}
-	while (have < (int)want && !stop_requested) {
-		al_err err = {0};
-		if (al_shimctl_spawn_standby(cfg, name, driver,
-					     al_now_ms() + 30000, &err) < 0) {
-			al_warn("warm pool of %s (%s): %s", name, driver,
-				err.msg);
-			*until = time(NULL) + POOL_BACKOFF_S;
-			break;
-		}
-		have++;
+	if (start == 0)
+		return;
+	al_err err = {0};
+	/* A standby is a create: none while the pool is full. */
+	if (al_store_room(cfg->pool_dir, cfg->pool_full_pct, &err) < 0 ||
+	    al_shimctl_spawn_standbys(cfg, name, driver, (int)start,
+				      al_now_ms() + 30000, &err) < 0) {
+		al_warn("warm pool of %s (%s): %s", name, driver, err.msg);
+		*until = time(NULL) + POOL_BACKOFF_S;
 	}
+}
+
+/* Creates of (name, driver) in the window the pool is sized from. */
+static uint32_t recent_creates(const al_sandbox_creates *c, int n,
+			       const char *name, const char *driver)
+{
+	for (int i = 0; i < n; i++)
+		if (strcmp(c[i].template_name, name) == 0 &&
+		    strcmp(c[i].driver, driver) == 0)
+			return c[i].creates;
+	return 0;
 }
 
 /* Keep the configured standbys ready for each template and driver, so a
@@ -409,11 +429,28 @@ static void refill_pool(const al_config *cfg, al_db *db)
 		PQclear(res);
 		loaded_at = al_now_ms();
 	}
+	/* The create rate, once a second: the pool follows it on a scale
+	 * of seconds, not ticks. */
+	static al_sandbox_creates rates[128];
+	static int nrates;
+	static int64_t rates_at = -1000000;
+	if (al_now_ms() - rates_at >= 1000) {
+		al_err err = {0};
+		if (al_sandbox_recent_creates(db, cfg->warm_pool_window_s,
+					      rates, 128, &nrates, &err) < 0) {
+			al_warn("counting recent creates: %s", err.msg);
+			nrates = 0;
+		}
+		rates_at = al_now_ms();
+	}
 	for (int i = 0; i < count && !stop_requested; i++) {
-		refill_one(cfg, names[i], "ns", versions[i]);
+		refill_one(cfg, names[i], "ns", versions[i],
+			   recent_creates(rates, nrates, names[i], "ns"));
 		/* With the vm pool off this retires what is left of it. */
 		if (vm_ok[i] || cfg->warm_pool_vm == 0)
-			refill_one(cfg, names[i], "vm", versions[i]);
+			refill_one(cfg, names[i], "vm", versions[i],
+				   recent_creates(rates, nrates, names[i],
+						  "vm"));
 	}
 }
 

@@ -311,6 +311,9 @@ int al_config_load_from(al_config *cfg, const char *(*lookup)(const char *),
 	cfg->max_timeout_s = 86400;
 	cfg->warm_pool = 2;
 	cfg->warm_pool_vm = 2;
+	cfg->warm_pool_max = 8;
+	cfg->warm_pool_vm_max = 2;
+	cfg->warm_pool_window_s = 30;
 	cfg->default_driver[0] = '\0';
 	cfg->max_memory_mb = 16384;
 	cfg->max_pids = 65536;
@@ -339,18 +342,35 @@ int al_config_load_from(al_config *cfg, const char *(*lookup)(const char *),
 			return -1;
 		cfg->default_pids = (uint32_t)n;
 	}
-	v = lookup("AIRLOCK_WARM_POOL");
-	if (v != NULL && v[0] != '\0') {
-		if (parse_u64("AIRLOCK_WARM_POOL", v, 0, 64, &n, err) < 0)
+	static const struct {
+		const char *name;
+		uint64_t lo, hi;
+		size_t off;
+	} pool_vars[] = {
+		{"AIRLOCK_WARM_POOL", 0, 64, offsetof(al_config, warm_pool)},
+		{"AIRLOCK_WARM_POOL_VM", 0, 64,
+		 offsetof(al_config, warm_pool_vm)},
+		{"AIRLOCK_WARM_POOL_MAX", 0, 64,
+		 offsetof(al_config, warm_pool_max)},
+		{"AIRLOCK_WARM_POOL_VM_MAX", 0, 64,
+		 offsetof(al_config, warm_pool_vm_max)},
+		{"AIRLOCK_WARM_POOL_WINDOW", 1, 3600,
+		 offsetof(al_config, warm_pool_window_s)},
+	};
+	for (size_t i = 0; i < sizeof pool_vars / sizeof pool_vars[0]; i++) {
+		v = lookup(pool_vars[i].name);
+		if (v == NULL || v[0] == '\0')
+			continue;
+		if (parse_u64(pool_vars[i].name, v, pool_vars[i].lo,
+			      pool_vars[i].hi, &n, err) < 0)
 			return -1;
-		cfg->warm_pool = (uint32_t)n;
+		*(uint32_t *)((char *)cfg + pool_vars[i].off) = (uint32_t)n;
 	}
-	v = lookup("AIRLOCK_WARM_POOL_VM");
-	if (v != NULL && v[0] != '\0') {
-		if (parse_u64("AIRLOCK_WARM_POOL_VM", v, 0, 64, &n, err) < 0)
-			return -1;
-		cfg->warm_pool_vm = (uint32_t)n;
-	}
+	/* A minimum above the default maximum raises the maximum. */
+	if (cfg->warm_pool_max < cfg->warm_pool)
+		cfg->warm_pool_max = cfg->warm_pool;
+	if (cfg->warm_pool_vm_max < cfg->warm_pool_vm)
+		cfg->warm_pool_vm_max = cfg->warm_pool_vm;
 	v = lookup("AIRLOCK_DRIVERS");
 	if (v != NULL && v[0] != '\0' && parse_drivers(cfg, v, err) < 0)
 		return -1;

@@ -7,10 +7,17 @@
  *                       source tree, /usr/share/airlock/sql when installed)
  *   AIRLOCK_LIBEXEC     where airlock-shim and airlock-agent live
  *   AIRLOCK_DEFAULT_MEMORY_MB, AIRLOCK_DEFAULT_PIDS, AIRLOCK_DEFAULT_CPU_SHARES
- *   AIRLOCK_WARM_POOL   standby sandboxes kept ready per template (default
- *                       2, 0 = none: every create starts cold)
- *   AIRLOCK_WARM_POOL_VM  the same for the vm driver (default 2; only
- *                       while the vm driver is usable)
+ *   AIRLOCK_WARM_POOL   standby sandboxes kept ready per template at the
+ *                       least (default 2, 0 = none: every create starts
+ *                       cold)
+ *   AIRLOCK_WARM_POOL_MAX  the most the ns pool of a template grows to
+ *                       while creates come (default 8; never below
+ *                       AIRLOCK_WARM_POOL)
+ *   AIRLOCK_WARM_POOL_VM, AIRLOCK_WARM_POOL_VM_MAX  the same for the vm
+ *                       driver (default 2 and 2; only while the vm
+ *                       driver is usable)
+ *   AIRLOCK_WARM_POOL_WINDOW  seconds of creates a pool is sized from
+ *                       (default 30; core/warmpool.h)
  *   AIRLOCK_DEFAULT_DISK_MB  disk a sandbox may add to its template
  *                       (default 4096; capped at the maximum)
  *   AIRLOCK_MAX_DISK_MB the largest "disk_mb" a create may ask for, and
@@ -78,6 +85,9 @@ typedef struct al_config {
 	al_quota quota; /* of a project without its own */
 	uint32_t warm_pool;    /* ns standbys per template */
 	uint32_t warm_pool_vm; /* vm standbys per template */
+	uint32_t warm_pool_max;	   /* ns pool's bound under load */
+	uint32_t warm_pool_vm_max; /* vm pool's bound under load */
+	uint32_t warm_pool_window_s; /* creates counted for the size */
 	char default_driver[8]; /* "ns", "vm" or "" (decide from the host) */
 	unsigned drivers;       /* AL_CONFIG_DRIVER_* the operator allows */
 	char drivers_setting[16]; /* AIRLOCK_DRIVERS as given, "" if unset */

@@ -348,10 +348,14 @@ int al_project_begin_sandbox(al_db *db, const al_config *cfg,
 	PQclear(res);
 	size_t over = 0;
 	if (al_quota_check(&limit, &used, &asked, &over, err) < 0) {
-		/* Only the rate frees itself by waiting. */
+		/* The rate frees itself by waiting this long; the others
+		 * when one of the project's sandboxes ends, which a client
+		 * in a burst can only poll for. */
 		if (al_quota_fields[over].offset ==
 		    offsetof(al_quota, creates_per_minute))
 			*retry_after_s = wait > 0 ? wait : 1;
+		else
+			*retry_after_s = AL_QUOTA_RETRY_S;
 		goto fail;
 	}
 	return 0;

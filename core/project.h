@@ -63,12 +63,16 @@ json_object *al_project_get(al_db *db, const al_config *cfg,
 int al_project_set_quota(al_db *db, const char *name,
 			 const al_quota_update *u, al_err *err);
 
+/* Seconds a client over a quota that a sandbox's end frees (running
+ * sandboxes, memory, disk) is asked to wait before trying again. */
+#define AL_QUOTA_RETRY_S 5
+
 /* Begin a transaction holding name's row lock in which one more sandbox
- * with memory_mb and disk_mb fits the project's quotas. On failure no transaction
- * is left open: AL_ENOENT for an unknown project, AL_EQUOTA with
- * *retry_after_s > 0 when waiting that long helps (the create rate),
- * else 0. The caller inserts its row and ends with al_db_commit or
- * al_db_rollback. */
+ * with memory_mb and disk_mb fits the project's quotas. On failure no
+ * transaction is left open: AL_ENOENT for an unknown project; AL_EQUOTA
+ * with *retry_after_s: until the create rate allows one more, else
+ * AL_QUOTA_RETRY_S. The caller inserts its row and ends with
+ * al_db_commit or al_db_rollback. */
 int al_project_begin_sandbox(al_db *db, const al_config *cfg,
 			     const char *name, uint64_t memory_mb,
 			     uint64_t disk_mb, int *retry_after_s,

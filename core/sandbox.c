@@ -539,3 +539,33 @@ int al_sandbox_new_id(char out[21], al_err *err)
 	out[20] = '\0';
 	return 0;
 }
+
+int al_sandbox_recent_creates(al_db *db, uint32_t window_s,
+			      al_sandbox_creates *out, int max, int *n,
+			      al_err *err)
+{
+	char secs[16], lim[16];
+	snprintf(secs, sizeof secs, "%u", window_s);
+	snprintf(lim, sizeof lim, "%d", max);
+	const char *params[] = {secs, lim};
+	PGresult *res = al_db_exec(
+		db,
+		"SELECT template, driver, count(*) FROM sandboxes"
+		" WHERE created_at > now() - make_interval(secs => $1::int)"
+		" GROUP BY template, driver ORDER BY template, driver"
+		" LIMIT $2::int",
+		2, params, err);
+	if (res == NULL)
+		return -1;
+	*n = PQntuples(res);
+	for (int i = 0; i < *n; i++) {
+		snprintf(out[i].template_name, sizeof out[i].template_name,
+			 "%s", PQgetvalue(res, i, 0));
+		snprintf(out[i].driver, sizeof out[i].driver, "%s",
+			 PQgetvalue(res, i, 1));
+		out[i].creates =
+			(uint32_t)strtoul(PQgetvalue(res, i, 2), NULL, 10);
+	}
+	PQclear(res);
+	return 0;
+}

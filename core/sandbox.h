@@ -89,6 +89,19 @@ int al_sandbox_list_expired(al_db *db, char (**ids)[64], int *n, al_err *err);
 /* Sandboxes in any of the live states (creating, running, paused). */
 int al_sandbox_list_live(al_db *db, char (**ids)[64], int *n, al_err *err);
 
+/* Creates of one (template, driver) in a recent window. */
+typedef struct al_sandbox_creates {
+	char template_name[64];
+	char driver[16];
+	uint32_t creates;
+} al_sandbox_creates;
+/* Sandboxes created in the last window_s seconds (whatever became of
+ * them), per template and driver: up to max pairs into out, *n of them.
+ * What the warm pool is sized from (core/warmpool.h). */
+int al_sandbox_recent_creates(al_db *db, uint32_t window_s,
+			      al_sandbox_creates *out, int max, int *n,
+			      al_err *err);
+
 /* JSON view for the API: id, project, state, template, driver, accel (vm only),
  * created_at, expires_at, metadata, limits (never env). */
 json_object *al_sandbox_to_json(const al_sandbox *sb);

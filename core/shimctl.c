@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -159,9 +160,10 @@ static int driver_ok(const char *d)
 }
 
 /* Start airlock-shim with mode ("--id" or "--standby") and arg (plus
- * --driver for a standby), detached, and wait for its start report. */
-static int spawn_shim(const al_config *cfg, const char *mode, const char *id,
-		      const char *driver, int64_t deadline_ms, al_err *err)
+ * --driver for a standby), detached; *rd is where its start report comes
+ * (read_ready). */
+static int launch_shim(const al_config *cfg, const char *mode, const char *id,
+		       const char *driver, int *rd, al_err *err)
 {
 	if (!al_id_valid(id))
 		return al_err_set(err, AL_EINVAL, 0, "invalid id");
@@ -184,8 +186,14 @@ static int spawn_shim(const al_config *cfg, const char *mode, const char *id,
 			      NULL};
 	/* Detached (own session, not a child of this worker), so the shim
 	 * survives restarts of whoever started it. */
+	return al_spawn_detached(shim, argv, logpath, rd, err);
+}
+
+static int spawn_shim(const al_config *cfg, const char *mode, const char *id,
+		      const char *driver, int64_t deadline_ms, al_err *err)
+{
 	al_autofd int rd = -1;
-	if (al_spawn_detached(shim, argv, logpath, &rd, err) < 0)
+	if (launch_shim(cfg, mode, id, driver, &rd, err) < 0)
 		return -1;
 	if (read_ready(rd, deadline_ms, id, err) < 0) {
 		al_err_wrap(err, "starting sandbox %s", id);
@@ -200,13 +208,35 @@ int al_shimctl_spawn(const al_config *cfg, const char *id,
 	return spawn_shim(cfg, "--id", id, NULL, deadline_ms, err);
 }
 
-int al_shimctl_spawn_standby(const al_config *cfg, const char *tmpl,
-			     const char *driver, int64_t deadline_ms,
-			     al_err *err)
+int al_shimctl_spawn_standbys(const al_config *cfg, const char *tmpl,
+			      const char *driver, int n, int64_t deadline_ms,
+			      al_err *err)
 {
+	enum { MAX = 16 };
+	int rd[MAX], launched = 0, ready = 0;
 	if (!driver_ok(driver))
 		return al_err_set(err, AL_EINVAL, 0, "invalid driver name");
-	return spawn_shim(cfg, "--standby", tmpl, driver, deadline_ms, err);
+	if (n > MAX)
+		n = MAX;
+	/* All boot at once; then each report is read in turn. */
+	while (launched < n &&
+	       launch_shim(cfg, "--standby", tmpl, driver, &rd[launched],
+			   err) == 0)
+		launched++;
+	int failed = launched < n;
+	for (int i = 0; i < launched; i++) {
+		al_err e = {0};
+		if (read_ready(rd[i], deadline_ms, tmpl, &e) == 0) {
+			ready++;
+		} else if (!failed++) {
+			*err = e;
+			al_err_wrap(err, "starting a standby of %s", tmpl);
+		}
+		close(rd[i]);
+	}
+	if (ready == 0 && n > 0)
+		return -1;
+	return ready;
 }
 
 uint32_t al_shimctl_pool_size(const al_config *cfg, const char *driver)
@@ -218,6 +248,15 @@ uint32_t al_shimctl_pool_size(const al_config *cfg, const char *driver)
 	if (strcmp(driver, "vm") == 0)
 		return cfg->warm_pool_vm;
 	return 0;
+}
+
+uint32_t al_shimctl_pool_max(const al_config *cfg, const char *driver)
+{
+	/* A pool switched off (or a driver without one) stays off. */
+	if (al_shimctl_pool_size(cfg, driver) == 0)
+		return 0;
+	return strcmp(driver, "vm") == 0 ? cfg->warm_pool_vm_max
+					 : cfg->warm_pool_max;
 }
 
 /* Standby sockets of (tmpl, driver): "<tmpl>.<driver>.<slot>.sock" in
@@ -263,8 +302,10 @@ int al_shimctl_standby_count(const al_config *cfg, const char *tmpl,
 	return n;
 }
 
-int al_shimctl_retire_standbys(const al_config *cfg, const char *tmpl,
-			       const char *driver, int version)
+/* Destroy up to limit (-1: no bound) standbys of (tmpl, driver): those
+ * not of version keep, or with keep -1 any. */
+static int retire(const al_config *cfg, const char *tmpl, const char *driver,
+		  int keep, int limit)
 {
 	if (!driver_ok(driver) || !al_id_valid(tmpl))
 		return 0;
@@ -275,9 +316,10 @@ int al_shimctl_retire_standbys(const al_config *cfg, const char *tmpl,
 		return 0;
 	int n = 0;
 	struct dirent *de;
-	while ((de = readdir(d)) != NULL) {
+	while ((limit < 0 || n < limit) && (de = readdir(d)) != NULL) {
 		if (!is_standby_of(de->d_name, tmpl, driver) ||
-		    standby_version(de->d_name, tmpl, driver) == version)
+		    (keep >= 0 &&
+		     standby_version(de->d_name, tmpl, driver) == keep))
 			continue;
 		struct sockaddr_un sa = {.sun_family = AF_UNIX};
 		if ((size_t)snprintf(sa.sun_path, sizeof sa.sun_path, "%s/%s",
@@ -298,6 +340,20 @@ int al_shimctl_retire_standbys(const al_config *cfg, const char *tmpl,
 	}
 	closedir(d);
 	return n;
+}
+
+int al_shimctl_retire_standbys(const al_config *cfg, const char *tmpl,
+			       const char *driver, int version)
+{
+	/* A version no standby holds retires them all. */
+	return retire(cfg, tmpl, driver, version < 0 ? INT_MAX : version,
+		      -1);
+}
+
+int al_shimctl_retire_some(const al_config *cfg, const char *tmpl,
+			   const char *driver, int n)
+{
+	return n > 0 ? retire(cfg, tmpl, driver, -1, n) : 0;
 }
 
 /* Claim one standby of tmpl for sandbox id: 0 when one now runs as the

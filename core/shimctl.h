@@ -28,22 +28,31 @@ int al_shimctl_call(int fd, uint16_t type, uint32_t id,
 int al_shimctl_spawn(const al_config *cfg, const char *id,
 		     int64_t deadline_ms, al_err *err);
 
-/* Start a warm pool standby of template tmpl under driver (no sandbox
- * row yet): airlock-shim --standby TMPL --driver DRIVER. */
-int al_shimctl_spawn_standby(const al_config *cfg, const char *tmpl,
-			     const char *driver, int64_t deadline_ms,
-			     al_err *err);
+/* Start n warm pool standbys (at most 16) of template tmpl under driver
+ * at once (no sandbox row yet: airlock-shim --standby TMPL --driver
+ * DRIVER) and wait for their reports: how many came up; -1 (err: the
+ * first failure) when none did. */
+int al_shimctl_spawn_standbys(const al_config *cfg, const char *tmpl,
+			      const char *driver, int n, int64_t deadline_ms,
+			      al_err *err);
 /* Standbys of (tmpl, driver) waiting in run/pool that hold template
  * version `version` (0: any version). */
 int al_shimctl_standby_count(const al_config *cfg, const char *tmpl,
 			     const char *driver, int version);
-/* Standbys the warm pool keeps per template for driver (AIRLOCK_WARM_POOL
- * for ns, AIRLOCK_WARM_POOL_VM for vm). */
 /* Destroy the standbys of (tmpl, driver) that hold another template
- * version than version (the template was rebuilt); returns how many. */
+ * version than version (the template was rebuilt; -1: all of them);
+ * returns how many. */
 int al_shimctl_retire_standbys(const al_config *cfg, const char *tmpl,
 			       const char *driver, int version);
+/* Destroy n of the standbys of (tmpl, driver), whichever (the pool
+ * shrinks); returns how many. */
+int al_shimctl_retire_some(const al_config *cfg, const char *tmpl,
+			   const char *driver, int n);
+/* Standbys the warm pool keeps per template for driver at the least
+ * (AIRLOCK_WARM_POOL for ns, AIRLOCK_WARM_POOL_VM for vm), and the most
+ * it grows to under load (the _MAX variables). */
 uint32_t al_shimctl_pool_size(const al_config *cfg, const char *driver);
+uint32_t al_shimctl_pool_max(const al_config *cfg, const char *driver);
 /* Bring sandbox id (row in state creating, template tmpl, driver) to
  * running: claim a warm standby of the same template and driver if one
  * is waiting (milliseconds), else start a shim cold (al_shimctl_spawn). */

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "agentproto.h"
+#include "capacity.h"
 #include "config.h"
 #include "http.h"
 #include "json.h"
@@ -166,8 +167,11 @@ void al_api_sandbox_create(al_req *r)
 	if (al_template_access(db, req.template_name, &owner, 0, &err) < 0 ||
 	    load_template(db, r->cfg, req.template_name, &sb, &err) < 0)
 		goto fail;
-	if (pick_driver(r, &req, &sb, &err) < 0)
+	/* Not a lack of room: asking again does not help. */
+	if (pick_driver(r, &req, &sb, &err) < 0) {
+		retry_after = -1;
 		goto fail;
+	}
 	if (req.memory_mb != 0 && strcmp(sb.driver, "vm") != 0)
 		sb.limits.memory_bytes = req.memory_mb << 20;
 	if (req.pids != 0)
@@ -201,16 +205,7 @@ void al_api_sandbox_create(al_req *r)
 
 	if (al_shimctl_start(r->cfg, sb.id, sb.template_name, sb.driver,
 			     al_now_ms() + SPAWN_DEADLINE_MS, &err) < 0) {
-		al_err tmp;
-		al_warn("sandbox %s: start failed: %s", sb.id, err.msg);
-		if (al_sandbox_transition(db, sb.id, AL_EV_FAIL, err.msg,
-					  &tmp) < 0 &&
-		    tmp.code != AL_ESTATE)
-			al_warn("sandbox %s: marking error: %s", sb.id,
-				tmp.msg);
-		/* Whatever the shim said, this is the server failing. */
-		if (al_code_http_status(err.code) < 500)
-			err.code = AL_EINTERNAL;
+		al_capacity_start_failed(db, sb.id, &err, &retry_after);
 		goto fail;
 	}
 	al_sandbox got;
@@ -227,6 +222,10 @@ void al_api_sandbox_create(al_req *r)
 	return;
 fail:
 	al_json_create_req_free(&req);
+	/* Out of database connections or the like: a burst's clients are
+	 * told when to come back. */
+	if (retry_after == 0 && al_capacity_exhausted(&err))
+		retry_after = AL_CAPACITY_RETRY_S;
 	al_http_error_retry(r, &err, retry_after);
 }
 

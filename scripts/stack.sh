@@ -18,6 +18,8 @@
 #   AIRLOCK_BIND         address nginx listens on (default 127.0.0.1)
 #   AIRLOCK_FCGI_WORKERS fcgi worker processes (default 4)
 #   AIRLOCK_POOL_SIZE    size of the loop-mounted btrfs image (default 16G)
+#   AIRLOCK_PG_MAX_CONNECTIONS  PostgreSQL's max_connections (default 500;
+#                        tests lower it to meet the limit in a burst)
 #   AIRLOCK_WARM_POOL(_VM), AIRLOCK_DRIVERS, AIRLOCK_DEFAULT_DRIVER
 #                        passed on to the daemons (see README.md)
 #
@@ -38,6 +40,11 @@ STATE=$(realpath -m -- "${AIRLOCK_STATE:-./var}")
 BUILD=$(realpath -m -- "${AIRLOCK_BUILD:-$REPO/build}")
 HTTP_PORT=${AIRLOCK_HTTP_PORT:-8080}
 HTTPS_PORT=${AIRLOCK_HTTPS_PORT:-8443}
+PG_MAX_CONN=${AIRLOCK_PG_MAX_CONNECTIONS:-500}
+[[ $PG_MAX_CONN =~ ^[0-9]+$ ]] || {
+	echo "AIRLOCK_PG_MAX_CONNECTIONS: not a number" >&2
+	exit 100
+}
 BIND=${AIRLOCK_BIND:-127.0.0.1}
 WORKERS=${AIRLOCK_FCGI_WORKERS:-4}
 POOL_SIZE=${AIRLOCK_POOL_SIZE:-16G}
@@ -227,7 +234,7 @@ start_pg() {
 		# this script (which stops things in order), not the postmaster.
 		if ! (cd / && runuser -u postgres -- setsid "$bin/pg_ctl" \
 			-D "$PGDATA" -l "$LOG/pg.log" -w -t 60 -s \
-			-o "-k $PGSOCK -c listen_addresses='' -c max_connections=500" \
+			-o "-k $PGSOCK -c listen_addresses='' -c max_connections=$PG_MAX_CONN" \
 			start) >/dev/null 2>&1; then
 			tail_log "$LOG/pg.log"
 			die "PostgreSQL did not start"

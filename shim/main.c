@@ -23,6 +23,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "capacity.h"
 #include "cleanup.h"
 #include "log.h"
 #include "shim.h"
@@ -528,10 +529,15 @@ int main(int argc, char **argv)
 			    : bring_up_standby(&s, standby, driver, &err);
 	if (up < 0) {
 		al_error("sandbox %s failed to start: %s", s.sb.id, err.msg);
+		/* The host out of room: the errno does not cross the ready
+		 * line, the code does (al_capacity_start_failed). */
+		int refused = al_capacity_exhausted(&err);
+		if (refused)
+			err.code = AL_EUNAVAIL;
 		report_error(ready_fd, &err);
 		if (ready_fd >= 0)
 			close(ready_fd);
-		shim_teardown(&s, AL_EV_FAIL, err.msg);
+		shim_teardown(&s, refused ? AL_EV_DELETE : AL_EV_FAIL, err.msg);
 		al_db_close(s.db);
 		al_log_flush();
 		return 111;

@@ -149,6 +149,9 @@ class Stack:
             "AIRLOCK_HTTPS_PORT": str(https_port),
             "AIRLOCK_POOL_SIZE": "4G",
             "AIRLOCK_FCGI_WORKERS": "4",
+            # A pool of fixed size, whose standbys a test can count and
+            # claim; test_burst follows one that grows with the creates.
+            "AIRLOCK_WARM_POOL_MAX": "2",
             # Daemons report sanitizer findings in their logs (checked by
             # test_zz_sanitizers) and keep running where they can. The
             # quarantine of freed memory is capped so that the memory

@@ -105,6 +105,34 @@ static void test_disk_default_capped(void **state)
 	assert_int_equal(cfg.default_disk_mb, 512);
 }
 
+static void test_warm_pool_bounds(void **state)
+{
+	(void)state;
+	al_config cfg;
+	al_err err;
+	assert_int_equal(load(NULL, &cfg, &err), 0);
+	assert_int_equal(cfg.warm_pool, 2);
+	assert_int_equal(cfg.warm_pool_max, 8);
+	assert_int_equal(cfg.warm_pool_vm, 2);
+	assert_int_equal(cfg.warm_pool_vm_max, 2);
+	assert_int_equal(cfg.warm_pool_window_s, 30);
+	static const char *const env[] = {
+		"AIRLOCK_WARM_POOL", "1", "AIRLOCK_WARM_POOL_MAX", "12",
+		"AIRLOCK_WARM_POOL_VM_MAX", "5",
+		"AIRLOCK_WARM_POOL_WINDOW", "7", NULL};
+	assert_int_equal(load(env, &cfg, &err), 0);
+	assert_int_equal(cfg.warm_pool, 1);
+	assert_int_equal(cfg.warm_pool_max, 12);
+	assert_int_equal(cfg.warm_pool_vm_max, 5);
+	assert_int_equal(cfg.warm_pool_window_s, 7);
+	/* A minimum above the maximum raises the maximum. */
+	static const char *const high[] = {"AIRLOCK_WARM_POOL", "20",
+					   "AIRLOCK_WARM_POOL_VM", "3", NULL};
+	assert_int_equal(load(high, &cfg, &err), 0);
+	assert_int_equal(cfg.warm_pool_max, 20);
+	assert_int_equal(cfg.warm_pool_vm_max, 3);
+}
+
 static void expect_bad(const char *var, const char *value)
 {
 	al_config cfg;
@@ -130,6 +158,8 @@ static void test_rejects(void **state)
 	expect_bad("AIRLOCK_MAX_DISK_MB", "8");
 	expect_bad("AIRLOCK_DEFAULT_DISK_MB", "x");
 	expect_bad("AIRLOCK_POOL_FULL_PCT", "0");
+	expect_bad("AIRLOCK_WARM_POOL_MAX", "65");
+	expect_bad("AIRLOCK_WARM_POOL_WINDOW", "0");
 	expect_bad("AIRLOCK_POOL_FULL_PCT", "101");
 	expect_bad("AIRLOCK_SQL_DIR", "relative/sql");
 	expect_bad("AIRLOCK_LIBEXEC", "/bad\npath");
@@ -334,6 +364,7 @@ int main(void)
 		cmocka_unit_test(test_defaults),
 		cmocka_unit_test(test_overrides),
 		cmocka_unit_test(test_disk_default_capped),
+		cmocka_unit_test(test_warm_pool_bounds),
 		cmocka_unit_test(test_rejects),
 		cmocka_unit_test(test_drivers),
 		cmocka_unit_test(test_relative_state),
