@@ -517,6 +517,25 @@ static const char *get_str(json_object *o, const char *key, size_t *len,
 	return s;
 }
 
+/* The absolute "path" of a request into out (outlen with its NUL); -1
+ * with e (AL_EINVAL missing or not a string, AL_EPATH relative or too
+ * long). */
+static int get_path(json_object *o, char *out, size_t outlen, al_err *e)
+{
+	size_t n = 0;
+	const char *path = get_str(o, "path", &n, e);
+	if (path == NULL && e->code == AL_OK)
+		al_err_set(e, AL_EINVAL, 0, "field \"path\" is required");
+	else if (path != NULL && path[0] != '/')
+		al_err_set(e, AL_EPATH, 0, "path must be absolute");
+	else if (path != NULL && n >= outlen)
+		al_err_set(e, AL_EPATH, 0, "path is too long");
+	if (e->code != AL_OK)
+		return -1;
+	memcpy(out, path, n + 1);
+	return 0;
+}
+
 char *al_file_req_pack(const char *path, int mode, al_err *err)
 {
 	json_object *o = json_object_new_object();
@@ -537,25 +556,16 @@ int al_file_req_unpack(const void *payload, size_t len, al_file_req *out,
 	json_object *o = unpack(payload, len, "file request", err);
 	if (o == NULL)
 		return -1;
-	size_t n = 0;
-	const char *path = get_str(o, "path", &n, &e);
 	json_object *m = NULL;
 	int64_t mode = AL_FILE_MODE_DEFAULT;
-	if (path == NULL && e.code == AL_OK)
-		al_err_set(&e, AL_EINVAL, 0, "field \"path\" is required");
-	else if (path != NULL && path[0] != '/')
-		al_err_set(&e, AL_EPATH, 0, "path must be absolute");
-	else if (path != NULL && n >= sizeof out->path)
-		al_err_set(&e, AL_EPATH, 0, "path is too long");
-	else if (json_object_object_get_ex(o, "mode", &m) && m != NULL &&
-		 (!json_object_is_type(m, json_type_int) ||
-		  (mode = json_object_get_int64(m)) < 0 || mode > 07777))
+	if (get_path(o, out->path, sizeof out->path, &e) == 0 &&
+	    json_object_object_get_ex(o, "mode", &m) && m != NULL &&
+	    (!json_object_is_type(m, json_type_int) ||
+	     (mode = json_object_get_int64(m)) < 0 || mode > 07777))
 		al_err_set(&e, AL_EINVAL, 0,
 			   "field \"mode\" must be an integer, 0 to 07777");
-	if (e.code == AL_OK) {
-		memcpy(out->path, path, n + 1);
+	if (e.code == AL_OK)
 		out->mode = (unsigned)mode;
-	}
 	json_object_put(o);
 	if (e.code != AL_OK) {
 		*err = e;
@@ -583,25 +593,16 @@ int al_disk_grow_unpack(const void *payload, size_t len, al_disk_grow *out,
 	json_object *o = unpack(payload, len, "disk grow request", err);
 	if (o == NULL)
 		return -1;
-	size_t n = 0;
-	const char *path = get_str(o, "path", &n, &e);
 	json_object *b = NULL;
 	int64_t bytes = 0;
-	if (path == NULL && e.code == AL_OK)
-		al_err_set(&e, AL_EINVAL, 0, "field \"path\" is required");
-	else if (path != NULL && path[0] != '/')
-		al_err_set(&e, AL_EPATH, 0, "path must be absolute");
-	else if (path != NULL && n >= sizeof out->path)
-		al_err_set(&e, AL_EPATH, 0, "path is too long");
-	else if (!json_object_object_get_ex(o, "bytes", &b) ||
-		 !json_object_is_type(b, json_type_int) ||
-		 (bytes = json_object_get_int64(b)) <= 0)
+	if (get_path(o, out->path, sizeof out->path, &e) == 0 &&
+	    (!json_object_object_get_ex(o, "bytes", &b) ||
+	     !json_object_is_type(b, json_type_int) ||
+	     (bytes = json_object_get_int64(b)) <= 0))
 		al_err_set(&e, AL_EINVAL, 0,
 			   "field \"bytes\" must be a positive integer");
-	if (e.code == AL_OK) {
-		memcpy(out->path, path, n + 1);
+	if (e.code == AL_OK)
 		out->bytes = (uint64_t)bytes;
-	}
 	json_object_put(o);
 	if (e.code != AL_OK) {
 		*err = e;
