@@ -1153,9 +1153,9 @@ static int vm_stop(al_driver_handle *h, al_err *err)
 	return 0;
 }
 
-/* Request id of the one IDENTITY an adopt sends: the shim's relay hands
- * out ids from 1 upwards and a standby has served none yet. */
-#define VM_IDENTITY_ID 0xfffffff0u
+/* Request id of the one IDENTITY an adopt sends (a standby has served
+ * no relayed request yet). */
+#define VM_IDENTITY_ID AL_REQ_ID_VM_IDENTITY
 #define VM_ADOPT_TIMEOUT_MS 5000
 
 /* A standby VM becomes sandbox spec->id: the agent sets the hostname,

@@ -19,7 +19,6 @@
 #define EXEC_GRACE_MS 15000	     /* past the agent's own timeout */
 #define COLLECT_MAX (16u << 20)	     /* per stream in JSON mode */
 #define STDIN_CHUNK (64u << 10)
-#define EXEC_REQ_ID 1
 #define KEY_CHECK_MS 2000 /* a revoked key's running execs end this soon */
 
 int al_api_next_frame(al_req *r, int fd, struct al_frame_reader *rd,
@@ -300,34 +299,31 @@ static json_object *exit_object(json_object *in)
 static int send_exec(int fd, const al_exec_req *req, json_object *env,
 		     al_err *err)
 {
-	json_object *o = json_object_new_object();
-	json_object_object_add(o, "cmd", json_object_get(req->cmd));
-	json_object_object_add(o, "env", json_object_get(env));
-	if (req->cwd[0] != '\0')
-		json_object_object_add(o, "cwd",
-				       json_object_new_string(req->cwd));
-	if (req->user != NULL)
-		json_object_object_add(o, "user",
-				       json_object_new_string(req->user));
-	json_object_object_add(o, "timeout_ms",
-			       json_object_new_int64((int64_t)req->timeout_s *
-						     1000));
-	json_object_object_add(o, "stdin",
-			       json_object_new_boolean(req->stdin_data != NULL));
-	const char *s = al_json_compact(o);
-	int rc = al_frame_send(fd, AL_F_EXEC, EXEC_REQ_ID, s, strlen(s), err);
-	json_object_put(o);
+	al_exec_msg m = {
+		.cmd = req->cmd,
+		.env = env,
+		.cwd = req->cwd[0] != '\0' ? req->cwd : NULL,
+		.user = req->user,
+		.timeout_ms = (int64_t)req->timeout_s * 1000,
+		.stdin_open = req->stdin_data != NULL,
+	};
+	char *s = al_exec_pack(&m, err);
+	if (s == NULL)
+		return -1;
+	int rc = al_frame_send(fd, AL_F_EXEC, AL_REQ_ID_CLIENT, s, strlen(s),
+			       err);
+	free(s);
 	if (rc < 0 || req->stdin_data == NULL)
 		return rc;
 	for (size_t off = 0; off < req->stdin_len; off += STDIN_CHUNK) {
 		size_t n = req->stdin_len - off;
 		if (n > STDIN_CHUNK)
 			n = STDIN_CHUNK;
-		if (al_frame_send(fd, AL_F_STDIN, EXEC_REQ_ID,
+		if (al_frame_send(fd, AL_F_STDIN, AL_REQ_ID_CLIENT,
 				  req->stdin_data + off, n, err) < 0)
 			return -1;
 	}
-	return al_frame_send(fd, AL_F_STDIN, EXEC_REQ_ID, "", 0, err);
+	return al_frame_send(fd, AL_F_STDIN, AL_REQ_ID_CLIENT, "", 0, err);
 }
 
 void al_api_exec(al_req *r)
@@ -433,7 +429,7 @@ void al_api_exec(al_req *r)
 			st.last_write_ms = al_now_ms();
 			continue;
 		}
-		if (f.id != EXEC_REQ_ID) {
+		if (f.id != AL_REQ_ID_CLIENT) {
 			al_frame_free(&f);
 			al_err_set(&err, AL_EPROTO,
 				   0, "sandbox answered for another request");

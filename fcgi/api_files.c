@@ -16,7 +16,6 @@
 #include "path.h"
 #include "shimctl.h"
 
-#define FILE_REQ_ID 1
 #define FILE_CHUNK (256u << 10)
 #define FILE_PUT_MAX (1ull << 30)     /* bytes per upload */
 #define FILE_IDLE_MS 60000	      /* silence from the sandbox */
@@ -55,7 +54,7 @@ static int next_reply(al_req *r, int fd, al_frame_reader *rd, al_frame *f,
 			al_api_relay_error(err);
 			return -1;
 		}
-		if (f->id != FILE_REQ_ID) {
+		if (f->id != AL_REQ_ID_CLIENT) {
 			al_frame_free(f);
 			continue;
 		}
@@ -101,7 +100,7 @@ static int open_request(al_req *r, uint16_t type, const char *path, int mode,
 		return -1;
 	char *s = al_file_req_pack(path, mode, err);
 	if (s == NULL ||
-	    al_frame_send_until(fd, type, FILE_REQ_ID, s, strlen(s),
+	    al_frame_send_until(fd, type, AL_REQ_ID_CLIENT, s, strlen(s),
 				al_now_ms() + FILE_IDLE_MS, err) < 0) {
 		if (s != NULL)
 			al_api_relay_error(err);
@@ -186,14 +185,14 @@ void al_api_files_put(al_req *r)
 				   (unsigned long long)FILE_PUT_MAX);
 			goto fail;
 		}
-		if (al_frame_send_until(fd, AL_F_FILE_DATA, FILE_REQ_ID, buf,
-					(size_t)n, al_now_ms() + FILE_IDLE_MS,
-					&err) < 0)
+		if (al_frame_send_until(fd, AL_F_FILE_DATA, AL_REQ_ID_CLIENT,
+					buf, (size_t)n,
+					al_now_ms() + FILE_IDLE_MS, &err) < 0)
 			goto fail_relay;
 		if (early_reply(r, fd, &rd, &err) < 0)
 			goto fail;
 	}
-	if (al_frame_send_until(fd, AL_F_FILE_END, FILE_REQ_ID, "", 0,
+	if (al_frame_send_until(fd, AL_F_FILE_END, AL_REQ_ID_CLIENT, "", 0,
 				al_now_ms() + FILE_IDLE_MS, &err) < 0)
 		goto fail_relay;
 
@@ -300,8 +299,9 @@ static void files_list(al_req *r, const char *path)
 	char *s = al_file_req_pack(path, -1, &err);
 	json_object *req = s != NULL ? json_tokener_parse(s) : NULL;
 	free(s);
-	int rc = req != NULL ? al_shimctl_call(fd, AL_F_FILE_LIST, FILE_REQ_ID,
-					       req, al_now_ms() + FILE_IDLE_MS,
+	int rc = req != NULL ? al_shimctl_call(fd, AL_F_FILE_LIST,
+					       AL_REQ_ID_CLIENT, req,
+					       al_now_ms() + FILE_IDLE_MS,
 					       &result, &err)
 			     : -1;
 	json_object_put(req);
