@@ -340,39 +340,3 @@ int al_api_running_sandbox(al_req *r, json_object **env_out)
 	return 0;
 }
 
-void al_api_relay_error(al_err *e)
-{
-	/* The message comes from inside the sandbox: keep it printable
-	 * ASCII so it cannot break the JSON or the log line. */
-	for (char *p = e->msg; *p != '\0'; p++)
-		if ((unsigned char)*p < 0x20 || (unsigned char)*p >= 0x7f)
-			*p = '?';
-	switch (e->code) {
-	case AL_EINVAL:
-	case AL_ENOENT:
-	case AL_ESTATE:
-	case AL_EEXIST:
-	case AL_ETOOBIG:
-	case AL_EPATH:
-	case AL_EPERM:
-	case AL_ETIMEDOUT:
-	case AL_EUNAVAIL:
-	case AL_ENOSPACE:
-	case AL_ESYS:
-	case AL_ENOMEM:
-	case AL_EPROTO:
-		break;
-	case AL_EAUTH:
-		/* The caller is authenticated; the sandbox refused. */
-		e->code = AL_EPERM;
-		break;
-	case AL_OK:
-	case AL_EDB:
-	case AL_EINTERNAL:
-	case AL_EQUOTA:
-	case AL_CODE_MAX:
-	default:
-		e->code = AL_EPROTO;
-		break;
-	}
-}
