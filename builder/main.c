@@ -152,26 +152,8 @@ static void remove_stale_tmp(const char *dir)
  * of a finished build) gets nothing. */
 static int claim_build(bld *b, al_err *err)
 {
-	char pid[16];
-	snprintf(pid, sizeof pid, "%d", (int)getpid());
-	const char *p[] = {b->id, pid};
-	PGresult *res = al_db_exec(
-		b->db,
-		"UPDATE template_builds SET status = 'running',"
-		" builder_pid = $2::int WHERE id = $1 AND status = 'queued'"
-		" RETURNING name, no_cache",
-		2, p, err);
-	if (res == NULL)
-		return -1;
-	if (PQntuples(res) != 1) {
-		PQclear(res);
-		return al_err_set(err, AL_ESTATE, 0,
-				  "build %s is unknown or not queued", b->id);
-	}
-	snprintf(b->name, sizeof b->name, "%s", PQgetvalue(res, 0, 0));
-	b->no_cache = strcmp(PQgetvalue(res, 0, 1), "t") == 0;
-	PQclear(res);
-	return 0;
+	return al_build_claim(b->db, b->id, (int)getpid(), b->name,
+			      sizeof b->name, &b->no_cache, err);
 }
 
 static int load_inputs(bld *b, int *line, al_err *err)

@@ -150,42 +150,40 @@ static int remove_agent(const char *rootfs, al_err *err)
 	return fsroot_remove_top(rootfs, BUILD_AGENT_DIR, err);
 }
 
-static json_object *exec_payload(const bld *b, const al_af_step *st,
-				 size_t idx, al_err *err)
+/* The EXEC of RUN step st, packed. */
+static char *exec_payload(const bld *b, const al_af_step *st, size_t idx,
+			  al_err *err)
 {
-	json_object *o = json_object_new_object();
 	json_object *cmd = json_object_new_array();
-	if (o == NULL || cmd == NULL) {
-		json_object_put(o);
-		json_object_put(cmd);
+	if (cmd == NULL) {
 		al_err_set(err, AL_ENOMEM, ENOMEM, "out of memory");
 		return NULL;
 	}
 	for (size_t i = 0; i < st->cmd.argc; i++)
 		json_object_array_add(cmd,
 				      json_object_new_string(st->cmd.argv[i]));
-	json_object_object_add(o, "cmd", cmd);
 	json_object *env = run_env(b, st->nenv, err);
 	if (env == NULL) {
-		json_object_put(o);
+		json_object_put(cmd);
 		return NULL;
 	}
-	json_object_object_add(o, "env", env);
-	json_object_object_add(o, "cwd",
-			       json_object_new_string(run_workdir(b, idx)));
-	json_object_object_add(o, "timeout_ms",
-			       json_object_new_int64(RUN_TIMEOUT_MS));
-	json_object_object_add(o, "stdin", json_object_new_boolean(0));
 	char user[200];
 	run_user(b, idx, user, sizeof user);
-	if (user[0] != '\0')
-		json_object_object_add(o, "user",
-				       json_object_new_string(user));
-	return o;
+	al_exec_msg m = {
+		.cmd = cmd,
+		.env = env,
+		.cwd = run_workdir(b, idx),
+		.user = user[0] != '\0' ? user : NULL,
+		.timeout_ms = RUN_TIMEOUT_MS,
+	};
+	char *s = al_exec_pack(&m, err);
+	json_object_put(cmd);
+	json_object_put(env);
+	return s;
 }
 
 /* Talk to the agent: HELLO, EXEC, then frames until EXIT. */
-static int converse(bld *b, int fd, json_object *payload, al_err *err)
+static int converse(bld *b, int fd, const char *payload, al_err *err)
 {
 	al_frame_reader rd;
 	al_frame f;
@@ -204,9 +202,8 @@ static int converse(bld *b, int fd, json_object *payload, al_err *err)
 			   "build sandbox agent did not say hello");
 		goto out;
 	}
-	const char *s = json_object_to_json_string_ext(payload,
-						       JSON_C_TO_STRING_PLAIN);
-	if (al_frame_send(fd, AL_F_EXEC, 1, s, strlen(s), err) < 0)
+	if (al_frame_send(fd, AL_F_EXEC, AL_REQ_ID_CLIENT, payload,
+			  strlen(payload), err) < 0)
 		goto out;
 	int64_t deadline = al_now_ms() + RUN_TIMEOUT_MS + RUN_GRACE_MS;
 	for (;;) {
@@ -225,7 +222,18 @@ static int converse(bld *b, int fd, json_object *payload, al_err *err)
 		case AL_F_STDERR:
 			blog_output(b, f.type == AL_F_STDERR, f.payload, f.len);
 			break;
-		case AL_F_ERROR:
+		case AL_F_ERROR: {
+			al_err why, perr;
+			blog_output_flush(b);
+			if (al_error_unpack(f.payload, f.len, &why, &perr) < 0)
+				al_err_set(err, AL_EPROTO, 0,
+					   "agent sent a malformed ERROR");
+			else
+				al_err_set(err, AL_EINVAL, 0, "RUN: %.400s",
+					   why.msg);
+			al_frame_free(&f);
+			goto out;
+		}
 		case AL_F_EXIT: {
 			json_object *o = json_tokener_parse(
 				(const char *)f.payload);
@@ -235,14 +243,6 @@ static int converse(bld *b, int fd, json_object *payload, al_err *err)
 				al_err_set(err, AL_EPROTO, 0,
 					   "agent sent a malformed %s",
 					   al_frame_type_name(f.type));
-			} else if (f.type == AL_F_ERROR) {
-				const char *msg =
-					json_object_object_get_ex(o, "message",
-								  &v)
-						? json_object_get_string(v)
-						: "unknown error";
-				al_err_set(err, AL_EINVAL, 0, "RUN: %.400s",
-					   msg);
 			} else if (json_object_object_get_ex(o, "exit_code",
 							     &v)) {
 				int code = json_object_get_int(v);
@@ -296,11 +296,11 @@ int run_step(bld *b, const al_af_step *st, size_t idx, const char *rootfs,
 	if (fsroot_ensure_sysdirs(rootfs, err) < 0 ||
 	    fsroot_mkdir_p(rootfs, run_workdir(b, idx), 0755, err) < 0)
 		return -1;
-	json_object *payload = exec_payload(b, st, idx, err);
+	char *payload = exec_payload(b, st, idx, err);
 	if (payload == NULL)
 		return -1;
 	if (place_agent(b, rootfs, err) < 0) {
-		json_object_put(payload);
+		free(payload);
 		return -1;
 	}
 
@@ -334,7 +334,7 @@ int run_step(bld *b, const al_af_step *st, size_t idx, const char *rootfs,
 			al_warn("build %s: stopping the build sandbox: %s",
 				b->id, tmp_err.msg);
 	}
-	json_object_put(payload);
+	free(payload);
 	al_err tmp_err = {0};
 	if (remove_agent(rootfs, &tmp_err) < 0 && rc == 0) {
 		*err = tmp_err;

@@ -149,10 +149,9 @@ static void vm_init(const al_config *cfg, al_db *db)
 		goto unavailable;
 	}
 
-	PGresult *res = al_db_exec(db, "SELECT name FROM templates "
-				       "ORDER BY name LIMIT 64",
-				   0, NULL, &err);
-	if (res == NULL) {
+	al_template_ref refs[64];
+	int nrefs = al_template_refs(db, refs, 64, &err);
+	if (nrefs < 0) {
 		snprintf(why, sizeof why, "listing templates: %.400s",
 			 err.msg);
 		goto unavailable;
@@ -163,8 +162,8 @@ static void vm_init(const al_config *cfg, al_db *db)
 	snprintf(vmroot, sizeof vmroot, "%s/vm", cfg->pool_dir);
 	if (mkdir(vmroot, 0700) < 0 && errno != EEXIST)
 		al_warn("mkdir %s: %s", vmroot, strerror(errno));
-	for (int i = 0; i < PQntuples(res); i++) {
-		const char *name = PQgetvalue(res, i, 0);
+	for (int i = 0; i < nrefs; i++) {
+		const char *name = refs[i].name;
 		char root[AL_PATH_MAX], vmdir[AL_PATH_MAX];
 		struct stat st;
 		if (al_config_template_root(cfg, name, root, sizeof root,
@@ -197,7 +196,6 @@ static void vm_init(const al_config *cfg, al_db *db)
 			name, (long long)(al_now_ms() - t0));
 		ready++;
 	}
-	PQclear(res);
 	/* One broken template does not take vm away from the others; a
 	 * host where none can be built cannot run vm sandboxes at all. */
 	if (ready == 0 && failed > 0)
@@ -392,41 +390,35 @@ static void refill_pool(const al_config *cfg, al_db *db)
 {
 	/* Template names (and whether vm standbys can be made of them),
 	 * re-read every few seconds rather than each tick. */
-	static char names[64][64];
-	static int versions[64];
+	static al_template_ref refs[64];
 	static int vm_ok[64];
 	static int count;
 	static int64_t loaded_at = -1000000;
 	if (al_now_ms() - loaded_at >= 5000) {
 		al_err err = {0};
-		PGresult *res = al_db_exec(db, "SELECT name, version FROM"
-					       " templates ORDER BY name LIMIT 64",
-					   0, NULL, &err);
-		if (res == NULL) {
+		int n = al_template_refs(db, refs, 64, &err);
+		if (n < 0) {
 			al_warn("listing templates: %s", err.msg);
 			return;
 		}
 		char why[300];
 		int vm = cfg->warm_pool_vm > 0 &&
 			 al_vm_usable(cfg->state_dir, why, sizeof why);
-		count = PQntuples(res);
+		count = n;
 		for (int i = 0; i < count; i++) {
-			snprintf(names[i], sizeof names[i], "%s",
-				 PQgetvalue(res, i, 0));
-			versions[i] = atoi(PQgetvalue(res, i, 1));
+			const char *name = refs[i].name;
 			/* A rebuilt template: its older standbys go. */
-			al_shimctl_retire_standbys(cfg, names[i], "ns",
-						   versions[i]);
-			al_shimctl_retire_standbys(cfg, names[i], "vm",
-						   versions[i]);
+			al_shimctl_retire_standbys(cfg, name, "ns",
+						   refs[i].version);
+			al_shimctl_retire_standbys(cfg, name, "vm",
+						   refs[i].version);
 			char root[AL_PATH_MAX];
 			vm_ok[i] = vm &&
-				   al_config_template_root(cfg, names[i], root,
+				   al_config_template_root(cfg, name, root,
 							   sizeof root,
 							   &err) == 0 &&
 				   al_vm_template_ready(root, why, sizeof why);
 		}
-		PQclear(res);
 		loaded_at = al_now_ms();
 	}
 	/* The create rate, once a second: the pool follows it on a scale
@@ -444,12 +436,12 @@ static void refill_pool(const al_config *cfg, al_db *db)
 		rates_at = al_now_ms();
 	}
 	for (int i = 0; i < count && !stop_requested; i++) {
-		refill_one(cfg, names[i], "ns", versions[i],
-			   recent_creates(rates, nrates, names[i], "ns"));
+		refill_one(cfg, refs[i].name, "ns", refs[i].version,
+			   recent_creates(rates, nrates, refs[i].name, "ns"));
 		/* With the vm pool off this retires what is left of it. */
 		if (vm_ok[i] || cfg->warm_pool_vm == 0)
-			refill_one(cfg, names[i], "vm", versions[i],
-				   recent_creates(rates, nrates, names[i],
+			refill_one(cfg, refs[i].name, "vm", refs[i].version,
+				   recent_creates(rates, nrates, refs[i].name,
 						  "vm"));
 	}
 }
@@ -460,28 +452,23 @@ static void refill_pool(const al_config *cfg, al_db *db)
 static void reconcile_builds(al_db *db)
 {
 	al_err err = {0};
-	PGresult *res = al_db_exec(
-		db,
-		"SELECT id, coalesce(builder_pid, 0),"
-		" extract(epoch FROM now() - created_at)::int, steps"
-		" FROM template_builds WHERE status IN ('queued', 'running')",
-		0, NULL, &err);
-	if (res == NULL) {
+	al_build_pending *b = NULL;
+	int n = 0;
+	if (al_build_list_pending(db, &b, &n, &err) < 0) {
 		al_warn("listing builds: %s", err.msg);
 		return;
 	}
-	for (int i = 0; i < PQntuples(res); i++) {
-		const char *id = PQgetvalue(res, i, 0);
-		int pid = atoi(PQgetvalue(res, i, 1));
-		int age = atoi(PQgetvalue(res, i, 2));
+	for (int i = 0; i < n; i++) {
+		const char *id = b[i].id;
+		int pid = b[i].builder_pid;
 		int dead = pid > 0 ? kill(pid, 0) < 0 && errno == ESRCH
-				   : age > 60;
+				   : b[i].age_s > 60;
 		if (!dead)
 			continue;
 		al_warn("build %s: its builder is gone", id);
 		/* Its RUN jails end with it (their agent sees EOF), but the
 		 * cgroup leaves (b<build>-<step>, builder/run.c) stay. */
-		int steps = atoi(PQgetvalue(res, i, 3));
+		int steps = b[i].steps;
 		for (int st = 1; st <= steps && st <= AL_AF_MAX_STEPS; st++) {
 			char cg[80];
 			snprintf(cg, sizeof cg, "b%.40s-%d", id, st);
@@ -494,7 +481,7 @@ static void reconcile_builds(al_db *db)
 				    &err) < 0)
 			al_warn("build %s: %s", id, err.msg);
 	}
-	PQclear(res);
+	free(b);
 }
 
 int main(int argc, char **argv)

@@ -611,6 +611,136 @@ int al_disk_grow_unpack(const void *payload, size_t len, al_disk_grow *out,
 	return 0;
 }
 
+char *al_exec_pack(const al_exec_msg *m, al_err *err)
+{
+	json_object *o = json_object_new_object();
+	if (o != NULL) {
+		json_object_object_add(o, "cmd", json_object_get(m->cmd));
+		if (m->env != NULL)
+			json_object_object_add(o, "env",
+					       json_object_get(m->env));
+		if (m->cwd != NULL)
+			json_object_object_add(o, "cwd",
+					       json_object_new_string(m->cwd));
+		if (m->user != NULL)
+			json_object_object_add(o, "user",
+					       json_object_new_string(m->user));
+		if (m->timeout_ms != 0)
+			json_object_object_add(
+				o, "timeout_ms",
+				json_object_new_int64(m->timeout_ms));
+		json_object_object_add(o, "stdin",
+				       json_object_new_boolean(m->stdin_open));
+	}
+	return pack(o, err);
+}
+
+static int nul_free(json_object *s)
+{
+	return json_object_is_type(s, json_type_string) &&
+	       memchr(json_object_get_string(s), '\0',
+		      (size_t)json_object_get_string_len(s)) == NULL;
+}
+
+static int exec_cmd_check(json_object *cmd, al_err *err)
+{
+	if (cmd == NULL || !json_object_is_type(cmd, json_type_array))
+		return al_err_set(err, AL_EINVAL, 0,
+				  "field \"cmd\" must be an array of strings");
+	size_t n = json_object_array_length(cmd);
+	if (n == 0 || n > AL_EXEC_ARGS_MAX)
+		return al_err_set(err, AL_EINVAL, 0,
+				  "field \"cmd\" must hold 1 to %d strings",
+				  AL_EXEC_ARGS_MAX);
+	for (size_t i = 0; i < n; i++)
+		if (!nul_free(json_object_array_get_idx(cmd, i)))
+			return al_err_set(err, AL_EINVAL, 0,
+					  "cmd[%zu] must be a string without "
+					  "NUL",
+					  i);
+	if (json_object_get_string_len(json_object_array_get_idx(cmd, 0)) ==
+	    0)
+		return al_err_set(err, AL_EINVAL, 0, "cmd[0] is empty");
+	return 0;
+}
+
+static int exec_env_check(json_object *env, al_err *err)
+{
+	if (env == NULL)
+		return 0;
+	if (!json_object_is_type(env, json_type_object))
+		return al_err_set(err, AL_EINVAL, 0,
+				  "field \"env\" must be an object of "
+				  "strings");
+	if (json_object_object_length(env) > AL_EXEC_ENV_MAX)
+		return al_err_set(err, AL_EINVAL, 0,
+				  "field \"env\" holds more than %d variables",
+				  AL_EXEC_ENV_MAX);
+	json_object_object_foreach(env, k, v)
+	{
+		/* Names only: values may be secrets. */
+		if (k[0] == '\0' || strchr(k, '=') != NULL)
+			return al_err_set(err, AL_EINVAL, 0,
+					  "env name \"%.200s\" is invalid", k);
+		if (!nul_free(v))
+			return al_err_set(err, AL_EINVAL, 0,
+					  "env \"%.200s\" must be a string "
+					  "without NUL",
+					  k);
+	}
+	return 0;
+}
+
+int al_exec_unpack(const void *payload, size_t len, al_exec_msg *out,
+		   al_err *err)
+{
+	memset(out, 0, sizeof *out);
+	json_object *o = unpack(payload, len, "EXEC", err);
+	if (o == NULL)
+		return -1;
+	al_err e = {0};
+	size_t n = 0;
+	json_object *v = NULL;
+	json_object_object_get_ex(o, "cmd", &out->cmd);
+	if (json_object_object_get_ex(o, "env", &v) && v != NULL)
+		out->env = v;
+	out->cwd = get_str(o, "cwd", &n, &e);
+	out->user = get_str(o, "user", &n, &e);
+	if (e.code == AL_OK && exec_cmd_check(out->cmd, &e) == 0 &&
+	    exec_env_check(out->env, &e) == 0) {
+		v = NULL;
+		if (json_object_object_get_ex(o, "stdin", &v) && v != NULL &&
+		    !json_object_is_type(v, json_type_boolean))
+			al_err_set(&e, AL_EINVAL, 0,
+				   "field \"stdin\" must be true or false");
+		out->stdin_open = v != NULL && json_object_get_boolean(v);
+		v = NULL;
+		if (json_object_object_get_ex(o, "timeout_ms", &v) &&
+		    v != NULL &&
+		    (!json_object_is_type(v, json_type_int) ||
+		     (out->timeout_ms = json_object_get_int64(v)) < 0 ||
+		     out->timeout_ms > AL_EXEC_TIMEOUT_MS_MAX))
+			al_err_set(&e, AL_EINVAL, 0,
+				   "field \"timeout_ms\" must be an integer, "
+				   "0 to %lld",
+				   (long long)AL_EXEC_TIMEOUT_MS_MAX);
+	}
+	if (e.code != AL_OK) {
+		json_object_put(o);
+		memset(out, 0, sizeof *out);
+		*err = e;
+		return -1;
+	}
+	out->root = o;
+	return 0;
+}
+
+void al_exec_msg_free(al_exec_msg *m)
+{
+	json_object_put(m->root);
+	memset(m, 0, sizeof *m);
+}
+
 char *al_file_result_pack(uint64_t bytes, al_err *err)
 {
 	json_object *o = json_object_new_object();

@@ -20,6 +20,7 @@
 #ifndef AL_AGENTPROTO_H
 #define AL_AGENTPROTO_H
 
+#include <json-c/json.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -107,6 +108,19 @@ enum al_frame_type {
 
 	AL_F_TYPE_MAX
 };
+
+/* Request ids with one owner each. A short client connection (fcgi
+ * worker, builder, shimctl) sends its one request as AL_REQ_ID_CLIENT;
+ * the shim's relay hands agent ids out from 1 upwards, far below the
+ * ids the shim and the vm driver keep for their own requests to the
+ * agent. BOOT_START stays live for the sandbox's life, so no other
+ * request may ever take its id. */
+#define AL_REQ_ID_CLIENT 1u
+#define AL_REQ_ID_BOOT_START 0xffffffe0u
+#define AL_REQ_ID_BOOT_WARM_UP 0xffffffe1u
+#define AL_REQ_ID_BOOT_READY 0xffffffe2u
+#define AL_REQ_ID_VM_IDENTITY 0xfffffff0u
+#define AL_REQ_ID_VM_DISK_GROW 0xfffffff1u
 
 typedef struct al_frame {
 	uint16_t type;
@@ -206,6 +220,29 @@ char *al_disk_grow_pack(const char *path, uint64_t bytes, al_err *err);
  * AL_EPATH for a path that is not absolute or too long. */
 int al_disk_grow_unpack(const void *payload, size_t len, al_disk_grow *out,
 			al_err *err);
+
+/* EXEC request. Unpack fills the pointers into root, which it owns;
+ * pack only reads them (root unused). */
+#define AL_EXEC_ARGS_MAX 4096
+#define AL_EXEC_ENV_MAX 4096
+/* 100 days: long enough for anything, short enough not to overflow. */
+#define AL_EXEC_TIMEOUT_MS_MAX ((int64_t)100 * 24 * 3600 * 1000)
+typedef struct al_exec_msg {
+	json_object *cmd;   /* 1 to AL_EXEC_ARGS_MAX NUL-free strings, the
+			     * first one not empty */
+	json_object *env;   /* NULL, or up to AL_EXEC_ENV_MAX NUL-free
+			     * strings under names without '=' */
+	const char *cwd;    /* NULL: the agent's default */
+	const char *user;   /* NULL: root */
+	int64_t timeout_ms; /* 0 = none, up to AL_EXEC_TIMEOUT_MS_MAX */
+	int stdin_open;	    /* 0: the process's stdin is /dev/null */
+	json_object *root;
+} al_exec_msg;
+char *al_exec_pack(const al_exec_msg *m, al_err *err);
+/* AL_EINVAL for anything the limits above refuse. */
+int al_exec_unpack(const void *payload, size_t len, al_exec_msg *out,
+		   al_err *err);
+void al_exec_msg_free(al_exec_msg *m);
 
 /* RESULT of a FILE_WRITE: {"bytes":N}. */
 char *al_file_result_pack(uint64_t bytes, al_err *err);

@@ -1160,11 +1160,12 @@ static int vm_stop(al_driver_handle *h, al_err *err)
 	return 0;
 }
 
-/* Request ids of the driver's own requests to the agent: the shim's
- * relay hands out ids from 1 upwards and has served none yet when the
- * driver asks (a standby serves none; a start grows before going live). */
-#define VM_IDENTITY_ID 0xfffffff0u
-#define VM_DISK_ID 0xfffffff1u
+/* Request ids of the driver's own requests to the agent (agentproto.h):
+ * the shim's relay hands out ids from 1 upwards and has served none yet
+ * when the driver asks (a standby serves none; a start grows before going
+ * live). */
+#define VM_IDENTITY_ID AL_REQ_ID_VM_IDENTITY
+#define VM_DISK_ID AL_REQ_ID_VM_DISK_GROW
 #define VM_ADOPT_TIMEOUT_MS 5000
 /* The agent waits up to 5 s for the device; the resize itself is ms. */
 #define VM_GROW_TIMEOUT_MS 15000

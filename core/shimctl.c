@@ -90,8 +90,8 @@ int al_shimctl_destroy(const al_config *cfg, const char *id, al_err *err)
 	al_autofd int fd = al_shimctl_connect(cfg, id, err);
 	if (fd < 0)
 		return -1;
-	if (al_shimctl_call(fd, AL_F_DESTROY, 1, NULL, al_now_ms() + 30000,
-			    NULL, err) < 0) {
+	if (al_shimctl_call(fd, AL_F_DESTROY, AL_REQ_ID_CLIENT, NULL,
+			    al_now_ms() + 30000, NULL, err) < 0) {
 		al_err_wrap(err, "destroying sandbox %s", id);
 		return -1;
 	}
@@ -331,7 +331,7 @@ static int retire(const al_config *cfg, const char *tmpl, const char *driver,
 		    connect(fd, (struct sockaddr *)&sa, sizeof sa) < 0)
 			continue; /* gone already; reconcile reaps it */
 		al_err err = {0};
-		if (al_shimctl_call(fd, AL_F_DESTROY, 1, NULL,
+		if (al_shimctl_call(fd, AL_F_DESTROY, AL_REQ_ID_CLIENT, NULL,
 				    al_now_ms() + 30000, NULL, &err) == 0)
 			n++;
 		else
@@ -384,8 +384,8 @@ static int claim_standby(const al_config *cfg, const char *id,
 		    connect(fd, (struct sockaddr *)&sa, sizeof sa) < 0)
 			continue; /* claimed a moment ago, or dead */
 		al_err err = {0};
-		if (al_shimctl_call(fd, AL_F_CLAIM, 1, req, deadline_ms, NULL,
-				    &err) == 0)
+		if (al_shimctl_call(fd, AL_F_CLAIM, AL_REQ_ID_CLIENT, req,
+				    deadline_ms, NULL, &err) == 0)
 			rc = 0;
 		else
 			al_warn("sandbox %s: standby %s: %s", id, de->d_name,

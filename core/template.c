@@ -408,20 +408,10 @@ int al_template_owner_get(al_db *db, const char *name,
 	memset(out, 0, sizeof *out);
 	if (name == NULL || !al_id_valid(name))
 		return al_err_set(err, AL_ENOENT, 0, "no such template");
-	const char *p[] = {name};
-	PGresult *res = al_db_exec(db, "SELECT project, public FROM templates"
-				       " WHERE name = $1",
-				   1, p, err);
-	if (res == NULL)
+	al_template_row row;
+	if (al_template_row_get(db, name, &row, err) < 0)
 		return -1;
-	if (PQntuples(res) != 1) {
-		PQclear(res);
-		return al_err_set(err, AL_ENOENT, 0, "no template '%s'", name);
-	}
-	snprintf(out->project, sizeof out->project, "%s",
-		 PQgetvalue(res, 0, 0));
-	out->public = strcmp(PQgetvalue(res, 0, 1), "t") == 0;
-	PQclear(res);
+	*out = row.owner;
 	return 0;
 }
 
@@ -476,6 +466,79 @@ json_object *al_template_list(al_db *db, const char *visible_to,
 	json_object *arr = al_db_rows_json(res, cols, 10);
 	PQclear(res);
 	return arr;
+}
+
+int al_template_row_get(al_db *db, const char *name, al_template_row *out,
+			al_err *err)
+{
+	memset(out, 0, sizeof *out);
+	const char *p[] = {name};
+	PGresult *res = al_db_exec(db,
+				   "SELECT driver, version, memory_mb, pids,"
+				   " cpu_shares, disk_mb, project, public"
+				   " FROM templates WHERE name = $1",
+				   1, p, err);
+	if (res == NULL)
+		return -1;
+	if (PQntuples(res) != 1) {
+		PQclear(res);
+		return al_err_set(err, AL_ENOENT, 0, "no template '%s'", name);
+	}
+	snprintf(out->driver, sizeof out->driver, "%s", PQgetvalue(res, 0, 0));
+	out->version = atoi(PQgetvalue(res, 0, 1));
+	out->memory_mb = strtoll(PQgetvalue(res, 0, 2), NULL, 10);
+	out->pids = strtoll(PQgetvalue(res, 0, 3), NULL, 10);
+	out->cpu_shares = strtoll(PQgetvalue(res, 0, 4), NULL, 10);
+	out->disk_mb = strtoll(PQgetvalue(res, 0, 5), NULL, 10);
+	snprintf(out->owner.project, sizeof out->owner.project, "%s",
+		 PQgetvalue(res, 0, 6));
+	out->owner.public = strcmp(PQgetvalue(res, 0, 7), "t") == 0;
+	PQclear(res);
+	return 0;
+}
+
+json_object *al_template_versions(al_db *db, const char *name, al_err *err)
+{
+	const char *p[] = {name};
+	PGresult *res = al_db_exec(
+		db,
+		"SELECT version, build_id, to_char(created_at AT TIME ZONE"
+		" 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"')"
+		" FROM template_versions WHERE name = $1 ORDER BY version",
+		1, p, err);
+	if (res == NULL)
+		return NULL;
+	static const al_db_col cols[] = {
+		{"version", AL_DB_INT},
+		{"build_id", AL_DB_STR},
+		{"created_at", AL_DB_STR},
+	};
+	json_object *arr = al_db_rows_json(res, cols, 3);
+	PQclear(res);
+	if (arr == NULL)
+		al_err_set(err, AL_ENOMEM, ENOMEM, "out of memory");
+	return arr;
+}
+
+int al_template_refs(al_db *db, al_template_ref *out, int max, al_err *err)
+{
+	char lim[16];
+	snprintf(lim, sizeof lim, "%d", max);
+	const char *p[] = {lim};
+	PGresult *res = al_db_exec(db,
+				   "SELECT name, version FROM templates"
+				   " ORDER BY name LIMIT $1::int",
+				   1, p, err);
+	if (res == NULL)
+		return -1;
+	int n = PQntuples(res) < max ? PQntuples(res) : max;
+	for (int i = 0; i < n; i++) {
+		snprintf(out[i].name, sizeof out[i].name, "%s",
+			 PQgetvalue(res, i, 0));
+		out[i].version = atoi(PQgetvalue(res, i, 1));
+	}
+	PQclear(res);
+	return n;
 }
 
 int al_template_in_use(al_db *db, const char *name, al_err *err)
@@ -684,6 +747,60 @@ static json_object *str_or_null(PGresult *res, int col)
 	if (PQgetisnull(res, 0, col))
 		return NULL;
 	return json_object_new_string(PQgetvalue(res, 0, col));
+}
+
+int al_build_claim(al_db *db, const char *id, int pid, char *name,
+		   size_t namelen, int *no_cache, al_err *err)
+{
+	char pbuf[16];
+	snprintf(pbuf, sizeof pbuf, "%d", pid);
+	const char *p[] = {id, pbuf};
+	PGresult *res = al_db_exec(
+		db,
+		"UPDATE template_builds SET status = 'running',"
+		" builder_pid = $2::int WHERE id = $1 AND status = 'queued'"
+		" RETURNING name, no_cache",
+		2, p, err);
+	if (res == NULL)
+		return -1;
+	if (PQntuples(res) != 1) {
+		PQclear(res);
+		return al_err_set(err, AL_ESTATE, 0,
+				  "build %s is unknown or not queued", id);
+	}
+	snprintf(name, namelen, "%s", PQgetvalue(res, 0, 0));
+	*no_cache = strcmp(PQgetvalue(res, 0, 1), "t") == 0;
+	PQclear(res);
+	return 0;
+}
+
+int al_build_list_pending(al_db *db, al_build_pending **out, int *n,
+			  al_err *err)
+{
+	PGresult *res = al_db_exec(
+		db,
+		"SELECT id, coalesce(builder_pid, 0),"
+		" extract(epoch FROM now() - created_at)::int, steps"
+		" FROM template_builds WHERE status IN ('queued', 'running')",
+		0, NULL, err);
+	if (res == NULL)
+		return -1;
+	int rows = PQntuples(res);
+	al_build_pending *b = calloc(rows > 0 ? (size_t)rows : 1, sizeof *b);
+	if (b == NULL) {
+		PQclear(res);
+		return al_err_set(err, AL_ENOMEM, ENOMEM, "out of memory");
+	}
+	for (int i = 0; i < rows; i++) {
+		snprintf(b[i].id, sizeof b[i].id, "%s", PQgetvalue(res, i, 0));
+		b[i].builder_pid = atoi(PQgetvalue(res, i, 1));
+		b[i].age_s = atoi(PQgetvalue(res, i, 2));
+		b[i].steps = atoi(PQgetvalue(res, i, 3));
+	}
+	PQclear(res);
+	*out = b;
+	*n = rows;
+	return 0;
 }
 
 json_object *al_build_get(al_db *db, const char *id, const char *project,

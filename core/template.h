@@ -68,6 +68,16 @@ typedef struct al_template_owner {
 } al_template_owner;
 int al_template_owner_get(al_db *db, const char *name,
 			  al_template_owner *out, al_err *err);
+/* A template's row: its owner, driver, current version and default
+ * limits. AL_ENOENT if unknown. */
+typedef struct al_template_row {
+	al_template_owner owner;
+	char driver[16];
+	int version;
+	long long memory_mb, pids, cpu_shares, disk_mb;
+} al_template_row;
+int al_template_row_get(al_db *db, const char *name, al_template_row *out,
+			al_err *err);
 /* 1 if who may see (change 0: get, create from) or change (rebuild,
  * delete) a template owned as o, else 0. */
 int al_template_may(const al_template_owner *o, const al_identity *who,
@@ -82,6 +92,16 @@ int al_template_access(al_db *db, const char *name, const al_identity *who,
  * project visible_to sees (NULL: all), of project only (NULL: any). */
 json_object *al_template_list(al_db *db, const char *visible_to,
 			      const char *project, al_err *err);
+
+/* [{"version","build_id","created_at"}] of name, by version. */
+json_object *al_template_versions(al_db *db, const char *name, al_err *err);
+/* Name and current version of up to max templates, by name: how many
+ * were filled, or -1. */
+typedef struct al_template_ref {
+	char name[64];
+	int version;
+} al_template_ref;
+int al_template_refs(al_db *db, al_template_ref *out, int max, al_err *err);
 
 /* 1 if a sandbox that is not deleted uses any version of name. */
 int al_template_in_use(al_db *db, const char *name, al_err *err);
@@ -128,6 +148,20 @@ int al_build_insert(al_db *db, const char *id, const char *name,
 int al_build_update(al_db *db, const char *id, al_build_status status,
 		    int step, int steps, int version, const char *error,
 		    al_err *err);
+/* queued -> running for builder pid, once: the build's template name
+ * and no_cache flag; AL_ESTATE if it is unknown or not queued. */
+int al_build_claim(al_db *db, const char *id, int pid, char *name,
+		   size_t namelen, int *no_cache, al_err *err);
+/* A build that is queued or running, as reconciliation needs it. */
+typedef struct al_build_pending {
+	char id[64];
+	int builder_pid; /* 0 = none took it yet */
+	int age_s;       /* since it was queued */
+	int steps;
+} al_build_pending;
+/* Every queued or running build; *out is malloc'd (caller frees). */
+int al_build_list_pending(al_db *db, al_build_pending **out, int *n,
+			  al_err *err);
 /* {"id","name","status","step","steps","version","error","created_at",
  *  "finished_at","no_cache","project"}; AL_ENOENT if unknown or not of
  * project (NULL: any). */

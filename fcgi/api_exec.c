@@ -1,8 +1,6 @@
 /* POST /v1/sandboxes/{id}/exec: run a command through the shim, answer
  * with one JSON document or stream it as server-sent events. */
-#include <errno.h>
 #include <inttypes.h>
-#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,92 +11,13 @@
 #include "json.h"
 #include "log.h"
 #include "project.h"
-#include "shimctl.h"
+#include "upstream.h"
 
 #define KEEPALIVE_MS 15000
 #define EXEC_GRACE_MS 15000	     /* past the agent's own timeout */
 #define COLLECT_MAX (16u << 20)	     /* per stream in JSON mode */
 #define STDIN_CHUNK (64u << 10)
-#define EXEC_REQ_ID 1
 #define KEY_CHECK_MS 2000 /* a revoked key's running execs end this soon */
-
-int al_api_next_frame(al_req *r, int fd, struct al_frame_reader *rd,
-		      struct al_frame *f, int64_t until_ms, al_err *err)
-{
-	for (;;) {
-		int k = al_frame_next(rd, f, err);
-		if (k != 0) {
-			if (k < 0)
-				err->code = AL_EPROTO;
-			return k;
-		}
-		int timeout = -1;
-		if (until_ms > 0) {
-			int64_t left = until_ms - al_now_ms();
-			if (left <= 0)
-				return 0;
-			timeout = left > 60000 ? 60000 : (int)left;
-		}
-		struct pollfd pfd[2] = {
-			{.fd = fd, .events = POLLIN},
-			{.fd = r->fcgi->ipcFd, .events = POLLRDHUP},
-		};
-		int n = poll(pfd, r->fcgi->ipcFd >= 0 ? 2 : 1, timeout);
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			return al_err_sys(err, AL_ESYS, errno, "poll");
-		}
-		if (n == 0)
-			continue;
-		/* nginx closes its side when the HTTP client goes away. */
-		if (r->fcgi->ipcFd >= 0 &&
-		    (pfd[1].revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0)
-			return -2;
-		if (pfd[0].revents != 0) {
-			int rc = al_frame_reader_fill(rd, fd, err);
-			if (rc < 0)
-				return -1;
-			if (rc == 0) {
-				/* Frames that arrived before EOF still count. */
-				k = al_frame_next(rd, f, err);
-				if (k != 0)
-					return k < 0 ? -1 : k;
-				return al_err_set(err, AL_EUNAVAIL, 0,
-						  "sandbox connection closed");
-			}
-		}
-	}
-}
-
-json_object *al_api_frame_json(const struct al_frame *f, al_err *err)
-{
-	json_tokener *tok = json_tokener_new_ex(AL_JSON_DEPTH_MAX);
-	if (tok == NULL) {
-		al_err_set(err, AL_ENOMEM, 0, "out of memory");
-		return NULL;
-	}
-	json_object *o = json_tokener_parse_ex(tok, (const char *)f->payload,
-					       (int)f->len);
-	json_tokener_free(tok);
-	if (o == NULL || !json_object_is_type(o, json_type_object)) {
-		json_object_put(o);
-		al_err_set(err, AL_EPROTO, 0, "sandbox sent a malformed %s",
-			   al_frame_type_name(f->type));
-		return NULL;
-	}
-	return o;
-}
-
-void al_api_frame_error(const struct al_frame *f, al_err *err)
-{
-	al_err perr;
-	if (al_error_unpack(f->payload, f->len, err, &perr) < 0) {
-		al_err_set(err, AL_EPROTO, 0, "sandbox sent a malformed error");
-		return;
-	}
-	al_api_relay_error(err);
-}
 
 /* Output collected for the JSON answer. */
 typedef struct collect {
@@ -297,37 +216,39 @@ static json_object *exit_object(json_object *in)
 	return o;
 }
 
-static int send_exec(int fd, const al_exec_req *req, json_object *env,
+/* The exec on r's sandbox, its stdin sent: the shim connection's fd. */
+static int open_exec(al_req *r, const al_exec_req *req, json_object *env,
 		     al_err *err)
 {
-	json_object *o = json_object_new_object();
-	json_object_object_add(o, "cmd", json_object_get(req->cmd));
-	json_object_object_add(o, "env", json_object_get(env));
-	if (req->cwd[0] != '\0')
-		json_object_object_add(o, "cwd",
-				       json_object_new_string(req->cwd));
-	if (req->user != NULL)
-		json_object_object_add(o, "user",
-				       json_object_new_string(req->user));
-	json_object_object_add(o, "timeout_ms",
-			       json_object_new_int64((int64_t)req->timeout_s *
-						     1000));
-	json_object_object_add(o, "stdin",
-			       json_object_new_boolean(req->stdin_data != NULL));
-	const char *s = al_json_compact(o);
-	int rc = al_frame_send(fd, AL_F_EXEC, EXEC_REQ_ID, s, strlen(s), err);
-	json_object_put(o);
-	if (rc < 0 || req->stdin_data == NULL)
-		return rc;
+	al_exec_msg m = {
+		.cmd = req->cmd,
+		.env = env,
+		.cwd = req->cwd[0] != '\0' ? req->cwd : NULL,
+		.user = req->user,
+		.timeout_ms = (int64_t)req->timeout_s * 1000,
+		.stdin_open = req->stdin_data != NULL,
+	};
+	char *s = al_exec_pack(&m, err);
+	if (s == NULL)
+		return -1;
+	int fd = al_upstream_open(r, AL_F_EXEC, s, 0, err);
+	free(s);
+	if (fd < 0 || req->stdin_data == NULL)
+		return fd;
 	for (size_t off = 0; off < req->stdin_len; off += STDIN_CHUNK) {
 		size_t n = req->stdin_len - off;
 		if (n > STDIN_CHUNK)
 			n = STDIN_CHUNK;
-		if (al_frame_send(fd, AL_F_STDIN, EXEC_REQ_ID,
+		if (al_frame_send(fd, AL_F_STDIN, AL_REQ_ID_CLIENT,
 				  req->stdin_data + off, n, err) < 0)
-			return -1;
+			goto fail;
 	}
-	return al_frame_send(fd, AL_F_STDIN, EXEC_REQ_ID, "", 0, err);
+	if (al_frame_send(fd, AL_F_STDIN, AL_REQ_ID_CLIENT, "", 0, err) == 0)
+		return fd;
+fail:
+	al_upstream_relay_error(err);
+	close(fd);
+	return -1;
 }
 
 void al_api_exec(al_req *r)
@@ -370,15 +291,10 @@ void al_api_exec(al_req *r)
 	/* The shim lays this over the sandbox's own env. */
 	env = req.env != NULL ? json_object_get(req.env)
 			      : json_object_new_object();
-	fd = al_shimctl_connect(r->cfg, r->id, &err);
-	if (fd < 0) {
-		al_http_error(r, &err);
-		goto out_req;
-	}
 	int64_t t0 = al_now_ms();
 	int64_t deadline = t0 + (int64_t)req.timeout_s * 1000 + EXEC_GRACE_MS;
-	if (send_exec(fd, &req, env, &err) < 0) {
-		al_api_relay_error(&err);
+	fd = open_exec(r, &req, env, &err);
+	if (fd < 0) {
 		al_http_error(r, &err);
 		goto out_req;
 	}
@@ -393,13 +309,13 @@ void al_api_exec(al_req *r)
 			until = st.last_write_ms + KEEPALIVE_MS;
 		if (key_check < until)
 			until = key_check;
-		int k = al_api_next_frame(r, fd, &rd, &f, until, &err);
+		int k = al_upstream_next(r, fd, &rd, &f, until, &err);
 		if (k == -2) {
 			st.client_gone = 1;
 			break;
 		}
 		if (k < 0) {
-			al_api_relay_error(&err);
+			al_upstream_relay_error(&err);
 			goto stream_error;
 		}
 		if (k == 0 && al_now_ms() >= key_check) {
@@ -433,7 +349,7 @@ void al_api_exec(al_req *r)
 			st.last_write_ms = al_now_ms();
 			continue;
 		}
-		if (f.id != EXEC_REQ_ID) {
+		if (f.id != AL_REQ_ID_CLIENT) {
 			al_frame_free(&f);
 			al_err_set(&err, AL_EPROTO,
 				   0, "sandbox answered for another request");
@@ -442,7 +358,7 @@ void al_api_exec(al_req *r)
 		int done = 0;
 		switch (f.type) {
 		case AL_F_STARTED: {
-			json_object *o = al_api_frame_json(&f, &err);
+			json_object *o = al_upstream_json(&f, &err);
 			if (o == NULL) {
 				al_frame_free(&f);
 				goto stream_error;
@@ -471,7 +387,7 @@ void al_api_exec(al_req *r)
 			break;
 		}
 		case AL_F_EXIT: {
-			json_object *o = al_api_frame_json(&f, &err);
+			json_object *o = al_upstream_json(&f, &err);
 			if (o == NULL) {
 				al_frame_free(&f);
 				goto stream_error;
@@ -482,7 +398,7 @@ void al_api_exec(al_req *r)
 			break;
 		}
 		case AL_F_ERROR:
-			al_api_frame_error(&f, &err);
+			al_upstream_error(&f, &err);
 			al_frame_free(&f);
 			goto stream_error;
 		default:

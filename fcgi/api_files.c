@@ -14,9 +14,8 @@
 #include "json.h"
 #include "log.h"
 #include "path.h"
-#include "shimctl.h"
+#include "upstream.h"
 
-#define FILE_REQ_ID 1
 #define FILE_CHUNK (256u << 10)
 #define FILE_PUT_MAX (1ull << 30)     /* bytes per upload */
 #define FILE_IDLE_MS 60000	      /* silence from the sandbox */
@@ -45,22 +44,22 @@ static int next_reply(al_req *r, int fd, al_frame_reader *rd, al_frame *f,
 		      const char *stalled, al_err *err)
 {
 	for (;;) {
-		int k = al_api_next_frame(r, fd, rd, f,
-					  al_now_ms() + FILE_IDLE_MS, err);
+		int k = al_upstream_next(r, fd, rd, f,
+					 al_now_ms() + FILE_IDLE_MS, err);
 		if (k == -2)
 			return 0;
 		if (k == 0)
 			return al_err_set(err, AL_ETIMEDOUT, 0, "%s", stalled);
 		if (k < 0) {
-			al_api_relay_error(err);
+			al_upstream_relay_error(err);
 			return -1;
 		}
-		if (f->id != FILE_REQ_ID) {
+		if (f->id != AL_REQ_ID_CLIENT) {
 			al_frame_free(f);
 			continue;
 		}
 		if (f->type == AL_F_ERROR) {
-			al_api_frame_error(f, err);
+			al_upstream_error(f, err);
 			al_frame_free(f);
 			return -1;
 		}
@@ -96,19 +95,10 @@ static int body_length(al_req *r, uint64_t *len, al_err *err)
 static int open_request(al_req *r, uint16_t type, const char *path, int mode,
 			al_err *err)
 {
-	int fd = al_shimctl_connect(r->cfg, r->id, err);
-	if (fd < 0)
-		return -1;
 	char *s = al_file_req_pack(path, mode, err);
-	if (s == NULL ||
-	    al_frame_send_until(fd, type, FILE_REQ_ID, s, strlen(s),
-				al_now_ms() + FILE_IDLE_MS, err) < 0) {
-		if (s != NULL)
-			al_api_relay_error(err);
-		free(s);
-		close(fd);
+	if (s == NULL)
 		return -1;
-	}
+	int fd = al_upstream_open(r, type, s, al_now_ms() + FILE_IDLE_MS, err);
 	free(s);
 	return fd;
 }
@@ -186,14 +176,14 @@ void al_api_files_put(al_req *r)
 				   (unsigned long long)FILE_PUT_MAX);
 			goto fail;
 		}
-		if (al_frame_send_until(fd, AL_F_FILE_DATA, FILE_REQ_ID, buf,
-					(size_t)n, al_now_ms() + FILE_IDLE_MS,
-					&err) < 0)
+		if (al_frame_send_until(fd, AL_F_FILE_DATA, AL_REQ_ID_CLIENT,
+					buf, (size_t)n,
+					al_now_ms() + FILE_IDLE_MS, &err) < 0)
 			goto fail_relay;
 		if (early_reply(r, fd, &rd, &err) < 0)
 			goto fail;
 	}
-	if (al_frame_send_until(fd, AL_F_FILE_END, FILE_REQ_ID, "", 0,
+	if (al_frame_send_until(fd, AL_F_FILE_END, AL_REQ_ID_CLIENT, "", 0,
 				al_now_ms() + FILE_IDLE_MS, &err) < 0)
 		goto fail_relay;
 
@@ -223,7 +213,7 @@ void al_api_files_put(al_req *r)
 	goto out;
 
 fail_relay:
-	al_api_relay_error(&err);
+	al_upstream_relay_error(&err);
 fail:
 	al_http_error(r, &err);
 out:
@@ -292,22 +282,32 @@ static void files_list(al_req *r, const char *path)
 {
 	al_err err;
 	json_object *result = NULL;
-	int fd = al_shimctl_connect(r->cfg, r->id, &err);
+	int fd = open_request(r, AL_F_FILE_LIST, path, -1, &err);
 	if (fd < 0) {
 		al_http_error(r, &err);
 		return;
 	}
-	char *s = al_file_req_pack(path, -1, &err);
-	json_object *req = s != NULL ? json_tokener_parse(s) : NULL;
-	free(s);
-	int rc = req != NULL ? al_shimctl_call(fd, AL_F_FILE_LIST, FILE_REQ_ID,
-					       req, al_now_ms() + FILE_IDLE_MS,
-					       &result, &err)
-			     : -1;
-	json_object_put(req);
+	al_frame_reader rd;
+	al_frame_reader_init(&rd);
+	int k;
+	for (;;) {
+		al_frame f;
+		k = next_reply(r, fd, &rd, &f, "sandbox stopped answering",
+			       &err);
+		if (k < 1)
+			break;
+		int answer = f.type == AL_F_RESULT;
+		if (answer)
+			result = al_upstream_json(&f, &err);
+		al_frame_free(&f);
+		if (answer)
+			break;
+	}
+	al_frame_reader_free(&rd);
 	close(fd);
-	if (rc < 0) {
-		al_api_relay_error(&err);
+	if (k == 0)
+		return; /* the client went away */
+	if (result == NULL) {
 		al_http_error(r, &err);
 		return;
 	}

@@ -49,30 +49,18 @@ static int load_template(al_db *db, const al_config *cfg, const char *name,
 {
 	if (!al_id_valid(name))
 		return al_err_set(err, AL_ENOENT, 0, "no such template");
-	const char *params[] = {name};
-	PGresult *res = al_db_exec(db,
-				   "SELECT driver, memory_mb, pids, cpu_shares,"
-				   " disk_mb FROM templates WHERE name = $1",
-				   1, params, err);
-	if (res == NULL)
+	al_template_row row;
+	if (al_template_row_get(db, name, &row, err) < 0)
 		return -1;
-	if (PQntuples(res) != 1) {
-		PQclear(res);
-		return al_err_set(err, AL_ENOENT, 0, "no template '%s'", name);
-	}
 	snprintf(sb->template_name, sizeof sb->template_name, "%s", name);
-	snprintf(sb->driver, sizeof sb->driver, "%s", PQgetvalue(res, 0, 0));
-	sb->limits.memory_bytes = strtoull(PQgetvalue(res, 0, 1), NULL, 10)
-				  << 20;
-	sb->limits.pids_max = (uint32_t)strtoul(PQgetvalue(res, 0, 2), NULL,
-						10);
-	sb->limits.cpu_shares = (uint32_t)strtoul(PQgetvalue(res, 0, 3), NULL,
-						  10);
-	uint64_t disk_mb = strtoull(PQgetvalue(res, 0, 4), NULL, 10);
+	snprintf(sb->driver, sizeof sb->driver, "%s", row.driver);
+	sb->limits.memory_bytes = (uint64_t)row.memory_mb << 20;
+	sb->limits.pids_max = (uint32_t)row.pids;
+	sb->limits.cpu_shares = (uint32_t)row.cpu_shares;
+	uint64_t disk_mb = (uint64_t)row.disk_mb;
 	if (disk_mb == 0 || disk_mb > cfg->max_disk_mb)
 		disk_mb = cfg->max_disk_mb;
 	sb->limits.disk_bytes = disk_mb << 20;
-	PQclear(res);
 	return 0;
 }
 
@@ -351,39 +339,3 @@ int al_api_running_sandbox(al_req *r, json_object **env_out)
 	return 0;
 }
 
-void al_api_relay_error(al_err *e)
-{
-	/* The message comes from inside the sandbox: keep it printable
-	 * ASCII so it cannot break the JSON or the log line. */
-	for (char *p = e->msg; *p != '\0'; p++)
-		if ((unsigned char)*p < 0x20 || (unsigned char)*p >= 0x7f)
-			*p = '?';
-	switch (e->code) {
-	case AL_EINVAL:
-	case AL_ENOENT:
-	case AL_ESTATE:
-	case AL_EEXIST:
-	case AL_ETOOBIG:
-	case AL_EPATH:
-	case AL_EPERM:
-	case AL_ETIMEDOUT:
-	case AL_EUNAVAIL:
-	case AL_ENOSPACE:
-	case AL_ESYS:
-	case AL_ENOMEM:
-	case AL_EPROTO:
-		break;
-	case AL_EAUTH:
-		/* The caller is authenticated; the sandbox refused. */
-		e->code = AL_EPERM;
-		break;
-	case AL_OK:
-	case AL_EDB:
-	case AL_EINTERNAL:
-	case AL_EQUOTA:
-	case AL_CODE_MAX:
-	default:
-		e->code = AL_EPROTO;
-		break;
-	}
-}

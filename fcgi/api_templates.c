@@ -304,33 +304,19 @@ void al_api_template_get(al_req *r)
 		return;
 	}
 	al_template_version tv = {0};
-	al_template_owner owner;
+	al_template_row row;
 	if (!al_id_valid(r->id)) {
 		al_http_errorf(r, AL_ENOENT, "no such template");
 		return;
 	}
 	if (al_template_access(db, r->id, &r->who, 0, &err) < 0 ||
-	    al_template_owner_get(db, r->id, &owner, &err) < 0 ||
+	    al_template_row_get(db, r->id, &row, &err) < 0 ||
 	    al_template_get_version(db, r->id, 0, &tv, &err) < 0) {
 		al_http_error(r, &err);
 		return;
 	}
-	const char *params[] = {r->id};
-	PGresult *res = al_db_exec(
-		db,
-		"SELECT t.driver, t.memory_mb, t.pids, t.cpu_shares,"
-		" (SELECT json_agg(json_build_object('version', v.version,"
-		"   'build_id', v.build_id, 'created_at',"
-		"   to_char(v.created_at AT TIME ZONE 'UTC',"
-		"   'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"')) ORDER BY v.version)"
-		"  FROM template_versions v WHERE v.name = t.name)"
-		" FROM templates t WHERE t.name = $1",
-		1, params, &err);
-	if (res == NULL || PQntuples(res) != 1) {
-		if (res != NULL)
-			al_err_set(&err, AL_ENOENT, 0, "no template '%s'",
-				   r->id);
-		PQclear(res);
+	json_object *versions = al_template_versions(db, r->id, &err);
+	if (versions == NULL) {
 		al_template_version_free(&tv);
 		al_http_error(r, &err);
 		return;
@@ -339,27 +325,21 @@ void al_api_template_get(al_req *r)
 	json_object_object_add(o, "name", json_object_new_string(tv.name));
 	json_object_object_add(o, "version", json_object_new_int(tv.version));
 	json_object_object_add(o, "project",
-			       json_object_new_string(owner.project));
+			       json_object_new_string(row.owner.project));
 	json_object_object_add(o, "public",
-			       json_object_new_boolean(owner.public));
-	json_object_object_add(o, "driver",
-			       json_object_new_string(PQgetvalue(res, 0, 0)));
+			       json_object_new_boolean(row.owner.public));
+	json_object_object_add(o, "driver", json_object_new_string(row.driver));
 	json_object_object_add(o, "memory_mb",
-			       json_object_new_int(atoi(PQgetvalue(res, 0, 1))));
-	json_object_object_add(o, "pids",
-			       json_object_new_int(atoi(PQgetvalue(res, 0, 2))));
+			       json_object_new_int64(row.memory_mb));
+	json_object_object_add(o, "pids", json_object_new_int64(row.pids));
 	json_object_object_add(o, "cpu_shares",
-			       json_object_new_int(atoi(PQgetvalue(res, 0, 3))));
+			       json_object_new_int64(row.cpu_shares));
 	json_object_object_add(o, "env", json_object_get(tv.env));
 	json_object_object_add(o, "workdir", json_object_new_string(tv.workdir));
 	json_object_object_add(o, "user", json_object_new_string(tv.user));
 	json_object_object_add(o, "start", json_object_get(tv.start));
 	json_object_object_add(o, "ready", json_object_get(tv.ready));
-	json_object *versions = json_tokener_parse(PQgetvalue(res, 0, 4));
-	json_object_object_add(o, "versions",
-			       versions != NULL ? versions
-						: json_object_new_array());
-	PQclear(res);
+	json_object_object_add(o, "versions", versions);
 	al_template_version_free(&tv);
 	al_http_json(r, 200, o);
 	json_object_put(o);

@@ -105,19 +105,5 @@ void al_api_files_get(al_req *r);
  * answered here and -1 returned. On success *env_out (if not NULL) gets a
  * reference to the sandbox's env object. */
 int al_api_running_sandbox(al_req *r, json_object **env_out);
-/* Next frame from the shim connection fd, waiting until until_ms
- * (monotonic; 0 = forever). Returns 1 with *f filled (caller frees), 0 on
- * timeout, -1 with err on EOF / protocol violation, -2 when the HTTP
- * client went away meanwhile. */
-struct al_frame_reader;
-struct al_frame;
-int al_api_next_frame(al_req *r, int fd, struct al_frame_reader *rd,
-		      struct al_frame *f, int64_t until_ms, al_err *err);
-/* Parse a JSON object frame payload; NULL with AL_EPROTO otherwise. */
-json_object *al_api_frame_json(const struct al_frame *f, al_err *err);
-/* Turn an ERROR frame into err (code relayed through al_api_relay_error). */
-void al_api_frame_error(const struct al_frame *f, al_err *err);
-/* Map an error from the shim/agent to what the API client may see. */
-void al_api_relay_error(al_err *e);
 
 #endif

@@ -21,10 +21,6 @@
 
 #include "log.h"
 
-#define MAX_ARGS 4096
-#define MAX_ENV 4096
-/* 100 days: long enough for anything, short enough not to overflow. */
-#define MAX_TIMEOUT_MS ((int64_t)100 * 24 * 3600 * 1000)
 /* Reads of AGENT_CHUNK taken from a pipe after its process was reaped. */
 #define DRAIN_READS 16
 
@@ -52,45 +48,19 @@ void exec_free(agent_req *r)
 	close_fd(&r->in_fd);
 }
 
-/* argv from "cmd": a non-empty array of NUL-free strings. The strings
- * stay owned by the JSON object. */
-static char **build_argv(json_object *o, al_err *err)
+/* argv from cmd (checked by al_exec_unpack). The strings stay owned by
+ * the JSON object. */
+static char **build_argv(json_object *cmd, al_err *err)
 {
-	json_object *cmd;
-	if (!json_object_object_get_ex(o, "cmd", &cmd) ||
-	    !json_object_is_type(cmd, json_type_array)) {
-		al_err_set(err, AL_EINVAL, 0,
-			   "field \"cmd\" must be an array of strings");
-		return NULL;
-	}
 	size_t n = json_object_array_length(cmd);
-	if (n == 0 || n > MAX_ARGS) {
-		al_err_set(err, AL_EINVAL, 0,
-			   "field \"cmd\" must hold 1 to %d strings", MAX_ARGS);
-		return NULL;
-	}
 	char **argv = calloc(n + 1, sizeof *argv);
 	if (argv == NULL) {
 		al_err_set(err, AL_ENOMEM, ENOMEM, "out of memory");
 		return NULL;
 	}
-	for (size_t i = 0; i < n; i++) {
-		json_object *s = json_object_array_get_idx(cmd, i);
-		if (!json_object_is_type(s, json_type_string) ||
-		    strlen(json_object_get_string(s)) !=
-			    (size_t)json_object_get_string_len(s)) {
-			al_err_set(err, AL_EINVAL, 0,
-				   "cmd[%zu] must be a string without NUL", i);
-			free(argv);
-			return NULL;
-		}
-		argv[i] = (char *)json_object_get_string(s);
-	}
-	if (argv[0][0] == '\0') {
-		al_err_set(err, AL_EINVAL, 0, "cmd[0] is empty");
-		free(argv);
-		return NULL;
-	}
+	for (size_t i = 0; i < n; i++)
+		argv[i] = (char *)json_object_get_string(
+			json_object_array_get_idx(cmd, i));
 	return argv;
 }
 
@@ -108,23 +78,11 @@ static bool env_key_overridden(json_object *env, const char *entry)
 	return false;
 }
 
-/* The base environment plus "env" (which wins), as KEY=VALUE strings. */
-static char **build_envp(json_object *o, al_err *err)
+/* The base environment plus env (which wins; checked by
+ * al_exec_unpack), as KEY=VALUE strings. */
+static char **build_envp(json_object *env, al_err *err)
 {
-	json_object *env = NULL;
-	if (json_object_object_get_ex(o, "env", &env) && env != NULL &&
-	    !json_object_is_type(env, json_type_object)) {
-		al_err_set(err, AL_EINVAL, 0,
-			   "field \"env\" must be an object of strings");
-		return NULL;
-	}
 	size_t n = env != NULL ? (size_t)json_object_object_length(env) : 0;
-	if (n > MAX_ENV) {
-		al_err_set(err, AL_EINVAL, 0,
-			   "field \"env\" holds more than %d variables",
-			   MAX_ENV);
-		return NULL;
-	}
 	char **envp = calloc(N_BASE_ENV + n + 1, sizeof *envp);
 	if (envp == NULL) {
 		al_err_set(err, AL_ENOMEM, ENOMEM, "out of memory");
@@ -141,21 +99,6 @@ static char **build_envp(json_object *o, al_err *err)
 	if (env != NULL) {
 		json_object_object_foreach(env, k, v)
 		{
-			/* Names only: values may be secrets. */
-			if (k[0] == '\0' || strchr(k, '=') != NULL) {
-				al_err_set(err, AL_EINVAL, 0,
-					   "env name \"%s\" is invalid", k);
-				goto fail;
-			}
-			if (!json_object_is_type(v, json_type_string) ||
-			    strlen(json_object_get_string(v)) !=
-				    (size_t)json_object_get_string_len(v)) {
-				al_err_set(err, AL_EINVAL, 0,
-					   "env \"%s\" must be a string "
-					   "without NUL",
-					   k);
-				goto fail;
-			}
 			if (asprintf(&envp[i], "%s=%s", k,
 				     json_object_get_string(v)) < 0) {
 				envp[i] = NULL;
@@ -167,7 +110,6 @@ static char **build_envp(json_object *o, al_err *err)
 	return envp;
 oom:
 	al_err_set(err, AL_ENOMEM, ENOMEM, "out of memory");
-fail:
 	for (size_t j = 0; envp[j] != NULL; j++)
 		free(envp[j]);
 	free(envp);
@@ -181,38 +123,6 @@ static void free_strv(char **v)
 	for (size_t i = 0; v[i] != NULL; i++)
 		free(v[i]);
 	free(v);
-}
-
-static int get_bool(json_object *o, const char *key, bool *out, al_err *err)
-{
-	json_object *v;
-	*out = false;
-	if (!json_object_object_get_ex(o, key, &v) || v == NULL)
-		return 0;
-	if (!json_object_is_type(v, json_type_boolean))
-		return al_err_set(err, AL_EINVAL, 0,
-				  "field \"%s\" must be true or false", key);
-	*out = json_object_get_boolean(v);
-	return 0;
-}
-
-static int get_timeout(json_object *o, int64_t *out, al_err *err)
-{
-	json_object *v;
-	*out = 0;
-	if (!json_object_object_get_ex(o, "timeout_ms", &v) || v == NULL)
-		return 0;
-	if (!json_object_is_type(v, json_type_int))
-		return al_err_set(err, AL_EINVAL, 0,
-				  "field \"timeout_ms\" must be an integer");
-	errno = 0;
-	int64_t t = json_object_get_int64(v);
-	if (t < 0 || t > MAX_TIMEOUT_MS || errno != 0)
-		return al_err_set(err, AL_EINVAL, 0,
-				  "field \"timeout_ms\" must be 0 to %lld",
-				  (long long)MAX_TIMEOUT_MS);
-	*out = t;
-	return 0;
 }
 
 /* ---- "user": who the process runs as ----------------------------------
@@ -368,12 +278,9 @@ static int group_scan(char *db, const char *gname, uint32_t *gid,
 	return found;
 }
 
-static int resolve_user(json_object *o, run_as *ra, al_err *err)
+static int resolve_user(const char *spec, run_as *ra, al_err *err)
 {
-	const char *spec;
 	memset(ra, 0, sizeof *ra);
-	if (agent_get_str(o, "user", false, &spec, err) < 0)
-		return -1;
 	if (spec == NULL)
 		return 0;
 	size_t n = strlen(spec);
@@ -521,29 +428,23 @@ void exec_start(agent *a, const al_frame *f)
 	int p_out[2] = {-1, -1}, p_err[2] = {-1, -1}, p_in[2] = {-1, -1};
 	int p_sync[2] = {-1, -1};
 	agent_req *r = NULL;
-	const char *cwd;
-	bool want_stdin;
-	int64_t timeout;
 	struct stat st;
 	run_as ra;
+	al_exec_msg m;
+	const char *cwd;
 
-	json_object *o = agent_parse_obj(f, &err);
-	if (o == NULL)
+	if (al_exec_unpack(f->payload, f->len, &m, &err) < 0)
 		goto fail;
-	argv = build_argv(o, &err);
+	argv = build_argv(m.cmd, &err);
 	if (argv == NULL)
 		goto fail;
-	envp = build_envp(o, &err);
+	envp = build_envp(m.env, &err);
 	if (envp == NULL)
 		goto fail;
-	if (resolve_user(o, &ra, &err) < 0 || apply_home(envp, &ra, &err) < 0)
+	if (resolve_user(m.user, &ra, &err) < 0 ||
+	    apply_home(envp, &ra, &err) < 0)
 		goto fail;
-	if (agent_get_str(o, "cwd", false, &cwd, &err) < 0 ||
-	    get_bool(o, "stdin", &want_stdin, &err) < 0 ||
-	    get_timeout(o, &timeout, &err) < 0)
-		goto fail;
-	if (cwd == NULL)
-		cwd = "/";
+	cwd = m.cwd != NULL ? m.cwd : "/";
 	if (agent_check_path(cwd, &err) < 0)
 		goto fail;
 	if (stat(cwd, &st) < 0) {
@@ -561,7 +462,7 @@ void exec_start(agent *a, const al_frame *f)
 		goto fail;
 	if (pipe2(p_out, O_CLOEXEC) < 0 || pipe2(p_err, O_CLOEXEC) < 0 ||
 	    pipe2(p_sync, O_CLOEXEC) < 0 ||
-	    (want_stdin && pipe2(p_in, O_CLOEXEC) < 0)) {
+	    (m.stdin_open && pipe2(p_in, O_CLOEXEC) < 0)) {
 		al_err_sys(&err, AL_ESYS, errno, "pipe");
 		goto fail;
 	}
@@ -592,8 +493,8 @@ void exec_start(agent *a, const al_frame *f)
 	    (r->in_fd >= 0 && set_nonblock(r->in_fd) < 0))
 		al_warn("exec %u: cannot make pipes non-blocking: %s", f->id,
 			strerror(errno));
-	if (timeout > 0)
-		r->deadline_ms = al_now_ms() + timeout;
+	if (m.timeout_ms > 0)
+		r->deadline_ms = al_now_ms() + m.timeout_ms;
 
 	json_object *res = json_object_new_object();
 	if (res != NULL) {
@@ -603,7 +504,7 @@ void exec_start(agent *a, const al_frame *f)
 	}
 	free(argv);
 	free_strv(envp);
-	json_object_put(o);
+	al_exec_msg_free(&m);
 	return;
 
 fail:
@@ -617,7 +518,7 @@ fail:
 		agent_req_remove(a, r);
 	free(argv);
 	free_strv(envp);
-	json_object_put(o);
+	al_exec_msg_free(&m);
 	agent_send_err(a, f->id, &err);
 }
 

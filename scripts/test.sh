@@ -60,6 +60,18 @@ if ! make -s -j"$(nproc)" SAN=1 all "${unit_bins[@]}"; then
 fi
 summary+=("build: ok")
 
+stage "SQL only in core's model modules"
+# The programs reach tables through core's al_<mod>_<verb> functions: no
+# libpq result, al_db_exec call or statement text outside core/.
+if grep -nE 'PGresult|\bPQ[a-z]+\(|al_db_exec(_rows)?\(|"(SELECT|UPDATE|INSERT INTO|DELETE FROM) ' \
+	shim/*.[ch] controller/*.[ch] fcgi/*.[ch] builder/*.[ch]; then
+	summary+=("sql layering: FAILED (the lines above query outside core/)")
+	failed=$((failed + 1))
+else
+	summary+=("sql layering: ok")
+	passed=$((passed + 1))
+fi
+
 stage "guest kernel for the vm driver (make vm-kernel, cached in build-san/vm-cache)"
 # The test stack gets a fresh state directory every run; the kernel and
 # initrd are fetched once into a cache with `make vm-kernel` and copied

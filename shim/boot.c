@@ -14,13 +14,6 @@
 #include "log.h"
 #include "shim.h"
 
-/* Agent request ids of the shim's own execs; the relay hands out ids
- * counting up from 1, far below these, and the vm driver's adopt uses
- * 0xfffffff0 (core/driver_vm.c). START stays live for the sandbox's
- * life, so no other request may ever take its id. */
-#define BOOT_ID_START 0xffffffe0u
-#define BOOT_ID_WARM_UP 0xffffffe1u
-#define BOOT_ID_READY 0xffffffe2u
 #define READY_DEADLINE_MS 60000
 #define READY_RETRY_MS 100
 #define WARM_UP_TIMEOUT_MS 5000
@@ -66,53 +59,34 @@ static void overlay(json_object *dst, json_object *src)
 		json_object_object_add(dst, k, json_object_get(v));
 }
 
-char *shim_exec_defaults(const shim *s, const char *payload, al_err *err)
+char *shim_exec_defaults(const shim *s, const al_exec_msg *req, al_err *err)
 {
-	json_object *req = json_tokener_parse(payload);
-	if (req == NULL || !json_object_is_type(req, json_type_object)) {
-		json_object_put(req);
-		al_err_set(err, AL_EINVAL, 0, "exec request is not a JSON object");
-		return NULL;
-	}
-	json_object *env = NULL;
-	if (json_object_object_get_ex(req, "env", &env) &&
-	    !json_object_is_type(env, json_type_object)) {
-		json_object_put(req);
-		al_err_set(err, AL_EINVAL, 0, "env must be an object");
-		return NULL;
-	}
+	al_exec_msg m = *req;
 	/* The template's ENV, under the sandbox's, under the request's. */
 	json_object *merged = json_object_new_object();
+	if (merged == NULL) {
+		al_err_set(err, AL_ENOMEM, ENOMEM, "out of memory");
+		return NULL;
+	}
 	overlay(merged, s->tv.env);
 	overlay(merged, s->sb.env);
-	overlay(merged, env);
-	json_object_object_add(req, "env", merged);
-	if (!json_object_object_get_ex(req, "cwd", NULL) &&
-	    s->tv.workdir[0] != '\0')
-		json_object_object_add(req, "cwd",
-				       json_object_new_string(s->tv.workdir));
-	if (!json_object_object_get_ex(req, "user", NULL) &&
-	    s->tv.user[0] != '\0' && strcmp(s->tv.user, "root") != 0)
-		json_object_object_add(req, "user",
-				       json_object_new_string(s->tv.user));
-	char *out = strdup(json_object_to_json_string_ext(
-		req, JSON_C_TO_STRING_PLAIN));
-	json_object_put(req);
-	if (out == NULL)
-		al_err_set(err, AL_ENOMEM, 0, "out of memory");
+	overlay(merged, req->env);
+	m.env = merged;
+	if (m.cwd == NULL && s->tv.workdir[0] != '\0')
+		m.cwd = s->tv.workdir;
+	if (m.user == NULL && s->tv.user[0] != '\0' &&
+	    strcmp(s->tv.user, "root") != 0)
+		m.user = s->tv.user;
+	char *out = al_exec_pack(&m, err);
+	json_object_put(merged);
 	return out;
 }
 
 /* Send an exec with the template's defaults. */
 static int send_exec(shim *s, uint32_t id, json_object *argv, al_err *err)
 {
-	json_object *o = json_object_new_object();
-	json_object_object_add(o, "cmd", json_object_get(argv));
-	json_object_object_add(o, "stdin", json_object_new_boolean(0));
-	char *req = shim_exec_defaults(
-		s, json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN),
-		err);
-	json_object_put(o);
+	al_exec_msg m = {.cmd = argv};
+	char *req = shim_exec_defaults(s, &m, err);
 	if (req == NULL)
 		return -1;
 	int rc = al_frame_send(s->h.agent_fd, AL_F_EXEC, id, req, strlen(req),
@@ -137,24 +111,24 @@ static int wait_exit(shim *s, uint32_t id, int64_t deadline, int *code,
 			al_frame_free(&f);
 			continue;
 		}
-		int failed = f.type == AL_F_ERROR;
+		*code = -1;
+		if (f.type == AL_F_ERROR) {
+			al_err why, perr;
+			if (al_error_unpack(f.payload, f.len, &why, &perr) < 0)
+				snprintf(why.msg, sizeof why.msg,
+					 "the agent refused the command");
+			al_frame_free(&f);
+			return al_err_set(err, AL_EINVAL, 0, "%s", why.msg);
+		}
 		json_object *o = json_tokener_parse((const char *)f.payload);
 		al_frame_free(&f);
 		json_object *v = NULL;
-		*code = -1;
-		if (!failed && o != NULL &&
+		if (o != NULL &&
 		    json_object_object_get_ex(o, "exit_code", &v) &&
 		    json_object_is_type(v, json_type_int))
 			*code = json_object_get_int(v);
-		json_object *m = NULL;
-		if (failed)
-			al_err_set(err, AL_EINVAL, 0, "%s",
-				   o != NULL && json_object_object_get_ex(
-							o, "message", &m)
-					   ? json_object_get_string(m)
-					   : "the agent refused the command");
 		json_object_put(o);
-		return failed ? -1 : 0;
+		return 0;
 	}
 }
 
@@ -163,7 +137,7 @@ int shim_template_start(shim *s, al_err *err)
 	if (s->tv.start != NULL) {
 		/* Left running: its output and exit are nobody's request and
 		 * are dropped by the relay. */
-		if (send_exec(s, BOOT_ID_START, s->tv.start, err) < 0) {
+		if (send_exec(s, AL_REQ_ID_BOOT_START, s->tv.start, err) < 0) {
 			al_err_wrap(err, "START");
 			return -1;
 		}
@@ -173,8 +147,9 @@ int shim_template_start(shim *s, al_err *err)
 	int64_t deadline = al_now_ms() + READY_DEADLINE_MS;
 	for (;;) {
 		int code = -1;
-		if (send_exec(s, BOOT_ID_READY, s->tv.ready, err) < 0 ||
-		    wait_exit(s, BOOT_ID_READY, deadline, &code, err) < 0) {
+		if (send_exec(s, AL_REQ_ID_BOOT_READY, s->tv.ready, err) < 0 ||
+		    wait_exit(s, AL_REQ_ID_BOOT_READY, deadline, &code, err) <
+			    0) {
 			al_err_wrap(err, "READY");
 			return -1;
 		}
@@ -192,14 +167,22 @@ int shim_template_start(shim *s, al_err *err)
 
 void shim_warm_up(shim *s)
 {
-	static const char req[] = "{\"cmd\":[\"true\"],\"stdin\":false}";
 	al_err err = {0};
 	int64_t t0 = al_now_ms();
 	int code;
-	if (al_frame_send(s->h.agent_fd, AL_F_EXEC, BOOT_ID_WARM_UP, req,
-			  sizeof req - 1, &err) < 0 ||
-	    wait_exit(s, BOOT_ID_WARM_UP, t0 + WARM_UP_TIMEOUT_MS, &code,
-		      &err) < 0) {
+	json_object *argv = json_object_new_array();
+	if (argv != NULL)
+		json_object_array_add(argv, json_object_new_string("true"));
+	al_exec_msg m = {.cmd = argv};
+	char *req = al_exec_pack(&m, &err);
+	json_object_put(argv);
+	int rc = req != NULL ? al_frame_send(s->h.agent_fd, AL_F_EXEC,
+					     AL_REQ_ID_BOOT_WARM_UP, req,
+					     strlen(req), &err)
+			     : -1;
+	free(req);
+	if (rc < 0 || wait_exit(s, AL_REQ_ID_BOOT_WARM_UP,
+				t0 + WARM_UP_TIMEOUT_MS, &code, &err) < 0) {
 		al_warn("standby %s: warm-up exec: %s", s->slot, err.msg);
 		return;
 	}

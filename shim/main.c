@@ -327,21 +327,12 @@ static int bring_up(shim *s, al_err *err)
 static int bring_up_standby(shim *s, const char *tmpl, const char *driver,
 			    al_err *err)
 {
-	const char *params[] = {tmpl};
-	PGresult *res = al_db_exec(s->db,
-				   "SELECT driver, version FROM templates"
-				   " WHERE name = $1",
-				   1, params, err);
-	if (res == NULL)
+	al_template_row row;
+	if (al_template_row_get(s->db, tmpl, &row, err) < 0)
 		return -1;
-	if (PQntuples(res) != 1) {
-		PQclear(res);
-		return al_err_set(err, AL_ENOENT, 0, "no template '%s'", tmpl);
-	}
 	snprintf(s->sb.driver, sizeof s->sb.driver, "%s",
-		 driver != NULL ? driver : PQgetvalue(res, 0, 0));
-	int version = atoi(PQgetvalue(res, 0, 1));
-	PQclear(res);
+		 driver != NULL ? driver : row.driver);
+	int version = row.version;
 	/* The slot names the template version it holds, so that standbys
 	 * of a version that was rebuilt since can be told apart and
 	 * retired (al_shimctl_standby_version). */

@@ -241,8 +241,12 @@ static void from_client(shim *s, int i, al_frame *f)
 			return;
 		}
 		if (f->type == AL_F_EXEC) {
-			char *req = shim_exec_defaults(
-				s, (const char *)f->payload, &err);
+			al_exec_msg m;
+			char *req = al_exec_unpack(f->payload, f->len, &m,
+						   &err) == 0
+					    ? shim_exec_defaults(s, &m, &err)
+					    : NULL;
+			al_exec_msg_free(&m);
 			int rc = req != NULL
 					 ? to_agent(s, f->type, r->agent_id, req,
 						    strlen(req), &err)

@@ -112,9 +112,9 @@ int shim_template_rootfs(shim *s, char *out, size_t outlen, al_err *err);
 int shim_template_start(shim *s, al_err *err);
 /* One `true` through the agent (a vm standby pays its first-exec cost). */
 void shim_warm_up(shim *s);
-/* An exec request with the template's ENV under the sandbox's env under
- * the request's, and the template's WORKDIR and USER unless the request
- * names its own; re-encoded, NULL on a malformed request (err). */
-char *shim_exec_defaults(const shim *s, const char *payload, al_err *err);
+/* req with the template's ENV under the sandbox's env under the
+ * request's, and the template's WORKDIR and USER unless the request
+ * names its own; packed, NULL on OOM (err). */
+char *shim_exec_defaults(const shim *s, const al_exec_msg *req, al_err *err);
 
 #endif

@@ -1,5 +1,7 @@
 /* Fuzz the frame decoder: arbitrary bytes, fed in arbitrary pieces, must
- * decode to well-formed frames or a clean protocol violation. */
+ * decode to well-formed frames or a clean protocol violation; an EXEC
+ * frame's payload then goes through al_exec_unpack as the shim and the
+ * agent take it (fuzz_file_req checks the payload unpackers in depth). */
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -41,6 +43,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		int rc;
 		while ((rc = al_frame_next(&r, &f, &err)) == 1) {
 			check_frame(&f);
+			if (f.type == AL_F_EXEC) {
+				al_exec_msg m;
+				if (al_exec_unpack(f.payload, f.len, &m,
+						   &err) == 0 &&
+				    (m.root == NULL || m.cmd == NULL))
+					abort();
+				al_exec_msg_free(&m);
+			}
 			/* Re-encoding a decoded frame must succeed. */
 			if (al_frame_encode(&out, f.type, f.id, f.payload,
 					    f.len, &err) < 0)

@@ -1,7 +1,8 @@
 /* Fuzz the payload unpackers of agentproto that take bytes from a
- * hostile peer: file and disk grow requests (from the host, in the agent)
- * and ERROR (from the agent, in fcgi). Whatever the bytes, an unpack returns 0 with
- * a well-formed result or -1 with an error. */
+ * hostile peer: file, disk grow and EXEC requests (from the host, in the
+ * shim and the agent) and ERROR (from the agent, in fcgi). Whatever the
+ * bytes, an unpack returns 0 with a well-formed result or -1 with an
+ * error. */
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -10,6 +11,42 @@
 #include "agentproto.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+/* An accepted EXEC holds what its contract says, and packs and unpacks
+ * to the same request. */
+static void check_exec(const al_exec_msg *m)
+{
+	size_t n = json_object_array_length(m->cmd);
+	if (n == 0 || n > AL_EXEC_ARGS_MAX ||
+	    json_object_get_string_len(json_object_array_get_idx(m->cmd, 0)) ==
+		    0 ||
+	    (m->env != NULL &&
+	     json_object_object_length(m->env) > AL_EXEC_ENV_MAX) ||
+	    m->timeout_ms < 0 || m->timeout_ms > AL_EXEC_TIMEOUT_MS_MAX)
+		abort();
+	for (size_t i = 0; i < n; i++) {
+		json_object *s = json_object_array_get_idx(m->cmd, i);
+		if (!json_object_is_type(s, json_type_string) ||
+		    strlen(json_object_get_string(s)) !=
+			    (size_t)json_object_get_string_len(s))
+			abort();
+	}
+	al_err err = {0};
+	char *s = al_exec_pack(m, &err);
+	al_exec_msg again;
+	if (s == NULL || al_exec_unpack(s, strlen(s), &again, &err) < 0 ||
+	    !json_object_equal(again.cmd, m->cmd) ||
+	    (m->env != NULL && !json_object_equal(again.env, m->env)) ||
+	    (m->cwd == NULL) != (again.cwd == NULL) ||
+	    (m->cwd != NULL && strcmp(m->cwd, again.cwd) != 0) ||
+	    (m->user == NULL) != (again.user == NULL) ||
+	    (m->user != NULL && strcmp(m->user, again.user) != 0) ||
+	    again.timeout_ms != m->timeout_ms ||
+	    again.stdin_open != m->stdin_open)
+		abort();
+	free(s);
+	al_exec_msg_free(&again);
+}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -40,6 +77,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	} else if (err.code == AL_OK) {
 		abort();
 	}
+	al_exec_msg m;
+	err.code = AL_OK;
+	if (al_exec_unpack(data, size, &m, &err) == 0)
+		check_exec(&m);
+	else if (err.code == AL_OK || m.root != NULL)
+		abort();
+	al_exec_msg_free(&m);
 	if (al_error_unpack(data, size, &got, &err) == 0 &&
 	    strnlen(got.msg, sizeof got.msg) == sizeof got.msg)
 		abort();

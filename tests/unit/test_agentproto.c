@@ -588,6 +588,98 @@ static void test_disk_grow_pack_unpack(void **state)
 	}
 }
 
+static void test_exec_pack_unpack(void **state)
+{
+	(void)state;
+	al_err err = {0};
+	json_object *cmd =
+		json_tokener_parse("[\"sh\",\"-c\",\"echo \\\"$X\\\"\"]");
+	json_object *env =
+		json_tokener_parse("{\"X\":\"a=b\",\"Y\":\"\"}");
+	assert_non_null(cmd);
+	assert_non_null(env);
+	al_exec_msg in = {
+		.cmd = cmd,
+		.env = env,
+		.cwd = "/srv/app",
+		.user = "app:staff",
+		.timeout_ms = 1500,
+		.stdin_open = 1,
+	};
+	char *s = al_exec_pack(&in, &err);
+	assert_non_null(s);
+	al_exec_msg m;
+	assert_int_equal(al_exec_unpack(s, strlen(s), &m, &err), 0);
+	free(s);
+	assert_int_equal(json_object_array_length(m.cmd), 3);
+	assert_string_equal(
+		json_object_get_string(json_object_array_get_idx(m.cmd, 2)),
+		"echo \"$X\"");
+	json_object *v = NULL;
+	assert_true(json_object_object_get_ex(m.env, "X", &v));
+	assert_string_equal(json_object_get_string(v), "a=b");
+	assert_int_equal(json_object_object_length(m.env), 2);
+	assert_string_equal(m.cwd, "/srv/app");
+	assert_string_equal(m.user, "app:staff");
+	assert_int_equal(m.timeout_ms, 1500);
+	assert_int_equal(m.stdin_open, 1);
+	al_exec_msg_free(&m);
+	assert_null(m.root);
+
+	/* What is left out comes back unset. */
+	al_exec_msg bare = {.cmd = cmd};
+	s = al_exec_pack(&bare, &err);
+	assert_non_null(s);
+	assert_int_equal(al_exec_unpack(s, strlen(s), &m, &err), 0);
+	free(s);
+	assert_null(m.env);
+	assert_null(m.cwd);
+	assert_null(m.user);
+	assert_int_equal(m.timeout_ms, 0);
+	assert_int_equal(m.stdin_open, 0);
+	al_exec_msg_free(&m);
+	json_object_put(cmd);
+	json_object_put(env);
+
+	static const char *const bad[] = {
+		"",
+		"[]",
+		"{\"cmd\":[\"true\"]} junk",
+		"{}",
+		"{\"cmd\":\"true\"}",
+		"{\"cmd\":[]}",
+		"{\"cmd\":[\"\"]}",
+		"{\"cmd\":[\"true\",7]}",
+		"{\"cmd\":[\"a\\u0000b\"]}",
+		"{\"cmd\":[\"true\"],\"env\":[]}",
+		"{\"cmd\":[\"true\"],\"env\":{\"\":\"x\"}}",
+		"{\"cmd\":[\"true\"],\"env\":{\"A=B\":\"x\"}}",
+		"{\"cmd\":[\"true\"],\"env\":{\"A\":1}}",
+		"{\"cmd\":[\"true\"],\"env\":{\"A\":\"x\\u0000\"}}",
+		"{\"cmd\":[\"true\"],\"cwd\":1}",
+		"{\"cmd\":[\"true\"],\"user\":[\"root\"]}",
+		"{\"cmd\":[\"true\"],\"stdin\":1}",
+		"{\"cmd\":[\"true\"],\"timeout_ms\":-1}",
+		"{\"cmd\":[\"true\"],\"timeout_ms\":1.5}",
+		"{\"cmd\":[\"true\"],\"timeout_ms\":8640000001}",
+		"{\"cmd\":[\"true\"],\"timeout_ms\":99999999999999999999}",
+	};
+	for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+		err.code = AL_OK;
+		assert_int_equal(al_exec_unpack(bad[i], strlen(bad[i]), &m,
+						&err),
+				 -1);
+		assert_int_equal(err.code, AL_EINVAL);
+		assert_null(m.root);
+		assert_null(m.cmd);
+	}
+	/* The largest timeout is taken. */
+	const char *max = "{\"cmd\":[\"true\"],\"timeout_ms\":8640000000}";
+	assert_int_equal(al_exec_unpack(max, strlen(max), &m, &err), 0);
+	assert_int_equal(m.timeout_ms, AL_EXEC_TIMEOUT_MS_MAX);
+	al_exec_msg_free(&m);
+}
+
 static void test_error_pack_unpack(void **state)
 {
 	(void)state;
@@ -633,6 +725,7 @@ int main(void)
 		cmocka_unit_test(test_send_until_deadline),
 		cmocka_unit_test(test_file_req_pack_unpack),
 		cmocka_unit_test(test_disk_grow_pack_unpack),
+		cmocka_unit_test(test_exec_pack_unpack),
 		cmocka_unit_test(test_error_pack_unpack),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

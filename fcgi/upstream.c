@@ -1,0 +1,140 @@
+/* Relaying to a sandbox's shim (see upstream.h). */
+#include "upstream.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "json.h"
+#include "shimctl.h"
+
+int al_upstream_open(al_req *r, uint16_t type, const char *payload,
+		     int64_t deadline_ms, al_err *err)
+{
+	int fd = al_shimctl_connect(r->cfg, r->id, err);
+	if (fd < 0)
+		return -1;
+	if (al_frame_send_until(fd, type, AL_REQ_ID_CLIENT, payload,
+				strlen(payload), deadline_ms, err) < 0) {
+		al_upstream_relay_error(err);
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+int al_upstream_next(al_req *r, int fd, al_frame_reader *rd, al_frame *f,
+		     int64_t until_ms, al_err *err)
+{
+	for (;;) {
+		int k = al_frame_next(rd, f, err);
+		if (k != 0) {
+			if (k < 0)
+				err->code = AL_EPROTO;
+			return k;
+		}
+		int timeout = -1;
+		if (until_ms > 0) {
+			int64_t left = until_ms - al_now_ms();
+			if (left <= 0)
+				return 0;
+			timeout = left > 60000 ? 60000 : (int)left;
+		}
+		struct pollfd pfd[2] = {
+			{.fd = fd, .events = POLLIN},
+			{.fd = r->fcgi->ipcFd, .events = POLLRDHUP},
+		};
+		int n = poll(pfd, r->fcgi->ipcFd >= 0 ? 2 : 1, timeout);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return al_err_sys(err, AL_ESYS, errno, "poll");
+		}
+		if (n == 0)
+			continue;
+		/* nginx closes its side when the HTTP client goes away. */
+		if (r->fcgi->ipcFd >= 0 &&
+		    (pfd[1].revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0)
+			return -2;
+		if (pfd[0].revents != 0) {
+			int rc = al_frame_reader_fill(rd, fd, err);
+			if (rc < 0)
+				return -1;
+			if (rc == 0) {
+				/* Frames that arrived before EOF count. */
+				k = al_frame_next(rd, f, err);
+				if (k != 0)
+					return k < 0 ? -1 : k;
+				return al_err_set(err, AL_EUNAVAIL, 0,
+						  "sandbox connection closed");
+			}
+		}
+	}
+}
+
+json_object *al_upstream_json(const al_frame *f, al_err *err)
+{
+	json_tokener *tok = json_tokener_new_ex(AL_JSON_DEPTH_MAX);
+	if (tok == NULL) {
+		al_err_set(err, AL_ENOMEM, 0, "out of memory");
+		return NULL;
+	}
+	json_object *o = json_tokener_parse_ex(tok, (const char *)f->payload,
+					       (int)f->len);
+	json_tokener_free(tok);
+	if (o == NULL || !json_object_is_type(o, json_type_object)) {
+		json_object_put(o);
+		al_err_set(err, AL_EPROTO, 0, "sandbox sent a malformed %s",
+			   al_frame_type_name(f->type));
+		return NULL;
+	}
+	return o;
+}
+
+void al_upstream_error(const al_frame *f, al_err *err)
+{
+	al_err perr;
+	if (al_error_unpack(f->payload, f->len, err, &perr) < 0) {
+		al_err_set(err, AL_EPROTO, 0, "sandbox sent a malformed error");
+		return;
+	}
+	al_upstream_relay_error(err);
+}
+
+void al_upstream_relay_error(al_err *e)
+{
+	/* The message comes from inside the sandbox: keep it printable
+	 * ASCII so it cannot break the JSON or the log line. */
+	for (char *p = e->msg; *p != '\0'; p++)
+		if ((unsigned char)*p < 0x20 || (unsigned char)*p >= 0x7f)
+			*p = '?';
+	switch (e->code) {
+	case AL_EINVAL:
+	case AL_ENOENT:
+	case AL_ESTATE:
+	case AL_EEXIST:
+	case AL_ETOOBIG:
+	case AL_EPATH:
+	case AL_EPERM:
+	case AL_ETIMEDOUT:
+	case AL_EUNAVAIL:
+	case AL_ENOSPACE:
+	case AL_ESYS:
+	case AL_ENOMEM:
+	case AL_EPROTO:
+		break;
+	case AL_EAUTH:
+		/* The caller is authenticated; the sandbox refused. */
+		e->code = AL_EPERM;
+		break;
+	case AL_OK:
+	case AL_EDB:
+	case AL_EINTERNAL:
+	case AL_EQUOTA:
+	case AL_CODE_MAX:
+	default:
+		e->code = AL_EPROTO;
+		break;
+	}
+}

@@ -1,0 +1,38 @@
+/* upstream: fcgi's side of a request relayed to a sandbox's shim over its
+ * control socket (core/agentproto frames): connect and send the request,
+ * read the replies while watching the HTTP client, and turn what the
+ * sandbox says went wrong into what the API client may see.
+ *
+ * Every function that can fail leaves err ready for al_http_error. */
+#ifndef AL_FCGI_UPSTREAM_H
+#define AL_FCGI_UPSTREAM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <json-c/json.h>
+
+#include "agentproto.h"
+#include "err.h"
+#include "http.h"
+
+/* A new connection to r's sandbox with the request frame of type sent
+ * as AL_REQ_ID_CLIENT (the peer taking bytes until deadline_ms): the fd,
+ * or -1 (nothing left open). */
+int al_upstream_open(al_req *r, uint16_t type, const char *payload,
+		     int64_t deadline_ms, al_err *err);
+/* Next frame from the shim connection fd, waiting until until_ms
+ * (monotonic; 0 = forever). Returns 1 with *f filled (caller frees), 0 on
+ * timeout, -1 with err on EOF / protocol violation, -2 when the HTTP
+ * client went away meanwhile. */
+int al_upstream_next(al_req *r, int fd, al_frame_reader *rd, al_frame *f,
+		     int64_t until_ms, al_err *err);
+/* Parse a JSON object frame payload; NULL with AL_EPROTO otherwise. */
+json_object *al_upstream_json(const al_frame *f, al_err *err);
+/* Turn an ERROR frame into err (code relayed through
+ * al_upstream_relay_error). */
+void al_upstream_error(const al_frame *f, al_err *err);
+/* Map an error from the shim/agent to what the API client may see. */
+void al_upstream_relay_error(al_err *e);
+
+#endif
