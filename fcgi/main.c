@@ -124,6 +124,24 @@ static int request_path(al_req *r, al_err *err)
 	return 0;
 }
 
+/* An answer given before a streamed body was read (files: an unknown
+ * sandbox, a bad path) leaves the rest of it in flight: a small one is
+ * read and dropped, so that nginx ends the upstream request cleanly and
+ * keeps the client's connection alive; a large one is left to nginx,
+ * which closes the connection. */
+#define DRAIN_MAX (1u << 20)
+static void drain_body(al_req *r)
+{
+	const char *cl = al_req_param(r, "CONTENT_LENGTH");
+	char *end = NULL;
+	unsigned long long len = cl != NULL ? strtoull(cl, &end, 10) : 0;
+	if (cl == NULL || end == cl || len == 0 || len > DRAIN_MAX)
+		return;
+	char buf[4096];
+	while (FCGX_GetStr(buf, sizeof buf, r->fcgi->in) > 0)
+		;
+}
+
 static void handle(FCGX_Request *fr, al_db **dbp)
 {
 	al_req *r = calloc(1, sizeof *r);
@@ -169,6 +187,7 @@ static void handle(FCGX_Request *fr, al_db **dbp)
 		al_route(r);
 	if (!r->headers_sent)
 		al_http_errorf(r, AL_EINTERNAL, "no response");
+	drain_body(r);
 
 	/* The query may carry paths or filters; the log gets the path. */
 	char method[16], path[256];
