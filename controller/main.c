@@ -188,7 +188,7 @@ static void vm_init(const al_config *cfg, al_db *db)
 			if (failed++ == 0)
 				snprintf(why, sizeof why,
 					 "building the VM snapshot of "
-					 "template %s failed: %.400s",
+					 "template %.64s failed: %.400s",
 					 name, err.msg);
 			continue;
 		}
