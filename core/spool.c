@@ -205,6 +205,36 @@ static int write_all(int fd, const char *p, size_t n)
 	return 0;
 }
 
+/* body as dir/<id>.<seq>: content, then name, then the name's
+ * directory entry on disk. */
+static int place(const char *dir, const al_spool_entry *e, const char *body,
+		 al_err *err)
+{
+	char tmp[AL_PATH_MAX + 128], path[AL_PATH_MAX + 128];
+	snprintf(tmp, sizeof tmp, "%s/.%s.%" PRIu64 ".tmp", dir, e->e.id,
+		 e->seq);
+	snprintf(path, sizeof path, "%s/%s.%" PRIu64, dir, e->e.id, e->seq);
+	al_autofd int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC |
+					     O_NOFOLLOW,
+				0600);
+	if (fd < 0)
+		return al_err_sys(err, AL_ESYS, errno, "create %s", tmp);
+	if (write_all(fd, body, strlen(body)) < 0 || fsync(fd) < 0) {
+		al_err_sys(err, AL_ESYS, errno, "write %s", tmp);
+		unlink(tmp);
+		return -1;
+	}
+	if (rename(tmp, path) < 0) {
+		al_err_sys(err, AL_ESYS, errno, "rename %s", tmp);
+		unlink(tmp);
+		return -1;
+	}
+	al_autofd int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd < 0 || fsync(dfd) < 0)
+		return al_err_sys(err, AL_ESYS, errno, "fsync %s", dir);
+	return 0;
+}
+
 int al_spool_write(const al_config *cfg, const char *id, al_event ev,
 		   const char *detail, al_err *err)
 {
@@ -223,35 +253,7 @@ int al_spool_write(const al_config *cfg, const char *id, al_event ev,
 	char *body = al_spool_pack(&e, err);
 	if (body == NULL)
 		return -1;
-	char tmp[AL_PATH_MAX + 128], path[AL_PATH_MAX + 128];
-	snprintf(tmp, sizeof tmp, "%s/.%s.%" PRIu64 ".tmp", dir, id, e.seq);
-	snprintf(path, sizeof path, "%s/%s.%" PRIu64, dir, id, e.seq);
-	int rc = -1;
-	al_autofd int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC |
-					     O_NOFOLLOW,
-				0600);
-	if (fd < 0) {
-		al_err_sys(err, AL_ESYS, errno, "create %s", tmp);
-		goto out;
-	}
-	/* Content, then name, then the name's directory entry on disk. */
-	if (write_all(fd, body, strlen(body)) < 0 || fsync(fd) < 0) {
-		al_err_sys(err, AL_ESYS, errno, "write %s", tmp);
-		unlink(tmp);
-		goto out;
-	}
-	if (rename(tmp, path) < 0) {
-		al_err_sys(err, AL_ESYS, errno, "rename %s", tmp);
-		unlink(tmp);
-		goto out;
-	}
-	al_autofd int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (dfd < 0 || fsync(dfd) < 0) {
-		al_err_sys(err, AL_ESYS, errno, "fsync %s", dir);
-		goto out;
-	}
-	rc = 0;
-out:
+	int rc = place(dir, &e, body, err);
 	free(body);
 	return rc;
 }
