@@ -289,6 +289,17 @@ static int sandbox_paths(shim *s, const char *id, al_err *err)
 	return 0;
 }
 
+/* This shim's pid and its machine's accelerator, packed: known only
+ * now (a restore runs under the one its snapshot was taken with). */
+static char *ready_report(const shim *s, al_err *err)
+{
+	al_shim_ready r = {.pid = (int)getpid()};
+	if (s->driver == &al_driver_vm)
+		snprintf(r.accel, sizeof r.accel, "%s",
+			 al_vm_accel_name(al_vm_handle_accel(&s->h)));
+	return al_shim_ready_pack(&r, err);
+}
+
 /* Serve the sandbox under its own socket; *ready (al_shim_ready_pack)
  * is what the starter records running. */
 static int go_live(shim *s, char **ready, al_err *err)
@@ -296,13 +307,7 @@ static int go_live(shim *s, char **ready, al_err *err)
 	if (sandbox_paths(s, s->sb.id, err) < 0 || listen_control(s, err) < 0)
 		return -1;
 	write_pid_file(s);
-	/* The accelerator is the machine's, known only now (a restore runs
-	 * under the one its snapshot was taken with). */
-	al_shim_ready r = {.pid = (int)getpid()};
-	if (s->driver == &al_driver_vm)
-		snprintf(r.accel, sizeof r.accel, "%s",
-			 al_vm_accel_name(al_vm_handle_accel(&s->h)));
-	*ready = al_shim_ready_pack(&r, err);
+	*ready = ready_report(s, err);
 	if (*ready == NULL)
 		return -1;
 	start_ms.ready = al_now_ms();
@@ -341,7 +346,8 @@ static int bring_up(shim *s, al_sandbox *spec, al_template_version *tv,
 /* A standby: the template's machine with default limits, named by a
  * random slot, listening on run/pool/<template>.<driver>.<slot>.sock. */
 static int bring_up_standby(shim *s, al_sandbox *spec,
-			    al_template_version *tv, int has_boot, al_err *err)
+			    al_template_version *tv, int has_boot, char **ready,
+			    al_err *err)
 {
 	s->sb = *spec;
 	memset(spec, 0, sizeof *spec);
@@ -378,6 +384,9 @@ static int bring_up_standby(shim *s, al_sandbox *spec,
 	    listen_control(s, err) < 0)
 		return -1;
 	s->standby = 1;
+	*ready = ready_report(s, err);
+	if (*ready == NULL)
+		return -1;
 	start_ms.ready = al_now_ms();
 	return 0;
 }
@@ -560,7 +569,7 @@ int main(int argc, char **argv)
 	if (up == 0)
 		up = id != NULL ? bring_up(&s, &spec, &tv, has_boot, &ready, &err)
 				: bring_up_standby(&s, &spec, &tv, has_boot,
-						   &err);
+						   &ready, &err);
 	if (up < 0) {
 		al_error("sandbox %s failed to start: %s", s.sb.id, err.msg);
 		/* The host out of room: the errno does not cross the ready
@@ -578,7 +587,7 @@ int main(int argc, char **argv)
 		return 111;
 	}
 	report(ready_fd, "OK ");
-	report(ready_fd, ready != NULL ? ready : "{\"pid\":0,\"accel\":\"\"}");
+	report(ready_fd, ready);
 	report(ready_fd, "\n");
 	free(ready);
 	if (ready_fd >= 0)
