@@ -477,6 +477,12 @@ static int read_spec(const char *id, const char *standby, al_sandbox *sb,
 		al_err_wrap(err, "reading the spec on stdin");
 		return -1;
 	}
+	/* The memfd is read: stdin holds nothing more for anyone. */
+	int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	if (null >= 0) {
+		dup2(null, 0);
+		close(null);
+	}
 	rc = f.type == AL_F_START
 		     ? al_shim_spec_unpack(f.payload, f.len, sb, tv, has_boot,
 					   err)
