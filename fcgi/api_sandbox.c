@@ -323,8 +323,9 @@ void al_api_sandbox_delete(al_req *r)
 		al_info("sandbox %s: shim unreachable, marking deleted",
 			r->id);
 	}
-	/* The shim normally wrote "deleted" itself; then this is a no-op
-	 * rejected by the state table. */
+	/* Recorded here at once; the shim's spooled delete lands later as
+	 * a no-op (or landed first: then this one is rejected by the state
+	 * table, which is fine). */
 	if (al_sandbox_transition(db, r->id, AL_EV_DELETE, "api delete",
 				  &tmp) < 0 &&
 	    tmp.code != AL_ESTATE && tmp.code != AL_ENOENT) {
