@@ -12,7 +12,8 @@ sandbox is running exactly when its shim is, each end recorded once.
 20 sandboxes of four fates each time: kept running, deleted through the
 API, init killed (error), shim stopped by SIGTERM (deleted, by the shim's
 own word only), expired (deleted by the controller), plus creates during
-the outage (each 201, or a clean 503 that leaves nothing)."""
+the outage (each 201, or a clean 503 that leaves nothing). And a start
+whose worker died before recording it is not left running unseen."""
 import os
 import signal
 import subprocess
@@ -268,3 +269,26 @@ def test_shims_hold_no_database_connection(dstack):
     finally:
         for i in ids:
             delete(st, i)
+
+
+def test_start_never_recorded_is_destroyed(dstack):
+    """A worker that dies between the shim's ready report and recording
+    it leaves a row in creating with a live shim; nobody was told of the
+    sandbox, so the controller's reconcile destroys it (and records the
+    delete the shim spools)."""
+    st = dstack
+    sid = create(st, 1)[0]
+    shim = shim_of(st, sid)
+    assert shim is not None
+    # What such a worker leaves: the row still creating, its start long
+    # past the grace the controller gives a start in progress.
+    psql(st, "UPDATE sandboxes SET state = 'creating', created_at = now()"
+             f" - interval '5 minutes' WHERE id = '{sid}'")
+    deadline = time.monotonic() + 40  # a reconcile pass is every 10 s
+    while time.monotonic() < deadline:
+        if rows(st, [sid])[sid] == "deleted" and not pid_alive(shim):
+            break
+        time.sleep(0.5)
+    assert rows(st, [sid])[sid] == "deleted"
+    assert not pid_alive(shim)
+    assert [e[:2] for e in ends(st, sid)] == [("delete", "deleted")]
