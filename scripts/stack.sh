@@ -79,6 +79,13 @@ check_env() {
 		die "AIRLOCK_HTTP_PORT / AIRLOCK_HTTPS_PORT must be numbers"
 	[[ $WORKERS =~ ^[0-9]+$ && $WORKERS -ge 1 ]] ||
 		die "AIRLOCK_FCGI_WORKERS must be a positive number"
+	# Each fcgi thread (16 per worker) holds a connection once used; the
+	# controller one, each running build one. Shims hold none.
+	((WORKERS * 16 + 8 <= PG_MAX_CONN)) ||
+		log "warning: AIRLOCK_FCGI_WORKERS=$WORKERS may open" \
+			"$((WORKERS * 16)) PostgreSQL connections, more than" \
+			"AIRLOCK_PG_MAX_CONNECTIONS=$PG_MAX_CONN leaves room for;" \
+			"requests past it answer 503"
 	[[ $BIND =~ ^[0-9a-fA-F.:]+$ ]] || die "AIRLOCK_BIND must be an IP address"
 	[ "$(id -u)" -eq 0 ] ||
 		die "run as root (mounts, namespaces and cgroups need it)"
