@@ -3,9 +3,9 @@
 the median of each step over the starts of each kind (cold sandbox,
 warm-pool standby) per driver. The shim logs one line per start:
 
-  ... sandbox ID running (driver ns, init pid N) in T ms: db A,
+  ... sandbox ID running (driver ns, init pid N) in T ms: spec A,
   snapshot B (qgroup q), driver C (uid range x ms, user namespace y ms,
-  ...), agent D, record E
+  ...), agent D, disk grow G, listen E
 
 Usage: steps.py SHIM_LOG [--driver ns|vm] [--since N]
 
@@ -20,7 +20,7 @@ STEP = re.compile(r"([a-z][a-z ]*?) ([0-9.]+)(?: ms)?$")
 
 
 def steps(text):
-    """[(name, ms)] of "db 5, snapshot 1 (qgroup 0.02), driver 20 (a 0.1 ms,
+    """[(name, ms)] of "spec 0, snapshot 1 (qgroup 0.02), driver 20 (a 0.1 ms,
     b 2 ms), ..." with a step's own sub-steps indented under it."""
     out = []
     for m in re.finditer(r"([a-z]+) (\d+)(?: \(([^)]*)\))?", text):

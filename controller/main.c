@@ -13,9 +13,15 @@
  *         unavailable (the ns driver does not need any of it). Exit.
  * --once  run one pass of the rules below and exit (tests).
  * default: run the time-based rules until SIGTERM:
+ *   - the shims' spooled transitions (core/spool.h: a sandbox ended) are
+ *     recorded in batches, one transaction each, as they appear (inotify)
+ *     and on every tick; a file goes only once its batch committed;
  *   - sandboxes past expires_at are destroyed through their shim;
- *   - reconcile: live sandboxes whose shim is gone are marked error and
- *     their resources released; rootfs snapshots with no live sandbox
+ *   - reconcile: live sandboxes whose shim is gone (and whose end is not
+ *     waiting in the spool) are marked error and their resources
+ *     released; a sandbox still creating long after its start with a
+ *     shim is one whose starter died before recording it: it is
+ *     destroyed (its client never got it); rootfs snapshots with no live sandbox
  *     or standby are deleted. Nothing leaks across a crash of any program;
  *   - warm pool: AIRLOCK_WARM_POOL ns standbys and (while the vm driver
  *     is usable and the template has its VM snapshot) AIRLOCK_WARM_POOL_VM
@@ -25,6 +31,7 @@
  * Exit codes: 0 ok, 100 usage, 111 temporary failure (database down). */
 #include <dirent.h>
 #include <errno.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,6 +49,7 @@
 #include "reap.h"
 #include "sandbox.h"
 #include "shimctl.h"
+#include "spool.h"
 #include "store.h"
 #include "template.h"
 #include "vmmem.h"
@@ -55,6 +63,8 @@
 #define CREATING_GRACE_S 60
 /* How long the KVM probe may take to see the guest init. */
 #define KVM_PROBE_MS 3000
+/* Spooled events recorded in one transaction. */
+#define SPOOL_BATCH 256
 
 static volatile sig_atomic_t stop_requested;
 
@@ -234,6 +244,63 @@ static void expire(const al_config *cfg, al_db *db)
 	free(ids);
 }
 
+/* Record what the shims spooled, a batch per transaction, and take each
+ * file away once its batch is committed. PostgreSQL down: the files
+ * wait for the next pass. */
+static void apply_spool(const al_config *cfg, al_db *db)
+{
+	static al_spool_entry ents[SPOOL_BATCH];
+	static al_sandbox_event evs[SPOOL_BATCH];
+	for (;;) {
+		al_err err = {0};
+		int n = al_spool_read(cfg, ents, SPOOL_BATCH, &err);
+		if (n < 0)
+			al_warn("spool: %s", err.msg);
+		if (n <= 0)
+			return;
+		for (int i = 0; i < n; i++)
+			evs[i] = ents[i].e;
+		int applied = 0;
+		if (al_sandbox_record_events(db, evs, n, &applied, &err) < 0) {
+			al_warn("spool: recording %d events: %s (they wait)",
+				n, err.msg);
+			return;
+		}
+		for (int i = 0; i < n; i++)
+			al_spool_ack(cfg, &ents[i]);
+		al_info("spool: recorded %d events (%d changed a sandbox)", n,
+			applied);
+		if (n < SPOOL_BATCH)
+			return;
+	}
+}
+
+/* A shim that is there, or ending: its pid file (removed last, once its
+ * end is spooled) names a live airlock-shim. */
+static int shim_present(const al_config *cfg, const char *id)
+{
+	if (al_reap_shim_alive(cfg, id))
+		return 1;
+	char path[AL_PATH_MAX + 80], exe[64], link[AL_PATH_MAX];
+	if ((size_t)snprintf(path, sizeof path, "%s/sbx/%s.pid", cfg->run_dir,
+			     id) >= sizeof path)
+		return 0;
+	FILE *f = fopen(path, "re");
+	int pid = 0;
+	if (f == NULL)
+		return 0;
+	if (fscanf(f, "%d", &pid) != 1)
+		pid = 0;
+	fclose(f);
+	snprintf(exe, sizeof exe, "/proc/%d/exe", pid);
+	ssize_t n = pid > 0 ? readlink(exe, link, sizeof link - 1) : -1;
+	if (n <= 0)
+		return 0;
+	link[n] = '\0';
+	const char *base = strrchr(link, '/');
+	return base != NULL && strncmp(base + 1, "airlock-shim", 12) == 0;
+}
+
 static int seconds_since(const char *rfc3339)
 {
 	struct tm tm = {0};
@@ -242,27 +309,45 @@ static int seconds_since(const char *rfc3339)
 	return (int)(time(NULL) - timegm(&tm));
 }
 
-/* Live sandboxes without a shim: the shim crashed or was killed. */
+/* Live sandboxes without a shim: the shim crashed or was killed. What
+ * the spool holds is recorded first: a shim that ended cleanly said how
+ * (and a pending event of one means: not lost, only not recorded yet). */
 static void reconcile_live(const al_config *cfg, al_db *db)
 {
 	al_err err = {0};
 	char(*ids)[64] = NULL;
 	int n = 0;
+	apply_spool(cfg, db);
 	if (al_sandbox_list_live(db, &ids, &n, &err) < 0) {
 		al_warn("listing live sandboxes: %s", err.msg);
 		return;
 	}
 	for (int i = 0; i < n; i++) {
-		if (al_reap_shim_alive(cfg, ids[i]))
+		int present = shim_present(cfg, ids[i]);
+		if (!present && al_spool_pending(cfg, ids[i]))
 			continue;
 		al_sandbox sb = {0};
 		if (al_sandbox_get(db, ids[i], &sb, &err) < 0)
 			continue;
-		int young = sb.state == AL_ST_CREATING &&
+		int creating = sb.state == AL_ST_CREATING;
+		int young = creating &&
 			    seconds_since(sb.created_at) < CREATING_GRACE_S;
 		al_sandbox_free_fields(&sb);
 		if (young)
 			continue;
+		if (present) {
+			/* Started, never recorded running: whoever started
+			 * it died before answering its client. */
+			if (creating) {
+				al_warn("sandbox %s: never recorded running; "
+					"destroying it",
+					ids[i]);
+				if (al_shimctl_destroy(cfg, ids[i], &err) < 0)
+					al_warn("sandbox %s: %s", ids[i],
+						err.msg);
+			}
+			continue;
+		}
 		al_warn("sandbox %s lost its shim; releasing it", ids[i]);
 		if (al_reap_sandbox(cfg, ids[i], &err) < 0)
 			al_warn("sandbox %s: %s", ids[i], err.msg);
@@ -296,7 +381,7 @@ static void reconcile_pool(const al_config *cfg, al_db *db)
 			al_sandbox_free_fields(&sb);
 		if (live || (rc < 0 && err.code != AL_ENOENT))
 			continue;
-		if (al_reap_shim_alive(cfg, de->d_name) ||
+		if (shim_present(cfg, de->d_name) ||
 		    al_reap_standbys(cfg, de->d_name) > 0)
 			continue;
 		al_info("deleting orphaned rootfs of %s", de->d_name);
@@ -335,8 +420,9 @@ static time_t *backoff_slot(const char *name, const char *driver)
  * burst refills in a few ticks without a host of boots at once. */
 #define POOL_STARTS_PER_TICK 4
 
-static void refill_one(const al_config *cfg, const al_template_ref *ref,
-		       const char *driver, uint32_t recent)
+static void refill_one(const al_config *cfg, al_db *db,
+		       const al_template_ref *ref, const char *driver,
+		       uint32_t recent)
 {
 	const char *name = ref->name;
 	uint32_t min, max_own;
@@ -367,8 +453,9 @@ static void refill_one(const al_config *cfg, const al_template_ref *ref,
 	al_err err = {0};
 	/* A standby is a create: none while the pool is full. */
 	if (al_store_room(cfg->pool_dir, cfg->pool_full_pct, &err) < 0 ||
-	    al_shimctl_spawn_standbys(cfg, name, driver, (int)start,
-				      al_now_ms() + 30000, &err) < 0) {
+	    al_shimctl_spawn_standbys(cfg, db, name, ref->version, driver,
+				      (int)start, al_now_ms() + 30000,
+				      &err) < 0) {
 		al_warn("warm pool of %s (%s): %s", name, driver, err.msg);
 		*until = time(NULL) + POOL_BACKOFF_S;
 	}
@@ -437,13 +524,13 @@ static void refill_pool(const al_config *cfg, al_db *db)
 		rates_at = al_now_ms();
 	}
 	for (int i = 0; i < count && !stop_requested; i++) {
-		refill_one(cfg, &refs[i], "ns",
+		refill_one(cfg, db, &refs[i], "ns",
 			   recent_creates(rates, nrates, refs[i].name, "ns"));
 		/* With the vm pool off this retires what is left of it. */
 		uint32_t vmin, vmax;
 		al_template_pool_bounds(cfg, refs[i].pool, "vm", &vmin, &vmax);
 		if (vm_ok[i] || vmax == 0)
-			refill_one(cfg, &refs[i], "vm",
+			refill_one(cfg, db, &refs[i], "vm",
 				   recent_creates(rates, nrates, refs[i].name,
 						  "vm"));
 	}
@@ -535,6 +622,12 @@ int main(int argc, char **argv)
 			al_warn("template RAM service: %s", err.msg);
 	}
 
+	/* A shim's spooled event wakes the loop; the tick's scan catches
+	 * whatever the watch missed (or all of them, without one). */
+	int watch = al_spool_watch(&cfg, &err);
+	if (watch < 0)
+		al_warn("spool: %s (scanning each tick only)", err.msg);
+
 	/* The pool is looked at every tick so a claimed standby is replaced
 	 * at once; expiry and reconcile run on slower clocks. */
 	int64_t last_expire = 0, last_reconcile = 0;
@@ -545,6 +638,8 @@ int main(int argc, char **argv)
 			sleep(1);
 			continue;
 		}
+		al_spool_watch_clear(watch);
+		apply_spool(&cfg, db);
 		if (once || now - last_expire >= 1000) {
 			expire(&cfg, db);
 			last_expire = now;
@@ -560,8 +655,11 @@ int main(int argc, char **argv)
 		refill_pool(&cfg, db);
 		if (once)
 			break;
-		usleep(TICK_MS * 1000);
+		struct pollfd p = {.fd = watch, .events = POLLIN};
+		poll(&p, watch >= 0 ? 1 : 0, TICK_MS);
 	}
+	if (watch >= 0)
+		close(watch);
 	al_vmmem_stop(vmmem);
 	al_db_close(db);
 	return 0;

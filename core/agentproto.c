@@ -42,6 +42,7 @@ static const char *const type_names[AL_F_TYPE_MAX] = {
 	[AL_F_CLAIM] = "CLAIM",
 	[AL_F_IDENTITY] = "IDENTITY",
 	[AL_F_DISK_GROW] = "DISK_GROW",
+	[AL_F_START] = "START",
 };
 
 static int type_valid(uint16_t type)

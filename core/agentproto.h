@@ -89,9 +89,11 @@ enum al_frame_type {
 	AL_F_STATUS = 32,
 	/* {} -> RESULT {} once the sandbox is torn down; the shim exits. */
 	AL_F_DESTROY = 33,
-	/* To a standby shim of the warm pool: {"id":"<sandbox id>"} -> RESULT
-	 * {} once the standby machine runs as that sandbox (row in state
-	 * running), or ERROR. Only the first claim of a standby succeeds. */
+	/* To a standby shim of the warm pool: the sandbox's spec
+	 * (al_shim_spec_pack without boot) -> RESULT al_shim_ready_pack()
+	 * {"pid":N,"accel":"kvm"|"tcg"|""} once the standby machine runs as
+	 * that sandbox (the claimer records it running), or ERROR. Only the
+	 * first claim of a standby succeeds. */
 	AL_F_CLAIM = 34,
 	/* host -> agent, vm only: give a restored machine its own identity
 	 * {"hostname":"<sandbox id>","entropy":"<64 lowercase hex>",
@@ -105,6 +107,11 @@ enum al_frame_type {
 	 * has grown to at least N, or ERROR after a few seconds of waiting
 	 * for it), or ERROR; it only ever grows (online: ext4). */
 	AL_F_DISK_GROW = 36,
+	/* host -> shim, the one frame on a shim's stdin when it is started
+	 * (a sealed memfd; never on a socket): the sandbox or standby it is
+	 * to run, al_shim_spec_pack() (core/sandbox.h). A CLAIM carries the
+	 * same shape without "boot". */
+	AL_F_START = 40,
 
 	AL_F_TYPE_MAX
 };

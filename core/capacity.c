@@ -36,8 +36,8 @@ void al_capacity_start_failed(al_db *db, const char *id, al_err *e,
 	al_err tmp;
 	al_warn("sandbox %s: start %s: %s", id,
 		refused ? "refused for capacity" : "failed", e->msg);
-	/* The shim may have recorded the end itself (state error or
-	 * deleted): then the state table rejects this one. */
+	/* The shim's spooled end may have been recorded first (state error
+	 * or deleted): then the state table rejects this one. */
 	if (al_sandbox_transition(db, id, refused ? AL_EV_DELETE : AL_EV_FAIL,
 				  e->msg, &tmp) < 0 &&
 	    tmp.code != AL_ESTATE)

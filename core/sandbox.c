@@ -8,6 +8,7 @@
 #include <sys/random.h>
 
 #include "config.h"
+#include "json.h"
 
 static const char *const state_names[AL_ST_MAX] = {
 	[AL_ST_CREATING] = "creating", [AL_ST_RUNNING] = "running",
@@ -156,6 +157,8 @@ int al_sandbox_insert(al_db *db, const al_sandbox *sb, int timeout_s,
 	if (sb->accel[0] != '\0' && strcmp(sb->accel, "kvm") != 0 &&
 	    strcmp(sb->accel, "tcg") != 0)
 		return al_err_set(err, AL_EINVAL, 0, "unknown accelerator");
+	char ver[16];
+	snprintf(ver, sizeof ver, "%d", sb->template_version);
 	const char *params[] = {
 		sb->id, sb->template_name, sb->driver, mem, pids, cpu, env,
 		meta,	tmo,
@@ -163,6 +166,9 @@ int al_sandbox_insert(al_db *db, const al_sandbox *sb, int timeout_s,
 		sb->accel[0] != '\0' ? sb->accel : NULL,
 		disk,
 		sb->project,
+		/* The version the shim is told to run (al_shim_spec_pack);
+		 * unknown (0): the template's current one. */
+		sb->template_version > 0 ? ver : NULL,
 	};
 	/* The row and its first event in one statement, so one commit. */
 	PGresult *res = al_db_exec(
@@ -174,13 +180,13 @@ int al_sandbox_insert(al_db *db, const al_sandbox *sb, int timeout_s,
 		" VALUES ($1, $2, $3, 'creating', $4, $5, $6, $7::jsonb,"
 		" $8::jsonb, now(), now() + make_interval(secs => $9::int),"
 		" now(), $10,"
-		/* The template's current version, read in the same statement:
-		 * the sandbox keeps it whatever is built later. */
-		" (SELECT version FROM templates WHERE name = $2), $11, $12)"
+		/* The sandbox keeps its version whatever is built later. */
+		" coalesce($13::int,"
+		" (SELECT version FROM templates WHERE name = $2)), $11, $12)"
 		" RETURNING id)"
 		" INSERT INTO sandbox_events (sandbox_id, from_state, to_state,"
 		" event) SELECT id, NULL, 'creating', 'create' FROM s",
-		12, params, err);
+		13, params, err);
 	if (res == NULL) {
 		al_err_wrap(err, "inserting sandbox %s", sb->id);
 		return -1;
@@ -325,6 +331,61 @@ fail:
 	return -1;
 }
 
+/* Inside an open transaction: lock id's row, check ev against the state
+ * table, write the new state and the event row (at_ms 0: now). -1 with
+ * AL_ESTATE (rejected) or AL_ENOENT leaves the transaction usable. */
+static int transition_locked(al_db *db, const char *id, al_event ev,
+			     const char *detail, int64_t at_ms, al_err *err)
+{
+	const char *p1[] = {id};
+	PGresult *res = al_db_exec(db, "SELECT state FROM sandboxes"
+				       " WHERE id = $1 FOR UPDATE",
+				   1, p1, err);
+	if (res == NULL)
+		return -1;
+	if (PQntuples(res) != 1) {
+		PQclear(res);
+		return al_err_set(err, AL_ENOENT, 0, "no sandbox '%s'", id);
+	}
+	int cur = al_state_from_name(PQgetvalue(res, 0, 0));
+	PQclear(res);
+	if (cur < 0)
+		return al_err_set(err, AL_EDB, 0, "sandbox %s: unknown state",
+				  id);
+	int next = al_state_next((al_state)cur, ev, err);
+	if (next < 0)
+		return -1;
+
+	char dbuf[512], at[24];
+	snprintf(dbuf, sizeof dbuf, "%s", detail != NULL ? detail : "");
+	snprintf(at, sizeof at, "%lld", (long long)at_ms);
+	const char *p2[] = {
+		id,
+		state_names[cur],
+		state_names[next],
+		event_names[ev],
+		detail != NULL ? dbuf : NULL,
+		at_ms > 0 ? at : NULL,
+	};
+	res = al_db_exec(
+		db,
+		"WITH t AS (SELECT coalesce(to_timestamp($6::bigint / 1000.0),"
+		" now()) AS at),"
+		" u AS (UPDATE sandboxes SET state = $3,"
+		" error = CASE WHEN $3 = 'error' THEN $5 ELSE error END,"
+		" deleted_at = CASE WHEN $3 = 'deleted' THEN (SELECT at FROM t)"
+		" ELSE deleted_at END, updated_at = now()"
+		" WHERE id = $1 RETURNING id)"
+		" INSERT INTO sandbox_events (sandbox_id, at, from_state,"
+		" to_state, event, detail)"
+		" SELECT id, (SELECT at FROM t), $2, $3, $4, $5 FROM u",
+		6, p2, err);
+	if (res == NULL)
+		return -1;
+	PQclear(res);
+	return 0;
+}
+
 int al_sandbox_transition(al_db *db, const char *id, al_event ev,
 			  const char *detail, al_err *err)
 {
@@ -332,103 +393,88 @@ int al_sandbox_transition(al_db *db, const char *id, al_event ev,
 		return al_err_set(err, AL_ENOENT, 0, "no such sandbox");
 	if ((unsigned)ev >= AL_EV_MAX)
 		return al_err_set(err, AL_EINTERNAL, 0, "event out of range");
-
-	PGresult *res = al_db_exec(db, "BEGIN", 0, NULL, err);
-	if (res == NULL)
+	if (al_db_begin(db, err) < 0)
 		return -1;
-	PQclear(res);
-
-	const char *p1[] = {id};
-	res = al_db_exec(db, "SELECT state FROM sandboxes WHERE id = $1"
-			     " FOR UPDATE",
-			 1, p1, err);
-	if (res == NULL)
-		goto fail;
-	if (PQntuples(res) != 1) {
-		PQclear(res);
-		al_err_set(err, AL_ENOENT, 0, "no sandbox '%s'", id);
-		goto fail;
-	}
-	int cur = al_state_from_name(PQgetvalue(res, 0, 0));
-	PQclear(res);
-	if (cur < 0) {
-		al_err_set(err, AL_EDB, 0, "sandbox %s: unknown state", id);
-		goto fail;
-	}
-	int next = al_state_next((al_state)cur, ev, err);
-	if (next < 0)
-		goto fail;
-
-	char dbuf[512];
-	snprintf(dbuf, sizeof dbuf, "%s", detail != NULL ? detail : "");
-	const char *p2[] = {
-		id,
-		state_names[cur],
-		state_names[next],
-		event_names[ev],
-		detail != NULL ? dbuf : NULL,
-	};
-	res = al_db_exec(
-		db,
-		"WITH u AS (UPDATE sandboxes SET state = $3,"
-		" error = CASE WHEN $3 = 'error' THEN $5 ELSE error END,"
-		" deleted_at = CASE WHEN $3 = 'deleted' THEN now()"
-		" ELSE deleted_at END, updated_at = now()"
-		" WHERE id = $1 RETURNING id)"
-		" INSERT INTO sandbox_events (sandbox_id, from_state, to_state,"
-		" event, detail) SELECT id, $2, $3, $4, $5 FROM u",
-		5, p2, err);
-	if (res == NULL)
-		goto fail;
-	PQclear(res);
-	res = al_db_exec(db, "COMMIT", 0, NULL, err);
-	if (res == NULL)
-		goto fail;
-	PQclear(res);
-	return 0;
-fail:
-	al_db_rollback(db);
-	return -1;
-}
-
-int al_sandbox_set_shim_pid(al_db *db, const char *id, int pid, al_err *err)
-{
-	char pbuf[16];
-	snprintf(pbuf, sizeof pbuf, "%d", pid);
-	const char *params[] = {id, pbuf};
-	PGresult *res = al_db_exec(db,
-				   "UPDATE sandboxes SET shim_pid = $2,"
-				   " updated_at = now() WHERE id = $1",
-				   2, params, err);
-	if (res == NULL)
+	if (transition_locked(db, id, ev, detail, 0, err) < 0 ||
+	    al_db_commit(db, err) < 0) {
+		al_db_rollback(db);
 		return -1;
-	int found = strcmp(PQcmdTuples(res), "1") == 0;
-	PQclear(res);
-	if (!found)
-		return al_err_set(err, AL_ENOENT, 0, "no sandbox '%s'", id);
+	}
 	return 0;
 }
 
-int al_sandbox_set_accel(al_db *db, const char *id, const char *accel,
-			 al_err *err)
+int al_sandbox_record_events(al_db *db, const al_sandbox_event *evs, int n,
+			     int *applied, al_err *err)
 {
+	*applied = 0;
+	if (n <= 0)
+		return 0;
+	if (al_db_begin(db, err) < 0)
+		return -1;
+	int done = 0;
+	for (int i = 0; i < n; i++) {
+		al_err e = {0};
+		if (!al_id_valid(evs[i].id) || (unsigned)evs[i].ev >= AL_EV_MAX)
+			continue; /* the spool's parser lets none through */
+		if (transition_locked(db, evs[i].id, evs[i].ev, evs[i].detail,
+				      evs[i].at_ms, &e) == 0) {
+			done++;
+			continue;
+		}
+		/* Moot: the row is there already, or gone. */
+		if (e.code == AL_ESTATE || e.code == AL_ENOENT)
+			continue;
+		*err = e;
+		al_db_rollback(db);
+		return -1;
+	}
+	if (al_db_commit(db, err) < 0) {
+		al_db_rollback(db);
+		return -1;
+	}
+	*applied = done;
+	return 0;
+}
+
+int al_sandbox_mark_running(al_db *db, const char *id, int shim_pid,
+			    const char *accel, al_sandbox *out, al_err *err)
+{
+	if (!al_id_valid(id))
+		return al_err_set(err, AL_ENOENT, 0, "no such sandbox");
 	if (accel == NULL)
 		accel = "";
 	if (accel[0] != '\0' && strcmp(accel, "kvm") != 0 &&
 	    strcmp(accel, "tcg") != 0)
 		return al_err_set(err, AL_EINVAL, 0, "unknown accelerator");
-	const char *params[] = {id, accel[0] != '\0' ? accel : NULL};
-	PGresult *res = al_db_exec(db,
-				   "UPDATE sandboxes SET accel = $2,"
-				   " updated_at = now() WHERE id = $1",
-				   2, params, err);
+	if (shim_pid <= 0)
+		return al_err_set(err, AL_EINVAL, 0, "invalid shim pid");
+	char pbuf[16];
+	snprintf(pbuf, sizeof pbuf, "%d", shim_pid);
+	const char *params[] = {id, pbuf, accel[0] != '\0' ? accel : NULL};
+	/* The row, its pid, accelerator and state with the event row: one
+	 * statement, so one commit; the WHERE makes it race a shim's own
+	 * end (spooled) safely: whichever comes second finds no row to
+	 * change. */
+	PGresult *res = al_db_exec(
+		db,
+		"WITH u AS (UPDATE sandboxes SET state = 'running',"
+		" shim_pid = $2, accel = $3, updated_at = now()"
+		" WHERE id = $1 AND state = 'creating' RETURNING *),"
+		" e AS (INSERT INTO sandbox_events (sandbox_id, from_state,"
+		" to_state, event, detail) SELECT id, 'creating', 'running',"
+		" 'ready', 'agent ready' FROM u)"
+		" SELECT " SANDBOX_COLUMNS " FROM u",
+		3, params, err);
 	if (res == NULL)
 		return -1;
-	int found = strcmp(PQcmdTuples(res), "1") == 0;
+	int rc;
+	if (PQntuples(res) != 1)
+		rc = al_err_set(err, AL_ESTATE, 0,
+				"sandbox %s is no longer creating", id);
+	else
+		rc = row_to_sandbox(res, 0, out, err);
 	PQclear(res);
-	if (!found)
-		return al_err_set(err, AL_ENOENT, 0, "no sandbox '%s'", id);
-	return 0;
+	return rc;
 }
 
 static int list_ids(al_db *db, const char *sql, char (**ids)[64], int *n,
@@ -567,5 +613,272 @@ int al_sandbox_recent_creates(al_db *db, uint32_t window_s,
 			(uint32_t)strtoul(PQgetvalue(res, i, 2), NULL, 10);
 	}
 	PQclear(res);
+	return 0;
+}
+
+/* ---- the shim's spec (sandbox.h) ---- */
+
+/* A template's ENV comes from its Airlockfile (core/airlockfile.h): any
+ * name, up to AL_AF_MAX_ENV of them. */
+static const al_json_map_limits boot_env_limits = {
+	.max_entries = 4096,
+	.max_key = 4096,
+	.max_value = AL_JSON_BODY_MAX,
+	.env_names = 0,
+};
+#define SPEC_ARGS_MAX 4096
+#define SPEC_ARG_MAX (256 * 1024)
+/* Beyond any host's memory or pid space: limits in range, never 0. */
+#define SPEC_BYTES_MAX ((int64_t)1 << 50)
+#define SPEC_PIDS_MAX ((int64_t)1 << 22)
+#define SPEC_SHARES_MAX ((int64_t)1 << 18)
+
+static void add_str(json_object *o, const char *k, const char *v)
+{
+	json_object_object_add(o, k, json_object_new_string(v));
+}
+
+static json_object *boot_to_json(const al_template_version *tv)
+{
+	json_object *b = json_object_new_object();
+	if (b == NULL)
+		return NULL;
+	json_object_object_add(b, "env", tv->env != NULL
+						 ? json_object_get(tv->env)
+						 : json_object_new_object());
+	add_str(b, "workdir", tv->workdir);
+	add_str(b, "user", tv->user);
+	if (tv->start != NULL)
+		json_object_object_add(b, "start", json_object_get(tv->start));
+	if (tv->ready != NULL)
+		json_object_object_add(b, "ready", json_object_get(tv->ready));
+	return b;
+}
+
+char *al_shim_spec_pack(const al_sandbox *sb, const al_template_version *tv,
+			al_err *err)
+{
+	json_object *o = json_object_new_object();
+	if (o == NULL)
+		goto oom;
+	if (sb->id[0] != '\0')
+		add_str(o, "id", sb->id);
+	add_str(o, "template", sb->template_name);
+	json_object_object_add(o, "template_version",
+			       json_object_new_int(sb->template_version));
+	add_str(o, "driver", sb->driver);
+	if (sb->limits.disk_bytes != 0) {
+		json_object *l = json_object_new_object();
+		json_object_object_add(
+			l, "memory_bytes",
+			json_object_new_int64((int64_t)sb->limits.memory_bytes));
+		json_object_object_add(l, "pids",
+				       json_object_new_int64(sb->limits.pids_max));
+		json_object_object_add(
+			l, "cpu_shares",
+			json_object_new_int64(sb->limits.cpu_shares));
+		json_object_object_add(
+			l, "disk_bytes",
+			json_object_new_int64((int64_t)sb->limits.disk_bytes));
+		json_object_object_add(o, "limits", l);
+	}
+	if (sb->env != NULL)
+		json_object_object_add(o, "env", json_object_get(sb->env));
+	if (tv != NULL)
+		json_object_object_add(o, "boot", boot_to_json(tv));
+	const char *t = json_object_to_json_string_ext(
+		o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE);
+	char *out = t != NULL ? strdup(t) : NULL;
+	json_object_put(o);
+	if (out != NULL)
+		return out;
+oom:
+	al_err_set(err, AL_ENOMEM, ENOMEM, "out of memory packing a spec");
+	return NULL;
+}
+
+/* An id-like name (al_id_valid) of field key into out; required or not. */
+static int spec_name(json_object *o, const char *key, int required,
+		     char *out, size_t outlen, al_err *err)
+{
+	const char *v = NULL;
+	int r = al_json_get_str(o, key, outlen - 1, &v, NULL, err);
+	if (r < 0)
+		return -1;
+	if (r == 0 && required)
+		return al_err_set(err, AL_EINVAL, 0, "'%s' is required", key);
+	if (r == 0) {
+		out[0] = '\0';
+		return 0;
+	}
+	if (!al_id_valid(v))
+		return al_err_set(err, AL_EINVAL, 0, "'%s' is not a valid name",
+				  key);
+	snprintf(out, outlen, "%s", v);
+	return 0;
+}
+
+static int spec_limits(json_object *o, al_limits *l, al_err *err)
+{
+	static const char *const fields[] = {"memory_bytes", "pids",
+					     "cpu_shares", "disk_bytes", NULL};
+	json_object *v = NULL;
+	if (!json_object_object_get_ex(o, "limits", &v) || v == NULL)
+		return 0;
+	if (!json_object_is_type(v, json_type_object))
+		return al_err_set(err, AL_EINVAL, 0,
+				  "'limits' must be an object");
+	if (al_json_check_fields(v, fields, err) < 0)
+		return -1;
+	int64_t mem = 0, pids = 0, shares = 0, disk = 0;
+	al_err e = {0};
+	if (al_json_get_int(v, "memory_bytes", 1, SPEC_BYTES_MAX, &mem, &e) !=
+		    1 ||
+	    al_json_get_int(v, "pids", 1, SPEC_PIDS_MAX, &pids, &e) != 1 ||
+	    al_json_get_int(v, "cpu_shares", 1, SPEC_SHARES_MAX, &shares,
+			    &e) != 1 ||
+	    al_json_get_int(v, "disk_bytes", 1, SPEC_BYTES_MAX, &disk, &e) !=
+		    1) {
+		if (e.code == AL_OK)
+			al_err_set(&e, AL_EINVAL, 0,
+				   "'limits' needs memory_bytes, pids, "
+				   "cpu_shares and disk_bytes");
+		if (err != NULL)
+			*err = e;
+		return -1;
+	}
+	l->memory_bytes = (uint64_t)mem;
+	l->pids_max = (uint32_t)pids;
+	l->cpu_shares = (uint32_t)shares;
+	l->disk_bytes = (uint64_t)disk;
+	return 0;
+}
+
+static int spec_boot(json_object *o, al_template_version *tv, int *has_boot,
+		     al_err *err)
+{
+	static const char *const fields[] = {"env", "workdir", "user",
+					     "start", "ready", NULL};
+	json_object *b = NULL, *env = NULL, *start = NULL, *ready = NULL;
+	*has_boot = json_object_object_get_ex(o, "boot", &b) && b != NULL;
+	if (!*has_boot)
+		return 0;
+	if (!json_object_is_type(b, json_type_object))
+		return al_err_set(err, AL_EINVAL, 0,
+				  "'boot' must be an object");
+	const char *workdir = "/", *user = "root";
+	if (al_json_check_fields(b, fields, err) < 0 ||
+	    al_json_get_str_map(b, "env", &boot_env_limits, &env, err) < 0 ||
+	    al_json_get_str(b, "workdir", sizeof tv->workdir - 1, &workdir,
+			    NULL, err) < 0 ||
+	    al_json_get_str(b, "user", sizeof tv->user - 1, &user, NULL,
+			    err) < 0 ||
+	    al_json_get_str_array(b, "start", 1, SPEC_ARGS_MAX, SPEC_ARG_MAX,
+				  &start, err) < 0 ||
+	    al_json_get_str_array(b, "ready", 1, SPEC_ARGS_MAX, SPEC_ARG_MAX,
+				  &ready, err) < 0)
+		return -1;
+	if (workdir[0] != '/')
+		return al_err_set(err, AL_EINVAL, 0,
+				  "'workdir' must be absolute");
+	snprintf(tv->workdir, sizeof tv->workdir, "%s", workdir);
+	snprintf(tv->user, sizeof tv->user, "%s", user);
+	tv->env = env != NULL ? json_object_get(env) : json_object_new_object();
+	tv->start = start != NULL ? json_object_get(start) : NULL;
+	tv->ready = ready != NULL ? json_object_get(ready) : NULL;
+	return 0;
+}
+
+int al_shim_spec_unpack(const void *payload, size_t len, al_sandbox *sb,
+			al_template_version *tv, int *has_boot, al_err *err)
+{
+	static const char *const fields[] = {"id",     "template",
+					     "template_version",
+					     "driver", "limits",
+					     "env",    "boot",
+					     NULL};
+	memset(sb, 0, sizeof *sb);
+	memset(tv, 0, sizeof *tv);
+	*has_boot = 0;
+	json_object *o = al_json_parse_object(payload, len, err);
+	if (o == NULL)
+		return -1;
+	int64_t version = 0;
+	json_object *env = NULL;
+	if (al_json_check_fields(o, fields, err) < 0 ||
+	    spec_name(o, "id", 0, sb->id, sizeof sb->id, err) < 0 ||
+	    spec_name(o, "template", 1, sb->template_name,
+		      sizeof sb->template_name, err) < 0 ||
+	    spec_name(o, "driver", 1, sb->driver, sizeof sb->driver, err) <
+		    0 ||
+	    al_json_get_int(o, "template_version", 0, INT32_MAX, &version,
+			    err) < 0 ||
+	    spec_limits(o, &sb->limits, err) < 0 ||
+	    al_json_get_str_map(o, "env", &al_json_env_limits, &env, err) <
+		    0 ||
+	    spec_boot(o, tv, has_boot, err) < 0) {
+		json_object_put(o);
+		al_template_version_free(tv);
+		memset(sb, 0, sizeof *sb);
+		*has_boot = 0;
+		return -1;
+	}
+	sb->template_version = (int)version;
+	sb->state = AL_ST_CREATING;
+	sb->env = env != NULL ? json_object_get(env) : json_object_new_object();
+	snprintf(tv->name, sizeof tv->name, "%s", sb->template_name);
+	tv->version = sb->template_version;
+	json_object_put(o);
+	return 0;
+}
+
+char *al_shim_ready_pack(const al_shim_ready *r, al_err *err)
+{
+	json_object *o = json_object_new_object();
+	char *out = NULL;
+	if (o != NULL) {
+		json_object_object_add(o, "pid", json_object_new_int(r->pid));
+		add_str(o, "accel", r->accel);
+		const char *t =
+			json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN);
+		out = t != NULL ? strdup(t) : NULL;
+		json_object_put(o);
+	}
+	if (out == NULL)
+		al_err_set(err, AL_ENOMEM, ENOMEM, "out of memory");
+	return out;
+}
+
+int al_shim_ready_unpack(const void *payload, size_t len, al_shim_ready *out,
+			 al_err *err)
+{
+	static const char *const fields[] = {"pid", "accel", NULL};
+	memset(out, 0, sizeof *out);
+	al_err e = {0};
+	json_object *o = al_json_parse_object(payload, len, &e);
+	int64_t pid = 0;
+	const char *accel = NULL;
+	if (o != NULL &&
+	    (al_json_check_fields(o, fields, &e) < 0 ||
+	     al_json_get_int(o, "pid", 1, INT32_MAX, &pid, &e) != 1 ||
+	     al_json_get_str(o, "accel", sizeof out->accel - 1, &accel, NULL,
+			     &e) != 1 ||
+	     (accel[0] != '\0' && strcmp(accel, "kvm") != 0 &&
+	      strcmp(accel, "tcg") != 0))) {
+		if (e.code == AL_OK)
+			al_err_set(&e, AL_EPROTO, 0,
+				   "the shim's ready report is malformed");
+	}
+	if (o != NULL && e.code == AL_OK) {
+		out->pid = (int)pid;
+		snprintf(out->accel, sizeof out->accel, "%s", accel);
+	}
+	json_object_put(o);
+	if (e.code != AL_OK) {
+		if (err != NULL)
+			al_err_set(err, AL_EPROTO, 0, "shim ready report: %s",
+				   e.msg);
+		return -1;
+	}
 	return 0;
 }

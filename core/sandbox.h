@@ -11,6 +11,7 @@
 #include "db.h"
 #include "driver.h"
 #include "err.h"
+#include "template.h"
 
 typedef enum al_state {
 	AL_ST_CREATING,
@@ -71,11 +72,30 @@ int al_sandbox_get_in(al_db *db, const char *id, const char *project,
  * the new state (and error reason for FAIL), append an event row. */
 int al_sandbox_transition(al_db *db, const char *id, al_event ev,
 			  const char *detail, al_err *err);
-int al_sandbox_set_shim_pid(al_db *db, const char *id, int pid, al_err *err);
-/* Record the accelerator a vm sandbox actually runs under ("kvm" or
- * "tcg"; "" clears it). */
-int al_sandbox_set_accel(al_db *db, const char *id, const char *accel,
-			 al_err *err);
+/* The shim of sandbox id (row in state creating) reported it ready:
+ * shim_pid, the accelerator it runs under ("kvm", "tcg", "" for none)
+ * and creating -> running with its event row, in one statement (one
+ * round trip, one commit); out gets the row as it is now. AL_ESTATE
+ * when the row is no longer creating (its shim ended meanwhile, or it
+ * was deleted). */
+int al_sandbox_mark_running(al_db *db, const char *id, int shim_pid,
+			    const char *accel, al_sandbox *out, al_err *err);
+
+/* A transition a shim made on its own (it ended: fail, delete), as the
+ * controller applies it from the spool (core/spool.h). */
+typedef struct al_sandbox_event {
+	char id[64];
+	al_event ev;
+	char detail[256];
+	int64_t at_ms; /* unix ms, when the shim made it */
+} al_sandbox_event;
+/* Apply n events in one transaction, in order. An event the state table
+ * rejects (the row got there another way: fcgi recorded the delete
+ * first, or the row is gone) is moot, not an error: *applied counts the
+ * ones that changed a row. -1 (nothing applied) when the transaction
+ * failed. */
+int al_sandbox_record_events(al_db *db, const al_sandbox_event *evs, int n,
+			     int *applied, al_err *err);
 /* API listing: an array of al_sandbox_to_json() objects, oldest first,
  * at most AL_SANDBOX_LIST_MAX. state -1 = every state but deleted;
  * metadata_filter (object or NULL) must be contained in the metadata;
@@ -101,6 +121,40 @@ typedef struct al_sandbox_creates {
 int al_sandbox_recent_creates(al_db *db, uint32_t window_s,
 			      al_sandbox_creates *out, int max, int *n,
 			      al_err *err);
+
+/* What a shim is told to run: the sandbox (id, template and version,
+ * driver, limits, env) and what the template's version asks of the
+ * machine (boot: env, workdir, user, START, READY). It is the shim's
+ * stdin when started cold (id set) or as a standby (id "", no limits or
+ * env) and the CLAIM frame's payload to a standby (no boot: the standby
+ * has it). The shim holds no database connection: this is all it
+ * knows of its sandbox. Never holds secrets in argv, so it is not argv.
+ *
+ *   {"id":"...","template":"minimal","template_version":3,"driver":"ns",
+ *    "limits":{"memory_bytes":N,"pids":N,"cpu_shares":N,"disk_bytes":N},
+ *    "env":{"K":"V"},
+ *    "boot":{"env":{},"workdir":"/","user":"root","start":[..],
+ *            "ready":[..]}}
+ *
+ * Pack: tv NULL leaves boot out. Unpack checks every field (ids, names,
+ * limits in range, env and argv shapes); sb gets the sandbox fields (the
+ * caller frees them with al_sandbox_free_fields), tv the boot (freed
+ * with al_template_version_free) and *has_boot whether there was one. */
+char *al_shim_spec_pack(const al_sandbox *sb, const al_template_version *tv,
+			al_err *err);
+int al_shim_spec_unpack(const void *payload, size_t len, al_sandbox *sb,
+			al_template_version *tv, int *has_boot, al_err *err);
+
+/* What a shim says once its sandbox runs (the ready fd's "OK <json>"
+ * line of a cold start, the RESULT of a CLAIM): {"pid":N,"accel":"..."},
+ * the shim's pid and the accelerator ("kvm", "tcg", "" for none). */
+typedef struct al_shim_ready {
+	int pid;
+	char accel[8];
+} al_shim_ready;
+char *al_shim_ready_pack(const al_shim_ready *r, al_err *err);
+int al_shim_ready_unpack(const void *payload, size_t len, al_shim_ready *out,
+			 al_err *err);
 
 /* JSON view for the API: id, project, state, template, driver, accel (vm only),
  * created_at, expires_at, metadata, limits (never env). */

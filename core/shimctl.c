@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/mman.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -44,6 +45,13 @@ int al_shimctl_call(int fd, uint16_t type, uint32_t id, json_object *req,
 	const char *body = req != NULL ? json_object_to_json_string_ext(
 						 req, JSON_C_TO_STRING_PLAIN)
 				       : "{}";
+	return al_shimctl_call_raw(fd, type, id, body, deadline_ms, result,
+				   err);
+}
+
+int al_shimctl_call_raw(int fd, uint16_t type, uint32_t id, const char *body,
+			int64_t deadline_ms, json_object **result, al_err *err)
+{
 	if (al_frame_send(fd, type, id, body, strlen(body), err) < 0)
 		return -1;
 	al_frame_reader r;
@@ -98,9 +106,10 @@ int al_shimctl_destroy(const al_config *cfg, const char *id, al_err *err)
 	return 0;
 }
 
-/* Read the shim's one-line start report: "OK" or "ERR <code> <message>". */
+/* Read the shim's one-line start report: "OK <al_shim_ready_pack>" or
+ * "ERR <code> <message>"; ready (may be NULL) gets the first. */
 static int read_ready(int fd, int64_t deadline_ms, const char *id,
-		      al_err *err)
+		      al_shim_ready *ready, al_err *err)
 {
 	char line[600];
 	size_t len = 0;
@@ -133,8 +142,15 @@ static int read_ready(int fd, int64_t deadline_ms, const char *id,
 	char *nl = strchr(line, '\n');
 	if (nl != NULL)
 		*nl = '\0';
-	if (strcmp(line, "OK") == 0)
+	if (strncmp(line, "OK ", 3) == 0) {
+		al_shim_ready r;
+		if (al_shim_ready_unpack(line + 3, strlen(line + 3), &r, err) <
+		    0)
+			return -1;
+		if (ready != NULL)
+			*ready = r;
 		return 0;
+	}
 	if (strncmp(line, "ERR ", 4) == 0) {
 		char *code = line + 4;
 		char *msg = strchr(code, ' ');
@@ -147,7 +163,7 @@ static int read_ready(int fd, int64_t deadline_ms, const char *id,
 			  "the shim of sandbox %s exited while starting", id);
 }
 
-/* [a-z0-9]+: a driver name, as it goes into argv and socket names. */
+/* [a-z0-9]+: a driver name, as it goes into socket names. */
 static int driver_ok(const char *d)
 {
 	size_t n = d != NULL ? strlen(d) : 0;
@@ -159,15 +175,39 @@ static int driver_ok(const char *d)
 	return 1;
 }
 
-/* Start airlock-shim with mode ("--id" or "--standby") and arg (plus
- * --driver for a standby), detached; *rd is where its start report comes
- * (read_ready). */
-static int launch_shim(const al_config *cfg, const char *mode, const char *id,
-		       const char *driver, int *rd, al_err *err)
+/* A sealed memfd holding one START frame with sb's spec (and tv's boot;
+ * NULL: the template's defaults): the shim's stdin. */
+static int spec_fd(const al_sandbox *sb, const al_template_version *tv,
+		   al_err *err)
 {
-	if (!al_id_valid(id))
+	char *spec = al_shim_spec_pack(sb, tv, err);
+	if (spec == NULL)
+		return -1;
+	al_autofd int fd =
+		memfd_create("airlock-spec", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	int rc = fd < 0 ? al_err_sys(err, AL_ESYS, errno, "memfd_create")
+			: al_frame_send(fd, AL_F_START, 0, spec, strlen(spec),
+					err);
+	free(spec);
+	if (rc < 0)
+		return -1;
+	if (lseek(fd, 0, SEEK_SET) < 0 ||
+	    fcntl(fd, F_ADD_SEALS,
+		  F_SEAL_WRITE | F_SEAL_GROW | F_SEAL_SHRINK | F_SEAL_SEAL) < 0)
+		return al_err_sys(err, AL_ESYS, errno, "sealing the spec");
+	return al_steal_fd(&fd);
+}
+
+/* Start airlock-shim detached with mode ("--id" or "--standby") and arg
+ * (the sandbox id or the template: what ps shows), its spec on stdin;
+ * *rd is where its start report comes (read_ready). */
+static int launch_shim(const al_config *cfg, const char *mode, const char *arg,
+		       const al_sandbox *sb, const al_template_version *tv,
+		       int *rd, al_err *err)
+{
+	if (!al_id_valid(arg))
 		return al_err_set(err, AL_EINVAL, 0, "invalid id");
-	if (driver != NULL && !driver_ok(driver))
+	if (!driver_ok(sb->driver))
 		return al_err_set(err, AL_EINVAL, 0, "invalid driver name");
 	char shim[AL_PATH_MAX + 16], logpath[AL_PATH_MAX + 32];
 	if ((size_t)snprintf(shim, sizeof shim, "%s/airlock-shim",
@@ -175,58 +215,83 @@ static int launch_shim(const al_config *cfg, const char *mode, const char *id,
 	    (size_t)snprintf(logpath, sizeof logpath, "%s/log/shim.log",
 			     cfg->state_dir) >= sizeof logpath)
 		return al_err_set(err, AL_EINVAL, 0, "path too long");
-
-	char *const argv[] = {shim,
-			      (char *)mode,
-			      (char *)id,
-			      "--ready-fd",
-			      "3",
-			      driver != NULL ? "--driver" : NULL,
-			      (char *)driver,
-			      NULL};
+	al_autofd int in = spec_fd(sb, tv, err);
+	if (in < 0)
+		return -1;
+	char *const argv[] = {shim, (char *)mode, (char *)arg, "--ready-fd",
+			      "3", NULL};
 	/* Detached (own session, not a child of this worker), so the shim
 	 * survives restarts of whoever started it. */
-	return al_spawn_detached(shim, argv, logpath, rd, err);
+	return al_spawn_detached_in(shim, argv, logpath, in, rd, err);
 }
 
-static int spawn_shim(const al_config *cfg, const char *mode, const char *id,
-		      const char *driver, int64_t deadline_ms, al_err *err)
+/* What version `version` of tmpl asks of its machines into tv; 1 when
+ * it has such a row, 0 for a template without version rows (the shim
+ * runs it with the defaults), -1 (err). */
+static int load_boot(al_db *db, const char *tmpl, int version,
+		     al_template_version *tv, al_err *err)
 {
-	al_autofd int rd = -1;
-	if (launch_shim(cfg, mode, id, driver, &rd, err) < 0)
+	al_err e = {0};
+	if (al_template_get_version(db, tmpl, version, tv, &e) == 0)
+		return 1;
+	if (e.code == AL_ENOENT)
+		return 0;
+	if (err != NULL)
+		*err = e;
+	return -1;
+}
+
+int al_shimctl_spawn(const al_config *cfg, al_db *db, const al_sandbox *sb,
+		     int64_t deadline_ms, al_shim_ready *ready, al_err *err)
+{
+	al_template_version tv;
+	int have = load_boot(db, sb->template_name, sb->template_version, &tv,
+			     err);
+	if (have < 0)
 		return -1;
-	if (read_ready(rd, deadline_ms, id, err) < 0) {
-		al_err_wrap(err, "starting sandbox %s", id);
+	al_autofd int rd = -1;
+	int rc = launch_shim(cfg, "--id", sb->id, sb, have ? &tv : NULL, &rd,
+			     err);
+	al_template_version_free(&tv);
+	if (rc < 0)
+		return -1;
+	if (read_ready(rd, deadline_ms, sb->id, ready, err) < 0) {
+		al_err_wrap(err, "starting sandbox %s", sb->id);
 		return -1;
 	}
 	return 0;
 }
 
-int al_shimctl_spawn(const al_config *cfg, const char *id,
-		     int64_t deadline_ms, al_err *err)
-{
-	return spawn_shim(cfg, "--id", id, NULL, deadline_ms, err);
-}
-
-int al_shimctl_spawn_standbys(const al_config *cfg, const char *tmpl,
-			      const char *driver, int n, int64_t deadline_ms,
-			      al_err *err)
+int al_shimctl_spawn_standbys(const al_config *cfg, al_db *db,
+			      const char *tmpl, int version, const char *driver,
+			      int n, int64_t deadline_ms, al_err *err)
 {
 	enum { MAX = 16 };
 	int rd[MAX], launched = 0, ready = 0;
-	if (!driver_ok(driver))
-		return al_err_set(err, AL_EINVAL, 0, "invalid driver name");
+	if (!driver_ok(driver) || !al_id_valid(tmpl))
+		return al_err_set(err, AL_EINVAL, 0,
+				  "invalid template or driver name");
 	if (n > MAX)
 		n = MAX;
+	al_template_version tv;
+	int have = load_boot(db, tmpl, version, &tv, err);
+	if (have < 0)
+		return -1;
+	/* A standby: the template's machine, no sandbox yet (no id, no
+	 * limits: the shim applies the defaults). */
+	al_sandbox sb = {.template_version = version};
+	snprintf(sb.template_name, sizeof sb.template_name, "%s", tmpl);
+	snprintf(sb.driver, sizeof sb.driver, "%s", driver);
 	/* All boot at once; then each report is read in turn. */
 	while (launched < n &&
-	       launch_shim(cfg, "--standby", tmpl, driver, &rd[launched],
-			   err) == 0)
+	       launch_shim(cfg, "--standby", tmpl, &sb, have ? &tv : NULL,
+			   &rd[launched], err) == 0)
 		launched++;
+	al_template_version_free(&tv);
 	int failed = launched < n;
 	for (int i = 0; i < launched; i++) {
 		al_err e = {0};
-		if (read_ready(rd[i], deadline_ms, tmpl, &e) == 0) {
+		if (read_ready(rd[i], deadline_ms, tmpl, NULL, &e) == 0) {
 			ready++;
 		} else if (!failed++) {
 			*err = e;
@@ -336,23 +401,26 @@ int al_shimctl_retire_some(const al_config *cfg, const char *tmpl,
 	return n > 0 ? retire(cfg, tmpl, driver, -1, n) : 0;
 }
 
-/* Claim one standby of tmpl for sandbox id: 0 when one now runs as the
- * sandbox, AL_DECLINED when none could be had. */
-static int claim_standby(const al_config *cfg, const char *id,
-			 const char *tmpl, const char *driver,
-			 int64_t deadline_ms)
+/* Claim one standby of sb's template and driver for sb: 0 when one now
+ * runs as the sandbox (ready filled), AL_DECLINED when none could be
+ * had. */
+static int claim_standby(const al_config *cfg, const al_sandbox *sb,
+			 int64_t deadline_ms, al_shim_ready *ready)
 {
 	char dir[AL_PATH_MAX + 8];
 	snprintf(dir, sizeof dir, "%s/pool", cfg->run_dir);
-	DIR *d = opendir(dir);
-	if (d == NULL)
+	al_err err = {0};
+	/* The standby has the template's boot already. */
+	char *spec = al_shim_spec_pack(sb, NULL, &err);
+	DIR *d = spec != NULL ? opendir(dir) : NULL;
+	if (d == NULL) {
+		free(spec);
 		return AL_DECLINED;
+	}
 	int rc = AL_DECLINED;
 	struct dirent *de;
-	json_object *req = json_object_new_object();
-	json_object_object_add(req, "id", json_object_new_string(id));
 	while (rc != 0 && (de = readdir(d)) != NULL) {
-		if (!is_standby_of(de->d_name, tmpl, driver))
+		if (!is_standby_of(de->d_name, sb->template_name, sb->driver))
 			continue;
 		struct sockaddr_un sa = {.sun_family = AF_UNIX};
 		if ((size_t)snprintf(sa.sun_path, sizeof sa.sun_path, "%s/%s",
@@ -363,27 +431,32 @@ static int claim_standby(const al_config *cfg, const char *id,
 		if (fd < 0 ||
 		    connect(fd, (struct sockaddr *)&sa, sizeof sa) < 0)
 			continue; /* claimed a moment ago, or dead */
-		al_err err = {0};
-		if (al_shimctl_call(fd, AL_F_CLAIM, AL_REQ_ID_CLIENT, req,
-				    deadline_ms, NULL, &err) == 0)
-			rc = 0;
-		else
-			al_warn("sandbox %s: standby %s: %s", id, de->d_name,
-				err.msg);
+		json_object *res = NULL;
+		if (al_shimctl_call_raw(fd, AL_F_CLAIM, AL_REQ_ID_CLIENT, spec,
+					deadline_ms, &res, &err) == 0) {
+			const char *t = json_object_to_json_string_ext(
+				res, JSON_C_TO_STRING_PLAIN);
+			if (al_shim_ready_unpack(t, strlen(t), ready, &err) == 0)
+				rc = 0;
+			json_object_put(res);
+		}
+		if (rc != 0)
+			al_warn("sandbox %s: standby %s: %s", sb->id,
+				de->d_name, err.msg);
 	}
-	json_object_put(req);
+	free(spec);
 	closedir(d);
 	return rc;
 }
 
-int al_shimctl_start(const al_config *cfg, const char *id, const char *tmpl,
-		     const char *driver, int64_t deadline_ms, al_err *err)
+int al_shimctl_start(const al_config *cfg, al_db *db, const al_sandbox *sb,
+		     int64_t deadline_ms, al_shim_ready *ready, al_err *err)
 {
 	/* Standbys are kept only where the template's pool is on (the
 	 * controller, al_template_pool_bounds); the look costs a readdir. */
-	if (al_id_valid(tmpl) && driver_ok(driver) &&
-	    al_config_driver_enabled(cfg, driver) &&
-	    claim_standby(cfg, id, tmpl, driver, deadline_ms) == 0)
+	if (al_id_valid(sb->template_name) && driver_ok(sb->driver) &&
+	    al_config_driver_enabled(cfg, sb->driver) &&
+	    claim_standby(cfg, sb, deadline_ms, ready) == 0)
 		return 0;
-	return al_shimctl_spawn(cfg, id, deadline_ms, err);
+	return al_shimctl_spawn(cfg, db, sb, deadline_ms, ready, err);
 }

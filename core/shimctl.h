@@ -8,7 +8,9 @@
 
 #include "agentproto.h"
 #include "config.h"
+#include "db.h"
 #include "err.h"
+#include "sandbox.h"
 
 /* Connect to the shim of sandbox id; AL_EUNAVAIL if it is not there. */
 int al_shimctl_connect(const al_config *cfg, const char *id, al_err *err);
@@ -20,21 +22,28 @@ struct json_object;
 int al_shimctl_call(int fd, uint16_t type, uint32_t id,
 		    struct json_object *req, int64_t deadline_ms,
 		    struct json_object **result, al_err *err);
+/* The same with the request already packed (NUL-terminated). */
+int al_shimctl_call_raw(int fd, uint16_t type, uint32_t id, const char *body,
+			int64_t deadline_ms, struct json_object **result,
+			al_err *err);
 
-/* Start the detached shim of sandbox id (its row must exist in state
- * creating): double fork, setsid, exec AIRLOCK_LIBEXEC/airlock-shim.
- * Waits until the shim reports the sandbox running (agent said HELLO) or
- * failed; on failure err holds the shim's reason. deadline_ms absolute. */
-int al_shimctl_spawn(const al_config *cfg, const char *id,
-		     int64_t deadline_ms, al_err *err);
+/* Start the detached shim of sandbox sb (its row exists in state
+ * creating): double fork, setsid, exec AIRLOCK_LIBEXEC/airlock-shim with
+ * sb's spec on its stdin (al_shim_spec_pack, with the boot of sb's
+ * template version read from db). Waits until the shim reports the
+ * sandbox running (its pid and accelerator into ready) or failed; on
+ * failure err holds the shim's reason. The caller records it running
+ * (al_sandbox_mark_running). deadline_ms absolute. */
+int al_shimctl_spawn(const al_config *cfg, al_db *db, const al_sandbox *sb,
+		     int64_t deadline_ms, al_shim_ready *ready, al_err *err);
 
-/* Start n warm pool standbys (at most 16) of template tmpl under driver
- * at once (no sandbox row yet: airlock-shim --standby TMPL --driver
- * DRIVER) and wait for their reports: how many came up; -1 (err: the
- * first failure) when none did. */
-int al_shimctl_spawn_standbys(const al_config *cfg, const char *tmpl,
-			      const char *driver, int n, int64_t deadline_ms,
-			      al_err *err);
+/* Start n warm pool standbys (at most 16) of version `version` of
+ * template tmpl under driver at once (no sandbox row: airlock-shim
+ * --standby TMPL, its spec on stdin) and wait for their reports: how
+ * many came up; -1 (err: the first failure) when none did. */
+int al_shimctl_spawn_standbys(const al_config *cfg, al_db *db,
+			      const char *tmpl, int version, const char *driver,
+			      int n, int64_t deadline_ms, al_err *err);
 /* Standbys of (tmpl, driver) waiting in run/pool that hold template
  * version `version` (0: any version). */
 int al_shimctl_standby_count(const al_config *cfg, const char *tmpl,
@@ -48,11 +57,12 @@ int al_shimctl_retire_standbys(const al_config *cfg, const char *tmpl,
  * shrinks); returns how many. */
 int al_shimctl_retire_some(const al_config *cfg, const char *tmpl,
 			   const char *driver, int n);
-/* Bring sandbox id (row in state creating, template tmpl, driver) to
- * running: claim a warm standby of the same template and driver if one
- * is waiting (milliseconds), else start a shim cold (al_shimctl_spawn). */
-int al_shimctl_start(const al_config *cfg, const char *id, const char *tmpl,
-		     const char *driver, int64_t deadline_ms, al_err *err);
+/* Bring sandbox sb (row in state creating) to running: claim a warm
+ * standby of the same template and driver if one is waiting
+ * (milliseconds), else start a shim cold (al_shimctl_spawn); ready gets
+ * the shim's pid and accelerator for the caller to record. */
+int al_shimctl_start(const al_config *cfg, al_db *db, const al_sandbox *sb,
+		     int64_t deadline_ms, al_shim_ready *ready, al_err *err);
 
 /* Ask the shim to tear the sandbox down and wait until it has. */
 int al_shimctl_destroy(const al_config *cfg, const char *id, al_err *err);

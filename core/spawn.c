@@ -11,6 +11,13 @@
 int al_spawn_detached(const char *path, char *const argv[],
 		      const char *logpath, int *ready_fd, al_err *err)
 {
+	return al_spawn_detached_in(path, argv, logpath, -1, ready_fd, err);
+}
+
+int al_spawn_detached_in(const char *path, char *const argv[],
+			 const char *logpath, int in_fd, int *ready_fd,
+			 al_err *err)
+{
 	/* Everything the child needs is prepared before fork. */
 	al_autofd int logfd =
 		logpath != NULL
@@ -43,7 +50,8 @@ int al_spawn_detached(const char *path, char *const argv[],
 		pid_t p2 = fork();
 		if (p2 != 0)
 			_exit(p2 < 0 ? 111 : 0);
-		if (dup2(nullfd, 0) < 0 || dup2(logfd, 1) < 0 ||
+		if (dup2(in_fd >= 0 ? in_fd : nullfd, 0) < 0 ||
+		    dup2(logfd, 1) < 0 ||
 		    dup2(logfd, 2) < 0)
 			_exit(111);
 		if (wr >= 0) {

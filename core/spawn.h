@@ -15,5 +15,10 @@
  * async-signal-safe calls happen between fork and exec. */
 int al_spawn_detached(const char *path, char *const argv[],
 		      const char *logpath, int *ready_fd, al_err *err);
+/* The same with the child's stdin on in_fd (the caller keeps in_fd):
+ * how a shim gets its spec (al_shim_spec_pack) without argv. */
+int al_spawn_detached_in(const char *path, char *const argv[],
+			 const char *logpath, int in_fd, int *ready_fd,
+			 al_err *err);
 
 #endif

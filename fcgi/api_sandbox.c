@@ -41,19 +41,23 @@ void al_api_health(al_req *r)
 	al_http_write(r, body, sizeof body - 1);
 }
 
-/* Template row for a create: driver and default limits. A template's
- * disk default above the operator's maximum (lowered since the template
- * was made) is capped at it. */
+/* Template row for a create, if who may use it (else the AL_ENOENT of
+ * an unknown one): driver, current version and default limits. A
+ * template's disk default above the operator's maximum (lowered since
+ * the template was made) is capped at it. */
 static int load_template(al_db *db, const al_config *cfg, const char *name,
-			 al_sandbox *sb, al_err *err)
+			 const al_identity *who, al_sandbox *sb, al_err *err)
 {
 	if (!al_id_valid(name))
 		return al_err_set(err, AL_ENOENT, 0, "no such template");
 	al_template_row row;
 	if (al_template_row_get(db, name, &row, err) < 0)
 		return -1;
+	if (al_template_may(&row.owner, who, 0) != 1)
+		return al_err_set(err, AL_ENOENT, 0, "no template '%s'", name);
 	snprintf(sb->template_name, sizeof sb->template_name, "%s", name);
 	snprintf(sb->driver, sizeof sb->driver, "%s", row.driver);
+	sb->template_version = row.version;
 	sb->limits.memory_bytes = (uint64_t)row.memory_mb << 20;
 	sb->limits.pids_max = (uint32_t)row.pids;
 	sb->limits.cpu_shares = (uint32_t)row.cpu_shares;
@@ -152,8 +156,8 @@ void al_api_sandbox_create(al_req *r)
 	al_db *db = al_req_db(r, &err);
 	if (db == NULL)
 		goto fail;
-	if (al_template_access(db, req.template_name, &owner, 0, &err) < 0 ||
-	    load_template(db, r->cfg, req.template_name, &sb, &err) < 0)
+	if (load_template(db, r->cfg, req.template_name, &owner, &sb, &err) <
+	    0)
 		goto fail;
 	/* Not a lack of room: asking again does not help. */
 	if (pick_driver(r, &req, &sb, &err) < 0) {
@@ -188,17 +192,29 @@ void al_api_sandbox_create(al_req *r)
 		al_db_rollback(db);
 		goto fail;
 	}
-	sb.env = NULL;
-	sb.metadata = NULL;
 
-	if (al_shimctl_start(r->cfg, sb.id, sb.template_name, sb.driver,
-			     al_now_ms() + SPAWN_DEADLINE_MS, &err) < 0) {
+	/* The shim is told everything it runs (it has no database): sb
+	 * still borrows the request's env here. */
+	al_shim_ready ready;
+	al_sandbox got;
+	if (al_shimctl_start(r->cfg, db, &sb, al_now_ms() + SPAWN_DEADLINE_MS,
+			     &ready, &err) < 0) {
 		al_capacity_start_failed(db, sb.id, &err, &retry_after);
 		goto fail;
 	}
-	al_sandbox got;
-	if (al_sandbox_get(db, sb.id, &got, &err) < 0)
+	/* pid, accelerator and running in one statement, which answers the
+	 * row too. Not recorded (PostgreSQL went away, or the sandbox
+	 * ended already): nothing is left half-made, the shim goes (and
+	 * spools its delete for the controller). */
+	if (al_sandbox_mark_running(db, sb.id, ready.pid, ready.accel, &got,
+				    &err) < 0) {
+		al_err tmp;
+		if (al_shimctl_destroy(r->cfg, sb.id, &tmp) < 0 &&
+		    tmp.code != AL_EUNAVAIL)
+			al_warn("sandbox %s: %s", sb.id, tmp.msg);
+		al_capacity_start_failed(db, sb.id, &err, &retry_after);
 		goto fail;
+	}
 	json_object *o = al_sandbox_to_json(&got);
 	add_mac(o, &got);
 	al_sandbox_free_fields(&got);
@@ -307,8 +323,9 @@ void al_api_sandbox_delete(al_req *r)
 		al_info("sandbox %s: shim unreachable, marking deleted",
 			r->id);
 	}
-	/* The shim normally wrote "deleted" itself; then this is a no-op
-	 * rejected by the state table. */
+	/* Recorded here at once; the shim's spooled delete lands later as
+	 * a no-op (or landed first: then this one is rejected by the state
+	 * table, which is fine). */
 	if (al_sandbox_transition(db, r->id, AL_EV_DELETE, "api delete",
 				  &tmp) < 0 &&
 	    tmp.code != AL_ESTATE && tmp.code != AL_ENOENT) {

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "capacity.h"
 #include "json.h"
 #include "log.h"
 
@@ -210,7 +211,10 @@ void al_http_json(al_req *r, int status, json_object *body)
 
 void al_http_error(al_req *r, const al_err *e)
 {
-	al_http_error_retry(r, e, 0);
+	/* Unavailable (PostgreSQL down or out of connections, a shim
+	 * gone): the client is told when to ask again. */
+	al_http_error_retry(r, e,
+			    e->code == AL_EUNAVAIL ? AL_CAPACITY_RETRY_S : 0);
 }
 
 void al_http_error_retry(al_req *r, const al_err *e, int retry_after_s)

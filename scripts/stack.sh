@@ -18,8 +18,9 @@
 #   AIRLOCK_BIND         address nginx listens on (default 127.0.0.1)
 #   AIRLOCK_FCGI_WORKERS fcgi worker processes (default 4)
 #   AIRLOCK_POOL_SIZE    size of the loop-mounted btrfs image (default 16G)
-#   AIRLOCK_PG_MAX_CONNECTIONS  PostgreSQL's max_connections (default 500;
-#                        tests lower it to meet the limit in a burst)
+#   AIRLOCK_PG_MAX_CONNECTIONS  PostgreSQL's max_connections (default 100:
+#                        fcgi's threads, the controller and the builders;
+#                        shims hold none, whatever the sandbox count)
 #   AIRLOCK_WARM_POOL(_VM), AIRLOCK_DRIVERS, AIRLOCK_DEFAULT_DRIVER
 #                        passed on to the daemons (see README.md)
 #
@@ -40,7 +41,7 @@ STATE=$(realpath -m -- "${AIRLOCK_STATE:-./var}")
 BUILD=$(realpath -m -- "${AIRLOCK_BUILD:-$REPO/build}")
 HTTP_PORT=${AIRLOCK_HTTP_PORT:-8080}
 HTTPS_PORT=${AIRLOCK_HTTPS_PORT:-8443}
-PG_MAX_CONN=${AIRLOCK_PG_MAX_CONNECTIONS:-500}
+PG_MAX_CONN=${AIRLOCK_PG_MAX_CONNECTIONS:-100}
 [[ $PG_MAX_CONN =~ ^[0-9]+$ ]] || {
 	echo "AIRLOCK_PG_MAX_CONNECTIONS: not a number" >&2
 	exit 100
@@ -78,6 +79,13 @@ check_env() {
 		die "AIRLOCK_HTTP_PORT / AIRLOCK_HTTPS_PORT must be numbers"
 	[[ $WORKERS =~ ^[0-9]+$ && $WORKERS -ge 1 ]] ||
 		die "AIRLOCK_FCGI_WORKERS must be a positive number"
+	# Each fcgi thread (16 per worker) holds a connection once used; the
+	# controller one, each running build one. Shims hold none.
+	((WORKERS * 16 + 8 <= PG_MAX_CONN)) ||
+		log "warning: AIRLOCK_FCGI_WORKERS=$WORKERS may open" \
+			"$((WORKERS * 16)) PostgreSQL connections, more than" \
+			"AIRLOCK_PG_MAX_CONNECTIONS=$PG_MAX_CONN leaves room for;" \
+			"requests past it answer 503"
 	[[ $BIND =~ ^[0-9a-fA-F.:]+$ ]] || die "AIRLOCK_BIND must be an IP address"
 	[ "$(id -u)" -eq 0 ] ||
 		die "run as root (mounts, namespaces and cgroups need it)"

@@ -18,24 +18,20 @@
 #define READY_RETRY_MS 100
 #define WARM_UP_TIMEOUT_MS 5000
 
-int shim_template_load(shim *s, const char *tmpl, int version, al_err *err)
+void shim_template_set(shim *s, al_template_version *tv)
 {
 	al_template_version_free(&s->tv);
-	al_err e = {0};
-	if (al_template_get_version(s->db, tmpl, version, &s->tv, &e) == 0)
-		return 0;
-	if (e.code != AL_ENOENT) {
-		if (err != NULL)
-			*err = e;
-		return -1;
+	if (tv != NULL) {
+		s->tv = *tv;
+		memset(tv, 0, sizeof *tv);
+		return;
 	}
 	/* A template without a version row (built before versions existed)
 	 * has no START/READY and runs with the defaults. */
 	memset(&s->tv, 0, sizeof s->tv);
-	snprintf(s->tv.name, sizeof s->tv.name, "%s", tmpl);
+	snprintf(s->tv.name, sizeof s->tv.name, "%s", s->sb.template_name);
 	snprintf(s->tv.workdir, sizeof s->tv.workdir, "/");
 	snprintf(s->tv.user, sizeof s->tv.user, "root");
-	return 0;
 }
 
 int shim_template_rootfs(shim *s, char *out, size_t outlen, al_err *err)

@@ -1,14 +1,18 @@
-/* airlock-shim --id ID [--ready-fd N]
- * airlock-shim --standby TEMPLATE [--driver ns|vm] [--ready-fd N]
+/* airlock-shim --id ID --ready-fd N
+ * airlock-shim --standby TEMPLATE --ready-fd N
  *
- * Started detached by al_shimctl_spawn(). With --id it brings sandbox ID
- * from "creating" to "running" under the driver of its row. With
- * --standby it boots a machine of TEMPLATE under DRIVER (default: the
- * template row's driver) for the warm pool, with no sandbox row, and
+ * Started detached by al_shimctl_spawn() with its spec (al_shim_spec_pack:
+ * the sandbox, its template version's boot) as one START frame on stdin:
+ * the shim holds no database connection, this is all it knows. With --id
+ * it brings sandbox ID up under the spec's driver. With --standby it
+ * boots a machine of TEMPLATE for the warm pool, with no sandbox, and
  * waits on run/pool/<template>.<driver>.<slot>.sock for one CLAIM that
- * gives it a sandbox of the same template and driver (see shim_claim). Either way it reports "OK" or "ERR <code> <message>"
- * on the ready fd, then serves its control socket until the sandbox is
- * destroyed, its machine dies or the shim gets SIGTERM.
+ * gives it a sandbox of the same template and driver (see shim_claim).
+ * Either way it reports "OK {"pid":N,"accel":"..."}" or
+ * "ERR <code> <message>" on the ready fd (whoever started it records the
+ * sandbox running), then serves its control socket until the sandbox is
+ * destroyed, its machine dies or the shim gets SIGTERM. How it ended is
+ * spooled (core/spool.h) for the controller to record.
  * Exit codes: 0 sandbox ended normally, 100 usage, 111 start failed. */
 #include <errno.h>
 #include <fcntl.h>
@@ -27,10 +31,13 @@
 #include "cleanup.h"
 #include "log.h"
 #include "shim.h"
+#include "spool.h"
 #include "store.h"
 #include "vmprobe.h"
 
 #define HELLO_TIMEOUT_MS 10000
+/* The spec is in a memfd written before the shim was started. */
+#define SPEC_TIMEOUT_MS 5000
 
 static void report(int ready_fd, const char *line)
 {
@@ -122,8 +129,6 @@ static void close_control(shim *s)
 	unlink(s->sock_path);
 	close(s->listen_fd);
 	s->listen_fd = -1;
-	if (s->pid_path[0] != '\0')
-		unlink(s->pid_path);
 }
 
 void shim_teardown(shim *s, al_event ev, const char *detail)
@@ -140,11 +145,18 @@ void shim_teardown(shim *s, al_event ev, const char *detail)
 			al_warn("sandbox %s: %s", s->sb.id, err.msg);
 		s->rootfs[0] = '\0';
 	}
-	if (s->db != NULL && s->has_row) {
-		if (al_sandbox_transition(s->db, s->sb.id, ev, detail, &err) < 0)
-			al_warn("sandbox %s: recording %s: %s", s->sb.id,
+	/* Durable before the shim exits; the controller records it. */
+	if (s->has_row) {
+		if (al_spool_write(&s->cfg, s->sb.id, ev, detail, &err) < 0)
+			al_warn("sandbox %s: spooling %s: %s", s->sb.id,
 				al_event_name(ev), err.msg);
+		s->has_row = 0;
 	}
+	/* Last: while the pid file names a live shim, the controller takes
+	 * the sandbox for one that is ending, not one that lost its shim
+	 * (its end is not spooled yet). */
+	if (s->pid_path[0] != '\0')
+		unlink(s->pid_path);
 	al_info("sandbox %s ended (%s: %s)", s->sb.id, al_event_name(ev),
 		detail);
 }
@@ -154,7 +166,7 @@ void shim_teardown(shim *s, al_event ev, const char *detail)
  * ioctl: microseconds. grow_us: the machine's own disk grown to the
  * limit (vm). */
 static struct {
-	int64_t t0, db, snapshot, driver, hello, ready;
+	int64_t t0, spec, snapshot, driver, hello, ready;
 	int64_t qgroup_us, grow_us;
 } start_ms;
 
@@ -277,79 +289,79 @@ static int sandbox_paths(shim *s, const char *id, al_err *err)
 	return 0;
 }
 
-/* Serve the sandbox under its own socket and record it running. */
-static int go_live(shim *s, al_err *err)
+/* This shim's pid and its machine's accelerator, packed: known only
+ * now (a restore runs under the one its snapshot was taken with). */
+static char *ready_report(const shim *s, al_err *err)
+{
+	al_shim_ready r = {.pid = (int)getpid()};
+	if (s->driver == &al_driver_vm)
+		snprintf(r.accel, sizeof r.accel, "%s",
+			 al_vm_accel_name(al_vm_handle_accel(&s->h)));
+	return al_shim_ready_pack(&r, err);
+}
+
+/* Serve the sandbox under its own socket; *ready (al_shim_ready_pack)
+ * is what the starter records running. */
+static int go_live(shim *s, char **ready, al_err *err)
 {
 	if (sandbox_paths(s, s->sb.id, err) < 0 || listen_control(s, err) < 0)
 		return -1;
 	write_pid_file(s);
-	/* The accelerator is the machine's, known only now (a restore runs
-	 * under the one its snapshot was taken with). */
-	const char *accel = s->driver == &al_driver_vm
-				    ? al_vm_accel_name(al_vm_handle_accel(&s->h))
-				    : "";
-	if (al_sandbox_set_shim_pid(s->db, s->sb.id, (int)getpid(), err) < 0 ||
-	    al_sandbox_set_accel(s->db, s->sb.id, accel, err) < 0 ||
-	    al_sandbox_transition(s->db, s->sb.id, AL_EV_READY, "agent ready",
-				  err) < 0)
+	*ready = ready_report(s, err);
+	if (*ready == NULL)
 		return -1;
 	start_ms.ready = al_now_ms();
 	return 0;
 }
 
-static int bring_up(shim *s, al_err *err)
+static int use_driver(shim *s, al_err *err)
 {
-	char id[sizeof s->sb.id];
-	memcpy(id, s->sb.id, sizeof id);
-	if (al_sandbox_get(s->db, id, &s->sb, err) < 0)
-		return -1;
-	start_ms.db = al_now_ms();
-	if (s->sb.state != AL_ST_CREATING)
-		return al_err_set(err, AL_ESTATE, 0,
-				  "sandbox %s is %s, not creating", s->sb.id,
-				  al_state_name(s->sb.state));
-	s->has_row = 1;
 	if (al_config_driver_check(&s->cfg, s->sb.driver, err) < 0)
 		return -1;
 	s->driver = al_driver_find(s->sb.driver, err);
-	if (s->driver == NULL ||
-	    shim_template_load(s, s->sb.template_name, s->sb.template_version,
-			       err) < 0)
+	return s->driver != NULL ? 0 : -1;
+}
+
+/* Sandbox spec->id: the row exists (creating) from now on as far as
+ * this shim is concerned: a failed start is spooled. */
+static int bring_up(shim *s, al_sandbox *spec, al_template_version *tv,
+		    int has_boot, char **ready, al_err *err)
+{
+	s->sb = *spec;
+	memset(spec, 0, sizeof *spec);
+	s->has_row = 1;
+	shim_template_set(s, has_boot ? tv : NULL);
+	if (s->sb.limits.disk_bytes == 0)
+		return al_err_set(err, AL_EINVAL, 0,
+				  "sandbox %s: the spec has no limits",
+				  s->sb.id);
+	if (use_driver(s, err) < 0)
 		return -1;
 	if (start_machine(s, s->sb.id, s->sb.template_name, &s->sb.limits,
 			  err) < 0)
 		return -1;
-	return go_live(s, err);
+	return go_live(s, ready, err);
 }
 
 /* A standby: the template's machine with default limits, named by a
  * random slot, listening on run/pool/<template>.<driver>.<slot>.sock. */
-static int bring_up_standby(shim *s, const char *tmpl, const char *driver,
+static int bring_up_standby(shim *s, al_sandbox *spec,
+			    al_template_version *tv, int has_boot, char **ready,
 			    al_err *err)
 {
-	al_template_row row;
-	if (al_template_row_get(s->db, tmpl, &row, err) < 0)
-		return -1;
-	snprintf(s->sb.driver, sizeof s->sb.driver, "%s",
-		 driver != NULL ? driver : row.driver);
-	int version = row.version;
+	s->sb = *spec;
+	memset(spec, 0, sizeof *spec);
+	shim_template_set(s, has_boot ? tv : NULL);
 	/* The slot names the template version it holds, so that standbys
 	 * of a version that was rebuilt since can be told apart and
 	 * retired (al_shimctl_standby_version). */
 	char rnd[21];
 	if (al_sandbox_new_id(rnd, err) < 0)
 		return -1;
-	snprintf(s->slot, sizeof s->slot, "standby-v%d-%.12s", version, rnd);
+	snprintf(s->slot, sizeof s->slot, "standby-v%d-%.12s",
+		 s->sb.template_version, rnd);
 	snprintf(s->sb.id, sizeof s->sb.id, "%s", s->slot);
-	snprintf(s->sb.template_name, sizeof s->sb.template_name, "%s", tmpl);
-	s->sb.template_version = version;
-	if (shim_template_load(s, tmpl, version, err) < 0)
-		return -1;
-	start_ms.db = al_now_ms();
-	if (al_config_driver_check(&s->cfg, s->sb.driver, err) < 0)
-		return -1;
-	s->driver = al_driver_find(s->sb.driver, err);
-	if (s->driver == NULL)
+	if (use_driver(s, err) < 0)
 		return -1;
 	if (s->driver->adopt == NULL)
 		return al_err_set(err, AL_EINVAL, 0,
@@ -362,30 +374,47 @@ static int bring_up_standby(shim *s, const char *tmpl, const char *driver,
 	 * shrink), one asking more grows it further. */
 	al_limits defaults = {.disk_bytes = (uint64_t)s->cfg.default_disk_mb
 					    << 20};
-	if (start_machine(s, s->slot, tmpl, &defaults, err) < 0)
+	if (start_machine(s, s->slot, s->sb.template_name, &defaults, err) < 0)
 		return -1;
 	if (s->driver == &al_driver_vm)
 		shim_warm_up(s);
-	if (al_config_standby_socket(&s->cfg, tmpl, s->driver->name, s->slot,
-				     s->sock_path, sizeof s->sock_path,
-				     err) < 0 ||
+	if (al_config_standby_socket(&s->cfg, s->sb.template_name,
+				     s->driver->name, s->slot, s->sock_path,
+				     sizeof s->sock_path, err) < 0 ||
 	    listen_control(s, err) < 0)
 		return -1;
 	s->standby = 1;
+	*ready = ready_report(s, err);
+	if (*ready == NULL)
+		return -1;
 	start_ms.ready = al_now_ms();
 	return 0;
 }
 
-int shim_claim(shim *s, const char *id, al_err *err)
+int shim_claim(shim *s, const void *payload, size_t len, char **result,
+	       al_err *err)
 {
-	al_sandbox sb = {0};
-	if (al_sandbox_get(s->db, id, &sb, err) < 0)
-		return -1;
+	al_sandbox sb;
+	al_template_version tv;
+	int has_boot = 0;
+	if (al_shim_spec_unpack(payload, len, &sb, &tv, &has_boot, err) < 0)
+		return AL_DECLINED;
+	al_template_version_free(&tv);
+	/* Declined before anything changes: the standby waits on. */
+	if (sb.id[0] == '\0' || has_boot || sb.limits.disk_bytes == 0 ||
+	    strcmp(sb.template_name, s->sb.template_name) != 0 ||
+	    sb.template_version != s->sb.template_version ||
+	    strcmp(sb.driver, s->sb.driver) != 0) {
+		al_err_set(err, AL_EINVAL, 0,
+			   "the claim does not fit this standby");
+		al_sandbox_free_fields(&sb);
+		return AL_DECLINED;
+	}
 	if (sb.limits.disk_bytes < s->grown_for) {
 		al_err_set(err, AL_ESTATE, 0,
 			   "sandbox %s asks for a %llu MiB disk, this standby's "
 			   "is grown for %llu MiB",
-			   id, (unsigned long long)(sb.limits.disk_bytes >> 20),
+			   sb.id, (unsigned long long)(sb.limits.disk_bytes >> 20),
 			   (unsigned long long)(s->grown_for >> 20));
 		al_sandbox_free_fields(&sb);
 		return AL_DECLINED;
@@ -394,16 +423,9 @@ int shim_claim(shim *s, const char *id, al_err *err)
 	 * serves one client frame at a time: none came in between). */
 	close_control(s);
 	s->standby = 0;
-	int ok = sb.state == AL_ST_CREATING &&
-		 strcmp(sb.template_name, s->sb.template_name) == 0 &&
-		 sb.template_version == s->sb.template_version &&
-		 strcmp(sb.driver, s->sb.driver) == 0;
-	if (!ok) {
-		al_sandbox_free_fields(&sb);
-		return al_err_set(err, AL_ESTATE, 0,
-				  "sandbox %s does not fit this standby", id);
-	}
+	al_sandbox_free_fields(&s->sb);
 	s->sb = sb;
+	const char *id = s->sb.id;
 
 	char root[AL_PATH_MAX];
 	if (al_config_sandbox_root(&s->cfg, id, root, sizeof root, err) < 0)
@@ -433,30 +455,69 @@ int shim_claim(shim *s, const char *id, al_err *err)
 		(double)start_ms.qgroup_us / 1000.0,
 		(double)(now_us() - t) / 1000.0,
 		(double)start_ms.grow_us / 1000.0);
-	if (go_live(s, err) < 0)
+	if (go_live(s, result, err) < 0)
 		return -1;
+	/* Not before: a failed claim is the claimer's to retry cold under
+	 * the same id, and must leave the row alone. */
 	s->has_row = 1;
+	return 0;
+}
+
+/* The START frame on stdin: the spec of what to run, checked against
+ * argv (the sandbox id, or the template of a standby). */
+static int read_spec(const char *id, const char *standby, al_sandbox *sb,
+		     al_template_version *tv, int *has_boot, al_err *err)
+{
+	al_frame_reader r;
+	al_frame f;
+	al_frame_reader_init(&r);
+	int rc = al_frame_recv(0, &r, &f, al_now_ms() + SPEC_TIMEOUT_MS, err);
+	al_frame_reader_free(&r);
+	if (rc < 0) {
+		al_err_wrap(err, "reading the spec on stdin");
+		return -1;
+	}
+	/* The memfd is read: stdin holds nothing more for anyone. */
+	int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	if (null >= 0) {
+		dup2(null, 0);
+		close(null);
+	}
+	rc = f.type == AL_F_START
+		     ? al_shim_spec_unpack(f.payload, f.len, sb, tv, has_boot,
+					   err)
+		     : al_err_set(err, AL_EINVAL, 0,
+				  "stdin holds no START frame");
+	al_frame_free(&f);
+	if (rc < 0)
+		return -1;
+	if (id != NULL ? strcmp(sb->id, id) != 0
+		       : sb->id[0] != '\0' ||
+				 strcmp(sb->template_name, standby) != 0) {
+		al_sandbox_free_fields(sb);
+		al_template_version_free(tv);
+		return al_err_set(err, AL_EINVAL, 0,
+				  "the spec is not for %s", id != NULL ? id : standby);
+	}
 	return 0;
 }
 
 static int usage(void)
 {
 	fprintf(stderr, "usage: airlock-shim --id ID | --standby TEMPLATE "
-			"[--driver ns|vm] [--ready-fd N]\n");
+			"[--ready-fd N] <spec\n");
 	return 100;
 }
 
 int main(int argc, char **argv)
 {
-	const char *id = NULL, *standby = NULL, *driver = NULL;
+	const char *id = NULL, *standby = NULL;
 	int ready_fd = -1;
 	for (int i = 1; i < argc; i++) {
 		if (strcmp(argv[i], "--id") == 0 && i + 1 < argc)
 			id = argv[++i];
 		else if (strcmp(argv[i], "--standby") == 0 && i + 1 < argc)
 			standby = argv[++i];
-		else if (strcmp(argv[i], "--driver") == 0 && i + 1 < argc)
-			driver = argv[++i];
 		else if (strcmp(argv[i], "--ready-fd") == 0 && i + 1 < argc)
 			ready_fd = atoi(argv[++i]);
 		else
@@ -465,11 +526,6 @@ int main(int argc, char **argv)
 	if ((id == NULL) == (standby == NULL))
 		return usage();
 	if (id != NULL ? !al_id_valid(id) : !al_id_valid(standby))
-		return usage();
-	/* A sandbox's driver is its row's; only a standby is told one. */
-	if (driver != NULL &&
-	    (id != NULL || (strcmp(driver, "ns") != 0 &&
-			    strcmp(driver, "vm") != 0)))
 		return usage();
 	if (ready_fd >= 0)
 		fcntl(ready_fd, F_SETFD, FD_CLOEXEC);
@@ -482,8 +538,7 @@ int main(int argc, char **argv)
 	s.destroy_client = -1;
 	s.h.agent_fd = -1;
 	s.next_agent_id = 1;
-	if (id != NULL)
-		snprintf(s.sb.id, sizeof s.sb.id, "%s", id);
+	snprintf(s.sb.id, sizeof s.sb.id, "%s", id != NULL ? id : standby);
 	for (int i = 0; i < SHIM_MAX_CLIENTS; i++)
 		s.clients[i].fd = -1;
 	al_frame_reader_init(&s.agent_in);
@@ -511,13 +566,16 @@ int main(int argc, char **argv)
 		report_error(ready_fd, &err);
 		return 111;
 	}
-	s.db = al_db_open(s.cfg.db_conninfo, &err);
-	if (s.db == NULL) {
-		report_error(ready_fd, &err);
-		return 111;
-	}
-	int up = id != NULL ? bring_up(&s, &err)
-			    : bring_up_standby(&s, standby, driver, &err);
+	al_sandbox spec;
+	al_template_version tv;
+	int has_boot = 0;
+	char *ready = NULL;
+	int up = read_spec(id, standby, &spec, &tv, &has_boot, &err);
+	start_ms.spec = al_now_ms();
+	if (up == 0)
+		up = id != NULL ? bring_up(&s, &spec, &tv, has_boot, &ready, &err)
+				: bring_up_standby(&s, &spec, &tv, has_boot,
+						   &ready, &err);
 	if (up < 0) {
 		al_error("sandbox %s failed to start: %s", s.sb.id, err.msg);
 		/* The host out of room: the errno does not cross the ready
@@ -529,22 +587,26 @@ int main(int argc, char **argv)
 		if (ready_fd >= 0)
 			close(ready_fd);
 		shim_teardown(&s, refused ? AL_EV_DELETE : AL_EV_FAIL, err.msg);
-		al_db_close(s.db);
+		al_sandbox_free_fields(&s.sb);
+		al_template_version_free(&s.tv);
 		al_log_flush();
 		return 111;
 	}
-	report(ready_fd, "OK\n");
+	report(ready_fd, "OK ");
+	report(ready_fd, ready);
+	report(ready_fd, "\n");
+	free(ready);
 	if (ready_fd >= 0)
 		close(ready_fd);
 	char steps[256];
 	driver_steps(&s.h, steps, sizeof steps);
 	al_info("%s %s running (driver %s, init pid %d) in %lld ms: "
-		"db %lld, snapshot %lld (qgroup %.3f), driver %lld%s, agent %lld, "
-		"disk grow %.2f, record %lld",
+		"spec %lld, snapshot %lld (qgroup %.3f), driver %lld%s, "
+		"agent %lld, disk grow %.2f, listen %lld",
 		s.standby ? "standby" : "sandbox", s.sb.id, s.driver->name,
 		(int)s.h.init_pid, (long long)(start_ms.ready - start_ms.t0),
-		(long long)(start_ms.db - start_ms.t0),
-		(long long)(start_ms.snapshot - start_ms.db),
+		(long long)(start_ms.spec - start_ms.t0),
+		(long long)(start_ms.snapshot - start_ms.spec),
 		(double)start_ms.qgroup_us / 1000.0,
 		(long long)(start_ms.driver - start_ms.snapshot), steps,
 		(long long)(start_ms.hello - start_ms.driver),
@@ -552,7 +614,7 @@ int main(int argc, char **argv)
 		(long long)(start_ms.ready - start_ms.hello));
 	int rc = shim_relay_run(&s);
 	al_sandbox_free_fields(&s.sb);
-	al_db_close(s.db);
+	al_template_version_free(&s.tv);
 	al_log_flush();
 	return rc;
 }

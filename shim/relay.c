@@ -170,37 +170,25 @@ static void claim(shim *s, int i, al_frame *f)
 			     "this sandbox is not a standby");
 		return;
 	}
-	json_object *req = json_tokener_parse((const char *)f->payload);
-	json_object *jid = NULL;
-	const char *id = NULL;
-	if (req != NULL && json_object_is_type(req, json_type_object) &&
-	    json_object_object_get_ex(req, "id", &jid) &&
-	    json_object_is_type(jid, json_type_string))
-		id = json_object_get_string(jid);
-	if (id == NULL || !al_id_valid(id)) {
-		json_object_put(req);
-		client_error(s, i, f->id, AL_EINVAL, "claim needs a sandbox id");
-		return;
-	}
-	int rc = shim_claim(s, id, &err);
+	char *result = NULL;
+	int rc = shim_claim(s, f->payload, f->len, &result, &err);
 	if (rc == AL_DECLINED) {
-		json_object_put(req);
 		client_error(s, i, f->id, err.code, err.msg);
 		return;
 	}
 	if (rc < 0) {
 		/* The standby is half-renamed: end it; the claimer starts
 		 * the sandbox cold instead. */
-		al_warn("standby %s: claim by %s failed: %s", s->slot, id,
-			err.msg);
-		json_object_put(req);
+		al_warn("standby %s: claim by %s failed: %s", s->slot,
+			s->sb.id, err.msg);
 		client_error(s, i, f->id, err.code, err.msg);
+		free(result);
 		s->stopping = 1;
 		return;
 	}
-	json_object_put(req);
 	al_info("standby %s is now sandbox %s", s->slot, s->sb.id);
-	to_client(s, i, AL_F_RESULT, f->id, "{}", 2);
+	to_client(s, i, AL_F_RESULT, f->id, result, strlen(result));
+	free(result);
 }
 
 /* A frame from client i. */

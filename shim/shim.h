@@ -11,7 +11,6 @@
 
 #include "agentproto.h"
 #include "config.h"
-#include "db.h"
 #include "driver.h"
 #include "sandbox.h"
 #include "template.h"
@@ -48,8 +47,7 @@ typedef struct shim_route {
 
 typedef struct shim {
 	al_config cfg;
-	al_db *db;
-	al_sandbox sb;
+	al_sandbox sb; /* from the spec it was started or claimed with */
 	al_template_version tv; /* what the template asks of its sandboxes */
 	const al_driver *driver;
 	al_driver_handle h;
@@ -64,7 +62,7 @@ typedef struct shim {
 	shim_route *routes;
 	uint32_t next_agent_id;
 	int started; /* driver->start succeeded: stop() is owed */
-	int has_row; /* s->sb is a sandbox row this shim records into */
+	int has_row; /* s->sb is a sandbox whose end this shim spools */
 	int standby; /* warm pool entry waiting for a CLAIM */
 	/* Disk limit the machine's own disk was grown for (a vm's guest
 	 * filesystem): a standby takes no claim below it. */
@@ -76,20 +74,25 @@ typedef struct shim {
 } shim;
 
 /* Release everything the sandbox holds (agent, machine, rootfs, socket)
- * and record the final event. Safe to call more than once. */
+ * and spool the final event (core/spool.h). Safe to call more than
+ * once. */
 void shim_teardown(shim *s, al_event ev, const char *detail);
 
-/* Turn this standby shim into the shim of sandbox id (a row in state
- * creating): rename its resources, give the machine the sandbox's
- * identity (driver adopt: limits and hostname; a vm also fresh entropy
- * and clock), move the control socket, record running. adopt is called
- * only here, while a standby has no request in flight on the agent
- * channel: the vm driver speaks to the agent synchronously on it. On
- * failure nothing of the row is changed (the claimer falls back to a
- * cold start) and the caller must end this shim. AL_DECLINED (err
- * filled): the sandbox asks for a smaller disk than this standby's
- * grown one; nothing changed and the standby waits on. */
-int shim_claim(shim *s, const char *id, al_err *err);
+/* Turn this standby shim into the shim of the sandbox of the CLAIM's
+ * payload (al_shim_spec_unpack, no boot): rename its resources, give the
+ * machine the sandbox's identity (driver adopt: limits and hostname; a
+ * vm also fresh entropy and clock), move the control socket; *result
+ * is the RESULT to answer (al_shim_ready_pack, malloc'ed): the claimer
+ * records the sandbox running. adopt is called only here, while a
+ * standby has no request in flight on the agent channel: the vm driver
+ * speaks to the agent synchronously on it. AL_DECLINED (err filled): a
+ * spec that is malformed, for another template, version or driver, or
+ * asks for a smaller disk than this standby's grown one; nothing
+ * changed and the standby waits on. -1: the standby is half-turned and
+ * the caller must end this shim (its end is spooled for the sandbox;
+ * the claimer falls back to a cold start). */
+int shim_claim(shim *s, const void *payload, size_t len, char **result,
+	       al_err *err);
 
 /* Run until the sandbox ends. Returns the process exit code. */
 int shim_relay_run(shim *s);
@@ -103,9 +106,10 @@ int shim_relay_turn(shim *s, int timeout_ms, al_event *ev, char *detail,
 		    size_t dlen);
 void shim_relay_finish(shim *s, al_event ev, const char *detail);
 /* boot.c: the template's part in a sandbox's life. */
-/* Load version `version` (0 = current) of tmpl into s->tv; a template
- * without version rows gets the defaults (/, root, no START/READY). */
-int shim_template_load(shim *s, const char *tmpl, int version, al_err *err);
+/* What the template's version asks (the spec's boot, taken over: *tv
+ * is left empty) into s->tv; NULL: the defaults of a template without
+ * version rows (/, root, no START/READY). */
+void shim_template_set(shim *s, al_template_version *tv);
 /* The rootfs to snapshot: s->tv's version, else the template's link. */
 int shim_template_rootfs(shim *s, char *out, size_t outlen, al_err *err);
 /* Start the template's START command and wait for its READY check. */

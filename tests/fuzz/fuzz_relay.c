@@ -37,8 +37,11 @@ void shim_teardown(shim *sh, al_event ev, const char *detail)
 	sh->listen_fd = -1;
 }
 
-int shim_claim(shim *sh, const char *id, al_err *err)
+int shim_claim(shim *sh, const void *payload, size_t len, char **result,
+	       al_err *err)
 {
+	(void)payload;
+	(void)len;
 	/* 2: declined, the standby waits on unchanged. */
 	if (claim_fails == 2) {
 		al_err_set(err, AL_ESTATE, 0, "claim declined");
@@ -47,8 +50,9 @@ int shim_claim(shim *sh, const char *id, al_err *err)
 	sh->standby = 0;
 	if (claim_fails)
 		return al_err_set(err, AL_ESTATE, 0, "claim refused");
-	snprintf(sh->sb.id, sizeof sh->sb.id, "%s", id);
-	return 0;
+	snprintf(sh->sb.id, sizeof sh->sb.id, "claimed");
+	*result = strdup("{\"pid\":1,\"accel\":\"\"}");
+	return *result != NULL ? 0 : -1;
 }
 
 typedef struct peer {

@@ -25,10 +25,10 @@ CLIENTS = int(os.environ.get("AIRLOCK_TEST_BURST_CLIENTS", "32"))
 # The project may run fewer sandboxes than the burst asks for, so part of
 # the burst is refused by the quota.
 QUOTA = max(1, BURST // 5)
-# PostgreSQL connections stand for a host capacity: today every shim holds
-# one (issue 9 removes that; then this leg needs another capacity).
-# fcgi (4 workers of 16 threads) holds up to 64.
-PG_CONNECTIONS = 150
+# The capacity leg runs PostgreSQL with this few connections: fcgi (4
+# workers of 16 threads, a connection each once used) runs out of them in
+# the burst. Shims hold none, whatever the sandbox count.
+PG_CONNECTIONS = 12
 POOL_MIN, POOL_MAX, WINDOW_S = 1, 6, 6
 CG_CTRLS = ("pids", "memory", "cpu", "freezer")
 
@@ -41,8 +41,18 @@ def bstack():
         "AIRLOCK_WARM_POOL_MAX": str(POOL_MAX),
         "AIRLOCK_WARM_POOL_WINDOW": str(WINDOW_S),
         "AIRLOCK_WARM_POOL_VM": "0",
-        "AIRLOCK_PG_MAX_CONNECTIONS": str(PG_CONNECTIONS),
     }, prefix="airlock-burst-")
+
+
+def restart_pg(st, max_connections=None):
+    """PostgreSQL again, with max_connections (None: the default); the
+    daemons reconnect on their own."""
+    st.sh("stop", "pg")
+    if max_connections is None:
+        st.env.pop("AIRLOCK_PG_MAX_CONNECTIONS", None)
+    else:
+        st.env["AIRLOCK_PG_MAX_CONNECTIONS"] = str(max_connections)
+    st.sh("start", "pg")
 
 
 def session(st):
@@ -167,14 +177,21 @@ def idle(c):
         c["shims"] == len(c["standbys"])
 
 
-def burst_ends_clean(st, api, most):
+def burst_ends_clean(st, api, most, limit=None, unlimit=None):
     """A burst with at most `most` creates let through; returns the
-    refusals."""
+    refusals. limit() runs just before the burst, unlimit() just after
+    it (before anything is counted)."""
     before = settle(st, api, idle)
     assert idle(before), before
 
+    if limit is not None:
+        limit()
     t0 = time.monotonic()
-    results = burst(st, BURST, CLIENTS, {"template": "minimal"})
+    try:
+        results = burst(st, BURST, CLIENTS, {"template": "minimal"})
+    finally:
+        if unlimit is not None:
+            unlimit()
     took = time.monotonic() - t0
     created, refused = check_answers(results)
     print(f"burst of {BURST} from {CLIENTS}: {len(created)} created, "
@@ -224,11 +241,17 @@ def test_burst_over_quota_ends_clean(bstack):
 
 
 def test_burst_over_capacity_ends_clean(bstack):
-    """More creates than PostgreSQL has connections for their shims."""
+    """More concurrent creates than PostgreSQL has connections for fcgi's
+    threads: those without one are refused (503, Retry-After) and leave
+    nothing, the others create."""
     st = bstack
     api = session(st)
-    refused = burst_ends_clean(st, api, PG_CONNECTIONS)
+    refused = burst_ends_clean(
+        st, api, BURST - 1,
+        limit=lambda: restart_pg(st, PG_CONNECTIONS),
+        unlimit=lambda: restart_pg(st))
     assert {s for s, _ in refused} >= {503}, refused[:5]
+    assert any("PostgreSQL" in m for _, m in refused), refused[:5]
 
 
 def test_warm_pool_follows_the_create_rate(bstack):

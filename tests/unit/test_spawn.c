@@ -1,5 +1,6 @@
 /* core/spawn: a detached program runs in its own session, is not the
- * caller's child, gets the ready pipe as fd 3 and nothing else. */
+ * caller's child, gets the ready pipe as fd 3 and nothing else, and its
+ * stdin from the caller's fd when it gives one (a shim's spec). */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -7,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -71,6 +73,28 @@ static void test_detached_with_ready_pipe(void **state)
 	}
 }
 
+static void test_stdin_from_fd(void **state)
+{
+	(void)state;
+	int in = memfd_create("spec", MFD_CLOEXEC);
+	assert_true(in >= 0);
+	assert_int_equal(write(in, "the spec\n", 9), 9);
+	assert_int_equal(lseek(in, 0, SEEK_SET), 0);
+	char *const argv[] = {"/bin/sh", "-c", "cat >&3", NULL};
+	al_err err = {0};
+	int rd = -1;
+	assert_int_equal(
+		al_spawn_detached_in("/bin/sh", argv, NULL, in, &rd, &err), 0);
+	close(in);
+	char buf[64] = "";
+	ssize_t n = 0, got;
+	while ((got = read(rd, buf + n, sizeof buf - 1 - (size_t)n)) > 0)
+		n += got;
+	close(rd);
+	buf[n] = '\0';
+	assert_string_equal(buf, "the spec\n");
+}
+
 static void test_missing_program(void **state)
 {
 	(void)state;
@@ -91,6 +115,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_detached_with_ready_pipe),
+		cmocka_unit_test(test_stdin_from_fd),
 		cmocka_unit_test(test_missing_program),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
