@@ -41,7 +41,8 @@ FUZZ_SRC := $(wildcard tests/fuzz/fuzz_*.c)
 
 PROGS := $(B)/airlock-fcgi $(B)/airlock-shim $(B)/airlock-controller \
          $(B)/airlock $(B)/airlock-agent \
-         $(if $(BLD_OBJ),$(B)/airlock-builder) $(B)/netslot-tool
+         $(if $(BLD_OBJ),$(B)/airlock-builder) $(B)/netslot-tool \
+         $(B)/netslot-bench
 
 .PHONY: all deps run up down test unit integration bench fuzz lint clean
 all: $(PROGS)
@@ -98,6 +99,8 @@ $(B)/airlock-builder: $(BLD_OBJ) $(LIBAL)
 	$(CC) $(LDFLAGS) -o $@ $^ $(CORE_LIBS)
 $(B)/netslot-tool: tests/integration/netslot_tool.c $(LIBAL)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(CORE_LIBS)
+$(B)/netslot-bench: bench/netslot.c $(LIBAL)
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(CORE_LIBS)
 $(B)/airlock: $(CLI_OBJ) $(LIBAL)
 	$(CC) $(LDFLAGS) -o $@ $^ -lcurl $(CORE_LIBS)
 
@@ -138,7 +141,8 @@ test:
 # Sandbox lifecycle (ns and vm) beside bwrap and a cold QEMU boot, then
 # template builds and their disk cost.
 bench:
-	@scripts/deps.sh && $(MAKE) -s all && bench/run.sh && bench/build.sh
+	@scripts/deps.sh && $(MAKE) -s all && bench/run.sh && bench/build.sh && \
+	  $(B)/netslot-bench
 
 fuzz:
 	@scripts/fuzz.sh $(FUZZ_SRC)

@@ -154,9 +154,14 @@ static int lock_open(const al_netpool *p, uint32_t i, al_err *err)
 	return fd;
 }
 
+/* The state is a fixed-size record overwritten in place: no truncate,
+ * which on ext4 (auto_da_alloc) flushes the file at close: milliseconds
+ * on a take. */
+#define STATE_LEN 24
+
 static void state_read(int fd, slot_state *st)
 {
-	char buf[32] = {0};
+	char buf[STATE_LEN + 1] = {0};
 	memset(st, 0, sizeof *st);
 	ssize_t n = pread(fd, buf, sizeof buf - 1, 0);
 	if (n <= 0)
@@ -172,14 +177,15 @@ static void state_read(int fd, slot_state *st)
 static int state_write(int fd, const char *word, al_netslot_kind kind,
 		       int ifindex)
 {
-	char buf[32];
-	int n = word[0] == '\0' ? 0
-				: snprintf(buf, sizeof buf, "%s %s %d\n", word,
-					   al_netslot_kind_name(kind), ifindex);
-	if (ftruncate(fd, 0) < 0 ||
-	    (n > 0 && pwrite(fd, buf, (size_t)n, 0) != n))
-		return -1;
-	return 0;
+	char buf[STATE_LEN + 1];
+	char text[STATE_LEN];
+	if (word[0] == '\0')
+		text[0] = '\0';
+	else
+		snprintf(text, sizeof text, "%s %s %d", word,
+			 al_netslot_kind_name(kind), ifindex);
+	snprintf(buf, sizeof buf, "%-*s\n", STATE_LEN - 1, text);
+	return pwrite(fd, buf, STATE_LEN, 0) == STATE_LEN ? 0 : -1;
 }
 
 static void marker_path(char *out, const al_netpool *p,

@@ -6,7 +6,8 @@
  * a lock, two opens).
  *
  * Where: <state>/run/net/ (root-owned, 0700). Slot i has
- *   <i>.lock   its lock and state: "" free, "prep", "ready <kind> <if>",
+ *   <i>.lock   its lock and state (one line, space-padded): "" free,
+ *              "prep", "ready <kind> <if>",
  *              "taken <kind> <if>" (if: the link's ifindex in the slot);
  *   <i>.gw, <i>.guest   the bind-mounted namespaces (slot.h);
  *   ready/<kind>.<i>    present while the slot is ready to be taken.
