@@ -107,7 +107,8 @@ static void write_rules(const al_netpool *p, const char *file)
 	      "  meta nfproto != ipv4 counter drop\n"
 	      "  ip saddr != 10.200.0.2 counter drop\n"
 	      "  ip daddr 10.200.0.1 udp dport 53 accept\n"
-	      "  ip daddr 10.200.0.1 tcp dport 53 accept\n",
+	      "  ip daddr 10.200.0.1 tcp dport 53 accept\n"
+	      "  tcp dport 53 counter drop\n",
 	      f);
 	for (size_t i = 0; i < p->ndeny; i++) {
 		char t[AL_NET_PREFIX_STRLEN];

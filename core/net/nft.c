@@ -396,6 +396,21 @@ static void l3_rules(batch *b, const al_nft_spec *s)
 	dns_rule(b, s, IPPROTO_UDP);
 	dns_rule(b, s, IPPROTO_TCP);
 
+	/* DNS over TCP to anyone else never reaches even the gateway's
+	 * TCP listener (UDP elsewhere falls to the last rule). */
+	uint16_t dns = htons(53);
+	oom = false;
+	r = rule_new(NFPROTO_INET, AL_NFT_TABLE, "prerouting");
+	if (r != NULL) {
+		e_meta(r, NFT_META_L4PROTO, &oom);
+		e_cmp(r, NFT_CMP_EQ, &tcp, 1, &oom);
+		e_payload(r, NFT_PAYLOAD_TRANSPORT_HEADER, 2, 2, &oom);
+		e_cmp(r, NFT_CMP_EQ, &dns, 2, &oom);
+		e_counter(r, &oom);
+		e_verdict(r, NF_DROP, &oom);
+	}
+	rule_put(b, r, oom);
+
 	for (size_t i = 0; i < s->ndeny; i++) {
 		uint32_t mask = htonl(al_net_prefix_mask(s->deny[i].len));
 		uint32_t net = htonl(s->deny[i].addr);

@@ -10,8 +10,9 @@
  *     address, or IPv4 from the guest's address. No IPv6, no other
  *     ethertype, no spoofed source.
  *   inet airlock, chain prerouting (filter, priority -150) for packets
- *     from that link: not IPv4: drop; DNS (UDP and TCP 53) to the
- *     gateway: accept; any destination in the never-list (private,
+ *     from that link: not IPv4: drop; a source other than the guest's:
+ *     drop; DNS (UDP and TCP 53) to the gateway: accept; TCP 53 to
+ *     anyone else: drop; any destination in the never-list (private,
  *     loopback, link-local incl. 169.254.169.254, CGNAT, multicast, the
  *     pool itself: the gateway's other ports and every other sandbox,
  *     the host's own addresses): drop; any other TCP: tproxy to the

@@ -184,7 +184,8 @@ def test_what_a_sandbox_can_reach(state, held, mode):
         ["odd_port_tcp", "tcp", "203.0.113.9", 6667],
         ["gateway_other_port", "tcp", gw, 22],
         ["dns_elsewhere_udp", "udp", "198.51.100.53", 53, "q-out"],
-        ["dns_elsewhere_tcp", "tcp", "10.0.0.53", 53],
+        ["dns_elsewhere_tcp", "tcp", "198.51.100.53", 53],
+        ["dns_private_tcp", "tcp", "10.0.0.53", 53],
         ["quic", "udp", "198.51.100.7", 443, "q-quic"],
         ["metadata", "tcp", "169.254.169.254", 80],
         ["private", "tcp", "192.168.1.1", 443],
@@ -215,7 +216,7 @@ def test_what_a_sandbox_can_reach(state, held, mode):
 
     # Dropped (a timeout, not a refusal: nothing answered at all).
     for name in ("gateway_other_port", "dns_elsewhere_udp",
-                 "dns_elsewhere_tcp", "quic", "metadata", "private",
+                 "dns_elsewhere_tcp", "dns_private_tcp", "quic", "metadata", "private",
                  "other_sandbox", "other_gateway_dns") + (("host",) if host else ()):
         assert r[name] == "timeout", (name, r[name])
     # No IPv6 at all in the sandbox's namespace.

@@ -185,8 +185,9 @@ static void test_l3_chain_order(void **state)
 	al_nft_spec s = spec(NULL);
 	static decoded d;
 	build(&s, &d);
-	/* iif, not-IPv4, saddr, 2 DNS, 3 deny, tproxy, final drop. */
-	assert_int_equal(count_in(&d, "prerouting"), 5 + 3 + 2);
+	/* iif, not-IPv4, saddr, 2 DNS, other DNS, 3 deny, tproxy, final
+	 * drop. */
+	assert_int_equal(count_in(&d, "prerouting"), 6 + 3 + 2);
 	HAS(rule(&d, "prerouting", 0), "meta load iif");
 	HAS(rule(&d, "prerouting", 0), "cmp neq reg 1 0x00000007");
 	HAS(rule(&d, "prerouting", 1), "meta load nfproto");
@@ -205,16 +206,21 @@ static void test_l3_chain_order(void **state)
 		HAS(r, "accept");
 	}
 	const char *r = rule(&d, "prerouting", 5);
+	HAS(r, "cmp eq reg 1 0x00000006");
+	HAS(r, "cmp eq reg 1 0x00003500");
+	assert_null(strstr(r, "network header"));
+	HAS(r, "drop");
+	r = rule(&d, "prerouting", 6);
 	HAS(r, "bitwise reg 1 = ( reg 1 & 0x000000ff )");
 	HAS(r, "cmp eq reg 1 0x0000000a");
 	HAS(r, "drop");
-	HAS(rule(&d, "prerouting", 6), "cmp eq reg 1 0x0000fea9");
+	HAS(rule(&d, "prerouting", 7), "cmp eq reg 1 0x0000fea9");
 	/* A /32 needs no mask. */
-	r = rule(&d, "prerouting", 7);
+	r = rule(&d, "prerouting", 8);
 	assert_null(strstr(r, "bitwise"));
 	HAS(r, "cmp eq reg 1 0x020200c0");
 	/* Then every TCP connection to the gateway's transparent port. */
-	r = rule(&d, "prerouting", 8);
+	r = rule(&d, "prerouting", 9);
 	HAS(r, "meta load l4proto");
 	HAS(r, "cmp eq reg 1 0x00000006");
 	HAS(r, "immediate reg 1 0x0500c80a");
@@ -222,7 +228,7 @@ static void test_l3_chain_order(void **state)
 	HAS(r, "tproxy ip addr reg 1 port reg 2");
 	HAS(r, "accept");
 	/* And the rest dropped, counted. */
-	r = rule(&d, "prerouting", 9);
+	r = rule(&d, "prerouting", 10);
 	HAS(r, "counter");
 	HAS(r, "drop");
 	/* No MAC yet (a vm slot before its take): the set stays empty, so
