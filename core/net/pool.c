@@ -195,18 +195,18 @@ static void marker_path(char *out, const al_netpool *p,
 		 al_netslot_kind_name(kind), i);
 }
 
-static void marker_set(const al_netpool *p, al_netslot_kind kind,
-		       uint32_t i, int on)
+static int marker_set(const al_netpool *p, al_netslot_kind kind,
+		      uint32_t i, int on)
 {
 	char path[AL_PATH_MAX];
 	marker_path(path, p, kind, i);
-	if (on) {
-		int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
-		if (fd >= 0)
-			close(fd);
-	} else {
-		unlink(path);
-	}
+	if (!on)
+		return unlink(path) == 0 || errno == ENOENT ? 0 : -1;
+	int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return -1;
+	close(fd);
+	return 0;
 }
 
 /* The slot's files and markers go; the caller holds its lock. */
@@ -251,25 +251,29 @@ long al_netpool_prepare(al_netpool *p, al_netslot_kind kind, al_err *err)
 		slot_clear(p, i, fd);
 		al_netslot_spec spec;
 		al_netslot s;
-		if (spec_of(p, i, kind, &spec, err) < 0 ||
-		    state_write(fd, "prep", kind, 0) < 0 ||
-		    al_netslot_create(&spec, &s, err) < 0) {
-			slot_clear(p, i, fd);
-			close(fd);
-			return -1;
-		}
-		int ifindex = s.ifindex;
-		al_netslot_close(&s);
-		if (state_write(fd, "ready", kind, ifindex) < 0) {
+		if (spec_of(p, i, kind, &spec, err) < 0)
+			goto fail;
+		if (state_write(fd, "prep", kind, 0) < 0) {
 			al_err_sys(err, AL_ESYS, errno, "write slot %u state",
 				   i);
-			slot_clear(p, i, fd);
-			close(fd);
-			return -1;
+			goto fail;
 		}
-		marker_set(p, kind, i, 1);
+		if (al_netslot_create(&spec, &s, err) < 0)
+			goto fail;
+		int ifindex = s.ifindex;
+		al_netslot_close(&s);
+		if (state_write(fd, "ready", kind, ifindex) < 0 ||
+		    marker_set(p, kind, i, 1) < 0) {
+			al_err_sys(err, AL_ESYS, errno,
+				   "mark network slot %u ready", i);
+			goto fail;
+		}
 		close(fd);
 		return (long)i;
+	fail:
+		slot_clear(p, i, fd);
+		close(fd);
+		return -1;
 	}
 	return al_err_set(err, AL_EUNAVAIL, 0,
 			  "all %u network slots of %s are in use", p->slots,

@@ -67,8 +67,10 @@ static int netns_make(const char *path, int *fd, al_err *err)
 	}
 	int rc = mount("/proc/thread-self/ns/net", path, NULL, MS_BIND, NULL);
 	int e = errno;
-	if (rc == 0)
+	if (rc == 0) {
 		*fd = open(path, O_RDONLY | O_CLOEXEC);
+		e = errno;
+	}
 	if (setns(saved, CLONE_NEWNET) < 0) {
 		/* The thread must never go on in a sandbox's namespace. */
 		al_err_sys(err, AL_EINTERNAL, errno,
@@ -80,7 +82,7 @@ static int netns_make(const char *path, int *fd, al_err *err)
 		goto fail;
 	}
 	if (*fd < 0) {
-		al_err_sys(err, AL_ESYS, errno, "open %s", path);
+		al_err_sys(err, AL_ESYS, e, "open %s", path);
 		goto fail;
 	}
 	return 0;

@@ -371,3 +371,15 @@ def test_pool_refuses_overlap_with_host_routes(state):
     p = subprocess.run([TOOL, state, "ready", "ns"], capture_output=True,
                        text=True, env=env)
     assert p.returncode == 111 and "host bits" in p.stderr
+
+
+def test_pool_refuses_a_writable_directory(state):
+    """Whoever could write run/net could hand one slot to two sandboxes."""
+    netdir = os.path.join(state, "run", "net")
+    os.makedirs(netdir)
+    os.chmod(netdir, 0o777)
+    p = subprocess.run([TOOL, state, "prepare", "ns"], capture_output=True,
+                       text=True)
+    assert p.returncode == 111
+    assert "must be a directory owned by root, mode 0700" in p.stderr
+    assert os.listdir(netdir) == []
