@@ -238,8 +238,10 @@ int main(int argc, char **argv)
 	printf("\nRatios (p50): peer by hand / prepare %.1fx; "
 	       "prepare / take %.0fx\n",
 	       pe / pp, pp / tk);
-	printf("Goal (issue 10, create with a network +<= 3 ms p50): a create "
-	       "takes a prepared slot: %.3f ms: %s\n",
-	       tk / 1000, tk <= 3000 ? "met" : "NOT met");
+	printf("Issue 10 allows a create with a network +3 ms p50; taking a "
+	       "prepared slot is %.3f ms of it (%.0f%%). The attach itself "
+	       "(setns, or the tap fd to QEMU) is measured once the drivers "
+	       "use slots.\n",
+	       tk / 1000, tk / 30);
 	return 0;
 }
