@@ -191,7 +191,6 @@ def sysctl_write(key, value):
 
 CHECKS = {
     "tcp": tcp, "udp": udp, "icmp": icmp_echo, "raw_udp": raw_udp,
-    "frame": lambda i, s, d, t, hexp: frame(i, s, d, t, bytes.fromhex(hexp)),
     "udp_frame": lambda i, s, d, src, dst, port, data: frame(
         i, s, d, 0x0800, udp_packet(src, dst, port, data.encode())),
     "udp6": udp6, "run": run, "sysctl": sysctl_write,
