@@ -139,7 +139,8 @@ test:
 	@scripts/test.sh
 
 # Sandbox lifecycle (ns and vm) beside bwrap and a cold QEMU boot, then
-# template builds and their disk cost.
+# template builds and their disk cost, then network slots (core/net)
+# beside the same slot made by hand with ip and nft.
 bench:
 	@scripts/deps.sh && $(MAKE) -s all && bench/run.sh && bench/build.sh && \
 	  $(B)/netslot-bench
