@@ -19,10 +19,12 @@ CFLAGS  += $(CSTD) $(OPT) $(WARN) $(HARDEN) $(SANFLAGS) -D_GNU_SOURCE
 LDFLAGS += $(SANFLAGS) -pie -Wl,-z,relro,-z,now
 
 # sysfilter_gen.c is a build tool: its output, not itself, is in the library.
-CORE_SRC := $(filter-out core/sysfilter_gen.c,$(wildcard core/*.c))
+CORE_SRC := $(filter-out core/sysfilter_gen.c,$(wildcard core/*.c)) \
+            $(wildcard core/net/*.c)
 CORE_OBJ := $(CORE_SRC:%.c=$(B)/obj/%.o) $(B)/obj/gen/sysfilter_bpf.o
 LIBAL    := $(B)/libairlock.a
-CORE_LIBS := -lpq -ljson-c -lbtrfsutil -lcap -lcrypto -larchive -lpthread
+CORE_LIBS := -lpq -ljson-c -lbtrfsutil -lcap -lcrypto -larchive -lpthread \
+             -lmnl -lnftnl
 
 FCGI_OBJ := $(patsubst %.c,$(B)/obj/%.o,$(wildcard fcgi/*.c))
 SHIM_OBJ := $(patsubst %.c,$(B)/obj/%.o,$(wildcard shim/*.c))
@@ -39,7 +41,8 @@ FUZZ_SRC := $(wildcard tests/fuzz/fuzz_*.c)
 
 PROGS := $(B)/airlock-fcgi $(B)/airlock-shim $(B)/airlock-controller \
          $(B)/airlock $(B)/airlock-agent \
-         $(if $(BLD_OBJ),$(B)/airlock-builder)
+         $(if $(BLD_OBJ),$(B)/airlock-builder) $(B)/netslot-tool \
+         $(B)/netslot-bench
 
 .PHONY: all deps run up down test unit integration bench fuzz lint clean
 all: $(PROGS)
@@ -49,7 +52,7 @@ all: $(PROGS)
 # that says what to run, not a compiler error about fcgiapp.h.
 DEP_HEADERS := fcgiapp.h libpq-fe.h json-c/json.h btrfsutil.h \
                sys/capability.h openssl/evp.h archive.h seccomp.h \
-               curl/curl.h lua.h cmocka.h
+               curl/curl.h lua.h cmocka.h libmnl/libmnl.h libnftnl/rule.h
 DEPS_OK := $(B)/.deps-ok
 $(DEPS_OK):
 	@missing=; for h in $(DEP_HEADERS); do \
@@ -64,7 +67,8 @@ $(DEPS_OK):
 	fi
 	@mkdir -p $(dir $@) && touch $@
 
-$(B)/obj/%.o: %.c $(wildcard core/*.h) $(wildcard */*.h) | $(DEPS_OK)
+$(B)/obj/%.o: %.c $(wildcard core/*.h) $(wildcard */*.h) $(wildcard core/net/*.h) \
+               | $(DEPS_OK)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
 
@@ -93,6 +97,10 @@ $(B)/airlock-controller: $(CTL_OBJ) $(LIBAL)
 	$(CC) $(LDFLAGS) -o $@ $^ $(CORE_LIBS)
 $(B)/airlock-builder: $(BLD_OBJ) $(LIBAL)
 	$(CC) $(LDFLAGS) -o $@ $^ $(CORE_LIBS)
+$(B)/netslot-tool: tests/integration/netslot_tool.c $(LIBAL)
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(CORE_LIBS)
+$(B)/netslot-bench: bench/netslot.c $(LIBAL)
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(CORE_LIBS)
 $(B)/airlock: $(CLI_OBJ) $(LIBAL)
 	$(CC) $(LDFLAGS) -o $@ $^ -lcurl $(CORE_LIBS)
 
@@ -131,9 +139,11 @@ test:
 	@scripts/test.sh
 
 # Sandbox lifecycle (ns and vm) beside bwrap and a cold QEMU boot, then
-# template builds and their disk cost.
+# template builds and their disk cost, then network slots (core/net)
+# beside the same slot made by hand with ip and nft.
 bench:
-	@scripts/deps.sh && $(MAKE) -s all && bench/run.sh && bench/build.sh
+	@scripts/deps.sh && $(MAKE) -s all && bench/run.sh && bench/build.sh && \
+	  $(B)/netslot-bench
 
 fuzz:
 	@scripts/fuzz.sh $(FUZZ_SRC)
