@@ -1334,20 +1334,23 @@ static int vm_resume(al_driver_handle *h, al_err *err)
 	return vm_pause_resume(h, "cont", err);
 }
 
-al_vm_accel al_vm_handle_accel(const al_driver_handle *h)
+static const char *vm_accel(const al_driver_handle *h)
 {
 	const vm_priv *p = h != NULL ? h->priv : NULL;
-	return p != NULL ? p->accel : AL_VM_TCG;
+	return al_vm_accel_name(p != NULL ? p->accel : AL_VM_TCG);
 }
 
 const al_driver al_driver_vm = {
 	.name = "vm",
+	.init_name = "virtual machine (QEMU)",
+	.warm_up = 1,
 	.start = vm_start,
 	.stop = vm_stop,
 	.adopt = vm_adopt,
 	.grow_disk = vm_grow_disk,
 	.pause = vm_pause,
 	.resume = vm_resume,
+	.accel = vm_accel,
 };
 
 /* ---- accelerator probe ---- */

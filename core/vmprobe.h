@@ -70,10 +70,6 @@ al_vm_accel al_vm_probe(const al_vm_kernel *k, int timeout_ms, char *why,
 int al_vm_accel_save(const char *state_dir, al_vm_accel a, al_err *err);
 al_vm_accel al_vm_accel_load(const char *state_dir);
 
-struct al_driver_handle;
-/* Accelerator a running vm sandbox (handle of al_driver_vm) runs under. */
-al_vm_accel al_vm_handle_accel(const struct al_driver_handle *h);
-
 /* Remove a QEMU run directory the driver made (its log, the jail's
  * mount point); anything else is left alone. */
 void al_vm_rundir_remove(const char *dir);

@@ -28,7 +28,6 @@
 #include "log.h"
 #include "shim.h"
 #include "store.h"
-#include "vmprobe.h"
 
 #define HELLO_TIMEOUT_MS 10000
 
@@ -285,9 +284,8 @@ static int go_live(shim *s, al_err *err)
 	write_pid_file(s);
 	/* The accelerator is the machine's, known only now (a restore runs
 	 * under the one its snapshot was taken with). */
-	const char *accel = s->driver == &al_driver_vm
-				    ? al_vm_accel_name(al_vm_handle_accel(&s->h))
-				    : "";
+	const char *accel = s->driver->accel != NULL ? s->driver->accel(&s->h)
+						     : "";
 	if (al_sandbox_set_shim_pid(s->db, s->sb.id, (int)getpid(), err) < 0 ||
 	    al_sandbox_set_accel(s->db, s->sb.id, accel, err) < 0 ||
 	    al_sandbox_transition(s->db, s->sb.id, AL_EV_READY, "agent ready",
@@ -364,7 +362,7 @@ static int bring_up_standby(shim *s, const char *tmpl, const char *driver,
 					    << 20};
 	if (start_machine(s, s->slot, tmpl, &defaults, err) < 0)
 		return -1;
-	if (s->driver == &al_driver_vm)
+	if (s->driver->warm_up)
 		shim_warm_up(s);
 	if (al_config_standby_socket(&s->cfg, tmpl, s->driver->name, s->slot,
 				     s->sock_path, sizeof s->sock_path,
