@@ -16,7 +16,7 @@
 #include "agentproto.h"
 #include "log.h"
 #include "store.h"
-#include "vmprobe.h"
+#include "vm/probe.h"
 
 #define CA_MAX (256u << 10)
 

@@ -44,8 +44,8 @@
 #include "shimctl.h"
 #include "store.h"
 #include "template.h"
-#include "vmmem.h"
-#include "vmprobe.h"
+#include "vm/mem.h"
+#include "vm/probe.h"
 #include "warmpool.h"
 
 #define RECONCILE_EVERY_S 10

@@ -10,7 +10,7 @@
 
 #include "cgroup.h"
 #include "log.h"
-#include "vmprobe.h"
+#include "vm/probe.h"
 #include "shimctl.h"
 #include "store.h"
 

@@ -18,7 +18,7 @@
  * init starts airlock-agent on the port, and that socket becomes
  * h->agent_fd: the agent's HELLO is the first thing on it.
  *
- * QEMU gets -nodefaults, a NIC attached to nothing (vmnet.h), no
+ * QEMU gets -nodefaults, a NIC attached to nothing (vm/net.h), no
  * firmware ROMs, -sandbox on with every optional seccomp group denied
  * (it never needs to spawn: snapshot files are handed over as fds with
  * QMP getfd), and dies with its shim (PR_SET_PDEATHSIG), inside a cgroup
@@ -54,11 +54,11 @@
 #include "cleanup.h"
 #include "config.h"
 #include "log.h"
-#include "qmp.h"
-#include "vmjail.h"
-#include "vmmem.h"
-#include "vmnet.h"
-#include "vmprobe.h"
+#include "vm/jail.h"
+#include "vm/mem.h"
+#include "vm/net.h"
+#include "vm/probe.h"
+#include "vm/qmp.h"
 
 /* guest/init/init.c */
 #define INIT_MARKER "AIRLOCK-INIT 1\n"
@@ -83,7 +83,7 @@ typedef enum vm_mode {
 	VM_PROBE,    /* boot to the init's probe marker, no disk or port */
 } vm_mode;
 
-/* What QEMU finds at each descriptor in its jail (vmjail.h): it opens no
+/* What QEMU finds at each descriptor in its jail (vm/jail.h): it opens no
  * file of the host by name, except the kernel and initrd of a boot. */
 enum {
 	JFD_QMP = 3,     /* socketpair end: the monitor */
@@ -301,7 +301,7 @@ static int arg(vm_argv *a, const char *fmt, ...)
  * sends goes anywhere until the egress gateway gives it one. Every
  * machine presents AL_VM_TEMPLATE_MAC to QEMU (template and clones must
  * match for the device state to load); the guest sets its sandbox's own
- * address (core/vmnet.h). QEMU warns "nic net0 has no peer" and runs. */
+ * address (core/vm/net.h). QEMU warns "nic net0 has no peer" and runs. */
 static int nic_args(vm_argv *a, const vm_launch *l)
 {
 	(void)l;
@@ -496,7 +496,7 @@ static int capped_log_pipe(int logfd, al_err *err)
 	return pfd[1];
 }
 
-/* Start QEMU in its jail (vmjail.h) with the descriptors of the JFD_
+/* Start QEMU in its jail (vm/jail.h) with the descriptors of the JFD_
  * layout; *pidfd follows it, *qmp_fd and *agent_fd are the shim's ends of
  * its two channels. Its stdout and stderr go to rundir/qemu.log, read
  * back for error messages; a sandbox's through capped_log_pipe. */
@@ -647,7 +647,7 @@ static int read_marker(int fd, int pidfd, int64_t deadline_ms, al_err *err)
 }
 
 /* The init's GO line (guest/init/init.c): clock, hostname, 32 bytes of
- * entropy and the MAC its NIC takes ("xx:xx:xx:xx:xx:xx", vmnet.h). */
+ * entropy and the MAC its NIC takes ("xx:xx:xx:xx:xx:xx", vm/net.h). */
 static int send_go(int fd, const char *hostname, const char *mac,
 		   al_err *err)
 {

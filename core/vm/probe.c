@@ -1,4 +1,4 @@
-#include "vmprobe.h"
+#include "vm/probe.h"
 
 #include <errno.h>
 #include <limits.h>

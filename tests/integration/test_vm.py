@@ -303,12 +303,12 @@ def test_qemu_runs_inside_the_sandboxs_limits(stack, api, vms):
         cgroup_file(sid, "memory", "memory.limit_in_bytes", "memory.max"))
 
 
-# QEMU's mac= of every machine's NIC, the template's (core/vmnet.h).
+# QEMU's mac= of every machine's NIC, the template's (core/vm/net.h).
 TEMPLATE_MAC = "52:54:00:12:34:56"
 
 
 def mac_for_id(sid):
-    """The contract of core/vmnet.c (the egress gateway relies on it):
+    """The contract of core/vm/net.c (the egress gateway relies on it):
     0x02 (locally administered, unicast), then the first 5 bytes of
     SHA-256(id)."""
     h = hashlib.sha256(sid.encode()).digest()
@@ -389,7 +389,7 @@ def test_each_sandbox_has_its_own_mac_and_no_network(stack, api, vms):
     assert g.status_code == 200 and "mac" not in g.json(), g.json()
 
 
-# core/vmjail.h
+# core/vm/jail.h
 JAIL_UID_BASE = 1900000000
 JAIL_UID_COUNT = 65536
 

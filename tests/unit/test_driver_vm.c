@@ -28,7 +28,7 @@
 #include "config.h"
 #include "driver.h"
 #include "log.h"
-#include "vmprobe.h"
+#include "vm/probe.h"
 
 static char tmpdir[] = "/tmp/al-vm-test-XXXXXX";
 static char rootfs[256], vmdir[256];
