@@ -17,6 +17,7 @@
 #include "log.h"
 #include "store.h"
 #include "vm/probe.h"
+#include "vm/snapshot.h"
 
 #define CA_MAX (256u << 10)
 

@@ -46,6 +46,7 @@
 #include "template.h"
 #include "vm/mem.h"
 #include "vm/probe.h"
+#include "vm/snapshot.h"
 #include "warmpool.h"
 
 #define RECONCILE_EVERY_S 10

@@ -17,6 +17,7 @@
 #include "store.h"
 #include "template.h"
 #include "vm/net.h"
+#include "vm/snapshot.h"
 
 #define SPAWN_DEADLINE_MS 30000
 

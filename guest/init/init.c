@@ -27,7 +27,7 @@
  *
  * Kernel command line: airlock.agent=PATH (default /sbin/airlock-agent);
  * airlock.probe=1 only loads the modules, prints "AIRLOCK-PROBE-OK" on the
- * console and powers off (the host's KVM probe, core/vmprobe.c).
+ * console and powers off (the host's KVM probe, core/vm/probe.c).
  * PID 1 must not exit: a fatal error powers the VM off, which ends QEMU,
  * and the host reports the sandbox as failed. */
 #include <ctype.h>

@@ -29,6 +29,7 @@
 #include "driver.h"
 #include "log.h"
 #include "vm/probe.h"
+#include "vm/snapshot.h"
 
 static char tmpdir[] = "/tmp/al-vm-test-XXXXXX";
 static char rootfs[256], vmdir[256];
