@@ -379,7 +379,8 @@ static void machine_exit_reason(shim *s, char *detail, size_t dlen)
 				snprintf(detail, dlen,
 					 "the sandbox's %s was killed by "
 					 "signal %d",
-					 s->driver->init_name, WTERMSIG(status));
+					 s->driver->init_name,
+					 WTERMSIG(status));
 			else
 				snprintf(detail, dlen,
 					 "the sandbox's %s exited with %d",

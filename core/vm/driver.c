@@ -175,8 +175,10 @@ static int vm_start(const al_sandbox_spec *spec, al_driver_handle *h,
 	char link[AL_PATH_MAX], vmdir[AL_PATH_MAX], disk[AL_PATH_MAX];
 	char tdisk[AL_PATH_MAX], mem[AL_PATH_MAX], state[AL_PATH_MAX];
 	char accel_s[8] = "";
-	if (al_vm_path(link, sizeof link, err, "%s/" AL_VM_LINK, spec->rootfs) < 0 ||
-	    al_vm_path(disk, sizeof disk, err, "%s/" AL_VM_DISK, spec->rootfs) < 0)
+	if (al_vm_path(link, sizeof link, err, "%s/" AL_VM_LINK,
+		       spec->rootfs) < 0 ||
+	    al_vm_path(disk, sizeof disk, err, "%s/" AL_VM_DISK,
+		       spec->rootfs) < 0)
 		return -1;
 	ssize_t n = readlink(link, vmdir, sizeof vmdir - 1);
 	if (n < 0)
@@ -254,7 +256,7 @@ static int vm_start(const al_sandbox_spec *spec, al_driver_handle *h,
 	/* Where the run directory is, for whoever releases the sandbox
 	 * when its shim died without doing it (al_reap_sandbox). */
 	if (al_vm_path(runlink, sizeof runlink, err, "%s/" AL_VM_RUNLINK,
-		     spec->rootfs) == 0) {
+		       spec->rootfs) == 0) {
 		unlink(runlink);
 		if (symlink(p->m.rundir, runlink) < 0)
 			al_warn("vm %s: link %s: %s", spec->id, runlink,

@@ -32,7 +32,6 @@
  * print (device errors), and the file is on the host's disk. */
 #define VM_QEMU_LOG_MAX (1u << 20)
 
-
 /* What QEMU finds at each descriptor in its jail (vm/jail.h): it opens no
  * file of the host by name, except the kernel and initrd of a boot. */
 enum {
@@ -410,7 +409,8 @@ static pid_t spawn_qemu(const al_vm_launch *l, int *pidfd, int *qmp_fd,
 		return -1;
 	char logp[128], serp[128], root[128];
 	if (al_vm_path(logp, sizeof logp, err, "%s/qemu.log", l->rundir) < 0 ||
-	    al_vm_path(serp, sizeof serp, err, "%s/serial.log", l->rundir) < 0 ||
+	    al_vm_path(serp, sizeof serp, err, "%s/serial.log",
+		       l->rundir) < 0 ||
 	    al_vm_path(root, sizeof root, err, "%s/root", l->rundir) < 0)
 		return -1;
 	if (mkdir(root, 0700) < 0 && errno != EEXIST)

@@ -38,7 +38,8 @@
 typedef enum al_vm_mode {
 	AL_VM_COLD,     /* boot the kernel, private anonymous RAM */
 	AL_VM_TEMPLATE, /* boot the kernel, RAM in a shared file to snapshot */
-	AL_VM_CLONE,    /* restore: RAM file mapped privately, -incoming defer */
+	AL_VM_CLONE,    /* restore: RAM file mapped privately, -incoming
+			 * defer */
 	AL_VM_PROBE,    /* boot to the init's probe marker, no disk or port */
 } al_vm_mode;
 

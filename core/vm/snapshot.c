@@ -320,7 +320,7 @@ int al_vm_template_build(const char *rootfs, const char *vmdir,
 	    al_vm_path(format_p, sizeof format_p, err, "%s/format", nd) < 0 ||
 	    al_vm_path(link, sizeof link, err, "%s/" AL_VM_LINK, rootfs) < 0 ||
 	    al_vm_path(tmplink, sizeof tmplink, err, "%s/" AL_VM_LINK ".new",
-		     rootfs) < 0)
+		       rootfs) < 0)
 		return -1;
 	remove_vmdir(nd);
 	if (mkdir(nd, 0700) < 0)
