@@ -16,7 +16,8 @@
 #include "agentproto.h"
 #include "log.h"
 #include "store.h"
-#include "vmprobe.h"
+#include "vm/probe.h"
+#include "vm/snapshot.h"
 
 #define CA_MAX (256u << 10)
 

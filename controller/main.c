@@ -52,8 +52,9 @@
 #include "spool.h"
 #include "store.h"
 #include "template.h"
-#include "vmmem.h"
-#include "vmprobe.h"
+#include "vm/mem.h"
+#include "vm/probe.h"
+#include "vm/snapshot.h"
 #include "warmpool.h"
 
 #define RECONCILE_EVERY_S 10

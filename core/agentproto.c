@@ -21,6 +21,7 @@
 /* Bytes asked of read(2) at a time by al_frame_reader_fill. */
 #define READ_CHUNK ((size_t)64 << 10)
 
+/* clang-format off */
 static const char *const type_names[AL_F_TYPE_MAX] = {
 	[AL_F_HELLO] = "HELLO",
 	[AL_F_EXEC] = "EXEC",
@@ -44,6 +45,7 @@ static const char *const type_names[AL_F_TYPE_MAX] = {
 	[AL_F_DISK_GROW] = "DISK_GROW",
 	[AL_F_START] = "START",
 };
+/* clang-format on */
 
 static int type_valid(uint16_t type)
 {

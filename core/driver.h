@@ -1,6 +1,9 @@
 /* driver: how a sandbox's machine is run. One interface, two drivers:
- * "ns" (namespace jail, driver_ns.c) and later "vm" (QEMU microvm).
- * The shim is the only caller: it owns the handle for the sandbox's life. */
+ * "ns" (namespace jail, driver_ns.c) and "vm" (QEMU microvm, vm/driver.c).
+ * The shim is the only caller: it owns the handle for the sandbox's life.
+ * What differs between machines is a field or an operation here, never a
+ * comparison of driver pointers; an operation a driver does not have is
+ * NULL, and its comment says what the caller does then. */
 #ifndef AL_DRIVER_H
 #define AL_DRIVER_H
 
@@ -47,6 +50,13 @@ typedef struct al_driver_handle {
 
 typedef struct al_driver {
 	const char *name;
+	/* What h->init_pid is, for the messages about its end ("the
+	 * sandbox's <init_name> exited with 1"). */
+	const char *init_name;
+	/* 1: a standby's first command is slow (a restored vm's guest pages
+	 * and QEMU's translated code are cold), so the shim runs one before
+	 * it offers the standby, off the claim's path. */
+	int warm_up;
 	/* Start the machine and its agent; on success h->agent_fd is
 	 * connected to the agent (which will send HELLO). Everything created
 	 * is released again on failure. */
@@ -70,6 +80,11 @@ typedef struct al_driver {
 	/* Freeze / thaw all processes (later issues; may be NULL). */
 	int (*pause)(al_driver_handle *h, al_err *err);
 	int (*resume)(al_driver_handle *h, al_err *err);
+	/* The accelerator the started machine runs under ("kvm", "tcg"):
+	 * known only after start, since a restore runs under the one its
+	 * snapshot was taken with. NULL where the machine is no virtual
+	 * machine (ns): the sandbox has no accelerator. */
+	const char *(*accel)(const al_driver_handle *h);
 } al_driver;
 
 /* Look a driver up by name; NULL with AL_EINVAL if unknown. */

@@ -943,6 +943,7 @@ static int ns_adopt(al_driver_handle *h, const al_sandbox_spec *spec,
 const al_driver al_driver_ns = {
 	.adopt = ns_adopt,
 	.name = "ns",
+	.init_name = "init",
 	.start = ns_start,
 	.stop = ns_stop,
 	.pause = ns_pause,

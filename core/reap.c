@@ -10,9 +10,9 @@
 
 #include "cgroup.h"
 #include "log.h"
-#include "vmprobe.h"
 #include "shimctl.h"
 #include "store.h"
+#include "vm/machine.h"
 
 /* A vm sandbox's QEMU run directory (its QEMU died with the shim, by
  * PR_SET_PDEATHSIG): only a directory of the name the driver makes, and
@@ -20,7 +20,7 @@
 static void reap_vm_rundir(const char *root)
 {
 	char link[AL_PATH_MAX + 32], dir[128];
-	snprintf(link, sizeof link, "%s/.airlock-vm-run", root);
+	snprintf(link, sizeof link, "%s/" AL_VM_RUNLINK, root);
 	ssize_t n = readlink(link, dir, sizeof dir - 1);
 	if (n <= 0)
 		return;

@@ -10,6 +10,7 @@
 #include "config.h"
 #include "json.h"
 
+/* clang-format off */
 static const char *const state_names[AL_ST_MAX] = {
 	[AL_ST_CREATING] = "creating", [AL_ST_RUNNING] = "running",
 	[AL_ST_PAUSED] = "paused",     [AL_ST_SUSPENDED] = "suspended",
@@ -77,6 +78,7 @@ static const int handlers[AL_ST_MAX][AL_EV_MAX] = {
 		[AL_EV_DELETE] = REJECT,
 	},
 };
+/* clang-format on */
 
 const char *al_state_name(al_state s)
 {

@@ -22,6 +22,7 @@
  * (the jail keeps that set), grouped by topic. Calls Docker admits only
  * with a capability the jail does not hold are absent, and so are those
  * sysfilter.h names. Names this libseccomp does not know are skipped. */
+/* clang-format off */
 static const char *const ns_allow[] = {
 	/* files and descriptors */
 	"access", "faccessat", "faccessat2", "chdir", "fchdir", "getcwd",
@@ -114,11 +115,13 @@ static const char *const ns_allow[] = {
 	/* the system */
 	"uname", "sysinfo", "getrandom",
 };
+/* clang-format on */
 
 /* QEMU: the calls a traced QEMU made (restore, snapshot, cold boot,
  * pause, probe under TCG), the rest of their families, and what KVM adds
  * (ioctl on /dev/kvm, eventfds, signals to vCPU threads). io_uring is
  * absent: QEMU's event loop then uses epoll or ppoll. */
+/* clang-format off */
 static const char *const qemu_allow[] = {
 	/* files and descriptors */
 	"access", "faccessat", "faccessat2", "open", "openat", "close",
@@ -152,6 +155,7 @@ static const char *const qemu_allow[] = {
 	/* the system */
 	"uname", "sysinfo", "getrandom",
 };
+/* clang-format on */
 
 typedef struct profile {
 	const char *const *allow;

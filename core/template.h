@@ -6,7 +6,7 @@
  *         the filesystem every sandbox of that version snapshots, with
  *         /sbin/airlock-agent (and the host CA certificate) installed
  *   pool/template-versions/<name>/<version>/vm/      VM artefacts
- *         (disk.ext4, mem, state: core/vmprobe.h), when built
+ *         (disk.ext4, mem, state: core/vm/snapshot.h), when built
  *   pool/templates/<name>   symlink to the current version's rootfs, so
  *         al_config_template_root() keeps naming "the template"
  *   pool/layers/<key>       build cache: one subvolume per filesystem

@@ -11,7 +11,7 @@
  * (dynamic users below 65536, nspawn's containers up to 0x6FFFFFFF, the
  * foreign range at 0x7FFE0000) and 2^31 and above (uids some tools take
  * for negative numbers):
- *   vm: one uid per jailed QEMU, [1900000000, +65536)  (vmjail.h)
+ *   vm: one uid per jailed QEMU, [1900000000, +65536)  (vm/jail.h)
  *   ns: 65536 uids per ns sandbox's user namespace,
  *       [0x72000000, +2048 x 65536) = [1912602624, 2046820352) */
 #ifndef AL_UIDRANGE_H

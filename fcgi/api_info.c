@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "http.h"
-#include "vmprobe.h"
+#include "vm/probe.h"
 
 void al_api_driver_status(const al_config *cfg, al_driver_status *st)
 {

@@ -16,11 +16,12 @@
 #include "shimctl.h"
 #include "store.h"
 #include "template.h"
-#include "vmnet.h"
+#include "vm/net.h"
+#include "vm/snapshot.h"
 
 #define SPAWN_DEADLINE_MS 30000
 
-/* A vm sandbox's NIC address: derived from its id (core/vmnet.h), the
+/* A vm sandbox's NIC address: derived from its id (core/vm/net.h), the
  * same one its guest was given. */
 static void add_mac(json_object *o, const al_sandbox *sb)
 {

@@ -127,6 +127,7 @@ const char *al_req_list_project(al_req *r)
 
 const char *al_http_reason(int status)
 {
+	/* clang-format off */
 	switch (status) {
 	case 200: return "OK";
 	case 201: return "Created";
@@ -147,6 +148,7 @@ const char *al_http_reason(int status)
 	case 507: return "Insufficient Storage";
 	default: return "Unknown";
 	}
+	/* clang-format on */
 }
 
 int al_http_head(al_req *r, int status, const char *content_type,

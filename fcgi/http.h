@@ -15,7 +15,7 @@
 #include "db.h"
 #include "err.h"
 #include "query.h"
-#include "vmprobe.h"
+#include "vm/probe.h"
 
 #define AL_URI_PATH_MAX 2048
 

@@ -1,6 +1,6 @@
 /* nic: the vm's network card as the guest init and the agent see it.
  *
- * The host names the MAC a sandbox's NIC must have (core/vmnet.h): the
+ * The host names the MAC a sandbox's NIC must have (core/vm/net.h): the
  * init applies it on GO, the agent on IDENTITY when a standby is claimed.
  * Compiled into both static programs. */
 #ifndef AL_GUEST_NIC_H

@@ -4,7 +4,7 @@
 set -euo pipefail
 
 PKGS=(
-	gcc make clang curl openssl
+	gcc make clang clang-format curl openssl
 	libfcgi-dev nginx-light postgresql libpq-dev libjson-c-dev
 	libnftnl-dev libmnl-dev libbtrfsutil-dev btrfs-progs libssl-dev
 	libluajit-5.1-dev libcmocka-dev libseccomp-dev libcap-dev

@@ -43,21 +43,25 @@ LIBS=(-lpq -ljson-c -lbtrfsutil -lcap -lcrypto -larchive -lpthread)
 # core/ once, as an archive: each target pulls only what it uses.
 mkdir -p "$OUT/obj" "$OUT/artifacts"
 objs=()
-for c in core/*.c; do
+for c in core/*.c core/*/*.c; do
 	# A build tool with a main(), not library code (see the Makefile).
 	[ "$c" = core/sysfilter_gen.c ] && continue
-	o=$OUT/obj/$(basename "${c%.c}").o
+	# Named by path: core/driver.c and core/vm/driver.c are two objects.
+	n=${c#core/}
+	n=${n%.c}
+	n=${n//\//_}
+	o=$OUT/obj/$n.o
 	if [ ! -e "$o" ] || [ "$c" -nt "$o" ] ||
 		[ -n "$(find core -name '*.h' -newer "$o" -print -quit)" ]; then
 		if ! clang "${CFLAGS[@]}" -c "$c" -o "$o" \
-			2>"$OUT/$(basename "$c").log"; then
+			2>"$OUT/$n.log"; then
 			# Only targets that need this object fail (at link).
 			echo "fuzz: warning: $c does not build with clang" \
-				"(see $OUT/$(basename "$c").log)" >&2
+				"(see $OUT/$n.log)" >&2
 			rm -f "$o"
 			continue
 		fi
-		rm -f "$OUT/$(basename "$c").log"
+		rm -f "$OUT/$n.log"
 	fi
 	objs+=("$o")
 done

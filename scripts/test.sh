@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# `make test`: deps, sanitizer build, cmocka unit tests, fuzz regression,
-# then the integration and red-team suites against private stacks (their
-# own temporary state directories and free ports, torn down even on
-# failure).
+# `make test`: deps, sanitizer build, SQL layering and lint checks, cmocka
+# unit tests, fuzz regression, then the integration and red-team suites
+# against private stacks (their own temporary state directories and free
+# ports, torn down even on failure).
 #
 # The last line sums every stage: "N passed, N failed" (", N skipped" when
 # some were skipped). Exit status is non-zero when anything failed.
@@ -78,6 +78,21 @@ else
 	summary+=("sql layering: ok")
 	passed=$((passed + 1))
 fi
+
+stage "lint (make lint: clang-format against .clang-format)"
+# Style is the tool's: scripts/format.sh applies it, make lint checks it.
+lint_out=$(mktemp)
+if make -s lint >"$lint_out" 2>&1; then
+	summary+=("lint: ok")
+	passed=$((passed + 1))
+else
+	grep -o '^[^:]*:[0-9]*:[0-9]*: error' "$lint_out" | head -n 20
+	nf=$(grep -o '^[^:]*:[0-9]*:[0-9]*: error' "$lint_out" | cut -d: -f1 |
+		sort -u | wc -l)
+	summary+=("lint: FAILED ($nf files off style; scripts/format.sh fixes them)")
+	failed=$((failed + 1))
+fi
+rm -f "$lint_out"
 
 stage "guest kernel for the vm driver (make vm-kernel, cached in build-san/vm-cache)"
 # The test stack gets a fresh state directory every run; the kernel and

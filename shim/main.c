@@ -33,7 +33,6 @@
 #include "shim.h"
 #include "spool.h"
 #include "store.h"
-#include "vmprobe.h"
 
 #define HELLO_TIMEOUT_MS 10000
 /* The spec is in a memfd written before the shim was started. */
@@ -294,9 +293,10 @@ static int sandbox_paths(shim *s, const char *id, al_err *err)
 static char *ready_report(const shim *s, al_err *err)
 {
 	al_shim_ready r = {.pid = (int)getpid()};
-	if (s->driver == &al_driver_vm)
-		snprintf(r.accel, sizeof r.accel, "%s",
-			 al_vm_accel_name(al_vm_handle_accel(&s->h)));
+	/* The accelerator is the machine's, known only now (a restore runs
+	 * under the one its snapshot was taken with). */
+	if (s->driver->accel != NULL)
+		snprintf(r.accel, sizeof r.accel, "%s", s->driver->accel(&s->h));
 	return al_shim_ready_pack(&r, err);
 }
 
@@ -376,7 +376,7 @@ static int bring_up_standby(shim *s, al_sandbox *spec,
 					    << 20};
 	if (start_machine(s, s->slot, s->sb.template_name, &defaults, err) < 0)
 		return -1;
-	if (s->driver == &al_driver_vm)
+	if (s->driver->warm_up)
 		shim_warm_up(s);
 	if (al_config_standby_socket(&s->cfg, s->sb.template_name,
 				     s->driver->name, s->slot, s->sock_path,

@@ -16,7 +16,6 @@
 
 #include "log.h"
 #include "shim.h"
-#include "vmprobe.h"
 
 static shim_route *route_add(shim *s, uint16_t kind, int client,
 			     uint32_t client_id)
@@ -150,11 +149,10 @@ static void status_reply(shim *s, int i, uint32_t id)
 							      : "running"));
 	json_object_object_add(o, "driver",
 			       json_object_new_string(s->driver->name));
-	if (s->driver == &al_driver_vm)
+	if (s->driver->accel != NULL)
 		json_object_object_add(
 			o, "accel",
-			json_object_new_string(
-				al_vm_accel_name(al_vm_handle_accel(&s->h))));
+			json_object_new_string(s->driver->accel(&s->h)));
 	json_object_object_add(o, "pid", json_object_new_int(s->h.init_pid));
 	const char *txt = json_object_to_json_string_ext(o,
 						JSON_C_TO_STRING_PLAIN);
@@ -369,16 +367,12 @@ static void machine_exit_reason(shim *s, char *detail, size_t dlen)
 				snprintf(detail, dlen,
 					 "the sandbox's %s was killed by "
 					 "signal %d",
-					 s->driver == &al_driver_vm
-						 ? "virtual machine (QEMU)"
-						 : "init",
+					 s->driver->init_name,
 					 WTERMSIG(status));
 			else
 				snprintf(detail, dlen,
 					 "the sandbox's %s exited with %d",
-					 s->driver == &al_driver_vm
-						 ? "virtual machine (QEMU)"
-						 : "init",
+					 s->driver->init_name,
 					 WEXITSTATUS(status));
 			return;
 		}

@@ -14,7 +14,7 @@
  *
  * On GO, init sets the clock, the hostname, reseeds the kernel RNG with
  * the host's 32 bytes and gives the NIC (the first virtio-net interface)
- * the sandbox's MAC ("02:xx:xx:xx:xx:xx", lowercase; core/vmnet.h), then
+ * the sandbox's MAC ("02:xx:xx:xx:xx:xx", lowercase; core/vm/net.h), then
  * runs airlock-agent with the port as fd 3; the agent sends HELLO. The
  * NIC stays down: init configures no network. When the agent ends (the
  * host closed the channel) init opens the port again and waits for the
@@ -27,7 +27,7 @@
  *
  * Kernel command line: airlock.agent=PATH (default /sbin/airlock-agent);
  * airlock.probe=1 only loads the modules, prints "AIRLOCK-PROBE-OK" on the
- * console and powers off (the host's KVM probe, core/vmprobe.c).
+ * console and powers off (the host's KVM probe, core/vm/probe.c).
  * PID 1 must not exit: a fatal error powers the VM off, which ends QEMU,
  * and the host reports the sandbox as failed. */
 #include <ctype.h>

@@ -136,6 +136,7 @@ static void send_frame(peer *p, uint16_t type, uint32_t id, const void *b,
 /* Frame types worth trying: every real one and a few that are not. */
 static uint16_t pick_type(uint8_t b)
 {
+	/* clang-format off */
 	static const uint16_t types[] = {
 		AL_F_HELLO,	AL_F_EXEC,	AL_F_STARTED,	AL_F_STDIN,
 		AL_F_STDOUT,	AL_F_STDERR,	AL_F_EXIT,	AL_F_SIGNAL,
@@ -145,6 +146,7 @@ static uint16_t pick_type(uint8_t b)
 		0,		16,		31,		37,
 		0xffff,
 	};
+	/* clang-format on */
 	return types[b % (sizeof types / sizeof *types)];
 }
 

@@ -495,7 +495,7 @@ def qemu_of(stack, sid):
 
 def qemu_log_copier(pid):
     """The process that copies a sandbox QEMU's stdout (a pipe) into its
-    capped qemu.log (driver_vm.c, capped_log_pipe), or None."""
+    capped qemu.log (core/vm/machine.c, capped_log_pipe), or None."""
     try:
         out = os.readlink(f"/proc/{pid}/fd/1")
     except OSError:

@@ -188,6 +188,10 @@ def test_killed_qemu_marks_error_and_frees_slot(stack, api, vms):
     body = wait_state(api, sid, "error")
     assert body is not None and body["state"] == "error", body
     assert isinstance(body.get("error"), str) and body["error"], body
+    # The reason says what happened: the shim's channel end names the
+    # virtual machine (the driver's init_name), its SIGCHLD "sandbox init";
+    # whichever the shim saw first.
+    assert "killed by signal 9" in body["error"], body
     # Its slot is free: the shim ended, the rootfs snapshot (with the
     # reflinked disk) and the control socket are gone.
     deadline = time.monotonic() + 30
@@ -300,12 +304,12 @@ def test_qemu_runs_inside_the_sandboxs_limits(stack, api, vms):
         cgroup_file(sid, "memory", "memory.limit_in_bytes", "memory.max"))
 
 
-# QEMU's mac= of every machine's NIC, the template's (core/vmnet.h).
+# QEMU's mac= of every machine's NIC, the template's (core/vm/net.h).
 TEMPLATE_MAC = "52:54:00:12:34:56"
 
 
 def mac_for_id(sid):
-    """The contract of core/vmnet.c (the egress gateway relies on it):
+    """The contract of core/vm/net.c (the egress gateway relies on it):
     0x02 (locally administered, unicast), then the first 5 bytes of
     SHA-256(id)."""
     h = hashlib.sha256(sid.encode()).digest()
@@ -386,7 +390,7 @@ def test_each_sandbox_has_its_own_mac_and_no_network(stack, api, vms):
     assert g.status_code == 200 and "mac" not in g.json(), g.json()
 
 
-# core/vmjail.h
+# core/vm/jail.h
 JAIL_UID_BASE = 1900000000
 JAIL_UID_COUNT = 65536
 

@@ -65,6 +65,7 @@ static void test_overrides(void **state)
 	(void)state;
 	al_config cfg;
 	al_err err;
+	/* clang-format off */
 	static const char *const env[] = {
 		"AIRLOCK_STATE", "/srv/al/",
 		"AIRLOCK_DB", "host=/x dbname=y",
@@ -78,6 +79,7 @@ static void test_overrides(void **state)
 		"AIRLOCK_POOL_FULL_PCT", "80",
 		NULL,
 	};
+	/* clang-format on */
 	assert_int_equal(load(env, &cfg, &err), 0);
 	assert_string_equal(cfg.state_dir, "/srv/al");
 	assert_string_equal(cfg.run_dir, "/srv/al/run");
@@ -306,6 +308,7 @@ static void test_limits_and_quotas(void **state)
 	assert_int_equal(cfg.max_memory_mb, 16384);
 	assert_int_equal(cfg.quota.running_sandboxes, 100);
 	assert_int_equal(cfg.quota.creates_per_minute, 600);
+	/* clang-format off */
 	static const char *const env[] = {
 		"AIRLOCK_MAX_MEMORY_MB", "2048",
 		"AIRLOCK_MAX_PIDS", "1000",
@@ -319,6 +322,7 @@ static void test_limits_and_quotas(void **state)
 		"AIRLOCK_QUOTA_CREATES_PER_MINUTE", "30",
 		NULL,
 	};
+	/* clang-format on */
 	assert_int_equal(load(env, &cfg, &err), 0);
 	assert_int_equal(cfg.max_memory_mb, 2048);
 	assert_int_equal(cfg.max_pids, 1000);

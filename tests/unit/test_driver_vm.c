@@ -28,7 +28,8 @@
 #include "config.h"
 #include "driver.h"
 #include "log.h"
-#include "vmprobe.h"
+#include "vm/probe.h"
+#include "vm/snapshot.h"
 
 static char tmpdir[] = "/tmp/al-vm-test-XXXXXX";
 static char rootfs[256], vmdir[256];
@@ -421,7 +422,7 @@ static void test_pause_resume(void **state)
 	al_frame_reader r;
 	al_err err = {0};
 	start_vm("sbx-p", root, &h, &r, NULL);
-	assert_int_equal(al_vm_handle_accel(&h), AL_VM_TCG);
+	assert_string_equal(drv->accel(&h), "tcg");
 	assert_int_equal(drv->pause(&h, &err), 0);
 	const char *req = "{\"cmd\":[\"true\"],\"stdin\":false}";
 	assert_int_equal(al_frame_send(h.agent_fd, AL_F_EXEC, 9, req,

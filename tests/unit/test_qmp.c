@@ -16,7 +16,7 @@
 #include <cmocka.h>
 
 #include "agentproto.h"
-#include "qmp.h"
+#include "vm/qmp.h"
 
 /* ---- parser ---- */
 

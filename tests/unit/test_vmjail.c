@@ -20,7 +20,7 @@
 
 #include <cmocka.h>
 
-#include "vmjail.h"
+#include "vm/jail.h"
 
 /* ---- helpers ---- */
 

@@ -20,7 +20,7 @@
 
 #include <cmocka.h>
 
-#include "vmmem.h"
+#include "vm/mem.h"
 
 #define MIB (1024 * 1024)
 

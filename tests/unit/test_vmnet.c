@@ -10,7 +10,7 @@
 
 #include <cmocka.h>
 
-#include "vmnet.h"
+#include "vm/net.h"
 
 static void mac_of(const char *id, uint8_t mac[6])
 {

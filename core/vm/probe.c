@@ -1,4 +1,5 @@
-#include "vmprobe.h"
+/* vm probe: see vm/probe.h. */
+#include "vm/probe.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -8,7 +9,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "agentproto.h"
 #include "cleanup.h"
+#include "vm/jail.h"
+#include "vm/machine.h"
 
 const char *al_vm_accel_name(al_vm_accel a)
 {
@@ -154,136 +158,73 @@ int al_vm_usable(const char *state_dir, char *why, size_t whylen)
 	return 1;
 }
 
-int al_vm_template_dir(const al_config *cfg, const char *tmpl, char *out,
-		       size_t outlen, al_err *err)
+/* ---- accelerator probe ---- */
+
+al_vm_accel al_vm_probe(const al_vm_kernel *k, int timeout_ms, char *why,
+			size_t whylen)
 {
-	if (!al_id_valid(tmpl))
-		return al_err_set(err, AL_EINVAL, 0, "invalid template name");
-	/* A versioned template (pool/templates/<t> -> template-versions/<t>/
-	 * <v>/rootfs) keeps its VM artefacts beside that version's rootfs,
-	 * so sandboxes of an older version keep theirs. */
-	char link[AL_PATH_MAX], real[PATH_MAX], versions[AL_PATH_MAX + 32];
-	snprintf(versions, sizeof versions, "%s/template-versions/",
-		 cfg->pool_dir);
-	if (al_config_template_root(cfg, tmpl, link, sizeof link, NULL) == 0 &&
-	    realpath(link, real) != NULL &&
-	    strncmp(real, versions, strlen(versions)) == 0) {
-		size_t rl = strlen(real);
-		if (rl > 7 && strcmp(real + rl - 7, "/rootfs") == 0) {
-			real[rl - 7] = '\0';
-			int n = snprintf(out, outlen, "%s/vm", real);
-			if (n < 0 || (size_t)n >= outlen)
-				return al_err_set(err, AL_EINVAL, 0,
-						  "path for %s too long", tmpl);
-			return 0;
+	snprintf(why, whylen, "unknown");
+	al_autofd int kvm = open("/dev/kvm", O_RDWR | O_CLOEXEC);
+	if (kvm < 0) {
+		snprintf(why, whylen, "/dev/kvm: %s", strerror(errno));
+		return AL_VM_TCG;
+	}
+	al_err err = {0};
+	al_vm_machine m;
+	al_vm_machine_init(&m);
+	if (al_vm_rundir_make(m.rundir, sizeof m.rundir, &err) < 0 ||
+	    al_vmjail_uid_take("probe", &m.uid, &err) < 0) {
+		snprintf(why, whylen, "%s", err.msg);
+		al_vm_machine_release(&m);
+		return AL_VM_TCG;
+	}
+	al_vm_launch l = {.mode = AL_VM_PROBE,
+			  .accel = AL_VM_KVM,
+			  .kernel = k,
+			  .mem_fd = -1,
+			  .rundir = m.rundir,
+			  .uid = m.uid.uid};
+	al_autofd int qmp_fd = -1, agent_fd = -1;
+	al_vm_accel res = AL_VM_TCG;
+	if (al_vm_machine_spawn(&m, &l, &qmp_fd, &agent_fd, &err) < 0) {
+		snprintf(why, whylen, "%s", err.msg);
+		al_vm_machine_release(&m);
+		return AL_VM_TCG;
+	}
+	char serial[128];
+	snprintf(serial, sizeof serial, "%s/serial.log", m.rundir);
+	int64_t deadline = al_now_ms() + timeout_ms;
+	snprintf(why, whylen, "guest did not reach init within %d ms",
+		 timeout_ms);
+	int exited = 0;
+	for (;;) {
+		char buf[4096];
+		al_autofd int fd = open(serial, O_RDONLY | O_CLOEXEC);
+		ssize_t n = fd >= 0 ? read(fd, buf, sizeof buf - 1) : 0;
+		if (n > 0) {
+			buf[n] = '\0';
+			if (memmem(buf, (size_t)n, AL_VM_PROBE_MARKER,
+				   strlen(AL_VM_PROBE_MARKER)) != NULL) {
+				res = AL_VM_KVM;
+				snprintf(why, whylen, "guest booted under kvm");
+				break;
+			}
 		}
-	}
-	int n = snprintf(out, outlen, "%s/vm/%s", cfg->pool_dir, tmpl);
-	if (n < 0 || (size_t)n >= outlen)
-		return al_err_set(err, AL_EINVAL, 0, "path for %s too long",
-				  tmpl);
-	return 0;
-}
-
-/* The template's VM directory (target of tmpl_root/.airlock-vm). */
-static int template_vmdir(const char *tmpl_root, char *out, size_t len)
-{
-	char link[AL_PATH_MAX + 16];
-	int k = snprintf(link, sizeof link, "%s/.airlock-vm", tmpl_root);
-	if (k < 0 || (size_t)k >= sizeof link)
-		return -1;
-	ssize_t n = readlink(link, out, len - 1);
-	if (n <= 0 || (size_t)n >= len - 16)
-		return -1;
-	out[n] = '\0';
-	return out[0] == '/' ? 0 : -1;
-}
-
-int al_vm_template_ready(const char *tmpl_root, char *why, size_t whylen)
-{
-	char dir[AL_PATH_MAX], p[AL_PATH_MAX + 16];
-	if (template_vmdir(tmpl_root, dir, sizeof dir) < 0) {
-		snprintf(why, whylen, "the template has no VM image yet");
-		return 0;
-	}
-	static const char *const names[] = {"disk.ext4", "mem", "state",
-					    "accel"};
-	for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
-		snprintf(p, sizeof p, "%s/%s", dir, names[i]);
-		if (access(p, R_OK) < 0) {
-			snprintf(why, whylen,
-				 "the template's VM snapshot is incomplete "
-				 "(no %s)",
-				 names[i]);
-			return 0;
+		if (exited)
+			break;
+		if (al_vm_machine_exited(&m, 20)) {
+			char tail[160];
+			al_vm_machine_log_tail(&m, tail, sizeof tail);
+			snprintf(why, whylen, "QEMU exited under kvm: %s",
+				 tail[0] != '\0' ? tail : "no message");
+			/* The marker may have landed right before exit: one
+			 * more read. */
+			exited = 1;
+			continue;
 		}
+		if (al_now_ms() >= deadline)
+			break;
 	}
-	why[0] = '\0';
-	return 1;
-}
-
-uint64_t al_vm_disk_size(uint64_t image_bytes, uint64_t disk_bytes)
-{
-	uint64_t want = disk_bytes & ~((1ull << 20) - 1);
-	return want > image_bytes ? want : image_bytes;
-}
-
-int al_vm_snapshot_current(const char *vmdir)
-{
-	char p[AL_PATH_MAX + 16], got[16] = "";
-	if ((size_t)snprintf(p, sizeof p, "%s/format", vmdir) >= sizeof p)
-		return 0;
-	al_autofd int fd = open(p, O_RDONLY | O_CLOEXEC);
-	ssize_t n = fd >= 0 ? read(fd, got, sizeof got - 1) : -1;
-	if (n < 0)
-		return 0;
-	got[n] = '\0';
-	return strcmp(got, AL_VM_SNAPSHOT_FORMAT) == 0;
-}
-
-/* a's modification time is later than b's. */
-static int newer(const struct stat *a, const struct stat *b)
-{
-	if (a->st_mtim.tv_sec != b->st_mtim.tv_sec)
-		return a->st_mtim.tv_sec > b->st_mtim.tv_sec;
-	return a->st_mtim.tv_nsec > b->st_mtim.tv_nsec;
-}
-
-int al_vm_template_stale(const char *tmpl_root, const char *state_dir,
-			 al_vm_accel accel)
-{
-	char dir[AL_PATH_MAX], p[AL_PATH_MAX + 32], why[8], got[8] = "";
-	if (!al_vm_template_ready(tmpl_root, why, sizeof why) ||
-	    template_vmdir(tmpl_root, dir, sizeof dir) < 0)
-		return 1;
-	snprintf(p, sizeof p, "%s/accel", dir);
-	{
-		al_autofd int fd = open(p, O_RDONLY | O_CLOEXEC);
-		ssize_t n = fd >= 0 ? read(fd, got, sizeof got - 1) : -1;
-		if (n < 0)
-			return 1;
-		got[n] = '\0';
-	}
-	if (strcmp(got, al_vm_accel_name(accel)) != 0 ||
-	    !al_vm_snapshot_current(dir))
-		return 1;
-	struct stat snap, in;
-	snprintf(p, sizeof p, "%s/state", dir);
-	if (stat(p, &snap) < 0)
-		return 1;
-	al_vm_kernel k;
-	al_err err;
-	/* A QEMU upgrade may change device state: snapshot again. */
-	const char *inputs[4] = {NULL, NULL, NULL, AL_VM_QEMU};
-	snprintf(p, sizeof p, "%s/sbin/airlock-agent", tmpl_root);
-	inputs[0] = p;
-	if (al_vm_kernel_find(state_dir, &k, &err) == 0) {
-		inputs[1] = k.vmlinuz;
-		inputs[2] = k.initrd;
-	}
-	for (size_t i = 0; i < 4; i++)
-		if (inputs[i] != NULL && stat(inputs[i], &in) == 0 &&
-		    newer(&in, &snap))
-			return 1;
-	return 0;
+	al_vm_machine_release(&m);
+	return res;
 }

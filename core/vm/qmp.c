@@ -1,4 +1,4 @@
-#include "qmp.h"
+#include "vm/qmp.h"
 
 #include <errno.h>
 #include <fcntl.h>

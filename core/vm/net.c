@@ -1,5 +1,5 @@
-/* vmnet: a vm sandbox's MAC address, derived from its id (vmnet.h). */
-#include "vmnet.h"
+/* vmnet: a vm sandbox's MAC address, derived from its id (vm/net.h). */
+#include "vm/net.h"
 
 #include <stdio.h>
 #include <string.h>

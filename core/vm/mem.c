@@ -1,5 +1,5 @@
-/* vmmem: see vmmem.h. */
-#include "vmmem.h"
+/* vmmem: see vm/mem.h. */
+#include "vm/mem.h"
 
 #include <errno.h>
 #include <fcntl.h>

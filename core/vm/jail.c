@@ -1,7 +1,7 @@
-/* vmjail: see vmjail.h. The child side runs between clone3 and execve in
+/* vmjail: see vm/jail.h. The child side runs between clone3 and execve in
  * a copy of a single-threaded caller: no allocation, no stdio, errors go
  * back to the parent through a close-on-exec pipe (EOF = exec done). */
-#include "vmjail.h"
+#include "vm/jail.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -1,0 +1,76 @@
+/* vm snapshot: a template's VM artefacts, the disk image every sandbox
+ * of it reflinks and the base snapshot every sandbox restores from
+ * (vm/driver.c), built once per template version by the controller or
+ * the builder.
+ *
+ * Files:
+ *   POOL/vm/<template>       VMDIR of a template (al_vm_template_dir): on
+ *                            the pool's filesystem, so disks reflink
+ *   VMDIR/disk.ext4          the template's root disk (mkfs.ext4 -d)
+ *   VMDIR/mem, VMDIR/state   the base snapshot: guest RAM, device state
+ *   VMDIR/accel              accelerator the snapshot was taken under
+ *   VMDIR/format             AL_VM_SNAPSHOT_FORMAT of the Airlock that
+ *                            took it (devices, init protocol)
+ *   ROOTFS/.airlock-vm       symlink to VMDIR (absolute), so a sandbox
+ *                            made from the template's subvolume finds it
+ *   ROOTFS/.airlock-disk.ext4  the sandbox's reflinked copy of the disk,
+ *                            grown to its disk limit (al_vm_disk_size) */
+#ifndef AL_VM_SNAPSHOT_H
+#define AL_VM_SNAPSHOT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "config.h"
+#include "err.h"
+#include "vm/probe.h"
+
+#define AL_VM_LINK ".airlock-vm"
+#define AL_VM_DISK ".airlock-disk.ext4"
+/* The template's disk image: the product's default disk_mb, so a default
+ * create (and every smaller one, capped by its qgroup) starts with no
+ * grow; a larger disk_mb grows it after the restore. */
+#define AL_VM_DISK_BYTES (4096ull << 20)
+/* Raised whenever QEMU's devices, the guest kernel's command line, the
+ * GO line or the agent's frames change: a snapshot of another format is
+ * not restored but rebuilt. 2: virtio-net, MAC in GO. 3: tickless idle
+ * guest (TSC kept). 4: the agent grows the disk (DISK_GROW), 4 GiB image. */
+#define AL_VM_SNAPSHOT_FORMAT "4"
+
+/* Build a template's VM artefacts in vmdir (created if missing) from the
+ * template root filesystem rootfs: disk.ext4 via mkfs.ext4 -d, then boot
+ * it once, wait for the guest init, and save the base snapshot (mem,
+ * state, accel). Finally points rootfs/.airlock-vm at vmdir. Everything
+ * is written under temporary names and renamed, so a half-built snapshot
+ * is never used. */
+int al_vm_template_build(const char *rootfs, const char *vmdir,
+			 const al_vm_kernel *k, al_vm_accel accel,
+			 al_err *err);
+
+/* Where a template's VM artefacts are built: beside its current
+ * version's rootfs (template-versions/<t>/<v>/vm), or POOL/vm/<template>
+ * for a template without versions. */
+int al_vm_template_dir(const al_config *cfg, const char *tmpl, char *out,
+		       size_t outlen, al_err *err);
+
+/* 1 if the template root tmpl_root points (.airlock-vm) at a complete
+ * base snapshot (disk.ext4, mem, state, accel); else 0 with why. */
+int al_vm_template_ready(const char *tmpl_root, char *why, size_t whylen);
+
+/* 1 if the template's VM artefacts must be (re)built: missing, taken
+ * under another accelerator than accel, or older than what went into
+ * them (the agent in the template, the guest kernel and initrd). */
+int al_vm_template_stale(const char *tmpl_root, const char *state_dir,
+			 al_vm_accel accel);
+
+/* 1 if the snapshot in vmdir was taken in AL_VM_SNAPSHOT_FORMAT. */
+int al_vm_snapshot_current(const char *vmdir);
+
+/* Bytes a vm sandbox's disk image is grown to for its disk limit
+ * disk_bytes: the limit in whole MiB, so that the guest's filesystem is
+ * as big as the limit, but never less than the template's image
+ * (image_bytes), which ext4 cannot shrink to online; below it the host's
+ * qgroup stops the guest's writes instead (EIO). */
+uint64_t al_vm_disk_size(uint64_t image_bytes, uint64_t disk_bytes);
+
+#endif
