@@ -167,7 +167,7 @@ int al_policy_call_entry(lua_State *L, int nargs)
 	lua_getallocf(L, &ud);
 	al_policy_state *st = ud;
 	int base = lua_gettop(L) - nargs;
-	lua_pushcfunction(L, entry_msgh);
+	lua_rawgeti(L, LUA_REGISTRYINDEX, st->msgh_ref);
 	lua_rawgeti(L, LUA_REGISTRYINDEX, st->entry_ref);
 	for (int i = 0; i < nargs; i++)
 		lua_pushvalue(L, base + 1 + i);
@@ -185,6 +185,20 @@ int al_policy_call_entry(lua_State *L, int nargs)
 	return nres;
 }
 
+struct run {
+	lua_CFunction fn;
+	void *ud;
+};
+
+/* The protected side of al_policy_run: fn(L) with ud as its argument. */
+static int runner(lua_State *L)
+{
+	struct run *r = lua_touserdata(L, 1);
+	lua_pushlightuserdata(L, r->ud);
+	lua_replace(L, 1);
+	return r->fn(L);
+}
+
 int al_policy_run(al_policy_state *st, lua_CFunction fn, void *ud,
 		  char *msg, size_t msg_len)
 {
@@ -192,9 +206,16 @@ int al_policy_run(al_policy_state *st, lua_CFunction fn, void *ud,
 	st->out_of_budget = false;
 	st->out_of_memory = false;
 	window_open(st, st->mem_call);
+	/* Re-arming restarts the count. The hook stays set between calls
+	 * (nothing runs then): clearing it would make LuaJIT rewrite its
+	 * dispatch table twice a call. */
 	lua_sethook(L, budget_hook, LUA_MASKCOUNT, (int)st->instructions);
-	int rc = lua_cpcall(L, fn, ud);
-	lua_sethook(L, NULL, 0, 0);
+	/* Neither push allocates (a registry read, a light userdata, and C
+	 * always has LUA_MINSTACK slots). */
+	struct run r = {fn, ud};
+	lua_rawgeti(L, LUA_REGISTRYINDEX, st->runner_ref);
+	lua_pushlightuserdata(L, &r);
+	int rc = lua_pcall(L, 1, 0, 0);
 	window_close(st);
 	if (rc == 0)
 		return 0;
@@ -343,6 +364,13 @@ static int open_restricted(lua_State *L)
 	lua_pushcclosure(L, lua_policy_log, 1);
 	lua_setglobal(L, "log");
 	al_policy_open_helpers(L);
+	void *ud;
+	lua_getallocf(L, &ud);
+	al_policy_state *st = ud;
+	lua_pushcfunction(L, runner);
+	st->runner_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+	lua_pushcfunction(L, entry_msgh);
+	st->msgh_ref = luaL_ref(L, LUA_REGISTRYINDEX);
 	return 0;
 }
 

@@ -24,6 +24,9 @@ typedef struct al_policy_state {
 	bool out_of_memory; /* the entry's call failed an allocation */
 	char budget_msg[160];
 	int entry_ref;      /* registry ref of the entry function */
+	/* Registry refs of the C functions every call uses, made once so
+	 * that a call's preamble allocates nothing unprotected. */
+	int runner_ref, msgh_ref;
 } al_policy_state;
 
 /* Token bucket of one policy's log lines. */
@@ -52,7 +55,7 @@ struct al_policy {
 	al_policy_loglimit errlog, userlog;
 };
 
-/* Run fn(L) protected (lua_cpcall with ud) under one call's instruction
+/* Run fn(L) protected, ud its light userdata argument, under one call's instruction
  * budget and memory window. fn pushes the entry's arguments, calls
  * al_policy_call_entry and reads its results into ud. 0 on success; -1
  * with why in msg (file:line when Lua knows it), the state cleaned. */
