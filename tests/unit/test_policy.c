@@ -539,6 +539,34 @@ static void test_states_isolated(void **state)
 	al_policy_close(b);
 }
 
+/* Tables' __gc never runs (LuaJIT has 5.1 semantics and newproxy is
+ * gone): nothing of a policy runs at collection, outside a budget. */
+static void test_no_finalizers(void **state)
+{
+	(void)state;
+	al_policy *p = open_src(
+		"ran = 0\n"
+		"function egress(req)\n"
+		"  for i = 1, 100 do\n"
+		"    setmetatable({}, { __gc = function() ran = ran + 1 end })\n"
+		"  end\n"
+		"  if req.metadata.fail then error('collect now') end\n"
+		"  return allow(tostring(ran))\n"
+		"end\n");
+	al_policy_kv meta[] = {{"fail", "1"}};
+	al_egress_req r = req_for("example.com", (const char *const[]){"*"},
+				  1);
+	al_egress_decision d;
+	r.metadata = meta;
+	r.n_metadata = 1;
+	/* A failed call is followed by a full collection. */
+	assert_int_equal(al_policy_egress(p, &r, &d), -1);
+	r.n_metadata = 0;
+	assert_int_equal(al_policy_egress(p, &r, &d), 0);
+	assert_string_equal(d.reason, "0");
+	al_policy_close(p);
+}
+
 static void test_bad_files_refused(void **state)
 {
 	(void)state;
@@ -561,10 +589,13 @@ static void test_bad_files_refused(void **state)
 		"function egress(req) return allow() end\n"
 		"function self_test() return false, 'broken on purpose' end",
 		"function egress(req) return 42 end", /* fails the dry run */
+		"big = string.rep('x', 2^30)\n"
+		"function egress(req) return allow() end",
 	};
 	static const char *const why[] = {
 		"test.lua:1:", "defines no function egress",
 		"instruction budget", "broken on purpose", "dry decision",
+		"not enough memory",
 	};
 	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
 		memset(&err, 0, sizeof err);
@@ -661,6 +692,7 @@ int main(void)
 		cmocka_unit_test(test_garbage_answers_deny),
 		cmocka_unit_test(test_escape_routes_absent),
 		cmocka_unit_test(test_states_isolated),
+		cmocka_unit_test(test_no_finalizers),
 		cmocka_unit_test(test_bad_files_refused),
 		cmocka_unit_test(test_reload),
 	};
