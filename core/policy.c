@@ -205,6 +205,10 @@ int al_policy_run(al_policy_state *st, lua_CFunction fn, void *ud,
 	lua_State *L = st->L;
 	st->out_of_budget = false;
 	st->out_of_memory = false;
+	/* Garbage must not eat the call's window: a policy that keeps much
+	 * alive lets the GC wait until the state is nearly full. */
+	if (st->used > st->mem_state - st->mem_call)
+		lua_gc(L, LUA_GCCOLLECT, 0);
 	window_open(st, st->mem_call);
 	/* Re-arming restarts the count. The hook stays set between calls
 	 * (nothing runs then): clearing it would make LuaJIT rewrite its
@@ -580,6 +584,8 @@ static al_policy *policy_new(const char *name, enum al_policy_kind kind,
 		if (limits->instructions > 0)
 			p->limits.instructions = limits->instructions;
 	}
+	if (p->limits.mem_call > p->limits.mem_state)
+		p->limits.mem_call = p->limits.mem_state;
 	if (p->limits.instructions > (unsigned)INT32_MAX / LOAD_BUDGET_FACTOR)
 		p->limits.instructions = INT32_MAX / LOAD_BUDGET_FACTOR;
 	return p;

@@ -339,6 +339,30 @@ static void test_memory_bombs_deny(void **state)
 	al_policy_close(p);
 }
 
+/* A policy that keeps 10 of its 16 MiB alive and makes 3 MiB of garbage
+ * a call still decides every time (LuaJIT's GC mostly keeps up by itself;
+ * al_policy_run also collects first when the window would be short). */
+static void test_window_despite_garbage(void **state)
+{
+	(void)state;
+	al_policy *p = open_src(
+		"keep = {}\n"
+		"for i = 1, 10000 do keep[i] = string.rep('k', 1000) .. i end\n"
+		"function egress(req)\n"
+		"  local t = {}\n"
+		"  for i = 1, 3000 do t[i] = string.rep('x', 1000) .. i end\n"
+		"  return allow(tostring(#t))\n"
+		"end\n");
+	al_egress_req r = req_for("example.com", (const char *const[]){"*"},
+				  1);
+	for (int i = 0; i < 5; i++) {
+		al_egress_decision d;
+		assert_int_equal(al_policy_egress(p, &r, &d), 0);
+		assert_string_equal(d.reason, "3000");
+	}
+	al_policy_close(p);
+}
+
 /* fd 2 to a file while fn runs; returns the file's text. */
 static char *capture_log(void (*fn)(al_policy *), al_policy *p)
 {
@@ -688,6 +712,7 @@ int main(void)
 		cmocka_unit_test(test_names),
 		cmocka_unit_test(test_loop_denies_within_budget),
 		cmocka_unit_test(test_memory_bombs_deny),
+		cmocka_unit_test(test_window_despite_garbage),
 		cmocka_unit_test(test_errors_logged_with_line_rate_limited),
 		cmocka_unit_test(test_garbage_answers_deny),
 		cmocka_unit_test(test_escape_routes_absent),
