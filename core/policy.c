@@ -112,15 +112,20 @@ static void window_close(al_policy_state *st)
 	st->limit = st->mem_state + MEM_SLACK;
 }
 
+static al_policy_state *state_of(lua_State *L)
+{
+	void *ud;
+	lua_getallocf(L, &ud);
+	return ud;
+}
+
 /* ---- the budget: the count hook fires once the call's instructions are
  * spent (it is re-armed for every call) ---- */
 
 static void budget_hook(lua_State *L, lua_Debug *ar)
 {
 	(void)ar;
-	void *ud;
-	lua_getallocf(L, &ud);
-	al_policy_state *st = ud;
+	al_policy_state *st = state_of(L);
 	lua_Debug d;
 	st->out_of_budget = true;
 	if (lua_getstack(L, 0, &d) && lua_getinfo(L, "Sl", &d))
@@ -161,17 +166,17 @@ static int entry_msgh(lua_State *L)
 	return 1;
 }
 
-int al_policy_call_entry(lua_State *L, int nargs)
+void al_policy_push_entry(lua_State *L)
 {
-	void *ud;
-	lua_getallocf(L, &ud);
-	al_policy_state *st = ud;
-	int base = lua_gettop(L) - nargs;
+	lua_rawgeti(L, LUA_REGISTRYINDEX, state_of(L)->entry_ref);
+}
+
+int al_policy_pcall(lua_State *L, int nargs)
+{
+	al_policy_state *st = state_of(L);
+	int h = lua_gettop(L) - nargs;
 	lua_rawgeti(L, LUA_REGISTRYINDEX, st->msgh_ref);
-	lua_rawgeti(L, LUA_REGISTRYINDEX, st->entry_ref);
-	for (int i = 0; i < nargs; i++)
-		lua_pushvalue(L, base + 1 + i);
-	int h = base + 1 + nargs;
+	lua_insert(L, h);
 	int rc = lua_pcall(L, nargs, LUA_MULTRET, h);
 	if (rc != 0) {
 		/* Rethrown as a plain error: remember what it was. */
@@ -179,9 +184,7 @@ int al_policy_call_entry(lua_State *L, int nargs)
 		lua_error(L); /* the handled message, out to al_policy_run */
 	}
 	int nres = lua_gettop(L) - h;
-	/* Drop the arguments and the handler, keep the results. */
-	for (int i = 0; i <= nargs; i++)
-		lua_remove(L, base + 1);
+	lua_remove(L, h);
 	return nres;
 }
 
@@ -368,9 +371,7 @@ static int open_restricted(lua_State *L)
 	lua_pushcclosure(L, lua_policy_log, 1);
 	lua_setglobal(L, "log");
 	al_policy_open_helpers(L);
-	void *ud;
-	lua_getallocf(L, &ud);
-	al_policy_state *st = ud;
+	al_policy_state *st = state_of(L);
 	lua_pushcfunction(L, runner);
 	st->runner_ref = luaL_ref(L, LUA_REGISTRYINDEX);
 	lua_pushcfunction(L, entry_msgh);

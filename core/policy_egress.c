@@ -181,12 +181,33 @@ static int lua_deny(lua_State *L)
 	return verdict(L, 0);
 }
 
+/* request(entry, fields...): req as the policy sees it. Its own chunk,
+ * reachable only from the registry. */
+static const char request_src[] =
+	"return function(f, name, port, protocol, method, path, sandbox,\n"
+	"                template, project, mode, build, metadata, allow,\n"
+	"                deny)\n"
+	"  return f({ name = name, port = port, protocol = protocol,\n"
+	"             method = method, path = path, sandbox = sandbox,\n"
+	"             template = template, project = project, mode = mode,\n"
+	"             build = build, metadata = metadata, allow = allow,\n"
+	"             deny = deny })\n"
+	"end\n";
+#define REQUEST_NARGS 14
+
 void al_policy_open_helpers(lua_State *L)
 {
 	lua_register(L, "match", lua_match);
 	lua_register(L, "match_any", lua_match_any);
 	lua_register(L, "allow", lua_allow);
 	lua_register(L, "deny", lua_deny);
+	if (luaL_loadbufferx(L, request_src, sizeof request_src - 1,
+			     "=request", "t") != 0)
+		lua_error(L);
+	lua_call(L, 0, 1);
+	void *ud;
+	lua_getallocf(L, &ud);
+	((al_policy_state *)ud)->request_ref = luaL_ref(L, LUA_REGISTRYINDEX);
 }
 
 /* ---- one request through the policy ---- */
@@ -196,23 +217,21 @@ struct ask {
 	al_egress_decision *out;
 };
 
-static void set_str(lua_State *L, const char *key, const char *v)
+static void push_str(lua_State *L, const char *v)
 {
-	if (v == NULL)
-		return;
-	lua_pushstring(L, v);
-	lua_setfield(L, -2, key);
+	if (v != NULL)
+		lua_pushstring(L, v);
+	else
+		lua_pushnil(L);
 }
 
-static void set_list(lua_State *L, const char *key, const char *const *v,
-		     size_t n)
+static void push_list(lua_State *L, const char *const *v, size_t n)
 {
 	lua_createtable(L, (int)n, 0);
 	for (size_t i = 0; i < n; i++) {
 		lua_pushstring(L, v[i]);
 		lua_rawseti(L, -2, (int)i + 1);
 	}
-	lua_setfield(L, -2, key);
 }
 
 static int ask_policy(lua_State *L)
@@ -220,29 +239,29 @@ static int ask_policy(lua_State *L)
 	struct ask *a = lua_touserdata(L, 1);
 	const al_egress_req *r = a->req;
 	lua_settop(L, 0);
-	lua_createtable(L, 0, 16);
-	set_str(L, "name", r->name);
+	void *ud;
+	lua_getallocf(L, &ud);
+	lua_rawgeti(L, LUA_REGISTRYINDEX, ((al_policy_state *)ud)->request_ref);
+	al_policy_push_entry(L);
+	push_str(L, r->name);
 	lua_pushinteger(L, (lua_Integer)r->port);
-	lua_setfield(L, -2, "port");
-	set_str(L, "protocol", proto_names[r->protocol]);
-	set_str(L, "method", r->method);
-	set_str(L, "path", r->path);
-	set_str(L, "sandbox", r->sandbox);
-	set_str(L, "template", r->template_name);
-	set_str(L, "project", r->project);
-	set_str(L, "mode", mode_names[r->mode]);
+	push_str(L, proto_names[r->protocol]);
+	push_str(L, r->method);
+	push_str(L, r->path);
+	push_str(L, r->sandbox);
+	push_str(L, r->template_name);
+	push_str(L, r->project);
+	push_str(L, mode_names[r->mode]);
 	lua_pushboolean(L, r->build);
-	lua_setfield(L, -2, "build");
 	lua_createtable(L, 0, (int)r->n_metadata);
 	for (size_t i = 0; i < r->n_metadata; i++) {
 		lua_pushstring(L, r->metadata[i].value);
 		lua_setfield(L, -2, r->metadata[i].key);
 	}
-	lua_setfield(L, -2, "metadata");
-	set_list(L, "allow", r->allow, r->n_allow);
-	set_list(L, "deny", r->deny, r->n_deny);
+	push_list(L, r->allow, r->n_allow);
+	push_list(L, r->deny, r->n_deny);
 
-	int n = al_policy_call_entry(L, 1);
+	int n = al_policy_pcall(L, REQUEST_NARGS);
 	if (n < 1 || n > 2 || lua_type(L, 1) != LUA_TBOOLEAN ||
 	    (n == 2 && !lua_isnil(L, 2) && lua_type(L, 2) != LUA_TSTRING))
 		return luaL_error(L, "egress() returned %d value(s) (%s), not"

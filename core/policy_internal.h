@@ -27,6 +27,10 @@ typedef struct al_policy_state {
 	/* Registry refs of the C functions every call uses, made once so
 	 * that a call's preamble allocates nothing unprotected. */
 	int runner_ref, msgh_ref;
+	/* egress: a Lua function that builds the request table and calls
+	 * the entry (a table constructor costs less than a dozen
+	 * lua_setfield calls). */
+	int request_ref;
 } al_policy_state;
 
 /* Token bucket of one policy's log lines. */
@@ -56,14 +60,17 @@ struct al_policy {
 };
 
 /* Run fn(L) protected, ud its light userdata argument, under one call's instruction
- * budget and memory window. fn pushes the entry's arguments, calls
- * al_policy_call_entry and reads its results into ud. 0 on success; -1
+ * budget and memory window. fn pushes the entry and its arguments, calls
+ * al_policy_pcall and reads its results into ud. 0 on success; -1
  * with why in msg (file:line when Lua knows it), the state cleaned. */
 int al_policy_run(al_policy_state *st, lua_CFunction fn, void *ud,
 		  char *msg, size_t msg_len);
-/* Inside fn: call the entry function with the nargs values on top of the
- * stack; returns how many results it left there (errors propagate). */
-int al_policy_call_entry(lua_State *L, int nargs);
+/* Inside fn: push the file's entry function. */
+void al_policy_push_entry(lua_State *L);
+/* Inside fn: call the function below the nargs values on top of the stack,
+ * with the handler that gives errors their file and line; returns how
+ * many results it left in its place (errors propagate). */
+int al_policy_pcall(lua_State *L, int nargs);
 /* Log a policy failure (rate-limited) and count it in the status. */
 void al_policy_failed(al_policy *p, const char *msg);
 /* Copy a reason or message, keeping printable ASCII (others become '?'),
