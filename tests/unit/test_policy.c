@@ -448,6 +448,33 @@ static void test_errors_logged_with_line_rate_limited(void **state)
 	al_policy_close(p);
 }
 
+static void log_many(al_policy *p)
+{
+	al_egress_req r = req_for("example.com", (const char *const[]){"*"},
+				  1);
+	for (int i = 0; i < 100; i++) {
+		al_egress_decision d;
+		assert_int_equal(al_policy_egress(p, &r, &d), 0);
+		assert_true(d.allow);
+	}
+}
+
+/* log(): a policy's own lines, printable only (no forged lines) and
+ * rate-limited like its errors. */
+static void test_policy_log(void **state)
+{
+	(void)state;
+	al_policy *p = open_src("function egress(req)\n"
+				"  log('asked\\nfake line ' .. req.name)\n"
+				"  return allow()\n"
+				"end\n");
+	char *log = capture_log(log_many, p);
+	assert_non_null(strstr(log, "asked?fake line example.com"));
+	assert_true(count_lines(log) <= 6);
+	free(log);
+	al_policy_close(p);
+}
+
 static void test_garbage_answers_deny(void **state)
 {
 	(void)state;
@@ -714,6 +741,7 @@ int main(void)
 		cmocka_unit_test(test_memory_bombs_deny),
 		cmocka_unit_test(test_window_despite_garbage),
 		cmocka_unit_test(test_errors_logged_with_line_rate_limited),
+		cmocka_unit_test(test_policy_log),
 		cmocka_unit_test(test_garbage_answers_deny),
 		cmocka_unit_test(test_escape_routes_absent),
 		cmocka_unit_test(test_states_isolated),
