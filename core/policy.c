@@ -233,8 +233,14 @@ int al_policy_run(al_policy_state *st, lua_CFunction fn, void *ud,
 			 "not enough memory (a call may add %zu bytes to the"
 			 " state's %zu)", st->mem_call, st->mem_state);
 	else {
-		const char *m = lua_tostring(L, -1);
-		snprintf(msg, msg_len, "%s", m != NULL ? m : "error");
+		/* The policy's own text (error("...")) and bits of its
+		 * source (syntax errors) go to logs and GET /v1/info. */
+		size_t len = 0;
+		const char *m = lua_tolstring(L, -1, &len);
+		if (m == NULL)
+			snprintf(msg, msg_len, "error");
+		else
+			al_policy_copy_printable(msg, msg_len, m, len);
 	}
 	lua_settop(L, 0);
 	/* What the failed call left is garbage: the next call gets its

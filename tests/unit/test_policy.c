@@ -424,6 +424,21 @@ static void test_errors_logged_with_line_rate_limited(void **state)
 	assert_int_equal(st.failures, 200);
 	al_policy_close(p);
 
+	/* A message cannot forge a log line. */
+	p = open_src("function egress(req)\n"
+		     "  if req.sandbox == 'sb-1' then\n"
+		     "    error('x\\n2026-01-01 fake: line')\n"
+		     "  end\n"
+		     "  return allow()\n"
+		     "end\n");
+	al_egress_req fr = req_for("example.com",
+				   (const char *const[]){"*"}, 1);
+	al_egress_decision fd;
+	assert_int_equal(al_policy_egress(p, &fr, &fd), -1);
+	al_policy_status(p, &st);
+	assert_non_null(strstr(st.last_failure, "x?2026-01-01 fake: line"));
+	al_policy_close(p);
+
 	/* A runtime error, and error() without a position. */
 	p = open_src("function egress(req)\n"
 		     "  if req.sandbox ~= 'sb-1' then return deny() end\n"
