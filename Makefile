@@ -24,8 +24,8 @@ LDFLAGS += $(SANFLAGS) -pie -Wl,-z,relro,-z,now
 CORE_SRC := $(filter-out core/sysfilter_gen.c,$(wildcard core/*.c core/*/*.c))
 CORE_OBJ := $(CORE_SRC:%.c=$(B)/obj/%.o) $(B)/obj/gen/sysfilter_bpf.o
 LIBAL    := $(B)/libairlock.a
-CORE_LIBS := -lpq -ljson-c -lbtrfsutil -lcap -lcrypto -larchive -lpthread \
-             -lmnl -lnftnl
+CORE_LIBS := -lpq -ljson-c -lbtrfsutil -lcap -lcrypto -larchive -lluajit-5.1 \
+             -lpthread -lmnl -lnftnl
 
 FCGI_OBJ := $(patsubst %.c,$(B)/obj/%.o,$(wildcard fcgi/*.c))
 SHIM_OBJ := $(patsubst %.c,$(B)/obj/%.o,$(wildcard shim/*.c))

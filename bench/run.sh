@@ -183,3 +183,5 @@ done
 echo
 echo "bench: start steps, from $STATE/log/shim.log"
 /usr/bin/python3 bench/steps.py "$STATE/log/shim.log"
+
+bench/policy.sh # egress policy decision time beside a plain C loop

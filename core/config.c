@@ -113,6 +113,28 @@ static void exe_dir(char *out, size_t outlen)
 		memcpy(out, buf, (size_t)(slash - buf) + 1);
 }
 
+/* A directory shipped in the source tree: var when set, else <rel> of
+ * the checkout the binary was built in (build/<prog> and
+ * build-san/<prog> sit beside it), else the installed path. */
+static int tree_dir(char out[AL_PATH_MAX],
+		    const char *(*lookup)(const char *), const char *var,
+		    const char *bindir, const char *rel, const char *installed,
+		    al_err *err)
+{
+	const char *v = lookup(var);
+	if (v != NULL && v[0] != '\0')
+		return set_path(out, var, v, err);
+	char guess[AL_PATH_MAX + 16];
+	char real[PATH_MAX];
+	snprintf(guess, sizeof guess, "%s/../%s", bindir, rel);
+	if (bindir[0] != '\0' && dir_exists(guess) &&
+	    realpath(guess, real) != NULL && strlen(real) < 400)
+		snprintf(out, AL_PATH_MAX, "%s", real);
+	else
+		snprintf(out, AL_PATH_MAX, "%s", installed);
+	return 0;
+}
+
 /* Unsigned settings of the form VAR=N, each with its range. */
 static const struct limit_var {
 	const char *var;
@@ -272,22 +294,11 @@ int al_config_load_from(al_config *cfg, const char *(*lookup)(const char *),
 	char bindir[AL_PATH_MAX];
 	exe_dir(bindir, sizeof bindir);
 
-	v = lookup("AIRLOCK_SQL_DIR");
-	if (v != NULL && v[0] != '\0') {
-		if (set_path(cfg->sql_dir, "AIRLOCK_SQL_DIR", v, err) < 0)
-			return -1;
-	} else {
-		/* build/<prog> or build-san/<prog> sit beside core/sql. */
-		char guess[AL_PATH_MAX + 16];
-		char real[PATH_MAX];
-		snprintf(guess, sizeof guess, "%s/../core/sql", bindir);
-		if (bindir[0] != '\0' && dir_exists(guess) &&
-		    realpath(guess, real) != NULL && strlen(real) < 400)
-			snprintf(cfg->sql_dir, sizeof cfg->sql_dir, "%s", real);
-		else
-			snprintf(cfg->sql_dir, sizeof cfg->sql_dir,
-				 "/usr/share/airlock/sql");
-	}
+	if (tree_dir(cfg->sql_dir, lookup, "AIRLOCK_SQL_DIR", bindir,
+		     "core/sql", "/usr/share/airlock/sql", err) < 0 ||
+	    tree_dir(cfg->policies_dir, lookup, "AIRLOCK_POLICIES", bindir,
+		     "policies", "/etc/airlock/policies", err) < 0)
+		return -1;
 
 	v = lookup("AIRLOCK_LIBEXEC");
 	if (v != NULL && v[0] != '\0') {

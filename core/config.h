@@ -5,6 +5,10 @@
  *                       "host=$AIRLOCK_STATE/run/pg dbname=airlock user=airlock")
  *   AIRLOCK_SQL_DIR     migrations (default: core/sql next to the binary's
  *                       source tree, /usr/share/airlock/sql when installed)
+ *   AIRLOCK_POLICIES    the operator's Lua policies, egress.lua and
+ *                       others (default: policies/ of the checkout the
+ *                       binary was built in, /etc/airlock/policies when
+ *                       installed; core/policy.h)
  *   AIRLOCK_LIBEXEC     where airlock-shim and airlock-agent live
  *   AIRLOCK_DEFAULT_MEMORY_MB, AIRLOCK_DEFAULT_PIDS, AIRLOCK_DEFAULT_CPU_SHARES
  *   AIRLOCK_WARM_POOL   standby sandboxes kept ready per template at the
@@ -70,6 +74,7 @@ typedef struct al_config {
 	char pool_dir[AL_PATH_MAX];    /* state/pool: btrfs */
 	char db_conninfo[AL_PATH_MAX]; /* libpq */
 	char sql_dir[AL_PATH_MAX];
+	char policies_dir[AL_PATH_MAX]; /* the .lua policies (core/policy.h) */
 	char libexec_dir[AL_PATH_MAX]; /* airlock-shim, airlock-agent */
 	uint64_t default_memory_bytes; /* per sandbox */
 	uint32_t default_pids;

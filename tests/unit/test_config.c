@@ -57,6 +57,7 @@ static void test_defaults(void **state)
 	assert_int_equal(cfg.max_disk_mb, 65536);
 	assert_int_equal(cfg.pool_full_pct, 95);
 	assert_true(cfg.sql_dir[0] == '/');
+	assert_true(cfg.policies_dir[0] == '/');
 	assert_true(cfg.libexec_dir[0] == '/');
 }
 
@@ -70,6 +71,7 @@ static void test_overrides(void **state)
 		"AIRLOCK_STATE", "/srv/al/",
 		"AIRLOCK_DB", "host=/x dbname=y",
 		"AIRLOCK_SQL_DIR", "/usr/share/al/sql",
+		"AIRLOCK_POLICIES", "/etc/al/policies",
 		"AIRLOCK_LIBEXEC", "/usr/lib/al",
 		"AIRLOCK_DEFAULT_MEMORY_MB", "256",
 		"AIRLOCK_DEFAULT_PIDS", "64",
@@ -86,6 +88,7 @@ static void test_overrides(void **state)
 	assert_string_equal(cfg.pool_dir, "/srv/al/pool");
 	assert_string_equal(cfg.db_conninfo, "host=/x dbname=y");
 	assert_string_equal(cfg.sql_dir, "/usr/share/al/sql");
+	assert_string_equal(cfg.policies_dir, "/etc/al/policies");
 	assert_string_equal(cfg.libexec_dir, "/usr/lib/al");
 	assert_int_equal(cfg.default_memory_bytes, 256ull << 20);
 	assert_int_equal(cfg.default_pids, 64);

@@ -1,0 +1,414 @@
+/* policy_egress: the egress decision (request -> Lua table -> egress(req)
+ * -> allow/deny), the rules C applies after it whatever it says, and the
+ * name helpers (canonical names, patterns) C and policies share. */
+#include <stdio.h>
+#include <string.h>
+
+#include <lauxlib.h>
+#include <lua.h>
+
+#include "policy.h"
+#include "policy_internal.h"
+
+#define NAME_MAX_LEN 253
+#define LABEL_MAX_LEN 63
+
+static const char *const proto_names[AL_EGRESS_PROTO_MAX] = {
+	"dns", "http", "https", "tcp",
+};
+static const char *const mode_names[AL_NET_MODE_MAX] = {
+	"none", "allowlist", "open",
+};
+
+const char *al_policy_entry_name(enum al_policy_kind kind)
+{
+	(void)kind; /* one kind so far */
+	return "egress";
+}
+
+/* ---- names ---- */
+
+static bool name_valid(const char *s, size_t n)
+{
+	if (n == 0 || n > NAME_MAX_LEN)
+		return false;
+	size_t label = 0;
+	for (size_t i = 0; i < n; i++) {
+		char c = s[i];
+		if (c == '.') {
+			if (label == 0)
+				return false;
+			label = 0;
+			continue;
+		}
+		if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+		      c == '-' || c == '_'))
+			return false;
+		if (++label > LABEL_MAX_LEN)
+			return false;
+	}
+	return label > 0;
+}
+
+int al_policy_name_canon(const char *in, char *out, size_t out_len,
+			 al_err *err)
+{
+	if (in == NULL)
+		return al_err_set(err, AL_EINVAL, 0, "name: missing");
+	size_t n = strnlen(in, NAME_MAX_LEN + 2);
+	if (n > 0 && in[n - 1] == '.')
+		n--;
+	if (n > NAME_MAX_LEN || n + 1 > out_len)
+		return al_err_set(err, AL_EINVAL, 0, "name: too long");
+	for (size_t i = 0; i < n; i++) {
+		unsigned char c = (unsigned char)in[i];
+		if (c >= 0x80)
+			return al_err_set(err, AL_EINVAL, 0,
+					  "name: not ASCII (convert it to"
+					  " punycode first)");
+		out[i] = (char)(c >= 'A' && c <= 'Z' ? c + 32 : c);
+	}
+	out[n] = '\0';
+	if (!name_valid(out, n))
+		return al_err_set(err, AL_EINVAL, 0,
+				  "name: not a DNS name (labels of 1-63 of"
+				  " a-z 0-9 - _, 253 bytes at most)");
+	return 0;
+}
+
+static bool eq_nocase(const char *a, const char *b, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		char x = a[i], y = b[i];
+		if (y >= 'A' && y <= 'Z')
+			y = (char)(y + 32);
+		if (x != y)
+			return false;
+	}
+	return true;
+}
+
+static bool match_len(const char *name, size_t nl, const char *pat,
+		      size_t pl)
+{
+	if (pl > 0 && pat[pl - 1] == '.')
+		pl--;
+	if (pl == 0)
+		return false;
+	if (pl == 1 && pat[0] == '*')
+		return nl > 0;
+	size_t body = 0; /* where the literal part of pat starts */
+	if (pl >= 2 && pat[0] == '*' && pat[1] == '.')
+		body = 1; /* keep the dot: ".example.com" */
+	if (memchr(pat + body, '*', pl - body) != NULL)
+		return false;
+	size_t bl = pl - body;
+	if (body == 0)
+		return nl == bl && eq_nocase(name, pat, bl);
+	/* At least one label before the suffix: nl > bl. */
+	return nl > bl && eq_nocase(name + nl - bl, pat + body, bl);
+}
+
+bool al_policy_name_match(const char *name, const char *pattern)
+{
+	if (name == NULL || pattern == NULL)
+		return false;
+	return match_len(name, strlen(name), pattern, strlen(pattern));
+}
+
+static bool match_list(const char *name, const char *const *list, size_t n)
+{
+	size_t nl = strlen(name);
+	for (size_t i = 0; i < n; i++)
+		if (match_len(name, nl, list[i], strlen(list[i])))
+			return true;
+	return false;
+}
+
+/* ---- helpers policies call ---- */
+
+/* match(name, pattern) */
+static int lua_match(lua_State *L)
+{
+	size_t nl, pl;
+	const char *name = luaL_checklstring(L, 1, &nl);
+	const char *pat = luaL_checklstring(L, 2, &pl);
+	lua_pushboolean(L, match_len(name, nl, pat, pl));
+	return 1;
+}
+
+/* match_any(name, {pattern, ...}): entries that are not strings never
+ * match. */
+static int lua_match_any(lua_State *L)
+{
+	size_t nl, pl;
+	const char *name = luaL_checklstring(L, 1, &nl);
+	luaL_checktype(L, 2, LUA_TTABLE);
+	size_t n = lua_objlen(L, 2);
+	for (size_t i = 1; i <= n; i++) {
+		lua_rawgeti(L, 2, (int)i);
+		const char *pat = lua_type(L, -1) == LUA_TSTRING ?
+					  lua_tolstring(L, -1, &pl) :
+					  NULL;
+		bool hit = pat != NULL && match_len(name, nl, pat, pl);
+		lua_pop(L, 1);
+		if (hit) {
+			lua_pushboolean(L, 1);
+			return 1;
+		}
+	}
+	lua_pushboolean(L, 0);
+	return 1;
+}
+
+/* allow(reason) / deny(reason): the decision egress() returns. */
+static int verdict(lua_State *L, int allow)
+{
+	luaL_optstring(L, 1, NULL);
+	lua_settop(L, 1);
+	lua_pushboolean(L, allow);
+	lua_insert(L, 1);
+	return 2;
+}
+
+static int lua_allow(lua_State *L)
+{
+	return verdict(L, 1);
+}
+
+static int lua_deny(lua_State *L)
+{
+	return verdict(L, 0);
+}
+
+/* request(entry, fields...): req as the policy sees it. Its own chunk,
+ * reachable only from the registry. */
+static const char request_src[] =
+	"return function(f, name, port, protocol, method, path, sandbox,\n"
+	"                template, project, mode, build, metadata, allow,\n"
+	"                deny)\n"
+	"  return f({ name = name, port = port, protocol = protocol,\n"
+	"             method = method, path = path, sandbox = sandbox,\n"
+	"             template = template, project = project, mode = mode,\n"
+	"             build = build, metadata = metadata, allow = allow,\n"
+	"             deny = deny })\n"
+	"end\n";
+#define REQUEST_NARGS 14
+
+void al_policy_open_helpers(lua_State *L)
+{
+	lua_register(L, "match", lua_match);
+	lua_register(L, "match_any", lua_match_any);
+	lua_register(L, "allow", lua_allow);
+	lua_register(L, "deny", lua_deny);
+	if (luaL_loadbufferx(L, request_src, sizeof request_src - 1,
+			     "=request", "t") != 0)
+		lua_error(L);
+	lua_call(L, 0, 1);
+	void *ud;
+	lua_getallocf(L, &ud);
+	((al_policy_state *)ud)->request_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+}
+
+/* ---- one request through the policy ---- */
+
+struct ask {
+	const al_egress_req *req;
+	al_egress_decision *out;
+};
+
+static void push_str(lua_State *L, const char *v)
+{
+	if (v != NULL)
+		lua_pushstring(L, v);
+	else
+		lua_pushnil(L);
+}
+
+static void push_list(lua_State *L, const char *const *v, size_t n)
+{
+	lua_createtable(L, (int)n, 0);
+	for (size_t i = 0; i < n; i++) {
+		lua_pushstring(L, v[i]);
+		lua_rawseti(L, -2, (int)i + 1);
+	}
+}
+
+static int ask_policy(lua_State *L)
+{
+	struct ask *a = lua_touserdata(L, 1);
+	const al_egress_req *r = a->req;
+	lua_settop(L, 0);
+	void *ud;
+	lua_getallocf(L, &ud);
+	lua_rawgeti(L, LUA_REGISTRYINDEX, ((al_policy_state *)ud)->request_ref);
+	al_policy_push_entry(L);
+	push_str(L, r->name);
+	lua_pushinteger(L, (lua_Integer)r->port);
+	push_str(L, proto_names[r->protocol]);
+	push_str(L, r->method);
+	push_str(L, r->path);
+	push_str(L, r->sandbox);
+	push_str(L, r->template_name);
+	push_str(L, r->project);
+	push_str(L, mode_names[r->mode]);
+	lua_pushboolean(L, r->build);
+	lua_createtable(L, 0, (int)r->n_metadata);
+	for (size_t i = 0; i < r->n_metadata; i++) {
+		lua_pushstring(L, r->metadata[i].value);
+		lua_setfield(L, -2, r->metadata[i].key);
+	}
+	push_list(L, r->allow, r->n_allow);
+	push_list(L, r->deny, r->n_deny);
+
+	int n = al_policy_pcall(L, REQUEST_NARGS);
+	if (n < 1 || n > 2 || lua_type(L, 1) != LUA_TBOOLEAN ||
+	    (n == 2 && !lua_isnil(L, 2) && lua_type(L, 2) != LUA_TSTRING))
+		return luaL_error(L, "egress() returned %d value(s) (%s), not"
+				  " allow(reason) or deny(reason)",
+				  n, n > 0 ? luaL_typename(L, 1) : "none");
+	a->out->allow = lua_toboolean(L, 1);
+	size_t len = 0;
+	const char *why = n == 2 ? lua_tolstring(L, 2, &len) : NULL;
+	if (why == NULL || len == 0)
+		snprintf(a->out->reason, sizeof a->out->reason, "%s",
+			 a->out->allow ? "policy allows" : "policy denies");
+	else
+		al_policy_copy_printable(a->out->reason,
+					 sizeof a->out->reason, why, len);
+	lua_settop(L, 0);
+	return 0;
+}
+
+int al_policy_dry_run(al_policy_state *st, enum al_policy_kind kind,
+		      char *msg, size_t msg_len)
+{
+	(void)kind;
+	static const char *const allow[] = {"example.com"};
+	static const al_policy_kv meta[] = {{"dry_run", "1"}};
+	al_egress_req req = {
+		.name = "example.com",
+		.port = 443,
+		.protocol = AL_EGRESS_HTTPS,
+		.sandbox = "dry-run",
+		.template_name = "base",
+		.project = "default",
+		.metadata = meta,
+		.n_metadata = 1,
+		.mode = AL_NET_ALLOWLIST,
+		.allow = allow,
+		.n_allow = 1,
+	};
+	al_egress_decision d;
+	struct ask a = {&req, &d};
+	char why[AL_POLICY_ERROR_MAX - 32];
+	if (al_policy_run(st, ask_policy, &a, why, sizeof why) != 0) {
+		snprintf(msg, msg_len, "dry decision failed: %s", why);
+		return -1;
+	}
+	return 0;
+}
+
+/* ---- the decision ---- */
+
+static const char *field_problem(const char *s)
+{
+	if (s != NULL && strnlen(s, AL_POLICY_FIELD_MAX + 1) >
+				 AL_POLICY_FIELD_MAX)
+		return "a field is too long";
+	return NULL;
+}
+
+static const char *list_problem(const char *const *v, size_t n)
+{
+	if (n > AL_POLICY_LIST_MAX)
+		return "a list is too long";
+	if (n > 0 && v == NULL)
+		return "a list is missing";
+	for (size_t i = 0; i < n; i++)
+		if (v[i] == NULL || field_problem(v[i]) != NULL)
+			return "a list entry is missing or too long";
+	return NULL;
+}
+
+static const char *req_problem(const al_egress_req *r)
+{
+	if (r->name == NULL ||
+	    !name_valid(r->name, strnlen(r->name, NAME_MAX_LEN + 1)))
+		return "the name is not canonical";
+	if ((unsigned)r->protocol >= AL_EGRESS_PROTO_MAX)
+		return "unknown protocol";
+	if ((unsigned)r->mode >= AL_NET_MODE_MAX)
+		return "unknown network mode";
+	if (r->port > 65535)
+		return "port out of range";
+	const char *s;
+	if ((s = field_problem(r->method)) || (s = field_problem(r->path)) ||
+	    (s = field_problem(r->sandbox)) ||
+	    (s = field_problem(r->template_name)) ||
+	    (s = field_problem(r->project)))
+		return s;
+	if (r->n_metadata > AL_POLICY_LIST_MAX)
+		return "too much metadata";
+	if (r->n_metadata > 0 && r->metadata == NULL)
+		return "metadata missing";
+	for (size_t i = 0; i < r->n_metadata; i++)
+		if (r->metadata[i].key == NULL ||
+		    r->metadata[i].value == NULL ||
+		    field_problem(r->metadata[i].key) ||
+		    field_problem(r->metadata[i].value))
+			return "a metadata entry is missing or too long";
+	if ((s = list_problem(r->allow, r->n_allow)) ||
+	    (s = list_problem(r->deny, r->n_deny)))
+		return s;
+	return NULL;
+}
+
+/* A decision of C's own: reason is what + detail. */
+static void decide(al_egress_decision *out, bool allow, const char *what,
+		   const char *detail)
+{
+	out->allow = allow;
+	char buf[AL_POLICY_REASON_MAX];
+	snprintf(buf, sizeof buf, "%s%s", what, detail);
+	al_policy_copy_printable(out->reason, sizeof out->reason, buf,
+				 strlen(buf));
+}
+
+int al_policy_egress(al_policy *p, const al_egress_req *req,
+		     al_egress_decision *out)
+{
+	if (out == NULL)
+		return -1;
+	if (p == NULL || req == NULL) {
+		decide(out, false, "no policy or no request", "");
+		return -1;
+	}
+	const char *bad = req_problem(req);
+	if (bad != NULL) {
+		decide(out, false, "bad request: ", bad);
+		return -1;
+	}
+	if (req->mode == AL_NET_NONE) {
+		decide(out, false, "", "network mode none");
+		return 0;
+	}
+	p->calls++;
+	struct ask a = {req, out};
+	char why[AL_POLICY_ERROR_MAX];
+	if (al_policy_run(p->st, ask_policy, &a, why, sizeof why) != 0) {
+		al_policy_failed(p, why);
+		decide(out, false, "", "policy failed (see the log)");
+		return -1;
+	}
+	if (!out->allow)
+		return 0;
+	/* The request's lists narrow what the policy allows, checked here
+	 * so that a policy bug cannot widen them. */
+	if (match_list(req->name, req->deny, req->n_deny))
+		decide(out, false, "", "on the sandbox's deny list");
+	else if (req->mode == AL_NET_ALLOWLIST && !req->build &&
+		 !match_list(req->name, req->allow, req->n_allow))
+		decide(out, false, "", "not on the sandbox's allow list");
+	return 0;
+}

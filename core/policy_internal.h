@@ -1,0 +1,91 @@
+/* policy internals shared by policy.c (states, budget, reload) and
+ * policy_egress.c (the egress decision and the name helpers). */
+#ifndef AL_POLICY_INTERNAL_H
+#define AL_POLICY_INTERNAL_H
+
+#include <stdint.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+
+#include <lua.h>
+
+#include "policy.h"
+
+/* One loaded file: its lua_State and the allocator's counters (the
+ * allocator's ud, so the count hook finds it through lua_getallocf). */
+typedef struct al_policy_state {
+	lua_State *L;
+	size_t used, peak;
+	size_t limit;       /* what the allocator lets used reach now */
+	size_t mem_state;   /* the state's cap */
+	size_t mem_call;
+	unsigned instructions;
+	bool out_of_budget; /* the hook stopped the current call */
+	bool out_of_memory; /* the entry's call failed an allocation */
+	char budget_msg[160];
+	int entry_ref;      /* registry ref of the entry function */
+	/* Registry refs of the C functions every call uses, made once so
+	 * that a call's preamble allocates nothing unprotected. */
+	int runner_ref, msgh_ref;
+	/* egress: a Lua function that builds the request table and calls
+	 * the entry (a table constructor costs less than a dozen
+	 * lua_setfield calls). */
+	int request_ref;
+} al_policy_state;
+
+/* Token bucket of one policy's log lines. */
+typedef struct al_policy_loglimit {
+	int64_t credit_ms;
+	int64_t last_ms;
+	unsigned long suppressed;
+} al_policy_loglimit;
+
+struct al_policy {
+	char path[AL_POLICY_PATH_MAX];
+	enum al_policy_kind kind;
+	al_policy_limits limits;
+	al_policy_state *st;
+	bool from_file;
+	/* Identity of the file the state in use came from, and of the one
+	 * that failed last (not retried until it changes again). */
+	struct stat cur_id, failed_id;
+	bool failed_valid;
+	time_t loaded_at;
+	unsigned long reloads;
+	char reload_error[AL_POLICY_ERROR_MAX];
+	time_t reload_error_at;
+	unsigned long calls, failures;
+	char last_failure[AL_POLICY_ERROR_MAX];
+	al_policy_loglimit errlog, userlog;
+};
+
+/* Run fn(L) protected, ud its light userdata argument, under one call's instruction
+ * budget and memory window. fn pushes the entry and its arguments, calls
+ * al_policy_pcall and reads its results into ud. 0 on success; -1
+ * with why in msg (file:line when Lua knows it), the state cleaned. */
+int al_policy_run(al_policy_state *st, lua_CFunction fn, void *ud,
+		  char *msg, size_t msg_len);
+/* Inside fn: push the file's entry function. */
+void al_policy_push_entry(lua_State *L);
+/* Inside fn: call the function below the nargs values on top of the stack,
+ * with the handler that gives errors their file and line; returns how
+ * many results it left in its place (errors propagate). */
+int al_policy_pcall(lua_State *L, int nargs);
+/* Log a policy failure (rate-limited) and count it in the status. */
+void al_policy_failed(al_policy *p, const char *msg);
+/* Copy a reason or message, keeping printable ASCII (others become '?'),
+ * so that a policy cannot forge log lines or JSON. */
+void al_policy_copy_printable(char *dst, size_t len, const char *src,
+			      size_t src_len);
+
+/* Globals policies get besides the libraries: match, match_any, allow,
+ * deny (policy_egress.c). */
+void al_policy_open_helpers(lua_State *L);
+/* The kind's dry decision on a state just loaded: 0 when it returned a
+ * well-formed decision. */
+int al_policy_dry_run(al_policy_state *st, enum al_policy_kind kind,
+		      char *msg, size_t msg_len);
+/* The entry function a kind's file defines. */
+const char *al_policy_entry_name(enum al_policy_kind kind);
+
+#endif
