@@ -110,8 +110,27 @@ static int bucket_take(void)
 	return 1;
 }
 
+/* The capped file's lock, held around each check-and-append so that
+ * writers in several processes (every shim appends to one shim.log)
+ * cannot all see room for one more line and together pass the cap, nor
+ * append to a file another has just rotated away. -1 without a cap. */
+static int sink_lock(void)
+{
+	if (sink.cap == 0)
+		return -1;
+	char lock[sizeof sink.path + 8];
+	snprintf(lock, sizeof lock, "%s.lock", sink.path);
+	/* Opened per line: a descriptor inherited across fork() would share
+	 * its lock with the parent instead of excluding it. */
+	int lfd = open(lock, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW,
+		       0600);
+	if (lfd >= 0)
+		flock(lfd, LOCK_EX);
+	return lfd;
+}
+
 /* Rotate or reopen the capped file so that len more bytes fit. Called
- * with log_mu held. */
+ * with log_mu and the sink's lock held. */
 static void sink_prepare(size_t len)
 {
 	if (sink.cap == 0)
@@ -123,17 +142,11 @@ static void sink_prepare(size_t len)
 		   pst.st_dev == fst.st_dev;
 	if (same && (uint64_t)fst.st_size + len <= sink.cap)
 		return;
-	char lock[sizeof sink.path + 8], old[sizeof sink.path + 8];
-	snprintf(lock, sizeof lock, "%s.lock", sink.path);
+	char old[sizeof sink.path + 8];
 	snprintf(old, sizeof old, "%s.1", sink.path);
-	int lfd = open(lock, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW,
-		       0600);
-	if (lfd >= 0)
-		flock(lfd, LOCK_EX);
-	/* Another writer may have rotated while we waited: only a file
-	 * still past the cap moves. */
-	if (stat(sink.path, &pst) == 0 && S_ISREG(pst.st_mode) &&
-	    (uint64_t)pst.st_size + len > sink.cap)
+	/* Another writer may have rotated since this one opened the file:
+	 * only a file still past the cap moves. */
+	if (same && S_ISREG(pst.st_mode))
 		rename(sink.path, old);
 	int fd = open(sink.path,
 		      O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW,
@@ -142,8 +155,6 @@ static void sink_prepare(size_t len)
 		dup2(fd, STDERR_FILENO);
 		close(fd);
 	}
-	if (lfd >= 0)
-		close(lfd);
 }
 
 static size_t format_line(char *line, size_t size, enum al_log_level level,
@@ -173,10 +184,13 @@ static size_t format_line(char *line, size_t size, enum al_log_level level,
 
 static void emit(const char *line, size_t len)
 {
+	int lfd = sink_lock();
 	sink_prepare(len);
 	/* One write so lines from concurrent processes do not interleave. */
 	ssize_t w = write(STDERR_FILENO, line, len);
 	(void)w;
+	if (lfd >= 0)
+		close(lfd);
 }
 
 static void emit_fmt(enum al_log_level level, const char *fmt, ...)
