@@ -388,52 +388,74 @@ fail:
 	return -1;
 }
 
-/* The two-int advisory lock space: (hash of the project, slot). It
- * cannot meet the bigint locks of migrations and templates. */
-#define STREAM_LOCK_KEY "hashtext('airlock-stream:' || $1)"
-
 int al_project_stream_acquire(al_db *db, const al_config *cfg,
-			      const char *name, int *slot, al_err *err)
+			      const char *project, const char *sandbox,
+			      long long key_id, const char *lease,
+			      al_err *err)
 {
-	if (name == NULL || !al_id_valid(name))
-		return al_err_set(err, AL_ENOENT, 0, "no such project");
-	char def[24];
-	snprintf(def, sizeof def, "%" PRIu64, cfg->quota.concurrent_streams);
-	const char *p[] = {name, def};
-	/* The filter runs row by row under the LIMIT: the first free slot
-	 * is taken and no other. */
-	PGresult *res = al_db_exec(
-		db,
-		"SELECT s FROM projects p CROSS JOIN LATERAL generate_series(0,"
-		"  least(coalesce(p.concurrent_streams, $2::bigint), 100000)"
-		"  - 1) s"
-		" WHERE p.name = $1 AND pg_try_advisory_lock(" STREAM_LOCK_KEY
-		", s::int) LIMIT 1",
-		2, p, err);
+	al_quota limit, used = {0}, asked = {.concurrent_streams = 1};
+	if (begin_locked(db, cfg, project, &limit, err) < 0)
+		return -1;
+	const char *p[] = {project};
+	PGresult *res = al_db_exec(db,
+				   "SELECT count(*) FROM stream_leases"
+				   " WHERE project = $1",
+				   1, p, err);
 	if (res == NULL)
-		return -1;
-	int got = PQntuples(res) == 1;
-	if (got)
-		*slot = atoi(PQgetvalue(res, 0, 0));
+		goto fail;
+	used.concurrent_streams = strtoull(PQgetvalue(res, 0, 0), NULL, 10);
 	PQclear(res);
-	if (got)
-		return 0;
-	/* Either every slot is taken or the project is gone. */
-	al_quota limit;
-	if (read_quota(db, cfg, name, 0, &limit, err) < 0)
-		return -1;
-	return al_err_set(err, AL_EQUOTA, 0,
-			  "concurrent streams: %" PRIu64 " of %" PRIu64,
-			  limit.concurrent_streams, limit.concurrent_streams);
+	if (al_quota_check(&limit, &used, &asked, NULL, err) < 0)
+		goto fail;
+	char kbuf[24];
+	snprintf(kbuf, sizeof kbuf, "%lld", key_id);
+	const char *ip[] = {lease, project, sandbox, kbuf};
+	if (exec_cmd(db,
+		     "INSERT INTO stream_leases (lease, project, sandbox_id,"
+		     " key_id) VALUES ($1, $2, $3, $4::bigint)",
+		     4, ip, err) < 0 ||
+	    al_db_commit(db, err) < 0)
+		goto fail;
+	return 0;
+fail:
+	al_db_rollback(db);
+	return -1;
 }
 
-void al_project_stream_release(al_db *db, const char *name, int slot)
+void al_project_stream_release(al_db *db, const char *lease)
 {
-	char sbuf[16];
-	snprintf(sbuf, sizeof sbuf, "%d", slot);
-	const char *p[] = {name, sbuf};
-	exec_cmd(db, "SELECT pg_advisory_unlock(" STREAM_LOCK_KEY ", $2::int)",
-		 2, p, NULL);
+	const char *p[] = {lease};
+	exec_cmd(db, "DELETE FROM stream_leases WHERE lease = $1", 1, p,
+		 NULL);
+}
+
+json_object *al_project_stream_leases(al_db *db, const char *project,
+				      long long key_id, int min_age_s,
+				      al_err *err)
+{
+	char kbuf[24], abuf[16];
+	snprintf(kbuf, sizeof kbuf, "%lld", key_id);
+	snprintf(abuf, sizeof abuf, "%d", min_age_s);
+	const char *p[] = {project, kbuf, abuf};
+	PGresult *res = al_db_exec(
+		db,
+		"SELECT lease, sandbox_id FROM stream_leases"
+		" WHERE ($1::text IS NULL OR project = $1)"
+		" AND ($2::bigint = 0 OR key_id = $2::bigint)"
+		" AND created_at <= now() - make_interval(secs => $3::int)"
+		" ORDER BY sandbox_id, lease LIMIT 100000",
+		3, p, err);
+	if (res == NULL)
+		return NULL;
+	static const al_db_col cols[] = {
+		{"lease", AL_DB_STR},
+		{"sandbox_id", AL_DB_STR},
+	};
+	json_object *arr = al_db_rows_json(res, cols, 2);
+	PQclear(res);
+	if (arr == NULL)
+		al_err_set(err, AL_ENOMEM, 0, "out of memory");
+	return arr;
 }
 
 /* ---- keys ---- */

@@ -6,8 +6,12 @@
  * Quotas are checked inside a transaction that holds the project's row
  * lock (al_project_begin_sandbox / _build): creates of one project
  * serialize there, so concurrent ones cannot overshoot. Open event
- * streams are counted with session advisory locks, one per slot, held on
- * the streaming worker's connection: a worker that dies releases them. */
+ * streams hold a lease each (table stream_leases), taken under the same
+ * lock. nginx carries a stream and its sandbox's shim sees it end, so no
+ * program here releases a lease at the end: when the leases reach the
+ * limit, the caller asks the shims which of the older ones are still
+ * open (al_project_stream_leases) and drops the rest
+ * (al_project_stream_release) before it asks again. */
 #ifndef AL_PROJECT_H
 #define AL_PROJECT_H
 
@@ -81,11 +85,21 @@ int al_project_begin_sandbox(al_db *db, const al_config *cfg,
 int al_project_begin_build(al_db *db, const al_config *cfg, const char *name,
 			   al_err *err);
 
-/* Take one of the project's stream slots on this connection (*slot),
- * AL_EQUOTA when all are taken; release it when the stream ends. */
+/* Record lease (AL_STREAM_LEASE_LEN hex, the caller's random name) for a
+ * stream of key key_id on sandbox, one of project's stream slots;
+ * AL_EQUOTA when all are taken. */
 int al_project_stream_acquire(al_db *db, const al_config *cfg,
-			      const char *name, int *slot, al_err *err);
-void al_project_stream_release(al_db *db, const char *name, int slot);
+			      const char *project, const char *sandbox,
+			      long long key_id, const char *lease,
+			      al_err *err);
+/* Drop a lease: its stream never started, or its shim says it ended. */
+void al_project_stream_release(al_db *db, const char *lease);
+/* Leases older than min_age_s (younger ones may not be in their shim
+ * yet) of project (NULL: any) and of key_id (0: any), as an array of
+ * {"lease","sandbox_id"} ordered by sandbox; NULL on error. */
+json_object *al_project_stream_leases(al_db *db, const char *project,
+				      long long key_id, int min_age_s,
+				      al_err *err);
 
 /* ---- keys ---- */
 

@@ -24,6 +24,40 @@ int al_upstream_open(al_req *r, uint16_t type, const char *payload,
 	return fd;
 }
 
+int al_upstream_call(const al_config *cfg, const char *sandbox,
+		     uint16_t type, const char *payload, int64_t deadline_ms,
+		     al_frame *result, al_err *err)
+{
+	int fd = al_shimctl_connect(cfg, sandbox, err);
+	if (fd < 0)
+		return -1;
+	al_frame_reader rd;
+	al_frame_reader_init(&rd);
+	int rc = al_frame_send_until(fd, type, AL_REQ_ID_CLIENT, payload,
+				     strlen(payload), deadline_ms, err);
+	while (rc == 0) {
+		rc = al_frame_recv(fd, &rd, result, deadline_ms, err);
+		if (rc < 0)
+			break;
+		if (result->id == AL_REQ_ID_CLIENT &&
+		    result->type == AL_F_RESULT)
+			break;
+		if (result->id == AL_REQ_ID_CLIENT &&
+		    result->type == AL_F_ERROR) {
+			al_upstream_error(result, err);
+			al_frame_free(result);
+			rc = -1;
+			break;
+		}
+		al_frame_free(result);
+	}
+	al_frame_reader_free(&rd);
+	close(fd);
+	if (rc < 0 && err->code != AL_EUNAVAIL)
+		al_upstream_relay_error(err);
+	return rc;
+}
+
 int al_upstream_next(al_req *r, int fd, al_frame_reader *rd, al_frame *f,
 		     int64_t until_ms, al_err *err)
 {

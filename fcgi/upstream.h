@@ -21,6 +21,12 @@
  * or -1 (nothing left open). */
 int al_upstream_open(al_req *r, uint16_t type, const char *payload,
 		     int64_t deadline_ms, al_err *err);
+/* One request to sandbox's shim answered by one RESULT: 0 with *result
+ * filled (caller frees), or -1 with err (an ERROR relayed; AL_EUNAVAIL
+ * when the shim is not running). */
+int al_upstream_call(const al_config *cfg, const char *sandbox,
+		     uint16_t type, const char *payload, int64_t deadline_ms,
+		     al_frame *result, al_err *err);
 /* Next frame from the shim connection fd, waiting until until_ms
  * (monotonic; 0 = forever). Returns 1 with *f filled (caller frees), 0 on
  * timeout, -1 with err on EOF / protocol violation, -2 when the HTTP
