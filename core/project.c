@@ -388,13 +388,19 @@ fail:
 	return -1;
 }
 
-int al_project_stream_acquire(al_db *db, const al_config *cfg,
-			      const char *project, const char *sandbox,
-			      long long key_id, const char *lease,
-			      al_err *err)
+int al_project_begin_stream(al_db *db, const al_config *cfg,
+			    const char *project, al_err *err)
+{
+	al_quota limit;
+	return begin_locked(db, cfg, project, &limit, err);
+}
+
+int al_project_stream_add(al_db *db, const al_config *cfg,
+			  const char *project, const char *sandbox,
+			  long long key_id, const char *lease, al_err *err)
 {
 	al_quota limit, used = {0}, asked = {.concurrent_streams = 1};
-	if (begin_locked(db, cfg, project, &limit, err) < 0)
+	if (read_quota(db, cfg, project, 0, &limit, err) < 0)
 		return -1;
 	const char *p[] = {project};
 	PGresult *res = al_db_exec(db,
@@ -402,24 +408,18 @@ int al_project_stream_acquire(al_db *db, const al_config *cfg,
 				   " WHERE project = $1",
 				   1, p, err);
 	if (res == NULL)
-		goto fail;
+		return -1;
 	used.concurrent_streams = strtoull(PQgetvalue(res, 0, 0), NULL, 10);
 	PQclear(res);
 	if (al_quota_check(&limit, &used, &asked, NULL, err) < 0)
-		goto fail;
+		return -1;
 	char kbuf[24];
 	snprintf(kbuf, sizeof kbuf, "%lld", key_id);
 	const char *ip[] = {lease, project, sandbox, kbuf};
-	if (exec_cmd(db,
-		     "INSERT INTO stream_leases (lease, project, sandbox_id,"
-		     " key_id) VALUES ($1, $2, $3, $4::bigint)",
-		     4, ip, err) < 0 ||
-	    al_db_commit(db, err) < 0)
-		goto fail;
-	return 0;
-fail:
-	al_db_rollback(db);
-	return -1;
+	return exec_cmd(db,
+			"INSERT INTO stream_leases (lease, project, sandbox_id,"
+			" key_id) VALUES ($1, $2, $3, $4::bigint)",
+			4, ip, err);
 }
 
 void al_project_stream_release(al_db *db, const char *lease)
@@ -430,21 +430,18 @@ void al_project_stream_release(al_db *db, const char *lease)
 }
 
 json_object *al_project_stream_leases(al_db *db, const char *project,
-				      long long key_id, int min_age_s,
-				      al_err *err)
+				      long long key_id, al_err *err)
 {
-	char kbuf[24], abuf[16];
+	char kbuf[24];
 	snprintf(kbuf, sizeof kbuf, "%lld", key_id);
-	snprintf(abuf, sizeof abuf, "%d", min_age_s);
-	const char *p[] = {project, kbuf, abuf};
+	const char *p[] = {project, kbuf};
 	PGresult *res = al_db_exec(
 		db,
 		"SELECT lease, sandbox_id FROM stream_leases"
 		" WHERE ($1::text IS NULL OR project = $1)"
 		" AND ($2::bigint = 0 OR key_id = $2::bigint)"
-		" AND created_at <= now() - make_interval(secs => $3::int)"
 		" ORDER BY sandbox_id, lease LIMIT 100000",
-		3, p, err);
+		2, p, err);
 	if (res == NULL)
 		return NULL;
 	static const al_db_col cols[] = {

@@ -212,8 +212,11 @@ static void exec_stream(al_req *r, const al_exec_req *req, json_object *env)
 	/* Closing the connection leaves the process to its stream. */
 	if (fd >= 0)
 		close(fd);
+	/* A stream whose lease is not recorded is never handed to nginx:
+	 * the shim kills its process when its token expires. */
+	if (al_streams_done(r, ok, &err) < 0)
+		ok = 0;
 	if (!ok) {
-		al_streams_release(r, lease);
 		al_http_error(r, &err);
 		return;
 	}

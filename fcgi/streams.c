@@ -7,9 +7,6 @@
 #include "project.h"
 #include "upstream.h"
 
-/* A lease younger than this may belong to a stream whose STREAM_EXEC
- * has not reached its shim yet: it is never dropped as ended. */
-#define LEASE_GRACE_S 30
 #define SHIM_ANSWER_MS 3000
 
 /* Ask sandbox's shim about n leases (ending them with end unless
@@ -92,27 +89,37 @@ int al_streams_acquire(al_req *r, char lease[AL_STREAM_LEASE_LEN + 1],
 		       al_err *err)
 {
 	al_db *db = al_req_db(r, err);
-	if (db == NULL || al_hex_random(lease, AL_STREAM_LEASE_LEN, err) < 0)
+	if (db == NULL || al_hex_random(lease, AL_STREAM_LEASE_LEN, err) < 0 ||
+	    al_project_begin_stream(db, r->cfg, r->who.project, err) < 0)
 		return -1;
-	int rc = al_project_stream_acquire(db, r->cfg, r->who.project, r->id,
-					   r->who.key_id, lease, err);
-	if (rc == 0 || err->code != AL_EQUOTA)
-		return rc;
-	al_err lerr = {0};
-	json_object *arr = al_project_stream_leases(
-		db, r->who.project, 0, LEASE_GRACE_S, &lerr);
-	if (arr == NULL)
-		return -1;
-	check_leases(r, arr, AL_OK, NULL);
-	json_object_put(arr);
-	return al_project_stream_acquire(db, r->cfg, r->who.project, r->id,
-					 r->who.key_id, lease, err);
+	int rc = al_project_stream_add(db, r->cfg, r->who.project, r->id,
+				       r->who.key_id, lease, err);
+	if (rc < 0 && err->code == AL_EQUOTA) {
+		/* Under the row lock every lease is a stream its shim knows
+		 * of (or knew): the ended ones can go. */
+		json_object *arr = al_project_stream_leases(
+			db, r->who.project, 0, err);
+		if (arr != NULL) {
+			check_leases(r, arr, AL_OK, NULL);
+			json_object_put(arr);
+			rc = al_project_stream_add(db, r->cfg, r->who.project,
+						   r->id, r->who.key_id, lease,
+						   err);
+		} else {
+			rc = -1;
+		}
+	}
+	if (rc < 0)
+		al_db_rollback(db);
+	return rc;
 }
 
-void al_streams_release(al_req *r, const char *lease)
+int al_streams_done(al_req *r, int ok, al_err *err)
 {
-	if (*r->dbp != NULL)
-		al_project_stream_release(*r->dbp, lease);
+	if (ok)
+		return al_db_commit(*r->dbp, err);
+	al_db_rollback(*r->dbp);
+	return 0;
 }
 
 void al_streams_end_key(al_req *r, long long key_id)
@@ -120,7 +127,7 @@ void al_streams_end_key(al_req *r, long long key_id)
 	al_err err = {0};
 	al_db *db = al_req_db(r, &err);
 	json_object *arr =
-		db != NULL ? al_project_stream_leases(db, NULL, key_id, 0, &err)
+		db != NULL ? al_project_stream_leases(db, NULL, key_id, &err)
 			   : NULL;
 	if (arr == NULL) {
 		al_warn("key %lld: ending its streams: %s", key_id, err.msg);

@@ -10,11 +10,13 @@
 #include "http.h"
 
 /* A slot of r's key's project for a stream on sandbox r->id: lease
- * filled (recorded), or -1 (err; AL_EQUOTA when they are all taken). */
+ * filled and recorded in a transaction left open on r's connection
+ * (holding the project's row lock), or -1 (err; AL_EQUOTA when they are
+ * all taken; nothing open). End it with al_streams_done once the stream
+ * exists in its shim (ok) or failed to start. */
 int al_streams_acquire(al_req *r, char lease[AL_STREAM_LEASE_LEN + 1],
 		       al_err *err);
-/* The stream of lease did not start after all. */
-void al_streams_release(al_req *r, const char *lease);
+int al_streams_done(al_req *r, int ok, al_err *err);
 /* Key key_id was revoked: its open streams end with an "unauthorized"
  * error event, in every shim that holds one. */
 void al_streams_end_key(al_req *r, long long key_id);

@@ -283,6 +283,12 @@ static void http_refuse(int fd, int status)
 	 * connection close, which is an answer too. */
 	ssize_t w = send(fd, p, n, MSG_NOSIGNAL | MSG_DONTWAIT);
 	(void)w;
+	/* Unread bytes at close would reset the connection before the
+	 * peer reads the answer: take what is there (bounded). */
+	char junk[4096];
+	for (int i = 0; i < 16 && recv(fd, junk, sizeof junk, MSG_DONTWAIT) > 0;
+	     i++)
+		;
 	close(fd);
 }
 
