@@ -290,3 +290,22 @@ def test_300_open_streams_leave_the_api_answering(stack, api):
         api.put(f"{api.base}/v1/projects/default/quota",
                 json={"concurrent_streams": None}, timeout=TIMEOUT)
         sbs.cleanup()
+
+
+def test_stream_on_each_driver(api, sandbox):
+    """The same stream path on every driver (the conftest's `sandbox` is
+    one per driver): output, exit code, and a dropped client's process
+    killed."""
+    sid = sandbox["id"]
+    events = exec_sse(api, sid, ["sh", "-c", "echo one; echo two >&2; "
+                                 "exit 4"])
+    assert [e.name for e in events][0] == "start"
+    assert events[-1].name == "exit" and events[-1].data["exit_code"] == 4
+    assert "".join(e.data.get("data", "") for e in events
+                   if e.name == "stdout") == "one\n"
+    r, it = stream(api, sid, ["sleep", "300"])
+    pid = next(it).data["pid"]
+    assert alive(api, sid, pid)
+    r.raw._fp.fp.raw._sock.shutdown(socket.SHUT_RDWR)
+    r.close()
+    assert wait_gone(api, sid, pid), f"pid {pid} still runs"
