@@ -184,29 +184,22 @@ static void exec_stream(al_req *r, const al_exec_req *req, json_object *env)
 	while (fd >= 0) {
 		al_frame f;
 		int k = al_upstream_next(r, fd, &rd, &f, deadline, &err);
-		if (k == 0)
+		if (k == AL_UPSTREAM_IDLE)
 			al_err_set(&err, AL_ETIMEDOUT, 0,
 				   "the command did not start in time");
-		if (k == -2)
+		if (k == AL_UPSTREAM_GONE)
 			al_err_set(&err, AL_EUNAVAIL, 0, "client went away");
-		if (k == -1)
-			al_upstream_relay_error(&err);
-		if (k <= 0)
+		if (k != AL_UPSTREAM_FRAME)
 			break;
-		if (f.id == AL_REQ_ID_CLIENT && f.type == AL_F_RESULT) {
-			ok = al_stream_token_unpack(f.payload, f.len, token,
-						    &err) == 0;
-			if (!ok)
-				err.code = AL_EPROTO;
-			al_frame_free(&f);
-			break;
-		}
-		if (f.id == AL_REQ_ID_CLIENT && f.type == AL_F_ERROR) {
-			al_upstream_error(&f, &err);
-			al_frame_free(&f);
-			break;
-		}
+		int answer = f.type == AL_F_RESULT;
+		if (answer && al_stream_token_unpack(f.payload, f.len, token,
+						     &err) == 0)
+			ok = 1;
+		else if (answer)
+			err.code = AL_EPROTO;
 		al_frame_free(&f);
+		if (answer)
+			break;
 	}
 	al_frame_reader_free(&rd);
 	/* Closing the connection leaves the process to its stream. */
@@ -287,17 +280,15 @@ void al_api_exec(al_req *r)
 		al_frame f;
 		int64_t until = key_check < deadline ? key_check : deadline;
 		int k = al_upstream_next(r, fd, &rd, &f, until, &err);
-		if (k == -2) {
+		if (k == AL_UPSTREAM_GONE) {
 			al_info("sandbox %s: exec client went away, stopping "
 				"command",
 				r->id);
 			goto out_req;
 		}
-		if (k < 0) {
-			al_upstream_relay_error(&err);
+		if (k < 0)
 			goto fail;
-		}
-		if (k == 0 && al_now_ms() >= key_check) {
+		if (k == AL_UPSTREAM_IDLE && al_now_ms() >= key_check) {
 			al_err kerr;
 			int active = al_auth_key_active(db, r->who.key_id,
 							&kerr);
@@ -314,15 +305,9 @@ void al_api_exec(al_req *r)
 			key_check = al_now_ms() + KEY_CHECK_MS;
 			continue;
 		}
-		if (k == 0) {
+		if (k == AL_UPSTREAM_IDLE) {
 			al_err_set(&err, AL_ETIMEDOUT, 0,
 				   "command did not finish in time");
-			goto fail;
-		}
-		if (f.id != AL_REQ_ID_CLIENT) {
-			al_frame_free(&f);
-			al_err_set(&err, AL_EPROTO,
-				   0, "sandbox answered for another request");
 			goto fail;
 		}
 		switch (f.type) {
@@ -344,10 +329,6 @@ void al_api_exec(al_req *r)
 			result = exit_object(&em);
 			break;
 		}
-		case AL_F_ERROR:
-			al_upstream_error(&f, &err);
-			al_frame_free(&f);
-			goto fail;
 		default:
 			al_err_set(&err, AL_EPROTO, 0,
 				   "unexpected %s frame from sandbox",
