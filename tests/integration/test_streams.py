@@ -309,3 +309,19 @@ def test_stream_on_each_driver(api, sandbox):
     r.raw._fp.fp.raw._sock.shutdown(socket.SHUT_RDWR)
     r.close()
     assert wait_gone(api, sid, pid), f"pid {pid} still runs"
+
+
+def test_sandbox_deleted_mid_stream_ends_it_with_an_error(api):
+    sbs = Sandboxes(api, "ns")
+    try:
+        sid = sbs.create()["id"]
+        r, events = stream(api, sid, ["sleep", "300"])
+        assert next(events).name == "start"
+        assert api.delete(f"{api.base}/v1/sandboxes/{sid}",
+                          timeout=TIMEOUT).status_code in (200, 204)
+        rest = list(events)
+        r.close()
+        assert rest and rest[-1].name == "error", rest
+        assert rest[-1].data["message"] == "the sandbox ended"
+    finally:
+        sbs.cleanup()
