@@ -1,4 +1,4 @@
--- 006_stream_leases: the open event streams of each project, counted
+-- 007_stream_leases: the open event streams of each project, counted
 -- against its concurrent_streams quota. fcgi writes a lease when it
 -- starts a stream and hands it to nginx; only the sandbox's shim sees the
 -- stream end, so a start that finds the project at its limit asks the
