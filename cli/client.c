@@ -143,3 +143,44 @@ void cli_url_escape(const char *in, char *out, size_t outlen)
 	curl_easy_cleanup(h);
 }
 
+
+int cli_send_json(cli *c, const char *method, const char *path,
+		  json_object *body)
+{
+	membuf m = {0};
+	const char *s = json_object_to_json_string_ext(body,
+						       JSON_C_TO_STRING_PLAIN);
+	int rc = cli_finish(cli_request(c, method, path, s, strlen(s), NULL,
+					&m, NULL, NULL),
+			    &m);
+	json_object_put(body);
+	return rc;
+}
+
+int cli_put_settings(cli *c, const char *path, int argc, char **argv)
+{
+	json_object *body = json_object_new_object();
+	for (int i = 0; i < argc; i++) {
+		const char *eq = strchr(argv[i], '=');
+		if (eq == NULL || eq == argv[i]) {
+			json_object_put(body);
+			return 100;
+		}
+		char field[64];
+		snprintf(field, sizeof field, "%.*s", (int)(eq - argv[i]),
+			 argv[i]);
+		json_object *v = NULL;
+		if (strcmp(eq + 1, "default") != 0) {
+			char *end = NULL;
+			errno = 0;
+			long long n = strtoll(eq + 1, &end, 10);
+			if (errno != 0 || end == eq + 1 || *end != '\0') {
+				json_object_put(body);
+				return 100;
+			}
+			v = json_object_new_int64(n);
+		}
+		json_object_object_add(body, field, v);
+	}
+	return cli_send_json(c, "PUT", path, body);
+}

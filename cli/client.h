@@ -29,6 +29,14 @@ long cli_request(cli *c, const char *method, const char *path,
 		 membuf *out, curl_write_callback sink, void *sink_ctx);
 /* Print the API's answer (errors to stderr); returns the exit code. */
 int cli_finish(long status, membuf *m);
+/* POST or PUT a JSON object (put afterwards) and print the answer;
+ * returns the exit code. */
+struct json_object;
+int cli_send_json(cli *c, const char *method, const char *path,
+		  struct json_object *body);
+/* PUT {"FIELD":N|null,...} from FIELD=N or FIELD=default arguments (back
+ * to the operator's default); 100 (usage) for a malformed one. */
+int cli_put_settings(cli *c, const char *path, int argc, char **argv);
 char *cli_read_file(const char *path, size_t *len);
 void cli_url_escape(const char *in, char *out, size_t outlen);
 

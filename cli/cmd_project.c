@@ -14,20 +14,6 @@
 
 #include <json-c/json.h>
 
-/* POST or PUT a JSON object and print the answer. */
-static int send_json(cli *c, const char *method, const char *path,
-		     json_object *body)
-{
-	membuf m = {0};
-	const char *s = json_object_to_json_string_ext(body,
-						       JSON_C_TO_STRING_PLAIN);
-	int rc = cli_finish(cli_request(c, method, path, s, strlen(s), NULL,
-					&m, NULL, NULL),
-			    &m);
-	json_object_put(body);
-	return rc;
-}
-
 static int get(cli *c, const char *path)
 {
 	membuf m = {0};
@@ -36,36 +22,12 @@ static int get(cli *c, const char *path)
 			  &m);
 }
 
-/* FIELD=N or FIELD=default (back to the operator's default). */
 static int quota(cli *c, const char *name, int argc, char **argv)
 {
 	char esc[256], path[512];
-	json_object *body = json_object_new_object();
-	for (int i = 0; i < argc; i++) {
-		const char *eq = strchr(argv[i], '=');
-		if (eq == NULL || eq == argv[i]) {
-			json_object_put(body);
-			return 100;
-		}
-		char field[64];
-		snprintf(field, sizeof field, "%.*s", (int)(eq - argv[i]),
-			 argv[i]);
-		json_object *v = NULL;
-		if (strcmp(eq + 1, "default") != 0) {
-			char *end = NULL;
-			errno = 0;
-			long long n = strtoll(eq + 1, &end, 10);
-			if (errno != 0 || end == eq + 1 || *end != '\0') {
-				json_object_put(body);
-				return 100;
-			}
-			v = json_object_new_int64(n);
-		}
-		json_object_object_add(body, field, v);
-	}
 	cli_url_escape(name, esc, sizeof esc);
 	snprintf(path, sizeof path, "/v1/projects/%s/quota", esc);
-	return send_json(c, "PUT", path, body);
+	return cli_put_settings(c, path, argc, argv);
 }
 
 int cli_project(cli *c, int argc, char **argv)
@@ -77,7 +39,7 @@ int cli_project(cli *c, int argc, char **argv)
 		json_object *body = json_object_new_object();
 		json_object_object_add(body, "name",
 				       json_object_new_string(argv[2]));
-		return send_json(c, "POST", "/v1/projects", body);
+		return cli_send_json(c, "POST", "/v1/projects", body);
 	}
 	if (argc == 3 && strcmp(argv[1], "show") == 0) {
 		cli_url_escape(argv[2], esc, sizeof esc);
@@ -124,7 +86,7 @@ int cli_key(cli *c, int argc, char **argv)
 				       json_object_new_string(role));
 		json_object_object_add(body, "name",
 				       json_object_new_string(name));
-		return send_json(c, "POST", "/v1/keys", body);
+		return cli_send_json(c, "POST", "/v1/keys", body);
 	}
 	if (argc == 3 && strcmp(argv[1], "rm") == 0) {
 		membuf m = {0};

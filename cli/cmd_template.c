@@ -1,5 +1,7 @@
 /* airlock template build DIR [--name N] [--no-cache]
  * airlock template ls | show NAME | rm NAME
+ * airlock template pool NAME BOUND=N|default...   (ns_min, ns_max, vm_min,
+ *                                                  vm_max; admin keys)
  *
  * build packs DIR (its Airlockfile and everything COPY may take) into a
  * tar, uploads it, then follows the build log: one progress line per
@@ -269,6 +271,11 @@ int cli_template(cli *c, int argc, char **argv)
 		return cli_finish(cli_request(c, "GET", "/v1/templates", NULL,
 					      0, NULL, &m, NULL, NULL),
 				  &m);
+	if (argc >= 4 && strcmp(argv[1], "pool") == 0) {
+		cli_url_escape(argv[2], esc, sizeof esc);
+		snprintf(path, sizeof path, "/v1/templates/%s/warm_pool", esc);
+		return cli_put_settings(c, path, argc - 3, argv + 3);
+	}
 	if (argc == 3 && (strcmp(argv[1], "show") == 0 ||
 			  strcmp(argv[1], "rm") == 0)) {
 		cli_url_escape(argv[2], esc, sizeof esc);

@@ -11,6 +11,7 @@
  *   airlock files ID REMOTE_DIR
  *   airlock template build DIR [--name N] [--no-cache]
  *   airlock template ls | show NAME | rm NAME
+ *   airlock template pool NAME BOUND=N|default...
  *   airlock project create NAME | ls | show NAME       (admin keys)
  *   airlock project quota NAME FIELD=N|default...
  *   airlock key create --project P [--role R] --name N | ls | rm ID
@@ -127,6 +128,7 @@ static int usage(void)
 	      "put ID LOCAL REMOTE | cat ID REMOTE | files ID DIR |\n"
 	      "       template build DIR [--name N] [--no-cache] | "
 	      "template ls | template show NAME | template rm NAME |\n"
+	      "       template pool NAME ns_min|ns_max|vm_min|vm_max=N|default... |\n"
 	      "       project create NAME | project ls | project show NAME | "
 	      "project quota NAME FIELD=N|default... |\n"
 	      "       key create --project P [--role admin|member] --name N | "

@@ -335,11 +335,13 @@ static time_t *backoff_slot(const char *name, const char *driver)
  * burst refills in a few ticks without a host of boots at once. */
 #define POOL_STARTS_PER_TICK 4
 
-static void refill_one(const al_config *cfg, const char *name,
-		       const char *driver, int version, uint32_t recent)
+static void refill_one(const al_config *cfg, const al_template_ref *ref,
+		       const char *driver, uint32_t recent)
 {
-	uint32_t min = al_shimctl_pool_size(cfg, driver);
-	if (min == 0) {
+	const char *name = ref->name;
+	uint32_t min, max_own;
+	al_template_pool_bounds(cfg, ref->pool, driver, &min, &max_own);
+	if (max_own == 0) {
 		/* The pool was switched off: standbys left from before only
 		 * cost memory (and, idle under TCG, CPU). */
 		al_shimctl_retire_standbys(cfg, name, driver, -1);
@@ -350,10 +352,9 @@ static void refill_one(const al_config *cfg, const char *name,
 		return;
 	uint64_t avail_mb, total_mb;
 	al_warmpool_host_mem(&avail_mb, &total_mb);
-	uint32_t max = al_warmpool_cap(min, al_shimctl_pool_max(cfg, driver),
-				       avail_mb, total_mb);
+	uint32_t max = al_warmpool_cap(min, max_own, avail_mb, total_mb);
 	uint32_t target = al_warmpool_target(min, max, recent);
-	int have = al_shimctl_standby_count(cfg, name, driver, version);
+	int have = al_shimctl_standby_count(cfg, name, driver, ref->version);
 	uint32_t start, extra;
 	al_warmpool_plan((uint32_t)have, target, POOL_STARTS_PER_TICK, &start,
 			 &extra);
@@ -388,8 +389,9 @@ static uint32_t recent_creates(const al_sandbox_creates *c, int n,
  * create is a claim rather than a cold start. */
 static void refill_pool(const al_config *cfg, al_db *db)
 {
-	/* Template names (and whether vm standbys can be made of them),
-	 * re-read every few seconds rather than each tick. */
+	/* Template names, their own pool bounds (and whether vm standbys
+	 * can be made of them), re-read every few seconds rather than each
+	 * tick: a PUT .../warm_pool takes effect within 5 s. */
 	static al_template_ref refs[64];
 	static int vm_ok[64];
 	static int count;
@@ -402,8 +404,7 @@ static void refill_pool(const al_config *cfg, al_db *db)
 			return;
 		}
 		char why[300];
-		int vm = cfg->warm_pool_vm > 0 &&
-			 al_vm_usable(cfg->state_dir, why, sizeof why);
+		int vm = al_vm_usable(cfg->state_dir, why, sizeof why);
 		count = n;
 		for (int i = 0; i < count; i++) {
 			const char *name = refs[i].name;
@@ -436,11 +437,13 @@ static void refill_pool(const al_config *cfg, al_db *db)
 		rates_at = al_now_ms();
 	}
 	for (int i = 0; i < count && !stop_requested; i++) {
-		refill_one(cfg, refs[i].name, "ns", refs[i].version,
+		refill_one(cfg, &refs[i], "ns",
 			   recent_creates(rates, nrates, refs[i].name, "ns"));
 		/* With the vm pool off this retires what is left of it. */
-		if (vm_ok[i] || cfg->warm_pool_vm == 0)
-			refill_one(cfg, refs[i].name, "vm", refs[i].version,
+		uint32_t vmin, vmax;
+		al_template_pool_bounds(cfg, refs[i].pool, "vm", &vmin, &vmax);
+		if (vm_ok[i] || vmax == 0)
+			refill_one(cfg, &refs[i], "vm",
 				   recent_creates(rates, nrates, refs[i].name,
 						  "vm"));
 	}

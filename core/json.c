@@ -125,6 +125,48 @@ static json_object *member(json_object *obj, const char *key)
 	return v; /* JSON null is NULL too: treated as absent */
 }
 
+int al_json_settings_parse(const char *buf, size_t len,
+			   const char *const *names, size_t n, int64_t max,
+			   al_json_setting *out, al_err *err)
+{
+	const char *allowed[17];
+	if (n == 0 || n >= sizeof allowed / sizeof allowed[0])
+		return al_err_set(err, AL_EINTERNAL, 0, "bad settings table");
+	memset(out, 0, n * sizeof *out);
+	for (size_t i = 0; i < n; i++)
+		allowed[i] = names[i];
+	allowed[n] = NULL;
+
+	json_object *o = al_json_parse_object(buf, len, err);
+	if (o == NULL)
+		return -1;
+	int rc = al_json_check_fields(o, allowed, err);
+	int any = 0;
+	for (size_t i = 0; rc == 0 && i < n; i++) {
+		json_object *v = NULL;
+		if (!json_object_object_get_ex(o, names[i], &v))
+			continue;
+		any = 1;
+		out[i].set = 1;
+		out[i].is_null = v == NULL;
+		if (v != NULL &&
+		    al_json_get_int(o, names[i], 0, max, &out[i].value, err) < 0)
+			rc = -1;
+	}
+	if (rc == 0 && !any) {
+		char list[400];
+		size_t w = 0;
+		list[0] = '\0';
+		for (size_t i = 0; i < n && w < sizeof list; i++)
+			w += (size_t)snprintf(list + w, sizeof list - w, "%s%s",
+					      i == 0 ? "" : ", ", names[i]);
+		rc = al_err_set(err, AL_EINVAL, 0, "name at least one of: %s",
+				list);
+	}
+	json_object_put(o);
+	return rc;
+}
+
 int al_json_get_str(json_object *obj, const char *key, size_t max_len,
 		    const char **out, size_t *out_len, al_err *err)
 {

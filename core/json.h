@@ -56,6 +56,19 @@ int al_json_get_str_array(json_object *obj, const char *key, size_t min_items,
 			  size_t max_items, size_t max_len, json_object **out,
 			  al_err *err);
 
+/* A body that changes some of a fixed set of integer settings: an object
+ * naming at least one of names[0..n) (no other member), each an integer
+ * in 0..max or null (back to the operator's default). out[i] for
+ * names[i]. AL_EINVAL (naming the fields) or AL_ETOOBIG. */
+typedef struct al_json_setting {
+	int set;     /* named in the body */
+	int is_null; /* named, and null */
+	int64_t value;
+} al_json_setting;
+int al_json_settings_parse(const char *buf, size_t len,
+			   const char *const *names, size_t n, int64_t max,
+			   al_json_setting *out, al_err *err);
+
 /* 1 if p[0..n) is well-formed UTF-8 (no overlongs, surrogates, > 10FFFF). */
 int al_utf8_valid(const void *p, size_t n);
 /* Length of the longest prefix of p[0..n) made of complete, valid UTF-8

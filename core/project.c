@@ -64,42 +64,21 @@ int al_quota_check(const al_quota *limit, const al_quota *used,
 int al_quota_update_parse(const char *buf, size_t len, al_quota_update *out,
 			  al_err *err)
 {
-	const char *names[AL_QUOTA_NFIELDS + 1];
+	const char *names[AL_QUOTA_NFIELDS];
+	al_json_setting s[AL_QUOTA_NFIELDS];
 	memset(out, 0, sizeof *out);
 	for (size_t i = 0; i < AL_QUOTA_NFIELDS; i++)
 		names[i] = al_quota_fields[i].name;
-	names[AL_QUOTA_NFIELDS] = NULL;
-
-	json_object *o = al_json_parse_object(buf, len, err);
-	if (o == NULL)
+	/* The quota columns are bigint: anything up to 2^62 fits. */
+	if (al_json_settings_parse(buf, len, names, AL_QUOTA_NFIELDS,
+				   INT64_C(1) << 62, s, err) < 0)
 		return -1;
-	int rc = al_json_check_fields(o, names, err);
-	int any = 0;
-	for (size_t i = 0; rc == 0 && i < AL_QUOTA_NFIELDS; i++) {
-		json_object *v = NULL;
-		if (!json_object_object_get_ex(o, names[i], &v))
-			continue;
-		any = 1;
-		out->set[i] = 1;
-		if (v == NULL) {
-			out->is_null[i] = 1;
-			continue;
-		}
-		int64_t n = 0;
-		/* The quota columns are bigint: anything up to 2^62 fits. */
-		if (al_json_get_int(o, names[i], 0, INT64_C(1) << 62, &n,
-				    err) < 0)
-			rc = -1;
-		else
-			*quota_slot(&out->value, i) = (uint64_t)n;
+	for (size_t i = 0; i < AL_QUOTA_NFIELDS; i++) {
+		out->set[i] = s[i].set;
+		out->is_null[i] = s[i].is_null;
+		*quota_slot(&out->value, i) = (uint64_t)s[i].value;
 	}
-	if (rc == 0 && !any)
-		rc = al_err_set(err, AL_EINVAL, 0,
-				"name at least one quota: running_sandboxes, "
-				"memory_mb, disk_mb, concurrent_builds, "
-				"concurrent_streams, creates_per_minute");
-	json_object_put(o);
-	return rc;
+	return 0;
 }
 
 static int exec_cmd(al_db *db, const char *sql, int n,

@@ -239,26 +239,6 @@ int al_shimctl_spawn_standbys(const al_config *cfg, const char *tmpl,
 	return ready;
 }
 
-uint32_t al_shimctl_pool_size(const al_config *cfg, const char *driver)
-{
-	if (driver == NULL || !al_config_driver_enabled(cfg, driver))
-		return 0;
-	if (strcmp(driver, "ns") == 0)
-		return cfg->warm_pool;
-	if (strcmp(driver, "vm") == 0)
-		return cfg->warm_pool_vm;
-	return 0;
-}
-
-uint32_t al_shimctl_pool_max(const al_config *cfg, const char *driver)
-{
-	/* A pool switched off (or a driver without one) stays off. */
-	if (al_shimctl_pool_size(cfg, driver) == 0)
-		return 0;
-	return strcmp(driver, "vm") == 0 ? cfg->warm_pool_vm_max
-					 : cfg->warm_pool_max;
-}
-
 /* Standby sockets of (tmpl, driver): "<tmpl>.<driver>.<slot>.sock" in
  * run/pool. Template names hold no '.', so the prefix is unambiguous. */
 static int is_standby_of(const char *name, const char *tmpl,
@@ -399,8 +379,10 @@ static int claim_standby(const al_config *cfg, const char *id,
 int al_shimctl_start(const al_config *cfg, const char *id, const char *tmpl,
 		     const char *driver, int64_t deadline_ms, al_err *err)
 {
-	if (al_shimctl_pool_size(cfg, driver) > 0 && al_id_valid(tmpl) &&
-	    driver_ok(driver) &&
+	/* Standbys are kept only where the template's pool is on (the
+	 * controller, al_template_pool_bounds); the look costs a readdir. */
+	if (al_id_valid(tmpl) && driver_ok(driver) &&
+	    al_config_driver_enabled(cfg, driver) &&
 	    claim_standby(cfg, id, tmpl, driver, deadline_ms) == 0)
 		return 0;
 	return al_shimctl_spawn(cfg, id, deadline_ms, err);

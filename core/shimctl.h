@@ -48,11 +48,6 @@ int al_shimctl_retire_standbys(const al_config *cfg, const char *tmpl,
  * shrinks); returns how many. */
 int al_shimctl_retire_some(const al_config *cfg, const char *tmpl,
 			   const char *driver, int n);
-/* Standbys the warm pool keeps per template for driver at the least
- * (AIRLOCK_WARM_POOL for ns, AIRLOCK_WARM_POOL_VM for vm), and the most
- * it grows to under load (the _MAX variables). */
-uint32_t al_shimctl_pool_size(const al_config *cfg, const char *driver);
-uint32_t al_shimctl_pool_max(const al_config *cfg, const char *driver);
 /* Bring sandbox id (row in state creating, template tmpl, driver) to
  * running: claim a warm standby of the same template and driver if one
  * is waiting (milliseconds), else start a shim cold (al_shimctl_spawn). */

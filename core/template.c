@@ -468,6 +468,108 @@ json_object *al_template_list(al_db *db, const char *visible_to,
 	return arr;
 }
 
+/* ---- warm pool bounds ---- */
+
+const char *const al_pool_bound_names[AL_POOL_NBOUNDS] = {
+	"ns_min", "ns_max", "vm_min", "vm_max"};
+
+#define POOL_COLUMNS "pool_ns_min, pool_ns_max, pool_vm_min, pool_vm_max"
+
+/* The AL_POOL_NBOUNDS columns from col on: -1 for NULL. */
+static void pool_bounds_get(const PGresult *res, int row, int col, int *out)
+{
+	for (int k = 0; k < AL_POOL_NBOUNDS; k++)
+		out[k] = PQgetisnull(res, row, col + k)
+				 ? -1
+				 : atoi(PQgetvalue(res, row, col + k));
+}
+
+int al_template_pool_parse(const char *buf, size_t len,
+			   al_json_setting out[AL_POOL_NBOUNDS], al_err *err)
+{
+	return al_json_settings_parse(buf, len, al_pool_bound_names,
+				      AL_POOL_NBOUNDS, AL_POOL_BOUND_MAX, out,
+				      err);
+}
+
+int al_template_pool_set(al_db *db, const char *name,
+			 const al_json_setting u[AL_POOL_NBOUNDS], al_err *err)
+{
+	if (name == NULL || !al_id_valid(name))
+		return al_err_set(err, AL_ENOENT, 0, "no such template");
+	char vals[AL_POOL_NBOUNDS][24];
+	const char *p[1 + 2 * AL_POOL_NBOUNDS];
+	p[0] = name;
+	/* Per bound: whether to change it ($2k) and the value ($2k+1, NULL
+	 * = back to the default). */
+	for (int k = 0; k < AL_POOL_NBOUNDS; k++) {
+		snprintf(vals[k], sizeof vals[k], "%lld",
+			 (long long)u[k].value);
+		p[1 + 2 * k] = u[k].set ? "t" : "f";
+		p[2 + 2 * k] = u[k].set && !u[k].is_null ? vals[k] : NULL;
+	}
+	long long n = al_db_exec_rows(
+		db,
+		"UPDATE templates SET"
+		" pool_ns_min = CASE WHEN $2::boolean THEN $3::int"
+		"  ELSE pool_ns_min END,"
+		" pool_ns_max = CASE WHEN $4::boolean THEN $5::int"
+		"  ELSE pool_ns_max END,"
+		" pool_vm_min = CASE WHEN $6::boolean THEN $7::int"
+		"  ELSE pool_vm_min END,"
+		" pool_vm_max = CASE WHEN $8::boolean THEN $9::int"
+		"  ELSE pool_vm_max END"
+		" WHERE name = $1",
+		1 + 2 * AL_POOL_NBOUNDS, p, err);
+	if (n < 0)
+		return -1;
+	if (n != 1)
+		return al_err_set(err, AL_ENOENT, 0, "no template '%s'", name);
+	return 0;
+}
+
+void al_template_pool_bounds(const al_config *cfg, const int *own,
+			     const char *driver, uint32_t *min, uint32_t *max)
+{
+	int vm = strcmp(driver, "vm") == 0;
+	int kmin = vm ? AL_POOL_VM_MIN : AL_POOL_NS_MIN;
+	int kmax = vm ? AL_POOL_VM_MAX : AL_POOL_NS_MAX;
+	*min = own[kmin] >= 0 ? (uint32_t)own[kmin]
+			      : (vm ? cfg->warm_pool_vm : cfg->warm_pool);
+	if (own[kmax] >= 0)
+		*max = (uint32_t)own[kmax];
+	else if (*min == 0)
+		*max = 0; /* a pool switched off stays off */
+	else
+		*max = vm ? cfg->warm_pool_vm_max : cfg->warm_pool_max;
+	if (*max < *min)
+		*max = *min;
+	if (!al_config_driver_enabled(cfg, driver))
+		*min = *max = 0;
+}
+
+json_object *al_template_pool_json(const al_config *cfg, const int *own)
+{
+	json_object *o = json_object_new_object();
+	json_object *defaults = json_object_new_array();
+	static const char *const drivers[] = {"ns", "vm"};
+	for (int d = 0; d < 2; d++) {
+		uint32_t min, max;
+		al_template_pool_bounds(cfg, own, drivers[d], &min, &max);
+		json_object_object_add(o, al_pool_bound_names[2 * d],
+				       json_object_new_int64(min));
+		json_object_object_add(o, al_pool_bound_names[2 * d + 1],
+				       json_object_new_int64(max));
+	}
+	for (int k = 0; k < AL_POOL_NBOUNDS; k++)
+		if (own[k] < 0)
+			json_object_array_add(
+				defaults,
+				json_object_new_string(al_pool_bound_names[k]));
+	json_object_object_add(o, "defaults", defaults);
+	return o;
+}
+
 int al_template_row_get(al_db *db, const char *name, al_template_row *out,
 			al_err *err)
 {
@@ -475,8 +577,8 @@ int al_template_row_get(al_db *db, const char *name, al_template_row *out,
 	const char *p[] = {name};
 	PGresult *res = al_db_exec(db,
 				   "SELECT driver, version, memory_mb, pids,"
-				   " cpu_shares, disk_mb, project, public"
-				   " FROM templates WHERE name = $1",
+				   " cpu_shares, disk_mb, project, public, "
+				   POOL_COLUMNS " FROM templates WHERE name = $1",
 				   1, p, err);
 	if (res == NULL)
 		return -1;
@@ -493,6 +595,7 @@ int al_template_row_get(al_db *db, const char *name, al_template_row *out,
 	snprintf(out->owner.project, sizeof out->owner.project, "%s",
 		 PQgetvalue(res, 0, 6));
 	out->owner.public = strcmp(PQgetvalue(res, 0, 7), "t") == 0;
+	pool_bounds_get(res, 0, 8, out->pool);
 	PQclear(res);
 	return 0;
 }
@@ -526,8 +629,8 @@ int al_template_refs(al_db *db, al_template_ref *out, int max, al_err *err)
 	snprintf(lim, sizeof lim, "%d", max);
 	const char *p[] = {lim};
 	PGresult *res = al_db_exec(db,
-				   "SELECT name, version FROM templates"
-				   " ORDER BY name LIMIT $1::int",
+				   "SELECT name, version, " POOL_COLUMNS
+				   " FROM templates ORDER BY name LIMIT $1::int",
 				   1, p, err);
 	if (res == NULL)
 		return -1;
@@ -536,6 +639,7 @@ int al_template_refs(al_db *db, al_template_ref *out, int max, al_err *err)
 		snprintf(out[i].name, sizeof out[i].name, "%s",
 			 PQgetvalue(res, i, 0));
 		out[i].version = atoi(PQgetvalue(res, i, 1));
+		pool_bounds_get(res, i, 2, out[i].pool);
 	}
 	PQclear(res);
 	return n;

@@ -23,6 +23,7 @@
 #include "config.h"
 #include "db.h"
 #include "err.h"
+#include "json.h"
 
 typedef struct al_template_version {
 	char name[64];
@@ -59,6 +60,33 @@ int al_template_publish(al_db *db, const al_config *cfg,
 			const char *airlockfile, const char *rootfs_tmp,
 			int *version_out, al_err *err);
 
+/* A template's own warm pool bounds, in this order; -1 where it follows
+ * the operator's default (AIRLOCK_WARM_POOL, _MAX, _VM, _VM_MAX). */
+enum {
+	AL_POOL_NS_MIN,
+	AL_POOL_NS_MAX,
+	AL_POOL_VM_MIN,
+	AL_POOL_VM_MAX,
+	AL_POOL_NBOUNDS
+};
+#define AL_POOL_BOUND_MAX 64
+extern const char *const al_pool_bound_names[AL_POOL_NBOUNDS];
+/* A PUT /v1/templates/{name}/warm_pool body: {"ns_min":N,"ns_max":N,
+ * "vm_min":N,"vm_max":N}, each optional, 0..AL_POOL_BOUND_MAX or null
+ * (back to the default), at least one. */
+int al_template_pool_parse(const char *buf, size_t len,
+			   al_json_setting out[AL_POOL_NBOUNDS], al_err *err);
+/* Store the named bounds; AL_ENOENT for an unknown template. */
+int al_template_pool_set(al_db *db, const char *name,
+			 const al_json_setting u[AL_POOL_NBOUNDS], al_err *err);
+/* The bounds the warm pool of a template with own bounds `own` follows
+ * for driver ("ns" or "vm"): the template's where set, else cfg's. */
+void al_template_pool_bounds(const al_config *cfg, const int *own,
+			     const char *driver, uint32_t *min, uint32_t *max);
+/* {"ns_min":..,"ns_max":..,"vm_min":..,"vm_max":..} in effect, and
+ * "defaults": the bounds that follow the operator's. */
+json_object *al_template_pool_json(const al_config *cfg, const int *own);
+
 /* The project a template belongs to and whether it is public (every
  * project may create from it; only admin keys change it). AL_ENOENT if
  * unknown. Names are unique across projects. */
@@ -75,6 +103,7 @@ typedef struct al_template_row {
 	char driver[16];
 	int version;
 	long long memory_mb, pids, cpu_shares, disk_mb;
+	int pool[AL_POOL_NBOUNDS];
 } al_template_row;
 int al_template_row_get(al_db *db, const char *name, al_template_row *out,
 			al_err *err);
@@ -100,6 +129,7 @@ json_object *al_template_versions(al_db *db, const char *name, al_err *err);
 typedef struct al_template_ref {
 	char name[64];
 	int version;
+	int pool[AL_POOL_NBOUNDS];
 } al_template_ref;
 int al_template_refs(al_db *db, al_template_ref *out, int max, al_err *err);
 

@@ -330,6 +330,8 @@ void al_api_template_get(al_req *r)
 	json_object_object_add(o, "public",
 			       json_object_new_boolean(row.owner.public));
 	json_object_object_add(o, "driver", json_object_new_string(row.driver));
+	json_object_object_add(o, "warm_pool",
+			       al_template_pool_json(r->cfg, row.pool));
 	json_object_object_add(o, "memory_mb",
 			       json_object_new_int64(row.memory_mb));
 	json_object_object_add(o, "pids", json_object_new_int64(row.pids));
@@ -542,4 +544,35 @@ out:
 	free(pend);
 	if (fd >= 0)
 		close(fd);
+}
+
+/* PUT /v1/templates/{name}/warm_pool (admin keys): the template's own
+ * standby bounds; the controller follows them within 5 s. Standbys cost
+ * host memory charged to no project, hence admin only. */
+void al_api_template_pool(al_req *r)
+{
+	al_err err;
+	char *body = NULL;
+	size_t len = 0;
+	al_json_setting u[AL_POOL_NBOUNDS];
+	if (al_req_body(r, AL_JSON_BODY_MAX, &body, &len, &err) < 0) {
+		al_http_error(r, &err);
+		return;
+	}
+	int rc = al_template_pool_parse(body, len, u, &err);
+	free(body);
+	al_db *db = rc == 0 ? al_req_db(r, &err) : NULL;
+	al_template_row row;
+	if (db == NULL || al_template_pool_set(db, r->id, u, &err) < 0 ||
+	    al_template_row_get(db, r->id, &row, &err) < 0) {
+		al_http_error(r, &err);
+		return;
+	}
+	al_info("template %s: warm pool bounds changed", r->id);
+	json_object *o = json_object_new_object();
+	json_object_object_add(o, "name", json_object_new_string(r->id));
+	json_object_object_add(o, "warm_pool",
+			       al_template_pool_json(r->cfg, row.pool));
+	al_http_json(r, 200, o);
+	json_object_put(o);
 }

@@ -38,6 +38,7 @@ static const struct route {
 	{"GET", "/v1/templates/builds/{id}/logs", KEY, al_api_build_logs},
 	{"GET", "/v1/templates/{id}", KEY, al_api_template_get},
 	{"DELETE", "/v1/templates/{id}", KEY, al_api_template_delete},
+	{"PUT", "/v1/templates/{id}/warm_pool", ADMIN, al_api_template_pool},
 	{"POST", "/v1/sandboxes", KEY, al_api_sandbox_create},
 	{"GET", "/v1/sandboxes", KEY, al_api_sandbox_list},
 	{"GET", "/v1/sandboxes/{id}", KEY, al_api_sandbox_get},

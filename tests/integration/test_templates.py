@@ -3,6 +3,7 @@
 template, the layer cache, errors that name the Airlockfile line, and
 deletion that is refused while the template is in use."""
 import io
+import json
 import os
 import signal
 import socket
@@ -424,3 +425,15 @@ def test_killed_builder_fails_its_build(api, templates):
     assert b["status"] == "failed" and b["error"], b
     assert_error(api.get(f"{api.base}/v1/templates/{name}", timeout=TIMEOUT),
                  404)
+
+
+def test_cli_sets_template_pool_bounds(stack):
+    p = cli(stack, "template", "pool", "minimal", "ns_max=7")
+    assert p.returncode == 0, p.stderr
+    pool = json.loads(p.stdout)["warm_pool"]
+    assert pool["ns_max"] == 7 and "ns_max" not in pool["defaults"]
+    p = cli(stack, "template", "pool", "minimal", "ns_max=default")
+    assert p.returncode == 0, p.stderr
+    assert "ns_max" in json.loads(p.stdout)["warm_pool"]["defaults"]
+    p = cli(stack, "template", "pool", "minimal", "ns_max")
+    assert p.returncode == 100

@@ -295,6 +295,7 @@ ADMIN_REQUESTS = [
     ("POST", "/v1/projects", {"json": {"name": "nope-by-member"}}),
     ("GET", "/v1/projects/default", {}),
     ("PUT", "/v1/projects/default/quota", {"json": {"running_sandboxes": 0}}),
+    ("PUT", "/v1/templates/minimal/warm_pool", {"json": {"ns_max": 64}}),
     ("GET", "/v1/keys", {}),
     ("POST", "/v1/keys", {"json": {"project": "default", "role": "admin",
                                    "name": "escalate"}}),

@@ -134,3 +134,55 @@ def test_dead_standby_is_cleaned_up(stack, driver):
         assert not os.path.exists(f"/sys/fs/cgroup/airlock/{slot}")
     assert not [p for p in qemus if pid_alive(p)], qemus
     assert len(standbys(stack, driver)) >= POOL_SIZE[driver]
+
+
+def put_pool(api, name, **bounds):
+    return api.put(f"{api.base}/v1/templates/{name}/warm_pool", json=bounds,
+                   timeout=30)
+
+
+def test_template_pool_bounds(stack, api, driver):
+    """An admin sets a template's own standby bounds; the controller holds
+    its pool to them (within its 5 s re-read), and null puts a bound back
+    to the operator's default."""
+    lo, hi = f"{driver}_min", f"{driver}_max"
+    n = POOL_SIZE[driver] + 1
+    assert wait_pool(stack, driver), standbys(stack, driver)
+    try:
+        r = put_pool(api, "minimal", **{lo: n, hi: n})
+        assert r.status_code == 200, r.text
+        pool = r.json()["warm_pool"]
+        assert (pool[lo], pool[hi]) == (n, n)
+        assert lo not in pool["defaults"] and hi not in pool["defaults"]
+        got = api.get(f"{api.base}/v1/templates/minimal", timeout=30).json()
+        assert got["warm_pool"] == pool
+        assert wait_pool(stack, driver, n), standbys(stack, driver)
+        # Down to one: the extras are retired, not left running.
+        r = put_pool(api, "minimal", **{lo: 1, hi: 1})
+        assert r.status_code == 200, r.text
+        deadline = time.monotonic() + REFILL_S[driver]
+        while len(standbys(stack, driver)) > 1 and \
+                time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert len(standbys(stack, driver)) == 1, standbys(stack, driver)
+    finally:
+        r = put_pool(api, "minimal", **{lo: None, hi: None})
+    assert r.status_code == 200, r.text
+    pool = r.json()["warm_pool"]
+    assert lo in pool["defaults"] and hi in pool["defaults"]
+    assert pool[lo] == POOL_SIZE[driver]
+    assert wait_pool(stack, driver), standbys(stack, driver)
+
+
+def test_template_pool_bad_bodies(api):
+    for body, word in (({}, "at least one"), ({"ns_min": -1}, "ns_min"),
+                       ({"vm_max": 65}, "vm_max"), ({"ns_min": "2"}, "ns_min"),
+                       ({"size": 2}, "unknown field")):
+        r = put_pool(api, "minimal", **body)
+        assert r.status_code == 400, (body, r.text)
+        assert word in r.json()["error"]["message"], (body, r.text)
+    r = api.put(f"{api.base}/v1/templates/minimal/warm_pool", data=b"{",
+                timeout=30)
+    assert r.status_code == 400, r.text
+    r = put_pool(api, "no-such-template", ns_min=1)
+    assert r.status_code == 404, r.text

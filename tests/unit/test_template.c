@@ -121,6 +121,70 @@ static void test_status_names(void **state)
 			    "unknown");
 }
 
+/* A template's own bounds win where set; unset ones follow the
+ * operator's; a pool that is off by default stays off unless the
+ * template names a max; max never below min; a disabled driver none. */
+static void test_pool_bounds(void **state)
+{
+	(void)state;
+	al_config cfg;
+	cfg_init(&cfg);
+	cfg.drivers = AL_CONFIG_DRIVER_NS | AL_CONFIG_DRIVER_VM;
+	cfg.warm_pool = 2;
+	cfg.warm_pool_max = 8;
+	cfg.warm_pool_vm = 0;
+	cfg.warm_pool_vm_max = 2;
+	uint32_t min, max;
+	int dflt[AL_POOL_NBOUNDS] = {-1, -1, -1, -1};
+	al_template_pool_bounds(&cfg, dflt, "ns", &min, &max);
+	assert_int_equal(min, 2);
+	assert_int_equal(max, 8);
+	al_template_pool_bounds(&cfg, dflt, "vm", &min, &max);
+	assert_int_equal(min, 0);
+	assert_int_equal(max, 0);
+
+	int own[AL_POOL_NBOUNDS] = {5, -1, -1, 3};
+	al_template_pool_bounds(&cfg, own, "ns", &min, &max);
+	assert_int_equal(min, 5);
+	assert_int_equal(max, 8);
+	al_template_pool_bounds(&cfg, own, "vm", &min, &max);
+	assert_int_equal(min, 0);
+	assert_int_equal(max, 3);
+
+	int low[AL_POOL_NBOUNDS] = {6, 4, -1, -1};
+	al_template_pool_bounds(&cfg, low, "ns", &min, &max);
+	assert_int_equal(min, 6);
+	assert_int_equal(max, 6);
+
+	cfg.drivers = AL_CONFIG_DRIVER_VM;
+	al_template_pool_bounds(&cfg, own, "ns", &min, &max);
+	assert_int_equal(min, 0);
+	assert_int_equal(max, 0);
+}
+
+static void test_pool_parse(void **state)
+{
+	(void)state;
+	al_json_setting u[AL_POOL_NBOUNDS];
+	al_err err;
+	const char *ok = "{\"ns_min\":3,\"vm_max\":null}";
+	assert_int_equal(al_template_pool_parse(ok, strlen(ok), u, &err), 0);
+	assert_true(u[AL_POOL_NS_MIN].set && !u[AL_POOL_NS_MIN].is_null);
+	assert_int_equal(u[AL_POOL_NS_MIN].value, 3);
+	assert_true(u[AL_POOL_VM_MAX].set && u[AL_POOL_VM_MAX].is_null);
+	assert_false(u[AL_POOL_NS_MAX].set || u[AL_POOL_VM_MIN].set);
+	static const char *const bad[] = {
+		"{}", "{\"ns_min\":65}", "{\"ns_min\":-1}", "{\"ns_min\":1.5}",
+		"{\"pool\":1}", "[1]", "{\"ns_max\":\"2\"}", "{",
+	};
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		assert_int_equal(
+			al_template_pool_parse(bad[i], strlen(bad[i]), u, &err),
+			-1);
+		assert_int_equal(err.code, AL_EINVAL);
+	}
+}
+
 static void test_version_free_idempotent(void **state)
 {
 	(void)state;
@@ -145,6 +209,8 @@ int main(void)
 		cmocka_unit_test(test_build_dir),
 		cmocka_unit_test(test_status_names),
 		cmocka_unit_test(test_version_free_idempotent),
+		cmocka_unit_test(test_pool_bounds),
+		cmocka_unit_test(test_pool_parse),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
