@@ -235,41 +235,22 @@ static int converse(bld *b, int fd, const char *payload, al_err *err)
 			goto out;
 		}
 		case AL_F_EXIT: {
-			json_object *o = json_tokener_parse(
-				(const char *)f.payload);
-			json_object *v = NULL;
+			al_exit_msg m;
 			blog_output_flush(b);
-			if (o == NULL) {
-				al_err_set(err, AL_EPROTO, 0,
-					   "agent sent a malformed %s",
-					   al_frame_type_name(f.type));
-			} else if (json_object_object_get_ex(o, "exit_code",
-							     &v)) {
-				int code = json_object_get_int(v);
-				if (code == 0)
-					rc = 0;
-				else
-					al_err_set(err, AL_EINVAL, 0,
-						   "RUN exited with %d", code);
-			} else {
-				json_object *t;
-				int timed_out =
-					json_object_object_get_ex(o,
-								  "timed_out",
-								  &t) &&
-					json_object_get_boolean(t);
-				json_object_object_get_ex(o, "signal", &v);
-				if (timed_out)
-					al_err_set(err, AL_ETIMEDOUT, 0,
-						   "RUN ran longer than %lld s",
-						   RUN_TIMEOUT_MS / 1000);
-				else
-					al_err_set(err, AL_EINVAL, 0,
-						   "RUN killed by %.40s",
-						   v != NULL ? json_object_get_string(v)
-							     : "a signal");
-			}
-			json_object_put(o);
+			if (al_exit_unpack(f.payload, f.len, &m, err) < 0)
+				err->code = AL_EPROTO;
+			else if (m.exit_code == 0)
+				rc = 0;
+			else if (m.exit_code > 0)
+				al_err_set(err, AL_EINVAL, 0,
+					   "RUN exited with %d", m.exit_code);
+			else if (m.timed_out)
+				al_err_set(err, AL_ETIMEDOUT, 0,
+					   "RUN ran longer than %lld s",
+					   RUN_TIMEOUT_MS / 1000);
+			else
+				al_err_set(err, AL_EINVAL, 0,
+					   "RUN killed by %s", m.signal);
 			al_frame_free(&f);
 			goto out;
 		}

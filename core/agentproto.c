@@ -8,8 +8,10 @@
 
 #include <errno.h>
 #include <poll.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <time.h>
@@ -43,6 +45,8 @@ static const char *const type_names[AL_F_TYPE_MAX] = {
 	[AL_F_CLAIM] = "CLAIM",
 	[AL_F_IDENTITY] = "IDENTITY",
 	[AL_F_DISK_GROW] = "DISK_GROW",
+	[AL_F_STREAM_EXEC] = "STREAM_EXEC",
+	[AL_F_STREAMS] = "STREAMS",
 	[AL_F_START] = "START",
 };
 /* clang-format on */
@@ -614,7 +618,7 @@ int al_disk_grow_unpack(const void *payload, size_t len, al_disk_grow *out,
 	return 0;
 }
 
-char *al_exec_pack(const al_exec_msg *m, al_err *err)
+static json_object *exec_object(const al_exec_msg *m)
 {
 	json_object *o = json_object_new_object();
 	if (o != NULL) {
@@ -635,7 +639,12 @@ char *al_exec_pack(const al_exec_msg *m, al_err *err)
 		json_object_object_add(o, "stdin",
 				       json_object_new_boolean(m->stdin_open));
 	}
-	return pack(o, err);
+	return o;
+}
+
+char *al_exec_pack(const al_exec_msg *m, al_err *err)
+{
+	return pack(exec_object(m), err);
 }
 
 static int nul_free(json_object *s)
@@ -694,13 +703,9 @@ static int exec_env_check(json_object *env, al_err *err)
 	return 0;
 }
 
-int al_exec_unpack(const void *payload, size_t len, al_exec_msg *out,
-		   al_err *err)
+/* Fill out from the EXEC object o (borrowed: out points into it). */
+static int exec_from(json_object *o, al_exec_msg *out, al_err *err)
 {
-	memset(out, 0, sizeof *out);
-	json_object *o = unpack(payload, len, "EXEC", err);
-	if (o == NULL)
-		return -1;
 	al_err e = {0};
 	size_t n = 0;
 	json_object *v = NULL;
@@ -729,9 +734,22 @@ int al_exec_unpack(const void *payload, size_t len, al_exec_msg *out,
 				   (long long)AL_EXEC_TIMEOUT_MS_MAX);
 	}
 	if (e.code != AL_OK) {
+		*err = e;
+		return -1;
+	}
+	return 0;
+}
+
+int al_exec_unpack(const void *payload, size_t len, al_exec_msg *out,
+		   al_err *err)
+{
+	memset(out, 0, sizeof *out);
+	json_object *o = unpack(payload, len, "EXEC", err);
+	if (o == NULL)
+		return -1;
+	if (exec_from(o, out, err) < 0) {
 		json_object_put(o);
 		memset(out, 0, sizeof *out);
-		*err = e;
 		return -1;
 	}
 	out->root = o;
@@ -784,4 +802,289 @@ int al_error_unpack(const void *payload, size_t len, al_err *out,
 		   0, "%.400s", msg != NULL ? msg : "error in sandbox");
 	json_object_put(o);
 	return 0;
+}
+
+/* ---- EXIT ---- */
+
+static int signal_name_valid(const char *s, size_t n)
+{
+	if (n < 4 || n >= sizeof ((al_exit_msg *)0)->signal ||
+	    strncmp(s, "SIG", 3) != 0)
+		return 0;
+	for (size_t i = 3; i < n; i++)
+		if (!((s[i] >= 'A' && s[i] <= 'Z') ||
+		      (s[i] >= '0' && s[i] <= '9')))
+			return 0;
+	return 1;
+}
+
+char *al_exit_pack(const al_exit_msg *m, al_err *err)
+{
+	json_object *o = json_object_new_object();
+	if (o != NULL && m->signal[0] != '\0') {
+		json_object_object_add(o, "signal",
+				       json_object_new_string(m->signal));
+		json_object_object_add(o, "timed_out",
+				       json_object_new_boolean(m->timed_out));
+	} else if (o != NULL) {
+		json_object_object_add(o, "exit_code",
+				       json_object_new_int(m->exit_code));
+	}
+	return pack(o, err);
+}
+
+int al_exit_unpack(const void *payload, size_t len, al_exit_msg *out,
+		   al_err *err)
+{
+	memset(out, 0, sizeof *out);
+	out->exit_code = -1;
+	json_object *o = unpack(payload, len, "EXIT", err);
+	if (o == NULL)
+		return -1;
+	al_err e = {0};
+	size_t n = 0;
+	json_object *code = NULL, *t = NULL;
+	const char *sig = get_str(o, "signal", &n, &e);
+	int has_code = json_object_object_get_ex(o, "exit_code", &code);
+	if (e.code != AL_OK) {
+		/* get_str said why */
+	} else if (has_code == (sig != NULL)) {
+		al_err_set(&e, AL_EINVAL, 0,
+			   "EXIT needs one of \"exit_code\" and \"signal\"");
+	} else if (has_code) {
+		int64_t c = -1;
+		if (!json_object_is_type(code, json_type_int) ||
+		    (c = json_object_get_int64(code)) < 0 || c > 255)
+			al_err_set(&e, AL_EINVAL, 0,
+				   "field \"exit_code\" must be 0 to 255");
+		else
+			out->exit_code = (int)c;
+	} else if (!signal_name_valid(sig, n)) {
+		al_err_set(&e, AL_EINVAL, 0, "field \"signal\" is malformed");
+	} else {
+		memcpy(out->signal, sig, n + 1);
+		if (json_object_object_get_ex(o, "timed_out", &t) &&
+		    t != NULL && !json_object_is_type(t, json_type_boolean))
+			al_err_set(&e, AL_EINVAL, 0,
+				   "field \"timed_out\" must be true or "
+				   "false");
+		out->timed_out = t != NULL && json_object_get_boolean(t);
+	}
+	json_object_put(o);
+	if (e.code != AL_OK) {
+		memset(out, 0, sizeof *out);
+		out->exit_code = -1;
+		*err = e;
+		return -1;
+	}
+	return 0;
+}
+
+/* ---- streams ---- */
+
+int al_hex_id_valid(const char *s, size_t n)
+{
+	if (s == NULL || strlen(s) != n)
+		return 0;
+	for (size_t i = 0; i < n; i++)
+		if (!((s[i] >= '0' && s[i] <= '9') ||
+		      (s[i] >= 'a' && s[i] <= 'f')))
+			return 0;
+	return 1;
+}
+
+int al_hex_random(char *out, size_t n, al_err *err)
+{
+	uint8_t rnd[64];
+	size_t want = n / 2, got = 0;
+	if (n % 2 != 0 || want > sizeof rnd)
+		return al_err_set(err, AL_EINVAL, 0, "bad random id length");
+	while (got < want) {
+		ssize_t k = getrandom(rnd + got, want - got, 0);
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k <= 0)
+			return al_err_sys(err, AL_ESYS, errno, "getrandom");
+		got += (size_t)k;
+	}
+	static const char hex[] = "0123456789abcdef";
+	for (size_t i = 0; i < want; i++) {
+		out[2 * i] = hex[rnd[i] >> 4];
+		out[2 * i + 1] = hex[rnd[i] & 15];
+	}
+	out[n] = '\0';
+	explicit_bzero(rnd, sizeof rnd);
+	return 0;
+}
+
+char *al_stream_exec_pack(const al_exec_msg *m, const char *lease,
+			  int background, al_err *err)
+{
+	json_object *o = json_object_new_object();
+	if (o != NULL) {
+		json_object_object_add(o, "exec", exec_object(m));
+		json_object_object_add(o, "lease",
+				       json_object_new_string(lease));
+		json_object_object_add(o, "background",
+				       json_object_new_boolean(background));
+	}
+	return pack(o, err);
+}
+
+int al_stream_exec_unpack(const void *payload, size_t len,
+			  al_stream_exec_msg *out, al_err *err)
+{
+	memset(out, 0, sizeof *out);
+	json_object *o = unpack(payload, len, "STREAM_EXEC", err);
+	if (o == NULL)
+		return -1;
+	al_err e = {0};
+	size_t n = 0;
+	json_object *ex = NULL, *bg = NULL;
+	const char *lease = get_str(o, "lease", &n, &e);
+	if (e.code == AL_OK && !al_hex_id_valid(lease, AL_STREAM_LEASE_LEN))
+		al_err_set(&e, AL_EINVAL, 0,
+			   "field \"lease\" must be %d lowercase hex digits",
+			   AL_STREAM_LEASE_LEN);
+	else if (e.code == AL_OK &&
+		 json_object_object_get_ex(o, "background", &bg) &&
+		 bg != NULL && !json_object_is_type(bg, json_type_boolean))
+		al_err_set(&e, AL_EINVAL, 0,
+			   "field \"background\" must be true or false");
+	else if (e.code == AL_OK &&
+		 (!json_object_object_get_ex(o, "exec", &ex) ||
+		  !json_object_is_type(ex, json_type_object)))
+		al_err_set(&e, AL_EINVAL, 0, "field \"exec\" must be an object");
+	else if (e.code == AL_OK)
+		exec_from(ex, &out->exec, &e);
+	if (e.code != AL_OK) {
+		json_object_put(o);
+		memset(out, 0, sizeof *out);
+		*err = e;
+		return -1;
+	}
+	memcpy(out->lease, lease, AL_STREAM_LEASE_LEN + 1);
+	out->background = bg != NULL && json_object_get_boolean(bg);
+	out->exec.root = o;
+	return 0;
+}
+
+void al_stream_exec_free(al_stream_exec_msg *m)
+{
+	al_exec_msg_free(&m->exec);
+	memset(m, 0, sizeof *m);
+}
+
+char *al_stream_token_pack(const char *token, al_err *err)
+{
+	json_object *o = json_object_new_object();
+	if (o != NULL)
+		json_object_object_add(o, "token",
+				       json_object_new_string(token));
+	return pack(o, err);
+}
+
+int al_stream_token_unpack(const void *payload, size_t len,
+			   char out[AL_STREAM_TOKEN_LEN + 1], al_err *err)
+{
+	json_object *o = unpack(payload, len, "stream token", err);
+	if (o == NULL)
+		return -1;
+	al_err e = {0};
+	size_t n = 0;
+	const char *t = get_str(o, "token", &n, &e);
+	if (e.code == AL_OK && al_hex_id_valid(t, AL_STREAM_TOKEN_LEN))
+		memcpy(out, t, AL_STREAM_TOKEN_LEN + 1);
+	else if (e.code == AL_OK)
+		al_err_set(&e, AL_EINVAL, 0, "stream token is malformed");
+	json_object_put(o);
+	if (e.code != AL_OK) {
+		*err = e;
+		return -1;
+	}
+	return 0;
+}
+
+char *al_streams_pack(char (*const lease)[AL_STREAM_LEASE_LEN + 1],
+		      size_t n, al_code end, const char *message,
+		      al_err *err)
+{
+	json_object *o = json_object_new_object();
+	json_object *a = json_object_new_array();
+	if (o == NULL || a == NULL) {
+		json_object_put(o);
+		json_object_put(a);
+		return pack(NULL, err);
+	}
+	for (size_t i = 0; i < n; i++)
+		json_object_array_add(a, json_object_new_string(lease[i]));
+	json_object_object_add(o, "leases", a);
+	if (end != AL_OK) {
+		json_object_object_add(o, "end", json_object_new_string(
+							 al_code_name(end)));
+		json_object_object_add(o, "message",
+				       json_object_new_string(message));
+	}
+	return pack(o, err);
+}
+
+int al_streams_unpack(const void *payload, size_t len, al_streams_msg *out,
+		      al_err *err)
+{
+	memset(out, 0, sizeof *out);
+	json_object *o = unpack(payload, len, "STREAMS", err);
+	if (o == NULL)
+		return -1;
+	al_err e = {0};
+	size_t n = 0;
+	json_object *a = NULL;
+	if (!json_object_object_get_ex(o, "leases", &a) ||
+	    !json_object_is_type(a, json_type_array) ||
+	    json_object_array_length(a) > AL_STREAMS_MAX) {
+		al_err_set(&e, AL_EINVAL, 0,
+			   "field \"leases\" must be an array of at most %d",
+			   AL_STREAMS_MAX);
+		goto out;
+	}
+	out->n = json_object_array_length(a);
+	out->lease = calloc(out->n + 1, sizeof *out->lease);
+	if (out->lease == NULL) {
+		al_err_set(&e, AL_ENOMEM, ENOMEM, "out of memory");
+		goto out;
+	}
+	for (size_t i = 0; i < out->n; i++) {
+		json_object *v = json_object_array_get_idx(a, i);
+		const char *s = json_object_is_type(v, json_type_string)
+					? json_object_get_string(v)
+					: NULL;
+		if (!al_hex_id_valid(s, AL_STREAM_LEASE_LEN)) {
+			al_err_set(&e, AL_EINVAL, 0, "leases[%zu] is malformed",
+				   i);
+			goto out;
+		}
+		memcpy(out->lease[i], s, AL_STREAM_LEASE_LEN + 1);
+	}
+	const char *end = get_str(o, "end", &n, &e);
+	const char *msg = get_str(o, "message", &n, &e);
+	if (e.code == AL_OK && end != NULL) {
+		out->end = al_code_from_name(end);
+		if (out->end == AL_OK)
+			out->end = AL_EINTERNAL;
+		snprintf(out->message, sizeof out->message, "%s",
+			 msg != NULL ? msg : "stream ended");
+	}
+out:
+	json_object_put(o);
+	if (e.code != AL_OK) {
+		al_streams_msg_free(out);
+		*err = e;
+		return -1;
+	}
+	return 0;
+}
+
+void al_streams_msg_free(al_streams_msg *m)
+{
+	free(m->lease);
+	memset(m, 0, sizeof *m);
 }

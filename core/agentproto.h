@@ -107,6 +107,19 @@ enum al_frame_type {
 	 * has grown to at least N, or ERROR after a few seconds of waiting
 	 * for it), or ERROR; it only ever grows (online: ext4). */
 	AL_F_DISK_GROW = 36,
+	/* fcgi -> shim: start a process whose output nginx will carry
+	 * {"exec":{EXEC},"lease":"<32 hex>","background":bool}; STDIN
+	 * frames may follow on the same id. -> RESULT {"token":"<64 hex>"}
+	 * once it runs (the one-time secret of the stream's URL), or ERROR.
+	 * The process belongs to the stream from then on, not to this
+	 * connection. */
+	AL_F_STREAM_EXEC = 37,
+	/* fcgi -> shim: {"leases":["<32 hex>",...]} (at most
+	 * AL_STREAMS_MAX), optionally with "end":"<al_code_name>" and
+	 * "message":"..." to end those streams with that error event.
+	 * -> RESULT {"leases":[...]}: those of them still open (a token
+	 * not used yet counts). */
+	AL_F_STREAMS = 38,
 	/* host -> shim, the one frame on a shim's stdin when it is started
 	 * (a sealed memfd; never on a socket): the sandbox or standby it is
 	 * to run, al_shim_spec_pack() (core/sandbox.h). A CLAIM carries the
@@ -250,6 +263,59 @@ char *al_exec_pack(const al_exec_msg *m, al_err *err);
 int al_exec_unpack(const void *payload, size_t len, al_exec_msg *out,
 		   al_err *err);
 void al_exec_msg_free(al_exec_msg *m);
+
+/* EXIT: {"exit_code":N} or {"signal":"SIGKILL","timed_out":bool}. */
+typedef struct al_exit_msg {
+	int exit_code;	 /* 0 to 255; -1 when killed by a signal */
+	char signal[17]; /* "" unless killed: "SIG" and [A-Z0-9] */
+	int timed_out;	 /* killed for running past its timeout */
+} al_exit_msg;
+char *al_exit_pack(const al_exit_msg *m, al_err *err);
+/* AL_EINVAL unless exactly one of a code in range or a well-formed
+ * signal name is there. */
+int al_exit_unpack(const void *payload, size_t len, al_exit_msg *out,
+		   al_err *err);
+
+/* STREAM_EXEC (see the frame type). A lease is fcgi's name for the
+ * stream in the project's quota, a token the stream's URL secret. */
+#define AL_STREAM_LEASE_LEN 32
+#define AL_STREAM_TOKEN_LEN 64
+#define AL_STREAMS_MAX 1024
+typedef struct al_stream_exec_msg {
+	al_exec_msg exec; /* owns the unpacked object */
+	char lease[AL_STREAM_LEASE_LEN + 1];
+	int background; /* the process outlives its stream */
+} al_stream_exec_msg;
+char *al_stream_exec_pack(const al_exec_msg *m, const char *lease,
+			  int background, al_err *err);
+/* AL_EINVAL for a bad exec (as al_exec_unpack) or lease. */
+int al_stream_exec_unpack(const void *payload, size_t len,
+			  al_stream_exec_msg *out, al_err *err);
+void al_stream_exec_free(al_stream_exec_msg *m);
+/* Its RESULT: {"token":"<64 lowercase hex>"}. */
+char *al_stream_token_pack(const char *token, al_err *err);
+int al_stream_token_unpack(const void *payload, size_t len,
+			   char out[AL_STREAM_TOKEN_LEN + 1], al_err *err);
+/* 1 if s is n lowercase hex digits and nothing else. */
+int al_hex_id_valid(const char *s, size_t n);
+/* n (even, <= 128) random lowercase hex digits from getrandom() into
+ * out (n + 1 bytes). */
+int al_hex_random(char *out, size_t n, al_err *err);
+
+/* STREAMS request and its RESULT: a set of leases; end is AL_OK for
+ * none (the RESULT never has one). */
+typedef struct al_streams_msg {
+	size_t n;
+	char (*lease)[AL_STREAM_LEASE_LEN + 1]; /* n entries, malloc'ed */
+	al_code end;
+	char message[256];
+} al_streams_msg;
+char *al_streams_pack(char (*const lease)[AL_STREAM_LEASE_LEN + 1],
+		      size_t n, al_code end, const char *message,
+		      al_err *err);
+int al_streams_unpack(const void *payload, size_t len, al_streams_msg *out,
+		      al_err *err);
+void al_streams_msg_free(al_streams_msg *m);
 
 /* RESULT of a FILE_WRITE: {"bytes":N}. */
 char *al_file_result_pack(uint64_t bytes, al_err *err);

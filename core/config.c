@@ -505,6 +505,12 @@ int al_config_shim_socket(const al_config *cfg, const char *id, char *out,
 	return join_id(out, outlen, cfg->run_dir, "sbx", id, ".sock", err);
 }
 
+int al_config_stream_socket(const al_config *cfg, const char *id, char *out,
+			    size_t outlen, al_err *err)
+{
+	return join_id(out, outlen, cfg->run_dir, "stream", id, ".sock", err);
+}
+
 /* Driver names go into socket names between dots: [a-z0-9]+ only. */
 static int driver_name_ok(const char *d)
 {

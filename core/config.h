@@ -128,6 +128,9 @@ int al_config_template_root(const al_config *cfg, const char *name, char *out,
 			    size_t outlen, al_err *err); /* pool/templates/<name> */
 int al_config_shim_socket(const al_config *cfg, const char *id, char *out,
 			  size_t outlen, al_err *err); /* run/sbx/<id>.sock */
+/* run/stream/<id>.sock: where the shim serves its streams to nginx. */
+int al_config_stream_socket(const al_config *cfg, const char *id, char *out,
+			    size_t outlen, al_err *err);
 
 /* run/pool/<template>.<driver>.<slot>.sock: a warm pool standby's
  * socket. driver is a driver name ([a-z0-9]+). */

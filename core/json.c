@@ -515,7 +515,7 @@ void al_json_create_req_free(al_create_req *req)
 }
 
 static const char *const exec_fields[] = {
-	"cmd", "env", "cwd", "stdin", "timeout", "user", NULL,
+	"cmd", "env", "cwd", "stdin", "timeout", "user", "background", NULL,
 };
 
 /* USER as the agent takes it: name or uid, optional ":group" or ":gid". */
@@ -594,6 +594,8 @@ int al_json_exec_req_parse(const char *buf, size_t len, al_exec_req *out,
 		goto fail;
 	if (r > 0)
 		out->timeout_s = (uint32_t)n;
+	if (al_json_get_bool(o, "background", &out->background, err) < 0)
+		goto fail;
 	return 0;
 fail:
 	al_json_exec_req_free(out);

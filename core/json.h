@@ -119,6 +119,7 @@ typedef struct al_exec_req {
 	const char *stdin_data; /* NULL when no stdin was given */
 	size_t stdin_len;      /* may contain NUL bytes */
 	uint32_t timeout_s;
+	int background; /* a streamed process outlives its stream */
 } al_exec_req;
 
 /* Parse and validate; AL_EPATH for a bad cwd. */

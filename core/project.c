@@ -367,52 +367,71 @@ fail:
 	return -1;
 }
 
-/* The two-int advisory lock space: (hash of the project, slot). It
- * cannot meet the bigint locks of migrations and templates. */
-#define STREAM_LOCK_KEY "hashtext('airlock-stream:' || $1)"
-
-int al_project_stream_acquire(al_db *db, const al_config *cfg,
-			      const char *name, int *slot, al_err *err)
+int al_project_begin_stream(al_db *db, const al_config *cfg,
+			    const char *project, al_err *err)
 {
-	if (name == NULL || !al_id_valid(name))
-		return al_err_set(err, AL_ENOENT, 0, "no such project");
-	char def[24];
-	snprintf(def, sizeof def, "%" PRIu64, cfg->quota.concurrent_streams);
-	const char *p[] = {name, def};
-	/* The filter runs row by row under the LIMIT: the first free slot
-	 * is taken and no other. */
-	PGresult *res = al_db_exec(
-		db,
-		"SELECT s FROM projects p CROSS JOIN LATERAL generate_series(0,"
-		"  least(coalesce(p.concurrent_streams, $2::bigint), 100000)"
-		"  - 1) s"
-		" WHERE p.name = $1 AND pg_try_advisory_lock(" STREAM_LOCK_KEY
-		", s::int) LIMIT 1",
-		2, p, err);
-	if (res == NULL)
-		return -1;
-	int got = PQntuples(res) == 1;
-	if (got)
-		*slot = atoi(PQgetvalue(res, 0, 0));
-	PQclear(res);
-	if (got)
-		return 0;
-	/* Either every slot is taken or the project is gone. */
 	al_quota limit;
-	if (read_quota(db, cfg, name, 0, &limit, err) < 0)
-		return -1;
-	return al_err_set(err, AL_EQUOTA, 0,
-			  "concurrent streams: %" PRIu64 " of %" PRIu64,
-			  limit.concurrent_streams, limit.concurrent_streams);
+	return begin_locked(db, cfg, project, &limit, err);
 }
 
-void al_project_stream_release(al_db *db, const char *name, int slot)
+int al_project_stream_add(al_db *db, const al_config *cfg,
+			  const char *project, const char *sandbox,
+			  long long key_id, const char *lease, al_err *err)
 {
-	char sbuf[16];
-	snprintf(sbuf, sizeof sbuf, "%d", slot);
-	const char *p[] = {name, sbuf};
-	exec_cmd(db, "SELECT pg_advisory_unlock(" STREAM_LOCK_KEY ", $2::int)",
-		 2, p, NULL);
+	al_quota limit, used = {0}, asked = {.concurrent_streams = 1};
+	if (read_quota(db, cfg, project, 0, &limit, err) < 0)
+		return -1;
+	const char *p[] = {project};
+	PGresult *res = al_db_exec(db,
+				   "SELECT count(*) FROM stream_leases"
+				   " WHERE project = $1",
+				   1, p, err);
+	if (res == NULL)
+		return -1;
+	used.concurrent_streams = strtoull(PQgetvalue(res, 0, 0), NULL, 10);
+	PQclear(res);
+	if (al_quota_check(&limit, &used, &asked, NULL, err) < 0)
+		return -1;
+	char kbuf[24];
+	snprintf(kbuf, sizeof kbuf, "%lld", key_id);
+	const char *ip[] = {lease, project, sandbox, kbuf};
+	return exec_cmd(db,
+			"INSERT INTO stream_leases (lease, project, sandbox_id,"
+			" key_id) VALUES ($1, $2, $3, $4::bigint)",
+			4, ip, err);
+}
+
+void al_project_stream_release(al_db *db, const char *lease)
+{
+	const char *p[] = {lease};
+	exec_cmd(db, "DELETE FROM stream_leases WHERE lease = $1", 1, p,
+		 NULL);
+}
+
+json_object *al_project_stream_leases(al_db *db, const char *project,
+				      long long key_id, al_err *err)
+{
+	char kbuf[24];
+	snprintf(kbuf, sizeof kbuf, "%lld", key_id);
+	const char *p[] = {project, kbuf};
+	PGresult *res = al_db_exec(
+		db,
+		"SELECT lease, sandbox_id FROM stream_leases"
+		" WHERE ($1::text IS NULL OR project = $1)"
+		" AND ($2::bigint = 0 OR key_id = $2::bigint)"
+		" ORDER BY sandbox_id, lease LIMIT 100000",
+		2, p, err);
+	if (res == NULL)
+		return NULL;
+	static const al_db_col cols[] = {
+		{"lease", AL_DB_STR},
+		{"sandbox_id", AL_DB_STR},
+	};
+	json_object *arr = al_db_rows_json(res, cols, 2);
+	PQclear(res);
+	if (arr == NULL)
+		al_err_set(err, AL_ENOMEM, 0, "out of memory");
+	return arr;
 }
 
 /* ---- keys ---- */

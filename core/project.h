@@ -6,8 +6,13 @@
  * Quotas are checked inside a transaction that holds the project's row
  * lock (al_project_begin_sandbox / _build): creates of one project
  * serialize there, so concurrent ones cannot overshoot. Open event
- * streams are counted with session advisory locks, one per slot, held on
- * the streaming worker's connection: a worker that dies releases them. */
+ * streams hold a lease each (table stream_leases). nginx carries a stream
+ * and its sandbox's shim sees it end, so no program here releases a
+ * lease at the end: a start that finds the leases at the limit asks the
+ * shims which are still open and drops the rest. Stream starts of a
+ * project serialize on its row lock until their stream exists in its
+ * shim (al_project_begin_stream), so the leases such a check sees all
+ * belong to streams the shims know. */
 #ifndef AL_PROJECT_H
 #define AL_PROJECT_H
 
@@ -81,11 +86,22 @@ int al_project_begin_sandbox(al_db *db, const al_config *cfg,
 int al_project_begin_build(al_db *db, const al_config *cfg, const char *name,
 			   al_err *err);
 
-/* Take one of the project's stream slots on this connection (*slot),
- * AL_EQUOTA when all are taken; release it when the stream ends. */
-int al_project_stream_acquire(al_db *db, const al_config *cfg,
-			      const char *name, int *slot, al_err *err);
-void al_project_stream_release(al_db *db, const char *name, int slot);
+/* BEGIN and lock project's row for a stream start; the caller commits
+ * once the stream exists in its shim, or rolls back. */
+int al_project_begin_stream(al_db *db, const al_config *cfg,
+			    const char *project, al_err *err);
+/* In that transaction: record lease (AL_STREAM_LEASE_LEN hex, the
+ * caller's random name) for a stream of key key_id on sandbox, one of
+ * project's stream slots; AL_EQUOTA when all are taken. */
+int al_project_stream_add(al_db *db, const al_config *cfg,
+			  const char *project, const char *sandbox,
+			  long long key_id, const char *lease, al_err *err);
+/* Drop a lease: its stream never started, or its shim says it ended. */
+void al_project_stream_release(al_db *db, const char *lease);
+/* The leases of project (NULL: any) and of key_id (0: any), as an array
+ * of {"lease","sandbox_id"} ordered by sandbox; NULL on error. */
+json_object *al_project_stream_leases(al_db *db, const char *project,
+				      long long key_id, al_err *err);
 
 /* ---- keys ---- */
 

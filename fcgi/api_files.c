@@ -43,28 +43,13 @@ static int query_path(al_req *r, char *out, size_t outlen)
 static int next_reply(al_req *r, int fd, al_frame_reader *rd, al_frame *f,
 		      const char *stalled, al_err *err)
 {
-	for (;;) {
-		int k = al_upstream_next(r, fd, rd, f,
-					 al_now_ms() + FILE_IDLE_MS, err);
-		if (k == -2)
-			return 0;
-		if (k == 0)
-			return al_err_set(err, AL_ETIMEDOUT, 0, "%s", stalled);
-		if (k < 0) {
-			al_upstream_relay_error(err);
-			return -1;
-		}
-		if (f->id != AL_REQ_ID_CLIENT) {
-			al_frame_free(f);
-			continue;
-		}
-		if (f->type == AL_F_ERROR) {
-			al_upstream_error(f, err);
-			al_frame_free(f);
-			return -1;
-		}
-		return 1;
-	}
+	int k = al_upstream_next(r, fd, rd, f, al_now_ms() + FILE_IDLE_MS,
+				 err);
+	if (k == AL_UPSTREAM_GONE)
+		return 0;
+	if (k == AL_UPSTREAM_IDLE)
+		return al_err_set(err, AL_ETIMEDOUT, 0, "%s", stalled);
+	return k;
 }
 
 /* Content-Length of the upload, or UINT64_MAX when there is none: nginx

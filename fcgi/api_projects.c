@@ -1,4 +1,5 @@
 #include "api_projects.h"
+#include "streams.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -188,5 +189,8 @@ void al_api_key_delete(al_req *r)
 		return;
 	}
 	al_info("key %lld revoked", id);
+	/* Its streams are carried by nginx from the shims, where no key
+	 * check runs: they are told. */
+	al_streams_end_key(r, id);
 	al_http_no_content(r);
 }

@@ -29,6 +29,7 @@
 #include "project.h"
 #include "sandbox.h"
 #include "spawn.h"
+#include "sse.h"
 #include "store.h"
 #include "template.h"
 
@@ -422,15 +423,15 @@ static int emit_line(al_req *r, const char *line)
 		json_object_put(o);
 		return 0;
 	}
-	const char *data = json_object_to_json_string_ext(
-		o, JSON_C_TO_STRING_PLAIN);
-	int rc = al_http_write(r, "event: ", 7) < 0 ||
-				 al_http_write(r, name, strlen(name)) < 0 ||
-				 al_http_write(r, "\ndata: ", 7) < 0 ||
-				 al_http_write(r, data, strlen(data)) < 0 ||
-				 al_http_write(r, "\n\n", 2) < 0
+	al_buf out;
+	al_err err = {0};
+	al_buf_init(&out, 0);
+	int rc = al_sse_event(&out, name, o, &err) < 0 ||
+				 al_http_write(r, out.data + out.off,
+					       al_buf_pending(&out)) < 0
 			 ? -1
 			 : 0;
+	al_buf_free(&out);
 	if (rc == 0 && strcmp(name, "status") == 0 && build_finished(o))
 		rc = 1;
 	json_object_put(o);

@@ -24,21 +24,81 @@ int al_upstream_open(al_req *r, uint16_t type, const char *payload,
 	return fd;
 }
 
+/* Turn an ERROR frame into err, relayed. */
+static void error_frame(const al_frame *f, al_err *err)
+{
+	al_err perr;
+	if (al_error_unpack(f->payload, f->len, err, &perr) < 0) {
+		al_err_set(err, AL_EPROTO, 0, "sandbox sent a malformed error");
+		return;
+	}
+	al_upstream_relay_error(err);
+}
+
+int al_upstream_call(const al_config *cfg, const char *sandbox,
+		     uint16_t type, const char *payload, int64_t deadline_ms,
+		     al_frame *result, al_err *err)
+{
+	int fd = al_shimctl_connect(cfg, sandbox, err);
+	if (fd < 0)
+		return -1;
+	al_frame_reader rd;
+	al_frame_reader_init(&rd);
+	int rc = al_frame_send_until(fd, type, AL_REQ_ID_CLIENT, payload,
+				     strlen(payload), deadline_ms, err);
+	while (rc == 0) {
+		rc = al_frame_recv(fd, &rd, result, deadline_ms, err);
+		if (rc < 0)
+			break;
+		if (result->id == AL_REQ_ID_CLIENT &&
+		    result->type == AL_F_RESULT)
+			break;
+		if (result->id == AL_REQ_ID_CLIENT &&
+		    result->type == AL_F_ERROR) {
+			error_frame(result, err);
+			al_frame_free(result);
+			rc = -1;
+			break;
+		}
+		al_frame_free(result);
+	}
+	al_frame_reader_free(&rd);
+	close(fd);
+	if (rc < 0)
+		al_upstream_relay_error(err);
+	return rc;
+}
+
+/* A decoded frame as al_upstream_next hands it out. */
+static int take(al_frame *f, al_err *err)
+{
+	if (f->id != AL_REQ_ID_CLIENT) {
+		al_frame_free(f);
+		return al_err_set(err, AL_EPROTO, 0,
+				  "sandbox answered for another request");
+	}
+	if (f->type == AL_F_ERROR) {
+		error_frame(f, err);
+		al_frame_free(f);
+		return -1;
+	}
+	return AL_UPSTREAM_FRAME;
+}
+
 int al_upstream_next(al_req *r, int fd, al_frame_reader *rd, al_frame *f,
 		     int64_t until_ms, al_err *err)
 {
 	for (;;) {
 		int k = al_frame_next(rd, f, err);
-		if (k != 0) {
-			if (k < 0)
-				err->code = AL_EPROTO;
-			return k;
-		}
+		if (k < 0)
+			err->code = AL_EPROTO;
+		if (k != 0)
+			return k < 0 ? -1 : take(f, err);
 		int timeout = -1;
 		if (until_ms > 0) {
 			int64_t left = until_ms - al_now_ms();
 			if (left <= 0)
-				return 0;
+				return AL_UPSTREAM_IDLE;
 			timeout = left > 60000 ? 60000 : (int)left;
 		}
 		struct pollfd pfd[2] = {
@@ -56,16 +116,18 @@ int al_upstream_next(al_req *r, int fd, al_frame_reader *rd, al_frame *f,
 		/* nginx closes its side when the HTTP client goes away. */
 		if (r->fcgi->ipcFd >= 0 &&
 		    (pfd[1].revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0)
-			return -2;
+			return AL_UPSTREAM_GONE;
 		if (pfd[0].revents != 0) {
 			int rc = al_frame_reader_fill(rd, fd, err);
-			if (rc < 0)
+			if (rc < 0) {
+				al_upstream_relay_error(err);
 				return -1;
+			}
 			if (rc == 0) {
 				/* Frames that arrived before EOF count. */
 				k = al_frame_next(rd, f, err);
 				if (k != 0)
-					return k < 0 ? -1 : k;
+					return k < 0 ? -1 : take(f, err);
 				return al_err_set(err, AL_EUNAVAIL, 0,
 						  "sandbox connection closed");
 			}
@@ -90,16 +152,6 @@ json_object *al_upstream_json(const al_frame *f, al_err *err)
 		return NULL;
 	}
 	return o;
-}
-
-void al_upstream_error(const al_frame *f, al_err *err)
-{
-	al_err perr;
-	if (al_error_unpack(f->payload, f->len, err, &perr) < 0) {
-		al_err_set(err, AL_EPROTO, 0, "sandbox sent a malformed error");
-		return;
-	}
-	al_upstream_relay_error(err);
 }
 
 void al_upstream_relay_error(al_err *e)

@@ -699,30 +699,26 @@ int exec_timeouts(agent *a)
 
 static void send_exit(agent *a, agent_req *r)
 {
-	json_object *o = json_object_new_object();
-	if (o == NULL) {
-		al_error("out of memory reporting exit of %u", r->id);
-		return;
-	}
+	al_exit_msg m = {.exit_code = -1};
+	al_err err = {0};
 	if (WIFSIGNALED(r->status)) {
 		int sig = WTERMSIG(r->status);
 		const char *abbrev = sigabbrev_np(sig);
-		char name[32];
 		if (abbrev != NULL)
-			snprintf(name, sizeof name, "SIG%s", abbrev);
+			snprintf(m.signal, sizeof m.signal, "SIG%.12s", abbrev);
 		else
-			snprintf(name, sizeof name, "SIG%d", sig);
-		json_object_object_add(o, "signal",
-				       json_object_new_string(name));
-		json_object_object_add(o, "timed_out",
-				       json_object_new_boolean(r->timed_out));
+			snprintf(m.signal, sizeof m.signal, "SIG%d", sig);
+		m.timed_out = r->timed_out;
 	} else {
-		json_object_object_add(
-			o, "exit_code",
-			json_object_new_int(WEXITSTATUS(r->status)));
+		m.exit_code = WEXITSTATUS(r->status);
 	}
-	agent_send_json(a, AL_F_EXIT, r->id, o);
-	json_object_put(o);
+	char *txt = al_exit_pack(&m, &err);
+	if (txt == NULL) {
+		al_error("reporting exit of %u: %s", r->id, err.msg);
+		return;
+	}
+	agent_send(a, AL_F_EXIT, r->id, txt, strlen(txt));
+	free(txt);
 }
 
 void exec_finish(agent *a)

@@ -203,6 +203,13 @@ make_dirs() {
 	chmod 0711 "$STATE" "$RUN"
 	chmod 0700 "$RUN/sbx" "$STATE/keys"
 	chmod 0755 "$LOG"
+	# The shims' stream sockets (mode 0666 each): only nginx's group may
+	# enter, and not list, the directory.
+	local user group
+	read -r user group < <(nginx_user)
+	mkdir -p "$RUN/stream"
+	chown "root:$group" "$RUN/stream"
+	chmod 0710 "$RUN/stream"
 }
 
 # ---------------------------------------------------------------- postgres
@@ -498,6 +505,7 @@ render_nginx() {
 	chown -R "$user:$group" "$NGX/tmp"
 	chmod 0700 "$NGX/tmp"/*
 	sed -e "s|unix:/var/lib/airlock/run/fcgi.sock|unix:$RUN/fcgi.sock|" \
+		-e "s|unix:/var/lib/airlock/run/stream/|unix:$RUN/stream/|" \
 		"$REPO/nginx/airlock.conf" >"$NGX/airlock.conf"
 	cp "$REPO/nginx/airlock-http.conf" "$NGX/airlock-http.conf"
 	sed -e "s|@STATE@|$STATE|g" -e "s|@HTTP_PORT@|$HTTP_PORT|g" \

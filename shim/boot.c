@@ -116,14 +116,12 @@ static int wait_exit(shim *s, uint32_t id, int64_t deadline, int *code,
 			al_frame_free(&f);
 			return al_err_set(err, AL_EINVAL, 0, "%s", why.msg);
 		}
-		json_object *o = json_tokener_parse((const char *)f.payload);
+		al_exit_msg m;
+		al_err perr;
+		if (al_exit_unpack(f.payload, f.len, &m, &perr) == 0 &&
+		    m.exit_code >= 0)
+			*code = m.exit_code;
 		al_frame_free(&f);
-		json_object *v = NULL;
-		if (o != NULL &&
-		    json_object_object_get_ex(o, "exit_code", &v) &&
-		    json_object_is_type(v, json_type_int))
-			*code = json_object_get_int(v);
-		json_object_put(o);
 		return 0;
 	}
 }

@@ -31,6 +31,7 @@ static shim_route *route_add(shim *s, uint16_t kind, int client,
 	r->client_gen = s->clients[client].gen;
 	r->client_id = client_id;
 	r->kind = kind;
+	r->stream = -1;
 	r->next = s->routes;
 	s->routes = r;
 	return r;
@@ -42,6 +43,11 @@ static shim_route *route_by_agent(shim *s, uint32_t agent_id)
 		if (r->agent_id == agent_id)
 			return r;
 	return NULL;
+}
+
+shim_route *shim_route_find(shim *s, uint32_t agent_id)
+{
+	return route_by_agent(s, agent_id);
 }
 
 static shim_route *route_by_client(shim *s, int client, uint32_t client_id)
@@ -71,6 +77,13 @@ static int to_agent(shim *s, uint16_t type, uint32_t id, const void *p,
 }
 
 static void drop_client(shim *s, int i);
+
+void shim_relay_kill(shim *s, uint32_t agent_id)
+{
+	static const char kill_req[] = "{\"signal\":9}";
+	to_agent(s, AL_F_SIGNAL, agent_id, kill_req, sizeof kill_req - 1,
+		 NULL);
+}
 
 static void to_client(shim *s, int i, uint16_t type, uint32_t id,
 		      const void *p, size_t n)
@@ -104,17 +117,17 @@ static void drop_client(shim *s, int i)
 	if (c->fd < 0)
 		return;
 	/* A process whose client went away is killed: nobody could read
-	 * its output or stop it any more. */
-	static const char kill_req[] = "{\"signal\":9}";
+	 * its output or stop it any more. One that runs for a stream
+	 * belongs to the stream now. */
 	char *abort_req = NULL;
 	shim_route *next;
 	for (shim_route *r = s->routes; r != NULL; r = next) {
 		next = r->next;
 		if (r->client != i || r->client_gen != c->gen)
 			continue;
-		if (r->kind == AL_F_EXEC) {
-			to_agent(s, AL_F_SIGNAL, r->agent_id, kill_req,
-				 sizeof kill_req - 1, NULL);
+		if (r->kind == AL_F_EXEC ||
+		    (r->kind == AL_F_STREAM_EXEC && r->stream < 0)) {
+			shim_relay_kill(s, r->agent_id);
 		} else if (r->kind == AL_F_FILE_WRITE ||
 			   r->kind == AL_F_FILE_READ) {
 			/* A half-sent file must not appear in the sandbox,
@@ -189,6 +202,104 @@ static void claim(shim *s, int i, al_frame *f)
 	free(result);
 }
 
+/* STREAM_EXEC: the exec is relayed like EXEC; its STARTED makes the
+ * stream (from_agent). */
+static void stream_exec(shim *s, int i, al_frame *f)
+{
+	al_err err = {0};
+	al_stream_exec_msg m;
+	if (route_by_client(s, i, f->id) != NULL) {
+		client_error(s, i, f->id, AL_EINVAL,
+			     "request id already in use");
+		return;
+	}
+	if (shim_streams_open(s) >= SHIM_MAX_STREAMS) {
+		client_error(s, i, f->id, AL_EUNAVAIL,
+			     "too many streams open in this sandbox");
+		return;
+	}
+	if (al_stream_exec_unpack(f->payload, f->len, &m, &err) < 0) {
+		client_error(s, i, f->id, err.code, err.msg);
+		return;
+	}
+	char *req = shim_exec_defaults(s, &m.exec, &err);
+	shim_route *r = req != NULL ? route_add(s, AL_F_STREAM_EXEC, i, f->id)
+				    : NULL;
+	if (r != NULL) {
+		memcpy(r->lease, m.lease, sizeof r->lease);
+		r->background = m.background;
+		if (to_agent(s, AL_F_EXEC, r->agent_id, req, strlen(req),
+			     &err) < 0) {
+			route_del(s, r);
+			r = NULL;
+		}
+	} else if (req != NULL) {
+		al_err_set(&err, AL_ENOMEM, ENOMEM, "out of memory");
+	}
+	free(req);
+	al_stream_exec_free(&m);
+	if (r == NULL)
+		client_error(s, i, f->id, err.code, err.msg);
+}
+
+static void streams_reply(shim *s, int i, al_frame *f)
+{
+	al_err err = {0};
+	al_streams_msg m;
+	char *txt = al_streams_unpack(f->payload, f->len, &m, &err) == 0
+			    ? shim_streams_answer(s, &m, &err)
+			    : NULL;
+	al_streams_msg_free(&m);
+	if (txt == NULL) {
+		client_error(s, i, f->id, err.code, err.msg);
+		return;
+	}
+	to_client(s, i, AL_F_RESULT, f->id, txt, strlen(txt));
+	free(txt);
+}
+
+/* A frame from the agent for a STREAM_EXEC's process. Until it starts,
+ * the client that asked hears the answer; then the stream. */
+static void stream_from_agent(shim *s, shim_route *r, al_frame *f, int live)
+{
+	al_err err = {0};
+	if (r->stream >= 0) {
+		shim_stream_frame(s, r->stream, f);
+		return;
+	}
+	if (f->type != AL_F_STARTED) {
+		/* Refused to start (forwarded), or output nobody reads any
+		 * more (a background process's after its stream closed). */
+		if (live && f->type == AL_F_ERROR)
+			to_client(s, r->client, f->type, r->client_id,
+				  f->payload, f->len);
+		return;
+	}
+	json_object *o = json_tokener_parse((const char *)f->payload);
+	json_object *pid = NULL;
+	int64_t p = 0;
+	if (o != NULL && json_object_is_type(o, json_type_object) &&
+	    json_object_object_get_ex(o, "pid", &pid) &&
+	    json_object_is_type(pid, json_type_int))
+		p = json_object_get_int64(pid);
+	json_object_put(o);
+	int k = shim_stream_begin(s, r, p, &err);
+	char *txt = k >= 0 ? al_stream_token_pack(s->streams[k].token, &err)
+			   : NULL;
+	if (txt == NULL) {
+		al_warn("sandbox %s: stream: %s", s->sb.id, err.msg);
+		shim_relay_kill(s, r->agent_id);
+		if (live)
+			client_error(s, r->client, r->client_id, err.code,
+				     err.msg);
+		return;
+	}
+	if (live)
+		to_client(s, r->client, AL_F_RESULT, r->client_id, txt,
+			  strlen(txt));
+	free(txt);
+}
+
 /* A frame from client i. */
 static void from_client(shim *s, int i, al_frame *f)
 {
@@ -211,6 +322,12 @@ static void from_client(shim *s, int i, al_frame *f)
 		s->destroy_client = i;
 		s->destroy_id = f->id;
 		s->stopping = 1;
+		return;
+	case AL_F_STREAMS:
+		streams_reply(s, i, f);
+		return;
+	case AL_F_STREAM_EXEC:
+		stream_exec(s, i, f);
 		return;
 	case AL_F_EXEC:
 	case AL_F_FILE_READ:
@@ -273,8 +390,10 @@ static void from_client(shim *s, int i, al_frame *f)
 
 static int ends_request(const shim_route *r, uint16_t type)
 {
-	if (type == AL_F_EXIT || type == AL_F_RESULT || type == AL_F_ERROR)
+	if (type == AL_F_EXIT || type == AL_F_ERROR)
 		return 1;
+	if (type == AL_F_RESULT)
+		return r->kind != AL_F_STREAM_EXEC;
 	return type == AL_F_FILE_END && r->kind == AL_F_FILE_READ;
 }
 
@@ -293,7 +412,9 @@ static void from_agent(shim *s, al_frame *f)
 		return;
 	int live = r->client >= 0 && s->clients[r->client].fd >= 0 &&
 		   s->clients[r->client].gen == r->client_gen;
-	if (live)
+	if (r->kind == AL_F_STREAM_EXEC)
+		stream_from_agent(s, r, f, live);
+	else if (live)
 		to_client(s, r->client, f->type, r->client_id, f->payload,
 			  f->len);
 	if (ends_request(r, f->type))
@@ -455,6 +576,7 @@ static void flush_all(shim *s)
 		    al_buf_flush(&c->out, c->fd, &err) < 0)
 			drop_client(s, i);
 	}
+	shim_streams_flush(s);
 }
 
 static void finish_destroy(shim *s)
@@ -485,15 +607,15 @@ static int mark_busy(const shim *s, unsigned char *busy)
 		    al_buf_pending(&c->out) >= SHIM_CLIENT_QUEUE_HIGH)
 			return 1;
 	}
-	return 0;
+	return shim_streams_behind(s);
 }
 
 int shim_relay_turn(shim *s, int timeout_ms, al_event *ev, char *detail,
 		    size_t dlen)
 {
 	unsigned char busy[SHIM_MAX_CLIENTS];
-	struct pollfd pfd[3 + SHIM_MAX_CLIENTS];
-	int who[3 + SHIM_MAX_CLIENTS];
+	struct pollfd pfd[3 + SHIM_MAX_CLIENTS + SHIM_STREAM_POLL_MAX];
+	int who[3 + SHIM_MAX_CLIENTS + SHIM_STREAM_POLL_MAX];
 
 	flush_all(s);
 	int n = 0;
@@ -518,6 +640,10 @@ int shim_relay_turn(shim *s, int timeout_ms, al_event *ev, char *detail,
 		pfd[n] = (struct pollfd){.fd = c->fd, .events = cev};
 		who[n++] = i;
 	}
+	n = shim_streams_poll(s, pfd, who, n);
+	int timer = shim_streams_timeout(s, al_now_ms());
+	if (timer >= 0 && (timeout_ms < 0 || timer < timeout_ms))
+		timeout_ms = timer;
 	if (poll(pfd, (nfds_t)n, timeout_ms) < 0) {
 		if (errno == EINTR)
 			return 0;
@@ -534,6 +660,9 @@ int shim_relay_turn(shim *s, int timeout_ms, al_event *ev, char *detail,
 				s->stopping = 1;
 		} else if (who[k] == -2) {
 			accept_clients(s);
+		} else if (who[k] == SHIM_WHO_HTTP_LISTEN ||
+			   who[k] >= SHIM_WHO_STREAM) {
+			shim_streams_event(s, who[k], pfd[k].revents);
 		} else if (who[k] == -3) {
 			if ((pfd[k].revents & (POLLIN | POLLHUP | POLLERR)) &&
 			    read_agent(s, detail, dlen)) {
@@ -553,6 +682,7 @@ int shim_relay_turn(shim *s, int timeout_ms, al_event *ev, char *detail,
 				read_client(s, i);
 		}
 	}
+	shim_streams_tick(s, al_now_ms());
 	return s->stopping;
 }
 
@@ -571,6 +701,7 @@ void shim_relay_finish(shim *s, al_event ev, const char *detail)
 		    r->client != s->destroy_client)
 			client_error(s, r->client, r->client_id, AL_ESTATE,
 				     "the sandbox ended");
+	shim_streams_finish(s);
 	flush_all(s);
 	shim_teardown(s, ev, why);
 	finish_destroy(s);

@@ -4,6 +4,7 @@
 #ifndef AL_SHIM_H
 #define AL_SHIM_H
 
+#include <poll.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -11,6 +12,7 @@
 
 #include "agentproto.h"
 #include "config.h"
+#include "sse.h"
 #include "driver.h"
 #include "sandbox.h"
 #include "template.h"
@@ -28,6 +30,43 @@
 #define SHIM_CLIENT_QUEUE_HIGH (1u << 20)
 #define SHIM_AGENT_QUEUE_HIGH (2u << 20)
 
+/* Streams nginx carries (stream.c): a process started by STREAM_EXEC
+ * writes its events into its stream's queue; nginx connects to the
+ * stream socket with the stream's one-time token and takes them. A slow
+ * reader pauses the agent channel (as a slow client does) once its
+ * queue holds SHIM_STREAM_QUEUE_HIGH: output is never dropped. */
+#define SHIM_MAX_STREAMS 512
+/* nginx connections that have not sent their request head yet. */
+#define SHIM_MAX_HTTP_PENDING 64
+#define SHIM_STREAM_QUEUE_HIGH (256u << 10)
+/* Past HIGH by at most one agent frame (1 MiB, up to 6x as escaped
+ * JSON); a stream past this is ended. */
+#define SHIM_STREAM_QUEUE_MAX (16u << 20)
+/* A token nobody used by then expires; its process is killed. */
+#define SHIM_STREAM_TOKEN_MS 5000
+#define SHIM_STREAM_KEEPALIVE_MS 15000
+#define SHIM_HTTP_HEAD_MS 5000
+
+typedef struct shim_stream {
+	int used;
+	int fd; /* nginx's connection, -1 until it presents the token */
+	char token[AL_STREAM_TOKEN_LEN + 1]; /* "" once used */
+	char lease[AL_STREAM_LEASE_LEN + 1];
+	int background;	   /* the process outlives the stream */
+	uint32_t agent_id; /* its process on the agent; 0 once it exited */
+	int64_t t0_ms, expires_ms, last_write_ms;
+	al_buf out; /* the HTTP head and events not written yet */
+	al_sse_text text;
+	int done; /* the last event is queued: close once it is out */
+} shim_stream;
+
+typedef struct shim_http_conn {
+	int fd; /* -1 = free */
+	size_t len;
+	int64_t deadline_ms;
+	char head[4096]; /* SHIM_HTTP_HEAD_MAX */
+} shim_http_conn;
+
 typedef struct shim_client {
 	int fd; /* -1 = free slot */
 	uint32_t gen; /* bumps on reuse so stale request routes die */
@@ -42,6 +81,10 @@ typedef struct shim_route {
 	uint32_t client_gen;
 	uint32_t client_id;
 	uint16_t kind; /* frame type that opened it */
+	/* STREAM_EXEC: the stream slot once the process runs, else -1. */
+	int stream;
+	char lease[AL_STREAM_LEASE_LEN + 1];
+	int background;
 	struct shim_route *next;
 } shim_route;
 
@@ -68,6 +111,11 @@ typedef struct shim {
 	 * filesystem): a standby takes no claim below it. */
 	uint64_t grown_for;
 	char slot[64]; /* standby name of the machine's resources */
+	/* The stream socket and its tables, made at the first stream. */
+	shim_stream *streams;
+	shim_http_conn *http;
+	int http_fd;
+	char http_path[AL_PATH_MAX];
 	int destroy_client; /* client waiting for DESTROY, or -1 */
 	uint32_t destroy_id;
 	int stopping;
@@ -105,6 +153,41 @@ int shim_relay_add_client(shim *s, int fd);
 int shim_relay_turn(shim *s, int timeout_ms, al_event *ev, char *detail,
 		    size_t dlen);
 void shim_relay_finish(shim *s, al_event ev, const char *detail);
+/* relay.c, for stream.c: the route of agent request id, and a signal to
+ * its process. */
+shim_route *shim_route_find(shim *s, uint32_t agent_id);
+void shim_relay_kill(shim *s, uint32_t agent_id);
+
+/* stream.c */
+/* Make stream slot for route r, whose process runs as pid: listening
+ * on the stream socket if not yet, token in the slot; the slot or -1. */
+int shim_stream_begin(shim *s, shim_route *r, int64_t pid, al_err *err);
+/* A frame from the agent for stream i's process (STDOUT, STDERR, EXIT,
+ * ERROR). */
+void shim_stream_frame(shim *s, int i, const al_frame *f);
+/* Streams open or starting: the slots in use plus routes that wait for
+ * their process to start. */
+int shim_streams_open(const shim *s);
+/* STREAMS: the RESULT for m (ending the streams first when m says so);
+ * NULL on OOM. */
+char *shim_streams_answer(shim *s, const al_streams_msg *m, al_err *err);
+/* The poll loop's part: fds to watch from pfd[n] on (who[] gets
+ * SHIM_WHO_* values), what to do with their events, the ms until the next
+ * timer (or -1), the timers, writes, and whether any queue is behind. */
+#define SHIM_WHO_HTTP_LISTEN (-4)
+#define SHIM_WHO_STREAM 0x10000
+#define SHIM_WHO_HTTP 0x20000
+#define SHIM_STREAM_POLL_MAX (1 + SHIM_MAX_STREAMS + SHIM_MAX_HTTP_PENDING)
+int shim_streams_poll(shim *s, struct pollfd *pfd, int *who, int n);
+void shim_streams_event(shim *s, int who, short revents);
+int shim_streams_timeout(const shim *s, int64_t now);
+void shim_streams_tick(shim *s, int64_t now);
+void shim_streams_flush(shim *s);
+int shim_streams_behind(const shim *s);
+/* The sandbox ends: every stream gets an error event (best effort), the
+ * socket goes. */
+void shim_streams_finish(shim *s);
+
 /* boot.c: the template's part in a sandbox's life. */
 /* What the template's version asks (the spec's boot, taken over: *tv
  * is left empty) into s->tv; NULL: the defaults of a template without

@@ -1,6 +1,7 @@
 /* Fuzz the payload unpackers of agentproto that take bytes from a
- * hostile peer: file, disk grow and EXEC requests (from the host, in the
- * shim and the agent) and ERROR (from the agent, in fcgi). Whatever the
+ * hostile peer: file, disk grow, EXEC, STREAM_EXEC and STREAMS requests
+ * (from the host, in the shim and the agent), ERROR and EXIT (from the
+ * agent, in the shim, fcgi and the builder). Whatever the
  * bytes, an unpack returns 0 with a well-formed result or -1 with an
  * error. */
 #include <stddef.h>
@@ -86,6 +87,55 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	al_exec_msg_free(&m);
 	if (al_error_unpack(data, size, &got, &err) == 0 &&
 	    strnlen(got.msg, sizeof got.msg) == sizeof got.msg)
+		abort();
+
+	al_exit_msg x;
+	err.code = AL_OK;
+	if (al_exit_unpack(data, size, &x, &err) == 0) {
+		/* Exactly one of a code and a signal name; it packs and
+		 * unpacks to itself. */
+		if ((x.exit_code < 0) == (x.signal[0] == '\0') ||
+		    x.exit_code > 255 ||
+		    strnlen(x.signal, sizeof x.signal) == sizeof x.signal)
+			abort();
+		al_exit_msg again;
+		char *s = al_exit_pack(&x, &err);
+		if (s == NULL || al_exit_unpack(s, strlen(s), &again, &err) < 0 ||
+		    again.exit_code != x.exit_code ||
+		    strcmp(again.signal, x.signal) != 0 ||
+		    again.timed_out != x.timed_out)
+			abort();
+		free(s);
+	} else if (err.code == AL_OK) {
+		abort();
+	}
+
+	al_stream_exec_msg se;
+	err.code = AL_OK;
+	if (al_stream_exec_unpack(data, size, &se, &err) == 0) {
+		if (!al_hex_id_valid(se.lease, AL_STREAM_LEASE_LEN))
+			abort();
+		check_exec(&se.exec);
+	} else if (err.code == AL_OK || se.exec.root != NULL) {
+		abort();
+	}
+	al_stream_exec_free(&se);
+
+	al_streams_msg sm;
+	err.code = AL_OK;
+	if (al_streams_unpack(data, size, &sm, &err) == 0) {
+		if (sm.n > AL_STREAMS_MAX)
+			abort();
+		for (size_t i = 0; i < sm.n; i++)
+			if (!al_hex_id_valid(sm.lease[i], AL_STREAM_LEASE_LEN))
+				abort();
+	} else if (err.code == AL_OK || sm.lease != NULL) {
+		abort();
+	}
+	al_streams_msg_free(&sm);
+	char token[AL_STREAM_TOKEN_LEN + 1];
+	if (al_stream_token_unpack(data, size, token, &err) == 0 &&
+	    !al_hex_id_valid(token, AL_STREAM_TOKEN_LEN))
 		abort();
 	return 0;
 }

@@ -233,8 +233,8 @@ static void test_oversized_rejected_before_alloc(void **state)
 static void test_unknown_type(void **state)
 {
 	(void)state;
-	static const uint16_t bad[] = {0, 16, 31, 37, 0x100, 0xffff};
-	static const uint16_t good[] = {1, 8, 15, 32, 33, 34, 35, 36};
+	static const uint16_t bad[] = {0, 16, 31, 39, 0x100, 0xffff};
+	static const uint16_t good[] = {1, 8, 15, 32, 33, 34, 35, 36, 37, 38};
 	uint8_t h[AL_FRAME_HDR_LEN];
 	al_err err;
 	al_frame_reader r;
@@ -254,6 +254,7 @@ static void test_unknown_type(void **state)
 	assert_string_equal(al_frame_type_name(AL_F_FILE_WRITE), "FILE_WRITE");
 	assert_string_equal(al_frame_type_name(AL_F_IDENTITY), "IDENTITY");
 	assert_string_equal(al_frame_type_name(AL_F_DISK_GROW), "DISK_GROW");
+	assert_string_equal(al_frame_type_name(AL_F_STREAMS), "STREAMS");
 }
 
 static void test_encode_limits(void **state)
@@ -703,6 +704,130 @@ static void test_error_pack_unpack(void **state)
 	free(s);
 }
 
+static void test_exit_pack_unpack(void **state)
+{
+	(void)state;
+	al_err err = {0};
+	al_exit_msg m, in = {.exit_code = 7};
+	char *s = al_exit_pack(&in, &err);
+	assert_string_equal(s, "{\"exit_code\":7}");
+	assert_int_equal(al_exit_unpack(s, strlen(s), &m, &err), 0);
+	assert_int_equal(m.exit_code, 7);
+	assert_string_equal(m.signal, "");
+	free(s);
+	al_exit_msg k = {.exit_code = -1, .signal = "SIGKILL", .timed_out = 1};
+	s = al_exit_pack(&k, &err);
+	assert_string_equal(s, "{\"signal\":\"SIGKILL\",\"timed_out\":true}");
+	assert_int_equal(al_exit_unpack(s, strlen(s), &m, &err), 0);
+	assert_int_equal(m.exit_code, -1);
+	assert_string_equal(m.signal, "SIGKILL");
+	assert_true(m.timed_out);
+	free(s);
+	static const char *const bad[] = {
+		"{}",
+		"{\"exit_code\":256}",
+		"{\"exit_code\":-1}",
+		"{\"exit_code\":\"1\"}",
+		"{\"exit_code\":0,\"signal\":\"SIGKILL\"}",
+		"{\"signal\":\"KILL\"}",
+		"{\"signal\":\"SIGkill\"}",
+		"{\"signal\":\"SIGAAAAAAAAAAAAAAAA\"}",
+		"{\"signal\":\"SIGTERM\",\"timed_out\":1}",
+	};
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		assert_int_equal(al_exit_unpack(bad[i], strlen(bad[i]), &m,
+						&err),
+				 -1);
+		assert_int_equal(err.code, AL_EINVAL);
+	}
+}
+
+static void test_stream_exec_pack_unpack(void **state)
+{
+	(void)state;
+	al_err err = {0};
+	json_object *cmd = json_tokener_parse("[\"sleep\",\"1\"]");
+	al_exec_msg in = {.cmd = cmd, .timeout_ms = 5000};
+	char lease[AL_STREAM_LEASE_LEN + 1];
+	assert_int_equal(al_hex_random(lease, AL_STREAM_LEASE_LEN, &err), 0);
+	assert_true(al_hex_id_valid(lease, AL_STREAM_LEASE_LEN));
+	char *s = al_stream_exec_pack(&in, lease, 1, &err);
+	assert_non_null(s);
+	al_stream_exec_msg m;
+	assert_int_equal(al_stream_exec_unpack(s, strlen(s), &m, &err), 0);
+	assert_string_equal(m.lease, lease);
+	assert_true(m.background);
+	assert_int_equal(m.exec.timeout_ms, 5000);
+	assert_string_equal(json_object_get_string(
+				    json_object_array_get_idx(m.exec.cmd, 0)),
+			    "sleep");
+	al_stream_exec_free(&m);
+	free(s);
+	s = al_stream_exec_pack(&in, "ABC", 0, &err);
+	assert_int_equal(al_stream_exec_unpack(s, strlen(s), &m, &err), -1);
+	assert_int_equal(err.code, AL_EINVAL);
+	free(s);
+	static const char noexec[] =
+		"{\"lease\":\"0123456789abcdef0123456789abcdef\"}";
+	assert_int_equal(al_stream_exec_unpack(noexec, strlen(noexec), &m,
+					       &err),
+			 -1);
+	static const char badexec[] =
+		"{\"exec\":{\"cmd\":[]},"
+		"\"lease\":\"0123456789abcdef0123456789abcdef\"}";
+	assert_int_equal(al_stream_exec_unpack(badexec, strlen(badexec), &m,
+					       &err),
+			 -1);
+	json_object_put(cmd);
+
+	char token[AL_STREAM_TOKEN_LEN + 1], got[AL_STREAM_TOKEN_LEN + 1];
+	assert_int_equal(al_hex_random(token, AL_STREAM_TOKEN_LEN, &err), 0);
+	s = al_stream_token_pack(token, &err);
+	assert_int_equal(al_stream_token_unpack(s, strlen(s), got, &err), 0);
+	assert_string_equal(got, token);
+	free(s);
+	static const char short_token[] = "{\"token\":\"abcd\"}";
+	assert_int_equal(al_stream_token_unpack(short_token,
+						strlen(short_token), got, &err),
+			 -1);
+}
+
+static void test_streams_pack_unpack(void **state)
+{
+	(void)state;
+	al_err err = {0};
+	char lease[2][AL_STREAM_LEASE_LEN + 1] = {
+		"0123456789abcdef0123456789abcdef",
+		"ffffffffffffffffffffffffffffffff",
+	};
+	char *s = al_streams_pack(lease, 2, AL_EAUTH, "revoked", &err);
+	al_streams_msg m;
+	assert_int_equal(al_streams_unpack(s, strlen(s), &m, &err), 0);
+	assert_int_equal(m.n, 2);
+	assert_string_equal(m.lease[1], lease[1]);
+	assert_int_equal(m.end, AL_EAUTH);
+	assert_string_equal(m.message, "revoked");
+	al_streams_msg_free(&m);
+	free(s);
+	s = al_streams_pack(lease, 0, AL_OK, NULL, &err);
+	assert_string_equal(s, "{\"leases\":[]}");
+	assert_int_equal(al_streams_unpack(s, strlen(s), &m, &err), 0);
+	assert_int_equal(m.n, 0);
+	assert_int_equal(m.end, AL_OK);
+	al_streams_msg_free(&m);
+	free(s);
+	static const char *const bad[] = {
+		"{}",
+		"{\"leases\":[\"x\"]}",
+		"{\"leases\":[1]}",
+		"{\"leases\":[],\"end\":1}",
+	};
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+		assert_int_equal(al_streams_unpack(bad[i], strlen(bad[i]), &m,
+						   &err),
+				 -1);
+}
+
 int main(void)
 {
 	signal(SIGPIPE, SIG_DFL);
@@ -727,6 +852,9 @@ int main(void)
 		cmocka_unit_test(test_disk_grow_pack_unpack),
 		cmocka_unit_test(test_exec_pack_unpack),
 		cmocka_unit_test(test_error_pack_unpack),
+		cmocka_unit_test(test_exit_pack_unpack),
+		cmocka_unit_test(test_stream_exec_pack_unpack),
+		cmocka_unit_test(test_streams_pack_unpack),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

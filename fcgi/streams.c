@@ -1,0 +1,138 @@
+/* Stream slots and their leases (see streams.h). */
+#include "streams.h"
+
+#include <string.h>
+
+#include "log.h"
+#include "project.h"
+#include "upstream.h"
+
+#define SHIM_ANSWER_MS 3000
+
+/* Ask sandbox's shim about n leases (ending them with end unless
+ * AL_OK) and drop the leases of those it no longer has. */
+static void check_group(al_req *r, const char *sandbox,
+			char (*lease)[AL_STREAM_LEASE_LEN + 1], size_t n,
+			al_code end, const char *message)
+{
+	al_err err = {0};
+	al_frame f;
+	char *req = al_streams_pack(lease, n, end, message, &err);
+	if (req == NULL)
+		return;
+	int rc = al_upstream_call(r->cfg, sandbox, AL_F_STREAMS, req,
+				  al_now_ms() + SHIM_ANSWER_MS, &f, &err);
+	free(req);
+	al_streams_msg live = {0};
+	if (rc == 0) {
+		rc = al_streams_unpack(f.payload, f.len, &live, &err);
+		al_frame_free(&f);
+	} else if (err.code == AL_EUNAVAIL) {
+		/* No shim, no process: every stream of it is over. */
+		rc = 0;
+	}
+	if (rc < 0) {
+		/* Cannot tell: they stay counted. */
+		al_warn("sandbox %s: asking for its streams: %s", sandbox,
+			err.msg);
+		return;
+	}
+	for (size_t i = 0; i < n; i++) {
+		int open = 0;
+		for (size_t j = 0; j < live.n && !open; j++)
+			open = strcmp(lease[i], live.lease[j]) == 0;
+		if (!open)
+			al_project_stream_release(*r->dbp, lease[i]);
+	}
+	al_streams_msg_free(&live);
+}
+
+/* Check every lease of arr ([{"lease","sandbox_id"}] ordered by
+ * sandbox), one STREAMS request per sandbox. */
+static void check_leases(al_req *r, json_object *arr, al_code end,
+			 const char *message)
+{
+	size_t total = json_object_array_length(arr);
+	char(*lease)[AL_STREAM_LEASE_LEN + 1] =
+		calloc(AL_STREAMS_MAX, sizeof *lease);
+	if (lease == NULL)
+		return;
+	char sandbox[64] = "";
+	size_t n = 0;
+	for (size_t i = 0; i <= total; i++) {
+		const char *l = NULL, *sb = NULL;
+		if (i < total) {
+			json_object *row = json_object_array_get_idx(arr, i);
+			json_object *v = NULL;
+			if (json_object_object_get_ex(row, "lease", &v))
+				l = json_object_get_string(v);
+			if (json_object_object_get_ex(row, "sandbox_id", &v))
+				sb = json_object_get_string(v);
+			if (!al_hex_id_valid(l, AL_STREAM_LEASE_LEN) ||
+			    !al_id_valid(sb))
+				continue;
+		}
+		if (n > 0 && (sb == NULL || strcmp(sb, sandbox) != 0 ||
+			      n == AL_STREAMS_MAX)) {
+			check_group(r, sandbox, lease, n, end, message);
+			n = 0;
+		}
+		if (sb == NULL)
+			break;
+		snprintf(sandbox, sizeof sandbox, "%s", sb);
+		memcpy(lease[n++], l, AL_STREAM_LEASE_LEN + 1);
+	}
+	free(lease);
+}
+
+int al_streams_acquire(al_req *r, char lease[AL_STREAM_LEASE_LEN + 1],
+		       al_err *err)
+{
+	al_db *db = al_req_db(r, err);
+	if (db == NULL || al_hex_random(lease, AL_STREAM_LEASE_LEN, err) < 0 ||
+	    al_project_begin_stream(db, r->cfg, r->who.project, err) < 0)
+		return -1;
+	int rc = al_project_stream_add(db, r->cfg, r->who.project, r->id,
+				       r->who.key_id, lease, err);
+	if (rc < 0 && err->code == AL_EQUOTA) {
+		/* Under the row lock every lease is a stream its shim knows
+		 * of (or knew): the ended ones can go. */
+		json_object *arr = al_project_stream_leases(
+			db, r->who.project, 0, err);
+		if (arr != NULL) {
+			check_leases(r, arr, AL_OK, NULL);
+			json_object_put(arr);
+			rc = al_project_stream_add(db, r->cfg, r->who.project,
+						   r->id, r->who.key_id, lease,
+						   err);
+		} else {
+			rc = -1;
+		}
+	}
+	if (rc < 0)
+		al_db_rollback(db);
+	return rc;
+}
+
+int al_streams_done(al_req *r, int ok, al_err *err)
+{
+	if (ok)
+		return al_db_commit(*r->dbp, err);
+	al_db_rollback(*r->dbp);
+	return 0;
+}
+
+void al_streams_end_key(al_req *r, long long key_id)
+{
+	al_err err = {0};
+	al_db *db = al_req_db(r, &err);
+	json_object *arr =
+		db != NULL ? al_project_stream_leases(db, NULL, key_id, &err)
+			   : NULL;
+	if (arr == NULL) {
+		al_warn("key %lld: ending its streams: %s", key_id, err.msg);
+		return;
+	}
+	check_leases(r, arr, AL_EAUTH, "the API key was revoked");
+	json_object_put(arr);
+}
