@@ -26,14 +26,17 @@
  *
  * Start: the parent takes the range, makes the user namespace (a
  * throwaway child, see userns_make) and the idmapped clone of the rootfs,
- * then one clone() with the other namespace flags; it moves the child
- * into its cgroups and only then lets it go on (sync socket), so nothing
- * of the sandbox ever runs outside its limits. Between clone and exec
+ * then one clone() with the other namespace flags. The child's first
+ * step is to move itself into its cgroups (through files the parent
+ * opened: a task moving only itself skips the v1 cgroup-wide lock that
+ * costs a parent's attach an RCU grace period), so nothing of the
+ * sandbox ever runs outside its limits. Between clone and exec
  * the child only makes system calls on data the parent prepared (paths,
  * mount options, the compiled seccomp program, the capability set): the
  * caller may be multi-threaded, and the child is a raw clone. The
  * child's last steps before exec: setns into the user namespace, become
- * its root, capabilities, no_new_privs, seccomp. */
+ * its root, capabilities, no_new_privs, seccomp, and a message with
+ * when its steps ended, for the start's step timings. */
 #include "driver.h"
 
 #include <errno.h>
@@ -86,6 +89,14 @@ typedef struct child_report {
 	char what[120];
 } child_report;
 
+/* What the child sends just before exec when it got that far: when its
+ * steps ended (CLOCK_MONOTONIC is one clock for both processes), for the
+ * start's step timings. Told apart from a child_report by its size. */
+enum { MARK_JOINED, MARK_MOUNTS, MARK_IDS, MARK_FILTER, NMARKS };
+typedef struct child_marks {
+	struct timespec t[NMARKS];
+} child_marks;
+
 typedef struct child_args {
 	const char *rootfs;
 	const char *hostname;
@@ -95,6 +106,8 @@ typedef struct child_args {
 	int agent_fd; /* child end of the agent socketpair */
 	int tree_fd;  /* the rootfs, idmapped, detached: mounted over rootfs */
 	int userns_fd; /* the sandbox's user namespace, entered last */
+	const int *cgroup_fds; /* al_cgroup_join_open's */
+	int ncgroup_fds;
 	const struct sock_fprog *filter;
 	cap_t caps;
 } child_args;
@@ -229,7 +242,6 @@ static const char *const dev_nodes[] = {
 
 __attribute__((noreturn)) static void child_main(const child_args *a)
 {
-	char buf[64];
 	sigset_t none;
 	int sync_fd, agent_fd;
 
@@ -258,13 +270,12 @@ __attribute__((noreturn)) static void child_main(const child_args *a)
 	if (tree_fd < 0 || userns_fd < 0)
 		child_fail(sync_fd, "dup rootfs and user namespace fds");
 
-	/* Wait until the parent has put us into the cgroups. */
-	ssize_t r;
-	do
-		r = read(sync_fd, buf, 1);
-	while (r < 0 && errno == EINTR);
-	if (r != 1)
-		_exit(1);
+	/* Into the sandbox's cgroups before anything else: its limits hold
+	 * from the first instruction of the agent on. */
+	child_marks marks;
+	if (al_cgroup_join(a->cgroup_fds, a->ncgroup_fds) < 0)
+		child_fail(sync_fd, "join the sandbox's cgroups");
+	clock_gettime(CLOCK_MONOTONIC, &marks.t[MARK_JOINED]);
 
 	if (setsid() < 0)
 		child_fail(sync_fd, "setsid");
@@ -348,6 +359,7 @@ __attribute__((noreturn)) static void child_main(const child_args *a)
 		child_fail(sync_fd, "detach old root");
 	if (chdir("/") < 0)
 		child_fail(sync_fd, "chdir /");
+	clock_gettime(CLOCK_MONOTONIC, &marks.t[MARK_MOUNTS]);
 
 	if (sethostname(a->hostname, strlen(a->hostname)) < 0)
 		child_fail(sync_fd, "sethostname");
@@ -401,6 +413,7 @@ __attribute__((noreturn)) static void child_main(const child_args *a)
 			fcntl(fd, F_SETFD, FD_CLOEXEC);
 	}
 
+	clock_gettime(CLOCK_MONOTONIC, &marks.t[MARK_IDS]);
 	/* The bounding set first: dropping needs CAP_SETPCAP, which the
 	 * capset below may keep or not. */
 	for (int c = 0; c <= cap_last; c++) {
@@ -417,6 +430,8 @@ __attribute__((noreturn)) static void child_main(const child_args *a)
 		child_fail(sync_fd, "no_new_privs");
 	if (al_sysfilter_install(a->filter) < 0)
 		child_fail(sync_fd, "install seccomp filter");
+	clock_gettime(CLOCK_MONOTONIC, &marks.t[MARK_FILTER]);
+	(void)!send(sync_fd, &marks, sizeof marks, MSG_NOSIGNAL);
 
 	char *const argv[] = {(char *)a->agent, "--fd", "3", NULL};
 	char *const envp[] = {
@@ -643,11 +658,67 @@ static al_cgroup_limits limits_of(const al_sandbox_spec *spec)
 	return lim;
 }
 
+static double ms_between(const struct timespec *a, const struct timespec *b)
+{
+	return (double)(b->tv_sec - a->tv_sec) * 1e3 +
+	       (double)(b->tv_nsec - a->tv_nsec) / 1e6;
+}
+
+/* The child's own steps from its marks, the first from its release
+ * (*t0) on; the next step starts at its last mark. */
+static void child_steps(al_driver_handle *h, int *n, struct timespec *t0,
+			const child_marks *m)
+{
+	static const char *const names[NMARKS] = {
+		[MARK_JOINED] = "cgroup join",
+		[MARK_MOUNTS] = "mounts",
+		[MARK_IDS] = "ids and caps",
+		[MARK_FILTER] = "seccomp",
+	};
+	for (int i = 0; i < NMARKS && *n < AL_DRIVER_STEPS; i++) {
+		h->steps[*n].name = names[i];
+		h->steps[*n].ms = ms_between(i == 0 ? t0 : &m->t[i - 1],
+					     &m->t[i]);
+		(*n)++;
+	}
+	*t0 = m->t[NMARKS - 1];
+}
+
+/* One message (or EOF: 0) from the jail's init within the start
+ * timeout. */
+static ssize_t recv_deadline(int fd, void *buf, size_t len, al_err *err)
+{
+	struct pollfd pfd = {.fd = fd, .events = POLLIN};
+	int pr;
+	do
+		pr = poll(&pfd, 1, NS_START_TIMEOUT_MS);
+	while (pr < 0 && errno == EINTR);
+	if (pr < 0)
+		return al_err_sys(err, AL_ESYS, errno, "waiting for jail init");
+	if (pr == 0)
+		return al_err_set(err, AL_ETIMEDOUT, 0,
+				  "jail init did not exec the agent within %d "
+				  "ms",
+				  NS_START_TIMEOUT_MS);
+	ssize_t n = recv(fd, buf, len, 0);
+	if (n < 0)
+		return al_err_sys(err, AL_ESYS, errno,
+				  "reading jail init status");
+	return n;
+}
+
+static void close_fds(int *fds, int *n)
+{
+	while (*n > 0)
+		close(fds[--*n]);
+}
+
 static int ns_start(const al_sandbox_spec *spec, al_driver_handle *h,
 		    al_err *err)
 {
 	int agent_sp[2] = {-1, -1}, sync_sp[2] = {-1, -1};
-	int pidfd = -1, cg_made = 0, nsteps = 0;
+	int pidfd = -1, cg_made = 0, nsteps = 0, ncg = 0;
+	int cg_fds[AL_CGROUP_JOIN_FDS];
 	al_autofd int userns_fd = -1;
 	int holder = -1; /* userns_make's child, reaped on the way out */
 	_Alignas(16) char holder_stack[8192];
@@ -713,6 +784,12 @@ static int ns_start(const al_sandbox_spec *spec, al_driver_handle *h,
 	if (al_cgroup_create(spec->id, &lim, err) < 0)
 		goto fail;
 	cg_made = 1;
+	ncg = al_cgroup_join_open(spec->id, cg_fds, err);
+	if (ncg < 0) {
+		ncg = 0;
+		goto fail;
+	}
+	step_done(h, &nsteps, "cgroups", &t0);
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, agent_sp) < 0 ||
 	    socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sync_sp) <
 		    0) {
@@ -729,6 +806,8 @@ static int ns_start(const al_sandbox_spec *spec, al_driver_handle *h,
 		.agent_fd = agent_sp[1],
 		.tree_fd = tree_fd,
 		.userns_fd = userns_fd,
+		.cgroup_fds = cg_fds,
+		.ncgroup_fds = ncg,
 		.filter = filter,
 		.caps = caps_built,
 	};
@@ -744,6 +823,7 @@ static int ns_start(const al_sandbox_spec *spec, al_driver_handle *h,
 		child_main(&args);
 	int clone_errno = errno;
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	close_fds(cg_fds, &ncg); /* the child's copies are its own */
 	if (pid < 0) {
 		al_err_sys(err, AL_ESYS, clone_errno,
 			   "clone into new namespaces");
@@ -752,36 +832,25 @@ static int ns_start(const al_sandbox_spec *spec, al_driver_handle *h,
 	priv->pidfd = pidfd;
 	close(al_steal_fd(&agent_sp[1]));
 	close(al_steal_fd(&sync_sp[1]));
+	step_done(h, &nsteps, "clone", &t0);
 
-	if (al_cgroup_attach(spec->id, pid, err) < 0)
-		goto fail;
-	if (send(sync_sp[0], "g", 1, MSG_NOSIGNAL) != 1) {
-		al_err_sys(err, AL_ESYS, errno, "releasing jail init");
-		goto fail;
-	}
-
-	struct pollfd pfd = {.fd = sync_sp[0], .events = POLLIN};
-	int pr;
-	do
-		pr = poll(&pfd, 1, NS_START_TIMEOUT_MS);
-	while (pr < 0 && errno == EINTR);
-	if (pr < 0) {
-		al_err_sys(err, AL_ESYS, errno, "waiting for jail init");
-		goto fail;
-	}
-	if (pr == 0) {
-		al_err_set(err, AL_ETIMEDOUT, 0,
-			   "jail init did not exec the agent within %d ms",
-			   NS_START_TIMEOUT_MS);
-		goto fail;
-	}
-	child_report rep;
-	ssize_t n = recv(sync_sp[0], &rep, sizeof rep, 0);
-	if (n < 0) {
-		al_err_sys(err, AL_ESYS, errno, "reading jail init status");
-		goto fail;
+	union {
+		child_report rep;
+		child_marks marks;
+	} msg;
+	ssize_t n;
+	int marked = 0;
+	for (;;) {
+		n = recv_deadline(sync_sp[0], &msg, sizeof msg, err);
+		if (n < 0)
+			goto fail;
+		if (n != sizeof msg.marks || marked)
+			break;
+		marked = 1;
+		child_steps(h, &nsteps, &t0, &msg.marks);
 	}
 	if (n > 0) {
+		child_report rep = msg.rep;
 		rep.what[sizeof rep.what - 1] = '\0';
 		if ((size_t)n != sizeof rep) {
 			al_err_set(err, AL_EINTERNAL, 0,
@@ -799,7 +868,7 @@ static int ns_start(const al_sandbox_spec *spec, al_driver_handle *h,
 		goto fail;
 	}
 	close(al_steal_fd(&sync_sp[0]));
-	step_done(h, &nsteps, "jail", &t0);
+	step_done(h, &nsteps, marked ? "exec" : "jail", &t0);
 	reap(holder);
 	close(holder);
 
@@ -809,6 +878,7 @@ static int ns_start(const al_sandbox_spec *spec, al_driver_handle *h,
 	return 0;
 
 fail:
+	close_fds(cg_fds, &ncg);
 	if (holder >= 0) {
 		reap(holder);
 		close(holder);
