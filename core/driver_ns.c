@@ -33,7 +33,8 @@
  * sandbox ever runs outside its limits. Between clone and exec
  * the child only makes system calls on data the parent prepared (paths,
  * mount options, the compiled seccomp program, the capability set): the
- * caller may be multi-threaded, and the child is a raw clone. The
+ * caller may be multi-threaded, and the child shares its memory while
+ * the calling thread sleeps (CLONE_VM | CLONE_VFORK, see ns_start). The
  * child's last steps before exec: setns into the user namespace, become
  * its root, capabilities, no_new_privs, seccomp, and a message with
  * when its steps ended, for the start's step timings. */
@@ -50,6 +51,7 @@
 #include <string.h>
 #include <sys/capability.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
@@ -69,6 +71,8 @@
 #define NS_DEFAULT_MEMORY (512ull << 20)
 #define NS_DEFAULT_PIDS 512u
 #define NS_DEFAULT_CPU_SHARES 1024u
+/* The jail init's stack, from clone to exec. */
+#define NS_CHILD_STACK (256 << 10)
 /* From clone to the agent's exec; a healthy start takes milliseconds. */
 #define NS_START_TIMEOUT_MS 10000
 
@@ -92,7 +96,7 @@ typedef struct child_report {
 /* What the child sends just before exec when it got that far: when its
  * steps ended (CLOCK_MONOTONIC is one clock for both processes), for the
  * start's step timings. Told apart from a child_report by its size. */
-enum { MARK_JOINED, MARK_MOUNTS, MARK_IDS, MARK_FILTER, NMARKS };
+enum { MARK_BORN, MARK_JOINED, MARK_MOUNTS, MARK_IDS, MARK_FILTER, NMARKS };
 typedef struct child_marks {
 	struct timespec t[NMARKS];
 } child_marks;
@@ -240,8 +244,11 @@ static const char *const dev_nodes[] = {
 	"null", "zero", "full", "random", "urandom", "tty",
 };
 
-__attribute__((noreturn)) static void child_main(const child_args *a)
+__attribute__((noreturn)) static int child_entry(void *arg)
 {
+	const child_args *a = arg;
+	child_marks marks;
+	clock_gettime(CLOCK_MONOTONIC, &marks.t[MARK_BORN]);
 	sigset_t none;
 	int sync_fd, agent_fd;
 
@@ -272,7 +279,6 @@ __attribute__((noreturn)) static void child_main(const child_args *a)
 
 	/* Into the sandbox's cgroups before anything else: its limits hold
 	 * from the first instruction of the agent on. */
-	child_marks marks;
 	if (al_cgroup_join(a->cgroup_fds, a->ncgroup_fds) < 0)
 		child_fail(sync_fd, "join the sandbox's cgroups");
 	clock_gettime(CLOCK_MONOTONIC, &marks.t[MARK_JOINED]);
@@ -664,16 +670,17 @@ static double ms_between(const struct timespec *a, const struct timespec *b)
 	       (double)(b->tv_nsec - a->tv_nsec) / 1e6;
 }
 
-/* The child's own steps from its marks, the first from its release
- * (*t0) on; the next step starts at its last mark. */
+/* The child's steps from its marks, the first (clone) from *t0 on; the
+ * next step starts at its last mark. */
 static void child_steps(al_driver_handle *h, int *n, struct timespec *t0,
 			const child_marks *m)
 {
 	static const char *const names[NMARKS] = {
+		[MARK_BORN] = "clone",
 		[MARK_JOINED] = "cgroup join",
 		[MARK_MOUNTS] = "mounts",
-		[MARK_IDS] = "ids and caps",
-		[MARK_FILTER] = "seccomp",
+		[MARK_IDS] = "user and fds",
+		[MARK_FILTER] = "caps and seccomp",
 	};
 	for (int i = 0; i < NMARKS && *n < AL_DRIVER_STEPS; i++) {
 		h->steps[*n].name = names[i];
@@ -811,18 +818,27 @@ static int ns_start(const al_sandbox_spec *spec, al_driver_handle *h,
 		.filter = filter,
 		.caps = caps_built,
 	};
+	/* The child runs in this process's memory (CLONE_VM: no copy of
+	 * its page tables to make, nor one for the exec to tear down) on a
+	 * stack of its own, while this thread sleeps until it has exec'd
+	 * or died (CLONE_VFORK, as posix_spawn does): so the libc wrappers
+	 * it calls may set this thread's errno. */
+	void *stack = mmap(NULL, NS_CHILD_STACK, PROT_READ | PROT_WRITE,
+			   MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+	if (stack == MAP_FAILED) {
+		al_err_sys(err, AL_ENOMEM, errno, "jail init stack");
+		goto fail;
+	}
 	sigset_t all, old;
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
-	/* Raw clone: fork semantics (no stack to manage) plus the
-	 * namespace flags and a pidfd. */
-	pid = (pid_t)syscall(SYS_clone,
-			     NS_CLONE_FLAGS | CLONE_PIDFD | SIGCHLD, NULL,
-			     &pidfd, NULL, 0);
-	if (pid == 0)
-		child_main(&args);
+	pid = clone(child_entry, (char *)stack + NS_CHILD_STACK,
+		    NS_CLONE_FLAGS | CLONE_VM | CLONE_VFORK | CLONE_PIDFD |
+			    SIGCHLD,
+		    &args, &pidfd);
 	int clone_errno = errno;
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	munmap(stack, NS_CHILD_STACK);
 	close_fds(cg_fds, &ncg); /* the child's copies are its own */
 	if (pid < 0) {
 		al_err_sys(err, AL_ESYS, clone_errno,
@@ -832,7 +848,6 @@ static int ns_start(const al_sandbox_spec *spec, al_driver_handle *h,
 	priv->pidfd = pidfd;
 	close(al_steal_fd(&agent_sp[1]));
 	close(al_steal_fd(&sync_sp[1]));
-	step_done(h, &nsteps, "clone", &t0);
 
 	union {
 		child_report rep;
@@ -868,9 +883,10 @@ static int ns_start(const al_sandbox_spec *spec, al_driver_handle *h,
 		goto fail;
 	}
 	close(al_steal_fd(&sync_sp[0]));
-	step_done(h, &nsteps, marked ? "exec" : "jail", &t0);
+	step_done(h, &nsteps, "exec", &t0);
 	reap(holder);
 	close(holder);
+	step_done(h, &nsteps, "user namespace reap", &t0);
 
 	h->init_pid = pid;
 	h->agent_fd = al_steal_fd(&agent_sp[0]);

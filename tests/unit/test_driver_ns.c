@@ -619,7 +619,8 @@ static void test_userns(void **state)
 	assert_string_equal(h.steps[2].name, "idmapped mount");
 	static const char *const later[] = {
 		"cgroups", "clone", "cgroup join", "mounts",
-		"ids and caps", "seccomp", "exec",
+		"user and fds", "caps and seccomp", "exec",
+		"user namespace reap",
 	};
 	for (size_t i = 0; i < sizeof later / sizeof later[0]; i++)
 		assert_string_equal(h.steps[3 + i].name, later[i]);
