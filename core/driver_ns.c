@@ -73,6 +73,12 @@
 #define NS_DEFAULT_CPU_SHARES 1024u
 /* The jail init's stack, from clone to exec. */
 #define NS_CHILD_STACK (256 << 10)
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
+#define stack_unpoison(p, n) ASAN_UNPOISON_MEMORY_REGION(p, n)
+#else
+#define stack_unpoison(p, n) ((void)(p), (void)(n))
+#endif
 /* From clone to the agent's exec; a healthy start takes milliseconds. */
 #define NS_START_TIMEOUT_MS 10000
 
@@ -838,6 +844,9 @@ static int ns_start(const al_sandbox_spec *spec, al_driver_handle *h,
 		    &args, &pidfd);
 	int clone_errno = errno;
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	/* The child's frames never returned: what ASan marked in them
+	 * would outlive the mapping and trip over whatever lands there. */
+	stack_unpoison(stack, NS_CHILD_STACK);
 	munmap(stack, NS_CHILD_STACK);
 	close_fds(cg_fds, &ncg); /* the child's copies are its own */
 	if (pid < 0) {
