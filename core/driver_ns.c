@@ -71,8 +71,9 @@
 #define NS_DEFAULT_MEMORY (512ull << 20)
 #define NS_DEFAULT_PIDS 512u
 #define NS_DEFAULT_CPU_SHARES 1024u
-/* The jail init's stack, from clone to exec. */
+/* The jail init's stack, from clone to exec, its lowest page a guard. */
 #define NS_CHILD_STACK (256 << 10)
+#define NS_CHILD_GUARD 4096
 #if defined(__SANITIZE_ADDRESS__)
 #include <sanitizer/asan_interface.h>
 #define stack_unpoison(p, n) ASAN_UNPOISON_MEMORY_REGION(p, n)
@@ -833,6 +834,13 @@ static int ns_start(const al_sandbox_spec *spec, al_driver_handle *h,
 			   MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
 	if (stack == MAP_FAILED) {
 		al_err_sys(err, AL_ENOMEM, errno, "jail init stack");
+		goto fail;
+	}
+	/* A guard page: an overflow faults instead of writing into this
+	 * process's memory below the stack. */
+	if (mprotect(stack, NS_CHILD_GUARD, PROT_NONE) < 0) {
+		al_err_sys(err, AL_ENOMEM, errno, "jail init stack guard");
+		munmap(stack, NS_CHILD_STACK);
 		goto fail;
 	}
 	sigset_t all, old;
