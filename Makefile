@@ -16,7 +16,7 @@ SAN_ON   := -fsanitize=address,undefined -fno-omit-frame-pointer \
 SANFLAGS := $(if $(filter 1,$(SAN)),$(SAN_ON))
 CPPFLAGS += -Icore -I/usr/include/postgresql -I/usr/include/luajit-2.1
 CFLAGS  += $(CSTD) $(OPT) $(WARN) $(HARDEN) $(SANFLAGS) -D_GNU_SOURCE
-LDFLAGS += $(SANFLAGS) -pie -Wl,-z,relro,-z,now
+LDFLAGS += $(SANFLAGS) -pie -Wl,-z,relro,-z,now -Wl,--as-needed
 
 # sysfilter_gen.c is a build tool: its output, not itself, is in the library.
 # A family of modules with one consumer has a subfolder (core/vm/); its

@@ -397,6 +397,48 @@ int al_cgroup_attach(const char *name, pid_t pid, al_err *err)
 	return 0;
 }
 
+int al_cgroup_join_open(const char *name, int fds[AL_CGROUP_JOIN_FDS],
+			al_err *err)
+{
+	char dir[CG_PATH_MAX], path[CG_PATH_MAX];
+	if (cg_name_ok(name, err) < 0)
+		return -1;
+	int ver = al_cgroup_version(err);
+	if (ver < 0)
+		return -1;
+	int n = ver == 2 ? 1 : (int)V1_NCTRL;
+	for (int i = 0; i < n; i++) {
+		if (cg_dir(ver, v1_ctrls[i], name, dir, sizeof dir, err) < 0)
+			goto fail;
+		int w = snprintf(path, sizeof path, "%s/%s", dir,
+				 ver == 2 ? "cgroup.procs" : "tasks");
+		if (w < 0 || (size_t)w >= sizeof path) {
+			al_err_set(err, AL_EINVAL, 0, "cgroup path too long");
+			goto fail;
+		}
+		fds[i] = open(path, O_WRONLY | O_CLOEXEC);
+		if (fds[i] < 0) {
+			al_err_sys(err, AL_ESYS, errno, "open %s", path);
+			goto fail;
+		}
+		continue;
+	fail:
+		while (i-- > 0)
+			close(fds[i]);
+		return -1;
+	}
+	return n;
+}
+
+int al_cgroup_join(const int *fds, int n)
+{
+	for (int i = 0; i < n; i++) {
+		if (write(fds[i], "0", 1) != 1)
+			return -1;
+	}
+	return 0;
+}
+
 int al_cgroup_freeze(const char *name, int frozen, al_err *err)
 {
 	char dir[CG_PATH_MAX], buf[512];

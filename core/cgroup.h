@@ -37,8 +37,22 @@ int al_cgroup_set_limits(const char *name, const al_cgroup_limits *lim,
 /* Rename leaf from -> to under every controller, tasks and all. On
  * failure midway the controllers already renamed are renamed back. */
 int al_cgroup_rename(const char *from, const char *to, al_err *err);
-/* Move pid into the leaf of every controller. */
+/* Move pid into the leaf of every controller. Each move takes the
+ * kernel's cgroup-wide threadgroup lock, whose write side waits for an
+ * RCU grace period (~10 ms on a busy host). */
 int al_cgroup_attach(const char *name, pid_t pid, al_err *err);
+/* A process moving itself in, without that wait: al_cgroup_join_open
+ * opens the files it writes (v1: each controller's tasks file, v2:
+ * cgroup.procs) into fds, returning how many (<= AL_CGROUP_JOIN_FDS);
+ * al_cgroup_join, called by a single-threaded process (a freshly cloned
+ * child, before it runs anything of the sandbox), writes "0" to each:
+ * on v1 moving only the caller skips the lock. It only makes write(2)
+ * calls (async-signal-safe); 0, or -1 with errno. The caller closes
+ * the fds. */
+#define AL_CGROUP_JOIN_FDS 4
+int al_cgroup_join_open(const char *name, int fds[AL_CGROUP_JOIN_FDS],
+			al_err *err);
+int al_cgroup_join(const int *fds, int n);
 /* Freeze (1) or thaw (0) every task of the leaf; waits (bounded) until
  * the kernel reports the leaf frozen. */
 int al_cgroup_freeze(const char *name, int frozen, al_err *err);

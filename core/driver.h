@@ -29,7 +29,7 @@ typedef struct al_sandbox_spec {
 
 /* One named step of a start and what it took, for the shim's timing
  * line (a driver fills what it measures; the rest stay zero). */
-#define AL_DRIVER_STEPS 6
+#define AL_DRIVER_STEPS 12
 typedef struct al_driver_step {
 	const char *name; /* static string; NULL ends the list */
 	double ms;

@@ -26,14 +26,18 @@
  *
  * Start: the parent takes the range, makes the user namespace (a
  * throwaway child, see userns_make) and the idmapped clone of the rootfs,
- * then one clone() with the other namespace flags; it moves the child
- * into its cgroups and only then lets it go on (sync socket), so nothing
- * of the sandbox ever runs outside its limits. Between clone and exec
+ * then one clone() with the other namespace flags. The child's first
+ * step is to move itself into its cgroups (through files the parent
+ * opened: a task moving only itself skips the v1 cgroup-wide lock that
+ * costs a parent's attach an RCU grace period), so nothing of the
+ * sandbox ever runs outside its limits. Between clone and exec
  * the child only makes system calls on data the parent prepared (paths,
  * mount options, the compiled seccomp program, the capability set): the
- * caller may be multi-threaded, and the child is a raw clone. The
+ * caller may be multi-threaded, and the child shares its memory while
+ * the calling thread sleeps (CLONE_VM | CLONE_VFORK, see ns_start). The
  * child's last steps before exec: setns into the user namespace, become
- * its root, capabilities, no_new_privs, seccomp. */
+ * its root, capabilities, no_new_privs, seccomp, and a message with
+ * when its steps ended, for the start's step timings. */
 #include "driver.h"
 
 #include <errno.h>
@@ -47,6 +51,7 @@
 #include <string.h>
 #include <sys/capability.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
@@ -66,6 +71,15 @@
 #define NS_DEFAULT_MEMORY (512ull << 20)
 #define NS_DEFAULT_PIDS 512u
 #define NS_DEFAULT_CPU_SHARES 1024u
+/* The jail init's stack, from clone to exec, its lowest page a guard. */
+#define NS_CHILD_STACK (256 << 10)
+#define NS_CHILD_GUARD 4096
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
+#define stack_unpoison(p, n) ASAN_UNPOISON_MEMORY_REGION(p, n)
+#else
+#define stack_unpoison(p, n) ((void)(p), (void)(n))
+#endif
 /* From clone to the agent's exec; a healthy start takes milliseconds. */
 #define NS_START_TIMEOUT_MS 10000
 
@@ -86,6 +100,14 @@ typedef struct child_report {
 	char what[120];
 } child_report;
 
+/* What the child sends just before exec when it got that far: when its
+ * steps ended (CLOCK_MONOTONIC is one clock for both processes), for the
+ * start's step timings. Told apart from a child_report by its size. */
+enum { MARK_BORN, MARK_JOINED, MARK_MOUNTS, MARK_IDS, MARK_FILTER, NMARKS };
+typedef struct child_marks {
+	struct timespec t[NMARKS];
+} child_marks;
+
 typedef struct child_args {
 	const char *rootfs;
 	const char *hostname;
@@ -95,6 +117,8 @@ typedef struct child_args {
 	int agent_fd; /* child end of the agent socketpair */
 	int tree_fd;  /* the rootfs, idmapped, detached: mounted over rootfs */
 	int userns_fd; /* the sandbox's user namespace, entered last */
+	const int *cgroup_fds; /* al_cgroup_join_open's */
+	int ncgroup_fds;
 	const struct sock_fprog *filter;
 	cap_t caps;
 } child_args;
@@ -227,9 +251,11 @@ static const char *const dev_nodes[] = {
 	"null", "zero", "full", "random", "urandom", "tty",
 };
 
-__attribute__((noreturn)) static void child_main(const child_args *a)
+__attribute__((noreturn)) static int child_entry(void *arg)
 {
-	char buf[64];
+	const child_args *a = arg;
+	child_marks marks;
+	clock_gettime(CLOCK_MONOTONIC, &marks.t[MARK_BORN]);
 	sigset_t none;
 	int sync_fd, agent_fd;
 
@@ -258,13 +284,11 @@ __attribute__((noreturn)) static void child_main(const child_args *a)
 	if (tree_fd < 0 || userns_fd < 0)
 		child_fail(sync_fd, "dup rootfs and user namespace fds");
 
-	/* Wait until the parent has put us into the cgroups. */
-	ssize_t r;
-	do
-		r = read(sync_fd, buf, 1);
-	while (r < 0 && errno == EINTR);
-	if (r != 1)
-		_exit(1);
+	/* Into the sandbox's cgroups before anything else: its limits hold
+	 * from the first instruction of the agent on. */
+	if (al_cgroup_join(a->cgroup_fds, a->ncgroup_fds) < 0)
+		child_fail(sync_fd, "join the sandbox's cgroups");
+	clock_gettime(CLOCK_MONOTONIC, &marks.t[MARK_JOINED]);
 
 	if (setsid() < 0)
 		child_fail(sync_fd, "setsid");
@@ -348,6 +372,7 @@ __attribute__((noreturn)) static void child_main(const child_args *a)
 		child_fail(sync_fd, "detach old root");
 	if (chdir("/") < 0)
 		child_fail(sync_fd, "chdir /");
+	clock_gettime(CLOCK_MONOTONIC, &marks.t[MARK_MOUNTS]);
 
 	if (sethostname(a->hostname, strlen(a->hostname)) < 0)
 		child_fail(sync_fd, "sethostname");
@@ -401,6 +426,7 @@ __attribute__((noreturn)) static void child_main(const child_args *a)
 			fcntl(fd, F_SETFD, FD_CLOEXEC);
 	}
 
+	clock_gettime(CLOCK_MONOTONIC, &marks.t[MARK_IDS]);
 	/* The bounding set first: dropping needs CAP_SETPCAP, which the
 	 * capset below may keep or not. */
 	for (int c = 0; c <= cap_last; c++) {
@@ -417,6 +443,8 @@ __attribute__((noreturn)) static void child_main(const child_args *a)
 		child_fail(sync_fd, "no_new_privs");
 	if (al_sysfilter_install(a->filter) < 0)
 		child_fail(sync_fd, "install seccomp filter");
+	clock_gettime(CLOCK_MONOTONIC, &marks.t[MARK_FILTER]);
+	(void)!send(sync_fd, &marks, sizeof marks, MSG_NOSIGNAL);
 
 	char *const argv[] = {(char *)a->agent, "--fd", "3", NULL};
 	char *const envp[] = {
@@ -643,11 +671,68 @@ static al_cgroup_limits limits_of(const al_sandbox_spec *spec)
 	return lim;
 }
 
+static double ms_between(const struct timespec *a, const struct timespec *b)
+{
+	return (double)(b->tv_sec - a->tv_sec) * 1e3 +
+	       (double)(b->tv_nsec - a->tv_nsec) / 1e6;
+}
+
+/* The child's steps from its marks, the first (clone) from *t0 on; the
+ * next step starts at its last mark. */
+static void child_steps(al_driver_handle *h, int *n, struct timespec *t0,
+			const child_marks *m)
+{
+	static const char *const names[NMARKS] = {
+		[MARK_BORN] = "clone",
+		[MARK_JOINED] = "cgroup join",
+		[MARK_MOUNTS] = "mounts",
+		[MARK_IDS] = "user and fds",
+		[MARK_FILTER] = "caps and seccomp",
+	};
+	for (int i = 0; i < NMARKS && *n < AL_DRIVER_STEPS; i++) {
+		h->steps[*n].name = names[i];
+		h->steps[*n].ms = ms_between(i == 0 ? t0 : &m->t[i - 1],
+					     &m->t[i]);
+		(*n)++;
+	}
+	*t0 = m->t[NMARKS - 1];
+}
+
+/* One message (or EOF: 0) from the jail's init within the start
+ * timeout. */
+static ssize_t recv_deadline(int fd, void *buf, size_t len, al_err *err)
+{
+	struct pollfd pfd = {.fd = fd, .events = POLLIN};
+	int pr;
+	do
+		pr = poll(&pfd, 1, NS_START_TIMEOUT_MS);
+	while (pr < 0 && errno == EINTR);
+	if (pr < 0)
+		return al_err_sys(err, AL_ESYS, errno, "waiting for jail init");
+	if (pr == 0)
+		return al_err_set(err, AL_ETIMEDOUT, 0,
+				  "jail init did not exec the agent within %d "
+				  "ms",
+				  NS_START_TIMEOUT_MS);
+	ssize_t n = recv(fd, buf, len, 0);
+	if (n < 0)
+		return al_err_sys(err, AL_ESYS, errno,
+				  "reading jail init status");
+	return n;
+}
+
+static void close_fds(int *fds, int *n)
+{
+	while (*n > 0)
+		close(fds[--*n]);
+}
+
 static int ns_start(const al_sandbox_spec *spec, al_driver_handle *h,
 		    al_err *err)
 {
 	int agent_sp[2] = {-1, -1}, sync_sp[2] = {-1, -1};
-	int pidfd = -1, cg_made = 0, nsteps = 0;
+	int pidfd = -1, cg_made = 0, nsteps = 0, ncg = 0;
+	int cg_fds[AL_CGROUP_JOIN_FDS];
 	al_autofd int userns_fd = -1;
 	int holder = -1; /* userns_make's child, reaped on the way out */
 	_Alignas(16) char holder_stack[8192];
@@ -713,6 +798,12 @@ static int ns_start(const al_sandbox_spec *spec, al_driver_handle *h,
 	if (al_cgroup_create(spec->id, &lim, err) < 0)
 		goto fail;
 	cg_made = 1;
+	ncg = al_cgroup_join_open(spec->id, cg_fds, err);
+	if (ncg < 0) {
+		ncg = 0;
+		goto fail;
+	}
+	step_done(h, &nsteps, "cgroups", &t0);
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, agent_sp) < 0 ||
 	    socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sync_sp) <
 		    0) {
@@ -729,21 +820,43 @@ static int ns_start(const al_sandbox_spec *spec, al_driver_handle *h,
 		.agent_fd = agent_sp[1],
 		.tree_fd = tree_fd,
 		.userns_fd = userns_fd,
+		.cgroup_fds = cg_fds,
+		.ncgroup_fds = ncg,
 		.filter = filter,
 		.caps = caps_built,
 	};
+	/* The child runs in this process's memory (CLONE_VM: no copy of
+	 * its page tables to make, nor one for the exec to tear down) on a
+	 * stack of its own, while this thread sleeps until it has exec'd
+	 * or died (CLONE_VFORK, as posix_spawn does): so the libc wrappers
+	 * it calls may set this thread's errno. */
+	void *stack = mmap(NULL, NS_CHILD_STACK, PROT_READ | PROT_WRITE,
+			   MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+	if (stack == MAP_FAILED) {
+		al_err_sys(err, AL_ENOMEM, errno, "jail init stack");
+		goto fail;
+	}
+	/* A guard page: an overflow faults instead of writing into this
+	 * process's memory below the stack. */
+	if (mprotect(stack, NS_CHILD_GUARD, PROT_NONE) < 0) {
+		al_err_sys(err, AL_ENOMEM, errno, "jail init stack guard");
+		munmap(stack, NS_CHILD_STACK);
+		goto fail;
+	}
 	sigset_t all, old;
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
-	/* Raw clone: fork semantics (no stack to manage) plus the
-	 * namespace flags and a pidfd. */
-	pid = (pid_t)syscall(SYS_clone,
-			     NS_CLONE_FLAGS | CLONE_PIDFD | SIGCHLD, NULL,
-			     &pidfd, NULL, 0);
-	if (pid == 0)
-		child_main(&args);
+	pid = clone(child_entry, (char *)stack + NS_CHILD_STACK,
+		    NS_CLONE_FLAGS | CLONE_VM | CLONE_VFORK | CLONE_PIDFD |
+			    SIGCHLD,
+		    &args, &pidfd);
 	int clone_errno = errno;
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	/* The child's frames never returned: what ASan marked in them
+	 * would outlive the mapping and trip over whatever lands there. */
+	stack_unpoison(stack, NS_CHILD_STACK);
+	munmap(stack, NS_CHILD_STACK);
+	close_fds(cg_fds, &ncg); /* the child's copies are its own */
 	if (pid < 0) {
 		al_err_sys(err, AL_ESYS, clone_errno,
 			   "clone into new namespaces");
@@ -753,35 +866,23 @@ static int ns_start(const al_sandbox_spec *spec, al_driver_handle *h,
 	close(al_steal_fd(&agent_sp[1]));
 	close(al_steal_fd(&sync_sp[1]));
 
-	if (al_cgroup_attach(spec->id, pid, err) < 0)
-		goto fail;
-	if (send(sync_sp[0], "g", 1, MSG_NOSIGNAL) != 1) {
-		al_err_sys(err, AL_ESYS, errno, "releasing jail init");
-		goto fail;
-	}
-
-	struct pollfd pfd = {.fd = sync_sp[0], .events = POLLIN};
-	int pr;
-	do
-		pr = poll(&pfd, 1, NS_START_TIMEOUT_MS);
-	while (pr < 0 && errno == EINTR);
-	if (pr < 0) {
-		al_err_sys(err, AL_ESYS, errno, "waiting for jail init");
-		goto fail;
-	}
-	if (pr == 0) {
-		al_err_set(err, AL_ETIMEDOUT, 0,
-			   "jail init did not exec the agent within %d ms",
-			   NS_START_TIMEOUT_MS);
-		goto fail;
-	}
-	child_report rep;
-	ssize_t n = recv(sync_sp[0], &rep, sizeof rep, 0);
-	if (n < 0) {
-		al_err_sys(err, AL_ESYS, errno, "reading jail init status");
-		goto fail;
+	union {
+		child_report rep;
+		child_marks marks;
+	} msg;
+	ssize_t n;
+	int marked = 0;
+	for (;;) {
+		n = recv_deadline(sync_sp[0], &msg, sizeof msg, err);
+		if (n < 0)
+			goto fail;
+		if (n != sizeof msg.marks || marked)
+			break;
+		marked = 1;
+		child_steps(h, &nsteps, &t0, &msg.marks);
 	}
 	if (n > 0) {
+		child_report rep = msg.rep;
 		rep.what[sizeof rep.what - 1] = '\0';
 		if ((size_t)n != sizeof rep) {
 			al_err_set(err, AL_EINTERNAL, 0,
@@ -799,9 +900,10 @@ static int ns_start(const al_sandbox_spec *spec, al_driver_handle *h,
 		goto fail;
 	}
 	close(al_steal_fd(&sync_sp[0]));
-	step_done(h, &nsteps, "jail", &t0);
+	step_done(h, &nsteps, "exec", &t0);
 	reap(holder);
 	close(holder);
+	step_done(h, &nsteps, "user namespace reap", &t0);
 
 	h->init_pid = pid;
 	h->agent_fd = al_steal_fd(&agent_sp[0]);
@@ -809,6 +911,7 @@ static int ns_start(const al_sandbox_spec *spec, al_driver_handle *h,
 	return 0;
 
 fail:
+	close_fds(cg_fds, &ncg);
 	if (holder >= 0) {
 		reap(holder);
 		close(holder);

@@ -598,7 +598,7 @@ int main(int argc, char **argv)
 	free(ready);
 	if (ready_fd >= 0)
 		close(ready_fd);
-	char steps[256];
+	char steps[512];
 	driver_steps(&s.h, steps, sizeof steps);
 	al_info("%s %s running (driver %s, init pid %d) in %lld ms: "
 		"spec %lld, snapshot %lld (qgroup %.3f), driver %lld%s, "
