@@ -195,9 +195,10 @@ static int round_once(struct bench *b, double t[3])
 /* fork + exec bwrap + wait, timed from fork to reap. */
 static int spawn_once(const char *root, double *ms)
 {
-	char *const argv[] = {"bwrap", "--unshare-all", "--die-with-parent",
-			      "--bind", (char *)root, "/", "--proc", "/proc",
-			      "--dev", "/dev", "/bin/true", NULL};
+	char *const argv[] = {"bwrap",	"--unshare-all", "--die-with-parent",
+			      "--bind", (char *)root,	 "/",
+			      "--proc", "/proc",	 "--dev",
+			      "/dev",	"/bin/true",	 NULL};
 	double t0 = now_ms();
 	int status;
 	pid_t pid;
@@ -305,9 +306,11 @@ int main(int argc, char **argv)
 			/* DIR:PREFIX:N; DIR may not hold ':'. */
 			const char *arg = argv[++i];
 			const char *c1 = strchr(arg, ':');
-			const char *c2 = c1 != NULL ? strchr(c1 + 1, ':') : NULL;
+			const char *c2 = c1 != NULL ? strchr(c1 + 1, ':')
+						    : NULL;
 
-			if (c2 == NULL || (size_t)(c1 - arg) >= sizeof pool_dir ||
+			if (c2 == NULL ||
+			    (size_t)(c1 - arg) >= sizeof pool_dir ||
 			    (size_t)(c2 - c1 - 1) >= sizeof pool_prefix)
 				usage();
 			memcpy(pool_dir, arg, (size_t)(c1 - arg));
@@ -338,7 +341,8 @@ int main(int argc, char **argv)
 	if (driver != NULL)
 		snprintf(b.create_body, sizeof b.create_body,
 			 "{\"template\":\"minimal\",\"timeout\":300,"
-			 "\"driver\":\"%s\"}", driver);
+			 "\"driver\":\"%s\"}",
+			 driver);
 	else
 		snprintf(b.create_body, sizeof b.create_body,
 			 "{\"template\":\"minimal\",\"timeout\":300}");
@@ -375,7 +379,8 @@ int main(int argc, char **argv)
 		if (round_once(&b, s) < 0) {
 			failures++;
 			if (failures > 10) {
-				fprintf(stderr, "lifecycle: too many failures\n");
+				fprintf(stderr,
+					"lifecycle: too many failures\n");
 				return 1;
 			}
 			i--;
@@ -413,7 +418,8 @@ int main(int argc, char **argv)
 		       "p99");
 		report("spawn", peer, rounds, pr);
 		printf("\nRatios (Airlock / bwrap, p50): create %.2fx, "
-		       "full round %.2fx\n", r[0][0] / pr[0], r[3][0] / pr[0]);
+		       "full round %.2fx\n",
+		       r[0][0] / pr[0], r[3][0] / pr[0]);
 	}
 	if (peer_ms > 0)
 		printf("\nRatio (%s p50 %.1f ms / Airlock create p50): create "
@@ -422,7 +428,8 @@ int main(int argc, char **argv)
 		       peer_ms / r[3][0]);
 	if (driver != NULL && strcmp(driver, "vm") == 0) {
 		printf("Goal (issue 3, TCG): create p50 <= 200 ms: %.1f ms: "
-		       "%s\n", r[0][0], r[0][0] <= 200.0 ? "met" : "NOT met");
+		       "%s\n",
+		       r[0][0], r[0][0] <= 200.0 ? "met" : "NOT met");
 		if (peer_ms > 0)
 			printf("Goal (issue 3, TCG): create >= 20x faster than "
 			       "a cold boot (p50): %.1fx: %s\n",

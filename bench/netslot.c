@@ -46,8 +46,8 @@ static double pct(const double *v, int n, double p)
 static double row(const char *name, double *v, int n)
 {
 	qsort(v, (size_t)n, sizeof *v, cmp);
-	printf("  %-22s %10.1f %10.1f %10.1f   (n=%d)\n", name,
-	       pct(v, n, 50), pct(v, n, 90), pct(v, n, 99), n);
+	printf("  %-22s %10.1f %10.1f %10.1f   (n=%d)\n", name, pct(v, n, 50),
+	       pct(v, n, 90), pct(v, n, 99), n);
 	return pct(v, n, 50);
 }
 

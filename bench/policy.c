@@ -19,21 +19,27 @@
 #define GOAL_US 5.0
 
 static const char *const allow_list[] = {
-	"api.openai.com", "*.anthropic.com", "example.com", "example.org",
-	"*.corp.example", "pypi.example", "docs.example.net", "cdn.example",
+	"api.openai.com", "*.anthropic.com", "example.com",	 "example.org",
+	"*.corp.example", "pypi.example",    "docs.example.net", "cdn.example",
 };
 #define N_ALLOW (sizeof allow_list / sizeof allow_list[0])
 static const char *const deny_list[] = {"bad.corp.example"};
 
 /* The shipped policy's lists, as the peer holds them. */
 static const char *const registries[] = {
-	"deb.debian.org", "security.debian.org", "registry.npmjs.org",
-	"pypi.org", "files.pythonhosted.org", "github.com",
-	"codeload.github.com", "*.githubusercontent.com",
+	"deb.debian.org",	  "security.debian.org",
+	"registry.npmjs.org",	  "pypi.org",
+	"files.pythonhosted.org", "github.com",
+	"codeload.github.com",	  "*.githubusercontent.com",
 };
 static const char *const never[] = {
-	"localhost", "*.localhost", "*.local", "*.internal", "*.home.arpa",
-	"*.lan", "metadata.google.internal",
+	"localhost",
+	"*.localhost",
+	"*.local",
+	"*.internal",
+	"*.home.arpa",
+	"*.lan",
+	"metadata.google.internal",
 };
 
 static bool peer_match(const char *name, const char *pat)
@@ -71,9 +77,8 @@ static bool peer_decide(const al_egress_req *r)
 		return true;
 	if (peer_any(r->name, r->allow, r->n_allow))
 		return true;
-	return r->build &&
-	       peer_any(r->name, registries,
-			sizeof registries / sizeof registries[0]);
+	return r->build && peer_any(r->name, registries,
+				    sizeof registries / sizeof registries[0]);
 }
 
 static double now_us(void)
@@ -101,7 +106,8 @@ int main(int argc, char **argv)
 	int opt;
 	while ((opt = getopt(argc, argv, "n:")) != -1) {
 		if (opt != 'n' || (n = strtoul(optarg, NULL, 10)) == 0) {
-			fprintf(stderr, "usage: policy [-n decisions] [file]\n");
+			fprintf(stderr,
+				"usage: policy [-n decisions] [file]\n");
 			return 2;
 		}
 	}
@@ -147,7 +153,8 @@ int main(int argc, char **argv)
 		al_egress_decision d;
 		al_policy_egress(p, &mix[i], &d);
 		if (d.allow != peer_decide(&mix[i])) {
-			fprintf(stderr, "policy: the peer disagrees on %s: %s\n",
+			fprintf(stderr,
+				"policy: the peer disagrees on %s: %s\n",
 				mix[i].name, d.reason);
 			return 1;
 		}
@@ -186,7 +193,8 @@ int main(int argc, char **argv)
 	printf("  ratio policy/peer: p50 %.1fx  p99 %.1fx\n",
 	       c50 > 0 ? p50 / c50 : 0, c99 > 0 ? p99 / c99 : 0);
 	printf("  Lua state: %zu bytes in use, peak %zu; %lu policy"
-	       " failures\n", st.mem_used, st.mem_peak, st.failures);
+	       " failures\n",
+	       st.mem_used, st.mem_peak, st.failures);
 	printf("  goal <= %.0f us a decision: p50 %s, p99 %s\n", GOAL_US,
 	       p50 <= GOAL_US ? "met" : "NOT met",
 	       p99 <= GOAL_US ? "met" : "NOT met");

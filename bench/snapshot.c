@@ -179,8 +179,8 @@ int main(int argc, char **argv)
 			 busy ? "busy pool" : "idle pool");
 		report(label, snap, rounds);
 		if (quota) {
-			snprintf(label, sizeof label, "qgroup limit, %s, %s",
-				 q, busy ? "busy pool" : "idle pool");
+			snprintf(label, sizeof label, "qgroup limit, %s, %s", q,
+				 busy ? "busy pool" : "idle pool");
 			report(label, lim, rounds);
 		}
 	}

@@ -129,10 +129,11 @@ static pid_t spawn(const struct opts *o, const char *disk, const char *sock,
 	int i = 0;
 	pid_t pid;
 
-	snprintf(append, sizeof append,
-		 "console=ttyS0 quiet panic=-1 airlock.agent=/sbin/airlock-agent"
-		 "%s%.0u",
-		 o->tsc_khz != 0 ? " tsc_early_khz=" : "", o->tsc_khz);
+	snprintf(
+		append, sizeof append,
+		"console=ttyS0 quiet panic=-1 airlock.agent=/sbin/airlock-agent"
+		"%s%.0u",
+		o->tsc_khz != 0 ? " tsc_early_khz=" : "", o->tsc_khz);
 	snprintf(drive, sizeof drive,
 		 "id=vda,file=%s,format=raw,if=none,discard=unmap", disk);
 	snprintf(chr, sizeof chr, "socket,id=agent,path=%s,server=on,wait=off",
@@ -317,8 +318,9 @@ int main(int argc, char **argv)
 		while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
 			;
 		if (!ok) {
-			fprintf(stderr, "vmboot: run %d: no marker within %d s "
-					"(console: %s)\n",
+			fprintf(stderr,
+				"vmboot: run %d: no marker within %d s "
+				"(console: %s)\n",
 				i + 1, BOOT_TIMEOUT_MS / 1000, serial);
 			return 1;
 		}
@@ -330,7 +332,8 @@ int main(int argc, char **argv)
 	qsort(t, (size_t)o.runs, sizeof *t, cmp_double);
 	printf("\nPeer: cold boot with plain QEMU -M microvm -accel %s "
 	       "(same kernel, initrd, disk), exec -> guest init ready, "
-	       "%d runs\n", o.accel, o.runs);
+	       "%d runs\n",
+	       o.accel, o.runs);
 	printf("  %-8s %9s %9s %9s %9s   (ms)\n", "step", "p50", "p90", "p99",
 	       "min");
 	printf("  %-8s %9.1f %9.1f %9.1f %9.1f\n", "boot", pct(t, o.runs, 0.5),

@@ -137,9 +137,9 @@ static int word_in(const char *list, const char *word)
 
 /* deb822 (*.sources): the first enabled stanza with Types deb and our
  * suite; its first URI. */
-static int stanza_match(const char *types, const char *suites,
-			const char *uris, int enabled, const char *suite,
-			char *out, size_t outlen)
+static int stanza_match(const char *types, const char *suites, const char *uris,
+			int enabled, const char *suite, char *out,
+			size_t outlen)
 {
 	char first[1024];
 	if (!enabled || !word_in(types, "deb") || !word_in(suites, suite) ||
@@ -220,8 +220,8 @@ static int mirror_from_file(const char *path, const char *suite, char *out,
 {
 	size_t len;
 	al_err tmp_err = {0};
-	al_autofree char *text =
-		fsroot_read_host_file(path, SOURCES_MAX, &len, &tmp_err);
+	al_autofree char *text = fsroot_read_host_file(path, SOURCES_MAX, &len,
+						       &tmp_err);
 	if (text == NULL)
 		return 0;
 	size_t pl = strlen(path);
@@ -231,8 +231,7 @@ static int mirror_from_file(const char *path, const char *suite, char *out,
 }
 
 /* AIRLOCK_DEBIAN_MIRROR, else the host's apt sources. */
-static int find_mirror(const char *suite, char *out, size_t outlen,
-		       al_err *err)
+static int find_mirror(const char *suite, char *out, size_t outlen, al_err *err)
 {
 	const char *env = getenv("AIRLOCK_DEBIAN_MIRROR");
 	if (env != NULL && env[0] != '\0') {
@@ -254,8 +253,8 @@ static int find_mirror(const char *suite, char *out, size_t outlen,
 		while (!found && (de = readdir(d)) != NULL) {
 			size_t l = strlen(de->d_name);
 			if (de->d_name[0] == '.' ||
-			    !((l > 8 && strcmp(de->d_name + l - 8,
-					       ".sources") == 0) ||
+			    !((l > 8 &&
+			       strcmp(de->d_name + l - 8, ".sources") == 0) ||
 			      (l > 5 &&
 			       strcmp(de->d_name + l - 5, ".list") == 0)))
 				continue;
@@ -361,8 +360,9 @@ static int debootstrap(bld *b, const char *suite, const char *include,
 		    mount(dir, dir, NULL, MS_BIND, NULL) < 0 ||
 		    mount(NULL, dir, NULL, MS_BIND | MS_REMOUNT | MS_NOSUID,
 			  NULL) < 0) {
-			dprintf(2, "airlock-builder: mount namespace for "
-				   "debootstrap: %s\n",
+			dprintf(2,
+				"airlock-builder: mount namespace for "
+				"debootstrap: %s\n",
 				strerror(errno));
 			_exit(126);
 		}
@@ -470,8 +470,9 @@ static int from_debian(bld *b, al_err *err)
 		free(include);
 		return al_err_set(err, AL_ENOMEM, ENOMEM, "out of memory");
 	}
-	snprintf(seed, seedlen, "airlock-debootstrap-v3\n%s\nminbase+apt\n%s\n%s",
-		 fr->suite, include, mirror);
+	snprintf(seed, seedlen,
+		 "airlock-debootstrap-v3\n%s\nminbase+apt\n%s\n%s", fr->suite,
+		 include, mirror);
 	fsroot_sha256_hex(seed, b->key);
 	free(seed);
 
@@ -490,8 +491,8 @@ static int from_debian(bld *b, al_err *err)
 	}
 	blog_step(b, st, 0);
 	b->rebuilt = 1;
-	blog_info(b, "debootstrap %s from %s (packages: %s)", fr->suite,
-		  mirror, include[0] != '\0' ? include : "none");
+	blog_info(b, "debootstrap %s from %s (packages: %s)", fr->suite, mirror,
+		  include[0] != '\0' ? include : "none");
 	snprintf(tmp, sizeof tmp, "%s/.tmp-%s-%d", b->layers, b->key,
 		 (int)getpid());
 	if (al_store_subvol_create(tmp, err) < 0) {
@@ -525,8 +526,8 @@ static int from_debian(bld *b, al_err *err)
 	/* debootstrap copied the host's own hostname and resolver into the
 	 * new system: neither belongs in a template. DNS comes with the
 	 * egress gateway. */
-	if (fsroot_write_file(tmp, "/etc/hostname", "sandbox\n", 8, 0644,
-			      err) < 0 ||
+	if (fsroot_write_file(tmp, "/etc/hostname", "sandbox\n", 8, 0644, err) <
+		    0 ||
 	    fsroot_write_file(tmp, "/etc/resolv.conf", "", 0, 0644, err) < 0)
 		return -1;
 	/* The device nodes debootstrap made: every sandbox gets its own

@@ -24,8 +24,8 @@ int blog_open(bld *b, al_err *err)
 {
 	char path[AL_PATH_MAX + 128];
 	snprintf(path, sizeof path, "%s/log.jsonl", b->dir);
-	b->logfd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC |
-				      O_NOFOLLOW,
+	b->logfd = open(path,
+			O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW,
 			0640);
 	if (b->logfd < 0)
 		return al_err_sys(err, AL_ESYS, errno, "open %s", path);
@@ -91,8 +91,8 @@ void blog_step(bld *b, const al_af_step *st, int cached)
 	blog_event(b, o);
 }
 
-static void emit_output(bld *b, int stream, const unsigned char *p,
-			size_t n, int utf8)
+static void emit_output(bld *b, int stream, const unsigned char *p, size_t n,
+			int utf8)
 {
 	if (n == 0 || b->output_cut)
 		return;
@@ -114,13 +114,13 @@ static void emit_output(bld *b, int stream, const unsigned char *p,
 		blog_event(b, o);
 		return;
 	}
-	json_object_object_add(o, "stream", json_object_new_string(
-						   stream == 0 ? "stdout"
-							       : "stderr"));
+	json_object_object_add(o, "stream",
+			       json_object_new_string(stream == 0 ? "stdout"
+								  : "stderr"));
 	if (utf8) {
 		json_object_object_add(
-			o, "data", json_object_new_string_len((const char *)p,
-							      (int)n));
+			o, "data",
+			json_object_new_string_len((const char *)p, (int)n));
 	} else {
 		char *b64 = al_base64_encode(p, n);
 		if (b64 == NULL) {

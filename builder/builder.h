@@ -34,20 +34,20 @@ typedef struct bld {
 	char name[64];
 	int no_cache;
 
-	char dir[AL_PATH_MAX + 80];	 /* state/builds/<id> */
-	char ctxdir[AL_PATH_MAX + 96];	 /* .../context */
-	char layers[AL_PATH_MAX + 16];	 /* pool/layers */
-	char *airlockfile;		 /* the file's text */
+	char dir[AL_PATH_MAX + 80];    /* state/builds/<id> */
+	char ctxdir[AL_PATH_MAX + 96]; /* .../context */
+	char layers[AL_PATH_MAX + 16]; /* pool/layers */
+	char *airlockfile;	       /* the file's text */
 	al_airlockfile *af;
 
 	int logfd;
-	int step;      /* 1-based index of the running step, 0 = none */
-	int steps;     /* af->nsteps */
-	int run_noted; /* the no-network note was logged */
+	int step;	  /* 1-based index of the running step, 0 = none */
+	int steps;	  /* af->nsteps */
+	int run_noted;	  /* the no-network note was logged */
 	char carry[2][4]; /* incomplete UTF-8 sequence per stream */
 	size_t ncarry[2];
 	size_t output_logged; /* bytes of output events in log.jsonl */
-	int output_cut;       /* output past BLOG_OUTPUT_MAX is dropped */
+	int output_cut;	      /* output past BLOG_OUTPUT_MAX is dropped */
 
 	/* FROM <template>: its version, for its env/user/workdir. */
 	int has_base;
@@ -83,8 +83,7 @@ void blog_status_failed(bld *b, int step, int line, const char *error);
 /* ---- fsroot.c ---- */
 /* mkdir -p of abs inside the tree at root (every path resolved as if
  * root were "/"). */
-int fsroot_mkdir_p(const char *root, const char *abs, mode_t mode,
-		   al_err *err);
+int fsroot_mkdir_p(const char *root, const char *abs, mode_t mode, al_err *err);
 /* Write data to abs inside root (parents created 0755), replacing a file
  * there by rename; owned by 0:0 with mode. */
 int fsroot_write_file(const char *root, const char *abs, const void *data,
@@ -113,8 +112,7 @@ void bld_tmp_forget(bld *b, const char *path);
 /* Rename tmp to final (the cache entry). If final appeared meanwhile (a
  * concurrent build of the same step), tmp is dropped and final used;
  * with --no-cache an old final is replaced. */
-int bld_layer_install(bld *b, const char *tmp, const char *final,
-		      al_err *err);
+int bld_layer_install(bld *b, const char *tmp, const char *final, al_err *err);
 
 /* ---- base.c ---- */
 /* Set b->parent and b->key from FROM (step 1). */

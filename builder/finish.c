@@ -102,8 +102,9 @@ static void build_vm(bld *b, const char *name, int version)
 {
 	char why[512];
 	if (!al_vm_usable(b->cfg.state_dir, why, sizeof why)) {
-		blog_info(b, "no VM snapshot for this version: %s (the ns "
-			     "driver can use it)",
+		blog_info(b,
+			  "no VM snapshot for this version: %s (the ns "
+			  "driver can use it)",
 			  why);
 		return;
 	}
@@ -130,8 +131,9 @@ static void build_vm(bld *b, const char *name, int version)
 warn:
 	al_warn("build %s: VM artefacts of %s version %d: %s", b->id, name,
 		version, err.msg);
-	blog_info(b, "warning: no VM snapshot for this version (%s); the ns "
-		     "driver can use it",
+	blog_info(b,
+		  "warning: no VM snapshot for this version (%s); the ns "
+		  "driver can use it",
 		  err.msg);
 }
 
@@ -151,8 +153,8 @@ int finish_publish(bld *b, int *version, al_err *err)
 	al_template_version tv;
 	if (version_meta(b, &tv, err) < 0)
 		return -1;
-	int rc = al_template_publish(b->db, &b->cfg, &tv, b->id,
-				     b->airlockfile, tmp, version, err);
+	int rc = al_template_publish(b->db, &b->cfg, &tv, b->id, b->airlockfile,
+				     tmp, version, err);
 	al_template_version_free(&tv);
 	if (rc < 0)
 		return -1;

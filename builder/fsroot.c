@@ -22,7 +22,7 @@
 #include "context.h"
 #include "log.h"
 
-#define RESOLVE_FLAGS                                                       \
+#define RESOLVE_FLAGS                                                          \
 	(RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV)
 
 static int open_in_root(int rootfd, const char *rel, int flags)
@@ -39,8 +39,8 @@ static int open_in_root(int rootfd, const char *rel, int flags)
 }
 
 /* Split abs ("/a/b") into checked components in buf; NULL-terminated. */
-static int components(const char *abs, char *buf, size_t buflen,
-		      char **comp, size_t maxcomp, size_t *n, al_err *err)
+static int components(const char *abs, char *buf, size_t buflen, char **comp,
+		      size_t maxcomp, size_t *n, al_err *err)
 {
 	if (abs == NULL || abs[0] != '/' || strlen(abs) >= buflen)
 		return al_err_set(err, AL_EPATH, 0, "path %s is not absolute",
@@ -96,8 +96,9 @@ static int open_dir_p(int rootfd, const char *abs, mode_t mode, al_err *err)
 		if (next < 0) {
 			int e = errno;
 			close(cur);
-			return al_err_sys(err, e == ENOTDIR ? AL_EPATH : AL_ESYS,
-					  e, "directory %s in the layer", abs);
+			return al_err_sys(err,
+					  e == ENOTDIR ? AL_EPATH : AL_ESYS, e,
+					  "directory %s in the layer", abs);
 		}
 		close(cur);
 		cur = next;
@@ -113,8 +114,7 @@ static int open_root(const char *root, al_err *err)
 	return fd;
 }
 
-int fsroot_mkdir_p(const char *root, const char *abs, mode_t mode,
-		   al_err *err)
+int fsroot_mkdir_p(const char *root, const char *abs, mode_t mode, al_err *err)
 {
 	al_autofd int rootfd = open_root(root, err);
 	if (rootfd < 0)
@@ -136,8 +136,7 @@ int fsroot_write_file(const char *root, const char *abs, const void *data,
 	char *slash = strrchr(dir, '/');
 	const char *base = abs + (slash - dir) + 1;
 	if (*base == '\0' || strcmp(base, ".") == 0 || strcmp(base, "..") == 0)
-		return al_err_set(err, AL_EPATH, 0, "bad file name in %s",
-				  abs);
+		return al_err_set(err, AL_EPATH, 0, "bad file name in %s", abs);
 	if (slash == dir)
 		dir[1] = '\0';
 	else
@@ -186,7 +185,10 @@ int fsroot_ensure_sysdirs(const char *root, al_err *err)
 		const char *name;
 		mode_t mode;
 	} dirs[] = {
-		{"proc", 0555}, {"dev", 0755}, {"sys", 0555}, {"tmp", 01777},
+		{"proc", 0555},
+		{"dev", 0755},
+		{"sys", 0555},
+		{"tmp", 01777},
 	};
 	al_autofd int rootfd = open_root(root, err);
 	if (rootfd < 0)

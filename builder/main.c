@@ -75,8 +75,7 @@ static void tmp_cleanup(bld *b)
 	}
 }
 
-int bld_layer_install(bld *b, const char *tmp, const char *final,
-		      al_err *err)
+int bld_layer_install(bld *b, const char *tmp, const char *final, al_err *err)
 {
 	for (int attempt = 0; attempt < 2; attempt++) {
 		if (renameat2(AT_FDCWD, tmp, AT_FDCWD, final,
@@ -231,13 +230,13 @@ static int run_steps(bld *b, al_err *err)
 
 		int fs = st->kind == AL_AF_RUN || st->kind == AL_AF_COPY;
 		if (st->kind == AL_AF_COPY &&
-		    al_context_hash_srcs(b->ctxdir, st->copy.src,
-					 st->copy.nsrc, extra, err) < 0) {
+		    al_context_hash_srcs(b->ctxdir, st->copy.src, st->copy.nsrc,
+					 extra, err) < 0) {
 			blog_step(b, st, 0);
 			al_err_wrap(err, "COPY");
 			return -1;
 		}
-		if (al_airlockfile_step_key(b->key,  st,
+		if (al_airlockfile_step_key(b->key, st,
 					    st->kind == AL_AF_COPY ? extra
 								   : NULL,
 					    key, err) < 0)
@@ -368,8 +367,7 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	char tv_dir[AL_PATH_MAX + 32];
-	snprintf(tv_dir, sizeof tv_dir, "%s/template-versions",
-		 b.cfg.pool_dir);
+	snprintf(tv_dir, sizeof tv_dir, "%s/template-versions", b.cfg.pool_dir);
 	remove_stale_tmp(b.layers);
 	remove_stale_tmp(tv_dir);
 

@@ -103,8 +103,7 @@ void run_user(const bld *b, size_t idx, char *out, size_t outlen)
  * must not redirect the write. */
 static int place_agent(bld *b, const char *rootfs, al_err *err)
 {
-	al_autofd int rootfd =
-		open(rootfs, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	al_autofd int rootfd = open(rootfs, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (rootfd < 0)
 		return al_err_sys(err, AL_ESYS, errno, "open %s", rootfs);
 	if (mkdirat(rootfd, BUILD_AGENT_DIR, 0700) < 0) {
@@ -140,8 +139,7 @@ static int place_agent(bld *b, const char *rootfs, al_err *err)
 		off += (size_t)w;
 	}
 	if (fchmod(fd, 0755) < 0)
-		return al_err_sys(err, AL_ESYS, errno, "chmod %s",
-				  BUILD_AGENT);
+		return al_err_sys(err, AL_ESYS, errno, "chmod %s", BUILD_AGENT);
 	return 0;
 }
 

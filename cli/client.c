@@ -43,9 +43,9 @@ int cli_load_key(cli *c)
 
 /* One request; the body is collected unless sink is given. Returns the
  * HTTP status, or -1 on a transport error (printed). */
-long cli_request(cli *c, const char *method, const char *path,
-		    const char *body, size_t body_len, const char *accept,
-		    membuf *out, curl_write_callback sink, void *sink_ctx)
+long cli_request(cli *c, const char *method, const char *path, const char *body,
+		 size_t body_len, const char *accept, membuf *out,
+		 curl_write_callback sink, void *sink_ctx)
 {
 	CURL *h = curl_easy_init();
 	if (h == NULL)
@@ -59,8 +59,7 @@ long cli_request(cli *c, const char *method, const char *path,
 	hdr = curl_slist_append(hdr, auth);
 	hdr = curl_slist_append(hdr, acc);
 	if (body != NULL)
-		hdr = curl_slist_append(hdr,
-					"Content-Type: application/json");
+		hdr = curl_slist_append(hdr, "Content-Type: application/json");
 	curl_easy_setopt(h, CURLOPT_URL, url);
 	curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
 	curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdr);
@@ -143,15 +142,14 @@ void cli_url_escape(const char *in, char *out, size_t outlen)
 	curl_easy_cleanup(h);
 }
 
-
 int cli_send_json(cli *c, const char *method, const char *path,
 		  json_object *body)
 {
 	membuf m = {0};
 	const char *s = json_object_to_json_string_ext(body,
 						       JSON_C_TO_STRING_PLAIN);
-	int rc = cli_finish(cli_request(c, method, path, s, strlen(s), NULL,
-					&m, NULL, NULL),
+	int rc = cli_finish(cli_request(c, method, path, s, strlen(s), NULL, &m,
+					NULL, NULL),
 			    &m);
 	json_object_put(body);
 	return rc;

@@ -24,9 +24,9 @@ int cli_load_key(cli *c);
 /* One request with an optional JSON body; the answer is collected into
  * out unless sink is given. Returns the HTTP status, -1 on a transport
  * error (printed). */
-long cli_request(cli *c, const char *method, const char *path,
-		 const char *body, size_t body_len, const char *accept,
-		 membuf *out, curl_write_callback sink, void *sink_ctx);
+long cli_request(cli *c, const char *method, const char *path, const char *body,
+		 size_t body_len, const char *accept, membuf *out,
+		 curl_write_callback sink, void *sink_ctx);
 /* Print the API's answer (errors to stderr); returns the exit code. */
 int cli_finish(long status, membuf *m);
 /* POST or PUT a JSON object (put afterwards) and print the answer;

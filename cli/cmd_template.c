@@ -56,8 +56,7 @@ static const char *jstr(json_object *o, const char *k)
 static int jint(json_object *o, const char *k)
 {
 	json_object *v = NULL;
-	return json_object_object_get_ex(o, k, &v) ? json_object_get_int(v)
-						   : 0;
+	return json_object_object_get_ex(o, k, &v) ? json_object_get_int(v) : 0;
 }
 
 static void output(json_object *o)
@@ -71,10 +70,11 @@ static void output(json_object *o)
 	} else if ((data = jstr(o, "data_b64")) != NULL) {
 		size_t n = strlen(data);
 		unsigned char *out = malloc(n / 4 * 3 + 3);
-		int len = out != NULL ? EVP_DecodeBlock(out,
-							(const unsigned char *)data,
-							(int)n)
-				      : -1;
+		int len = out != NULL
+				  ? EVP_DecodeBlock(out,
+						    (const unsigned char *)data,
+						    (int)n)
+				  : -1;
 		while (len > 0 && n > 0 && data[n - 1] == '=') {
 			n--;
 			len--;
@@ -237,8 +237,7 @@ static int build(cli *c, const char *dir, const char *name, int no_cache)
 				fw.error);
 		return 1;
 	}
-	fprintf(stderr, "airlock: the build log ended early (HTTP %ld)\n",
-		st);
+	fprintf(stderr, "airlock: the build log ended early (HTTP %ld)\n", st);
 	return 1;
 }
 
@@ -276,16 +275,14 @@ int cli_template(cli *c, int argc, char **argv)
 		snprintf(path, sizeof path, "/v1/templates/%s/warm_pool", esc);
 		return cli_put_settings(c, path, argc - 3, argv + 3);
 	}
-	if (argc == 3 && (strcmp(argv[1], "show") == 0 ||
-			  strcmp(argv[1], "rm") == 0)) {
+	if (argc == 3 &&
+	    (strcmp(argv[1], "show") == 0 || strcmp(argv[1], "rm") == 0)) {
 		cli_url_escape(argv[2], esc, sizeof esc);
 		snprintf(path, sizeof path, "/v1/templates/%s", esc);
-		return cli_finish(cli_request(c,
-					      argv[1][0] == 's' ? "GET"
-								: "DELETE",
-					      path, NULL, 0, NULL, &m, NULL,
-					      NULL),
-				  &m);
+		return cli_finish(
+			cli_request(c, argv[1][0] == 's' ? "GET" : "DELETE",
+				    path, NULL, 0, NULL, &m, NULL, NULL),
+			&m);
 	}
 	return 100;
 }

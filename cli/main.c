@@ -90,8 +90,7 @@ static size_t exec_sink(char *p, size_t sz, size_t n, void *ud)
 	return sz * n;
 }
 
-static int cmd_exec(cli *c, const char *id, int timeout, int argc,
-		    char **argv)
+static int cmd_exec(cli *c, const char *id, int timeout, int argc, char **argv)
 {
 	json_object *req = json_object_new_object();
 	json_object *cmd = json_object_new_array();
@@ -108,7 +107,7 @@ static int cmd_exec(cli *c, const char *id, int timeout, int argc,
 	sse_init(&x.p, on_event, &x);
 	membuf m = {0};
 	long st = cli_request(c, "POST", path, body, strlen(body),
-			  "text/event-stream", &m, exec_sink, &x);
+			      "text/event-stream", &m, exec_sink, &x);
 	json_object_put(req);
 	sse_free(&x.p);
 	if (st < 0)
@@ -157,13 +156,13 @@ int main(int argc, char **argv)
 	char path[4096], esc[3000];
 	int rc;
 	if (strcmp(cmd, "health") == 0) {
-		rc = cli_finish(cli_request(&c, "GET", "/v1/health", NULL, 0, NULL,
-				    &m, NULL, NULL),
-			    &m);
+		rc = cli_finish(cli_request(&c, "GET", "/v1/health", NULL, 0,
+					    NULL, &m, NULL, NULL),
+				&m);
 	} else if (strcmp(cmd, "templates") == 0) {
-		rc = cli_finish(cli_request(&c, "GET", "/v1/templates", NULL, 0, NULL,
-				    &m, NULL, NULL),
-			    &m);
+		rc = cli_finish(cli_request(&c, "GET", "/v1/templates", NULL, 0,
+					    NULL, &m, NULL, NULL),
+				&m);
 	} else if (strcmp(cmd, "create") == 0) {
 		const char *tmpl = "minimal";
 		int timeout = 0;
@@ -184,8 +183,8 @@ int main(int argc, char **argv)
 					       json_object_new_int(timeout));
 		const char *body = json_object_to_json_string(req);
 		rc = cli_finish(cli_request(&c, "POST", "/v1/sandboxes", body,
-				    strlen(body), NULL, &m, NULL, NULL),
-			    &m);
+					    strlen(body), NULL, &m, NULL, NULL),
+				&m);
 		json_object_put(req);
 	} else if (strcmp(cmd, "template") == 0) {
 		rc = cli_template(&c, argc - 1, argv + 1);
@@ -197,16 +196,18 @@ int main(int argc, char **argv)
 		if (rc == 100)
 			rc = usage();
 	} else if (strcmp(cmd, "ls") == 0) {
-		rc = cli_finish(cli_request(&c, "GET", "/v1/sandboxes", NULL, 0, NULL,
-				    &m, NULL, NULL),
-			    &m);
+		rc = cli_finish(cli_request(&c, "GET", "/v1/sandboxes", NULL, 0,
+					    NULL, &m, NULL, NULL),
+				&m);
 	} else if ((strcmp(cmd, "get") == 0 || strcmp(cmd, "rm") == 0) &&
 		   argc == 3) {
 		cli_url_escape(argv[2], esc, sizeof esc);
 		snprintf(path, sizeof path, "/v1/sandboxes/%s", esc);
-		rc = cli_finish(cli_request(&c, cmd[0] == 'g' ? "GET" : "DELETE",
-				    path, NULL, 0, NULL, &m, NULL, NULL),
-			    &m);
+		rc = cli_finish(cli_request(&c,
+					    cmd[0] == 'g' ? "GET" : "DELETE",
+					    path, NULL, 0, NULL, &m, NULL,
+					    NULL),
+				&m);
 	} else if (strcmp(cmd, "exec") == 0 && argc >= 4) {
 		int timeout = 0, i = 3;
 		if (strcmp(argv[i], "--timeout") == 0 && i + 1 < argc) {
@@ -232,20 +233,19 @@ int main(int argc, char **argv)
 		cli_url_escape(argv[4], esc, sizeof esc);
 		snprintf(path, sizeof path, "/v1/sandboxes/%s/files?path=%s",
 			 id, esc);
-		rc = cli_finish(cli_request(&c, "PUT", path, data, len, NULL, &m, NULL,
-				    NULL),
-			    &m);
+		rc = cli_finish(cli_request(&c, "PUT", path, data, len, NULL,
+					    &m, NULL, NULL),
+				&m);
 		free(data);
 	} else if ((strcmp(cmd, "cat") == 0 || strcmp(cmd, "files") == 0) &&
 		   argc == 4) {
 		char id[256];
 		cli_url_escape(argv[2], id, sizeof id);
 		cli_url_escape(argv[3], esc, sizeof esc);
-		snprintf(path, sizeof path,
-			 "/v1/sandboxes/%s/files?path=%s%s", id, esc,
-			 cmd[0] == 'f' ? "&list=1" : "");
+		snprintf(path, sizeof path, "/v1/sandboxes/%s/files?path=%s%s",
+			 id, esc, cmd[0] == 'f' ? "&list=1" : "");
 		long st = cli_request(&c, "GET", path, NULL, 0, "*/*", &m, NULL,
-				  NULL);
+				      NULL);
 		if (st >= 200 && st < 300 && cmd[0] == 'c') {
 			fwrite(m.data, 1, m.len, stdout);
 			free(m.data);

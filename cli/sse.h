@@ -7,8 +7,7 @@
 
 #define SSE_LINE_MAX (4u << 20)
 
-typedef void (*sse_event_fn)(const char *event, const char *data,
-			     void *ctx);
+typedef void (*sse_event_fn)(const char *event, const char *data, void *ctx);
 
 typedef struct sse_parser {
 	char *line;

@@ -163,8 +163,7 @@ static void vm_init(const al_config *cfg, al_db *db)
 	al_template_ref refs[64];
 	int nrefs = al_template_refs(db, refs, 64, &err);
 	if (nrefs < 0) {
-		snprintf(why, sizeof why, "listing templates: %.400s",
-			 err.msg);
+		snprintf(why, sizeof why, "listing templates: %.400s", err.msg);
 		goto unavailable;
 	}
 	int ready = 0, failed = 0;
@@ -238,8 +237,8 @@ static void expire(const al_config *cfg, al_db *db)
 		al_err e2 = {0};
 		if (al_reap_sandbox(cfg, ids[i], &e2) < 0)
 			al_warn("sandbox %s: %s", ids[i], e2.msg);
-		if (al_sandbox_transition(db, ids[i], AL_EV_DELETE,
-					  "expired", &e2) < 0)
+		if (al_sandbox_transition(db, ids[i], AL_EV_DELETE, "expired",
+					  &e2) < 0)
 			al_warn("sandbox %s: %s", ids[i], e2.msg);
 	}
 	free(ids);
@@ -263,8 +262,8 @@ static void apply_spool(const al_config *cfg, al_db *db)
 			evs[i] = ents[i].e;
 		int applied = 0;
 		if (al_sandbox_record_events(db, evs, n, &applied, &err) < 0) {
-			al_warn("spool: recording %d events: %s (they wait)",
-				n, err.msg);
+			al_warn("spool: recording %d events: %s (they wait)", n,
+				err.msg);
 			return;
 		}
 		for (int i = 0; i < n; i++)
@@ -409,8 +408,8 @@ static time_t *backoff_slot(const char *name, const char *driver)
 	     i++) {
 		if (strcmp(pool_backoff[i].key, key) == 0 ||
 		    pool_backoff[i].key[0] == '\0') {
-			snprintf(pool_backoff[i].key, sizeof pool_backoff[i].key,
-				 "%s", key);
+			snprintf(pool_backoff[i].key,
+				 sizeof pool_backoff[i].key, "%s", key);
 			return &pool_backoff[i].until;
 		}
 	}

@@ -220,13 +220,12 @@ static int check_outgoing(uint16_t type, size_t len, al_err *err)
 				  (unsigned)type);
 	if (len > AL_FRAME_MAX_PAYLOAD)
 		return al_err_set(err, AL_ETOOBIG, 0,
-				  "frame payload of %zu bytes exceeds %u",
-				  len, AL_FRAME_MAX_PAYLOAD);
+				  "frame payload of %zu bytes exceeds %u", len,
+				  AL_FRAME_MAX_PAYLOAD);
 	return 0;
 }
 
-static void encode_header(uint8_t *h, uint16_t type, uint32_t id,
-			  uint32_t len)
+static void encode_header(uint8_t *h, uint16_t type, uint32_t id, uint32_t len)
 {
 	put_be32(h, AL_FRAME_MAGIC);
 	put_be16(h + 4, type);
@@ -387,9 +386,8 @@ int al_frame_send(int fd, uint16_t type, uint32_t id, const void *payload,
 	return al_frame_send_until(fd, type, id, payload, len, 0, err);
 }
 
-int al_frame_send_until(int fd, uint16_t type, uint32_t id,
-			const void *payload, size_t len, int64_t deadline_ms,
-			al_err *err)
+int al_frame_send_until(int fd, uint16_t type, uint32_t id, const void *payload,
+			size_t len, int64_t deadline_ms, al_err *err)
 {
 	uint8_t hdr[AL_FRAME_HDR_LEN];
 
@@ -433,8 +431,8 @@ int al_frame_send_until(int fd, uint16_t type, uint32_t id,
 	return 0;
 }
 
-int al_frame_recv(int fd, al_frame_reader *r, al_frame *f,
-		  int64_t deadline_ms, al_err *err)
+int al_frame_recv(int fd, al_frame_reader *r, al_frame *f, int64_t deadline_ms,
+		  al_err *err)
 {
 	for (;;) {
 		int rc = al_frame_next(r, f, err);
@@ -547,8 +545,7 @@ char *al_file_req_pack(const char *path, int mode, al_err *err)
 {
 	json_object *o = json_object_new_object();
 	if (o != NULL) {
-		json_object_object_add(o, "path",
-				       json_object_new_string(path));
+		json_object_object_add(o, "path", json_object_new_string(path));
 		if (mode >= 0)
 			json_object_object_add(o, "mode",
 					       json_object_new_int(mode));
@@ -585,8 +582,7 @@ char *al_disk_grow_pack(const char *path, uint64_t bytes, al_err *err)
 {
 	json_object *o = json_object_new_object();
 	if (o != NULL) {
-		json_object_object_add(o, "path",
-				       json_object_new_string(path));
+		json_object_object_add(o, "path", json_object_new_string(path));
 		json_object_object_add(o, "bytes",
 				       json_object_new_int64((int64_t)bytes));
 	}
@@ -670,8 +666,7 @@ static int exec_cmd_check(json_object *cmd, al_err *err)
 					  "cmd[%zu] must be a string without "
 					  "NUL",
 					  i);
-	if (json_object_get_string_len(json_object_array_get_idx(cmd, 0)) ==
-	    0)
+	if (json_object_get_string_len(json_object_array_get_idx(cmd, 0)) == 0)
 		return al_err_set(err, AL_EINVAL, 0, "cmd[0] is empty");
 	return 0;
 }
@@ -783,8 +778,7 @@ char *al_error_pack(al_code code, const char *message, al_err *err)
 	return pack(o, err);
 }
 
-int al_error_unpack(const void *payload, size_t len, al_err *out,
-		    al_err *err)
+int al_error_unpack(const void *payload, size_t len, al_err *out, al_err *err)
 {
 	al_err e = {0};
 	json_object *o = unpack(payload, len, "ERROR", err);
@@ -808,7 +802,7 @@ int al_error_unpack(const void *payload, size_t len, al_err *out,
 
 static int signal_name_valid(const char *s, size_t n)
 {
-	if (n < 4 || n >= sizeof ((al_exit_msg *)0)->signal ||
+	if (n < 4 || n >= sizeof((al_exit_msg *)0)->signal ||
 	    strncmp(s, "SIG", 3) != 0)
 		return 0;
 	for (size_t i = 3; i < n; i++)
@@ -954,7 +948,8 @@ int al_stream_exec_unpack(const void *payload, size_t len,
 	else if (e.code == AL_OK &&
 		 (!json_object_object_get_ex(o, "exec", &ex) ||
 		  !json_object_is_type(ex, json_type_object)))
-		al_err_set(&e, AL_EINVAL, 0, "field \"exec\" must be an object");
+		al_err_set(&e, AL_EINVAL, 0,
+			   "field \"exec\" must be an object");
 	else if (e.code == AL_OK)
 		exec_from(ex, &out->exec, &e);
 	if (e.code != AL_OK) {
@@ -1005,9 +1000,8 @@ int al_stream_token_unpack(const void *payload, size_t len,
 	return 0;
 }
 
-char *al_streams_pack(char (*const lease)[AL_STREAM_LEASE_LEN + 1],
-		      size_t n, al_code end, const char *message,
-		      al_err *err)
+char *al_streams_pack(char (*const lease)[AL_STREAM_LEASE_LEN + 1], size_t n,
+		      al_code end, const char *message, al_err *err)
 {
 	json_object *o = json_object_new_object();
 	json_object *a = json_object_new_array();
@@ -1020,8 +1014,8 @@ char *al_streams_pack(char (*const lease)[AL_STREAM_LEASE_LEN + 1],
 		json_object_array_add(a, json_object_new_string(lease[i]));
 	json_object_object_add(o, "leases", a);
 	if (end != AL_OK) {
-		json_object_object_add(o, "end", json_object_new_string(
-							 al_code_name(end)));
+		json_object_object_add(
+			o, "end", json_object_new_string(al_code_name(end)));
 		json_object_object_add(o, "message",
 				       json_object_new_string(message));
 	}

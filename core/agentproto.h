@@ -201,11 +201,10 @@ int al_frame_send(int fd, uint16_t type, uint32_t id, const void *payload,
 /* al_frame_send that gives up (AL_ETIMEDOUT) when the peer takes no
  * bytes until deadline_ms (absolute CLOCK_MONOTONIC ms, 0 = never): a
  * peer that pushes back stalls the sender, a stuck one fails it. */
-int al_frame_send_until(int fd, uint16_t type, uint32_t id,
-			const void *payload, size_t len, int64_t deadline_ms,
-			al_err *err);
-int al_frame_recv(int fd, al_frame_reader *r, al_frame *f,
-		  int64_t deadline_ms, al_err *err);
+int al_frame_send_until(int fd, uint16_t type, uint32_t id, const void *payload,
+			size_t len, int64_t deadline_ms, al_err *err);
+int al_frame_recv(int fd, al_frame_reader *r, al_frame *f, int64_t deadline_ms,
+		  al_err *err);
 
 /* ---- payloads: one pack and one unpack per message ----
  * Packs return a malloc'ed NUL-terminated JSON text (NULL + err on OOM);
@@ -310,9 +309,8 @@ typedef struct al_streams_msg {
 	al_code end;
 	char message[256];
 } al_streams_msg;
-char *al_streams_pack(char (*const lease)[AL_STREAM_LEASE_LEN + 1],
-		      size_t n, al_code end, const char *message,
-		      al_err *err);
+char *al_streams_pack(char (*const lease)[AL_STREAM_LEASE_LEN + 1], size_t n,
+		      al_code end, const char *message, al_err *err);
 int al_streams_unpack(const void *payload, size_t len, al_streams_msg *out,
 		      al_err *err);
 void al_streams_msg_free(al_streams_msg *m);
@@ -324,8 +322,7 @@ char *al_file_result_pack(uint64_t bytes, al_err *err);
 char *al_error_pack(al_code code, const char *message, al_err *err);
 /* Into out: the code (AL_EINTERNAL if unknown) and message; -1 (err)
  * when the payload is not such an object. */
-int al_error_unpack(const void *payload, size_t len, al_err *out,
-		    al_err *err);
+int al_error_unpack(const void *payload, size_t len, al_err *out, al_err *err);
 
 /* Monotonic clock in milliseconds. */
 int64_t al_now_ms(void);

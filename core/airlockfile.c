@@ -297,8 +297,7 @@ static int parse_json_array(parser *p, const char *args, const char *what,
 		const char *s = json_object_get_string(e);
 		size_t sl = (size_t)json_object_get_string_len(e);
 		if (strlen(s) != sl) {
-			perr(p, AL_EINVAL, "%s: NUL byte in JSON string",
-			     what);
+			perr(p, AL_EINVAL, "%s: NUL byte in JSON string", what);
 			goto out;
 		}
 		argv[i] = arena_strndup(p, s, sl);
@@ -367,8 +366,9 @@ static int parse_from(parser *p, al_af_step *st, char *args)
 		}
 	}
 	if (image == NULL)
-		return perr(p, AL_EINVAL, "FROM needs a base (scratch, "
-					  "debian:bookworm or a template name)");
+		return perr(p, AL_EINVAL,
+			    "FROM needs a base (scratch, "
+			    "debian:bookworm or a template name)");
 	al_af_from *f = &st->from;
 	if (strcmp(image, "scratch") == 0) {
 		f->base = AL_AF_BASE_SCRATCH;
@@ -472,8 +472,7 @@ static const char *copy_src(parser *p, const char *s)
 		return NULL;
 	}
 	if (has_ctl(s)) {
-		perr(p, AL_EINVAL,
-		     "COPY: control character in a source path");
+		perr(p, AL_EINVAL, "COPY: control character in a source path");
 		return NULL;
 	}
 	if (s[0] == '/') {
@@ -537,7 +536,8 @@ static int parse_copy(parser *p, al_af_step *st, char *args)
 					    "(at most 07777)");
 			st->copy.chmod = (int)v;
 		} else {
-			return perr(p, AL_EINVAL, "COPY: unsupported option '%s'",
+			return perr(p, AL_EINVAL,
+				    "COPY: unsupported option '%s'",
 				    excerpt(args, l, ex, sizeof ex));
 		}
 		args += l;
@@ -716,8 +716,8 @@ done:
 static int parse_workdir(parser *p, al_af_step *st, char *args)
 {
 	char res[AL_AF_PATH_MAX + 2];
-	if (strlen(args) > AL_AF_PATH_MAX || path_resolve(p->workdir, args,
-							  res) < 0)
+	if (strlen(args) > AL_AF_PATH_MAX ||
+	    path_resolve(p->workdir, args, res) < 0)
 		return perr(p, AL_EINVAL, "WORKDIR: path too long");
 	st->path = arena_strndup(p, res, strlen(res));
 	if (st->path == NULL)
@@ -890,8 +890,8 @@ static int instruction(parser *p, const char *line, size_t len)
 }
 
 /* Next physical line of buf from *pos, without its LF (and CR). */
-static void next_line(const char *buf, size_t len, size_t *pos,
-		      const char **s, size_t *n)
+static void next_line(const char *buf, size_t len, size_t *pos, const char **s,
+		      size_t *n)
 {
 	const char *start = buf + *pos;
 	const char *nl = memchr(start, '\n', len - *pos);
@@ -921,8 +921,8 @@ void al_airlockfile_free(al_airlockfile *af)
 	free(af);
 }
 
-al_airlockfile *al_airlockfile_parse(const char *buf, size_t len,
-				     int *err_line, al_err *err)
+al_airlockfile *al_airlockfile_parse(const char *buf, size_t len, int *err_line,
+				     al_err *err)
 {
 	parser p = {0};
 	p.err = err;
@@ -1037,8 +1037,7 @@ al_airlockfile *al_airlockfile_parse(const char *buf, size_t len,
 	return af;
 }
 
-char **al_airlockfile_envp(const al_airlockfile *af, size_t nenv,
-			   al_err *err)
+char **al_airlockfile_envp(const al_airlockfile *af, size_t nenv, al_err *err)
 {
 	if (nenv > af->nenv)
 		nenv = af->nenv;

@@ -76,7 +76,7 @@ typedef enum al_af_base {
 typedef struct al_af_from {
 	al_af_base base;
 	const char *template_name; /* AL_AF_BASE_TEMPLATE, else NULL */
-	const char *suite;	   /* AL_AF_BASE_DEBIAN: "bookworm", else NULL */
+	const char *suite; /* AL_AF_BASE_DEBIAN: "bookworm", else NULL */
 	const char *const *packages; /* --include list, in the order given */
 	size_t npackages;	     /* 0 when no --include */
 } al_af_from;
@@ -113,13 +113,13 @@ typedef struct al_af_step {
 			   * joined and trimmed: for logs */
 
 	/* Arguments: the member for kind, the others zero. */
-	al_af_from from;       /* FROM */
-	al_af_cmd cmd;	       /* RUN, START, READY */
-	al_af_copy copy;       /* COPY */
-	const al_af_env *env;  /* ENV: its pairs (inside af->env) */
+	al_af_from from;      /* FROM */
+	al_af_cmd cmd;	      /* RUN, START, READY */
+	al_af_copy copy;      /* COPY */
+	const al_af_env *env; /* ENV: its pairs (inside af->env) */
 	size_t env_n;
-	const char *path;      /* WORKDIR: resolved, absolute */
-	const char *user_name; /* USER: user as written */
+	const char *path;	/* WORKDIR: resolved, absolute */
+	const char *user_name;	/* USER: user as written */
 	const char *user_group; /* USER: group as written, or NULL */
 
 	/* The state in effect once this step is done: what a RUN step runs
@@ -133,10 +133,10 @@ typedef struct al_af_step {
 typedef struct al_airlockfile {
 	al_af_step *steps; /* every instruction in order; steps[0] is FROM */
 	size_t nsteps;
-	const al_af_from *from;	   /* &steps[0].from */
-	const al_af_step *start;   /* START step, or NULL */
-	const al_af_step *ready;   /* READY step, or NULL */
-	al_af_env *env;		   /* every ENV pair in file order */
+	const al_af_from *from;	 /* &steps[0].from */
+	const al_af_step *start; /* START step, or NULL */
+	const al_af_step *ready; /* READY step, or NULL */
+	al_af_env *env;		 /* every ENV pair in file order */
 	size_t nenv;
 	/* Final state, what the template's sandboxes run with:
 	 * steps[nsteps - 1].workdir / .user / .group / .nenv. */
@@ -146,15 +146,14 @@ typedef struct al_airlockfile {
 /* Parse buf[0..len) (need not be NUL-terminated). On failure returns NULL,
  * fills err ("line N: ...") and sets *err_line (if not NULL) to N, or to
  * 0 when the error is not tied to a line. */
-al_airlockfile *al_airlockfile_parse(const char *buf, size_t len,
-				     int *err_line, al_err *err);
+al_airlockfile *al_airlockfile_parse(const char *buf, size_t len, int *err_line,
+				     al_err *err);
 void al_airlockfile_free(al_airlockfile *af);
 
 /* The environment of af->env[0..nenv) as a NULL-terminated "KEY=VALUE"
  * array, one entry per key (a later ENV wins, first-seen order). One
  * allocation: release it with free(). */
-char **al_airlockfile_envp(const al_airlockfile *af, size_t nenv,
-			   al_err *err);
+char **al_airlockfile_envp(const al_airlockfile *af, size_t nenv, al_err *err);
 
 /* "FROM", "RUN", ... */
 const char *al_airlockfile_kind_name(al_af_kind kind);

@@ -51,8 +51,7 @@ int al_role_from_name(const char *name)
 	return -1;
 }
 
-int al_auth_identify(al_db *db, const char *key, al_identity *out,
-		     al_err *err)
+int al_auth_identify(al_db *db, const char *key, al_identity *out, al_err *err)
 {
 	char hash[65];
 
@@ -108,8 +107,7 @@ int al_auth_key_active(al_db *db, long long key_id, al_err *err)
 	return 1;
 }
 
-int al_auth_new_key(char key[AL_AUTH_KEY_LEN + 1], char hash[65],
-		    al_err *err)
+int al_auth_new_key(char key[AL_AUTH_KEY_LEN + 1], char hash[65], al_err *err)
 {
 	unsigned char rnd[24];
 	size_t got = 0;
@@ -226,8 +224,8 @@ int al_auth_bootstrap(al_db *db, const char *key_file, int *created,
 unlock:
 	explicit_bzero(key, sizeof key);
 	res = al_db_exec(db,
-			 "SELECT pg_advisory_unlock(" BOOTSTRAP_LOCK_KEY ")",
-			 0, NULL, NULL);
+			 "SELECT pg_advisory_unlock(" BOOTSTRAP_LOCK_KEY ")", 0,
+			 NULL, NULL);
 	PQclear(res);
 	return rc;
 }

@@ -33,15 +33,13 @@ int al_auth_bootstrap(al_db *db, const char *key_file, int *created,
  * indexed lookup by its hash, every time, so a revoked key is refused
  * from the next request on. -1 with AL_EAUTH for a missing, malformed
  * or unknown key (AL_EDB / AL_EUNAVAIL when the database cannot answer). */
-int al_auth_identify(al_db *db, const char *key, al_identity *out,
-		     al_err *err);
+int al_auth_identify(al_db *db, const char *key, al_identity *out, al_err *err);
 /* 1 while key id is active, 0 once revoked (AL_EAUTH in err), -1 when
  * the database cannot answer. */
 int al_auth_key_active(al_db *db, long long key_id, al_err *err);
 /* sha256 of key as 64 lowercase hex characters + NUL. */
 int al_auth_hash(const char *key, char out[65], al_err *err);
 /* A fresh key (AL_AUTH_KEY_LEN characters + NUL) and its hash. */
-int al_auth_new_key(char key[AL_AUTH_KEY_LEN + 1], char hash[65],
-		    al_err *err);
+int al_auth_new_key(char key[AL_AUTH_KEY_LEN + 1], char hash[65], al_err *err);
 
 #endif

@@ -67,8 +67,7 @@ static int cg_dir(int ver, const char *ctrl, const char *name, char *out,
 	else
 		n = snprintf(out, outlen,
 			     CG_ROOT "/%s/" AL_CGROUP_PARENT "%s%s", ctrl,
-			     name != NULL ? "/" : "",
-			     name != NULL ? name : "");
+			     name != NULL ? "/" : "", name != NULL ? name : "");
 	if (n < 0 || (size_t)n >= outlen)
 		return al_err_set(err, AL_EINVAL, 0, "cgroup path too long");
 	return 0;
@@ -202,8 +201,7 @@ static int v2_delegate(al_err *err)
 	return 0;
 }
 
-static int v2_limits(const char *dir, const al_cgroup_limits *lim,
-		     al_err *err)
+static int v2_limits(const char *dir, const al_cgroup_limits *lim, al_err *err)
 {
 	char val[32];
 	snprintf(val, sizeof val, "%" PRIu64, lim->memory_bytes);
@@ -233,8 +231,7 @@ static int v2_limits(const char *dir, const al_cgroup_limits *lim,
 	return 0;
 }
 
-static int v2_create(const char *name, const al_cgroup_limits *lim,
-		     al_err *err)
+static int v2_create(const char *name, const al_cgroup_limits *lim, al_err *err)
 {
 	char dir[CG_PATH_MAX];
 	if (v2_delegate(err) < 0)
@@ -281,8 +278,7 @@ static int v1_limits(const char *ctrl, const char *dir,
 	return 0;
 }
 
-static int v1_create(const char *name, const al_cgroup_limits *lim,
-		     al_err *err)
+static int v1_create(const char *name, const al_cgroup_limits *lim, al_err *err)
 {
 	char dirs[V1_NCTRL][CG_PATH_MAX];
 	size_t made = 0;
@@ -306,8 +302,7 @@ fail:
 	return -1;
 }
 
-int al_cgroup_create(const char *name, const al_cgroup_limits *lim,
-		     al_err *err)
+int al_cgroup_create(const char *name, const al_cgroup_limits *lim, al_err *err)
 {
 	if (cg_name_ok(name, err) < 0)
 		return -1;
@@ -367,7 +362,7 @@ int al_cgroup_rename(const char *from, const char *to, al_err *err)
 			goto undo;
 		}
 		continue;
-	undo:
+undo:
 		while (i-- > 0) {
 			ctrl = ver == 2 ? NULL : v1_ctrls[i];
 			if (cg_dir(ver, ctrl, from, a, sizeof a, NULL) == 0 &&
@@ -422,7 +417,7 @@ int al_cgroup_join_open(const char *name, int fds[AL_CGROUP_JOIN_FDS],
 			goto fail;
 		}
 		continue;
-	fail:
+fail:
 		while (i-- > 0)
 			close(fds[i]);
 		return -1;
@@ -450,8 +445,8 @@ int al_cgroup_freeze(const char *name, int frozen, al_err *err)
 	if (cg_dir(ver, "freezer", name, dir, sizeof dir, err) < 0)
 		return -1;
 	if (ver == 2) {
-		if (cg_write_in(dir, "cgroup.freeze", frozen ? "1" : "0",
-				err) < 0)
+		if (cg_write_in(dir, "cgroup.freeze", frozen ? "1" : "0", err) <
+		    0)
 			return -1;
 	} else {
 		if (cg_write_in(dir, "freezer.state",
@@ -564,8 +559,8 @@ int al_cgroup_destroy(const char *name, al_err *err)
 	return 0;
 }
 
-int al_cgroup_file(const char *name, const char *file, char *out,
-		   size_t outlen, al_err *err)
+int al_cgroup_file(const char *name, const char *file, char *out, size_t outlen,
+		   al_err *err)
 {
 	char dir[CG_PATH_MAX], ctrl[16];
 	if (cg_name_ok(name, err) < 0)

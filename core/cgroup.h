@@ -64,7 +64,7 @@ int al_cgroup_kill(const char *name, al_err *err);
 int al_cgroup_destroy(const char *name, al_err *err);
 /* Path of a control file of the leaf ("memory.max", "pids.max", ...)
  * under the controller that owns it; for tests and diagnostics. */
-int al_cgroup_file(const char *name, const char *file, char *out,
-		   size_t outlen, al_err *err);
+int al_cgroup_file(const char *name, const char *file, char *out, size_t outlen,
+		   al_err *err);
 
 #endif

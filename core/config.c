@@ -18,8 +18,7 @@ static const char *env_lookup(const char *name)
 
 /* A configured path must be absolute, free of control characters and fit
  * our fixed buffers with room for the suffixes we append later. */
-static int set_path(char *dst, const char *var, const char *value,
-		    al_err *err)
+static int set_path(char *dst, const char *var, const char *value, al_err *err)
 {
 	size_t n = strlen(value);
 
@@ -116,10 +115,9 @@ static void exe_dir(char *out, size_t outlen)
 /* A directory shipped in the source tree: var when set, else <rel> of
  * the checkout the binary was built in (build/<prog> and
  * build-san/<prog> sit beside it), else the installed path. */
-static int tree_dir(char out[AL_PATH_MAX],
-		    const char *(*lookup)(const char *), const char *var,
-		    const char *bindir, const char *rel, const char *installed,
-		    al_err *err)
+static int tree_dir(char out[AL_PATH_MAX], const char *(*lookup)(const char *),
+		    const char *var, const char *bindir, const char *rel,
+		    const char *installed, al_err *err)
 {
 	const char *v = lookup(var);
 	if (v != NULL && v[0] != '\0')
@@ -188,8 +186,8 @@ static int load_limits(al_config *cfg, const char *(*lookup)(const char *),
 }
 
 int al_config_check_maxima(const al_config *cfg, uint64_t memory_mb,
-			   uint32_t pids, uint32_t cpu_shares,
-			   uint32_t disk_mb, al_err *err)
+			   uint32_t pids, uint32_t cpu_shares, uint32_t disk_mb,
+			   al_err *err)
 {
 	if (memory_mb > cfg->max_memory_mb)
 		return al_err_set(err, AL_EINVAL, 0,
@@ -396,8 +394,8 @@ int al_config_load_from(al_config *cfg, const char *(*lookup)(const char *),
 					  "AIRLOCK_DEFAULT_DRIVER=%s is not "
 					  "enabled by AIRLOCK_DRIVERS=%s",
 					  v, cfg->drivers_setting);
-		snprintf(cfg->default_driver, sizeof cfg->default_driver,
-			 "%s", v);
+		snprintf(cfg->default_driver, sizeof cfg->default_driver, "%s",
+			 v);
 	}
 	v = lookup("AIRLOCK_MAX_DISK_MB");
 	if (v != NULL && v[0] != '\0') {
@@ -445,8 +443,7 @@ int al_config_driver_enabled(const al_config *cfg, const char *name)
 	return (cfg->drivers & bit) != 0;
 }
 
-int al_config_driver_check(const al_config *cfg, const char *name,
-			   al_err *err)
+int al_config_driver_check(const al_config *cfg, const char *name, al_err *err)
 {
 	if (al_config_driver_enabled(cfg, name))
 		return 0;
@@ -474,9 +471,8 @@ int al_id_valid(const char *id)
 	return 1;
 }
 
-static int join_id(char *out, size_t outlen, const char *base,
-		   const char *mid, const char *id, const char *suffix,
-		   al_err *err)
+static int join_id(char *out, size_t outlen, const char *base, const char *mid,
+		   const char *id, const char *suffix, al_err *err)
 {
 	if (!al_id_valid(id))
 		return al_err_set(err, AL_EINVAL, 0, "invalid id");
@@ -518,7 +514,8 @@ static int driver_name_ok(const char *d)
 	if (n == 0 || n > 15)
 		return 0;
 	for (size_t i = 0; i < n; i++)
-		if (!((d[i] >= 'a' && d[i] <= 'z') || (d[i] >= '0' && d[i] <= '9')))
+		if (!((d[i] >= 'a' && d[i] <= 'z') ||
+		      (d[i] >= '0' && d[i] <= '9')))
 			return 0;
 	return 1;
 }

@@ -63,7 +63,7 @@ typedef struct al_quota {
 	uint64_t running_sandboxes; /* creating, running or paused */
 	uint64_t memory_mb;	    /* their memory limits together */
 	uint64_t disk_mb;
-	uint64_t concurrent_builds; /* queued or running */
+	uint64_t concurrent_builds;  /* queued or running */
 	uint64_t concurrent_streams; /* open exec event streams */
 	uint64_t creates_per_minute;
 } al_quota;
@@ -75,26 +75,26 @@ typedef struct al_config {
 	char db_conninfo[AL_PATH_MAX]; /* libpq */
 	char sql_dir[AL_PATH_MAX];
 	char policies_dir[AL_PATH_MAX]; /* the .lua policies (core/policy.h) */
-	char libexec_dir[AL_PATH_MAX]; /* airlock-shim, airlock-agent */
-	uint64_t default_memory_bytes; /* per sandbox */
+	char libexec_dir[AL_PATH_MAX];	/* airlock-shim, airlock-agent */
+	uint64_t default_memory_bytes;	/* per sandbox */
 	uint32_t default_pids;
 	uint32_t default_cpu_shares; /* cgroup v1 cpu.shares scale (1024) */
 	uint32_t default_disk_mb;    /* new data a sandbox may write */
 	uint32_t max_disk_mb;
-	uint32_t pool_full_pct; /* creates and builds stop at this use */
-	uint32_t default_timeout_s;  /* sandbox lifetime */
+	uint32_t pool_full_pct;	    /* creates and builds stop at this use */
+	uint32_t default_timeout_s; /* sandbox lifetime */
 	uint32_t max_timeout_s;
 	uint64_t max_memory_mb; /* per create request */
 	uint32_t max_pids;
 	uint32_t max_cpu_shares;
-	al_quota quota; /* of a project without its own */
-	uint32_t warm_pool;    /* ns standbys per template */
-	uint32_t warm_pool_vm; /* vm standbys per template */
-	uint32_t warm_pool_max;	   /* ns pool's bound under load */
-	uint32_t warm_pool_vm_max; /* vm pool's bound under load */
+	al_quota quota;		     /* of a project without its own */
+	uint32_t warm_pool;	     /* ns standbys per template */
+	uint32_t warm_pool_vm;	     /* vm standbys per template */
+	uint32_t warm_pool_max;	     /* ns pool's bound under load */
+	uint32_t warm_pool_vm_max;   /* vm pool's bound under load */
 	uint32_t warm_pool_window_s; /* creates counted for the size */
-	char default_driver[8]; /* "ns", "vm" or "" (decide from the host) */
-	unsigned drivers;       /* AL_CONFIG_DRIVER_* the operator allows */
+	char default_driver[8];	  /* "ns", "vm" or "" (decide from the host) */
+	unsigned drivers;	  /* AL_CONFIG_DRIVER_* the operator allows */
 	char drivers_setting[16]; /* AIRLOCK_DRIVERS as given, "" if unset */
 } al_config;
 
@@ -111,21 +111,22 @@ int al_config_load_from(al_config *cfg, const char *(*lookup)(const char *),
 /* The request's limits (0 = not asked) against the operator's maxima:
  * -1 with AL_EINVAL naming the field and its maximum. */
 int al_config_check_maxima(const al_config *cfg, uint64_t memory_mb,
-			   uint32_t pids, uint32_t cpu_shares,
-			   uint32_t disk_mb, al_err *err);
+			   uint32_t pids, uint32_t cpu_shares, uint32_t disk_mb,
+			   al_err *err);
 
 /* 1 if the operator allows driver name (AIRLOCK_DRIVERS). */
 int al_config_driver_enabled(const al_config *cfg, const char *name);
 /* 0 if driver name is enabled, else -1 with AL_EDISABLED naming the
  * setting that disabled it. */
-int al_config_driver_check(const al_config *cfg, const char *name,
-			   al_err *err);
+int al_config_driver_check(const al_config *cfg, const char *name, al_err *err);
 
 /* Paths derived from the config; -1 if they would not fit. */
 int al_config_sandbox_root(const al_config *cfg, const char *id, char *out,
-			   size_t outlen, al_err *err); /* pool/sandboxes/<id> */
+			   size_t outlen,
+			   al_err *err); /* pool/sandboxes/<id> */
 int al_config_template_root(const al_config *cfg, const char *name, char *out,
-			    size_t outlen, al_err *err); /* pool/templates/<name> */
+			    size_t outlen,
+			    al_err *err); /* pool/templates/<name> */
 int al_config_shim_socket(const al_config *cfg, const char *id, char *out,
 			  size_t outlen, al_err *err); /* run/sbx/<id>.sock */
 /* run/stream/<id>.sock: where the shim serves its streams to nginx. */

@@ -21,8 +21,8 @@
 
 /* Inside the unpacked context: nothing but plain directories on the way
  * down, so no entry can be redirected anywhere. */
-#define CTX_RESOLVE                                                        \
-	(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS |   \
+#define CTX_RESOLVE                                                            \
+	(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS |       \
 	 RESOLVE_NO_XDEV)
 /* Inside a rootfs: its symlinks are legitimate (/bin -> usr/bin) but are
  * resolved as if the rootfs were "/", so none leads out of it. */
@@ -41,8 +41,8 @@ static int xopenat2(int dirfd, const char *path, int flags, mode_t mode,
 	for (int tries = 0;; tries++) {
 		long fd = syscall(SYS_openat2, dirfd, path, &how, sizeof how);
 		/* EAGAIN: a concurrent rename raced the lookup; retry. */
-		if (fd < 0 && (errno == EINTR ||
-			       (errno == EAGAIN && tries < 16)))
+		if (fd < 0 &&
+		    (errno == EINTR || (errno == EAGAIN && tries < 16)))
 			continue;
 		return (int)fd;
 	}
@@ -82,8 +82,7 @@ static int write_all(int fd, const char *buf, size_t len)
 /* Normalize a relative name into out (PATH_MAX): "./" and empty
  * components dropped; absolute names, "..", control characters, over-long
  * names and components are refused. An empty result is "". */
-static int rel_clean(const char *name, char *out, const char *what,
-		     al_err *err)
+static int rel_clean(const char *name, char *out, const char *what, al_err *err)
 {
 	char sb[96];
 	if (name == NULL || name[0] == '\0')
@@ -142,8 +141,7 @@ static int rel_clean(const char *name, char *out, const char *what,
 	return 0;
 }
 
-static int resolve_err(int e, const char *what, const char *name,
-		       al_err *err)
+static int resolve_err(int e, const char *what, const char *name, al_err *err)
 {
 	char sb[96];
 	shown(name, sb, sizeof sb);
@@ -152,8 +150,8 @@ static int resolve_err(int e, const char *what, const char *name,
 				  "%s '%s' goes through a symlink", what, sb);
 	if (e == ENOTDIR)
 		return al_err_set(err, AL_EPATH, e,
-				  "%s '%s' goes through a non-directory",
-				  what, sb);
+				  "%s '%s' goes through a non-directory", what,
+				  sb);
 	if (e == EXDEV)
 		return al_err_set(err, AL_EPATH, e,
 				  "%s '%s' leaves its directory", what, sb);
@@ -273,8 +271,8 @@ static int unpack_file(unpack *u, struct archive_entry *ent, int parent,
 	return 0;
 }
 
-static int unpack_dir(struct archive_entry *ent, int parent,
-		      const char *base, const char *rel, al_err *err)
+static int unpack_dir(struct archive_entry *ent, int parent, const char *base,
+		      const char *rel, al_err *err)
 {
 	char sb[96];
 	if (mkdirat(parent, base, 0700) < 0 && errno != EEXIST)
@@ -420,8 +418,8 @@ static int dir_is_empty(int fd, al_err *err)
 	return empty;
 }
 
-int al_context_unpack(int tar_fd, const char *dir,
-		      const al_context_limits *lim, al_err *err)
+int al_context_unpack(int tar_fd, const char *dir, const al_context_limits *lim,
+		      al_err *err)
 {
 	unpack u = {0};
 	u.lim.max_bytes = AL_CONTEXT_MAX_BYTES;
@@ -594,8 +592,8 @@ static int h_str(hasher *h, const char *s)
 
 /* Hash the entry name in dfd, labelled label (its path relative to the
  * hashed root, "" for the root). */
-static int hash_entry(hasher *h, int dfd, const char *name,
-		      const char *label, int depth, al_err *err)
+static int hash_entry(hasher *h, int dfd, const char *name, const char *label,
+		      int depth, al_err *err)
 {
 	char sb[96];
 	char mode[16];
@@ -609,8 +607,8 @@ static int hash_entry(hasher *h, int dfd, const char *name,
 		r |= h_str(h, "f");
 		r |= h_str(h, label);
 		r |= h_str(h, mode);
-		al_autofd int fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW |
-							     O_CLOEXEC);
+		al_autofd int fd = openat(dfd, name,
+					  O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
 		if (fd < 0)
 			return al_err_sys(err, AL_ESYS, errno, "open '%s'",
 					  shown(label, sb, sizeof sb));
@@ -660,9 +658,9 @@ static int hash_entry(hasher *h, int dfd, const char *name,
 		r |= h_str(h, "d");
 		r |= h_str(h, label);
 		r |= h_str(h, mode);
-		al_autofd int fd = openat(dfd, name, O_RDONLY | O_DIRECTORY |
-							     O_NOFOLLOW |
-							     O_CLOEXEC);
+		al_autofd int fd = openat(dfd, name,
+					  O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
+						  O_CLOEXEC);
 		if (fd < 0)
 			return al_err_sys(err, AL_ESYS, errno, "open '%s'",
 					  shown(label, sb, sizeof sb));
@@ -677,8 +675,8 @@ static int hash_entry(hasher *h, int dfd, const char *name,
 						  "path too long under '%s'",
 						  shown(label, sb, sizeof sb));
 			}
-			if (hash_entry(h, fd, l.v[i], child, depth + 1,
-				       err) < 0) {
+			if (hash_entry(h, fd, l.v[i], child, depth + 1, err) <
+			    0) {
 				names_free(&l);
 				return -1;
 			}
@@ -749,8 +747,7 @@ int al_context_hash(const char *dir, const char *relpath,
 		al_err_set(err, AL_EINTERNAL, 0, "sha256 failed");
 		goto out;
 	}
-	if (hash_entry(&h, parent >= 0 ? parent : rootfd, base, "", 0, err) <
-	    0)
+	if (hash_entry(&h, parent >= 0 ? parent : rootfd, base, "", 0, err) < 0)
 		goto out;
 	rc = hash_finish(&h, out, err);
 out:
@@ -874,8 +871,7 @@ static int root_dir(copier *c, const char *abs, int *created, al_err *err)
 	return cur;
 }
 
-static int own(copier *c, int fd, mode_t mode, const char *label,
-	       al_err *err)
+static int own(copier *c, int fd, mode_t mode, const char *label, al_err *err)
 {
 	char sb[96];
 	if (c->chown && fchown(fd, c->uid, c->gid) < 0)
@@ -888,8 +884,7 @@ static int own(copier *c, int fd, mode_t mode, const char *label,
 	return 0;
 }
 
-static int copy_data(copier *c, int in, int out, const char *label,
-		     al_err *err)
+static int copy_data(copier *c, int in, int out, const char *label, al_err *err)
 {
 	char sb[96];
 	for (;;) {
@@ -946,8 +941,8 @@ static int copy_leaf(copier *c, int sdir, const char *sname, int ddir,
 		return al_err_set(err, AL_EPATH, 0,
 				  "'%s' is not a file, directory or symlink",
 				  shown(label, sb, sizeof sb));
-	al_autofd int in = openat(sdir, sname, O_RDONLY | O_NOFOLLOW |
-						       O_CLOEXEC);
+	al_autofd int in = openat(sdir, sname,
+				  O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
 	if (in < 0)
 		return al_err_sys(err, AL_ESYS, errno, "open '%s'",
 				  shown(label, sb, sizeof sb));
@@ -1017,15 +1012,14 @@ static int copy_tree(copier *c, int sfd, const char *dabs, int depth,
 				if (nd < 0)
 					al_err_sys(err, AL_ESYS, errno,
 						   "open '%s'",
-						   shown(child, sb,
-							 sizeof sb));
+						   shown(child, sb, sizeof sb));
 				rc = -1;
 				break;
 			}
 		}
-		al_autofd int sub = openat(sfd, name, O_RDONLY | O_DIRECTORY |
-							      O_NOFOLLOW |
-							      O_CLOEXEC);
+		al_autofd int sub = openat(sfd, name,
+					   O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
+						   O_CLOEXEC);
 		if (sub < 0) {
 			rc = al_err_sys(err, AL_ESYS, errno, "open '%s'",
 					shown(child, sb, sizeof sb));
@@ -1059,12 +1053,12 @@ int al_context_copy(const char *context_dir, const char *src_rel,
 	size_t dl = strlen(dest_abs);
 	int dest_dir = dest_abs[dl - 1] == '/';
 
-	al_autofd int ctxfd = open(context_dir, O_PATH | O_DIRECTORY |
-							O_CLOEXEC);
+	al_autofd int ctxfd = open(context_dir,
+				   O_PATH | O_DIRECTORY | O_CLOEXEC);
 	if (ctxfd < 0)
 		return al_err_sys(err, AL_ESYS, errno, "open %s", context_dir);
-	al_autofd int rootfd = open(dest_root, O_PATH | O_DIRECTORY |
-						       O_CLOEXEC);
+	al_autofd int rootfd = open(dest_root,
+				    O_PATH | O_DIRECTORY | O_CLOEXEC);
 	if (rootfd < 0)
 		return al_err_sys(err, AL_ESYS, errno, "open %s", dest_root);
 	al_autofree char *buf = malloc(IO_BUF);
@@ -1104,10 +1098,9 @@ int al_context_copy(const char *context_dir, const char *src_rel,
 			return -1;
 		if (made && own(&c, dfd, st.st_mode & 0777, dabs, err) < 0)
 			return -1;
-		al_autofd int sfd = openat(sdir, sbase, O_RDONLY |
-								O_DIRECTORY |
-								O_NOFOLLOW |
-								O_CLOEXEC);
+		al_autofd int sfd = openat(sdir, sbase,
+					   O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
+						   O_CLOEXEC);
 		if (sfd < 0)
 			return al_err_sys(err, AL_ESYS, errno, "open '%s'",
 					  shown(src_rel, sb, sizeof sb));
@@ -1213,7 +1206,8 @@ static int pack_dir(packer *p, int fd, const char *prefix, int depth,
 						AL_CONTEXT_MAX_BYTES);
 				break;
 			}
-			in = openat(fd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+			in = openat(fd, name,
+				    O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
 			if (in < 0 || fstat(in, &st) < 0) {
 				archive_entry_free(e);
 				rc = al_err_sys(err, AL_ESYS, errno,

@@ -47,8 +47,8 @@ typedef struct al_context_limits {
 
 /* Unpack the tar read from tar_fd (from its current offset) into dir, an
  * existing empty directory. lim NULL means the AL_CONTEXT_MAX_* limits. */
-int al_context_unpack(int tar_fd, const char *dir,
-		      const al_context_limits *lim, al_err *err);
+int al_context_unpack(int tar_fd, const char *dir, const al_context_limits *lim,
+		      al_err *err);
 
 /* Remove dir and everything below it without following symlinks. A
  * missing dir is not an error. */

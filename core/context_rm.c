@@ -26,8 +26,8 @@ static int rm_at(int dfd, const char *name, int depth, al_err *err)
 	}
 	if (depth > 4 * AL_CONTEXT_MAX_DEPTH)
 		return al_err_set(err, AL_EPATH, 0, "tree too deep to remove");
-	int fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
-					   O_CLOEXEC);
+	int fd = openat(dfd, name,
+			O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0)
 		return al_err_sys(err, AL_ESYS, errno, "open %s", name);
 	DIR *d = fdopendir(fd);

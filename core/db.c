@@ -46,7 +46,8 @@ static void notice_sink(void *arg, const char *message)
 
 al_db *al_db_open(const char *conninfo, al_err *err)
 {
-	if (conninfo == NULL || strlen(conninfo) >= sizeof((al_db *)0)->conninfo) {
+	if (conninfo == NULL ||
+	    strlen(conninfo) >= sizeof((al_db *)0)->conninfo) {
 		al_err_set(err, AL_EINVAL, 0, "database conninfo too long");
 		return NULL;
 	}
@@ -167,8 +168,8 @@ long long al_db_exec_rows(al_db *db, const char *sql, int nparams,
 	return n;
 }
 
-json_object *al_db_row_json(const PGresult *res, int i,
-			    const al_db_col *cols, int ncols)
+json_object *al_db_row_json(const PGresult *res, int i, const al_db_col *cols,
+			    int ncols)
 {
 	json_object *o = json_object_new_object();
 	for (int c = 0; o != NULL && c < ncols; c++) {
@@ -225,8 +226,8 @@ static char *read_sql(const char *path, al_err *err)
 		return NULL;
 	}
 	if (!S_ISREG(st.st_mode) || st.st_size > SQL_FILE_MAX) {
-		al_err_set(err, AL_EINVAL, 0, "%s: not a regular file under 1 MiB",
-			   path);
+		al_err_set(err, AL_EINVAL, 0,
+			   "%s: not a regular file under 1 MiB", path);
 		return NULL;
 	}
 	char *buf = malloc((size_t)st.st_size + 1);
@@ -311,9 +312,10 @@ static int apply_one(al_db *db, const char *sql_dir, const char *name,
 	res = PQexec(db->conn, sql);
 	if (res == NULL || PQresultStatus(res) != PGRES_COMMAND_OK) {
 		char line[256];
-		const char *m = res != NULL ? PQresultErrorField(
-						      res, PG_DIAG_MESSAGE_PRIMARY)
-					    : NULL;
+		const char *m = res != NULL
+					? PQresultErrorField(
+						  res, PG_DIAG_MESSAGE_PRIMARY)
+					: NULL;
 		first_line(line, sizeof line,
 			   m != NULL ? m : PQerrorMessage(db->conn));
 		PQclear(res);
@@ -322,8 +324,9 @@ static int apply_one(al_db *db, const char *sql_dir, const char *name,
 				  line);
 	}
 	PQclear(res);
-	res = al_db_exec(db, "INSERT INTO schema_migrations (version) "
-			     "VALUES ($1)",
+	res = al_db_exec(db,
+			 "INSERT INTO schema_migrations (version) "
+			 "VALUES ($1)",
 			 1, params, err);
 	if (res == NULL) {
 		exec_cmd(db, "ROLLBACK", NULL);
@@ -362,8 +365,8 @@ int al_db_migrate(al_db *db, const char *sql_dir, al_err *err)
 	qsort(names, n, sizeof names[0], cmp_names);
 
 	int rc = -1;
-	if (exec_cmd(db, "SELECT pg_advisory_lock(" MIGRATE_LOCK_KEY ")",
-		     err) < 0)
+	if (exec_cmd(db, "SELECT pg_advisory_lock(" MIGRATE_LOCK_KEY ")", err) <
+	    0)
 		goto out;
 	if (exec_cmd(db,
 		     "CREATE TABLE IF NOT EXISTS schema_migrations ("

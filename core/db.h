@@ -38,8 +38,8 @@ typedef struct al_db_col {
 	const char *name;
 	al_db_kind kind;
 } al_db_col;
-json_object *al_db_row_json(const PGresult *res, int i,
-			    const al_db_col *cols, int ncols);
+json_object *al_db_row_json(const PGresult *res, int i, const al_db_col *cols,
+			    int ncols);
 /* Every row of res so, as an array. */
 json_object *al_db_rows_json(const PGresult *res, const al_db_col *cols,
 			     int ncols);

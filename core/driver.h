@@ -20,7 +20,7 @@ typedef struct al_limits {
 } al_limits;
 
 typedef struct al_sandbox_spec {
-	const char *id;       /* al_id_valid() */
+	const char *id;	      /* al_id_valid() */
 	const char *rootfs;   /* absolute path of the sandbox's root */
 	const char *hostname; /* set in the uts namespace */
 	const char *agent;    /* path of the agent inside rootfs */
@@ -36,9 +36,9 @@ typedef struct al_driver_step {
 } al_driver_step;
 
 typedef struct al_driver_handle {
-	pid_t init_pid; /* the sandbox's first process (agent), in the host's
+	pid_t init_pid;	  /* the sandbox's first process (agent), in the host's
 			 * pid namespace; the shim gets SIGCHLD when it dies */
-	int agent_fd;   /* stream socket to the agent, owned by the handle */
+	int agent_fd;	  /* stream socket to the agent, owned by the handle */
 	char cgroup[256]; /* leaf name used under each controller */
 	/* The owner's reader of agent_fd. A driver that speaks to the agent
 	 * itself (vm adopt) must read through it, or bytes the owner has

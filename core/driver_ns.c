@@ -83,13 +83,13 @@
 /* From clone to the agent's exec; a healthy start takes milliseconds. */
 #define NS_START_TIMEOUT_MS 10000
 
-#define NS_CLONE_FLAGS                                                      \
-	(CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWUTS | CLONE_NEWIPC |         \
+#define NS_CLONE_FLAGS                                                         \
+	(CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWUTS | CLONE_NEWIPC |            \
 	 CLONE_NEWNET)
 
 typedef struct ns_priv {
-	int pidfd;  /* the init, immune to pid reuse after it is reaped */
-	int paused; /* frozen through pause() */
+	int pidfd;	 /* the init, immune to pid reuse after it is reaped */
+	int paused;	 /* frozen through pause() */
 	al_uidrange ids; /* host uids of the user namespace, held till stop */
 } ns_priv;
 
@@ -113,9 +113,9 @@ typedef struct child_args {
 	const char *hostname;
 	const char *agent;
 	const char *dev_opts; /* /dev tmpfs options, owned by root inside */
-	int sync_fd;  /* child end of the sync socketpair */
-	int agent_fd; /* child end of the agent socketpair */
-	int tree_fd;  /* the rootfs, idmapped, detached: mounted over rootfs */
+	int sync_fd;	      /* child end of the sync socketpair */
+	int agent_fd;	      /* child end of the agent socketpair */
+	int tree_fd;   /* the rootfs, idmapped, detached: mounted over rootfs */
 	int userns_fd; /* the sandbox's user namespace, entered last */
 	const int *cgroup_fds; /* al_cgroup_join_open's */
 	int ncgroup_fds;
@@ -126,10 +126,10 @@ typedef struct child_args {
 /* Docker's default set. Everything else is dropped from the bounding set,
  * so not even a setuid or file-capability binary gets it back. */
 static const cap_value_t keep_caps[] = {
-	CAP_CHOWN,	  CAP_DAC_OVERRIDE, CAP_FSETID,	  CAP_FOWNER,
-	CAP_MKNOD,	  CAP_NET_RAW,	    CAP_SETGID,	  CAP_SETUID,
-	CAP_SETFCAP,	  CAP_SETPCAP,	    CAP_NET_BIND_SERVICE,
-	CAP_SYS_CHROOT, CAP_KILL,	    CAP_AUDIT_WRITE,
+	CAP_CHOWN,   CAP_DAC_OVERRIDE, CAP_FSETID,	     CAP_FOWNER,
+	CAP_MKNOD,   CAP_NET_RAW,      CAP_SETGID,	     CAP_SETUID,
+	CAP_SETFCAP, CAP_SETPCAP,      CAP_NET_BIND_SERVICE, CAP_SYS_CHROOT,
+	CAP_KILL,    CAP_AUDIT_WRITE,
 };
 #define NKEEP (sizeof keep_caps / sizeof keep_caps[0])
 
@@ -227,8 +227,8 @@ static int mask_path(const char *path)
 	if (lstat(path, &st) < 0)
 		return errno == ENOENT ? 0 : -1;
 	if (S_ISDIR(st.st_mode))
-		return mount("tmpfs", path, "tmpfs", MS_RDONLY | MS_NOSUID |
-				     MS_NODEV | MS_NOEXEC,
+		return mount("tmpfs", path, "tmpfs",
+			     MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
 			     "size=0,nr_inodes=1,mode=0555");
 	return bind_node("/dev/null", path);
 }
@@ -243,9 +243,9 @@ static const char *const proc_readonly[] = {
 	"proc/sys", "proc/sysrq-trigger", "proc/irq", "proc/bus", "proc/fs",
 };
 static const char *const proc_masked[] = {
-	"proc/kcore",	     "proc/keys",	"proc/timer_list",
-	"proc/sched_debug",  "proc/latency_stats", "proc/acpi",
-	"proc/scsi",	     "proc/asound",	"proc/kallsyms",
+	"proc/kcore",	    "proc/keys",	  "proc/timer_list",
+	"proc/sched_debug", "proc/latency_stats", "proc/acpi",
+	"proc/scsi",	    "proc/asound",	  "proc/kallsyms",
 };
 static const char *const dev_nodes[] = {
 	"null", "zero", "full", "random", "urandom", "tty",
@@ -320,10 +320,10 @@ __attribute__((noreturn)) static int child_entry(void *arg)
 	/* Root inside holds no capability over the network namespace (the
 	 * host's user namespace owns it): low ports and ICMP echo sockets
 	 * are open to every uid of the sandbox instead, as in Docker. */
-	if (write_sysctl("proc/sys/net/ipv4/ip_unprivileged_port_start",
-			 "0") < 0 ||
-	    write_sysctl("proc/sys/net/ipv4/ping_group_range",
-			 "0 2147483647") < 0)
+	if (write_sysctl("proc/sys/net/ipv4/ip_unprivileged_port_start", "0") <
+		    0 ||
+	    write_sysctl("proc/sys/net/ipv4/ping_group_range", "0 2147483647") <
+		    0)
 		child_fail(sync_fd, "net sysctls");
 	for (size_t i = 0; i < sizeof proc_readonly / sizeof proc_readonly[0];
 	     i++) {
@@ -538,8 +538,7 @@ static void step_done(al_driver_handle *h, int *n, const char *name,
 	clock_gettime(CLOCK_MONOTONIC, t0);
 }
 
-static int write_map(pid_t pid, const char *file, const char *map,
-		     al_err *err)
+static int write_map(pid_t pid, const char *file, const char *map, al_err *err)
 {
 	char path[64];
 	snprintf(path, sizeof path, "/proc/%d/%s", (int)pid, file);
@@ -574,8 +573,8 @@ __attribute__((noreturn)) static int userns_wait(void *arg)
  * calling thread takes the range's first uid as its euid for the clone
  * alone (raw set*id calls change only the calling thread; real and saved
  * ids stay, so it gets its euid and capabilities back). */
-static int userns_make(uid_t base, char *stack, size_t stack_len,
-		       int *holder, al_err *err)
+static int userns_make(uid_t base, char *stack, size_t stack_len, int *holder,
+		       al_err *err)
 {
 	sigset_t all, old;
 	int pidfd = -1, fd = -1, clone_errno = 0;
@@ -769,8 +768,7 @@ static int ns_start(const al_sandbox_spec *spec, al_driver_handle *h,
 		return al_err_set(err, AL_ENOMEM, 0, "building capability set");
 
 	al_cgroup_limits lim = limits_of(spec);
-	snprintf(h->cgroup, sizeof h->cgroup, AL_CGROUP_PARENT "/%s",
-		 spec->id);
+	snprintf(h->cgroup, sizeof h->cgroup, AL_CGROUP_PARENT "/%s", spec->id);
 
 	priv = calloc(1, sizeof *priv);
 	if (priv == NULL) {
@@ -1004,7 +1002,8 @@ static int set_hostname(const ns_priv *p, const char *hostname, al_err *err)
 {
 	al_autofd int self = open("/proc/self/ns/uts", O_RDONLY | O_CLOEXEC);
 	if (self < 0)
-		return al_err_sys(err, AL_ESYS, errno, "open own uts namespace");
+		return al_err_sys(err, AL_ESYS, errno,
+				  "open own uts namespace");
 	if (setns(p->pidfd, CLONE_NEWUTS) < 0)
 		return al_err_sys(err, AL_ESYS, errno,
 				  "enter the sandbox's uts namespace");

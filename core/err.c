@@ -29,8 +29,8 @@ static const struct {
 	[AL_EDISABLED] = {"disabled", 422},
 };
 
-static void err_vset(al_err *err, al_code code, int sys_errno, int with_strerror,
-		     const char *fmt, va_list ap)
+static void err_vset(al_err *err, al_code code, int sys_errno,
+		     int with_strerror, const char *fmt, va_list ap)
 {
 	if (err == NULL)
 		return;

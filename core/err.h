@@ -25,7 +25,7 @@ typedef enum al_code {
 	AL_ENOSPACE,  /* the sandbox pool is (nearly) full: 507 */
 	AL_ENOMEM,    /* out of memory: 500 */
 	AL_ESYS,      /* a system call failed: 500 */
-	AL_EDB,       /* database error: 500 */
+	AL_EDB,	      /* database error: 500 */
 	AL_EINTERNAL, /* bug or impossible state: 500 */
 	AL_EQUOTA,    /* over a project's quota: 429 */
 	AL_EDISABLED, /* the operator turned it off (a driver): 422 */
@@ -43,11 +43,11 @@ typedef struct al_err {
 } al_err;
 
 /* Fill err (if not NULL) and return -1. fmt must not be NULL. */
-int al_err_set(al_err *err, al_code code, int sys_errno, const char *fmt,
-	       ...) __attribute__((format(printf, 4, 5)));
+int al_err_set(al_err *err, al_code code, int sys_errno, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
 /* Same, with strerror(sys_errno) appended to the message. */
-int al_err_sys(al_err *err, al_code code, int sys_errno, const char *fmt,
-	       ...) __attribute__((format(printf, 4, 5)));
+int al_err_sys(al_err *err, al_code code, int sys_errno, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
 /* Prefix context ("creating sandbox x: ") to an already filled err. */
 void al_err_wrap(al_err *err, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));

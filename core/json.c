@@ -149,8 +149,8 @@ int al_json_settings_parse(const char *buf, size_t len,
 		any = 1;
 		out[i].set = 1;
 		out[i].is_null = v == NULL;
-		if (v != NULL &&
-		    al_json_get_int(o, names[i], 0, max, &out[i].value, err) < 0)
+		if (v != NULL && al_json_get_int(o, names[i], 0, max,
+						 &out[i].value, err) < 0)
 			rc = -1;
 	}
 	if (rc == 0 && !any) {
@@ -190,15 +190,15 @@ int al_json_get_str(json_object *obj, const char *key, size_t max_len,
 	return 1;
 }
 
-int al_json_get_int(json_object *obj, const char *key, int64_t min,
-		    int64_t max, int64_t *out, al_err *err)
+int al_json_get_int(json_object *obj, const char *key, int64_t min, int64_t max,
+		    int64_t *out, al_err *err)
 {
 	json_object *v = member(obj, key);
 	if (v == NULL)
 		return 0;
 	if (!json_object_is_type(v, json_type_int))
-		return al_err_set(err, AL_EINVAL, 0,
-				  "'%s' must be an integer", key);
+		return al_err_set(err, AL_EINVAL, 0, "'%s' must be an integer",
+				  key);
 	/* Values beyond int64 saturate, which the range check rejects. */
 	int64_t n = json_object_get_int64(v);
 	if (n < min || n > max)
@@ -209,8 +209,7 @@ int al_json_get_int(json_object *obj, const char *key, int64_t min,
 	return 1;
 }
 
-int al_json_get_bool(json_object *obj, const char *key, int *out,
-		     al_err *err)
+int al_json_get_bool(json_object *obj, const char *key, int *out, al_err *err)
 {
 	json_object *v = member(obj, key);
 	if (v == NULL)
@@ -255,8 +254,8 @@ int al_json_get_str_map(json_object *obj, const char *key,
 		size_t kn = strlen(k);
 		if (kn == 0 || kn > lim->max_key)
 			return al_err_set(err, AL_EINVAL, 0,
-					  "'%s' keys must be 1..%zu bytes",
-					  key, lim->max_key);
+					  "'%s' keys must be 1..%zu bytes", key,
+					  lim->max_key);
 		if (lim->env_names && !env_name_valid(k, kn))
 			return al_err_set(err, AL_EINVAL, 0,
 					  "'%s' keys must match "
@@ -303,7 +302,8 @@ int al_json_get_str_array(json_object *obj, const char *key, size_t min_items,
 				  min_items, max_items);
 	for (size_t i = 0; i < n; i++) {
 		json_object *item = json_object_array_get_idx(v, i);
-		if (item == NULL || !json_object_is_type(item, json_type_string))
+		if (item == NULL ||
+		    !json_object_is_type(item, json_type_string))
 			return al_err_set(err, AL_EINVAL, 0,
 					  "'%s' items must be strings", key);
 		size_t sn = (size_t)json_object_get_string_len(item);
@@ -418,15 +418,13 @@ const char *al_json_compact(json_object *obj)
 }
 
 static const char *const create_fields[] = {
-	"template", "timeout",	  "env",    "metadata", "memory_mb",
-	"pids",	    "cpu_shares", "driver", "disk_mb",	"project",
-	NULL,
+	"template",   "timeout", "env",	    "metadata", "memory_mb", "pids",
+	"cpu_shares", "driver",	 "disk_mb", "project",	NULL,
 };
 
 int al_json_create_req_parse(const char *buf, size_t len,
-			     uint32_t default_timeout_s,
-			     uint32_t max_timeout_s, al_create_req *out,
-			     al_err *err)
+			     uint32_t default_timeout_s, uint32_t max_timeout_s,
+			     al_create_req *out, al_err *err)
 {
 	int64_t n;
 	int r;
@@ -440,8 +438,8 @@ int al_json_create_req_parse(const char *buf, size_t len,
 		goto fail;
 
 	out->template_name = "minimal";
-	if (al_json_get_str(o, "template", 63, &out->template_name, NULL,
-			    err) < 0)
+	if (al_json_get_str(o, "template", 63, &out->template_name, NULL, err) <
+	    0)
 		goto fail;
 	if (out->template_name[0] == '\0') {
 		al_err_set(err, AL_EINVAL, 0, "'template' must not be empty");
@@ -474,8 +472,8 @@ int al_json_create_req_parse(const char *buf, size_t len,
 	if (r > 0)
 		out->timeout_s = (uint32_t)n;
 
-	if (al_json_get_str_map(o, "env", &al_json_env_limits, &out->env,
-				err) < 0)
+	if (al_json_get_str_map(o, "env", &al_json_env_limits, &out->env, err) <
+	    0)
 		goto fail;
 	if (al_json_get_str_map(o, "metadata", &al_json_metadata_limits,
 				&out->metadata, err) < 0)
@@ -565,8 +563,8 @@ int al_json_exec_req_parse(const char *buf, size_t len, al_exec_req *out,
 		al_err_set(err, AL_EINVAL, 0, "'cmd[0]' must not be empty");
 		goto fail;
 	}
-	if (al_json_get_str_map(o, "env", &al_json_env_limits, &out->env,
-				err) < 0)
+	if (al_json_get_str_map(o, "env", &al_json_env_limits, &out->env, err) <
+	    0)
 		goto fail;
 	if (al_json_get_str(o, "cwd", AL_API_PATH_MAX, &cwd, NULL, err) < 0)
 		goto fail;

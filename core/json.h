@@ -19,9 +19,9 @@
 /* Limits for objects of strings (env, metadata). */
 typedef struct al_json_map_limits {
 	size_t max_entries;
-	size_t max_key;   /* bytes */
+	size_t max_key;	  /* bytes */
 	size_t max_value; /* bytes */
-	int env_names;    /* keys must be [A-Za-z_][A-Za-z0-9_]* */
+	int env_names;	  /* keys must be [A-Za-z_][A-Za-z0-9_]* */
 } al_json_map_limits;
 
 extern const al_json_map_limits al_json_env_limits;
@@ -42,10 +42,9 @@ int al_json_check_fields(json_object *obj, const char *const *allowed,
  * the wrong type or out of bounds. Borrowed pointers live as long as obj. */
 int al_json_get_str(json_object *obj, const char *key, size_t max_len,
 		    const char **out, size_t *out_len, al_err *err);
-int al_json_get_int(json_object *obj, const char *key, int64_t min,
-		    int64_t max, int64_t *out, al_err *err);
-int al_json_get_bool(json_object *obj, const char *key, int *out,
-		     al_err *err);
+int al_json_get_int(json_object *obj, const char *key, int64_t min, int64_t max,
+		    int64_t *out, al_err *err);
+int al_json_get_bool(json_object *obj, const char *key, int *out, al_err *err);
 /* An object whose values are all strings, within lim. */
 int al_json_get_str_map(json_object *obj, const char *key,
 			const al_json_map_limits *lim, json_object **out,
@@ -101,9 +100,8 @@ typedef struct al_create_req {
 /* Parse and validate; timeout defaults to default_timeout_s and must be in
  * 1..max_timeout_s. */
 int al_json_create_req_parse(const char *buf, size_t len,
-			     uint32_t default_timeout_s,
-			     uint32_t max_timeout_s, al_create_req *out,
-			     al_err *err);
+			     uint32_t default_timeout_s, uint32_t max_timeout_s,
+			     al_create_req *out, al_err *err);
 void al_json_create_req_free(al_create_req *req);
 
 /* POST /v1/sandboxes/{id}/exec body. */
@@ -111,13 +109,13 @@ void al_json_create_req_free(al_create_req *req);
 #define AL_EXEC_TIMEOUT_MAX 86400
 typedef struct al_exec_req {
 	json_object *root;
-	json_object *cmd;      /* array of strings, >= 1 (borrowed) */
-	json_object *env;      /* object of strings or NULL (borrowed) */
-	char cwd[4097];	       /* normalised absolute path; "" when absent
+	json_object *cmd;	/* array of strings, >= 1 (borrowed) */
+	json_object *env;	/* object of strings or NULL (borrowed) */
+	char cwd[4097];		/* normalised absolute path; "" when absent
 				* (the template's WORKDIR applies) */
-	const char *user;      /* "name[:group]" or NULL (template's USER) */
+	const char *user;	/* "name[:group]" or NULL (template's USER) */
 	const char *stdin_data; /* NULL when no stdin was given */
-	size_t stdin_len;      /* may contain NUL bytes */
+	size_t stdin_len;	/* may contain NUL bytes */
 	uint32_t timeout_s;
 	int background; /* a streamed process outlives its stream */
 } al_exec_req;

@@ -82,8 +82,7 @@ void al_log_cap(const char *path, uint64_t cap)
 {
 	pthread_mutex_lock(&log_mu);
 	sink.cap = 0;
-	if (path != NULL && cap != 0 &&
-	    strlen(path) < sizeof sink.path) {
+	if (path != NULL && cap != 0 && strlen(path) < sizeof sink.path) {
 		snprintf(sink.path, sizeof sink.path, "%s", path);
 		sink.cap = cap < CAP_MIN ? CAP_MIN : cap;
 	}
@@ -122,8 +121,7 @@ static int sink_lock(void)
 	snprintf(lock, sizeof lock, "%s.lock", sink.path);
 	/* Opened per line: a descriptor inherited across fork() would share
 	 * its lock with the parent instead of excluding it. */
-	int lfd = open(lock, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW,
-		       0600);
+	int lfd = open(lock, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
 	if (lfd >= 0)
 		flock(lfd, LOCK_EX);
 	return lfd;
@@ -168,9 +166,8 @@ static size_t format_line(char *line, size_t size, enum al_log_level level,
 	int n = snprintf(line, size,
 			 "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ %s[%d] %s: ",
 			 tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
-			 tm.tm_hour, tm.tm_min, tm.tm_sec,
-			 ts.tv_nsec / 1000000, log_prog, (int)getpid(),
-			 names[level]);
+			 tm.tm_hour, tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000000,
+			 log_prog, (int)getpid(), names[level]);
 	if (n > 0 && (size_t)n < size)
 		vsnprintf(line + n, size - (size_t)n, fmt, ap);
 	/* Keep one event on one line, whatever the message held. */

@@ -225,8 +225,7 @@ al_multipart *al_multipart_new(const char *content_type,
 		al_err_set(err, AL_ENOMEM, 0, "out of memory");
 		return NULL;
 	}
-	mp->dlen = (size_t)snprintf(mp->delim, sizeof mp->delim, "\r\n--%s",
-				    b);
+	mp->dlen = (size_t)snprintf(mp->delim, sizeof mp->delim, "\r\n--%s", b);
 	/* The body may open with the first delimiter itself: behave as if
 	 * a CRLF had been seen. */
 	mp->match = 2;
@@ -312,8 +311,8 @@ static int parse_disposition(al_multipart *mp, const char *v)
 					       AL_MP_NAME_MAX);
 			have_name = 1;
 		} else if (ieq(pn, pl, "filename") && !mp->have_filename) {
-			if (param_value(&p, mp->filename,
-					sizeof mp->filename) < 0)
+			if (param_value(&p, mp->filename, sizeof mp->filename) <
+			    0)
 				return mp_fail(mp, AL_EINVAL,
 					       "part filename is malformed or "
 					       "longer than %d bytes",
@@ -580,8 +579,7 @@ int al_multipart_feed(al_multipart *mp, const char *data, size_t len,
 int al_multipart_finish(al_multipart *mp, al_err *err)
 {
 	if (mp->state != S_FAILED && mp->state != S_EPILOGUE)
-		mp_fail(mp, AL_EINVAL,
-			"body ends before the closing boundary");
+		mp_fail(mp, AL_EINVAL, "body ends before the closing boundary");
 	for (size_t i = 0; mp->state != S_FAILED && i < mp->nfields; i++)
 		if (mp->fields[i].required && !mp->fields[i].present)
 			mp_fail(mp, AL_EINVAL, "missing form field '%s'",
@@ -692,8 +690,7 @@ static int form_end(void *ctx, al_err *err)
 }
 
 al_multipart *al_multipart_new_form(const char *content_type,
-				    al_mp_field *fields, size_t n,
-				    al_err *err)
+				    al_mp_field *fields, size_t n, al_err *err)
 {
 	static const al_multipart_cbs cbs = {
 		.on_part_begin = form_begin,

@@ -38,11 +38,11 @@
 
 #include "err.h"
 
-#define AL_MP_BOUNDARY_MAX 70	     /* RFC 2046 */
-#define AL_MP_HEADER_MAX 8192	     /* one header line, CRLF excluded */
-#define AL_MP_HEADERS_MAX 16	     /* header lines per part */
-#define AL_MP_PARTS_MAX 16	     /* parts per body */
-#define AL_MP_NAME_MAX 256	     /* field name, filename */
+#define AL_MP_BOUNDARY_MAX 70	      /* RFC 2046 */
+#define AL_MP_HEADER_MAX 8192	      /* one header line, CRLF excluded */
+#define AL_MP_HEADERS_MAX 16	      /* header lines per part */
+#define AL_MP_PARTS_MAX 16	      /* parts per body */
+#define AL_MP_NAME_MAX 256	      /* field name, filename */
 #define AL_MP_PADDING_MAX (64 * 1024) /* preamble, epilogue */
 
 /* Extract the boundary from a Content-Type header value such as
@@ -102,8 +102,7 @@ typedef struct al_mp_field {
  * twice is AL_EINVAL; a missing required field makes al_multipart_finish()
  * fail with AL_EINVAL naming it. fields must outlive the parser. */
 al_multipart *al_multipart_new_form(const char *content_type,
-				    al_mp_field *fields, size_t n,
-				    al_err *err);
+				    al_mp_field *fields, size_t n, al_err *err);
 /* Free the values and filenames kept in fields[0..n). */
 void al_mp_fields_free(al_mp_field *fields, size_t n);
 

@@ -2,8 +2,7 @@
 
 #include <string.h>
 
-int al_path_normalize(const char *path, char *out, size_t outlen,
-		      al_err *err)
+int al_path_normalize(const char *path, char *out, size_t outlen, al_err *err)
 {
 	if (path == NULL || path[0] == '\0')
 		return al_err_set(err, AL_EPATH, 0, "path must not be empty");
@@ -22,7 +21,8 @@ int al_path_normalize(const char *path, char *out, size_t outlen,
 					  "characters");
 	}
 	if (out == NULL || outlen < 2)
-		return al_err_set(err, AL_EINTERNAL, 0, "path buffer too small");
+		return al_err_set(err, AL_EINTERNAL, 0,
+				  "path buffer too small");
 
 	size_t o = 0;
 	size_t i = 0;

@@ -18,7 +18,6 @@ int al_path_check(const char *path, al_err *err);
 
 /* Check, then write the normalised form to out: repeated slashes folded,
  * "." components dropped, no trailing slash (except "/" itself). */
-int al_path_normalize(const char *path, char *out, size_t outlen,
-		      al_err *err);
+int al_path_normalize(const char *path, char *out, size_t outlen, al_err *err);
 
 #endif

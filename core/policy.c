@@ -40,8 +40,8 @@
 
 #include <lauxlib.h>
 #include <lua.h>
-#include <lualib.h>
 #include <luajit.h>
+#include <lualib.h>
 
 #include "log.h"
 #include "policy_internal.h"
@@ -57,14 +57,15 @@
 #define LOG_EVERY_MS 12000
 
 static const char *const keep_base[] = {
-	"assert", "error", "ipairs", "next", "pairs", "select", "tonumber",
-	"tostring", "type", "unpack", "rawequal", "rawget", "rawset",
-	"getmetatable", "setmetatable", "_G", "_VERSION", "string", "table",
-	"math", NULL,
+	"assert",   "error",	"ipairs",   "next",	    "pairs",
+	"select",   "tonumber", "tostring", "type",	    "unpack",
+	"rawequal", "rawget",	"rawset",   "getmetatable", "setmetatable",
+	"_G",	    "_VERSION", "string",   "table",	    "math",
+	NULL,
 };
 static const char *const keep_string[] = {
-	"byte", "char", "format", "len", "lower", "rep", "reverse", "sub",
-	"upper", NULL,
+	"byte", "char",	   "format", "len",   "lower",
+	"rep",	"reverse", "sub",    "upper", NULL,
 };
 static const char *const keep_table[] = {
 	"concat", "insert", "maxn", "remove", "sort", NULL,
@@ -130,12 +131,11 @@ static void budget_hook(lua_State *L, lua_Debug *ar)
 	st->out_of_budget = true;
 	if (lua_getstack(L, 0, &d) && lua_getinfo(L, "Sl", &d))
 		snprintf(st->budget_msg, sizeof st->budget_msg,
-			 "%s:%d: instruction budget (%u) exceeded",
-			 d.short_src, d.currentline, st->instructions);
+			 "%s:%d: instruction budget (%u) exceeded", d.short_src,
+			 d.currentline, st->instructions);
 	else
 		snprintf(st->budget_msg, sizeof st->budget_msg,
-			 "instruction budget (%u) exceeded",
-			 st->instructions);
+			 "instruction budget (%u) exceeded", st->instructions);
 	lua_pushstring(L, st->budget_msg);
 	lua_error(L);
 }
@@ -202,8 +202,8 @@ static int runner(lua_State *L)
 	return r->fn(L);
 }
 
-int al_policy_run(al_policy_state *st, lua_CFunction fn, void *ud,
-		  char *msg, size_t msg_len)
+int al_policy_run(al_policy_state *st, lua_CFunction fn, void *ud, char *msg,
+		  size_t msg_len)
 {
 	lua_State *L = st->L;
 	st->out_of_budget = false;
@@ -231,7 +231,8 @@ int al_policy_run(al_policy_state *st, lua_CFunction fn, void *ud,
 	else if (rc == LUA_ERRMEM || st->out_of_memory)
 		snprintf(msg, msg_len,
 			 "not enough memory (a call may add %zu bytes to the"
-			 " state's %zu)", st->mem_call, st->mem_state);
+			 " state's %zu)",
+			 st->mem_call, st->mem_state);
 	else {
 		/* The policy's own text (error("...")) and bits of its
 		 * source (syntax errors) go to logs and GET /v1/info. */
@@ -346,7 +347,10 @@ static int open_restricted(lua_State *L)
 {
 	al_policy *p = lua_touserdata(L, 1);
 	static const lua_CFunction libs[] = {
-		luaopen_base, luaopen_string, luaopen_table, luaopen_math,
+		luaopen_base,
+		luaopen_string,
+		luaopen_table,
+		luaopen_math,
 	};
 	for (size_t i = 0; i < sizeof libs / sizeof libs[0]; i++) {
 		lua_pushcfunction(L, libs[i]);
@@ -436,12 +440,14 @@ static int run_self_test(lua_State *L)
 			  why != NULL ? why : "it returned no true");
 }
 
-static al_policy_state *state_build(al_policy *p, const char *src,
-				    size_t len, char *msg, size_t msg_len)
+static al_policy_state *state_build(al_policy *p, const char *src, size_t len,
+				    char *msg, size_t msg_len)
 {
 	if (len > 0 && src[0] == LUA_SIGNATURE[0]) {
-		snprintf(msg, msg_len, "%s: is bytecode; policies load as"
-			 " Lua source only", p->path);
+		snprintf(msg, msg_len,
+			 "%s: is bytecode; policies load as"
+			 " Lua source only",
+			 p->path);
 		return NULL;
 	}
 	al_policy_state *st = calloc(1, sizeof *st);
@@ -574,8 +580,7 @@ static al_policy *policy_new(const char *name, enum al_policy_kind kind,
 	}
 	al_policy *p = calloc(1, sizeof *p);
 	if (p == NULL) {
-		al_err_set(err, AL_ENOMEM, 0, "policy %s: out of memory",
-			   name);
+		al_err_set(err, AL_ENOMEM, 0, "policy %s: out of memory", name);
 		return NULL;
 	}
 	snprintf(p->path, sizeof p->path, "%s", name);
@@ -598,8 +603,8 @@ static al_policy *policy_new(const char *name, enum al_policy_kind kind,
 	return p;
 }
 
-al_policy *al_policy_open_source(const char *name, const char *src,
-				 size_t len, enum al_policy_kind kind,
+al_policy *al_policy_open_source(const char *name, const char *src, size_t len,
+				 enum al_policy_kind kind,
 				 const al_policy_limits *limits, al_err *err)
 {
 	al_policy *p = policy_new(name, kind, limits, err);

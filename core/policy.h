@@ -65,8 +65,8 @@ typedef struct al_policy_limits {
 al_policy *al_policy_open(const char *path, enum al_policy_kind kind,
 			  const al_policy_limits *limits, al_err *err);
 /* The same from a buffer; name is what logs and errors call it. */
-al_policy *al_policy_open_source(const char *name, const char *src,
-				 size_t len, enum al_policy_kind kind,
+al_policy *al_policy_open_source(const char *name, const char *src, size_t len,
+				 enum al_policy_kind kind,
 				 const al_policy_limits *limits, al_err *err);
 void al_policy_close(al_policy *p);
 
@@ -83,14 +83,14 @@ int al_policy_reload_if_changed(al_policy *p);
 
 /* What GET /v1/info shows of a policy. */
 typedef struct al_policy_stat {
-	const char *path;       /* file (or buffer name) */
-	time_t loaded_at;       /* when the policy in use was loaded */
-	unsigned long reloads;  /* successful reloads since open */
+	const char *path;      /* file (or buffer name) */
+	time_t loaded_at;      /* when the policy in use was loaded */
+	unsigned long reloads; /* successful reloads since open */
 	/* Why the last reload failed, "" when it did not; kept until a
 	 * reload succeeds. */
 	char reload_error[AL_POLICY_ERROR_MAX];
 	time_t reload_error_at;
-	unsigned long calls;    /* decisions asked of the policy */
+	unsigned long calls;	/* decisions asked of the policy */
 	unsigned long failures; /* of them, denied because the policy failed */
 	/* The last such failure, "" if none. */
 	char last_failure[AL_POLICY_ERROR_MAX];
@@ -102,18 +102,18 @@ void al_policy_status(const al_policy *p, al_policy_stat *out);
 /* ---- egress ---- */
 
 enum al_egress_proto {
-	AL_EGRESS_DNS,   /* may the name be resolved (port 0) */
-	AL_EGRESS_HTTP,  /* a plain HTTP request (method, path) */
+	AL_EGRESS_DNS,	 /* may the name be resolved (port 0) */
+	AL_EGRESS_HTTP,	 /* a plain HTTP request (method, path) */
 	AL_EGRESS_HTTPS, /* a TLS connection / request (SNI name) */
-	AL_EGRESS_TCP,   /* a TCP pass-through to name:port */
+	AL_EGRESS_TCP,	 /* a TCP pass-through to name:port */
 	AL_EGRESS_PROTO_MAX
 };
 
 enum al_net_mode {
-	AL_NET_NONE,      /* no egress at all */
+	AL_NET_NONE,	  /* no egress at all */
 	AL_NET_ALLOWLIST, /* the sandbox's allow list (and, for builds, what
 			   * the policy adds) */
-	AL_NET_OPEN,      /* any public name the policy allows */
+	AL_NET_OPEN,	  /* any public name the policy allows */
 	AL_NET_MODE_MAX
 };
 
@@ -131,7 +131,7 @@ typedef struct al_egress_req {
 	unsigned port; /* 0 for dns */
 	enum al_egress_proto protocol;
 	const char *method, *path; /* http(s) requests, else NULL */
-	const char *sandbox;       /* the sandbox's id */
+	const char *sandbox;	   /* the sandbox's id */
 	const char *template_name;
 	const char *project;
 	const al_policy_kv *metadata;

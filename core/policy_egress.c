@@ -14,10 +14,15 @@
 #define LABEL_MAX_LEN 63
 
 static const char *const proto_names[AL_EGRESS_PROTO_MAX] = {
-	"dns", "http", "https", "tcp",
+	"dns",
+	"http",
+	"https",
+	"tcp",
 };
 static const char *const mode_names[AL_NET_MODE_MAX] = {
-	"none", "allowlist", "open",
+	"none",
+	"allowlist",
+	"open",
 };
 
 const char *al_policy_entry_name(enum al_policy_kind kind)
@@ -50,8 +55,7 @@ static bool name_valid(const char *s, size_t n)
 	return label > 0;
 }
 
-int al_policy_name_canon(const char *in, char *out, size_t out_len,
-			 al_err *err)
+int al_policy_name_canon(const char *in, char *out, size_t out_len, al_err *err)
 {
 	if (in == NULL)
 		return al_err_set(err, AL_EINVAL, 0, "name: missing");
@@ -88,8 +92,7 @@ static bool eq_nocase(const char *a, const char *b, size_t n)
 	return true;
 }
 
-static bool match_len(const char *name, size_t nl, const char *pat,
-		      size_t pl)
+static bool match_len(const char *name, size_t nl, const char *pat, size_t pl)
 {
 	if (pl > 0 && pat[pl - 1] == '.')
 		pl--;
@@ -147,9 +150,9 @@ static int lua_match_any(lua_State *L)
 	size_t n = lua_objlen(L, 2);
 	for (size_t i = 1; i <= n; i++) {
 		lua_rawgeti(L, 2, (int)i);
-		const char *pat = lua_type(L, -1) == LUA_TSTRING ?
-					  lua_tolstring(L, -1, &pl) :
-					  NULL;
+		const char *pat = lua_type(L, -1) == LUA_TSTRING
+					  ? lua_tolstring(L, -1, &pl)
+					  : NULL;
 		bool hit = pat != NULL && match_len(name, nl, pat, pl);
 		lua_pop(L, 1);
 		if (hit) {
@@ -201,8 +204,8 @@ void al_policy_open_helpers(lua_State *L)
 	lua_register(L, "match_any", lua_match_any);
 	lua_register(L, "allow", lua_allow);
 	lua_register(L, "deny", lua_deny);
-	if (luaL_loadbufferx(L, request_src, sizeof request_src - 1,
-			     "=request", "t") != 0)
+	if (luaL_loadbufferx(L, request_src, sizeof request_src - 1, "=request",
+			     "t") != 0)
 		lua_error(L);
 	lua_call(L, 0, 1);
 	void *ud;
@@ -264,7 +267,8 @@ static int ask_policy(lua_State *L)
 	int n = al_policy_pcall(L, REQUEST_NARGS);
 	if (n < 1 || n > 2 || lua_type(L, 1) != LUA_TBOOLEAN ||
 	    (n == 2 && !lua_isnil(L, 2) && lua_type(L, 2) != LUA_TSTRING))
-		return luaL_error(L, "egress() returned %d value(s) (%s), not"
+		return luaL_error(L,
+				  "egress() returned %d value(s) (%s), not"
 				  " allow(reason) or deny(reason)",
 				  n, n > 0 ? luaL_typename(L, 1) : "none");
 	a->out->allow = lua_toboolean(L, 1);
@@ -274,14 +278,14 @@ static int ask_policy(lua_State *L)
 		snprintf(a->out->reason, sizeof a->out->reason, "%s",
 			 a->out->allow ? "policy allows" : "policy denies");
 	else
-		al_policy_copy_printable(a->out->reason,
-					 sizeof a->out->reason, why, len);
+		al_policy_copy_printable(a->out->reason, sizeof a->out->reason,
+					 why, len);
 	lua_settop(L, 0);
 	return 0;
 }
 
-int al_policy_dry_run(al_policy_state *st, enum al_policy_kind kind,
-		      char *msg, size_t msg_len)
+int al_policy_dry_run(al_policy_state *st, enum al_policy_kind kind, char *msg,
+		      size_t msg_len)
 {
 	(void)kind;
 	static const char *const allow[] = {"example.com"};
@@ -313,8 +317,8 @@ int al_policy_dry_run(al_policy_state *st, enum al_policy_kind kind,
 
 static const char *field_problem(const char *s)
 {
-	if (s != NULL && strnlen(s, AL_POLICY_FIELD_MAX + 1) >
-				 AL_POLICY_FIELD_MAX)
+	if (s != NULL &&
+	    strnlen(s, AL_POLICY_FIELD_MAX + 1) > AL_POLICY_FIELD_MAX)
 		return "a field is too long";
 	return NULL;
 }

@@ -16,14 +16,14 @@
 typedef struct al_policy_state {
 	lua_State *L;
 	size_t used, peak;
-	size_t limit;       /* what the allocator lets used reach now */
-	size_t mem_state;   /* the state's cap */
+	size_t limit;	  /* what the allocator lets used reach now */
+	size_t mem_state; /* the state's cap */
 	size_t mem_call;
 	unsigned instructions;
 	bool out_of_budget; /* the hook stopped the current call */
 	bool out_of_memory; /* the entry's call failed an allocation */
 	char budget_msg[160];
-	int entry_ref;      /* registry ref of the entry function */
+	int entry_ref; /* registry ref of the entry function */
 	/* Registry refs of the C functions every call uses, made once so
 	 * that a call's preamble allocates nothing unprotected. */
 	int runner_ref, msgh_ref;
@@ -63,8 +63,8 @@ struct al_policy {
  * budget and memory window. fn pushes the entry and its arguments, calls
  * al_policy_pcall and reads its results into ud. 0 on success; -1
  * with why in msg (file:line when Lua knows it), the state cleaned. */
-int al_policy_run(al_policy_state *st, lua_CFunction fn, void *ud,
-		  char *msg, size_t msg_len);
+int al_policy_run(al_policy_state *st, lua_CFunction fn, void *ud, char *msg,
+		  size_t msg_len);
 /* Inside fn: push the file's entry function. */
 void al_policy_push_entry(lua_State *L);
 /* Inside fn: call the function below the nargs values on top of the stack,
@@ -83,8 +83,8 @@ void al_policy_copy_printable(char *dst, size_t len, const char *src,
 void al_policy_open_helpers(lua_State *L);
 /* The kind's dry decision on a state just loaded: 0 when it returned a
  * well-formed decision. */
-int al_policy_dry_run(al_policy_state *st, enum al_policy_kind kind,
-		      char *msg, size_t msg_len);
+int al_policy_dry_run(al_policy_state *st, enum al_policy_kind kind, char *msg,
+		      size_t msg_len);
 /* The entry function a kind's file defines. */
 const char *al_policy_entry_name(enum al_policy_kind kind);
 

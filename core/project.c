@@ -21,8 +21,8 @@ const al_quota_field al_quota_fields[AL_QUOTA_NFIELDS] = {
 };
 
 /* The column list of the quotas, in al_quota_fields' order. */
-#define QUOTA_COLUMNS                                                         \
-	"running_sandboxes, memory_mb, disk_mb, concurrent_builds,"           \
+#define QUOTA_COLUMNS                                                          \
+	"running_sandboxes, memory_mb, disk_mb, concurrent_builds,"            \
 	" concurrent_streams, creates_per_minute"
 
 static uint64_t *quota_slot(al_quota *q, size_t field)
@@ -55,8 +55,7 @@ int al_quota_check(const al_quota *limit, const al_quota *used,
 					  " MiB in use, %" PRIu64 " MiB asked",
 					  f->what, u, l, a);
 		return al_err_set(err, AL_EQUOTA, 0,
-				  "%s: %" PRIu64 " of %" PRIu64, f->what, u,
-				  l);
+				  "%s: %" PRIu64 " of %" PRIu64, f->what, u, l);
 	}
 	return 0;
 }
@@ -98,8 +97,8 @@ int al_project_create(al_db *db, const char *name, al_err *err)
 				  "'name' must be 1-63 characters of "
 				  "[a-z0-9-], not starting with '-'");
 	const char *p[] = {name};
-	if (exec_cmd(db, "INSERT INTO projects (name) VALUES ($1)", 1, p,
-		     err) < 0) {
+	if (exec_cmd(db, "INSERT INTO projects (name) VALUES ($1)", 1, p, err) <
+	    0) {
 		if (err != NULL && err->code == AL_EEXIST)
 			al_err_set(err, AL_EEXIST, 0,
 				   "project '%s' exists already", name);
@@ -131,8 +130,9 @@ static void row_quota(PGresult *res, int i, int col, const al_config *cfg,
 	for (size_t k = 0; k < AL_QUOTA_NFIELDS; k++) {
 		own[k] = !PQgetisnull(res, i, col + (int)k);
 		if (own[k])
-			*quota_slot(q, k) = strtoull(
-				PQgetvalue(res, i, col + (int)k), NULL, 10);
+			*quota_slot(q, k) = strtoull(PQgetvalue(res, i,
+								col + (int)k),
+						     NULL, 10);
 	}
 }
 
@@ -162,15 +162,15 @@ static json_object *project_json(PGresult *res, int i, const al_config *cfg)
 	return o;
 }
 
-#define PROJECT_SELECT                                                        \
-	"SELECT name, to_char(created_at AT TIME ZONE 'UTC',"                 \
-	" 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'), " QUOTA_COLUMNS               \
+#define PROJECT_SELECT                                                         \
+	"SELECT name, to_char(created_at AT TIME ZONE 'UTC',"                  \
+	" 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'), " QUOTA_COLUMNS                \
 	" FROM projects"
 
 json_object *al_project_list(al_db *db, const al_config *cfg, al_err *err)
 {
-	PGresult *res = al_db_exec(db, PROJECT_SELECT " ORDER BY name", 0,
-				   NULL, err);
+	PGresult *res = al_db_exec(db, PROJECT_SELECT " ORDER BY name", 0, NULL,
+				   err);
 	if (res == NULL)
 		return NULL;
 	json_object *arr = json_object_new_array();
@@ -180,8 +180,8 @@ json_object *al_project_list(al_db *db, const al_config *cfg, al_err *err)
 	return arr;
 }
 
-json_object *al_project_get(al_db *db, const al_config *cfg,
-			    const char *name, al_err *err)
+json_object *al_project_get(al_db *db, const al_config *cfg, const char *name,
+			    al_err *err)
 {
 	if (name == NULL || !al_id_valid(name)) {
 		al_err_set(err, AL_ENOENT, 0, "no such project");
@@ -201,8 +201,8 @@ json_object *al_project_get(al_db *db, const al_config *cfg,
 	return o;
 }
 
-int al_project_set_quota(al_db *db, const char *name,
-			 const al_quota_update *u, al_err *err)
+int al_project_set_quota(al_db *db, const char *name, const al_quota_update *u,
+			 al_err *err)
 {
 	char vals[AL_QUOTA_NFIELDS][24];
 	const char *p[1 + 2 * AL_QUOTA_NFIELDS];
@@ -279,9 +279,9 @@ static int begin_locked(al_db *db, const al_config *cfg, const char *name,
 	return 0;
 }
 
-int al_project_begin_sandbox(al_db *db, const al_config *cfg,
-			     const char *name, uint64_t memory_mb,
-			     uint64_t disk_mb, int *retry_after_s, al_err *err)
+int al_project_begin_sandbox(al_db *db, const al_config *cfg, const char *name,
+			     uint64_t memory_mb, uint64_t disk_mb,
+			     int *retry_after_s, al_err *err)
 {
 	al_quota limit, used = {0};
 	al_quota asked = {
@@ -374,9 +374,9 @@ int al_project_begin_stream(al_db *db, const al_config *cfg,
 	return begin_locked(db, cfg, project, &limit, err);
 }
 
-int al_project_stream_add(al_db *db, const al_config *cfg,
-			  const char *project, const char *sandbox,
-			  long long key_id, const char *lease, al_err *err)
+int al_project_stream_add(al_db *db, const al_config *cfg, const char *project,
+			  const char *sandbox, long long key_id,
+			  const char *lease, al_err *err)
 {
 	al_quota limit, used = {0}, asked = {.concurrent_streams = 1};
 	if (read_quota(db, cfg, project, 0, &limit, err) < 0)
@@ -404,8 +404,7 @@ int al_project_stream_add(al_db *db, const al_config *cfg,
 void al_project_stream_release(al_db *db, const char *lease)
 {
 	const char *p[] = {lease};
-	exec_cmd(db, "DELETE FROM stream_leases WHERE lease = $1", 1, p,
-		 NULL);
+	exec_cmd(db, "DELETE FROM stream_leases WHERE lease = $1", 1, p, NULL);
 }
 
 json_object *al_project_stream_leases(al_db *db, const char *project,
@@ -414,13 +413,13 @@ json_object *al_project_stream_leases(al_db *db, const char *project,
 	char kbuf[24];
 	snprintf(kbuf, sizeof kbuf, "%lld", key_id);
 	const char *p[] = {project, kbuf};
-	PGresult *res = al_db_exec(
-		db,
-		"SELECT lease, sandbox_id FROM stream_leases"
-		" WHERE ($1::text IS NULL OR project = $1)"
-		" AND ($2::bigint = 0 OR key_id = $2::bigint)"
-		" ORDER BY sandbox_id, lease LIMIT 100000",
-		2, p, err);
+	PGresult *res =
+		al_db_exec(db,
+			   "SELECT lease, sandbox_id FROM stream_leases"
+			   " WHERE ($1::text IS NULL OR project = $1)"
+			   " AND ($2::bigint = 0 OR key_id = $2::bigint)"
+			   " ORDER BY sandbox_id, lease LIMIT 100000",
+			   2, p, err);
 	if (res == NULL)
 		return NULL;
 	static const al_db_col cols[] = {
@@ -482,8 +481,7 @@ int al_project_key_create(al_db *db, const char *project, al_role role,
 	return 0;
 }
 
-json_object *al_project_key_list(al_db *db, const char *project,
-				 al_err *err)
+json_object *al_project_key_list(al_db *db, const char *project, al_err *err)
 {
 	const char *p[] = {project};
 	PGresult *res = al_db_exec(

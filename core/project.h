@@ -48,7 +48,7 @@ int al_quota_check(const al_quota *limit, const al_quota *used,
 /* A PUT /v1/projects/{name}/quota body: an object of quota fields, each
  * an integer >= 0 or null (back to the operator's default). */
 typedef struct al_quota_update {
-	int set[AL_QUOTA_NFIELDS];    /* field present */
+	int set[AL_QUOTA_NFIELDS];     /* field present */
 	int is_null[AL_QUOTA_NFIELDS]; /* present and null */
 	al_quota value;
 } al_quota_update;
@@ -63,10 +63,10 @@ int al_project_exists(al_db *db, const char *name, al_err *err);
  * that follow the operator's default]}; all of them as an array, or the
  * one of name (AL_ENOENT). */
 json_object *al_project_list(al_db *db, const al_config *cfg, al_err *err);
-json_object *al_project_get(al_db *db, const al_config *cfg,
-			    const char *name, al_err *err);
-int al_project_set_quota(al_db *db, const char *name,
-			 const al_quota_update *u, al_err *err);
+json_object *al_project_get(al_db *db, const al_config *cfg, const char *name,
+			    al_err *err);
+int al_project_set_quota(al_db *db, const char *name, const al_quota_update *u,
+			 al_err *err);
 
 /* Seconds a client over a quota that a sandbox's end frees (running
  * sandboxes, memory, disk) is asked to wait before trying again. */
@@ -78,10 +78,9 @@ int al_project_set_quota(al_db *db, const char *name,
  * with *retry_after_s: until the create rate allows one more, else
  * AL_QUOTA_RETRY_S. The caller inserts its row and ends with
  * al_db_commit or al_db_rollback. */
-int al_project_begin_sandbox(al_db *db, const al_config *cfg,
-			     const char *name, uint64_t memory_mb,
-			     uint64_t disk_mb, int *retry_after_s,
-			     al_err *err);
+int al_project_begin_sandbox(al_db *db, const al_config *cfg, const char *name,
+			     uint64_t memory_mb, uint64_t disk_mb,
+			     int *retry_after_s, al_err *err);
 /* The same for one more build. */
 int al_project_begin_build(al_db *db, const al_config *cfg, const char *name,
 			   al_err *err);
@@ -93,9 +92,9 @@ int al_project_begin_stream(al_db *db, const al_config *cfg,
 /* In that transaction: record lease (AL_STREAM_LEASE_LEN hex, the
  * caller's random name) for a stream of key key_id on sandbox, one of
  * project's stream slots; AL_EQUOTA when all are taken. */
-int al_project_stream_add(al_db *db, const al_config *cfg,
-			  const char *project, const char *sandbox,
-			  long long key_id, const char *lease, al_err *err);
+int al_project_stream_add(al_db *db, const al_config *cfg, const char *project,
+			  const char *sandbox, long long key_id,
+			  const char *lease, al_err *err);
 /* Drop a lease: its stream never started, or its shim says it ended. */
 void al_project_stream_release(al_db *db, const char *lease);
 /* The leases of project (NULL: any) and of key_id (0: any), as an array
@@ -115,8 +114,7 @@ int al_project_key_create(al_db *db, const char *project, al_role role,
 			  char key[AL_AUTH_KEY_LEN + 1], al_err *err);
 /* Active keys, oldest first: [{"id","name","project","role",
  * "created_at"}] (never the key nor its hash); project NULL = all. */
-json_object *al_project_key_list(al_db *db, const char *project,
-				 al_err *err);
+json_object *al_project_key_list(al_db *db, const char *project, al_err *err);
 /* Revoke: the key is refused from the next request on. AL_ENOENT if no
  * active key has that id. */
 int al_project_key_revoke(al_db *db, long long id, al_err *err);

@@ -6,8 +6,8 @@
 
 #include "err.h"
 
-#define AL_QUERY_MAX 8192  /* raw query string bytes */
-#define AL_QPARAMS_MAX 64  /* parameters kept from the query string */
+#define AL_QUERY_MAX 8192 /* raw query string bytes */
+#define AL_QPARAMS_MAX 64 /* parameters kept from the query string */
 
 typedef struct al_qparam {
 	char *key; /* percent-decoded, NUL-free */

@@ -151,19 +151,24 @@ int al_sandbox_insert(al_db *db, const al_sandbox *sb, int timeout_s,
 	if (sb->limits.disk_bytes == 0)
 		return al_err_set(err, AL_EINVAL, 0,
 				  "sandbox %s has no disk limit", sb->id);
-	const char *env = sb->env != NULL ? plain_json(sb->env)
-					  : "{}";
-	const char *meta = sb->metadata != NULL
-				   ? plain_json(sb->metadata)
-				   : "{}";
+	const char *env = sb->env != NULL ? plain_json(sb->env) : "{}";
+	const char *meta = sb->metadata != NULL ? plain_json(sb->metadata)
+						: "{}";
 	if (sb->accel[0] != '\0' && strcmp(sb->accel, "kvm") != 0 &&
 	    strcmp(sb->accel, "tcg") != 0)
 		return al_err_set(err, AL_EINVAL, 0, "unknown accelerator");
 	char ver[16];
 	snprintf(ver, sizeof ver, "%d", sb->template_version);
 	const char *params[] = {
-		sb->id, sb->template_name, sb->driver, mem, pids, cpu, env,
-		meta,	tmo,
+		sb->id,
+		sb->template_name,
+		sb->driver,
+		mem,
+		pids,
+		cpu,
+		env,
+		meta,
+		tmo,
 		/* NULL for drivers without an accelerator */
 		sb->accel[0] != '\0' ? sb->accel : NULL,
 		disk,
@@ -205,7 +210,7 @@ int al_sandbox_insert(al_db *db, const al_sandbox *sb, int timeout_s,
 	" 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'),"                               \
 	" to_char(expires_at AT TIME ZONE 'UTC',"                              \
 	" 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'),"                               \
-	" coalesce(accel, ''), coalesce(template_version, 0), disk_bytes,"      \
+	" coalesce(accel, ''), coalesce(template_version, 0), disk_bytes,"     \
 	" project"
 
 static void copy_field(char *dst, size_t dstlen, const char *src)
@@ -290,9 +295,8 @@ int al_sandbox_list(al_db *db, const char *project, int state,
 	snprintf(st, sizeof st, "%s",
 		 state >= 0 ? al_state_name((al_state)state) : "");
 	params[0] = st;
-	params[1] = metadata_filter != NULL
-			    ? plain_json(metadata_filter)
-			    : "{}";
+	params[1] = metadata_filter != NULL ? plain_json(metadata_filter)
+					    : "{}";
 	snprintf(lim, sizeof lim, "%d", AL_SANDBOX_LIST_MAX);
 	params[2] = lim;
 	params[3] = project;
@@ -340,8 +344,9 @@ static int transition_locked(al_db *db, const char *id, al_event ev,
 			     const char *detail, int64_t at_ms, al_err *err)
 {
 	const char *p1[] = {id};
-	PGresult *res = al_db_exec(db, "SELECT state FROM sandboxes"
-				       " WHERE id = $1 FOR UPDATE",
+	PGresult *res = al_db_exec(db,
+				   "SELECT state FROM sandboxes"
+				   " WHERE id = $1 FOR UPDATE",
 				   1, p1, err);
 	if (res == NULL)
 		return -1;
@@ -525,21 +530,21 @@ json_object *al_sandbox_to_json(const al_sandbox *sb)
 	json_object *o = json_object_new_object();
 	if (o == NULL)
 		return NULL;
-	json_object *meta = sb->metadata != NULL
-				    ? json_object_get(sb->metadata)
-				    : json_object_new_object();
+	json_object *meta = sb->metadata != NULL ? json_object_get(sb->metadata)
+						 : json_object_new_object();
 	json_object_object_add(o, "id", json_object_new_string(sb->id));
 	if (sb->project[0] != '\0')
 		json_object_object_add(o, "project",
 				       json_object_new_string(sb->project));
-	json_object_object_add(o, "state",
-			       json_object_new_string(al_state_name(sb->state)));
+	json_object_object_add(
+		o, "state", json_object_new_string(al_state_name(sb->state)));
 	json_object_object_add(o, "template",
 			       json_object_new_string(sb->template_name));
 	json_object_object_add(o, "driver", json_object_new_string(sb->driver));
 	if (sb->template_version > 0)
-		json_object_object_add(o, "template_version",
-				       json_object_new_int(sb->template_version));
+		json_object_object_add(
+			o, "template_version",
+			json_object_new_int(sb->template_version));
 	/* Only a vm has an accelerator; it is known once the shim ran it. */
 	if (strcmp(sb->driver, "vm") == 0 && sb->accel[0] != '\0')
 		json_object_object_add(o, "accel",
@@ -551,7 +556,8 @@ json_object *al_sandbox_to_json(const al_sandbox *sb)
 	json_object_object_add(o, "metadata", meta);
 	json_object_object_add(
 		o, "memory_mb",
-		json_object_new_int64((int64_t)(sb->limits.memory_bytes >> 20)));
+		json_object_new_int64((int64_t)(sb->limits.memory_bytes >>
+						20)));
 	json_object_object_add(o, "pids",
 			       json_object_new_int64(sb->limits.pids_max));
 	json_object_object_add(o, "cpu_shares",
@@ -611,8 +617,8 @@ int al_sandbox_recent_creates(al_db *db, uint32_t window_s,
 			 "%s", PQgetvalue(res, i, 0));
 		snprintf(out[i].driver, sizeof out[i].driver, "%s",
 			 PQgetvalue(res, i, 1));
-		out[i].creates =
-			(uint32_t)strtoul(PQgetvalue(res, i, 2), NULL, 10);
+		out[i].creates = (uint32_t)strtoul(PQgetvalue(res, i, 2), NULL,
+						   10);
 	}
 	PQclear(res);
 	return 0;
@@ -645,9 +651,9 @@ static json_object *boot_to_json(const al_template_version *tv)
 	json_object *b = json_object_new_object();
 	if (b == NULL)
 		return NULL;
-	json_object_object_add(b, "env", tv->env != NULL
-						 ? json_object_get(tv->env)
-						 : json_object_new_object());
+	json_object_object_add(b, "env",
+			       tv->env != NULL ? json_object_get(tv->env)
+					       : json_object_new_object());
 	add_str(b, "workdir", tv->workdir);
 	add_str(b, "user", tv->user);
 	if (tv->start != NULL)
@@ -673,9 +679,10 @@ char *al_shim_spec_pack(const al_sandbox *sb, const al_template_version *tv,
 		json_object *l = json_object_new_object();
 		json_object_object_add(
 			l, "memory_bytes",
-			json_object_new_int64((int64_t)sb->limits.memory_bytes));
-		json_object_object_add(l, "pids",
-				       json_object_new_int64(sb->limits.pids_max));
+			json_object_new_int64((int64_t)
+						      sb->limits.memory_bytes));
+		json_object_object_add(
+			l, "pids", json_object_new_int64(sb->limits.pids_max));
 		json_object_object_add(
 			l, "cpu_shares",
 			json_object_new_int64(sb->limits.cpu_shares));
@@ -700,8 +707,8 @@ oom:
 }
 
 /* An id-like name (al_id_valid) of field key into out; required or not. */
-static int spec_name(json_object *o, const char *key, int required,
-		     char *out, size_t outlen, al_err *err)
+static int spec_name(json_object *o, const char *key, int required, char *out,
+		     size_t outlen, al_err *err)
 {
 	const char *v = NULL;
 	int r = al_json_get_str(o, key, outlen - 1, &v, NULL, err);
@@ -737,8 +744,8 @@ static int spec_limits(json_object *o, al_limits *l, al_err *err)
 	if (al_json_get_int(v, "memory_bytes", 1, SPEC_BYTES_MAX, &mem, &e) !=
 		    1 ||
 	    al_json_get_int(v, "pids", 1, SPEC_PIDS_MAX, &pids, &e) != 1 ||
-	    al_json_get_int(v, "cpu_shares", 1, SPEC_SHARES_MAX, &shares,
-			    &e) != 1 ||
+	    al_json_get_int(v, "cpu_shares", 1, SPEC_SHARES_MAX, &shares, &e) !=
+		    1 ||
 	    al_json_get_int(v, "disk_bytes", 1, SPEC_BYTES_MAX, &disk, &e) !=
 		    1) {
 		if (e.code == AL_OK)
@@ -759,8 +766,8 @@ static int spec_limits(json_object *o, al_limits *l, al_err *err)
 static int spec_boot(json_object *o, al_template_version *tv, int *has_boot,
 		     al_err *err)
 {
-	static const char *const fields[] = {"env", "workdir", "user",
-					     "start", "ready", NULL};
+	static const char *const fields[] = {"env",   "workdir", "user",
+					     "start", "ready",	 NULL};
 	json_object *b = NULL, *env = NULL, *start = NULL, *ready = NULL;
 	*has_boot = json_object_object_get_ex(o, "boot", &b) && b != NULL;
 	if (!*has_boot)
@@ -773,8 +780,8 @@ static int spec_boot(json_object *o, al_template_version *tv, int *has_boot,
 	    al_json_get_str_map(b, "env", &boot_env_limits, &env, err) < 0 ||
 	    al_json_get_str(b, "workdir", sizeof tv->workdir - 1, &workdir,
 			    NULL, err) < 0 ||
-	    al_json_get_str(b, "user", sizeof tv->user - 1, &user, NULL,
-			    err) < 0 ||
+	    al_json_get_str(b, "user", sizeof tv->user - 1, &user, NULL, err) <
+		    0 ||
 	    al_json_get_str_array(b, "start", 1, SPEC_ARGS_MAX, SPEC_ARG_MAX,
 				  &start, err) < 0 ||
 	    al_json_get_str_array(b, "ready", 1, SPEC_ARGS_MAX, SPEC_ARG_MAX,
@@ -794,11 +801,10 @@ static int spec_boot(json_object *o, al_template_version *tv, int *has_boot,
 int al_shim_spec_unpack(const void *payload, size_t len, al_sandbox *sb,
 			al_template_version *tv, int *has_boot, al_err *err)
 {
-	static const char *const fields[] = {"id",     "template",
-					     "template_version",
-					     "driver", "limits",
-					     "env",    "boot",
-					     NULL};
+	static const char *const fields[] = {
+		"id",	  "template", "template_version",
+		"driver", "limits",   "env",
+		"boot",	  NULL};
 	memset(sb, 0, sizeof *sb);
 	memset(tv, 0, sizeof *tv);
 	*has_boot = 0;
@@ -811,13 +817,11 @@ int al_shim_spec_unpack(const void *payload, size_t len, al_sandbox *sb,
 	    spec_name(o, "id", 0, sb->id, sizeof sb->id, err) < 0 ||
 	    spec_name(o, "template", 1, sb->template_name,
 		      sizeof sb->template_name, err) < 0 ||
-	    spec_name(o, "driver", 1, sb->driver, sizeof sb->driver, err) <
-		    0 ||
+	    spec_name(o, "driver", 1, sb->driver, sizeof sb->driver, err) < 0 ||
 	    al_json_get_int(o, "template_version", 0, INT32_MAX, &version,
 			    err) < 0 ||
 	    spec_limits(o, &sb->limits, err) < 0 ||
-	    al_json_get_str_map(o, "env", &al_json_env_limits, &env, err) <
-		    0 ||
+	    al_json_get_str_map(o, "env", &al_json_env_limits, &env, err) < 0 ||
 	    spec_boot(o, tv, has_boot, err) < 0) {
 		json_object_put(o);
 		al_template_version_free(tv);
@@ -841,8 +845,8 @@ char *al_shim_ready_pack(const al_shim_ready *r, al_err *err)
 	if (o != NULL) {
 		json_object_object_add(o, "pid", json_object_new_int(r->pid));
 		add_str(o, "accel", r->accel);
-		const char *t =
-			json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN);
+		const char *t = json_object_to_json_string_ext(
+			o, JSON_C_TO_STRING_PLAIN);
 		out = t != NULL ? strdup(t) : NULL;
 		json_object_put(o);
 	}

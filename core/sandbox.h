@@ -45,7 +45,7 @@ typedef struct al_sandbox {
 	char project[64]; /* owner (core/project.h) */
 	char template_name[64];
 	char driver[16];
-	char accel[8]; /* vm: "kvm" or "tcg"; "" for other drivers */
+	char accel[8];	      /* vm: "kvm" or "tcg"; "" for other drivers */
 	int template_version; /* the version it was created from; 0 unknown */
 	al_state state;
 	char created_at[40]; /* RFC 3339, UTC */

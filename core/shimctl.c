@@ -7,9 +7,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/mman.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
@@ -77,7 +77,8 @@ int al_shimctl_call_raw(int fd, uint16_t type, uint32_t id, const char *body,
 		}
 		json_object *obj = json_tokener_parse((const char *)f.payload);
 		al_frame_free(&f);
-		if (obj == NULL || !json_object_is_type(obj, json_type_object)) {
+		if (obj == NULL ||
+		    !json_object_is_type(obj, json_type_object)) {
 			json_object_put(obj);
 			al_err_set(err, AL_EPROTO, 0,
 				   "shim sent a malformed answer");
@@ -158,7 +159,8 @@ static int read_ready(int fd, int64_t deadline_ms, const char *id,
 		if (msg != NULL)
 			*msg++ = '\0';
 		return al_err_set(err, al_code_from_name(code), 0, "%s",
-				  msg != NULL ? msg : "sandbox failed to start");
+				  msg != NULL ? msg
+					      : "sandbox failed to start");
 	}
 	return al_err_set(err, AL_EINTERNAL, 0,
 			  "the shim of sandbox %s exited while starting", id);
@@ -171,7 +173,8 @@ static int driver_ok(const char *d)
 	if (n == 0 || n > 15)
 		return 0;
 	for (size_t i = 0; i < n; i++)
-		if (!((d[i] >= 'a' && d[i] <= 'z') || (d[i] >= '0' && d[i] <= '9')))
+		if (!((d[i] >= 'a' && d[i] <= 'z') ||
+		      (d[i] >= '0' && d[i] <= '9')))
 			return 0;
 	return 1;
 }
@@ -184,8 +187,8 @@ static int spec_fd(const al_sandbox *sb, const al_template_version *tv,
 	char *spec = al_shim_spec_pack(sb, tv, err);
 	if (spec == NULL)
 		return -1;
-	al_autofd int fd =
-		memfd_create("airlock-spec", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	al_autofd int fd = memfd_create("airlock-spec",
+					MFD_CLOEXEC | MFD_ALLOW_SEALING);
 	int rc = fd < 0 ? al_err_sys(err, AL_ESYS, errno, "memfd_create")
 			: al_frame_send(fd, AL_F_START, 0, spec, strlen(spec),
 					err);
@@ -219,8 +222,8 @@ static int launch_shim(const al_config *cfg, const char *mode, const char *arg,
 	al_autofd int in = spec_fd(sb, tv, err);
 	if (in < 0)
 		return -1;
-	char *const argv[] = {shim, (char *)mode, (char *)arg, "--ready-fd",
-			      "3", NULL};
+	char *const argv[] = {shim,	    (char *)mode, (char *)arg,
+			      "--ready-fd", "3",	  NULL};
 	/* Detached (own session, not a child of this worker), so the shim
 	 * survives restarts of whoever started it. */
 	return al_spawn_detached_in(shim, argv, logpath, in, rd, err);
@@ -279,9 +282,9 @@ int al_shimctl_spawn(const al_config *cfg, al_db *db, const al_sandbox *sb,
 	return 0;
 }
 
-int al_shimctl_spawn_standbys(const al_config *cfg, al_db *db,
-			      const char *tmpl, int version, const char *driver,
-			      int n, int64_t deadline_ms, al_err *err)
+int al_shimctl_spawn_standbys(const al_config *cfg, al_db *db, const char *tmpl,
+			      int version, const char *driver, int n,
+			      int64_t deadline_ms, al_err *err)
 {
 	enum { MAX = 16 };
 	int rd[MAX], launched = 0, ready = 0;
@@ -323,8 +326,7 @@ int al_shimctl_spawn_standbys(const al_config *cfg, al_db *db,
 
 /* Standby sockets of (tmpl, driver): "<tmpl>.<driver>.<slot>.sock" in
  * run/pool. Template names hold no '.', so the prefix is unambiguous. */
-static int is_standby_of(const char *name, const char *tmpl,
-			 const char *driver)
+static int is_standby_of(const char *name, const char *tmpl, const char *driver)
 {
 	size_t tl = strlen(tmpl), dl = strlen(driver), nl = strlen(name);
 	return nl > tl + dl + 7 && strncmp(name, tmpl, tl) == 0 &&
@@ -387,8 +389,8 @@ static int retire(const al_config *cfg, const char *tmpl, const char *driver,
 		if ((size_t)snprintf(sa.sun_path, sizeof sa.sun_path, "%s/%s",
 				     dir, de->d_name) >= sizeof sa.sun_path)
 			continue;
-		al_autofd int fd =
-			socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		al_autofd int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC,
+					  0);
 		if (fd < 0 ||
 		    connect(fd, (struct sockaddr *)&sa, sizeof sa) < 0)
 			continue; /* gone already; reconcile reaps it */
@@ -397,8 +399,7 @@ static int retire(const al_config *cfg, const char *tmpl, const char *driver,
 				    al_now_ms() + 30000, NULL, &err) == 0)
 			n++;
 		else
-			al_warn("retiring standby %s: %s", de->d_name,
-				err.msg);
+			al_warn("retiring standby %s: %s", de->d_name, err.msg);
 	}
 	closedir(d);
 	return n;
@@ -408,8 +409,7 @@ int al_shimctl_retire_standbys(const al_config *cfg, const char *tmpl,
 			       const char *driver, int version)
 {
 	/* A version no standby holds retires them all. */
-	return retire(cfg, tmpl, driver, version < 0 ? INT_MAX : version,
-		      -1);
+	return retire(cfg, tmpl, driver, version < 0 ? INT_MAX : version, -1);
 }
 
 int al_shimctl_retire_some(const al_config *cfg, const char *tmpl,
@@ -443,8 +443,8 @@ static int claim_standby(const al_config *cfg, const al_sandbox *sb,
 		if ((size_t)snprintf(sa.sun_path, sizeof sa.sun_path, "%s/%s",
 				     dir, de->d_name) >= sizeof sa.sun_path)
 			continue;
-		al_autofd int fd =
-			socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		al_autofd int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC,
+					  0);
 		if (fd < 0 ||
 		    connect(fd, (struct sockaddr *)&sa, sizeof sa) < 0)
 			continue; /* claimed a moment ago, or dead */
@@ -453,7 +453,8 @@ static int claim_standby(const al_config *cfg, const al_sandbox *sb,
 					deadline_ms, &res, &err) == 0) {
 			const char *t = json_object_to_json_string_ext(
 				res, JSON_C_TO_STRING_PLAIN);
-			if (al_shim_ready_unpack(t, strlen(t), ready, &err) == 0)
+			if (al_shim_ready_unpack(t, strlen(t), ready, &err) ==
+			    0)
 				rc = 0;
 			json_object_put(res);
 		}

@@ -19,9 +19,9 @@ int al_shimctl_connect(const al_config *cfg, const char *id, al_err *err);
  * with the same id (an ERROR frame becomes -1 with its code/message).
  * On success *result is the parsed RESULT object (caller puts it). */
 struct json_object;
-int al_shimctl_call(int fd, uint16_t type, uint32_t id,
-		    struct json_object *req, int64_t deadline_ms,
-		    struct json_object **result, al_err *err);
+int al_shimctl_call(int fd, uint16_t type, uint32_t id, struct json_object *req,
+		    int64_t deadline_ms, struct json_object **result,
+		    al_err *err);
 /* The same with the request already packed (NUL-terminated). */
 int al_shimctl_call_raw(int fd, uint16_t type, uint32_t id, const char *body,
 			int64_t deadline_ms, struct json_object **result,
@@ -41,9 +41,9 @@ int al_shimctl_spawn(const al_config *cfg, al_db *db, const al_sandbox *sb,
  * template tmpl under driver at once (no sandbox row: airlock-shim
  * --standby TMPL, its spec on stdin) and wait for their reports: how
  * many came up; -1 (err: the first failure) when none did. */
-int al_shimctl_spawn_standbys(const al_config *cfg, al_db *db,
-			      const char *tmpl, int version, const char *driver,
-			      int n, int64_t deadline_ms, al_err *err);
+int al_shimctl_spawn_standbys(const al_config *cfg, al_db *db, const char *tmpl,
+			      int version, const char *driver, int n,
+			      int64_t deadline_ms, al_err *err);
 /* Standbys of (tmpl, driver) waiting in run/pool that hold template
  * version `version` (0: any version). */
 int al_shimctl_standby_count(const al_config *cfg, const char *tmpl,

@@ -8,8 +8,8 @@
 
 #include "cleanup.h"
 
-int al_spawn_detached(const char *path, char *const argv[],
-		      const char *logpath, int *ready_fd, al_err *err)
+int al_spawn_detached(const char *path, char *const argv[], const char *logpath,
+		      int *ready_fd, al_err *err)
 {
 	return al_spawn_detached_in(path, argv, logpath, -1, ready_fd, err);
 }
@@ -19,11 +19,12 @@ int al_spawn_detached_in(const char *path, char *const argv[],
 			 al_err *err)
 {
 	/* Everything the child needs is prepared before fork. */
-	al_autofd int logfd =
-		logpath != NULL
-			? open(logpath,
-			       O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640)
-			: -1;
+	al_autofd int logfd = logpath != NULL
+				      ? open(logpath,
+					     O_WRONLY | O_CREAT | O_APPEND |
+						     O_CLOEXEC,
+					     0640)
+				      : -1;
 	if (logfd < 0)
 		logfd = open("/dev/null", O_WRONLY | O_CLOEXEC);
 	al_autofd int nullfd = open("/dev/null", O_RDONLY | O_CLOEXEC);
@@ -51,8 +52,7 @@ int al_spawn_detached_in(const char *path, char *const argv[],
 		if (p2 != 0)
 			_exit(p2 < 0 ? 111 : 0);
 		if (dup2(in_fd >= 0 ? in_fd : nullfd, 0) < 0 ||
-		    dup2(logfd, 1) < 0 ||
-		    dup2(logfd, 2) < 0)
+		    dup2(logfd, 1) < 0 || dup2(logfd, 2) < 0)
 			_exit(111);
 		if (wr >= 0) {
 			if (dup2(wr, 3) < 0)

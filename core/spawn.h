@@ -13,8 +13,8 @@
  * If ready_fd is not NULL, a pipe is made whose write end is the child's
  * fd 3 and whose read end (close-on-exec) is returned in *ready_fd. Only
  * async-signal-safe calls happen between fork and exec. */
-int al_spawn_detached(const char *path, char *const argv[],
-		      const char *logpath, int *ready_fd, al_err *err);
+int al_spawn_detached(const char *path, char *const argv[], const char *logpath,
+		      int *ready_fd, al_err *err);
 /* The same with the child's stdin on in_fd (the caller keeps in_fd):
  * how a shim gets its spec (al_shim_spec_pack) without argv. */
 int al_spawn_detached_in(const char *path, char *const argv[],

@@ -67,8 +67,7 @@ char *al_spool_pack(const al_spool_entry *e, al_err *err)
 }
 
 /* "<id>.<seq>": seq decimal, no sign, no leading zero, fits 64 bits. */
-static int parse_name(const char *name, char *id, size_t idlen,
-		      uint64_t *seq)
+static int parse_name(const char *name, char *id, size_t idlen, uint64_t *seq)
 {
 	const char *dot = strrchr(name, '.');
 	if (dot == NULL || (size_t)(dot - name) >= idlen)
@@ -161,8 +160,8 @@ static void utf8_copy(char *out, size_t outlen, const char *src)
 		unsigned char c = (unsigned char)src[i];
 		if (c >= 0xc0)
 			n = c >= 0xf0 ? 4 : c >= 0xe0 ? 3 : 2;
-		if (n > 1 && (strnlen(src + i, n) < n ||
-			      !al_utf8_valid(src + i, n)))
+		if (n > 1 &&
+		    (strnlen(src + i, n) < n || !al_utf8_valid(src + i, n)))
 			n = 0; /* not a character: one byte becomes '?' */
 		else if (n == 1 && (c >= 0x80 || c < 0x20))
 			n = 0;
@@ -214,8 +213,9 @@ static int place(const char *dir, const al_spool_entry *e, const char *body,
 	snprintf(tmp, sizeof tmp, "%s/.%s.%" PRIu64 ".tmp", dir, e->e.id,
 		 e->seq);
 	snprintf(path, sizeof path, "%s/%s.%" PRIu64, dir, e->e.id, e->seq);
-	al_autofd int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC |
-					     O_NOFOLLOW,
+	al_autofd int fd = open(tmp,
+				O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC |
+					O_NOFOLLOW,
 				0600);
 	if (fd < 0)
 		return al_err_sys(err, AL_ESYS, errno, "create %s", tmp);
@@ -300,7 +300,8 @@ static void quarantine(const char *dir, const char *name, const char *why)
 static ssize_t read_small(int dfd, const char *name, char *buf, size_t max)
 {
 	al_autofd int fd = openat(dfd, name,
-				  O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+				  O_RDONLY | O_CLOEXEC | O_NOFOLLOW |
+					  O_NONBLOCK);
 	struct stat st;
 	if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) ||
 	    st.st_size > (off_t)max)
@@ -375,7 +376,8 @@ int al_spool_read(const al_config *cfg, al_spool_entry *out, int max,
 		}
 		if (count == cap) {
 			int ncap = cap > 0 ? cap * 2 : 64;
-			al_spool_entry *p = realloc(all, (size_t)ncap * sizeof *p);
+			al_spool_entry *p = realloc(all,
+						    (size_t)ncap * sizeof *p);
 			if (p == NULL)
 				break; /* the rest waits for the next pass */
 			all = p;

@@ -7,8 +7,7 @@
 
 #include "json.h"
 
-int al_sse_event(al_buf *out, const char *event, json_object *data,
-		 al_err *err)
+int al_sse_event(al_buf *out, const char *event, json_object *data, al_err *err)
 {
 	if (data == NULL)
 		return al_err_set(err, AL_ENOMEM, ENOMEM, "out of memory");
@@ -44,9 +43,9 @@ static int bytes_event(al_buf *out, const char *event, const uint8_t *p,
 				       json_object_new_string(b));
 		free(b);
 	} else {
-		json_object_object_add(o, "data",
-				       json_object_new_string_len(
-					       (const char *)p, (int)n));
+		json_object_object_add(
+			o, "data",
+			json_object_new_string_len((const char *)p, (int)n));
 	}
 	int rc = al_sse_event(out, event, o, err);
 	json_object_put(o);
@@ -55,8 +54,8 @@ static int bytes_event(al_buf *out, const char *event, const uint8_t *p,
 
 static const char *const output_names[2] = {"stdout", "stderr"};
 
-int al_sse_output(al_sse_text *st, al_buf *out, int which,
-		  const uint8_t *p, size_t n, al_err *err)
+int al_sse_output(al_sse_text *st, al_buf *out, int which, const uint8_t *p,
+		  size_t n, al_err *err)
 {
 	const char *name = output_names[which != 0];
 	size_t cl = st->carry_len[which != 0];
@@ -88,9 +87,8 @@ int al_sse_output_flush(al_sse_text *st, al_buf *out, al_err *err)
 	for (int w = 0; w < 2; w++) {
 		size_t n = st->carry_len[w];
 		st->carry_len[w] = 0;
-		if (n > 0 &&
-		    bytes_event(out, output_names[w], st->carry[w], n, 1, err) <
-			    0)
+		if (n > 0 && bytes_event(out, output_names[w], st->carry[w], n,
+					 1, err) < 0)
 			return -1;
 	}
 	return 0;
@@ -128,8 +126,7 @@ int al_sse_exit(al_buf *out, const al_exit_msg *m, int64_t duration_ms,
 	return rc;
 }
 
-int al_sse_error(al_buf *out, al_code code, const char *message,
-		 al_err *err)
+int al_sse_error(al_buf *out, al_code code, const char *message, al_err *err)
 {
 	json_object *o = json_object_new_object();
 	if (o != NULL) {

@@ -26,8 +26,8 @@ typedef struct al_sse_output {
 	size_t carry_len[2];
 } al_sse_text;
 /* which: 0 stdout, 1 stderr. */
-int al_sse_output(al_sse_text *st, al_buf *out, int which,
-		  const uint8_t *p, size_t n, al_err *err);
+int al_sse_output(al_sse_text *st, al_buf *out, int which, const uint8_t *p,
+		  size_t n, al_err *err);
 /* What is still held back (a truncated character), as data_b64. */
 int al_sse_output_flush(al_sse_text *st, al_buf *out, al_err *err);
 
@@ -36,7 +36,6 @@ int al_sse_output_flush(al_sse_text *st, al_buf *out, al_err *err);
 int al_sse_start(al_buf *out, int64_t pid, al_err *err);
 int al_sse_exit(al_buf *out, const al_exit_msg *m, int64_t duration_ms,
 		al_err *err);
-int al_sse_error(al_buf *out, al_code code, const char *message,
-		 al_err *err);
+int al_sse_error(al_buf *out, al_code code, const char *message, al_err *err);
 
 #endif

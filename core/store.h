@@ -21,7 +21,6 @@ int al_store_subvol_delete(const char *path, al_err *err);
 /* 1 if path is a subvolume, 0 if not (or missing), -1 on error. */
 int al_store_is_subvol(const char *path, al_err *err);
 
-
 /* Turn on qgroup accounting on the pool's filesystem; a no-op when it is
  * on already. Needs CAP_SYS_ADMIN. */
 int al_store_quota_enable(const char *pool_dir, al_err *err);

@@ -168,18 +168,18 @@ typedef struct profile {
 	int docker_args;
 } profile;
 
-static const profile ns_profile = {
-	ns_allow, sizeof ns_allow / sizeof ns_allow[0], 0, 1};
-static const profile qemu_profile = {
-	qemu_allow, sizeof qemu_allow / sizeof qemu_allow[0], CLONE_THREAD,
-	0};
+static const profile ns_profile = {ns_allow,
+				   sizeof ns_allow / sizeof ns_allow[0], 0, 1};
+static const profile qemu_profile = {qemu_allow,
+				     sizeof qemu_allow / sizeof qemu_allow[0],
+				     CLONE_THREAD, 0};
 
 /* Decided by the argument rules below, never refused outright: on i386
  * libseccomp derives the socketcall and ipc multiplexers' rules from the
  * rules of the calls they stand for. */
 static const char *const arg_ruled[] = {
-	"clone", "clone3", "socket", "personality", "socketcall", "ipc",
-	"ioctl",
+	"clone",      "clone3", "socket", "personality",
+	"socketcall", "ipc",	"ioctl",
 };
 
 /* CLONE_NEWTIME is absent: clone has no room for it (0x80 is in the exit
@@ -194,8 +194,8 @@ static const unsigned long ns_flags[] = {
 #define PERSONA_BITS 0x00020008u
 #define PERSONA_QUERY 0xffffffffu
 
-static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2),
-						     noreturn));
+static void die(const char *fmt, ...)
+	__attribute__((format(printf, 1, 2), noreturn));
 static void die(const char *fmt, ...)
 {
 	va_list ap;
@@ -236,8 +236,8 @@ static void clone_rules(scmp_filter_ctx ctx, const profile *p)
 	/* The complement, one rule per flag: libseccomp has no "masked
 	 * not-equal". */
 	for (size_t i = 0; i < sizeof ns_flags / sizeof ns_flags[0]; i++) {
-		struct scmp_arg_cmp c = SCMP_A0(SCMP_CMP_MASKED_EQ,
-						ns_flags[i], ns_flags[i]);
+		struct scmp_arg_cmp c = SCMP_A0(SCMP_CMP_MASKED_EQ, ns_flags[i],
+						ns_flags[i]);
 		rule(ctx, SCMP_ACT_ERRNO(EPERM), "clone", 1, &c);
 	}
 	if (p->clone_need != 0) {
@@ -254,8 +254,10 @@ static void clone_rules(scmp_filter_ctx ctx, const profile *p)
  * data outside the sandbox's disk limit (the kernel lets the owner of a
  * directory create one without any capability). */
 static const unsigned long refused_ioctls[] = {
-	BTRFS_IOC_SUBVOL_CREATE,    BTRFS_IOC_SUBVOL_CREATE_V2,
-	BTRFS_IOC_SNAP_CREATE,	    BTRFS_IOC_SNAP_CREATE_V2,
+	BTRFS_IOC_SUBVOL_CREATE,
+	BTRFS_IOC_SUBVOL_CREATE_V2,
+	BTRFS_IOC_SNAP_CREATE,
+	BTRFS_IOC_SNAP_CREATE_V2,
 };
 
 /* The kernel reads the request as an unsigned int: only the low half of
@@ -264,10 +266,9 @@ static const unsigned long refused_ioctls[] = {
  * rule without a comparison would override them; test_sysfilter checks). */
 static void ioctl_rules(scmp_filter_ctx ctx)
 {
-	for (size_t i = 0;
-	     i < sizeof refused_ioctls / sizeof refused_ioctls[0]; i++) {
-		struct scmp_arg_cmp c = SCMP_A1(SCMP_CMP_MASKED_EQ,
-						0xffffffffu,
+	for (size_t i = 0; i < sizeof refused_ioctls / sizeof refused_ioctls[0];
+	     i++) {
+		struct scmp_arg_cmp c = SCMP_A1(SCMP_CMP_MASKED_EQ, 0xffffffffu,
 						refused_ioctls[i]);
 		rule(ctx, SCMP_ACT_ERRNO(EPERM), "ioctl", 1, &c);
 	}
@@ -301,10 +302,9 @@ static void docker_arg_rules(scmp_filter_ctx ctx, uint32_t arch)
 		uint64_t word = arch == SCMP_ARCH_X32 ? 0xffffffffu : ~0ull;
 		for (size_t i = 0; i < sizeof families / sizeof families[0];
 		     i++) {
-			struct scmp_arg_cmp c =
-				SCMP_A0(SCMP_CMP_MASKED_EQ,
-					word & ~families[i].low,
-					families[i].value);
+			struct scmp_arg_cmp c = SCMP_A0(SCMP_CMP_MASKED_EQ,
+							word & ~families[i].low,
+							families[i].value);
 			rule(ctx, SCMP_ACT_ALLOW, "socket", 1, &c);
 		}
 		rule(ctx, SCMP_ACT_ERRNO(EPERM), "socket", 1, &any);
@@ -399,8 +399,7 @@ static void print_prog(scmp_filter_ctx ctx, const char *name)
 	if (rc < 0)
 		die("seccomp_export_bpf: %s", strerror(-rc));
 	long len = fseek(f, 0, SEEK_END) == 0 ? ftell(f) : -1;
-	if (len <= 0 ||
-	    len % (long)sizeof(struct sock_filter) != 0 ||
+	if (len <= 0 || len % (long)sizeof(struct sock_filter) != 0 ||
 	    len / (long)sizeof(struct sock_filter) > BPF_MAXINSNS)
 		die("%s: seccomp program of %ld bytes", name, len);
 	rewind(f);

@@ -25,8 +25,8 @@
 
 /* Advisory lock key of a template name: a 64-bit hash computed by the
  * server, salted so it cannot collide with the migration lock. */
-#define LOCK_SQL                                                            \
-	"SELECT pg_advisory_xact_lock(hashtextextended("                    \
+#define LOCK_SQL                                                               \
+	"SELECT pg_advisory_xact_lock(hashtextextended("                       \
 	"'airlock-template:' || $1, 0))"
 
 void al_template_version_free(al_template_version *tv)
@@ -42,9 +42,8 @@ void al_template_version_free(al_template_version *tv)
 	tv->env = tv->start = tv->ready = NULL;
 }
 
-int al_template_version_dir(const al_config *cfg, const char *name,
-			    int version, char *out, size_t outlen,
-			    al_err *err)
+int al_template_version_dir(const al_config *cfg, const char *name, int version,
+			    char *out, size_t outlen, al_err *err)
 {
 	if (name == NULL || !al_id_valid(name))
 		return al_err_set(err, AL_EINVAL, 0, "invalid template name");
@@ -64,8 +63,8 @@ int al_template_version_rootfs(const al_config *cfg, const char *name,
 			       al_err *err)
 {
 	char dir[AL_PATH_MAX + 96];
-	if (al_template_version_dir(cfg, name, version, dir, sizeof dir,
-				    err) < 0)
+	if (al_template_version_dir(cfg, name, version, dir, sizeof dir, err) <
+	    0)
 		return -1;
 	int n = snprintf(out, outlen, "%s/rootfs", dir);
 	if (n < 0 || (size_t)n >= outlen)
@@ -129,8 +128,8 @@ int al_template_get_version(al_db *db, const char *name, int version,
 	if (PQntuples(res) != 1) {
 		PQclear(res);
 		if (version == 0)
-			return al_err_set(err, AL_ENOENT, 0,
-					  "no template '%s'", name);
+			return al_err_set(err, AL_ENOENT, 0, "no template '%s'",
+					  name);
 		return al_err_set(err, AL_ENOENT, 0,
 				  "template '%s' has no version %d", name,
 				  version);
@@ -144,7 +143,8 @@ int al_template_get_version(al_db *db, const char *name, int version,
 	out->start = parse_json_col(res, 4);
 	out->ready = parse_json_col(res, 5);
 	PQclear(res);
-	if (out->env == NULL || !json_object_is_type(out->env, json_type_object)) {
+	if (out->env == NULL ||
+	    !json_object_is_type(out->env, json_type_object)) {
 		al_template_version_free(out);
 		return al_err_set(err, AL_EDB, 0,
 				  "template %s: env is not an object", name);
@@ -170,8 +170,9 @@ static int link_current(al_db *db, const al_config *cfg, const char *name,
 {
 	char link[AL_PATH_MAX + 96], tmp[AL_PATH_MAX + 128];
 	const char *p[] = {name};
-	PGresult *res = al_db_exec(db, "SELECT version FROM templates"
-				       " WHERE name = $1",
+	PGresult *res = al_db_exec(db,
+				   "SELECT version FROM templates"
+				   " WHERE name = $1",
 				   1, p, err);
 	if (res == NULL)
 		return -1;
@@ -183,8 +184,9 @@ static int link_current(al_db *db, const al_config *cfg, const char *name,
 	struct stat st;
 	if (lstat(link, &st) == 0 && S_ISDIR(st.st_mode)) {
 		char vdir[AL_PATH_MAX + 96], vroot[AL_PATH_MAX + 128];
-		res = al_db_exec(db, "SELECT coalesce(min(version), 1)"
-				     " FROM template_versions WHERE name = $1",
+		res = al_db_exec(db,
+				 "SELECT coalesce(min(version), 1)"
+				 " FROM template_versions WHERE name = $1",
 				 1, p, err);
 		if (res == NULL)
 			return -1;
@@ -199,7 +201,8 @@ static int link_current(al_db *db, const al_config *cfg, const char *name,
 			return -1;
 		snprintf(tmp, sizeof tmp, "%s/template-versions/%s",
 			 cfg->pool_dir, name);
-		if (mkdir_ok(tmp, 0700, err) < 0 || mkdir_ok(vdir, 0700, err) < 0)
+		if (mkdir_ok(tmp, 0700, err) < 0 ||
+		    mkdir_ok(vdir, 0700, err) < 0)
 			return -1;
 		if (renameat2(AT_FDCWD, link, AT_FDCWD, vroot,
 			      RENAME_NOREPLACE) < 0) {
@@ -248,9 +251,10 @@ static int link_current(al_db *db, const al_config *cfg, const char *name,
 /* The version's fields as SQL parameters. */
 static const char *json_or_null(json_object *o)
 {
-	return o != NULL ? json_object_to_json_string_ext(
-				   o, JSON_C_TO_STRING_PLAIN)
-			 : NULL;
+	return o != NULL
+		       ? json_object_to_json_string_ext(o,
+							JSON_C_TO_STRING_PLAIN)
+		       : NULL;
 }
 
 int al_template_publish(al_db *db, const al_config *cfg,
@@ -294,16 +298,16 @@ int al_template_publish(al_db *db, const al_config *cfg,
 	}
 	if (al_template_version_dir(cfg, name, version, vdir, sizeof vdir,
 				    err) < 0 ||
-	    al_template_version_rootfs(cfg, name, version, vroot,
-				       sizeof vroot, err) < 0)
+	    al_template_version_rootfs(cfg, name, version, vroot, sizeof vroot,
+				       err) < 0)
 		goto fail;
 	/* Left over from a publish whose transaction did not commit. */
 	if (al_store_subvol_delete(vroot, err) < 0)
 		goto fail;
 	if (mkdir_ok(vdir, 0700, err) < 0)
 		goto fail;
-	if (renameat2(AT_FDCWD, rootfs_tmp, AT_FDCWD, vroot,
-		      RENAME_NOREPLACE) < 0) {
+	if (renameat2(AT_FDCWD, rootfs_tmp, AT_FDCWD, vroot, RENAME_NOREPLACE) <
+	    0) {
 		al_err_sys(err, AL_ESYS, errno, "moving %s to %s", rootfs_tmp,
 			   vroot);
 		goto fail;
@@ -322,18 +326,18 @@ int al_template_publish(al_db *db, const al_config *cfg,
 	 * later one is an admin's build (public) or one of the owning
 	 * project's, never of a public template. */
 	long long wrote = al_db_exec_rows(
-			 db,
-			 "INSERT INTO templates (name, version, driver,"
-			 " memory_mb, pids, cpu_shares, disk_mb, project,"
-			 " public)"
-			 " SELECT $1, $2::int, 'ns', greatest($3::bigint, 1),"
-			 " greatest($4::int, 1), greatest($5::int, 1),"
-			 " greatest($7::int, 1), b.project, b.public"
-			 " FROM template_builds b WHERE b.id = $6"
-			 " ON CONFLICT (name) DO UPDATE SET version = $2::int"
-			 " WHERE excluded.public OR (NOT templates.public AND"
-			 " templates.project = excluded.project)",
-			 7, p2, err);
+		db,
+		"INSERT INTO templates (name, version, driver,"
+		" memory_mb, pids, cpu_shares, disk_mb, project,"
+		" public)"
+		" SELECT $1, $2::int, 'ns', greatest($3::bigint, 1),"
+		" greatest($4::int, 1), greatest($5::int, 1),"
+		" greatest($7::int, 1), b.project, b.public"
+		" FROM template_builds b WHERE b.id = $6"
+		" ON CONFLICT (name) DO UPDATE SET version = $2::int"
+		" WHERE excluded.public OR (NOT templates.public AND"
+		" templates.project = excluded.project)",
+		7, p2, err);
 	if (wrote < 0)
 		goto fail;
 	if (wrote != 1) {
@@ -402,8 +406,8 @@ fail_nolock:
 	return -1;
 }
 
-int al_template_owner_get(al_db *db, const char *name,
-			  al_template_owner *out, al_err *err)
+int al_template_owner_get(al_db *db, const char *name, al_template_owner *out,
+			  al_err *err)
 {
 	memset(out, 0, sizeof *out);
 	if (name == NULL || !al_id_valid(name))
@@ -457,11 +461,11 @@ json_object *al_template_list(al_db *db, const char *visible_to,
 	if (res == NULL)
 		return NULL;
 	static const al_db_col cols[] = {
-		{"name", AL_DB_STR},	   {"version", AL_DB_INT},
-		{"driver", AL_DB_STR},	   {"memory_mb", AL_DB_INT},
-		{"pids", AL_DB_INT},	   {"cpu_shares", AL_DB_INT},
-		{"disk_mb", AL_DB_INT},	   {"created_at", AL_DB_STR},
-		{"project", AL_DB_STR},	   {"public", AL_DB_BOOL},
+		{"name", AL_DB_STR},	{"version", AL_DB_INT},
+		{"driver", AL_DB_STR},	{"memory_mb", AL_DB_INT},
+		{"pids", AL_DB_INT},	{"cpu_shares", AL_DB_INT},
+		{"disk_mb", AL_DB_INT}, {"created_at", AL_DB_STR},
+		{"project", AL_DB_STR}, {"public", AL_DB_BOOL},
 	};
 	json_object *arr = al_db_rows_json(res, cols, 10);
 	PQclear(res);
@@ -470,8 +474,8 @@ json_object *al_template_list(al_db *db, const char *visible_to,
 
 /* ---- warm pool bounds ---- */
 
-const char *const al_pool_bound_names[AL_POOL_NBOUNDS] = {
-	"ns_min", "ns_max", "vm_min", "vm_max"};
+const char *const al_pool_bound_names[AL_POOL_NBOUNDS] = {"ns_min", "ns_max",
+							  "vm_min", "vm_max"};
 
 #define POOL_COLUMNS "pool_ns_min, pool_ns_max, pool_vm_min, pool_vm_max"
 
@@ -575,11 +579,12 @@ int al_template_row_get(al_db *db, const char *name, al_template_row *out,
 {
 	memset(out, 0, sizeof *out);
 	const char *p[] = {name};
-	PGresult *res = al_db_exec(db,
-				   "SELECT driver, version, memory_mb, pids,"
-				   " cpu_shares, disk_mb, project, public, "
-				   POOL_COLUMNS " FROM templates WHERE name = $1",
-				   1, p, err);
+	PGresult *res = al_db_exec(
+		db,
+		"SELECT driver, version, memory_mb, pids,"
+		" cpu_shares, disk_mb, project, public, " POOL_COLUMNS
+		" FROM templates WHERE name = $1",
+		1, p, err);
 	if (res == NULL)
 		return -1;
 	if (PQntuples(res) != 1) {
@@ -628,10 +633,11 @@ int al_template_refs(al_db *db, al_template_ref *out, int max, al_err *err)
 	char lim[16];
 	snprintf(lim, sizeof lim, "%d", max);
 	const char *p[] = {lim};
-	PGresult *res = al_db_exec(db,
-				   "SELECT name, version, " POOL_COLUMNS
-				   " FROM templates ORDER BY name LIMIT $1::int",
-				   1, p, err);
+	PGresult *res =
+		al_db_exec(db,
+			   "SELECT name, version, " POOL_COLUMNS
+			   " FROM templates ORDER BY name LIMIT $1::int",
+			   1, p, err);
 	if (res == NULL)
 		return -1;
 	int n = PQntuples(res) < max ? PQntuples(res) : max;
@@ -699,8 +705,9 @@ int al_template_delete(al_db *db, const al_config *cfg, const char *name,
 	if (begin_locked(db, name, err) < 0)
 		return -1;
 	const char *p[] = {name};
-	PGresult *res = al_db_exec(db, "SELECT 1 FROM templates WHERE name = $1"
-				       " FOR UPDATE",
+	PGresult *res = al_db_exec(db,
+				   "SELECT 1 FROM templates WHERE name = $1"
+				   " FOR UPDATE",
 				   1, p, err);
 	if (res == NULL)
 		goto fail;
@@ -771,8 +778,8 @@ const char *al_build_status_name(al_build_status s)
 	return build_status_names[s];
 }
 
-int al_build_dir(const al_config *cfg, const char *id, char *out,
-		 size_t outlen, al_err *err)
+int al_build_dir(const al_config *cfg, const char *id, char *out, size_t outlen,
+		 al_err *err)
 {
 	if (id == NULL || !al_id_valid(id))
 		return al_err_set(err, AL_EINVAL, 0, "invalid build id");
@@ -803,9 +810,8 @@ int al_build_insert(al_db *db, const char *id, const char *name,
 			5, p, err);
 }
 
-int al_build_update(al_db *db, const char *id, al_build_status status,
-		    int step, int steps, int version, const char *error,
-		    al_err *err)
+int al_build_update(al_db *db, const char *id, al_build_status status, int step,
+		    int steps, int version, const char *error, al_err *err)
 {
 	if (id == NULL || !al_id_valid(id))
 		return al_err_set(err, AL_EINVAL, 0, "invalid build id");
@@ -818,12 +824,8 @@ int al_build_update(al_db *db, const char *id, al_build_status status,
 	if (error != NULL)
 		snprintf(ebuf, sizeof ebuf, "%s", error);
 	const char *p[] = {
-		id,
-		build_status_names[status],
-		sbuf,
-		nbuf,
-		version > 0 ? vbuf : NULL,
-		error != NULL ? ebuf : NULL,
+		id,   build_status_names[status], sbuf,
+		nbuf, version > 0 ? vbuf : NULL,  error != NULL ? ebuf : NULL,
 	};
 	long long n = al_db_exec_rows(
 		db,
@@ -948,10 +950,10 @@ json_object *al_build_get(al_db *db, const char *id, const char *project,
 	json_object_object_add(o, "error", str_or_null(res, 6));
 	json_object_object_add(o, "created_at", str_or_null(res, 7));
 	json_object_object_add(o, "finished_at", str_or_null(res, 8));
-	json_object_object_add(
-		o, "no_cache",
-		json_object_new_boolean(strcmp(PQgetvalue(res, 0, 9), "t") ==
-					0));
+	json_object_object_add(o, "no_cache",
+			       json_object_new_boolean(strcmp(PQgetvalue(res, 0,
+									 9),
+							      "t") == 0));
 	json_object_object_add(o, "project", str_or_null(res, 10));
 	PQclear(res);
 	return o;

@@ -28,7 +28,7 @@
 typedef struct al_template_version {
 	char name[64];
 	int version;
-	json_object *env;   /* object of strings; owned */
+	json_object *env; /* object of strings; owned */
 	char workdir[4096];
 	char user[64];
 	json_object *start; /* argv array or NULL; owned */
@@ -38,9 +38,8 @@ typedef struct al_template_version {
 void al_template_version_free(al_template_version *tv);
 
 /* pool/template-versions/<name>/<version>[/rootfs|/vm] */
-int al_template_version_dir(const al_config *cfg, const char *name,
-			    int version, char *out, size_t outlen,
-			    al_err *err);
+int al_template_version_dir(const al_config *cfg, const char *name, int version,
+			    char *out, size_t outlen, al_err *err);
 int al_template_version_rootfs(const al_config *cfg, const char *name,
 			       int version, char *out, size_t outlen,
 			       al_err *err);
@@ -94,8 +93,8 @@ typedef struct al_template_owner {
 	char project[64];
 	int public;
 } al_template_owner;
-int al_template_owner_get(al_db *db, const char *name,
-			  al_template_owner *out, al_err *err);
+int al_template_owner_get(al_db *db, const char *name, al_template_owner *out,
+			  al_err *err);
 /* A template's row: its owner, driver, current version and default
  * limits. AL_ENOENT if unknown. */
 typedef struct al_template_row {
@@ -167,17 +166,16 @@ const char *al_build_status_name(al_build_status s);
  *   {"event":"status","status":"failed","step":2,"line":3,
  *    "error":"RUN exited with 2"}
  * The last line of a finished build is its status line. */
-int al_build_dir(const al_config *cfg, const char *id, char *out,
-		 size_t outlen, al_err *err);
+int al_build_dir(const al_config *cfg, const char *id, char *out, size_t outlen,
+		 al_err *err);
 
 /* A queued build for project; public: an admin's build, whose template
  * is public (core/sql/004_tenancy.sql). */
 int al_build_insert(al_db *db, const char *id, const char *name,
 		    const char *project, int public, int no_cache, al_err *err);
 /* Progress and outcome; error may be NULL, version 0 = unknown. */
-int al_build_update(al_db *db, const char *id, al_build_status status,
-		    int step, int steps, int version, const char *error,
-		    al_err *err);
+int al_build_update(al_db *db, const char *id, al_build_status status, int step,
+		    int steps, int version, const char *error, al_err *err);
 /* queued -> running for builder pid, once: the build's template name
  * and no_cache flag; AL_ESTATE if it is unknown or not queued. */
 int al_build_claim(al_db *db, const char *id, int pid, char *name,
@@ -186,7 +184,7 @@ int al_build_claim(al_db *db, const char *id, int pid, char *name,
 typedef struct al_build_pending {
 	char id[64];
 	int builder_pid; /* 0 = none took it yet */
-	int age_s;       /* since it was queued */
+	int age_s;	 /* since it was queued */
 	int steps;
 } al_build_pending;
 /* Every queued or running build; *out is malloc'd (caller frees). */

@@ -73,8 +73,8 @@ int al_uidrange_take(const al_uidrange_pool *p, const char *hint,
 			return al_err_sys(err, AL_ESYS, e, "flock %s/%s",
 					  p->dir, name);
 	}
-	return al_err_set(err, AL_EUNAVAIL, 0, "all %u %s are in use",
-			  p->slots, p->what);
+	return al_err_set(err, AL_EUNAVAIL, 0, "all %u %s are in use", p->slots,
+			  p->what);
 }
 
 void al_uidrange_drop(al_uidrange *r)

@@ -24,8 +24,8 @@
 
 typedef struct al_uidrange_pool {
 	const char *dir; /* lock directory: root-owned, mode 0700 */
-	uint32_t base;   /* first uid of slot 0 */
-	uint32_t size;   /* uids per slot */
+	uint32_t base;	 /* first uid of slot 0 */
+	uint32_t size;	 /* uids per slot */
 	uint32_t slots;
 	const char *what; /* what holds a slot, for "all in use" */
 } al_uidrange_pool;

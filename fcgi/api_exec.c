@@ -16,9 +16,9 @@
 #include "streams.h"
 #include "upstream.h"
 
-#define EXEC_GRACE_MS 15000	     /* past the agent's own timeout */
-#define STREAM_START_MS 30000 /* the process runs, or the start failed */
-#define COLLECT_MAX (16u << 20)	     /* per stream in JSON mode */
+#define EXEC_GRACE_MS 15000	/* past the agent's own timeout */
+#define STREAM_START_MS 30000	/* the process runs, or the start failed */
+#define COLLECT_MAX (16u << 20) /* per stream in JSON mode */
 #define STDIN_CHUNK (64u << 10)
 #define KEY_CHECK_MS 2000 /* a revoked key's running execs end this soon */
 
@@ -91,7 +91,8 @@ static void add_output(json_object *o, const char *name, const collect *c)
 	const char *d = c->data != NULL ? c->data : "";
 	if (al_utf8_valid(d, c->len)) {
 		json_object_object_add(o, name,
-				       json_object_new_string_len(d, (int)c->len));
+				       json_object_new_string_len(d,
+								  (int)c->len));
 		return;
 	}
 	json_object_object_add(o, name, lossy_string(d, c->len));
@@ -134,8 +135,8 @@ static al_exec_msg exec_msg(const al_exec_req *req, json_object *env)
 
 /* Request payload s (EXEC or STREAM_EXEC) sent to r's sandbox and the
  * request's stdin after it: the shim connection's fd. */
-static int open_exec(al_req *r, uint16_t type, char *s,
-		     const al_exec_req *req, al_err *err)
+static int open_exec(al_req *r, uint16_t type, char *s, const al_exec_req *req,
+		     al_err *err)
 {
 	if (s == NULL)
 		return -1;
@@ -192,8 +193,8 @@ static void exec_stream(al_req *r, const al_exec_req *req, json_object *env)
 		if (k != AL_UPSTREAM_FRAME)
 			break;
 		int answer = f.type == AL_F_RESULT;
-		if (answer && al_stream_token_unpack(f.payload, f.len, token,
-						     &err) == 0)
+		if (answer &&
+		    al_stream_token_unpack(f.payload, f.len, token, &err) == 0)
 			ok = 1;
 		else if (answer)
 			err.code = AL_EPROTO;

@@ -17,8 +17,8 @@
 #include "upstream.h"
 
 #define FILE_CHUNK (256u << 10)
-#define FILE_PUT_MAX (1ull << 30)     /* bytes per upload */
-#define FILE_IDLE_MS 60000	      /* silence from the sandbox */
+#define FILE_PUT_MAX (1ull << 30) /* bytes per upload */
+#define FILE_IDLE_MS 60000	  /* silence from the sandbox */
 
 /* The normalised ?path= of r into out; answers 422 itself. */
 static int query_path(al_req *r, char *out, size_t outlen)
@@ -26,8 +26,9 @@ static int query_path(al_req *r, char *out, size_t outlen)
 	al_err err;
 	const char *p = al_req_query(r, "path");
 	if (p == NULL) {
-		al_http_errorf(r, AL_EPATH, "query parameter 'path' is "
-					    "required");
+		al_http_errorf(r, AL_EPATH,
+			       "query parameter 'path' is "
+			       "required");
 		return -1;
 	}
 	if (al_path_normalize(p, out, outlen, &err) < 0) {
@@ -43,8 +44,7 @@ static int query_path(al_req *r, char *out, size_t outlen)
 static int next_reply(al_req *r, int fd, al_frame_reader *rd, al_frame *f,
 		      const char *stalled, al_err *err)
 {
-	int k = al_upstream_next(r, fd, rd, f, al_now_ms() + FILE_IDLE_MS,
-				 err);
+	int k = al_upstream_next(r, fd, rd, f, al_now_ms() + FILE_IDLE_MS, err);
 	if (k == AL_UPSTREAM_GONE)
 		return 0;
 	if (k == AL_UPSTREAM_IDLE)
@@ -134,14 +134,14 @@ void al_api_files_put(al_req *r)
 		al_err_set(&err, AL_ENOMEM, 0, "out of memory");
 		goto fail;
 	}
-	fd = open_request(r, AL_F_FILE_WRITE, path, AL_FILE_MODE_DEFAULT,
-			  &err);
+	fd = open_request(r, AL_F_FILE_WRITE, path, AL_FILE_MODE_DEFAULT, &err);
 	if (fd < 0)
 		goto fail;
 	while (total < want) {
 		uint64_t left = want - total;
-		int n = FCGX_GetStr(buf, left < FILE_CHUNK ? (int)left
-							   : (int)FILE_CHUNK,
+		int n = FCGX_GetStr(buf,
+				    left < FILE_CHUNK ? (int)left
+						      : (int)FILE_CHUNK,
 				    r->fcgi->in);
 		if (n <= 0 && want == UINT64_MAX &&
 		    FCGX_GetError(r->fcgi->in) == 0)
@@ -214,7 +214,8 @@ static json_object *clean_entries(json_object *result, al_err *err)
 	json_object *in = NULL;
 	if (!json_object_object_get_ex(result, "entries", &in) ||
 	    !json_object_is_type(in, json_type_array)) {
-		al_err_set(err, AL_EPROTO, 0, "sandbox sent a malformed listing");
+		al_err_set(err, AL_EPROTO, 0,
+			   "sandbox sent a malformed listing");
 		return NULL;
 	}
 	static const char *const types[] = {"file", "dir", "symlink", "other"};
@@ -237,9 +238,9 @@ static json_object *clean_entries(json_object *result, al_err *err)
 			json_object_object_add(c, "name", json_object_get(v));
 		} else {
 			char *b = al_base64_encode(name, nl);
-			json_object_object_add(c, "name_b64",
-					       json_object_new_string(
-						       b != NULL ? b : ""));
+			json_object_object_add(
+				c, "name_b64",
+				json_object_new_string(b != NULL ? b : ""));
 			free(b);
 		}
 		const char *type = "other";
@@ -328,8 +329,8 @@ void al_api_files_get(al_req *r)
 		al_http_errorf(r, AL_EINVAL, "'list' must be 1 or 0");
 		goto out;
 	}
-	if (list != NULL && (strcmp(list, "1") == 0 ||
-			     strcmp(list, "true") == 0)) {
+	if (list != NULL &&
+	    (strcmp(list, "1") == 0 || strcmp(list, "true") == 0)) {
 		files_list(r, path);
 		goto out;
 	}
@@ -356,8 +357,7 @@ void al_api_files_get(al_req *r)
 			goto fail;
 		}
 		if (!r->headers_sent)
-			al_http_head(r, 200, "application/octet-stream",
-				     NULL);
+			al_http_head(r, 200, "application/octet-stream", NULL);
 		int end = f.type == AL_F_FILE_END;
 		int wrc = 0;
 		if (f.len > 0)

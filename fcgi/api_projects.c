@@ -162,8 +162,8 @@ void al_api_key_create(al_req *r)
 	json_object_object_add(k, "id", json_object_new_int64(id));
 	json_object_object_add(k, "key", json_object_new_string(key));
 	json_object_object_add(k, "project", json_object_new_string(project));
-	json_object_object_add(k, "role", json_object_new_string(
-						  al_role_name((al_role)role)));
+	json_object_object_add(
+		k, "role", json_object_new_string(al_role_name((al_role)role)));
 	json_object_object_add(k, "name", json_object_new_string(name));
 	explicit_bzero(key, sizeof key);
 	al_info("key %lld created (project %s, role %s)", id, project,

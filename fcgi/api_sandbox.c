@@ -157,8 +157,7 @@ void al_api_sandbox_create(al_req *r)
 	al_db *db = al_req_db(r, &err);
 	if (db == NULL)
 		goto fail;
-	if (load_template(db, r->cfg, req.template_name, &owner, &sb, &err) <
-	    0)
+	if (load_template(db, r->cfg, req.template_name, &owner, &sb, &err) < 0)
 		goto fail;
 	/* Not a lack of room: asking again does not help. */
 	if (pick_driver(r, &req, &sb, &err) < 0) {
@@ -321,14 +320,13 @@ void al_api_sandbox_delete(al_req *r)
 		}
 		/* No shim to ask: record the deletion ourselves; the
 		 * controller cleans up whatever it left behind. */
-		al_info("sandbox %s: shim unreachable, marking deleted",
-			r->id);
+		al_info("sandbox %s: shim unreachable, marking deleted", r->id);
 	}
 	/* Recorded here at once; the shim's spooled delete lands later as
 	 * a no-op (or landed first: then this one is rejected by the state
 	 * table, which is fine). */
-	if (al_sandbox_transition(db, r->id, AL_EV_DELETE, "api delete",
-				  &tmp) < 0 &&
+	if (al_sandbox_transition(db, r->id, AL_EV_DELETE, "api delete", &tmp) <
+		    0 &&
 	    tmp.code != AL_ESTATE && tmp.code != AL_ENOENT) {
 		al_http_error(r, &tmp);
 		return;
@@ -356,4 +354,3 @@ int al_api_running_sandbox(al_req *r, json_object **env_out)
 	al_sandbox_free_fields(&sb);
 	return 0;
 }
-

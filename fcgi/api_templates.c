@@ -58,8 +58,8 @@ static int write_file(const char *dir, const char *name, const char *data,
 {
 	char path[AL_PATH_MAX + 64];
 	snprintf(path, sizeof path, "%s/%s", dir, name);
-	al_autofd int fd =
-		open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	al_autofd int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC,
+				0600);
 	if (fd < 0)
 		return al_err_sys(err, AL_ESYS, errno, "create %s", path);
 	size_t off = 0;
@@ -68,7 +68,8 @@ static int write_file(const char *dir, const char *name, const char *data,
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0)
-			return al_err_sys(err, AL_ESYS, errno, "write %s", path);
+			return al_err_sys(err, AL_ESYS, errno, "write %s",
+					  path);
 		off += (size_t)n;
 	}
 	return 0;
@@ -85,7 +86,8 @@ static int read_form(al_req *r, al_mp_field *fields, size_t n, al_err *err)
 	if (mp == NULL)
 		return -1;
 	char *buf = malloc(BODY_CHUNK);
-	int rc = buf != NULL ? 0 : al_err_set(err, AL_ENOMEM, 0, "out of memory");
+	int rc = buf != NULL ? 0
+			     : al_err_set(err, AL_ENOMEM, 0, "out of memory");
 	while (rc == 0) {
 		int got = FCGX_GetStr(buf, BODY_CHUNK, r->fcgi->in);
 		if (got <= 0)
@@ -130,7 +132,8 @@ static int check_airlockfile(al_db *db, const al_identity *who,
 		    al_template_get_version(db, af->from->template_name, 0, &tv,
 					    &e) < 0)
 			rc = al_err_set(err,
-					e.code == AL_ENOENT ? AL_EINVAL : e.code,
+					e.code == AL_ENOENT ? AL_EINVAL
+							    : e.code,
 					0, "line %d: %s", af->steps[0].line,
 					e.code == AL_ENOENT
 						? "FROM names an unknown "
@@ -200,8 +203,8 @@ void al_api_template_build(al_req *r)
 	}
 	char ctx_path[AL_PATH_MAX + 32];
 	snprintf(ctx_path, sizeof ctx_path, "%s/context.tar", dir);
-	int ctx_fd =
-		open(ctx_path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	int ctx_fd = open(ctx_path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC,
+			  0600);
 	if (ctx_fd < 0) {
 		al_err_sys(&err, AL_ESYS, errno, "create %s", ctx_path);
 		discard_build_dir(dir);
@@ -212,7 +215,9 @@ void al_api_template_build(al_req *r)
 		/* Longer than any valid name, so a bad one gets the name
 		 * check's message rather than a size error. */
 		{.name = "name", .max = 256, .fd = -1, .required = 1},
-		{.name = "airlockfile", .max = AIRLOCKFILE_MAX, .fd = -1,
+		{.name = "airlockfile",
+		 .max = AIRLOCKFILE_MAX,
+		 .fd = -1,
 		 .required = 1},
 		{.name = "context", .max = CONTEXT_MAX, .fd = ctx_fd},
 		{.name = "no_cache", .max = 8, .fd = -1},
@@ -225,9 +230,9 @@ void al_api_template_build(al_req *r)
 		rc = al_err_set(&err, AL_EINVAL, 0, "context is empty");
 	if (rc == 0 && !fields[2].present)
 		unlink(ctx_path); /* no context: COPY has nothing to copy */
-	if (rc == 0 && (strlen(fields[0].value) != fields[0].len ||
-			!al_id_valid(fields[0].value) ||
-			name_reserved(fields[0].value)))
+	if (rc == 0 &&
+	    (strlen(fields[0].value) != fields[0].len ||
+	     !al_id_valid(fields[0].value) || name_reserved(fields[0].value)))
 		rc = al_err_set(&err, AL_EINVAL, 0,
 				"name must be 1-63 characters of [a-z0-9-], "
 				"not starting with '-', and not 'builds'");
@@ -243,11 +248,10 @@ void al_api_template_build(al_req *r)
 				(size_t)fields[1].len, &err);
 	if (rc == 0)
 		rc = al_project_begin_build(db, r->cfg, r->who.project, &err);
-	if (rc == 0 &&
-	    (al_build_insert(db, id, fields[0].value, r->who.project,
-			     r->who.role == AL_ROLE_ADMIN, no_cache,
-			     &err) < 0 ||
-	     al_db_commit(db, &err) < 0)) {
+	if (rc == 0 && (al_build_insert(db, id, fields[0].value, r->who.project,
+					r->who.role == AL_ROLE_ADMIN, no_cache,
+					&err) < 0 ||
+			al_db_commit(db, &err) < 0)) {
 		al_db_rollback(db);
 		rc = -1;
 	}
@@ -285,8 +289,8 @@ void al_api_templates(al_req *r)
 	al_db *db = al_req_db(r, &err);
 	const char *project = al_req_query(r, "project");
 	json_object *arr = NULL;
-	if (db == NULL || (arr = al_template_list(db, al_req_scope(r),
-						  project, &err)) == NULL) {
+	if (db == NULL || (arr = al_template_list(db, al_req_scope(r), project,
+						  &err)) == NULL) {
 		al_http_error(r, &err);
 		return;
 	}
@@ -338,7 +342,8 @@ void al_api_template_get(al_req *r)
 	json_object_object_add(o, "cpu_shares",
 			       json_object_new_int64(row.cpu_shares));
 	json_object_object_add(o, "env", json_object_get(tv.env));
-	json_object_object_add(o, "workdir", json_object_new_string(tv.workdir));
+	json_object_object_add(o, "workdir",
+			       json_object_new_string(tv.workdir));
 	json_object_object_add(o, "user", json_object_new_string(tv.user));
 	json_object_object_add(o, "start", json_object_get(tv.start));
 	json_object_object_add(o, "ready", json_object_get(tv.ready));
@@ -481,9 +486,10 @@ void al_api_build_logs(al_req *r)
 			plen += (size_t)n;
 			pend[plen] = '\0';
 			char *start = pend, *nl;
-			while (!done && (nl = memchr(start, '\n',
-						    plen - (size_t)(start - pend))) !=
-						NULL) {
+			while (!done &&
+			       (nl = memchr(start, '\n',
+					    plen - (size_t)(start - pend))) !=
+				       NULL) {
 				*nl = '\0';
 				int rc = emit_line(r, start);
 				if (rc < 0)
@@ -505,8 +511,9 @@ void al_api_build_logs(al_req *r)
 		 * what the log still holds; if no status line came by then,
 		 * the row's status ends the stream. */
 		if (finished != NULL) {
-			json_object_object_add(finished, "event",
-					       json_object_new_string("status"));
+			json_object_object_add(
+				finished, "event",
+				json_object_new_string("status"));
 			char *line = strdup(json_object_to_json_string_ext(
 				finished, JSON_C_TO_STRING_PLAIN));
 			if (line != NULL)

@@ -88,8 +88,7 @@ int al_req_body(al_req *r, size_t max, char **buf, size_t *len, al_err *err)
 	if (n > max) {
 		free(b);
 		return al_err_set(err, AL_ETOOBIG, 0,
-				  "request body is larger than %zu bytes",
-				  max);
+				  "request body is larger than %zu bytes", max);
 	}
 	b[n] = '\0';
 	*buf = b;
@@ -233,17 +232,16 @@ void al_http_error_retry(al_req *r, const al_err *e, int retry_after_s)
 	/* Server-side failures are logged in full; the client gets the
 	 * same message, which never holds secrets by construction. */
 	if (status >= 500)
-		al_warn("%s %s: %s: %s", r->method, r->path,
-			al_code_name(code), e->msg);
+		al_warn("%s %s: %s: %s", r->method, r->path, al_code_name(code),
+			e->msg);
 	json_object *o = json_object_new_object();
 	json_object *eo = json_object_new_object();
 	json_object_object_add(eo, "code",
 			       json_object_new_string(al_code_name(code)));
-	json_object_object_add(eo, "message",
-			       json_object_new_string(e->msg[0] != '\0'
-							      ? e->msg
-							      : al_code_name(
-									code)));
+	json_object_object_add(
+		eo, "message",
+		json_object_new_string(e->msg[0] != '\0' ? e->msg
+							 : al_code_name(code)));
 	json_object_object_add(o, "error", eo);
 	/* A failed authentication goes back to nginx (nginx/airlock.conf),
 	 * which counts it against the client's address and answers the 401

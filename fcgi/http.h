@@ -22,14 +22,14 @@
 typedef struct al_req {
 	FCGX_Request *fcgi;
 	const al_config *cfg;
-	al_db **dbp;       /* the thread's connection, opened lazily */
+	al_db **dbp; /* the thread's connection, opened lazily */
 	const char *method;
 	char path[AL_URI_PATH_MAX]; /* route path, prefix stripped */
-	char id[64];       /* {id} captured by the router */
+	char id[64];		    /* {id} captured by the router */
 	al_query query;
-	al_identity who;   /* the key's, on routes that need one */
-	char client[64];   /* for the access log */
-	int status;        /* sent status, for the access log */
+	al_identity who; /* the key's, on routes that need one */
+	char client[64]; /* for the access log */
+	int status;	 /* sent status, for the access log */
 	int headers_sent;
 	int64_t start_ms;
 } al_req;
@@ -45,8 +45,7 @@ const char *al_req_query(al_req *r, const char *key);
 al_db *al_req_db(al_req *r, al_err *err);
 /* Read the whole request body, at most max bytes (413 past it, whatever
  * CONTENT_LENGTH says). *buf is malloc'ed and NUL-terminated. */
-int al_req_body(al_req *r, size_t max, char **buf, size_t *len,
-		al_err *err);
+int al_req_body(al_req *r, size_t max, char **buf, size_t *len, al_err *err);
 /* 1 if the client asked for server-sent events. */
 int al_req_wants_sse(al_req *r);
 /* 1 if r's key may see an object of project: an admin key every

@@ -1,18 +1,18 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "auth.h"
-#include "config.h"
 #include "api_projects.h"
 #include "api_templates.h"
+#include "auth.h"
+#include "config.h"
 #include "http.h"
 #include "log.h"
 
 /* Who may call a route. */
 enum access {
 	ANYONE, /* no API key needed */
-	KEY,    /* any active key; the handler scopes to its project */
-	ADMIN,  /* admin keys only: 403 for member keys */
+	KEY,	/* any active key; the handler scopes to its project */
+	ADMIN,	/* admin keys only: 403 for member keys */
 };
 
 /* The /v1 routes. A pattern segment "{id}" captures one path segment into
@@ -101,8 +101,8 @@ void al_route(al_req *r)
 			break;
 		}
 		size_t n = strlen(allow);
-		snprintf(allow + n, sizeof allow - n, "%s%s",
-			 n > 0 ? ", " : "", routes[i].method);
+		snprintf(allow + n, sizeof allow - n, "%s%s", n > 0 ? ", " : "",
+			 routes[i].method);
 	}
 	if (hit == NULL) {
 		if (allow[0] == '\0') {

@@ -53,8 +53,8 @@ static void check_leases(al_req *r, json_object *arr, al_code end,
 			 const char *message)
 {
 	size_t total = json_object_array_length(arr);
-	char(*lease)[AL_STREAM_LEASE_LEN + 1] =
-		calloc(AL_STREAMS_MAX, sizeof *lease);
+	char(*lease)[AL_STREAM_LEASE_LEN + 1] = calloc(AL_STREAMS_MAX,
+						       sizeof *lease);
 	if (lease == NULL)
 		return;
 	char sandbox[64] = "";
@@ -97,8 +97,8 @@ int al_streams_acquire(al_req *r, char lease[AL_STREAM_LEASE_LEN + 1],
 	if (rc < 0 && err->code == AL_EQUOTA) {
 		/* Under the row lock every lease is a stream its shim knows
 		 * of (or knew): the ended ones can go. */
-		json_object *arr = al_project_stream_leases(
-			db, r->who.project, 0, err);
+		json_object *arr = al_project_stream_leases(db, r->who.project,
+							    0, err);
 		if (arr != NULL) {
 			check_leases(r, arr, AL_OK, NULL);
 			json_object_put(arr);
@@ -126,9 +126,9 @@ void al_streams_end_key(al_req *r, long long key_id)
 {
 	al_err err = {0};
 	al_db *db = al_req_db(r, &err);
-	json_object *arr =
-		db != NULL ? al_project_stream_leases(db, NULL, key_id, &err)
-			   : NULL;
+	json_object *arr = db != NULL ? al_project_stream_leases(db, NULL,
+								 key_id, &err)
+				      : NULL;
 	if (arr == NULL) {
 		al_warn("key %lld: ending its streams: %s", key_id, err.msg);
 		return;

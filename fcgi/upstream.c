@@ -35,9 +35,9 @@ static void error_frame(const al_frame *f, al_err *err)
 	al_upstream_relay_error(err);
 }
 
-int al_upstream_call(const al_config *cfg, const char *sandbox,
-		     uint16_t type, const char *payload, int64_t deadline_ms,
-		     al_frame *result, al_err *err)
+int al_upstream_call(const al_config *cfg, const char *sandbox, uint16_t type,
+		     const char *payload, int64_t deadline_ms, al_frame *result,
+		     al_err *err)
 {
 	int fd = al_shimctl_connect(cfg, sandbox, err);
 	if (fd < 0)

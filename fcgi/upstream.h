@@ -24,9 +24,9 @@ int al_upstream_open(al_req *r, uint16_t type, const char *payload,
 /* One request to sandbox's shim answered by one RESULT: 0 with *result
  * filled (caller frees), or -1 with err (an ERROR relayed; AL_EUNAVAIL
  * when the shim is not running). */
-int al_upstream_call(const al_config *cfg, const char *sandbox,
-		     uint16_t type, const char *payload, int64_t deadline_ms,
-		     al_frame *result, al_err *err);
+int al_upstream_call(const al_config *cfg, const char *sandbox, uint16_t type,
+		     const char *payload, int64_t deadline_ms, al_frame *result,
+		     al_err *err);
 /* al_upstream_next: besides -1 (err ready for al_http_error: the
  * connection failed or broke the protocol, or the sandbox answered with
  * an ERROR, or for another request). */

@@ -18,13 +18,13 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <linux/random.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <linux/random.h>
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
@@ -51,8 +51,7 @@ static void die(int code, const char *fmt, ...)
 
 /* ---- outgoing frames ---- */
 
-void agent_send(agent *a, uint16_t type, uint32_t id, const void *p,
-		size_t len)
+void agent_send(agent *a, uint16_t type, uint32_t id, const void *p, size_t len)
 {
 	al_err err;
 	if (al_frame_encode(&a->out, type, id, p, len, &err) < 0)
@@ -72,8 +71,7 @@ void agent_send_json(agent *a, uint16_t type, uint32_t id, json_object *o)
 	agent_send(a, type, id, s, len);
 }
 
-static void send_error_msg(agent *a, uint32_t id, al_code code,
-			   const char *msg)
+static void send_error_msg(agent *a, uint32_t id, al_code code, const char *msg)
 {
 	al_err err;
 	char *s = al_error_pack(code, msg, &err);
@@ -83,8 +81,7 @@ static void send_error_msg(agent *a, uint32_t id, al_code code,
 	free(s);
 }
 
-void agent_send_error(agent *a, uint32_t id, al_code code, const char *fmt,
-		      ...)
+void agent_send_error(agent *a, uint32_t id, al_code code, const char *fmt, ...)
 {
 	char msg[512];
 	va_list ap;
@@ -199,8 +196,7 @@ json_object *agent_parse_obj(const al_frame *f, al_err *err)
 	}
 	if (!json_object_is_type(o, json_type_object)) {
 		json_object_put(o);
-		al_err_set(err, AL_EINVAL, 0,
-			   "%s payload is not a JSON object",
+		al_err_set(err, AL_EINVAL, 0, "%s payload is not a JSON object",
 			   al_frame_type_name(f->type));
 		return NULL;
 	}
@@ -232,8 +228,7 @@ int agent_get_str(json_object *o, const char *key, bool required,
 int agent_check_path(const char *path, al_err *err)
 {
 	if (path[0] != '/')
-		return al_err_set(err, AL_EPATH, 0,
-				  "path must be absolute");
+		return al_err_set(err, AL_EPATH, 0, "path must be absolute");
 	if (strlen(path) >= PATH_MAX)
 		return al_err_set(err, AL_EPATH, 0, "path is too long");
 	return 0;
@@ -305,7 +300,8 @@ static void identity(agent *a, const al_frame *f)
 			if (strcmp(key, fields[i]) == 0)
 				break;
 		if (i == sizeof fields / sizeof *fields) {
-			al_err_set(&err, AL_EINVAL, 0, "unknown field in IDENTITY");
+			al_err_set(&err, AL_EINVAL, 0,
+				   "unknown field in IDENTITY");
 			goto bad;
 		}
 	}
@@ -314,8 +310,9 @@ static void identity(agent *a, const al_frame *f)
 	    agent_get_str(o, "mac", false, &mac_s, &err) < 0)
 		goto bad;
 	if (mac_s != NULL && !al_nic_mac_parse(mac_s, mac)) {
-		al_err_set(&err, AL_EINVAL, 0,
-			   "mac must be a unicast xx:xx:xx:xx:xx:xx, lowercase");
+		al_err_set(
+			&err, AL_EINVAL, 0,
+			"mac must be a unicast xx:xx:xx:xx:xx:xx, lowercase");
 		goto bad;
 	}
 	size_t hl = strlen(host);
@@ -534,7 +531,6 @@ static size_t room;
 
 static void loop(agent *a)
 {
-
 	for (;;) {
 		take_frames(a);
 		bool more_files = file_pump(a);
@@ -644,9 +640,9 @@ static void usage(void)
  * the agent. SIGKILL and SIGSTOP cannot be ignored; to PID 1 of a
  * namespace they are not delivered from inside it anyway. */
 static const int ignored_signals[] = {
-	SIGPIPE, SIGHUP,  SIGINT,  SIGQUIT, SIGTERM, SIGUSR1,
-	SIGUSR2, SIGTSTP, SIGTTIN, SIGTTOU, SIGALRM, SIGVTALRM,
-	SIGPROF, SIGXCPU, SIGXFSZ,
+	SIGPIPE, SIGHUP,    SIGINT,  SIGQUIT, SIGTERM,
+	SIGUSR1, SIGUSR2,   SIGTSTP, SIGTTIN, SIGTTOU,
+	SIGALRM, SIGVTALRM, SIGPROF, SIGXCPU, SIGXFSZ,
 };
 
 static void setup_signals(agent *a)

@@ -65,8 +65,8 @@ typedef struct agent {
 void agent_send(agent *a, uint16_t type, uint32_t id, const void *p,
 		size_t len);
 void agent_send_json(agent *a, uint16_t type, uint32_t id, json_object *o);
-void agent_send_error(agent *a, uint32_t id, al_code code, const char *fmt,
-		      ...) __attribute__((format(printf, 4, 5)));
+void agent_send_error(agent *a, uint32_t id, al_code code, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
 void agent_send_err(agent *a, uint32_t id, const al_err *err);
 bool agent_out_full(const agent *a);
 

@@ -213,8 +213,8 @@ static size_t split_fields(char *line, char **f, size_t max)
 
 /* passwd entry by name (byname) or by uid; fills uid, gid, home and the
  * name (for group memberships). 1 found, 0 not found. */
-static int passwd_lookup(char *db, const char *name, bool byname,
-			 uint32_t uid, run_as *ra, char *uname, size_t ulen)
+static int passwd_lookup(char *db, const char *name, bool byname, uint32_t uid,
+			 run_as *ra, char *uname, size_t ulen)
 {
 	if (db == NULL)
 		return 0;
@@ -314,8 +314,7 @@ static int resolve_user(const char *spec, run_as *ra, al_err *err)
 			ra->uid = id;
 			ra->gid = 0;
 		}
-	} else if (!passwd_lookup(pw, ubuf, true, 0, ra, uname,
-				  sizeof uname)) {
+	} else if (!passwd_lookup(pw, ubuf, true, 0, ra, uname, sizeof uname)) {
 		al_err_set(err, AL_EINVAL, 0,
 			   "user \"%s\" is not in the sandbox's /etc/passwd",
 			   ubuf);
@@ -370,8 +369,8 @@ static int apply_home(char **envp, const run_as *ra, al_err *err)
 /* In the child between fork and exec: only simple calls, and every
  * failure ends the child with a shell's exit status. */
 static void __attribute__((noreturn))
-child(char **argv, char **envp, const char *cwd, const run_as *ra,
-      int in_fd, int out_fd, int err_fd)
+child(char **argv, char **envp, const char *cwd, const run_as *ra, int in_fd,
+      int out_fd, int err_fd)
 {
 	sigset_t all;
 	sigemptyset(&all);
@@ -453,8 +452,7 @@ void exec_start(agent *a, const al_frame *f)
 		goto fail;
 	}
 	if (!S_ISDIR(st.st_mode)) {
-		al_err_set(&err, AL_EPATH, 0, "cwd %s is not a directory",
-			   cwd);
+		al_err_set(&err, AL_EPATH, 0, "cwd %s is not a directory", cwd);
 		goto fail;
 	}
 	r = agent_req_new(a, f->id, REQ_PROC, &err);

@@ -383,10 +383,10 @@ static json_object *list_dir(int dfd, const char *path, al_err *err)
 			e, "type", json_object_new_string(type_of(st.st_mode)));
 		json_object_object_add(e, "size",
 				       json_object_new_int64(st.st_size));
-		json_object_object_add(
-			e, "mode", json_object_new_int(st.st_mode & 07777));
-		json_object_object_add(
-			e, "mtime", json_object_new_int64(st.st_mtime));
+		json_object_object_add(e, "mode",
+				       json_object_new_int(st.st_mode & 07777));
+		json_object_object_add(e, "mtime",
+				       json_object_new_int64(st.st_mtime));
 		json_object_array_add(arr, e);
 	}
 	if (truncated)
@@ -426,8 +426,8 @@ void file_list(agent *a, const al_frame *f)
 			al_err_set(&err, AL_EPATH, 0, "%s is not a directory",
 				   path);
 		else
-			al_err_sys(&err, agent_code_from_errno(e), e,
-				   "open %s", path);
+			al_err_sys(&err, agent_code_from_errno(e), e, "open %s",
+				   path);
 		goto fail;
 	}
 	res = list_dir(dfd, path, &err);

@@ -150,11 +150,11 @@ int shim_template_start(shim *s, al_err *err)
 		if (code == 0)
 			return 0;
 		if (al_now_ms() + READY_RETRY_MS >= deadline)
-			return al_err_set(err, AL_ETIMEDOUT, 0,
-					  "READY check of template %s did not "
-					  "pass within %d s (last exit code %d)",
-					  s->tv.name, READY_DEADLINE_MS / 1000,
-					  code);
+			return al_err_set(
+				err, AL_ETIMEDOUT, 0,
+				"READY check of template %s did not "
+				"pass within %d s (last exit code %d)",
+				s->tv.name, READY_DEADLINE_MS / 1000, code);
 		usleep(READY_RETRY_MS * 1000);
 	}
 }

@@ -175,8 +175,7 @@ static void driver_steps(const al_driver_handle *h, char *out, size_t len)
 {
 	size_t n = 0;
 	out[0] = '\0';
-	for (int i = 0; i < AL_DRIVER_STEPS && h->steps[i].name != NULL;
-	     i++) {
+	for (int i = 0; i < AL_DRIVER_STEPS && h->steps[i].name != NULL; i++) {
 		int w = snprintf(out + n, len - n, "%s%s %.2f ms",
 				 i == 0 ? " (" : ", ", h->steps[i].name,
 				 h->steps[i].ms);
@@ -282,7 +281,8 @@ static int sandbox_paths(shim *s, const char *id, al_err *err)
 		return -1;
 	size_t sl = strlen(s->sock_path);
 	if (sl < 5 || strcmp(s->sock_path + sl - 5, ".sock") != 0)
-		return al_err_set(err, AL_EINTERNAL, 0, "unexpected socket path");
+		return al_err_set(err, AL_EINTERNAL, 0,
+				  "unexpected socket path");
 	memcpy(s->pid_path, s->sock_path, sl - 5);
 	memcpy(s->pid_path + sl - 5, ".pid", 5);
 	return 0;
@@ -296,7 +296,8 @@ static char *ready_report(const shim *s, al_err *err)
 	/* The accelerator is the machine's, known only now (a restore runs
 	 * under the one its snapshot was taken with). */
 	if (s->driver->accel != NULL)
-		snprintf(r.accel, sizeof r.accel, "%s", s->driver->accel(&s->h));
+		snprintf(r.accel, sizeof r.accel, "%s",
+			 s->driver->accel(&s->h));
 	return al_shim_ready_pack(&r, err);
 }
 
@@ -345,9 +346,8 @@ static int bring_up(shim *s, al_sandbox *spec, al_template_version *tv,
 
 /* A standby: the template's machine with default limits, named by a
  * random slot, listening on run/pool/<template>.<driver>.<slot>.sock. */
-static int bring_up_standby(shim *s, al_sandbox *spec,
-			    al_template_version *tv, int has_boot, char **ready,
-			    al_err *err)
+static int bring_up_standby(shim *s, al_sandbox *spec, al_template_version *tv,
+			    int has_boot, char **ready, al_err *err)
 {
 	s->sb = *spec;
 	memset(spec, 0, sizeof *spec);
@@ -411,11 +411,12 @@ int shim_claim(shim *s, const void *payload, size_t len, char **result,
 		return AL_DECLINED;
 	}
 	if (sb.limits.disk_bytes < s->grown_for) {
-		al_err_set(err, AL_ESTATE, 0,
-			   "sandbox %s asks for a %llu MiB disk, this standby's "
-			   "is grown for %llu MiB",
-			   sb.id, (unsigned long long)(sb.limits.disk_bytes >> 20),
-			   (unsigned long long)(s->grown_for >> 20));
+		al_err_set(
+			err, AL_ESTATE, 0,
+			"sandbox %s asks for a %llu MiB disk, this standby's "
+			"is grown for %llu MiB",
+			sb.id, (unsigned long long)(sb.limits.disk_bytes >> 20),
+			(unsigned long long)(s->grown_for >> 20));
 		al_sandbox_free_fields(&sb);
 		return AL_DECLINED;
 	}
@@ -483,11 +484,10 @@ static int read_spec(const char *id, const char *standby, al_sandbox *sb,
 		dup2(null, 0);
 		close(null);
 	}
-	rc = f.type == AL_F_START
-		     ? al_shim_spec_unpack(f.payload, f.len, sb, tv, has_boot,
-					   err)
-		     : al_err_set(err, AL_EINVAL, 0,
-				  "stdin holds no START frame");
+	rc = f.type == AL_F_START ? al_shim_spec_unpack(f.payload, f.len, sb,
+							tv, has_boot, err)
+				  : al_err_set(err, AL_EINVAL, 0,
+					       "stdin holds no START frame");
 	al_frame_free(&f);
 	if (rc < 0)
 		return -1;
@@ -496,8 +496,8 @@ static int read_spec(const char *id, const char *standby, al_sandbox *sb,
 				 strcmp(sb->template_name, standby) != 0) {
 		al_sandbox_free_fields(sb);
 		al_template_version_free(tv);
-		return al_err_set(err, AL_EINVAL, 0,
-				  "the spec is not for %s", id != NULL ? id : standby);
+		return al_err_set(err, AL_EINVAL, 0, "the spec is not for %s",
+				  id != NULL ? id : standby);
 	}
 	return 0;
 }
@@ -573,9 +573,10 @@ int main(int argc, char **argv)
 	int up = read_spec(id, standby, &spec, &tv, &has_boot, &err);
 	start_ms.spec = al_now_ms();
 	if (up == 0)
-		up = id != NULL ? bring_up(&s, &spec, &tv, has_boot, &ready, &err)
-				: bring_up_standby(&s, &spec, &tv, has_boot,
-						   &ready, &err);
+		up = id != NULL
+			     ? bring_up(&s, &spec, &tv, has_boot, &ready, &err)
+			     : bring_up_standby(&s, &spec, &tv, has_boot,
+						&ready, &err);
 	if (up < 0) {
 		al_error("sandbox %s failed to start: %s", s.sb.id, err.msg);
 		/* The host out of room: the errno does not cross the ready

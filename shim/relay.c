@@ -81,12 +81,11 @@ static void drop_client(shim *s, int i);
 void shim_relay_kill(shim *s, uint32_t agent_id)
 {
 	static const char kill_req[] = "{\"signal\":9}";
-	to_agent(s, AL_F_SIGNAL, agent_id, kill_req, sizeof kill_req - 1,
-		 NULL);
+	to_agent(s, AL_F_SIGNAL, agent_id, kill_req, sizeof kill_req - 1, NULL);
 }
 
-static void to_client(shim *s, int i, uint16_t type, uint32_t id,
-		      const void *p, size_t n)
+static void to_client(shim *s, int i, uint16_t type, uint32_t id, const void *p,
+		      size_t n)
 {
 	al_err err = {0};
 	if (al_frame_encode(&s->clients[i].out, type, id, p, n, &err) < 0) {
@@ -134,8 +133,9 @@ static void drop_client(shim *s, int i)
 			 * and a download nobody reads must not go on; the
 			 * agent answers an abort with nothing. */
 			if (abort_req == NULL)
-				abort_req = al_error_pack(
-					AL_ESTATE, "client went away", NULL);
+				abort_req = al_error_pack(AL_ESTATE,
+							  "client went away",
+							  NULL);
 			if (abort_req != NULL)
 				to_agent(s, AL_F_ERROR, r->agent_id, abort_req,
 					 strlen(abort_req), NULL);
@@ -157,9 +157,9 @@ static void drop_client(shim *s, int i)
 static void status_reply(shim *s, int i, uint32_t id)
 {
 	json_object *o = json_object_new_object();
-	json_object_object_add(o, "state", json_object_new_string(
-						   s->standby ? "standby"
-							      : "running"));
+	json_object_object_add(o, "state",
+			       json_object_new_string(s->standby ? "standby"
+								 : "running"));
 	json_object_object_add(o, "driver",
 			       json_object_new_string(s->driver->name));
 	if (s->driver->accel != NULL)
@@ -167,8 +167,8 @@ static void status_reply(shim *s, int i, uint32_t id)
 			o, "accel",
 			json_object_new_string(s->driver->accel(&s->h)));
 	json_object_object_add(o, "pid", json_object_new_int(s->h.init_pid));
-	const char *txt = json_object_to_json_string_ext(o,
-						JSON_C_TO_STRING_PLAIN);
+	const char *txt =
+		json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN);
 	to_client(s, i, AL_F_RESULT, id, txt, strlen(txt));
 	json_object_put(o);
 }
@@ -190,8 +190,8 @@ static void claim(shim *s, int i, al_frame *f)
 	if (rc < 0) {
 		/* The standby is half-renamed: end it; the claimer starts
 		 * the sandbox cold instead. */
-		al_warn("standby %s: claim by %s failed: %s", s->slot,
-			s->sb.id, err.msg);
+		al_warn("standby %s: claim by %s failed: %s", s->slot, s->sb.id,
+			err.msg);
 		client_error(s, i, f->id, err.code, err.msg);
 		free(result);
 		s->stopping = 1;
@@ -350,10 +350,9 @@ static void from_client(shim *s, int i, al_frame *f)
 					    ? shim_exec_defaults(s, &m, &err)
 					    : NULL;
 			al_exec_msg_free(&m);
-			int rc = req != NULL
-					 ? to_agent(s, f->type, r->agent_id, req,
-						    strlen(req), &err)
-					 : -1;
+			int rc = req != NULL ? to_agent(s, f->type, r->agent_id,
+							req, strlen(req), &err)
+					     : -1;
 			free(req);
 			if (rc < 0) {
 				client_error(s, i, f->id, err.code, err.msg);
@@ -373,8 +372,7 @@ static void from_client(shim *s, int i, al_frame *f)
 	case AL_F_FILE_END:
 		r = route_by_client(s, i, f->id);
 		if (r == NULL) {
-			client_error(s, i, f->id, AL_ENOENT,
-				     "no such request");
+			client_error(s, i, f->id, AL_ENOENT, "no such request");
 			return;
 		}
 		if (to_agent(s, f->type, r->agent_id, f->payload, f->len,

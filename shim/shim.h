@@ -12,9 +12,9 @@
 
 #include "agentproto.h"
 #include "config.h"
-#include "sse.h"
 #include "driver.h"
 #include "sandbox.h"
+#include "sse.h"
 #include "template.h"
 
 #define SHIM_MAX_CLIENTS 256
@@ -68,7 +68,7 @@ typedef struct shim_http_conn {
 } shim_http_conn;
 
 typedef struct shim_client {
-	int fd; /* -1 = free slot */
+	int fd;	      /* -1 = free slot */
 	uint32_t gen; /* bumps on reuse so stale request routes die */
 	al_frame_reader in;
 	al_buf out;

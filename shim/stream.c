@@ -52,8 +52,7 @@ static int listen_streams(shim *s, al_err *err)
 	if (al_config_stream_socket(&s->cfg, s->sb.id, sa.sun_path,
 				    sizeof sa.sun_path, err) < 0)
 		return -1;
-	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC,
-			0);
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return al_err_sys(err, AL_ESYS, errno, "socket");
 	unlink(sa.sun_path);
@@ -181,9 +180,8 @@ void shim_stream_frame(shim *s, int i, const al_frame *f)
 	switch (f->type) {
 	case AL_F_STDOUT:
 	case AL_F_STDERR:
-		rc = al_sse_output(&st->text, &st->out,
-				   f->type == AL_F_STDERR, f->payload, f->len,
-				   &err);
+		rc = al_sse_output(&st->text, &st->out, f->type == AL_F_STDERR,
+				   f->payload, f->len, &err);
 		break;
 	case AL_F_EXIT: {
 		al_exit_msg m;
@@ -226,8 +224,7 @@ void shim_stream_frame(shim *s, int i, const al_frame *f)
 
 char *shim_streams_answer(shim *s, const al_streams_msg *m, al_err *err)
 {
-	char(*live)[AL_STREAM_LEASE_LEN + 1] =
-		calloc(m->n + 1, sizeof *live);
+	char(*live)[AL_STREAM_LEASE_LEN + 1] = calloc(m->n + 1, sizeof *live);
 	if (live == NULL) {
 		al_err_set(err, AL_ENOMEM, ENOMEM, "out of memory");
 		return NULL;
@@ -496,7 +493,7 @@ void shim_streams_tick(shim *s, int64_t now)
 			stream_close(s, i);
 		} else if (st->fd >= 0 && al_buf_pending(&st->out) == 0 &&
 			   now >= st->last_write_ms +
-					  SHIM_STREAM_KEEPALIVE_MS) {
+					   SHIM_STREAM_KEEPALIVE_MS) {
 			al_err err = {0};
 			al_sse_keepalive(&st->out, &err);
 			st->last_write_ms = now;
@@ -517,9 +514,8 @@ void shim_streams_flush(shim *s)
 int shim_streams_behind(const shim *s)
 {
 	for (int i = 0; s->streams != NULL && i < SHIM_MAX_STREAMS; i++)
-		if (s->streams[i].used &&
-		    al_buf_pending(&s->streams[i].out) >=
-			    SHIM_STREAM_QUEUE_HIGH)
+		if (s->streams[i].used && al_buf_pending(&s->streams[i].out) >=
+						  SHIM_STREAM_QUEUE_HIGH)
 			return 1;
 	return 0;
 }

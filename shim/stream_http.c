@@ -40,8 +40,7 @@ static enum shim_http_result header(const char *p, size_t n)
 	return SHIM_HTTP_OK;
 }
 
-static enum shim_http_result request_line(const char *p, size_t n,
-					  char *token)
+static enum shim_http_result request_line(const char *p, size_t n, char *token)
 {
 	static const char path[] = "/stream/";
 	const size_t plen = sizeof path - 1;
@@ -86,7 +85,8 @@ enum shim_http_result shim_http_parse(const char *p, size_t n,
 	size_t lines = 0, start = 0, end = 0;
 	token[0] = '\0';
 	for (size_t i = 0; i < n; i++) {
-		if (p[i] == '\0' || (p[i] == '\n' && (i == 0 || p[i - 1] != '\r')) ||
+		if (p[i] == '\0' ||
+		    (p[i] == '\n' && (i == 0 || p[i - 1] != '\r')) ||
 		    (p[i] == '\r' && i + 1 < n && p[i + 1] != '\n'))
 			return SHIM_HTTP_BAD;
 		if (p[i] != '\n')

@@ -6,15 +6,17 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define P(a, b, c, d, l)                                                    \
-	{((uint32_t)(a) << 24) | ((uint32_t)(b) << 16) |                    \
-		 ((uint32_t)(c) << 8) | (uint32_t)(d),                      \
-	 (l)}
+#define P(a, b, c, d, l)                                                       \
+	{                                                                      \
+		((uint32_t)(a) << 24) | ((uint32_t)(b) << 16) |                \
+			((uint32_t)(c) << 8) | (uint32_t)(d),                  \
+			(l)                                                    \
+	}
 
 const al_net_prefix al_net_never[] = {
-	P(0, 0, 0, 0, 8),     P(10, 0, 0, 0, 8),    P(100, 64, 0, 0, 10),
-	P(127, 0, 0, 0, 8),   P(169, 254, 0, 0, 16), P(172, 16, 0, 0, 12),
-	P(192, 0, 0, 0, 24),  P(192, 168, 0, 0, 16), P(224, 0, 0, 0, 4),
+	P(0, 0, 0, 0, 8),    P(10, 0, 0, 0, 8),	    P(100, 64, 0, 0, 10),
+	P(127, 0, 0, 0, 8),  P(169, 254, 0, 0, 16), P(172, 16, 0, 0, 12),
+	P(192, 0, 0, 0, 24), P(192, 168, 0, 0, 16), P(224, 0, 0, 0, 4),
 	P(240, 0, 0, 0, 4),
 };
 const size_t al_net_never_count = sizeof al_net_never / sizeof al_net_never[0];
@@ -58,9 +60,9 @@ int al_net_prefix_parse(const char *text, al_net_prefix *p, al_err *err)
 void al_net_prefix_format(const al_net_prefix *p,
 			  char out[AL_NET_PREFIX_STRLEN])
 {
-	snprintf(out, AL_NET_PREFIX_STRLEN, "%u.%u.%u.%u/%d",
-		 p->addr >> 24, (p->addr >> 16) & 255, (p->addr >> 8) & 255,
-		 p->addr & 255, p->len);
+	snprintf(out, AL_NET_PREFIX_STRLEN, "%u.%u.%u.%u/%d", p->addr >> 24,
+		 (p->addr >> 16) & 255, (p->addr >> 8) & 255, p->addr & 255,
+		 p->len);
 }
 
 bool al_net_prefix_contains(const al_net_prefix *p, uint32_t addr)

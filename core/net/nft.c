@@ -273,8 +273,8 @@ static void rule_put(batch *b, struct nftnl_rule *r, bool oom)
 	if (r == NULL || oom) {
 		b->oom = true;
 	} else {
-		uint16_t family =
-			(uint16_t)nftnl_rule_get_u32(r, NFTNL_RULE_FAMILY);
+		uint16_t family = (uint16_t)
+			nftnl_rule_get_u32(r, NFTNL_RULE_FAMILY);
 		struct nlmsghdr *h = msg(b, NFT_MSG_NEWRULE, family,
 					 NLM_F_CREATE | NLM_F_APPEND);
 		if (h == NULL) {
@@ -502,14 +502,14 @@ int al_nft_build(const al_nft_spec *s, char *buf, size_t cap, size_t *len,
 	table_add(&b, NFPROTO_INET, AL_NFT_TABLE);
 	chain_add(&b, NFPROTO_INET, AL_NFT_TABLE, "prerouting",
 		  NF_INET_PRE_ROUTING, -150, NF_ACCEPT, NULL);
-	chain_add(&b, NFPROTO_INET, AL_NFT_TABLE, "forward", NF_INET_FORWARD,
-		  0, NF_DROP, NULL);
+	chain_add(&b, NFPROTO_INET, AL_NFT_TABLE, "forward", NF_INET_FORWARD, 0,
+		  NF_DROP, NULL);
 	l3_rules(&b, s);
 	return batch_finish(&b, len, err);
 }
 
-int al_nft_build_mac(const uint8_t mac[6], char *buf, size_t cap,
-		     size_t *len, al_err *err)
+int al_nft_build_mac(const uint8_t mac[6], char *buf, size_t cap, size_t *len,
+		     al_err *err)
 {
 	batch b;
 	if (batch_start(&b, buf, cap, err) < 0)

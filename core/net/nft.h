@@ -44,7 +44,7 @@
 typedef struct al_nft_spec {
 	char ifname[IF_NAMESIZE]; /* the guest-facing link in the slot */
 	int ifindex;
-	uint32_t guest;   /* the sandbox's address (host order) */
+	uint32_t guest;	  /* the sandbox's address (host order) */
 	uint32_t gateway; /* the gateway's address */
 	uint16_t tproxy_port;
 	const uint8_t *mac; /* guest MAC, or NULL: none yet (all dropped) */
@@ -57,8 +57,8 @@ typedef struct al_nft_spec {
 int al_nft_build(const al_nft_spec *s, char *buf, size_t cap, size_t *len,
 		 al_err *err);
 /* A batch that replaces the guest MAC the L2 chain accepts. */
-int al_nft_build_mac(const uint8_t mac[6], char *buf, size_t cap,
-		     size_t *len, al_err *err);
+int al_nft_build_mac(const uint8_t mac[6], char *buf, size_t cap, size_t *len,
+		     al_err *err);
 /* Send a batch on a netfilter socket in the current namespace; fails
  * with the kernel's error if any message of it is refused (nothing of
  * it is then applied). */

@@ -67,8 +67,7 @@ void al_nl_close(al_nl *nl)
 }
 
 /* Send one request with NLM_F_ACK and wait for its answer. */
-static int talk(al_nl *nl, struct nlmsghdr *h, const char *what,
-		al_err *err)
+static int talk(al_nl *nl, struct nlmsghdr *h, const char *what, al_err *err)
 {
 	char buf[AL_NL_BUF];
 	h->nlmsg_flags |= NLM_F_REQUEST | NLM_F_ACK;
@@ -152,8 +151,8 @@ int al_nl_addr_add(al_nl *nl, int ifindex, uint32_t addr, int prefix,
 	return talk(nl, h, "add address", err);
 }
 
-int al_nl_route_add(al_nl *nl, int type, uint32_t dst, int prefix,
-		    uint32_t gw, int ifindex, al_err *err)
+int al_nl_route_add(al_nl *nl, int type, uint32_t dst, int prefix, uint32_t gw,
+		    int ifindex, al_err *err)
 {
 	char buf[AL_NL_BUF];
 	struct nlmsghdr *h = mnl_nlmsg_put_header(buf);
@@ -166,8 +165,8 @@ int al_nl_route_add(al_nl *nl, int type, uint32_t dst, int prefix,
 	rt->rtm_protocol = RTPROT_STATIC;
 	rt->rtm_type = (uint8_t)type;
 	rt->rtm_scope = type == RTN_LOCAL ? RT_SCOPE_HOST
-		      : gw != 0	      ? RT_SCOPE_UNIVERSE
-				      : RT_SCOPE_LINK;
+			: gw != 0	  ? RT_SCOPE_UNIVERSE
+					  : RT_SCOPE_LINK;
 	if (prefix > 0)
 		mnl_attr_put_u32(h, RTA_DST, htonl(dst));
 	if (gw != 0)
@@ -193,8 +192,7 @@ static int walk_route(const struct nlmsghdr *h, void *data)
 	{
 		if (mnl_attr_get_type(a) == RTA_DST &&
 		    mnl_attr_get_payload_len(a) == 4)
-			w->stop = w->fn(w->arg, 'r',
-					ntohl(mnl_attr_get_u32(a)),
+			w->stop = w->fn(w->arg, 'r', ntohl(mnl_attr_get_u32(a)),
 					rt->rtm_dst_len);
 	}
 	return MNL_CB_OK;
@@ -211,8 +209,7 @@ static int walk_addr(const struct nlmsghdr *h, void *data)
 	{
 		if (mnl_attr_get_type(a) == IFA_LOCAL &&
 		    mnl_attr_get_payload_len(a) == 4)
-			w->stop = w->fn(w->arg, 'a',
-					ntohl(mnl_attr_get_u32(a)),
+			w->stop = w->fn(w->arg, 'a', ntohl(mnl_attr_get_u32(a)),
 					ifa->ifa_prefixlen);
 	}
 	return MNL_CB_OK;
@@ -229,8 +226,8 @@ static int dump(al_nl *nl, int type, mnl_cb_t cb, walk_ctx *w, al_err *err)
 		struct rtmsg *rt = mnl_nlmsg_put_extra_header(h, sizeof *rt);
 		rt->rtm_family = AF_INET;
 	} else {
-		struct ifaddrmsg *ifa =
-			mnl_nlmsg_put_extra_header(h, sizeof *ifa);
+		struct ifaddrmsg *ifa = mnl_nlmsg_put_extra_header(h,
+								   sizeof *ifa);
 		ifa->ifa_family = AF_INET;
 	}
 	if (mnl_socket_sendto(nl->sock, h, h->nlmsg_len) < 0)

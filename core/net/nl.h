@@ -47,14 +47,13 @@ int al_nl_addr_add(al_nl *nl, int ifindex, uint32_t addr, int prefix,
 /* Add a route to dst/prefix in the main table: type RTN_UNICAST via gw
  * (0: none) out of ifindex, or RTN_LOCAL (dst delivered to this host,
  * "AnyIP") on ifindex. */
-int al_nl_route_add(al_nl *nl, int type, uint32_t dst, int prefix,
-		    uint32_t gw, int ifindex, al_err *err);
+int al_nl_route_add(al_nl *nl, int type, uint32_t dst, int prefix, uint32_t gw,
+		    int ifindex, al_err *err);
 
 /* IPv4 routes (dst, prefix) and addresses of the current namespace, for
  * a pool to check it does not overlap them. fn returns nonzero to stop;
  * kind is 'r' (route of any table, not the default) or 'a' (address). */
-typedef int (*al_nl_prefix_fn)(void *arg, int kind, uint32_t addr,
-			       int prefix);
+typedef int (*al_nl_prefix_fn)(void *arg, int kind, uint32_t addr, int prefix);
 int al_nl_ipv4_walk(al_nl *nl, al_nl_prefix_fn fn, void *arg, al_err *err);
 
 /* Write value to /proc/sys/<key> of the current namespace (net keys are

@@ -40,8 +40,8 @@ static int host_prefix(void *arg, int kind, uint32_t addr, int len)
 		al_err_set(c->err, AL_EINVAL, 0,
 			   "%s %s overlaps the host's %s %s: choose another "
 			   "pool",
-			   AL_NETPOOL_ENV, a,
-			   kind == 'a' ? "address" : "route", b);
+			   AL_NETPOOL_ENV, a, kind == 'a' ? "address" : "route",
+			   b);
 		c->bad = 1;
 		return 1;
 	}
@@ -66,8 +66,7 @@ static int dir_ok(const char *path, al_err *err)
 	if (lstat(path, &st) < 0)
 		return al_err_sys(err, AL_ESYS, errno, "stat %s", path);
 	/* Whoever could write here could hand one slot to two sandboxes. */
-	if (!S_ISDIR(st.st_mode) || st.st_uid != 0 ||
-	    (st.st_mode & 022) != 0)
+	if (!S_ISDIR(st.st_mode) || st.st_uid != 0 || (st.st_mode & 022) != 0)
 		return al_err_set(err, AL_EPERM, 0,
 				  "%s must be a directory owned by root, "
 				  "mode 0700",
@@ -188,15 +187,15 @@ static int state_write(int fd, const char *word, al_netslot_kind kind,
 	return pwrite(fd, buf, STATE_LEN, 0) == STATE_LEN ? 0 : -1;
 }
 
-static void marker_path(char *out, const al_netpool *p,
-			al_netslot_kind kind, uint32_t i)
+static void marker_path(char *out, const al_netpool *p, al_netslot_kind kind,
+			uint32_t i)
 {
 	snprintf(out, AL_PATH_MAX, "%s/ready/%s.%u", p->dir,
 		 al_netslot_kind_name(kind), i);
 }
 
-static int marker_set(const al_netpool *p, al_netslot_kind kind,
-		      uint32_t i, int on)
+static int marker_set(const al_netpool *p, al_netslot_kind kind, uint32_t i,
+		      int on)
 {
 	char path[AL_PATH_MAX];
 	marker_path(path, p, kind, i);
@@ -270,7 +269,7 @@ long al_netpool_prepare(al_netpool *p, al_netslot_kind kind, al_err *err)
 		}
 		close(fd);
 		return (long)i;
-	fail:
+fail:
 		slot_clear(p, i, fd);
 		close(fd);
 		return -1;
@@ -280,8 +279,8 @@ long al_netpool_prepare(al_netpool *p, al_netslot_kind kind, al_err *err)
 			  p->dir);
 }
 
-static int parse_marker(const char *name, al_netslot_kind kind,
-			uint32_t slots, uint32_t *i)
+static int parse_marker(const char *name, al_netslot_kind kind, uint32_t slots,
+			uint32_t *i)
 {
 	const char *k = al_netslot_kind_name(kind);
 	size_t kl = strlen(k);
@@ -414,8 +413,9 @@ int al_netpool_reconcile(al_netpool *p, unsigned *cleaned, al_err *err)
 			     file_exists(p->dir, i, "guest"));
 		if (strcmp(st.word, "ready") == 0 && whole) {
 			marker_set(p, st.kind, i, 1);
-			marker_set(p, st.kind == AL_NETSLOT_NS ? AL_NETSLOT_VM
-							       : AL_NETSLOT_NS,
+			marker_set(p,
+				   st.kind == AL_NETSLOT_NS ? AL_NETSLOT_VM
+							    : AL_NETSLOT_NS,
 				   i, 0);
 		} else {
 			if (st.word[0] != '\0' ||

@@ -55,8 +55,8 @@ static int netns_make(const char *path, int *fd, al_err *err)
 	if (f < 0)
 		return al_err_sys(err, AL_ESYS, errno, "create %s", path);
 	close(f);
-	al_autofd int saved =
-		open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
+	al_autofd int saved = open("/proc/thread-self/ns/net",
+				   O_RDONLY | O_CLOEXEC);
 	if (saved < 0) {
 		al_err_sys(err, AL_ESYS, errno, "open this thread's netns");
 		goto fail;
@@ -127,11 +127,11 @@ static int guest_side(const al_netslot *s, al_err *err)
 		goto out;
 	int idx = ifindex_of(AL_NETSLOT_GUEST_IF, err);
 	if (idx < 0 ||
-	    al_nl_addr_add(&nl, idx, s->addr.guest, AL_NET_SLOT_PREFIX,
-			   err) < 0 ||
+	    al_nl_addr_add(&nl, idx, s->addr.guest, AL_NET_SLOT_PREFIX, err) <
+		    0 ||
 	    al_nl_link_up(&nl, idx, err) < 0 ||
-	    al_nl_route_add(&nl, RTN_UNICAST, 0, 0, s->addr.gateway, idx,
-			    err) < 0)
+	    al_nl_route_add(&nl, RTN_UNICAST, 0, 0, s->addr.gateway, idx, err) <
+		    0)
 		goto out;
 	rc = 0;
 out:
@@ -202,11 +202,11 @@ static int gw_side(al_netslot *s, const al_netslot_spec *spec, al_err *err)
 	}
 	s->ifindex = ifindex_of(AL_NETSLOT_LINK, err);
 	if (s->ifindex < 0 ||
-	    al_nl_addr_add(&nl, s->ifindex, s->addr.gateway,
-			   AL_NET_SLOT_PREFIX, err) < 0 ||
+	    al_nl_addr_add(&nl, s->ifindex, s->addr.gateway, AL_NET_SLOT_PREFIX,
+			   err) < 0 ||
 	    al_nl_link_up(&nl, s->ifindex, err) < 0 ||
-	    al_nl_route_add(&nl, RTN_LOCAL, 0, 0, 0,
-			    (int)if_nametoindex("lo"), err) < 0)
+	    al_nl_route_add(&nl, RTN_LOCAL, 0, 0, 0, (int)if_nametoindex("lo"),
+			    err) < 0)
 		goto out;
 	al_nft_spec ns = {
 		.ifindex = s->ifindex,
@@ -235,15 +235,13 @@ out:
 	return rc;
 }
 
-int al_netslot_create(const al_netslot_spec *spec, al_netslot *s,
-		      al_err *err)
+int al_netslot_create(const al_netslot_spec *spec, al_netslot *s, al_err *err)
 {
 	slot_init(s, spec->index, spec->kind, &spec->addr);
 	if (slot_path(s->gw_path, spec->dir, spec->index, "gw", err) < 0)
 		return -1;
 	if (spec->kind == AL_NETSLOT_NS &&
-	    slot_path(s->guest_path, spec->dir, spec->index, "guest", err) <
-		    0)
+	    slot_path(s->guest_path, spec->dir, spec->index, "guest", err) < 0)
 		return -1;
 	if (netns_make(s->gw_path, &s->gw_fd, err) < 0)
 		goto fail;
@@ -346,13 +344,12 @@ int al_netslot_tap_open(const al_netslot *s, al_err *err)
 		return -1;
 	}
 	if (fd < 0)
-		return al_err_sys(err, AL_ESYS, e, "attach to the tap of slot %u",
-				  s->index);
+		return al_err_sys(err, AL_ESYS, e,
+				  "attach to the tap of slot %u", s->index);
 	return fd;
 }
 
-int al_netslot_set_mac(const al_netslot *s, const uint8_t mac[6],
-		       al_err *err)
+int al_netslot_set_mac(const al_netslot *s, const uint8_t mac[6], al_err *err)
 {
 	char buf[AL_NFT_MAC_BATCH_MAX];
 	size_t len;

@@ -66,8 +66,7 @@ const char *al_netslot_kind_name(al_netslot_kind kind);
 
 /* Make slot spec->index from nothing: namespaces, links, addresses,
  * routes, sysctls and rules. On failure nothing of it is left. */
-int al_netslot_create(const al_netslot_spec *spec, al_netslot *s,
-		      al_err *err);
+int al_netslot_create(const al_netslot_spec *spec, al_netslot *s, al_err *err);
 /* Open the namespaces of a slot made earlier (by any process), whose
  * link al_netslot_create found at ifindex. */
 int al_netslot_open(const char *dir, uint32_t index, al_netslot_kind kind,
@@ -87,7 +86,6 @@ int al_netslot_socket(const al_netslot *s, int domain, int type, int proto,
 /* vm: a file descriptor on the slot's tap, for QEMU's -netdev tap,fd=. */
 int al_netslot_tap_open(const al_netslot *s, al_err *err);
 /* vm: the guest MAC the rules accept (the sandbox's, core/vmnet.h). */
-int al_netslot_set_mac(const al_netslot *s, const uint8_t mac[6],
-		       al_err *err);
+int al_netslot_set_mac(const al_netslot *s, const uint8_t mac[6], al_err *err);
 
 #endif

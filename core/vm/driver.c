@@ -91,8 +91,9 @@ static int disk_clone(const char *src, const char *dst, uint64_t *size,
 	if (in < 0 || fstat(in, &st) < 0)
 		return al_err_sys(err, AL_ENOENT, errno, "disk image %s", src);
 	*size = (uint64_t)st.st_size;
-	al_autofd int out = open(dst, O_WRONLY | O_CREAT | O_TRUNC |
-					      O_CLOEXEC | O_NOFOLLOW,
+	al_autofd int out = open(dst,
+				 O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC |
+					 O_NOFOLLOW,
 				 0600);
 	if (out < 0)
 		return al_err_sys(err, AL_ESYS, errno, "create %s", dst);
@@ -175,10 +176,10 @@ static int vm_start(const al_sandbox_spec *spec, al_driver_handle *h,
 	char link[AL_PATH_MAX], vmdir[AL_PATH_MAX], disk[AL_PATH_MAX];
 	char tdisk[AL_PATH_MAX], mem[AL_PATH_MAX], state[AL_PATH_MAX];
 	char accel_s[8] = "";
-	if (al_vm_path(link, sizeof link, err, "%s/" AL_VM_LINK,
-		       spec->rootfs) < 0 ||
-	    al_vm_path(disk, sizeof disk, err, "%s/" AL_VM_DISK,
-		       spec->rootfs) < 0)
+	if (al_vm_path(link, sizeof link, err, "%s/" AL_VM_LINK, spec->rootfs) <
+		    0 ||
+	    al_vm_path(disk, sizeof disk, err, "%s/" AL_VM_DISK, spec->rootfs) <
+		    0)
 		return -1;
 	ssize_t n = readlink(link, vmdir, sizeof vmdir - 1);
 	if (n < 0)
@@ -262,8 +263,8 @@ static int vm_start(const al_sandbox_spec *spec, al_driver_handle *h,
 			al_warn("vm %s: link %s: %s", spec->id, runlink,
 				strerror(errno));
 	}
-	int rc = restore ? al_vm_machine_restore(&p->m, &l, state_fd,
-						 &agent_fd, err)
+	int rc = restore ? al_vm_machine_restore(&p->m, &l, state_fd, &agent_fd,
+						 err)
 			 : al_vm_machine_boot(&p->m, &l, &agent_fd, err);
 	if (rc < 0 && restore && err->code != AL_ETIMEDOUT) {
 		/* A snapshot this QEMU cannot load (a damaged file, a QEMU
@@ -362,8 +363,7 @@ static int vm_stop(al_driver_handle *h, al_err *err)
  * frame of that id; stray output of the guest's own making is dropped.
  * Read through the owner's reader (h->agent_in), which may hold bytes. */
 static int agent_call(al_driver_handle *h, uint16_t type, uint32_t id,
-		      const char *body, size_t len, int timeout_ms,
-		      al_err *err)
+		      const char *body, size_t len, int timeout_ms, al_err *err)
 {
 	if (al_frame_send(h->agent_fd, type, id, body, len, err) < 0)
 		return -1;
@@ -483,7 +483,7 @@ static int vm_grow_disk(al_driver_handle *h, uint64_t bytes, al_err *err)
 			    al_now_ms() + VM_GROW_TIMEOUT_MS, err);
 	json_object_put(args);
 	al_autofree char *body = rc == 0 ? al_disk_grow_pack("/", want, err)
-					  : NULL;
+					 : NULL;
 	if (rc == 0 && body == NULL)
 		rc = -1;
 	if (rc == 0)

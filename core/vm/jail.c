@@ -50,15 +50,15 @@ void al_vmjail_uid_drop(al_vmjail_uid *u)
 /* ---- the child: build the root, drop everything, exec ---- */
 
 /* Report "what: strerror" to the parent and die. */
-static void __attribute__((noreturn))
-child_fail(int efd, const char *what)
+static void __attribute__((noreturn)) child_fail(int efd, const char *what)
 {
 	char msg[200];
 	int e = errno;
 	int n = snprintf(msg, sizeof msg, "%s: %s", what, strerror(e));
 	if (n > 0)
-		(void)!write(efd, msg, (size_t)n < sizeof msg ? (size_t)n
-							     : sizeof msg - 1);
+		(void)!write(efd, msg,
+			     (size_t)n < sizeof msg ? (size_t)n
+						    : sizeof msg - 1);
 	_exit(111);
 }
 
@@ -167,8 +167,7 @@ child_run(const al_vmjail *j, char *const argv[],
 		    chown("dev/kvm", j->uid, j->uid) < 0)
 			child_fail(efd, "make the jail's /dev/kvm");
 	}
-	static const char *const devs[] = {"null", "zero", "random",
-					   "urandom"};
+	static const char *const devs[] = {"null", "zero", "random", "urandom"};
 	for (size_t i = 0; i < sizeof devs / sizeof *devs; i++) {
 		char host[32], in[32];
 		snprintf(host, sizeof host, "/dev/%s", devs[i]);
@@ -221,8 +220,7 @@ child_run(const al_vmjail *j, char *const argv[],
 	for (int cap = 0; cap <= CAP_LAST_CAP; cap++)
 		if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0 && errno != EINVAL)
 			child_fail(efd, "drop the capability bounding set");
-	if (setgroups(0, NULL) < 0 ||
-	    setresgid(j->uid, j->uid, j->uid) < 0 ||
+	if (setgroups(0, NULL) < 0 || setresgid(j->uid, j->uid, j->uid) < 0 ||
 	    setresuid(j->uid, j->uid, j->uid) < 0)
 		child_fail(efd, "drop to the jail's uid");
 	/* A change of uid clears the parent-death signal: set it again. */
@@ -284,13 +282,12 @@ pid_t al_vmjail_spawn(const al_vmjail *j, char *const argv[], int *pidfd,
 	if (j == NULL || j->uid == 0 || j->root == NULL || j->nfds < 3 ||
 	    argv == NULL || argv[0] == NULL ||
 	    strncmp(argv[0], "/usr/", 5) != 0)
-		return al_err_set(err, AL_EINVAL, 0,
-				  "vmjail: bad spec"), -1;
+		return al_err_set(err, AL_EINVAL, 0, "vmjail: bad spec"), -1;
 	for (size_t i = 0; i < j->nfiles; i++)
-		if (j->files[i].host == NULL ||
-		    !jail_path_ok(j->files[i].jail))
+		if (j->files[i].host == NULL || !jail_path_ok(j->files[i].jail))
 			return al_err_set(err, AL_EINVAL, 0,
-					  "vmjail: bad jail file path"), -1;
+					  "vmjail: bad jail file path"),
+			       -1;
 	const struct sock_fprog *filter = al_sysfilter_qemu_prog(err);
 	if (filter == NULL)
 		return -1;

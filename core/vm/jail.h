@@ -48,18 +48,19 @@ void al_vmjail_uid_drop(al_vmjail_uid *u);
 
 typedef struct al_vmjail_file {
 	const char *host; /* absolute path of a regular file on the host */
-	const char *jail; /* "/dir/name", one directory level, made in the jail */
+	const char
+		*jail; /* "/dir/name", one directory level, made in the jail */
 } al_vmjail_file;
 
 typedef struct al_vmjail {
-	uid_t uid;         /* from al_vmjail_uid_take; never 0 */
-	const char *root;  /* empty host directory the jail root mounts on
+	uid_t uid;	  /* from al_vmjail_uid_take; never 0 */
+	const char *root; /* empty host directory the jail root mounts on
 			    * (only inside the jail's mount namespace) */
-	int kvm;           /* give it a /dev/kvm */
+	int kvm;	  /* give it a /dev/kvm */
 	const al_vmjail_file *files;
 	size_t nfiles;
-	const int *fds;    /* fds[i] becomes descriptor i in the jail */
-	int nfds;          /* at least 3 (stdin, stdout, stderr) */
+	const int *fds; /* fds[i] becomes descriptor i in the jail */
+	int nfds;	/* at least 3 (stdin, stdout, stderr) */
 } al_vmjail;
 
 /* Start argv[0] (an absolute path under /usr) in a new jail. The child

@@ -35,12 +35,12 @@
 /* What QEMU finds at each descriptor in its jail (vm/jail.h): it opens no
  * file of the host by name, except the kernel and initrd of a boot. */
 enum {
-	JFD_QMP = 3,     /* socketpair end: the monitor */
-	JFD_AGENT = 4,   /* socketpair end: the virtio-serial port */
-	JFD_MEM = 5,     /* guest RAM (memfd), as /proc/self/fd/5 */
-	JFD_DISK = 6,    /* the disk, read-write ... */
+	JFD_QMP = 3,	 /* socketpair end: the monitor */
+	JFD_AGENT = 4,	 /* socketpair end: the virtio-serial port */
+	JFD_MEM = 5,	 /* guest RAM (memfd), as /proc/self/fd/5 */
+	JFD_DISK = 6,	 /* the disk, read-write ... */
 	JFD_DISK_RO = 7, /* ... and read-only: QEMU's first open probes */
-	JFD_SERIAL = 8,  /* console log file (template, probe) */
+	JFD_SERIAL = 8,	 /* console log file (template, probe) */
 	JFD_COUNT = 9,
 };
 #define JAIL_KERNEL "/boot/vmlinuz"
@@ -107,7 +107,9 @@ static void file_tail(const char *path, char *out, size_t len)
 	out[n] = '\0';
 	for (ssize_t i = 0; i < n; i++)
 		if (out[i] < ' ' || out[i] > '~')
-			out[i] = out[i] == '\n' ? '|' : out[i] == '\r' ? ' ' : '?';
+			out[i] = out[i] == '\n'	  ? '|'
+				 : out[i] == '\r' ? ' '
+						  : '?';
 }
 
 void al_vm_rundir_remove(const char *dir)
@@ -280,7 +282,8 @@ static int build_argv(const al_vm_launch *l, vm_argv *a, al_err *err)
 			   "sysctl.vm.compaction_proactiveness=0 "
 			   "airlock.agent=%s%s%s",
 			   l->agent != NULL ? l->agent : "/sbin/airlock-agent",
-			   l->mode == AL_VM_PROBE ? " airlock.probe=1" : "", tsc);
+			   l->mode == AL_VM_PROBE ? " airlock.probe=1" : "",
+			   tsc);
 	}
 	/* A sandbox's guest controls its console: it goes to a bounded
 	 * ring in QEMU, never to a file that could fill the host's disk.
@@ -409,14 +412,14 @@ static pid_t spawn_qemu(const al_vm_launch *l, int *pidfd, int *qmp_fd,
 		return -1;
 	char logp[128], serp[128], root[128];
 	if (al_vm_path(logp, sizeof logp, err, "%s/qemu.log", l->rundir) < 0 ||
-	    al_vm_path(serp, sizeof serp, err, "%s/serial.log",
-		       l->rundir) < 0 ||
+	    al_vm_path(serp, sizeof serp, err, "%s/serial.log", l->rundir) <
+		    0 ||
 	    al_vm_path(root, sizeof root, err, "%s/root", l->rundir) < 0)
 		return -1;
 	if (mkdir(root, 0700) < 0 && errno != EEXIST)
 		return al_err_sys(err, AL_ESYS, errno, "mkdir %s", root), -1;
-	al_autofd int logfd = open(logp, O_WRONLY | O_CREAT | O_TRUNC |
-						 O_CLOEXEC,
+	al_autofd int logfd = open(logp,
+				   O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC,
 				   0600);
 	if (logfd < 0)
 		return al_err_sys(err, AL_ESYS, errno, "create %s", logp), -1;
@@ -557,8 +560,7 @@ int al_vm_entropy_hex(char hex[AL_VM_ENTROPY_HEX], al_err *err)
 	return 0;
 }
 
-int al_vm_machine_go(int fd, const char *hostname, const char *mac,
-		     al_err *err)
+int al_vm_machine_go(int fd, const char *hostname, const char *mac, al_err *err)
 {
 	char hex[AL_VM_ENTROPY_HEX];
 	if (al_vm_entropy_hex(hex, err) < 0)
@@ -633,7 +635,8 @@ static int migrate(al_qmp *q, const char *cmd, int fd, int64_t deadline_ms,
 		if (strcmp(s, "failed") == 0 || strcmp(s, "cancelled") == 0) {
 			json_object *d = NULL;
 			json_object_object_get_ex(r, "error-desc", &d);
-			al_err_set(err, AL_EINTERNAL, 0, "%s %s: %.200s", cmd, s,
+			al_err_set(err, AL_EINTERNAL, 0, "%s %s: %.200s", cmd,
+				   s,
 				   json_object_is_type(d, json_type_string)
 					   ? json_object_get_string(d)
 					   : "no reason given");
@@ -662,8 +665,7 @@ int al_vm_rundir_make(char *out, size_t len, al_err *err)
 
 /* The guest console's last bytes: from the file of a template boot, or
  * over QMP from a sandbox's ring buffer. */
-static void console_tail(const char *rundir, al_qmp *q, char *out,
-			 size_t len)
+static void console_tail(const char *rundir, al_qmp *q, char *out, size_t len)
 {
 	char p[128];
 	snprintf(p, sizeof p, "%s/serial.log", rundir);
@@ -711,7 +713,8 @@ void al_vm_machine_explain(const al_vm_machine *m, int with_console,
 			strlen(w + sizeof nopeer - 1) + 1);
 	if (tail[0] != '\0' && strlen(err->msg) + 20 < sizeof err->msg) {
 		size_t l = strlen(err->msg);
-		snprintf(err->msg + l, sizeof err->msg - l, " (qemu: %s)", tail);
+		snprintf(err->msg + l, sizeof err->msg - l, " (qemu: %s)",
+			 tail);
 	}
 	console_tail(m->rundir, m->qmp, tail, sizeof tail);
 	if (tail[0] == '\0')
@@ -735,8 +738,8 @@ void al_vm_machine_init(al_vm_machine *m)
 	*m = (al_vm_machine){.pidfd = -1, .uid = {.lock_fd = -1}};
 }
 
-int al_vm_machine_spawn(al_vm_machine *m, const al_vm_launch *l,
-			int *qmp_fd, int *agent_fd, al_err *err)
+int al_vm_machine_spawn(al_vm_machine *m, const al_vm_launch *l, int *qmp_fd,
+			int *agent_fd, al_err *err)
 {
 	pid_t pid = spawn_qemu(l, &m->pidfd, qmp_fd, agent_fd, err);
 	if (pid < 0)
@@ -760,8 +763,8 @@ static int launch(al_vm_machine *m, const al_vm_launch *l, int *agent_fd,
 	return 0;
 }
 
-int al_vm_machine_boot(al_vm_machine *m, const al_vm_launch *l,
-		       int *agent_fd, al_err *err)
+int al_vm_machine_boot(al_vm_machine *m, const al_vm_launch *l, int *agent_fd,
+		       al_err *err)
 {
 	int64_t deadline = al_now_ms() + AL_VM_BOOT_TIMEOUT_MS;
 	if (launch(m, l, agent_fd, deadline, err) < 0)
@@ -772,8 +775,8 @@ int al_vm_machine_boot(al_vm_machine *m, const al_vm_launch *l,
 /* The agent port is connected from QEMU's start, so before the load: the
  * snapshot was taken with a host connected, and a port whose host is
  * gone after the load would make the guest init start over. */
-int al_vm_machine_restore(al_vm_machine *m, const al_vm_launch *l,
-			  int state_fd, int *agent_fd, al_err *err)
+int al_vm_machine_restore(al_vm_machine *m, const al_vm_launch *l, int state_fd,
+			  int *agent_fd, al_err *err)
 {
 	int64_t deadline = al_now_ms() + AL_VM_RESTORE_TIMEOUT_MS;
 	int64_t t0 = al_now_ms();

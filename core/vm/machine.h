@@ -36,23 +36,23 @@
 #define AL_VM_QUIT_TIMEOUT_MS 2000
 
 typedef enum al_vm_mode {
-	AL_VM_COLD,     /* boot the kernel, private anonymous RAM */
+	AL_VM_COLD,	/* boot the kernel, private anonymous RAM */
 	AL_VM_TEMPLATE, /* boot the kernel, RAM in a shared file to snapshot */
-	AL_VM_CLONE,    /* restore: RAM file mapped privately, -incoming
+	AL_VM_CLONE,	/* restore: RAM file mapped privately, -incoming
 			 * defer */
-	AL_VM_PROBE,    /* boot to the init's probe marker, no disk or port */
+	AL_VM_PROBE,	/* boot to the init's probe marker, no disk or port */
 } al_vm_mode;
 
 typedef struct al_vm_launch {
 	al_vm_mode mode;
 	al_vm_accel accel;
 	const al_vm_kernel *kernel; /* not for AL_VM_CLONE */
-	int mem_fd;         /* AL_VM_TEMPLATE (to fill), AL_VM_CLONE (sealed) */
+	int mem_fd;	    /* AL_VM_TEMPLATE (to fill), AL_VM_CLONE (sealed) */
 	const char *disk;   /* not for AL_VM_PROBE */
 	const char *agent;  /* path inside the guest */
 	const char *rundir; /* QEMU's log, the jail's mount point */
 	const char *cgroup; /* leaf QEMU runs in (sandboxes), or NULL */
-	uid_t uid;          /* QEMU's, from al_vmjail_uid_take */
+	uid_t uid;	    /* QEMU's, from al_vmjail_uid_take */
 } al_vm_launch;
 
 /* A QEMU and what it holds: its process, monitor, uid and run directory. */
@@ -83,16 +83,16 @@ void al_vm_machine_release(al_vm_machine *m);
 
 /* Start QEMU in its jail for l; *qmp_fd and *agent_fd are the caller's
  * ends of the monitor and the agent port. No QMP session is opened. */
-int al_vm_machine_spawn(al_vm_machine *m, const al_vm_launch *l,
-			int *qmp_fd, int *agent_fd, al_err *err);
+int al_vm_machine_spawn(al_vm_machine *m, const al_vm_launch *l, int *qmp_fd,
+			int *agent_fd, al_err *err);
 /* Boot: start QEMU, open QMP and wait for the guest init's marker;
  * *agent_fd gets the agent port, with the init waiting for its GO. */
-int al_vm_machine_boot(al_vm_machine *m, const al_vm_launch *l,
-		       int *agent_fd, al_err *err);
+int al_vm_machine_boot(al_vm_machine *m, const al_vm_launch *l, int *agent_fd,
+		       al_err *err);
 /* Restore (l->mode AL_VM_CLONE): start QEMU waiting for its state, load
  * the device state from state_fd and run it. */
-int al_vm_machine_restore(al_vm_machine *m, const al_vm_launch *l,
-			  int state_fd, int *agent_fd, al_err *err);
+int al_vm_machine_restore(al_vm_machine *m, const al_vm_launch *l, int state_fd,
+			  int *agent_fd, al_err *err);
 /* Stop the guest and write its device state to state_fd (the RAM stays
  * in the launch's mem_fd). */
 int al_vm_machine_save(al_vm_machine *m, int state_fd, al_err *err);

@@ -74,9 +74,10 @@ int al_copy_sparse(int in, int out, al_err *err)
 	if (fstat(in, &st) < 0)
 		return al_err_sys(err, AL_ESYS, errno, "stat the source");
 	if (ftruncate(out, st.st_size) < 0)
-		return al_err_sys(err, errno == ENOSPC || errno == EDQUOT
-					       ? AL_EUNAVAIL
-					       : AL_ESYS,
+		return al_err_sys(err,
+				  errno == ENOSPC || errno == EDQUOT
+					  ? AL_EUNAVAIL
+					  : AL_ESYS,
 				  errno, "size the copy");
 	al_autofree char *buf = NULL;
 	off_t off = 0;
@@ -119,8 +120,8 @@ int al_vmmem_sealed_copy(const char *path, al_err *err)
 		al_err_wrap(err, "copying %s", path);
 		return -1;
 	}
-	if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW |
-					  F_SEAL_WRITE | F_SEAL_SEAL) < 0)
+	if (fcntl(fd, F_ADD_SEALS,
+		  F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) < 0)
 		return al_err_sys(err, AL_ESYS, errno, "sealing the copy of %s",
 				  path);
 	return al_steal_fd(&fd);
@@ -131,8 +132,8 @@ int al_vmmem_sealed_copy(const char *path, al_err *err)
 static int ask_server(const char *run_dir, const char *vmdir, al_err *err)
 {
 	struct sockaddr_un sa = {.sun_family = AF_UNIX};
-	if ((size_t)snprintf(sa.sun_path, sizeof sa.sun_path, "%s/%s",
-			     run_dir, AL_VMMEM_SOCK) >= sizeof sa.sun_path)
+	if ((size_t)snprintf(sa.sun_path, sizeof sa.sun_path, "%s/%s", run_dir,
+			     AL_VMMEM_SOCK) >= sizeof sa.sun_path)
 		return al_err_set(err, AL_EINVAL, 0, "socket path too long");
 	if (strlen(vmdir) >= AL_PATH_MAX)
 		return al_err_set(err, AL_EINVAL, 0, "vmdir path too long");
@@ -164,8 +165,7 @@ static int ask_server(const char *run_dir, const char *vmdir, al_err *err)
 	int fd = -1;
 	struct cmsghdr *c = CMSG_FIRSTHDR(&m);
 	if (c != NULL && c->cmsg_level == SOL_SOCKET &&
-	    c->cmsg_type == SCM_RIGHTS &&
-	    c->cmsg_len == CMSG_LEN(sizeof(int)))
+	    c->cmsg_type == SCM_RIGHTS && c->cmsg_len == CMSG_LEN(sizeof(int)))
 		memcpy(&fd, CMSG_DATA(c), sizeof fd);
 	if (reply[0] != 'Y' || fd < 0) {
 		if (fd >= 0)
@@ -378,8 +378,8 @@ al_vmmem_server *al_vmmem_serve(const char *run_dir, const char *pool_dir,
 		goto fail;
 	}
 	snprintf(s->pool, sizeof s->pool, "%s", real);
-	if ((size_t)snprintf(sa.sun_path, sizeof sa.sun_path, "%s/%s",
-			     run_dir, AL_VMMEM_SOCK) >= sizeof sa.sun_path) {
+	if ((size_t)snprintf(sa.sun_path, sizeof sa.sun_path, "%s/%s", run_dir,
+			     AL_VMMEM_SOCK) >= sizeof sa.sun_path) {
 		al_err_set(err, AL_EINVAL, 0, "socket path too long");
 		goto fail;
 	}

@@ -14,8 +14,8 @@ int al_vm_mac_for_id(const char *sandbox_id, uint8_t mac[6], al_err *err)
 		return al_err_set(err, AL_EINVAL, 0, "invalid sandbox id");
 	unsigned char md[EVP_MAX_MD_SIZE];
 	unsigned int mdlen = 0;
-	if (EVP_Digest(sandbox_id, strlen(sandbox_id), md, &mdlen,
-		       EVP_sha256(), NULL) != 1 ||
+	if (EVP_Digest(sandbox_id, strlen(sandbox_id), md, &mdlen, EVP_sha256(),
+		       NULL) != 1 ||
 	    mdlen < 5)
 		return al_err_set(err, AL_EINTERNAL, 0,
 				  "SHA-256 of the sandbox id failed");
@@ -28,6 +28,6 @@ int al_vm_mac_for_id(const char *sandbox_id, uint8_t mac[6], al_err *err)
 
 void al_vm_mac_format(const uint8_t mac[6], char out[AL_VM_MAC_STRLEN])
 {
-	snprintf(out, AL_VM_MAC_STRLEN, "%02x:%02x:%02x:%02x:%02x:%02x",
-		 mac[0], mac[1], mac[2], mac[3], mac[4], mac[5]);
+	snprintf(out, AL_VM_MAC_STRLEN, "%02x:%02x:%02x:%02x:%02x:%02x", mac[0],
+		 mac[1], mac[2], mac[3], mac[4], mac[5]);
 }

@@ -2,8 +2,8 @@
 #include "vm/probe.h"
 
 #include <errno.h>
-#include <limits.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -122,7 +122,7 @@ int al_vm_usable(const char *state_dir, char *why, size_t whylen)
 	if (access(AL_VM_QEMU, X_OK) < 0) {
 		snprintf(why, whylen,
 			 AL_VM_QEMU " is not installed (apt-get install "
-			 "qemu-system-x86)");
+				    "qemu-system-x86)");
 		return 0;
 	}
 	if (al_vm_kernel_find(state_dir, &k, &err) < 0) {
@@ -149,9 +149,10 @@ int al_vm_usable(const char *state_dir, char *why, size_t whylen)
 	}
 	if (vm_file(state_dir, "accel", path, sizeof path) < 0 ||
 	    access(path, R_OK) < 0) {
-		snprintf(why, whylen,
-			 "the accelerator probe has not run (airlock-controller "
-			 "--init)");
+		snprintf(
+			why, whylen,
+			"the accelerator probe has not run (airlock-controller "
+			"--init)");
 		return 0;
 	}
 	why[0] = '\0';

@@ -74,7 +74,8 @@ int al_qmp_parse_reply(const char *line, size_t len, json_object **out,
 					  "qmp: malformed event");
 	} else if (json_object_object_get_ex(o, "return", &v)) {
 		/* A JSON null would read as failure to callers. */
-		*out = v != NULL ? json_object_get(v) : json_object_new_object();
+		*out = v != NULL ? json_object_get(v)
+				 : json_object_new_object();
 		rc = *out != NULL ? AL_QMP_RETURN
 				  : al_err_set(err, AL_ENOMEM, 0,
 					       "qmp: out of memory");
@@ -99,8 +100,7 @@ out:
 }
 
 /* Next complete line into *line (valid until the next read). */
-static int read_line(al_qmp *q, size_t *used, int64_t deadline_ms,
-		     al_err *err)
+static int read_line(al_qmp *q, size_t *used, int64_t deadline_ms, al_err *err)
 {
 	for (;;) {
 		char *nl = memchr(q->buf, '\n', q->len);
@@ -112,7 +112,8 @@ static int read_line(al_qmp *q, size_t *used, int64_t deadline_ms,
 			return al_err_set(err, AL_EPROTO, 0,
 					  "qmp: reply longer than %u bytes",
 					  AL_QMP_LINE_MAX);
-		ssize_t n = read(q->fd, q->buf + q->len, sizeof q->buf - q->len);
+		ssize_t n = read(q->fd, q->buf + q->len,
+				 sizeof q->buf - q->len);
 		if (n > 0) {
 			q->len += (size_t)n;
 			continue;
@@ -146,7 +147,8 @@ static int send_all(al_qmp *q, const char *s, size_t n, int pass_fd,
 				struct cmsghdr align;
 			} ctl;
 			memset(&ctl, 0, sizeof ctl);
-			struct iovec iov = {.iov_base = (void *)s, .iov_len = n};
+			struct iovec iov = {.iov_base = (void *)s,
+					    .iov_len = n};
 			struct msghdr m = {.msg_iov = &iov,
 					   .msg_iovlen = 1,
 					   .msg_control = ctl.b,
@@ -223,8 +225,8 @@ static json_object *await(al_qmp *q, int64_t want_id, int greeting,
 	}
 }
 
-json_object *al_qmp_exec(al_qmp *q, const char *cmd, json_object *args,
-			 int fd, int64_t deadline_ms, al_err *err)
+json_object *al_qmp_exec(al_qmp *q, const char *cmd, json_object *args, int fd,
+			 int64_t deadline_ms, al_err *err)
 {
 	if (q->broken) {
 		al_err_set(err, AL_EPROTO, 0,
@@ -295,7 +297,8 @@ al_qmp *al_qmp_connect(const char *path, int64_t deadline_ms, al_err *err)
 		close(fd);
 		fd = -1;
 		if (e != ENOENT && e != ECONNREFUSED && e != EAGAIN) {
-			al_err_sys(err, AL_EUNAVAIL, e, "qmp: connect %s", path);
+			al_err_sys(err, AL_EUNAVAIL, e, "qmp: connect %s",
+				   path);
 			return NULL;
 		}
 		if (al_now_ms() >= deadline_ms) {

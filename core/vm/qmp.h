@@ -34,8 +34,8 @@ void al_qmp_close(al_qmp *q);
  * "return" value (caller puts it) or NULL: AL_ETIMEDOUT past the
  * deadline, AL_EPROTO on a malformed reply or a closed socket,
  * AL_EINTERNAL with QEMU's error description when the command failed. */
-json_object *al_qmp_exec(al_qmp *q, const char *cmd, json_object *args,
-			 int fd, int64_t deadline_ms, al_err *err);
+json_object *al_qmp_exec(al_qmp *q, const char *cmd, json_object *args, int fd,
+			 int64_t deadline_ms, al_err *err);
 
 /* Same, for a command whose return value is not needed. */
 int al_qmp_run(al_qmp *q, const char *cmd, json_object *args,

@@ -154,7 +154,6 @@ int al_vm_template_stale(const char *tmpl_root, const char *state_dir,
 	return 0;
 }
 
-
 /* ---- template build ---- */
 
 static int run_wait(char *const argv[], al_err *err)
@@ -190,8 +189,15 @@ static int build_disk(const char *rootfs, const char *disk, al_err *err)
 		return al_err_sys(err, AL_ESYS, errno, "create %s", disk);
 	if (ftruncate(fd, (off_t)AL_VM_DISK_BYTES) < 0)
 		return al_err_sys(err, AL_ESYS, errno, "size %s", disk);
-	char *argv[] = {"/usr/sbin/mkfs.ext4", "-q", "-F", "-L", "airlock",
-			"-d", (char *)rootfs, (char *)disk, NULL};
+	char *argv[] = {"/usr/sbin/mkfs.ext4",
+			"-q",
+			"-F",
+			"-L",
+			"airlock",
+			"-d",
+			(char *)rootfs,
+			(char *)disk,
+			NULL};
 	if (run_wait(argv, err) < 0) {
 		al_err_wrap(err, "building the disk image of %s", rootfs);
 		return -1;
@@ -210,8 +216,9 @@ static int fsync_path(const char *path, al_err *err)
 /* Write the guest RAM of a template boot to path, holes kept. */
 static int save_ram(int mem_fd, const char *path, al_err *err)
 {
-	al_autofd int out = open(path, O_WRONLY | O_CREAT | O_TRUNC |
-					       O_CLOEXEC | O_NOFOLLOW,
+	al_autofd int out = open(path,
+				 O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC |
+					 O_NOFOLLOW,
 				 0600);
 	if (out < 0)
 		return al_err_sys(err, AL_ESYS, errno, "create %s", path);
@@ -305,8 +312,7 @@ static void remove_vmdir(const char *dir)
 }
 
 int al_vm_template_build(const char *rootfs, const char *vmdir,
-			 const al_vm_kernel *k, al_vm_accel accel,
-			 al_err *err)
+			 const al_vm_kernel *k, al_vm_accel accel, al_err *err)
 {
 	char nd[AL_PATH_MAX], disk[AL_PATH_MAX], link[AL_PATH_MAX];
 	char tmplink[AL_PATH_MAX], accel_p[AL_PATH_MAX], format_p[AL_PATH_MAX];

@@ -44,8 +44,7 @@
  * is written under temporary names and renamed, so a half-built snapshot
  * is never used. */
 int al_vm_template_build(const char *rootfs, const char *vmdir,
-			 const al_vm_kernel *k, al_vm_accel accel,
-			 al_err *err);
+			 const al_vm_kernel *k, al_vm_accel accel, al_err *err);
 
 /* Where a template's VM artefacts are built: beside its current
  * version's rootfs (template-versions/<t>/<v>/vm), or POOL/vm/<template>

@@ -312,7 +312,8 @@ static bool parse_go(const char *s, go_msg *g)
 	if (hl == 0 || *s++ != ' ')
 		return false;
 	for (size_t i = 0; i < sizeof g->seed; i++) {
-		int hi = hexval(s[2 * i]), lo = hi < 0 ? -1 : hexval(s[2 * i + 1]);
+		int hi = hexval(s[2 * i]),
+		    lo = hi < 0 ? -1 : hexval(s[2 * i + 1]);
 		if (hi < 0 || lo < 0)
 			return false;
 		g->seed[i] = (uint8_t)(hi << 4 | lo);

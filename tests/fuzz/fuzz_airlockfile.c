@@ -26,8 +26,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	al_err err = {0};
 	int line = -1;
-	al_airlockfile *af =
-		al_airlockfile_parse((const char *)data, size, &line, &err);
+	al_airlockfile *af = al_airlockfile_parse((const char *)data, size,
+						  &line, &err);
 	if (af == NULL) {
 		/* A failure always says where, within the input. */
 		if (line < 0 || (size_t)line > size + 1 || err.code == AL_OK)

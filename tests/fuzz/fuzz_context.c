@@ -24,7 +24,8 @@ static void check_parent(const char *parent)
 		abort();
 	struct dirent *e;
 	while ((e = readdir(d)) != NULL)
-		if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0 &&
+		if (strcmp(e->d_name, ".") != 0 &&
+		    strcmp(e->d_name, "..") != 0 &&
 		    strcmp(e->d_name, "c") != 0 && strcmp(e->d_name, "r") != 0)
 			abort();
 	closedir(d);

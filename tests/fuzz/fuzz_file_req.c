@@ -100,7 +100,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			abort();
 		al_exit_msg again;
 		char *s = al_exit_pack(&x, &err);
-		if (s == NULL || al_exit_unpack(s, strlen(s), &again, &err) < 0 ||
+		if (s == NULL ||
+		    al_exit_unpack(s, strlen(s), &again, &err) < 0 ||
 		    again.exit_code != x.exit_code ||
 		    strcmp(again.signal, x.signal) != 0 ||
 		    again.timed_out != x.timed_out)

@@ -83,9 +83,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		{.name = "context", .max = 1 << 20, .fd = devnull},
 	};
 	static const al_multipart_cbs cbs = {on_begin, on_data, on_end};
-	al_multipart *mp = (mode & 1)
-				   ? al_multipart_new_form(ct, f, 3, &err)
-				   : al_multipart_new(ct, &cbs, &t, &err);
+	al_multipart *mp = (mode & 1) ? al_multipart_new_form(ct, f, 3, &err)
+				      : al_multipart_new(ct, &cbs, &t, &err);
 	if (mp == NULL)
 		return 0;
 	size_t step = (size_t)(mode >> 1) + 1;

@@ -20,7 +20,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		for (int i = 0; i < q.n; i++) {
 			/* Decoded strings are NUL-free and no longer than
 			 * the input. */
-			if (strlen(q.q[i].key) > size || strlen(q.q[i].val) > size)
+			if (strlen(q.q[i].key) > size ||
+			    strlen(q.q[i].val) > size)
 				abort();
 			(void)al_query_get(&q, q.q[i].key);
 		}

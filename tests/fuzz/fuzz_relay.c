@@ -9,8 +9,8 @@
  *
  * fuzz-sources: shim/relay.c shim/boot.c shim/stream.c shim/stream_http.c */
 #include <errno.h>
-#include <signal.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>

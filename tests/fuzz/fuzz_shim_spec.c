@@ -64,9 +64,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	al_shim_ready r;
 	err.code = AL_OK;
 	if (al_shim_ready_unpack(data, size, &r, &err) == 0) {
-		if (r.pid <= 0 || (r.accel[0] != '\0' &&
-				   strcmp(r.accel, "kvm") != 0 &&
-				   strcmp(r.accel, "tcg") != 0))
+		if (r.pid <= 0 ||
+		    (r.accel[0] != '\0' && strcmp(r.accel, "kvm") != 0 &&
+		     strcmp(r.accel, "tcg") != 0))
 			abort();
 	} else if (err.code == AL_OK) {
 		abort();

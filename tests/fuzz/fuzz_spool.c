@@ -38,8 +38,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	snprintf(want, sizeof want, "%s.%" PRIu64, e.e.id, e.seq);
 	if (strcmp(want, name) != 0 || strcmp(e.name, name) != 0 ||
 	    (e.e.ev != AL_EV_FAIL && e.e.ev != AL_EV_DELETE) ||
-	    e.e.at_ms <= 0 ||
-	    !al_utf8_valid(e.e.detail, strlen(e.e.detail)))
+	    e.e.at_ms <= 0 || !al_utf8_valid(e.e.detail, strlen(e.e.detail)))
 		abort();
 	char *s = al_spool_pack(&e, &err);
 	al_spool_entry again;

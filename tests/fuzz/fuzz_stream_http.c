@@ -13,8 +13,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	char token[AL_STREAM_TOKEN_LEN + 1];
-	enum shim_http_result r =
-		shim_http_parse((const char *)data, size, token);
+	enum shim_http_result r = shim_http_parse((const char *)data, size,
+						  token);
 	if (r < SHIM_HTTP_NOT_FOUND || r > SHIM_HTTP_OK)
 		abort();
 	if (r == SHIM_HTTP_OK) {

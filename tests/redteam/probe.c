@@ -57,14 +57,14 @@ static int trace(pid_t pid)
 {
 	int escaped = 0;
 	long r = ptrace(PTRACE_ATTACH, pid, NULL, NULL);
-	printf("PTRACE_ATTACH %d: %s\n", (int)pid, r == 0 ? "ATTACHED"
-							  : strerror(errno));
+	printf("PTRACE_ATTACH %d: %s\n", (int)pid,
+	       r == 0 ? "ATTACHED" : strerror(errno));
 	escaped |= r == 0;
 	if (r == 0)
 		ptrace(PTRACE_DETACH, pid, NULL, NULL);
 	r = ptrace(PTRACE_SEIZE, pid, NULL, NULL);
-	printf("PTRACE_SEIZE %d: %s\n", (int)pid, r == 0 ? "SEIZED"
-							 : strerror(errno));
+	printf("PTRACE_SEIZE %d: %s\n", (int)pid,
+	       r == 0 ? "SEIZED" : strerror(errno));
 	escaped |= r == 0;
 	if (r == 0)
 		ptrace(PTRACE_DETACH, pid, NULL, NULL);

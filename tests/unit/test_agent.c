@@ -8,6 +8,7 @@
 #include <ftw.h>
 #include <json-c/json.h>
 #include <limits.h>
+#include <sched.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -17,7 +18,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sched.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
@@ -171,11 +171,10 @@ static void send_raw(ctx *c, uint16_t type, uint32_t id, const void *p,
 		fail_msg("send %s: %s", al_frame_type_name(type), err.msg);
 }
 
-static void send_json(ctx *c, uint16_t type, uint32_t id, const char *fmt,
-		      ...) __attribute__((format(printf, 4, 5)));
+static void send_json(ctx *c, uint16_t type, uint32_t id, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
 
-static void send_json(ctx *c, uint16_t type, uint32_t id, const char *fmt,
-		      ...)
+static void send_json(ctx *c, uint16_t type, uint32_t id, const char *fmt, ...)
 {
 	char buf[8192];
 	va_list ap;
@@ -992,9 +991,9 @@ static void test_oversized_frame_exits(void **state)
 {
 	ctx *c = *state;
 	skip_hello(c);
-	uint8_t h[AL_FRAME_HDR_LEN] = {'A', 'L', 'F', '1', 0, AL_F_STDIN,
-				       0,   0,   0,   0,   0, 1,
-				       0x10, 0,  0,   1};
+	uint8_t h[AL_FRAME_HDR_LEN] = {'A',  'L', 'F', '1', 0, AL_F_STDIN,
+				       0,    0,	  0,   0,   0, 1,
+				       0x10, 0,	  0,   1};
 	assert_int_equal(write(c->fd, h, sizeof h), (ssize_t)sizeof h);
 	expect_error(c, 0, "bad_gateway");
 	int st;
@@ -1156,7 +1155,8 @@ static void test_identity_bad_payloads(void **state)
 		"{\"hostname\":\"a\",\"entropy\":\"" SEED "\",\"time_ms\":0}",
 		"{\"hostname\":\"a\",\"entropy\":\"" SEED "\",\"time_ms\":-5}",
 		"{\"hostname\":\"a\",\"entropy\":\"" SEED "\",\"time_ms\":1.5}",
-		"{\"hostname\":\"a\",\"entropy\":\"" SEED "\",\"time_ms\":\"1\"}",
+		"{\"hostname\":\"a\",\"entropy\":\"" SEED
+		"\",\"time_ms\":\"1\"}",
 		"{\"hostname\":\"a\",\"entropy\":\"" SEED
 		"\",\"time_ms\":99999999999999999}",
 		"{\"hostname\":\"a\",\"entropy\":\"" SEED
@@ -1306,8 +1306,7 @@ static uint64_t fs_bytes(const char *path)
 	return (uint64_t)sv.f_blocks * sv.f_frsize;
 }
 
-static void grow_answer(ctx *c, uint32_t id, const char *payload,
-			al_frame *f)
+static void grow_answer(ctx *c, uint32_t id, const char *payload, al_frame *f)
 {
 	send_raw(c, AL_F_DISK_GROW, id, payload, strlen(payload));
 	recv_frame(c, f);

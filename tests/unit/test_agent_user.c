@@ -107,7 +107,8 @@ static void run_as(ctx *c, uint32_t id, const char *user, const char *cmd,
 	}
 	if (user != NULL)
 		json_object_object_add(o, "user", json_object_new_string(user));
-	const char *s = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN);
+	const char *s = json_object_to_json_string_ext(o,
+						       JSON_C_TO_STRING_PLAIN);
 	al_err err = {0};
 	assert_int_equal(al_frame_send(c->fd, AL_F_EXEC, id, s, strlen(s),
 				       &err),
@@ -116,8 +117,7 @@ static void run_as(ctx *c, uint32_t id, const char *user, const char *cmd,
 	for (;;) {
 		al_frame f;
 		assert_int_equal(al_frame_recv(c->fd, &c->rd, &f,
-					       al_now_ms() + DEADLINE_MS,
-					       &err),
+					       al_now_ms() + DEADLINE_MS, &err),
 				 0);
 		assert_int_equal(f.id, id);
 		if (f.type == AL_F_STDOUT) {
@@ -127,8 +127,8 @@ static void run_as(ctx *c, uint32_t id, const char *user, const char *cmd,
 			memcpy(r->out + r->out_len, f.payload, n);
 			r->out_len += n;
 		} else if (f.type == AL_F_EXIT || f.type == AL_F_ERROR) {
-			json_object *p = json_tokener_parse(
-				(const char *)f.payload);
+			json_object *p =
+				json_tokener_parse((const char *)f.payload);
 			assert_non_null(p);
 			json_object *v;
 			if (f.type == AL_F_EXIT) {
@@ -136,12 +136,11 @@ static void run_as(ctx *c, uint32_t id, const char *user, const char *cmd,
 					p, "exit_code", &v));
 				r->exit_code = json_object_get_int(v);
 			} else {
-				assert_true(json_object_object_get_ex(
-					p, "code", &v));
+				assert_true(json_object_object_get_ex(p, "code",
+								      &v));
 				snprintf(r->error_code, sizeof r->error_code,
 					 "%s", json_object_get_string(v));
-				if (json_object_object_get_ex(p, "message",
-							      &v))
+				if (json_object_object_get_ex(p, "message", &v))
 					snprintf(r->error_msg,
 						 sizeof r->error_msg, "%s",
 						 json_object_get_string(v));
@@ -154,12 +153,12 @@ static void run_as(ctx *c, uint32_t id, const char *user, const char *cmd,
 	}
 }
 
-#define NEED_ROOT()                                                         \
-	do {                                                                \
-		if (geteuid() != 0) {                                       \
-			fprintf(stderr, "not root: cannot switch users\n"); \
-			skip();                                             \
-		}                                                           \
+#define NEED_ROOT()                                                            \
+	do {                                                                   \
+		if (geteuid() != 0) {                                          \
+			fprintf(stderr, "not root: cannot switch users\n");    \
+			skip();                                                \
+		}                                                              \
 	} while (0)
 
 static void test_user_by_name(void **state)

@@ -48,8 +48,8 @@ static void test_encode_layout(void **state)
 	assert_int_equal(al_frame_encode(&b, AL_F_STDOUT, 0x01020304, "hi", 2,
 					 &err),
 			 0);
-	static const uint8_t want[] = {'A', 'L', 'F', '1', 0, 5, 0, 0, 1, 2,
-				       3,   4,   0,   0,   0, 2, 'h', 'i'};
+	static const uint8_t want[] = {'A', 'L', 'F', '1', 0, 5, 0, 0,	 1,
+				       2,   3,	 4,   0,   0, 0, 2, 'h', 'i'};
 	assert_int_equal(al_buf_pending(&b), sizeof want);
 	assert_memory_equal(b.data + b.off, want, sizeof want);
 	al_buf_free(&b);
@@ -131,9 +131,9 @@ static void test_split_bytes(void **state)
 	size_t total = al_buf_pending(&b);
 	int got = 0;
 	for (size_t i = 0; i < total; i++) {
-		assert_int_equal(
-			al_frame_reader_feed(&r, b.data + b.off + i, 1, &err),
-			0);
+		assert_int_equal(al_frame_reader_feed(&r, b.data + b.off + i, 1,
+						      &err),
+				 0);
 		int rc = al_frame_next(&r, &f, &err);
 		assert_int_not_equal(rc, -1);
 		if (rc == 1) {
@@ -390,8 +390,7 @@ static void send_recv(int nonblock)
 	assert_int_equal(f.type, AL_F_FILE_END);
 	al_frame_free(&f);
 	/* Then the peer is gone, cleanly between frames. */
-	assert_int_equal(al_frame_recv(sv[0], &r, &f, al_now_ms() + 5000,
-				       &err),
+	assert_int_equal(al_frame_recv(sv[0], &r, &f, al_now_ms() + 5000, &err),
 			 -1);
 	assert_int_equal(err.code, AL_EUNAVAIL);
 	int st;
@@ -449,8 +448,7 @@ static void test_recv_eof_mid_frame(void **state)
 	assert_int_equal(write(sv[1], h, sizeof h), (ssize_t)sizeof h);
 	close(sv[1]);
 	al_frame_reader_init(&r);
-	assert_int_equal(al_frame_recv(sv[0], &r, &f, al_now_ms() + 5000,
-				       &err),
+	assert_int_equal(al_frame_recv(sv[0], &r, &f, al_now_ms() + 5000, &err),
 			 -1);
 	assert_int_equal(err.code, AL_EPROTO);
 	al_frame_reader_free(&r);
@@ -467,8 +465,7 @@ static void test_recv_violation(void **state)
 	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
 	assert_int_equal(write(sv[1], "HTTP/1.1 200 OK\r\n", 17), 17);
 	al_frame_reader_init(&r);
-	assert_int_equal(al_frame_recv(sv[0], &r, &f, al_now_ms() + 5000,
-				       &err),
+	assert_int_equal(al_frame_recv(sv[0], &r, &f, al_now_ms() + 5000, &err),
 			 -1);
 	assert_int_equal(err.code, AL_EPROTO);
 	al_frame_reader_free(&r);
@@ -491,8 +488,7 @@ static void test_send_until_deadline(void **state)
 	/* The socket buffer fills within a few frames; then the wait. */
 	for (int i = 0; i < 64 && rc == 0; i++)
 		rc = al_frame_send_until(sv[0], AL_F_FILE_DATA, 1, chunk,
-					 sizeof chunk, al_now_ms() + 100,
-					 &err);
+					 sizeof chunk, al_now_ms() + 100, &err);
 	assert_int_equal(rc, -1);
 	assert_int_equal(err.code, AL_ETIMEDOUT);
 	assert_true(al_now_ms() - t0 < 5000);
@@ -595,8 +591,7 @@ static void test_exec_pack_unpack(void **state)
 	al_err err = {0};
 	json_object *cmd =
 		json_tokener_parse("[\"sh\",\"-c\",\"echo \\\"$X\\\"\"]");
-	json_object *env =
-		json_tokener_parse("{\"X\":\"a=b\",\"Y\":\"\"}");
+	json_object *env = json_tokener_parse("{\"X\":\"a=b\",\"Y\":\"\"}");
 	assert_non_null(cmd);
 	assert_non_null(env);
 	al_exec_msg in = {

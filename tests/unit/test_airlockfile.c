@@ -49,21 +49,21 @@ static void parse_bad(const char *text, int line, const char *needle)
 static void test_every_instruction(void **state)
 {
 	(void)state;
-	al_airlockfile *af = parse_ok(
-		"# a template\n"
-		"FROM minimal\n"
-		"\n"
-		"run apk add x\n"
-		"RUN [\"/bin/echo\", \"hi there\"]\n"
-		"COPY --chmod=0755 app.sh lib/ /opt/app/\n"
-		"ENV A=1 B=\"two words\" C='x y' D=a\\ b E=\n"
-		"ENV LEGACY some value here\n"
-		"WORKDIR /srv\n"
-		"WORKDIR data\n"
-		"COPY conf.toml .\n"
-		"USER app:staff\n"
-		"START [\"python3\", \"-m\", \"http.server\"]\n"
-		"READY curl -fs http://127.0.0.1:8000/\n");
+	al_airlockfile *af =
+		parse_ok("# a template\n"
+			 "FROM minimal\n"
+			 "\n"
+			 "run apk add x\n"
+			 "RUN [\"/bin/echo\", \"hi there\"]\n"
+			 "COPY --chmod=0755 app.sh lib/ /opt/app/\n"
+			 "ENV A=1 B=\"two words\" C='x y' D=a\\ b E=\n"
+			 "ENV LEGACY some value here\n"
+			 "WORKDIR /srv\n"
+			 "WORKDIR data\n"
+			 "COPY conf.toml .\n"
+			 "USER app:staff\n"
+			 "START [\"python3\", \"-m\", \"http.server\"]\n"
+			 "READY curl -fs http://127.0.0.1:8000/\n");
 	assert_int_equal(af->nsteps, 12);
 	assert_int_equal(af->steps[0].kind, AL_AF_FROM);
 	assert_int_equal(af->from->base, AL_AF_BASE_TEMPLATE);
@@ -160,8 +160,9 @@ static void test_from_forms(void **state)
 	assert_int_equal(af->from->npackages, 0);
 	al_airlockfile_free(af);
 
-	af = parse_ok("FROM debian:bookworm "
-		      "--include=bash,ca-certificates,python3,libstdc++6,g++\n");
+	af = parse_ok(
+		"FROM debian:bookworm "
+		"--include=bash,ca-certificates,python3,libstdc++6,g++\n");
 	assert_int_equal(af->from->npackages, 5);
 	assert_string_equal(af->from->packages[1], "ca-certificates");
 	assert_string_equal(af->from->packages[3], "libstdc++6");
@@ -261,14 +262,14 @@ static void test_errors_name_their_line(void **state)
 static void test_copy_paths(void **state)
 {
 	(void)state;
-	al_airlockfile *af = parse_ok(
-		"FROM scratch\n"
-		"WORKDIR /app\n"
-		"COPY ./src//main.c ../etc/x.conf\n"
-		"COPY . .\n"
-		"COPY [\"with space.txt\", \"/opt/with space.txt\"]\n"
-		"COPY --chmod=600 [\"a\", \"b\", \"/d/\"]\n"
-		"COPY a /\n");
+	al_airlockfile *af =
+		parse_ok("FROM scratch\n"
+			 "WORKDIR /app\n"
+			 "COPY ./src//main.c ../etc/x.conf\n"
+			 "COPY . .\n"
+			 "COPY [\"with space.txt\", \"/opt/with space.txt\"]\n"
+			 "COPY --chmod=600 [\"a\", \"b\", \"/d/\"]\n"
+			 "COPY a /\n");
 	const al_af_copy *c = &af->steps[2].copy;
 	assert_string_equal(c->src[0], "src/main.c");
 	/* ".." in the destination folds within the rootfs. */
@@ -373,8 +374,8 @@ static void key_of(const char *text, size_t idx, const char *parent,
 	al_airlockfile *af = parse_ok(text);
 	al_err err = {0};
 	assert_true(idx < af->nsteps);
-	assert_int_equal(al_airlockfile_step_key(parent, &af->steps[idx],
-						 extra, out, &err),
+	assert_int_equal(al_airlockfile_step_key(parent, &af->steps[idx], extra,
+						 out, &err),
 			 0);
 	assert_int_equal(strlen(out), 64);
 	al_airlockfile_free(af);

@@ -45,8 +45,8 @@ static void test_defaults(void **state)
 	assert_string_equal(cfg.run_dir, want);
 	snprintf(want, sizeof want, "%s/var/pool", cwd);
 	assert_string_equal(cfg.pool_dir, want);
-	snprintf(want, sizeof want, "host=%s/var/run/pg dbname=airlock user=airlock",
-		 cwd);
+	snprintf(want, sizeof want,
+		 "host=%s/var/run/pg dbname=airlock user=airlock", cwd);
 	assert_string_equal(cfg.db_conninfo, want);
 	assert_int_equal(cfg.default_memory_bytes, 512ull << 20);
 	assert_int_equal(cfg.default_pids, 512);
@@ -121,10 +121,15 @@ static void test_warm_pool_bounds(void **state)
 	assert_int_equal(cfg.warm_pool_vm, 2);
 	assert_int_equal(cfg.warm_pool_vm_max, 2);
 	assert_int_equal(cfg.warm_pool_window_s, 30);
-	static const char *const env[] = {
-		"AIRLOCK_WARM_POOL", "1", "AIRLOCK_WARM_POOL_MAX", "12",
-		"AIRLOCK_WARM_POOL_VM_MAX", "5",
-		"AIRLOCK_WARM_POOL_WINDOW", "7", NULL};
+	static const char *const env[] = {"AIRLOCK_WARM_POOL",
+					  "1",
+					  "AIRLOCK_WARM_POOL_MAX",
+					  "12",
+					  "AIRLOCK_WARM_POOL_VM_MAX",
+					  "5",
+					  "AIRLOCK_WARM_POOL_WINDOW",
+					  "7",
+					  NULL};
 	assert_int_equal(load(env, &cfg, &err), 0);
 	assert_int_equal(cfg.warm_pool, 1);
 	assert_int_equal(cfg.warm_pool_max, 12);
@@ -206,15 +211,17 @@ static void test_drivers(void **state)
 	assert_true(al_config_driver_enabled(&cfg, "ns"));
 	assert_true(al_config_driver_enabled(&cfg, "vm"));
 
-	static const char *const vm_default[] = {
-		"AIRLOCK_DRIVERS", "vm", "AIRLOCK_DEFAULT_DRIVER", "vm", NULL};
+	static const char *const vm_default[] = {"AIRLOCK_DRIVERS", "vm",
+						 "AIRLOCK_DEFAULT_DRIVER", "vm",
+						 NULL};
 	assert_int_equal(load(vm_default, &cfg, &err), 0);
 	assert_false(al_config_driver_enabled(&cfg, "ns"));
 	assert_string_equal(cfg.default_driver, "vm");
 
 	/* The default must be one the operator enabled. */
-	static const char *const off_default[] = {
-		"AIRLOCK_DRIVERS", "ns", "AIRLOCK_DEFAULT_DRIVER", "vm", NULL};
+	static const char *const off_default[] = {"AIRLOCK_DRIVERS", "ns",
+						  "AIRLOCK_DEFAULT_DRIVER",
+						  "vm", NULL};
 	assert_int_equal(load(off_default, &cfg, &err), -1);
 	assert_int_equal(err.code, AL_EINVAL);
 	assert_string_equal(err.msg, "AIRLOCK_DEFAULT_DRIVER=vm is not "
@@ -340,7 +347,8 @@ static void test_limits_and_quotas(void **state)
 	assert_int_equal(cfg.quota.concurrent_streams, 3);
 	assert_int_equal(cfg.quota.creates_per_minute, 30);
 
-	assert_int_equal(al_config_check_maxima(&cfg, 2048, 1000, 4096, 0, &err),
+	assert_int_equal(al_config_check_maxima(&cfg, 2048, 1000, 4096, 0,
+						&err),
 			 0);
 	assert_int_equal(al_config_check_maxima(&cfg, 0, 0, 0, 0, &err), 0);
 	assert_int_equal(al_config_check_maxima(&cfg, 2049, 0, 0, 0, &err), -1);

@@ -484,8 +484,8 @@ static void copy_ok(const char *src, const char *dest, int chmod_bits,
 	path_of(ctx, "t1");
 	path_of(root, "rootfs");
 	al_err err = {0};
-	if (al_context_copy(ctx, src, root, dest, chmod_bits, uid, gid,
-			    &err) != 0)
+	if (al_context_copy(ctx, src, root, dest, chmod_bits, uid, gid, &err) !=
+	    0)
 		fail_msg("copy %s -> %s: %s", src, dest, err.msg);
 }
 
@@ -580,8 +580,8 @@ static void test_copy(void **state)
 					 getuid(), getgid(), &err),
 			 -1);
 	assert_int_equal(err.code, AL_EPATH);
-	assert_int_equal(al_context_copy(ctx, "nope", root, "/x", -1,
-					 getuid(), getgid(), &err),
+	assert_int_equal(al_context_copy(ctx, "nope", root, "/x", -1, getuid(),
+					 getgid(), &err),
 			 -1);
 	assert_int_equal(err.code, AL_ENOENT);
 	assert_int_equal(al_context_copy(ctx, "a.txt", root, "rel", -1,

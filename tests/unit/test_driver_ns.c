@@ -5,6 +5,7 @@
  * reported as skipped. */
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/nsfs.h>
 #include <poll.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -13,7 +14,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <linux/nsfs.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
@@ -100,12 +100,12 @@ static int group_teardown(void **state)
 	return 0;
 }
 
-#define NEED_JAIL()                                                         \
-	do {                                                                \
-		if (!ready) {                                               \
-			print_message("skip: %s\n", why_skip);              \
-			skip();                                             \
-		}                                                           \
+#define NEED_JAIL()                                                            \
+	do {                                                                   \
+		if (!ready) {                                                  \
+			print_message("skip: %s\n", why_skip);                 \
+			skip();                                                \
+		}                                                              \
 	} while (0)
 
 static double now_ms(void)
@@ -153,8 +153,7 @@ static int jail_sh(al_driver_handle *h, const char *cmd, char *out,
 	int n = snprintf(line, sizeof line, "%s\n", cmd);
 	assert_true(n > 0 && (size_t)n < sizeof line);
 	assert_int_equal(write(h->agent_fd, line, (size_t)n), n);
-	if (read_until(h->agent_fd, buf, sizeof buf, "@@EXIT ", timeout_ms) <
-	    0)
+	if (read_until(h->agent_fd, buf, sizeof buf, "@@EXIT ", timeout_ms) < 0)
 		return -1;
 	char *m = strstr(buf, "\n@@EXIT ");
 	assert_non_null(m);
@@ -183,8 +182,8 @@ static int test_teardown(void **state)
 	return 0;
 }
 
-static void start_jail(al_driver_handle *h, const char *id,
-		       uint64_t mem, uint32_t pids)
+static void start_jail(al_driver_handle *h, const char *id, uint64_t mem,
+		       uint32_t pids)
 {
 	al_err err = {0};
 	al_sandbox_spec spec = {
@@ -192,7 +191,8 @@ static void start_jail(al_driver_handle *h, const char *id,
 		.rootfs = rootfs,
 		.hostname = id,
 		.agent = "/agent.sh",
-		.limits = {.memory_bytes = mem, .pids_max = pids,
+		.limits = {.memory_bytes = mem,
+			   .pids_max = pids,
 			   .cpu_shares = 512},
 	};
 	int rc = al_driver_ns.start(&spec, h, &err);
@@ -208,8 +208,8 @@ static void start_jail(al_driver_handle *h, const char *id,
 	assert_true(h->init_pid > 0);
 	assert_true(h->agent_fd > 2);
 	char buf[256];
-	assert_true(read_until(h->agent_fd, buf, sizeof buf, "@@HELLO",
-			       5000) > 0);
+	assert_true(read_until(h->agent_fd, buf, sizeof buf, "@@HELLO", 5000) >
+		    0);
 }
 
 static void stop_jail(al_driver_handle *h)
@@ -248,17 +248,19 @@ static void test_namespaces(void **state)
 	assert_int_equal(jail_sh(&h, "hostname", out, sizeof out, 5000), 0);
 	assert_string_equal(out, "t-ns");
 	/* Only loopback, and it is up. */
-	assert_int_equal(jail_sh(&h, "tail -n +3 /proc/net/dev | cut -d: -f1 "
-				     "| tr -d ' '",
+	assert_int_equal(jail_sh(&h,
+				 "tail -n +3 /proc/net/dev | cut -d: -f1 "
+				 "| tr -d ' '",
 				 out, sizeof out, 5000),
 			 0);
 	assert_string_equal(out, "lo");
 	/* Loopback is up, and a port below 1024 binds: root inside holds
 	 * no capability over the (host-owned) network namespace, so the
 	 * jail opens low ports to every uid of the sandbox. */
-	int up = jail_sh(&h, "(nc -l -p 80 > /tmp/got &); sleep 0.3; "
-			     "echo up | nc -w1 127.0.0.1 80; sleep 0.2; "
-			     "cat /tmp/got",
+	int up = jail_sh(&h,
+			 "(nc -l -p 80 > /tmp/got &); sleep 0.3; "
+			 "echo up | nc -w1 127.0.0.1 80; sleep 0.2; "
+			 "cat /tmp/got",
 			 out, sizeof out, 5000);
 	if (up != 0)
 		print_message("loopback: %s\n", out);
@@ -282,8 +284,8 @@ static void test_namespaces(void **state)
 	if (getpid() > 10)
 		assert_string_equal(out, "");
 	/* The agent is pid 1, and the root is the rootfs (it is at /). */
-	assert_int_equal(jail_sh(&h, "cat /proc/1/cmdline | tr '\\0' ' '",
-				 out, sizeof out, 5000),
+	assert_int_equal(jail_sh(&h, "cat /proc/1/cmdline | tr '\\0' ' '", out,
+				 sizeof out, 5000),
 			 0);
 	assert_non_null(strstr(out, "/agent.sh --fd 3"));
 	/* stdio is /dev/null, fd 3 the agent socket, and no fd of the
@@ -313,9 +315,10 @@ static void test_privileges(void **state)
 	start_jail(&h, "t-priv", 128ull << 20, 64);
 
 	/* Docker's default capability set, nothing inheritable. */
-	assert_int_equal(jail_sh(&h, "grep -E '^(CapEff|CapBnd|CapInh|"
-				     "NoNewPrivs|Seccomp):' /proc/self/status "
-				     "| tr -s '\\t ' ' '",
+	assert_int_equal(jail_sh(&h,
+				 "grep -E '^(CapEff|CapBnd|CapInh|"
+				 "NoNewPrivs|Seccomp):' /proc/self/status "
+				 "| tr -s '\\t ' ' '",
 				 out, sizeof out, 5000),
 			 0);
 	assert_non_null(strstr(out, "CapInh: 0000000000000000"));
@@ -341,22 +344,25 @@ static void test_privileges(void **state)
 			     0);
 	/* /proc/sys is read-only: writing the current value back fails
 	 * (and would be harmless if it did not). */
-	assert_int_not_equal(jail_sh(&h, "cat /proc/sys/kernel/core_pattern "
-					 "> /proc/sys/kernel/core_pattern",
+	assert_int_not_equal(jail_sh(&h,
+				     "cat /proc/sys/kernel/core_pattern "
+				     "> /proc/sys/kernel/core_pattern",
 				     out, sizeof out, 5000),
 			     0);
 	assert_non_null(strstr(out, "Read-only"));
 	/* Host-wide kernel state is masked (kcore too, where it exists). */
-	assert_int_equal(jail_sh(&h, "cat /proc/keys /proc/timer_list "
-				     "/proc/kallsyms | wc -c; test ! -e "
-				     "/proc/kcore || wc -c < /proc/kcore",
+	assert_int_equal(jail_sh(&h,
+				 "cat /proc/keys /proc/timer_list "
+				 "/proc/kallsyms | wc -c; test ! -e "
+				 "/proc/kcore || wc -c < /proc/kcore",
 				 out, sizeof out, 5000),
 			 0);
 	assert_string_equal(out, "0");
 	/* Device nodes work through the bind mounts only: making one is
 	 * refused in a user namespace (and would be inert: nodev). */
-	assert_int_equal(jail_sh(&h, "echo x > /dev/null && head -c 4 "
-				     "/dev/urandom | wc -c",
+	assert_int_equal(jail_sh(&h,
+				 "echo x > /dev/null && head -c 4 "
+				 "/dev/urandom | wc -c",
 				 out, sizeof out, 5000),
 			 0);
 	assert_string_equal(out, "4");
@@ -368,8 +374,9 @@ static void test_privileges(void **state)
 				     5000),
 			     0);
 	/* No host mount survived the pivot. */
-	assert_int_equal(jail_sh(&h, "cut -d' ' -f2 /proc/mounts | sort -u | "
-				     "tr '\\n' ' '",
+	assert_int_equal(jail_sh(&h,
+				 "cut -d' ' -f2 /proc/mounts | sort -u | "
+				 "tr '\\n' ' '",
 				 out, sizeof out, 5000),
 			 0);
 	print_message("mounts: %s\n", out);
@@ -427,9 +434,10 @@ static void test_limits(void **state)
 	assert_int_equal(joined, ver == 2 ? 1 : 4);
 
 	/* Fork bomb in a: capped at pids.max, and b is unaffected. */
-	jail_sh(&a, "i=0; while [ $i -lt 200 ]; do "
-		    "sleep 30 >/dev/null 2>&1 & i=$((i+1)); "
-		    "done 2>/dev/null; true",
+	jail_sh(&a,
+		"i=0; while [ $i -lt 200 ]; do "
+		"sleep 30 >/dev/null 2>&1 & i=$((i+1)); "
+		"done 2>/dev/null; true",
 		out, sizeof out, 10000);
 	assert_int_equal(al_cgroup_file("t-lim-a", "pids.current", path,
 					sizeof path, &err),
@@ -438,8 +446,9 @@ static void test_limits(void **state)
 	print_message("fork bomb: pids.current=%lld (max 32)\n", v);
 	assert_true(v <= 32);
 	assert_true(v >= 20); /* it really tried */
-	assert_int_equal(jail_sh(&b, "i=0; while [ $i -lt 20 ]; do sleep 1 & "
-				     "i=$((i+1)); done; wait; echo $i",
+	assert_int_equal(jail_sh(&b,
+				 "i=0; while [ $i -lt 20 ]; do sleep 1 & "
+				 "i=$((i+1)); done; wait; echo $i",
 				 out, sizeof out, 10000),
 			 0);
 	assert_string_equal(out, "20");
@@ -470,8 +479,8 @@ static void test_stop_cleans(void **state)
 	jail_sh(&h, "sleep 100 >/dev/null & sleep 100 >/dev/null & true", out,
 		sizeof out, 5000);
 	pid_t init = h.init_pid;
-	assert_int_equal(al_cgroup_file("t-stop", "pids.max", path,
-					sizeof path, &err),
+	assert_int_equal(al_cgroup_file("t-stop", "pids.max", path, sizeof path,
+					&err),
 			 0);
 	char *slash = strrchr(path, '/');
 	*slash = '\0';
@@ -513,8 +522,8 @@ static void test_start_failure(void **state)
 	assert_int_equal(h.init_pid, 0);
 	after = run("exit $(ls /proc/%d/fd | wc -l)", (int)getpid());
 	assert_int_equal(before, after); /* no fd leaked */
-	assert_int_equal(al_cgroup_file("t-fail", "pids.max", path,
-					sizeof path, &err),
+	assert_int_equal(al_cgroup_file("t-fail", "pids.max", path, sizeof path,
+					&err),
 			 0);
 	*strrchr(path, '/') = '\0';
 	assert_int_equal(access(path, F_OK), -1);
@@ -545,8 +554,7 @@ static void test_pause_resume(void **state)
 	assert_int_equal(al_driver_ns.pause(&h, &err), 0);
 	/* Frozen: a command gets no answer. */
 	assert_int_equal(write(h.agent_fd, "echo thawed\n", 12), 12);
-	assert_int_equal(read_until(h.agent_fd, buf, sizeof buf, "@@EXIT",
-				    300),
+	assert_int_equal(read_until(h.agent_fd, buf, sizeof buf, "@@EXIT", 300),
 			 -1);
 	assert_int_equal(al_driver_ns.resume(&h, &err), 0);
 	assert_true(read_until(h.agent_fd, buf, sizeof buf, "@@EXIT", 5000) >
@@ -574,8 +582,7 @@ static unsigned host_base(const al_driver_handle *h, const char *file)
 	assert_true(base >= AL_UIDRANGE_NS_BASE);
 	assert_true(base - AL_UIDRANGE_NS_BASE <
 		    AL_UIDRANGE_NS_SIZE * (AL_UIDRANGE_NS_SLOTS - 1) + 1);
-	assert_int_equal((base - AL_UIDRANGE_NS_BASE) % AL_UIDRANGE_NS_SIZE,
-			 0);
+	assert_int_equal((base - AL_UIDRANGE_NS_BASE) % AL_UIDRANGE_NS_SIZE, 0);
 	return base;
 }
 
@@ -618,9 +625,10 @@ static void test_userns(void **state)
 	assert_string_equal(h.steps[1].name, "user namespace");
 	assert_string_equal(h.steps[2].name, "idmapped mount");
 	static const char *const later[] = {
-		"cgroups", "clone", "cgroup join", "mounts",
-		"user and fds", "caps and seccomp", "exec",
-		"user namespace reap",
+		"cgroups",	"clone",
+		"cgroup join",	"mounts",
+		"user and fds", "caps and seccomp",
+		"exec",		"user namespace reap",
 	};
 	for (size_t i = 0; i < sizeof later / sizeof later[0]; i++)
 		assert_string_equal(h.steps[3 + i].name, later[i]);
@@ -647,9 +655,10 @@ static void test_userns(void **state)
 	assert_string_equal(out, "0:0\n0:0");
 	/* ... and what root makes inside is owned by 0 on the host's disk,
 	 * another uid inside by that uid on disk. */
-	assert_int_equal(jail_sh(&h, "echo x > /tmp/by-root && mkdir /tmp/d && "
-				     "touch /tmp/by-1000 && "
-				     "chown 1000:1001 /tmp/by-1000",
+	assert_int_equal(jail_sh(&h,
+				 "echo x > /tmp/by-root && mkdir /tmp/d && "
+				 "touch /tmp/by-1000 && "
+				 "chown 1000:1001 /tmp/by-1000",
 				 out, sizeof out, 5000),
 			 0);
 	struct stat st;
@@ -680,10 +689,10 @@ static void test_userns(void **state)
 			 0);
 	assert_string_equal(out, "65534\n65534");
 	static const char *const attempts[] = {
-		"chmod 600 /dev/full", "chown 0 /dev/full", "touch /dev/full",
-		"chmod 600 /proc/keys", "chown 1 /proc/keys",
-		"touch /proc/timer_list", "chmod 700 /proc/sys",
-		"chmod 600 /proc/sys/kernel/hostname",
+		"chmod 600 /dev/full", "chown 0 /dev/full",
+		"touch /dev/full",     "chmod 600 /proc/keys",
+		"chown 1 /proc/keys",  "touch /proc/timer_list",
+		"chmod 700 /proc/sys", "chmod 600 /proc/sys/kernel/hostname",
 	};
 	for (size_t i = 0; i < sizeof attempts / sizeof *attempts; i++) {
 		int rc = jail_sh(&h, attempts[i], out, sizeof out, 5000);
@@ -700,10 +709,11 @@ static void test_userns(void **state)
 	assert_int_equal(null1.st_mode, null0.st_mode);
 	assert_int_equal(null1.st_ctim.tv_nsec, null0.st_ctim.tv_nsec);
 	/* The nodes still work, for root and for another uid. */
-	assert_int_equal(jail_sh(&h, "echo x > /dev/null && "
-				     "head -c 3 /dev/zero | wc -c && "
-				     "su -s /bin/sh nobody -c "
-				     "'echo y > /dev/null && id -u'",
+	assert_int_equal(jail_sh(&h,
+				 "echo x > /dev/null && "
+				 "head -c 3 /dev/zero | wc -c && "
+				 "su -s /bin/sh nobody -c "
+				 "'echo y > /dev/null && id -u'",
 				 out, sizeof out, 5000),
 			 0);
 	assert_string_equal(out, "3\n65534");

@@ -61,9 +61,11 @@ static int group_setup(void **state)
 {
 	(void)state;
 	al_err err = {0};
-	al_log_init("test_driver_vm", getenv("TDV_INFO") ? AL_LOG_INFO : AL_LOG_WARN);
+	al_log_init("test_driver_vm",
+		    getenv("TDV_INFO") ? AL_LOG_INFO : AL_LOG_WARN);
 	if (access(AL_VM_QEMU, X_OK) < 0) {
-		why_skip = "no " AL_VM_QEMU " (apt-get install qemu-system-x86)";
+		why_skip = "no " AL_VM_QEMU
+			   " (apt-get install qemu-system-x86)";
 		return 0;
 	}
 	if (access("/bin/busybox", X_OK) < 0) {
@@ -123,12 +125,12 @@ static int group_teardown(void **state)
 	return 0;
 }
 
-#define NEED_VM()                                                           \
-	do {                                                                \
-		if (!ready) {                                               \
-			fprintf(stderr, "skipped: %s\n", why_skip);         \
-			skip();                                             \
-		}                                                           \
+#define NEED_VM()                                                              \
+	do {                                                                   \
+		if (!ready) {                                                  \
+			fprintf(stderr, "skipped: %s\n", why_skip);            \
+			skip();                                                \
+		}                                                              \
 	} while (0)
 
 static void expect_hello(int fd, al_frame_reader *r)
@@ -268,8 +270,8 @@ static void test_restored_siblings_independent(void **state)
 				 out, sizeof out),
 			 0);
 	assert_string_equal(out, "secret\n");
-	assert_int_not_equal(vm_exec(h2.agent_fd, &f2, 1, "cat /root/mine",
-				     out, sizeof out),
+	assert_int_not_equal(vm_exec(h2.agent_fd, &f2, 1, "cat /root/mine", out,
+				     sizeof out),
 			     0);
 	const char *rnd = "head -c 16 /dev/urandom | od -An -tx1";
 	assert_int_equal(vm_exec(h1.agent_fd, &f1, 2, rnd, rnd1, sizeof rnd1),
@@ -311,8 +313,7 @@ static void test_restore_timing(void **state)
 	qsort(ms, N, sizeof *ms, cmp64);
 	printf("# restore to HELLO over %d runs: min %lld p50 %lld max %lld "
 	       "ms\n",
-	       N, (long long)ms[0], (long long)ms[N / 2],
-	       (long long)ms[N - 1]);
+	       N, (long long)ms[0], (long long)ms[N / 2], (long long)ms[N - 1]);
 	/* Generous: a cold boot takes seconds; a restore that is not one
 	 * stays far below this even on a loaded machine. */
 	assert_true(ms[N / 2] < 2000);
@@ -400,8 +401,9 @@ static void test_template_without_agent_fails_clearly(void **state)
 			     root, root),
 			 0);
 	al_err err = {0};
-	assert_int_equal(
-		al_vm_template_build(root, vd, &kernel, AL_VM_TCG, &err), -1);
+	assert_int_equal(al_vm_template_build(root, vd, &kernel, AL_VM_TCG,
+					      &err),
+			 -1);
 	assert_non_null(strstr(err.msg, "airlock-agent"));
 	assert_non_null(strstr(err.msg, "No such file"));
 	/* Nothing half-built is left behind. */
@@ -523,9 +525,9 @@ static void test_kill_qemu_is_seen(void **state)
 	/* The agent channel ends with QEMU. */
 	al_frame f;
 	al_err err = {0};
-	assert_int_equal(
-		al_frame_recv(h.agent_fd, &r, &f, al_now_ms() + 5000, &err),
-		-1);
+	assert_int_equal(al_frame_recv(h.agent_fd, &r, &f, al_now_ms() + 5000,
+				       &err),
+			 -1);
 	assert_int_not_equal(err.code, AL_ETIMEDOUT);
 	stop_vm(&h, &r);
 }
@@ -538,8 +540,8 @@ static void test_probe_answers_within_deadline(void **state)
 	int64_t t0 = al_now_ms();
 	al_vm_accel a = al_vm_probe(&kernel, 3000, why, sizeof why);
 	int64_t ms = al_now_ms() - t0;
-	printf("# accel probe: %s (%s) in %lld ms\n", al_vm_accel_name(a),
-	       why, (long long)ms);
+	printf("# accel probe: %s (%s) in %lld ms\n", al_vm_accel_name(a), why,
+	       (long long)ms);
 	assert_true(ms < 3000 + 2000);
 	assert_true(why[0] != '\0');
 }
@@ -594,8 +596,7 @@ static void test_disk_size(void **state)
 	(void)state;
 	const uint64_t mib = 1ull << 20, tmpl = 1024 * mib;
 	assert_int_equal(al_vm_disk_size(tmpl, 4096 * mib), 4096 * mib);
-	assert_int_equal(al_vm_disk_size(tmpl, 2048 * mib + 4095),
-			 2048 * mib);
+	assert_int_equal(al_vm_disk_size(tmpl, 2048 * mib + 4095), 2048 * mib);
 	assert_int_equal(al_vm_disk_size(tmpl, 1024 * mib), tmpl);
 	assert_int_equal(al_vm_disk_size(tmpl, 64 * mib), tmpl);
 	assert_int_equal(al_vm_disk_size(tmpl, 0), tmpl);
@@ -697,7 +698,8 @@ static void test_grow_disk_refused(void **state)
 	al_err err = {0};
 	const uint64_t big = 2 * AL_VM_DISK_BYTES;
 	char want[32];
-	snprintf(want, sizeof want, "%llu MiB", (unsigned long long)(big >> 20));
+	snprintf(want, sizeof want, "%llu MiB",
+		 (unsigned long long)(big >> 20));
 	assert_int_equal(drv->grow_disk(&h, big, &err), -1);
 	assert_int_equal(err.code, AL_EPROTO);
 	if (strstr(err.msg, "DISK_GROW") == NULL ||
@@ -778,8 +780,7 @@ static void test_usable_and_template_ready(void **state)
 	assert_non_null(strstr(why, "probe"));
 	assert_int_equal(al_vm_accel_save(sd, AL_VM_TCG, &err), 0);
 	assert_int_equal(al_vm_usable(sd, why, sizeof why), 1);
-	assert_int_equal(al_vm_status_save(sd, "building x failed\n", &err),
-			 0);
+	assert_int_equal(al_vm_status_save(sd, "building x failed\n", &err), 0);
 	assert_int_equal(al_vm_usable(sd, why, sizeof why), 0);
 	assert_string_equal(why, "building x failed ");
 	assert_int_equal(al_vm_status_save(sd, NULL, &err), 0);

@@ -57,8 +57,8 @@ static void test_create_ok(void **state)
 	assert_int_equal(create("{\"driver\":\"vm\"}", &req, &err), 0);
 	assert_string_equal(req.driver, "vm");
 	al_json_create_req_free(&req);
-	assert_int_equal(create("{\"driver\":\"ns\",\"template\":\"x\"}",
-				&req, &err),
+	assert_int_equal(create("{\"driver\":\"ns\",\"template\":\"x\"}", &req,
+				&err),
 			 0);
 	assert_string_equal(req.driver, "ns");
 	al_json_create_req_free(&req);
@@ -121,16 +121,14 @@ static void test_create_rejects(void **state)
 	expect_create_bad("{\"env\":{\"1A\":\"x\"}}", AL_EINVAL, "'env'");
 	expect_create_bad("{\"env\":{\"A=B\":\"x\"}}", AL_EINVAL, "'env'");
 	expect_create_bad("{\"env\":{\"A\":\"x\\u0000y\"}}", AL_EINVAL, "NUL");
-	expect_create_bad("{\"metadata\":{\"k\":{}}}", AL_EINVAL,
-			  "'metadata'");
+	expect_create_bad("{\"metadata\":{\"k\":{}}}", AL_EINVAL, "'metadata'");
 	expect_create_bad("{\"metadata\":\"x\"}", AL_EINVAL, "'metadata'");
 	expect_create_bad("{\"memory_mb\":1}", AL_EINVAL, "'memory_mb'");
 	expect_create_bad("{\"pids\":0}", AL_EINVAL, "'pids'");
 	expect_create_bad("{\"cpu_shares\":1}", AL_EINVAL, "'cpu_shares'");
 	expect_create_bad("{\"disk_mb\":15}", AL_EINVAL, "'disk_mb'");
 	expect_create_bad("{\"disk_mb\":\"64\"}", AL_EINVAL, "'disk_mb'");
-	expect_create_bad("{\"disk_mb\":99999999999}", AL_EINVAL,
-			  "'disk_mb'");
+	expect_create_bad("{\"disk_mb\":99999999999}", AL_EINVAL, "'disk_mb'");
 	expect_create_bad("{\"templat\":\"minimal\"}", AL_EINVAL,
 			  "unknown field 'templat'");
 	expect_create_bad("{\"driver\":\"kvm\"}", AL_EINVAL, "'driver'");
@@ -234,11 +232,12 @@ static void test_exec(void **state)
 	assert_int_equal(req.timeout_s, AL_EXEC_TIMEOUT_DEFAULT);
 	al_json_exec_req_free(&req);
 
-	assert_int_equal(exec_parse("{\"cmd\":[\"cat\"],\"cwd\":\"//tmp/./x/\","
-				    "\"stdin\":\"a\\u0000b\",\"timeout\":5,"
-				    "\"env\":{\"K\":\"v\"},\"user\":\"nobody:nogroup\"}",
-				    &req, &err),
-			 0);
+	assert_int_equal(
+		exec_parse("{\"cmd\":[\"cat\"],\"cwd\":\"//tmp/./x/\","
+			   "\"stdin\":\"a\\u0000b\",\"timeout\":5,"
+			   "\"env\":{\"K\":\"v\"},\"user\":\"nobody:nogroup\"}",
+			   &req, &err),
+		0);
 	assert_string_equal(req.cwd, "/tmp/x");
 	assert_string_equal(req.user, "nobody:nogroup");
 	assert_int_equal(req.stdin_len, 3);
@@ -290,11 +289,11 @@ static void test_utf8(void **state)
 	assert_true(al_utf8_valid("\xe2\x82\xac", 3));
 	assert_true(al_utf8_valid("\xf0\x9f\x98\x80", 4));
 	assert_false(al_utf8_valid("\xff", 1));
-	assert_false(al_utf8_valid("\xc0\xaf", 2));	/* overlong '/' */
-	assert_false(al_utf8_valid("\xe0\x80\xaf", 3)); /* overlong */
-	assert_false(al_utf8_valid("\xed\xa0\x80", 3)); /* surrogate */
+	assert_false(al_utf8_valid("\xc0\xaf", 2));	    /* overlong '/' */
+	assert_false(al_utf8_valid("\xe0\x80\xaf", 3));	    /* overlong */
+	assert_false(al_utf8_valid("\xed\xa0\x80", 3));	    /* surrogate */
 	assert_false(al_utf8_valid("\xf4\x90\x80\x80", 4)); /* > 10FFFF */
-	assert_false(al_utf8_valid("\xc3", 1));		/* truncated */
+	assert_false(al_utf8_valid("\xc3", 1));		    /* truncated */
 	assert_false(al_utf8_valid("\x80", 1));
 
 	/* A split character is held back, not declared invalid. */
@@ -302,8 +301,7 @@ static void test_utf8(void **state)
 	assert_false(bad);
 	assert_int_equal(al_utf8_complete_prefix("ab\xf0", 3, &bad), 2);
 	assert_false(bad);
-	assert_int_equal(al_utf8_complete_prefix("ab\xe2\x82\xac", 5, &bad),
-			 5);
+	assert_int_equal(al_utf8_complete_prefix("ab\xe2\x82\xac", 5, &bad), 5);
 	assert_false(bad);
 	al_utf8_complete_prefix("a\xffz", 3, &bad);
 	assert_true(bad);
@@ -317,8 +315,12 @@ static void test_base64(void **state)
 	static const struct {
 		const char *in, *out;
 	} v[] = {
-		{"", ""},	  {"f", "Zg=="},	 {"fo", "Zm8="},
-		{"foo", "Zm9v"},  {"foob", "Zm9vYg=="},	 {"fooba", "Zm9vYmE="},
+		{"", ""},
+		{"f", "Zg=="},
+		{"fo", "Zm8="},
+		{"foo", "Zm9v"},
+		{"foob", "Zm9vYg=="},
+		{"fooba", "Zm9vYmE="},
 		{"foobar", "Zm9vYmFy"},
 	};
 	for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {

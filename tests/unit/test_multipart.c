@@ -12,7 +12,8 @@
 
 #include "multipart.h"
 
-#define CT "multipart/form-data; boundary=------------------------d74496d66958873e"
+#define CT                                                                     \
+	"multipart/form-data; boundary=------------------------d74496d66958873e"
 #define B "------------------------d74496d66958873e"
 
 /* The file part holds CRLFs, "--", a CR not followed by LF, a NUL and a
@@ -199,15 +200,15 @@ static void test_boundary_header(void **state)
 	(void)state;
 	char b[AL_MP_BOUNDARY_MAX + 1];
 	al_err err = {0};
-	assert_int_equal(al_multipart_boundary("multipart/form-data; boundary=abc",
-					       b, &err),
+	assert_int_equal(al_multipart_boundary(
+				 "multipart/form-data; boundary=abc", b, &err),
 			 0);
 	assert_string_equal(b, "abc");
-	assert_int_equal(al_multipart_boundary(
-				 "Multipart/Form-Data;charset=utf-8;"
-				 " BOUNDARY=\"a b:c?=d\"  ",
-				 b, &err),
-			 0);
+	assert_int_equal(
+		al_multipart_boundary("Multipart/Form-Data;charset=utf-8;"
+				      " BOUNDARY=\"a b:c?=d\"  ",
+				      b, &err),
+		0);
 	assert_string_equal(b, "a b:c?=d");
 	char seventy[128];
 	snprintf(seventy, sizeof seventy, "multipart/form-data; boundary=%s",
@@ -383,7 +384,10 @@ static void test_form(void **state)
 	unlink(path);
 	al_mp_field f[3] = {
 		{.name = "name", .max = 63, .fd = -1, .required = 1},
-		{.name = "airlockfile", .max = 1 << 20, .fd = -1, .required = 1},
+		{.name = "airlockfile",
+		 .max = 1 << 20,
+		 .fd = -1,
+		 .required = 1},
 		{.name = "context", .max = 1ull << 30, .fd = fd, .required = 1},
 	};
 	al_err err = {0};
@@ -439,8 +443,7 @@ static void test_form(void **state)
 			    "name=\"name\"\r\n\r\nb\r\n--xx--";
 	mp = al_multipart_new_form("multipart/form-data; boundary=xx", g, 2,
 				   &err);
-	assert_int_equal(al_multipart_feed(mp, twice, strlen(twice), &err),
-			 -1);
+	assert_int_equal(al_multipart_feed(mp, twice, strlen(twice), &err), -1);
 	assert_non_null(strstr(err.msg, "sent twice"));
 	al_multipart_free(mp);
 	al_mp_fields_free(g, 2);

@@ -10,8 +10,8 @@
 
 #include "net/addr.h"
 
-#define IP(a, b, c, d)                                                      \
-	(((uint32_t)(a) << 24) | ((uint32_t)(b) << 16) |                    \
+#define IP(a, b, c, d)                                                         \
+	(((uint32_t)(a) << 24) | ((uint32_t)(b) << 16) |                       \
 	 ((uint32_t)(c) << 8) | (uint32_t)(d))
 
 static al_net_prefix parse_ok(const char *t)
@@ -39,10 +39,12 @@ static void test_parse(void **state)
 	assert_string_equal(s, "255.255.255.255/32");
 
 	static const char *const bad[] = {
-		"10.200.0.0",	 "10.200.0.0/",	  "10.200.0.0/33", "10.200.0.0/-1",
-		"10.200.0.1/16", "10.200.0/16",	  "/16",	   "",
-		"10.200.0.0/1x", "10.200.0.0/ 16", "a.b.c.d/8",
-		"10.200.0.0.0/16",
+		"10.200.0.0",	 "10.200.0.0/",
+		"10.200.0.0/33", "10.200.0.0/-1",
+		"10.200.0.1/16", "10.200.0/16",
+		"/16",		 "",
+		"10.200.0.0/1x", "10.200.0.0/ 16",
+		"a.b.c.d/8",	 "10.200.0.0.0/16",
 	};
 	for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
 		al_err err;
@@ -59,9 +61,15 @@ static void test_overlap(void **state)
 {
 	(void)state;
 	al_net_prefix pool = parse_ok("10.200.0.0/16");
-	assert_true(al_net_prefix_overlap(&pool, &(al_net_prefix){IP(10, 0, 0, 0), 8}));
-	assert_true(al_net_prefix_overlap(&pool, &(al_net_prefix){IP(10, 200, 5, 0), 24}));
-	assert_false(al_net_prefix_overlap(&pool, &(al_net_prefix){IP(10, 201, 0, 0), 16}));
+	assert_true(al_net_prefix_overlap(&pool,
+					  &(al_net_prefix){IP(10, 0, 0, 0),
+							   8}));
+	assert_true(al_net_prefix_overlap(&pool,
+					  &(al_net_prefix){IP(10, 200, 5, 0),
+							   24}));
+	assert_false(al_net_prefix_overlap(&pool,
+					   &(al_net_prefix){IP(10, 201, 0, 0),
+							    16}));
 	assert_true(al_net_prefix_contains(&pool, IP(10, 200, 255, 255)));
 	assert_false(al_net_prefix_contains(&pool, IP(10, 201, 0, 0)));
 	assert_int_equal(al_net_prefix_mask(0), 0);
@@ -84,7 +92,8 @@ static void test_slots(void **state)
 	assert_int_equal(al_net_slot_addr_of(&pool, 0, &a, &err), 0);
 	assert_int_equal(a.gateway, IP(10, 200, 0, 1));
 	assert_int_equal(a.guest, IP(10, 200, 0, 2));
-	assert_memory_equal(a.guest_mac, ((uint8_t[6]){2, 0xa1, 0, 0, 0, 0}), 6);
+	assert_memory_equal(a.guest_mac, ((uint8_t[6]){2, 0xa1, 0, 0, 0, 0}),
+			    6);
 	assert_int_equal(al_net_slot_addr_of(&pool, 16383, &a, &err), 0);
 	assert_int_equal(a.gateway, IP(10, 200, 255, 253));
 	assert_int_equal(a.guest, IP(10, 200, 255, 254));
@@ -131,9 +140,10 @@ static void test_never_list(void **state)
 	assert_false(never(IP(1, 1, 1, 1)));
 	assert_false(never(IP(172, 32, 0, 1)));
 	for (size_t i = 0; i < al_net_never_count; i++)
-		assert_int_equal(al_net_never[i].addr &
-					 ~al_net_prefix_mask(al_net_never[i].len),
-				 0);
+		assert_int_equal(
+			al_net_never[i].addr &
+				~al_net_prefix_mask(al_net_never[i].len),
+			0);
 }
 
 int main(void)

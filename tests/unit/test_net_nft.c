@@ -35,8 +35,8 @@ static void decode(const char *buf, size_t len, decoded *d)
 	memset(d, 0, sizeof *d);
 	d->ingress_policy = d->forward_policy = d->prerouting_policy = -1;
 	int left = (int)len;
-	for (const struct nlmsghdr *h = (const void *)buf; mnl_nlmsg_ok(h, left);
-	     h = mnl_nlmsg_next(h, &left)) {
+	for (const struct nlmsghdr *h = (const void *)buf;
+	     mnl_nlmsg_ok(h, left); h = mnl_nlmsg_next(h, &left)) {
 		if (h->nlmsg_type == NFNL_MSG_BATCH_BEGIN) {
 			d->batch_begin++;
 			continue;
@@ -54,12 +54,16 @@ static void decode(const char *buf, size_t len, decoded *d)
 		if (type == NFT_MSG_NEWCHAIN) {
 			struct nftnl_chain *c = nftnl_chain_alloc();
 			assert_int_equal(nftnl_chain_nlmsg_parse(h, c), 0);
-			const char *name = nftnl_chain_get_str(c, NFTNL_CHAIN_NAME);
-			int pol = (int)nftnl_chain_get_u32(c, NFTNL_CHAIN_POLICY);
+			const char *name =
+				nftnl_chain_get_str(c, NFTNL_CHAIN_NAME);
+			int pol = (int)nftnl_chain_get_u32(c,
+							   NFTNL_CHAIN_POLICY);
 			if (strcmp(name, "ingress") == 0) {
 				d->ingress_policy = pol;
-				snprintf(d->ingress_dev, sizeof d->ingress_dev, "%s",
-					 nftnl_chain_get_str(c, NFTNL_CHAIN_DEV));
+				snprintf(d->ingress_dev, sizeof d->ingress_dev,
+					 "%s",
+					 nftnl_chain_get_str(c,
+							     NFTNL_CHAIN_DEV));
 			} else if (strcmp(name, "forward") == 0) {
 				d->forward_policy = pol;
 			} else if (strcmp(name, "prerouting") == 0) {
@@ -73,7 +77,8 @@ static void decode(const char *buf, size_t len, decoded *d)
 			assert_int_equal(nftnl_rule_nlmsg_parse(h, r), 0);
 			char *out = d->rules[d->nrules++];
 			int n = snprintf(out, 1024, "%s: ",
-					 nftnl_rule_get_str(r, NFTNL_RULE_CHAIN));
+					 nftnl_rule_get_str(r,
+							    NFTNL_RULE_CHAIN));
 			nftnl_rule_snprintf(out + n, 1024 - (size_t)n, r, 0, 0);
 			nftnl_rule_free(r);
 		}
@@ -81,9 +86,9 @@ static void decode(const char *buf, size_t len, decoded *d)
 }
 
 static const al_net_prefix deny[] = {
-	{0x0a000000, 8},   /* 10/8 */
-	{0xa9fe0000, 16},  /* 169.254/16 */
-	{0xc0000202, 32},  /* a host address */
+	{0x0a000000, 8},  /* 10/8 */
+	{0xa9fe0000, 16}, /* 169.254/16 */
+	{0xc0000202, 32}, /* a host address */
 };
 
 static al_nft_spec spec(const uint8_t *mac)
@@ -118,10 +123,10 @@ static const char *rule(const decoded *d, const char *chain, int k)
 	return NULL;
 }
 
-#define HAS(text, needle)                                                   \
-	do {                                                                \
-		if (strstr((text), (needle)) == NULL)                       \
-			fail_msg("'%s' not in '%s'", (needle), (text));     \
+#define HAS(text, needle)                                                      \
+	do {                                                                   \
+		if (strstr((text), (needle)) == NULL)                          \
+			fail_msg("'%s' not in '%s'", (needle), (text));        \
 	} while (0)
 
 static void build(const al_nft_spec *s, decoded *d)
@@ -200,7 +205,8 @@ static void test_l3_chain_order(void **state)
 		const char *r = rule(&d, "prerouting", k);
 		HAS(r, "@ network header + 16");
 		HAS(r, "cmp eq reg 1 0x0500c80a"); /* 10.200.0.5 */
-		HAS(r, k == 3 ? "cmp eq reg 1 0x00000011" : "cmp eq reg 1 0x00000006");
+		HAS(r, k == 3 ? "cmp eq reg 1 0x00000011"
+			      : "cmp eq reg 1 0x00000006");
 		HAS(r, "@ transport header + 2");
 		HAS(r, "cmp eq reg 1 0x00003500"); /* port 53 */
 		HAS(r, "accept");

@@ -230,12 +230,14 @@ static void test_names(void **state)
 	(void)state;
 	char out[256];
 	assert_int_equal(al_policy_name_canon("WWW.Example.COM.", out,
-					      sizeof out, NULL), 0);
+					      sizeof out, NULL),
+			 0);
 	assert_string_equal(out, "www.example.com");
 	assert_int_equal(al_policy_name_canon("a..b", out, sizeof out, NULL),
 			 -1);
-	assert_int_equal(al_policy_name_canon("b\xc3\xbc.de", out,
-					      sizeof out, NULL), -1);
+	assert_int_equal(al_policy_name_canon("b\xc3\xbc.de", out, sizeof out,
+					      NULL),
+			 -1);
 	assert_int_equal(al_policy_name_canon("", out, sizeof out, NULL), -1);
 	assert_int_equal(al_policy_name_canon("a b", out, sizeof out, NULL),
 			 -1);
@@ -255,16 +257,14 @@ static void test_names(void **state)
 static void test_loop_denies_within_budget(void **state)
 {
 	(void)state;
-	al_policy *p = open_src(
-		"function egress(req)\n"
-		"  if req.metadata.loop then\n"
-		"    while true do end\n"
-		"  end\n"
-		"  return allow('fine')\n"
-		"end\n");
+	al_policy *p = open_src("function egress(req)\n"
+				"  if req.metadata.loop then\n"
+				"    while true do end\n"
+				"  end\n"
+				"  return allow('fine')\n"
+				"end\n");
 	al_policy_kv meta[] = {{"loop", "1"}};
-	al_egress_req r = req_for("example.com", (const char *const[]){"*"},
-				  1);
+	al_egress_req r = req_for("example.com", (const char *const[]){"*"}, 1);
 	r.metadata = meta;
 	r.n_metadata = 1;
 	al_egress_decision d;
@@ -311,8 +311,8 @@ static void test_memory_bombs_deny(void **state)
 	const char *const bombs[] = {"rep", "double", "table", "keep"};
 	for (size_t i = 0; i < 4; i++) {
 		al_policy_kv meta[] = {{"bomb", bombs[i]}};
-		al_egress_req r = req_for(
-			"example.com", (const char *const[]){"*"}, 1);
+		al_egress_req r = req_for("example.com",
+					  (const char *const[]){"*"}, 1);
 		r.metadata = meta;
 		r.n_metadata = 1;
 		al_egress_decision d;
@@ -320,8 +320,8 @@ static void test_memory_bombs_deny(void **state)
 		assert_false(d.allow);
 		al_policy_stat st;
 		al_policy_status(p, &st);
-		assert_true(st.mem_peak <= AL_POLICY_MEM_STATE_DEFAULT +
-						   (64u << 10));
+		assert_true(st.mem_peak <=
+			    AL_POLICY_MEM_STATE_DEFAULT + (64u << 10));
 		/* "table" may stop on memory or on instructions; the others
 		 * run out of memory. */
 		if (i != 2)
@@ -353,8 +353,7 @@ static void test_window_despite_garbage(void **state)
 		"  for i = 1, 3000 do t[i] = string.rep('x', 1000) .. i end\n"
 		"  return allow(tostring(#t))\n"
 		"end\n");
-	al_egress_req r = req_for("example.com", (const char *const[]){"*"},
-				  1);
+	al_egress_req r = req_for("example.com", (const char *const[]){"*"}, 1);
 	for (int i = 0; i < 5; i++) {
 		al_egress_decision d;
 		assert_int_equal(al_policy_egress(p, &r, &d), 0);
@@ -384,8 +383,7 @@ static char *capture_log(void (*fn)(al_policy *), al_policy *p)
 
 static void ask_many(al_policy *p)
 {
-	al_egress_req r = req_for("example.com", (const char *const[]){"*"},
-				  1);
+	al_egress_req r = req_for("example.com", (const char *const[]){"*"}, 1);
 	for (int i = 0; i < 200; i++) {
 		al_egress_decision d;
 		assert_int_equal(al_policy_egress(p, &r, &d), -1);
@@ -404,13 +402,12 @@ static int count_lines(const char *text)
 static void test_errors_logged_with_line_rate_limited(void **state)
 {
 	(void)state;
-	al_policy *p = open_src(
-		"function egress(req)\n"
-		"  if req.sandbox == 'sb-1' then\n"
-		"    error('nope')\n"
-		"  end\n"
-		"  return allow()\n"
-		"end\n");
+	al_policy *p = open_src("function egress(req)\n"
+				"  if req.sandbox == 'sb-1' then\n"
+				"    error('nope')\n"
+				"  end\n"
+				"  return allow()\n"
+				"end\n");
 	/* The dry decision passes; sandbox sb-1 errors at line 3. */
 	char *log = capture_log(ask_many, p);
 	assert_non_null(strstr(log, "test.lua:3: nope"));
@@ -431,8 +428,8 @@ static void test_errors_logged_with_line_rate_limited(void **state)
 		     "  end\n"
 		     "  return allow()\n"
 		     "end\n");
-	al_egress_req fr = req_for("example.com",
-				   (const char *const[]){"*"}, 1);
+	al_egress_req fr = req_for("example.com", (const char *const[]){"*"},
+				   1);
 	al_egress_decision fd;
 	assert_int_equal(al_policy_egress(p, &fr, &fd), -1);
 	al_policy_status(p, &st);
@@ -445,8 +442,7 @@ static void test_errors_logged_with_line_rate_limited(void **state)
 		     "  local t = nil\n"
 		     "  return t.x\n"
 		     "end\n");
-	al_egress_req r = req_for("example.com", (const char *const[]){"*"},
-				  1);
+	al_egress_req r = req_for("example.com", (const char *const[]){"*"}, 1);
 	al_egress_decision d;
 	assert_int_equal(al_policy_egress(p, &r, &d), -1);
 	al_policy_status(p, &st);
@@ -465,8 +461,7 @@ static void test_errors_logged_with_line_rate_limited(void **state)
 
 static void log_many(al_policy *p)
 {
-	al_egress_req r = req_for("example.com", (const char *const[]){"*"},
-				  1);
+	al_egress_req r = req_for("example.com", (const char *const[]){"*"}, 1);
 	for (int i = 0; i < 100; i++) {
 		al_egress_decision d;
 		assert_int_equal(al_policy_egress(p, &r, &d), 0);
@@ -494,8 +489,16 @@ static void test_garbage_answers_deny(void **state)
 {
 	(void)state;
 	static const char *const answers[] = {
-		"", "1", "'allow'", "nil", "true, {}", "true, 'a', 3",
-		"{allow = true}", "function() end", "'true'", "true, 5",
+		"",
+		"1",
+		"'allow'",
+		"nil",
+		"true, {}",
+		"true, 'a', 3",
+		"{allow = true}",
+		"function() end",
+		"'true'",
+		"true, 5",
 	};
 	for (size_t i = 0; i < sizeof answers / sizeof answers[0]; i++) {
 		char src[256];
@@ -503,10 +506,11 @@ static void test_garbage_answers_deny(void **state)
 			 "function egress(req)\n"
 			 "  if req.sandbox == 'sb-1' then return %s end\n"
 			 "  return deny()\n"
-			 "end\n", answers[i]);
+			 "end\n",
+			 answers[i]);
 		al_policy *p = open_src(src);
-		al_egress_req r = req_for(
-			"example.com", (const char *const[]){"*"}, 1);
+		al_egress_req r = req_for("example.com",
+					  (const char *const[]){"*"}, 1);
 		al_egress_decision d;
 		assert_int_equal(al_policy_egress(p, &r, &d), -1);
 		assert_false(d.allow);
@@ -537,8 +541,7 @@ static void test_escape_routes_absent(void **state)
 		"  end\n"
 		"  return allow('sealed')\n"
 		"end\n");
-	al_egress_req r = req_for("example.com", (const char *const[]){"*"},
-				  1);
+	al_egress_req r = req_for("example.com", (const char *const[]){"*"}, 1);
 	al_egress_decision d;
 	assert_int_equal(al_policy_egress(p, &r, &d), 0);
 	assert_string_equal(d.reason, "sealed");
@@ -568,7 +571,8 @@ static void test_escape_routes_absent(void **state)
 			 "function egress(req)\n"
 			 "  if req.sandbox == 'sb-1' then %s end\n"
 			 "  return allow('fine')\n"
-			 "end\n", tries[i]);
+			 "end\n",
+			 tries[i]);
 		p = open_src(src);
 		assert_int_equal(al_policy_egress(p, &r, &d), -1);
 		assert_false(d.allow);
@@ -594,8 +598,7 @@ static void test_states_isolated(void **state)
 		"     math.floor(1.5) ~= 1 then return deny('touched') end\n"
 		"  return allow('untouched')\n"
 		"end\n");
-	al_egress_req r = req_for("example.com", (const char *const[]){"*"},
-				  1);
+	al_egress_req r = req_for("example.com", (const char *const[]){"*"}, 1);
 	al_egress_decision d;
 	assert_int_equal(al_policy_egress(a, &r, &d), 0);
 	assert_int_equal(al_policy_egress(b, &r, &d), 0);
@@ -620,8 +623,7 @@ static void test_no_finalizers(void **state)
 		"  return allow(tostring(ran))\n"
 		"end\n");
 	al_policy_kv meta[] = {{"fail", "1"}};
-	al_egress_req r = req_for("example.com", (const char *const[]){"*"},
-				  1);
+	al_egress_req r = req_for("example.com", (const char *const[]){"*"}, 1);
 	al_egress_decision d;
 	r.metadata = meta;
 	r.n_metadata = 1;
@@ -639,8 +641,8 @@ static void test_bad_files_refused(void **state)
 	al_err err = {0};
 	static const char bytecode[] = "\x1bLJ\x02\x00\x00\x00";
 	assert_null(al_policy_open_source("bc.lua", bytecode,
-					  sizeof bytecode - 1,
-					  AL_POLICY_EGRESS, NULL, &err));
+					  sizeof bytecode - 1, AL_POLICY_EGRESS,
+					  NULL, &err));
 	assert_non_null(strstr(err.msg, "bytecode"));
 	write_policy("bc.lua", bytecode, sizeof bytecode - 1);
 	char path[128];
@@ -650,8 +652,8 @@ static void test_bad_files_refused(void **state)
 
 	static const char *const bad[] = {
 		"function egress(req) return allow( end", /* syntax */
-		"x = 1",                                  /* no egress */
-		"while true do end",                      /* top-level loop */
+		"x = 1",				  /* no egress */
+		"while true do end",			  /* top-level loop */
 		"function egress(req) return allow() end\n"
 		"function self_test() return false, 'broken on purpose' end",
 		"function egress(req) return 42 end", /* fails the dry run */
@@ -659,15 +661,16 @@ static void test_bad_files_refused(void **state)
 		"function egress(req) return allow() end",
 	};
 	static const char *const why[] = {
-		"test.lua:1:", "defines no function egress",
-		"instruction budget", "broken on purpose", "dry decision",
-		"not enough memory",
+		"test.lua:1:",	      "defines no function egress",
+		"instruction budget", "broken on purpose",
+		"dry decision",	      "not enough memory",
 	};
 	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
 		memset(&err, 0, sizeof err);
 		assert_null(al_policy_open_source("test.lua", bad[i],
 						  strlen(bad[i]),
-						  AL_POLICY_EGRESS, NULL, &err));
+						  AL_POLICY_EGRESS, NULL,
+						  &err));
 		if (strstr(err.msg, why[i]) == NULL)
 			fail_msg("%zu: %s", i, err.msg);
 	}
@@ -691,8 +694,7 @@ static void test_reload(void **state)
 	al_err err = {0};
 	al_policy *p = al_policy_open(path, AL_POLICY_EGRESS, NULL, &err);
 	assert_non_null(p);
-	al_egress_req r = req_for("example.com", (const char *const[]){"*"},
-				  1);
+	al_egress_req r = req_for("example.com", (const char *const[]){"*"}, 1);
 	al_egress_decision d;
 	assert_int_equal(al_policy_reload_if_changed(p), 0);
 

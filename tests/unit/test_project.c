@@ -17,12 +17,17 @@ static void test_quota_check(void **state)
 	(void)state;
 	al_err err;
 	size_t field = 99;
-	al_quota limit = {.running_sandboxes = 50, .memory_mb = 4096,
-			  .disk_mb = 100, .concurrent_builds = 2,
-			  .concurrent_streams = 1, .creates_per_minute = 10};
-	al_quota used = {.running_sandboxes = 49, .memory_mb = 3584,
+	al_quota limit = {.running_sandboxes = 50,
+			  .memory_mb = 4096,
+			  .disk_mb = 100,
+			  .concurrent_builds = 2,
+			  .concurrent_streams = 1,
+			  .creates_per_minute = 10};
+	al_quota used = {.running_sandboxes = 49,
+			 .memory_mb = 3584,
 			 .creates_per_minute = 3};
-	al_quota asked = {.running_sandboxes = 1, .memory_mb = 512,
+	al_quota asked = {.running_sandboxes = 1,
+			  .memory_mb = 512,
 			  .creates_per_minute = 1};
 	assert_int_equal(al_quota_check(&limit, &used, &asked, &field, &err),
 			 0);
@@ -66,8 +71,11 @@ static void test_quota_check(void **state)
 static void test_quota_fields(void **state)
 {
 	(void)state;
-	al_quota q = {.running_sandboxes = 1, .memory_mb = 2, .disk_mb = 3,
-		      .concurrent_builds = 4, .concurrent_streams = 5,
+	al_quota q = {.running_sandboxes = 1,
+		      .memory_mb = 2,
+		      .disk_mb = 3,
+		      .concurrent_builds = 4,
+		      .concurrent_streams = 5,
 		      .creates_per_minute = 6};
 	for (size_t i = 0; i < AL_QUOTA_NFIELDS; i++)
 		assert_int_equal(al_quota_value(&q, i), i + 1);
@@ -128,7 +136,8 @@ static void test_roles(void **state)
 static void test_template_may(void **state)
 {
 	(void)state;
-	al_identity admin = {.key_id = 1, .project = "default",
+	al_identity admin = {.key_id = 1,
+			     .project = "default",
 			     .role = AL_ROLE_ADMIN};
 	al_identity a = {.key_id = 2, .project = "a", .role = AL_ROLE_MEMBER};
 	al_identity b = {.key_id = 3, .project = "b", .role = AL_ROLE_MEMBER};
@@ -146,7 +155,8 @@ static void test_template_may(void **state)
 	assert_true(al_template_may(&own_a, &admin, 1));
 	/* A member of default sees a public template of default but may not
 	 * change it. */
-	al_identity d = {.key_id = 4, .project = "default",
+	al_identity d = {.key_id = 4,
+			 .project = "default",
 			 .role = AL_ROLE_MEMBER};
 	assert_false(al_template_may(&pub, &d, 1));
 }

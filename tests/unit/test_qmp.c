@@ -303,8 +303,7 @@ static void test_client_exec(void **state)
 
 	/* A failed command reports QEMU's reason and leaves the
 	 * connection usable. */
-	assert_int_equal(al_qmp_run(q, "bogus", NULL, al_now_ms() + 5000,
-				    &err),
+	assert_int_equal(al_qmp_run(q, "bogus", NULL, al_now_ms() + 5000, &err),
 			 -1);
 	assert_int_equal(err.code, AL_EINTERNAL);
 	assert_non_null(strstr(err.msg, "has not been found"));

@@ -14,8 +14,8 @@ static void test_decodes_pairs(void **state)
 	(void)state;
 	al_query q;
 	al_err err = {0};
-	assert_int_equal(al_query_parse("path=%2Fa%20b%2Fc+d&list=1&&flag",
-					&q, &err),
+	assert_int_equal(al_query_parse("path=%2Fa%20b%2Fc+d&list=1&&flag", &q,
+					&err),
 			 0);
 	assert_int_equal(q.n, 3);
 	assert_string_equal(al_query_get(&q, "path"), "/a b/c d");

@@ -34,7 +34,8 @@ static void test_every_cell(void **state)
 		for (int e = 0; e < AL_EV_MAX; e++) {
 			al_err err;
 			al_err_clear(&err);
-			int next = al_state_next((al_state)s, (al_event)e, &err);
+			int next = al_state_next((al_state)s, (al_event)e,
+						 &err);
 			if (next != expected[s][e])
 				fail_msg("%s + %s: got %d, want %d",
 					 al_state_name((al_state)s),
@@ -70,8 +71,8 @@ static void test_out_of_range(void **state)
 static void test_names_round_trip(void **state)
 {
 	(void)state;
-	static const char *const names[] = {"creating", "running", "paused",
-					    "suspended", "error", "deleted"};
+	static const char *const names[] = {"creating",	 "running", "paused",
+					    "suspended", "error",   "deleted"};
 	for (int s = 0; s < AL_ST_MAX; s++) {
 		assert_string_equal(al_state_name((al_state)s), names[s]);
 		assert_int_equal(al_state_from_name(names[s]), s);
@@ -167,8 +168,8 @@ static void test_spec_round_trip(void **state)
 	assert_null(strstr(claim, "boot"));
 	al_sandbox again;
 	al_template_version tv2;
-	assert_int_equal(al_shim_spec_unpack(claim, strlen(claim), &again,
-					     &tv2, &boot, &err),
+	assert_int_equal(al_shim_spec_unpack(claim, strlen(claim), &again, &tv2,
+					     &boot, &err),
 			 0);
 	assert_false(boot);
 	assert_true(json_object_equal(again.env, sb.env));
@@ -229,8 +230,8 @@ static void test_spec_rejects(void **state)
 		al_template_version tv;
 		int boot = 1;
 		al_err err = {0};
-		if (al_shim_spec_unpack(bad[i], strlen(bad[i]), &sb, &tv,
-					&boot, &err) == 0)
+		if (al_shim_spec_unpack(bad[i], strlen(bad[i]), &sb, &tv, &boot,
+					&err) == 0)
 			fail_msg("accepted: %s", bad[i]);
 		assert_int_not_equal(err.code, AL_OK);
 		assert_null(sb.env);
@@ -252,14 +253,16 @@ static void test_ready_report(void **state)
 	assert_string_equal(got.accel, "tcg");
 	free(s);
 	static const char *const bad[] = {
-		"{}", "{\"pid\":0,\"accel\":\"\"}",
-		"{\"pid\":1,\"accel\":\"xen\"}", "{\"pid\":1}",
+		"{}",
+		"{\"pid\":0,\"accel\":\"\"}",
+		"{\"pid\":1,\"accel\":\"xen\"}",
+		"{\"pid\":1}",
 		"{\"pid\":1,\"accel\":\"\",\"x\":1}",
 	};
 	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
-		assert_int_equal(
-			al_shim_ready_unpack(bad[i], strlen(bad[i]), &got, &err),
-			-1);
+		assert_int_equal(al_shim_ready_unpack(bad[i], strlen(bad[i]),
+						      &got, &err),
+				 -1);
 }
 
 int main(void)

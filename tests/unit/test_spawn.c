@@ -25,15 +25,14 @@ static void test_detached_with_ready_pipe(void **state)
 	close(lf);
 	/* The child reports its session id and parent through fd 3, and
 	 * lists its open fds to the log. */
-	char *const argv[] = {
-		"/bin/sh", "-c",
-		"echo \"$(cut -d' ' -f6 /proc/$$/stat)\" >&3; "
-		"ls /proc/$$/fd; echo stderr-line >&2",
-		NULL};
+	char *const argv[] = {"/bin/sh", "-c",
+			      "echo \"$(cut -d' ' -f6 /proc/$$/stat)\" >&3; "
+			      "ls /proc/$$/fd; echo stderr-line >&2",
+			      NULL};
 	al_err err = {0};
 	int rd = -1;
-	assert_int_equal(
-		al_spawn_detached("/bin/sh", argv, logpath, &rd, &err), 0);
+	assert_int_equal(al_spawn_detached("/bin/sh", argv, logpath, &rd, &err),
+			 0);
 	assert_true(rd >= 0);
 	char buf[64] = "";
 	ssize_t n = 0, got;
@@ -83,8 +82,9 @@ static void test_stdin_from_fd(void **state)
 	char *const argv[] = {"/bin/sh", "-c", "cat >&3", NULL};
 	al_err err = {0};
 	int rd = -1;
-	assert_int_equal(
-		al_spawn_detached_in("/bin/sh", argv, NULL, in, &rd, &err), 0);
+	assert_int_equal(al_spawn_detached_in("/bin/sh", argv, NULL, in, &rd,
+					      &err),
+			 0);
 	close(in);
 	char buf[64] = "";
 	ssize_t n = 0, got;
@@ -103,8 +103,8 @@ static void test_missing_program(void **state)
 	int rd = -1;
 	/* The exec failure happens in the detached child: the caller sees
 	 * the ready pipe close without a word. */
-	assert_int_equal(al_spawn_detached("/nonexistent/prog", argv, NULL,
-					   &rd, &err),
+	assert_int_equal(al_spawn_detached("/nonexistent/prog", argv, NULL, &rd,
+					   &err),
 			 0);
 	char c;
 	assert_int_equal(read(rd, &c, 1), 0);

@@ -64,11 +64,11 @@ static void test_write_read_ack(void **state)
 	assert_int_equal(al_spool_write(&cfg, "sbx-b", AL_EV_FAIL,
 					"init exited \xff\xfe with 1", &err),
 			 0);
-	assert_int_equal(al_spool_write(&cfg, "sbx-a", AL_EV_DELETE,
-					"deleted", &err),
+	assert_int_equal(al_spool_write(&cfg, "sbx-a", AL_EV_DELETE, "deleted",
+					&err),
 			 0);
-	assert_int_equal(al_spool_write(&cfg, "sbx-b", AL_EV_DELETE,
-					"deleted", &err),
+	assert_int_equal(al_spool_write(&cfg, "sbx-b", AL_EV_DELETE, "deleted",
+					&err),
 			 0);
 	assert_true(al_spool_pending(&cfg, "sbx-a"));
 	assert_false(al_spool_pending(&cfg, "sbx"));
@@ -124,8 +124,9 @@ static void test_bad_files_quarantined(void **state)
 	put_file("noseq", "{}");
 	put_file("lead.01", "{\"id\":\"lead\",\"seq\":1,\"event\":\"fail\","
 			    "\"detail\":\"x\",\"at_ms\":1}");
-	put_file("extra.2", "{\"id\":\"extra\",\"seq\":2,\"event\":\"fail\","
-			    "\"detail\":\"x\",\"at_ms\":1,\"state\":\"running\"}");
+	put_file("extra.2",
+		 "{\"id\":\"extra\",\"seq\":2,\"event\":\"fail\","
+		 "\"detail\":\"x\",\"at_ms\":1,\"state\":\"running\"}");
 	/* A shim's file half-written a moment ago: left for it. */
 	put_file(".young.1.tmp", "{");
 	al_spool_entry e[8];
@@ -155,14 +156,14 @@ static void test_parse_limits(void **state)
 	char big[AL_SPOOL_FILE_MAX + 64];
 	memset(big, ' ', sizeof big);
 	big[sizeof big - 1] = '\0';
-	assert_int_equal(al_spool_parse("a.1", big, strlen(big), &e, &err),
-			 -1);
+	assert_int_equal(al_spool_parse("a.1", big, strlen(big), &e, &err), -1);
 	/* A detail over 255 bytes is not one a shim writes. */
 	char longd[600];
-	snprintf(longd, sizeof longd,
-		 "{\"id\":\"a\",\"seq\":1,\"event\":\"fail\",\"detail\":\"%0300d"
-		 "\",\"at_ms\":1}",
-		 0);
+	snprintf(
+		longd, sizeof longd,
+		"{\"id\":\"a\",\"seq\":1,\"event\":\"fail\",\"detail\":\"%0300d"
+		"\",\"at_ms\":1}",
+		0);
 	assert_int_equal(al_spool_parse("a.1", longd, strlen(longd), &e, &err),
 			 -1);
 	static const char ok[] = "{\"id\":\"a\",\"seq\":18446744073709551,"

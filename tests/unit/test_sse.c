@@ -29,8 +29,8 @@ static void test_event_and_keepalive(void **state)
 	al_buf_init(&b, 0);
 	json_object *o = json_tokener_parse("{\"path\":\"/a/b\",\"n\":1}");
 	assert_int_equal(al_sse_event(&b, "step", o, &err), 0);
-	assert_string_equal(text(&b),
-			    "event: step\ndata: {\"path\":\"/a/b\",\"n\":1}\n\n");
+	assert_string_equal(
+		text(&b), "event: step\ndata: {\"path\":\"/a/b\",\"n\":1}\n\n");
 	json_object_put(o);
 	assert_int_equal(al_sse_keepalive(&b, &err), 0);
 	assert_string_equal(text(&b), ": keepalive\n\n");
@@ -50,7 +50,8 @@ static void test_output_keeps_characters_whole(void **state)
 	assert_int_equal(al_sse_output(&t, &b, 0, (const uint8_t *)"a\xc3", 2,
 				       &err),
 			 0);
-	assert_string_equal(text(&b), "event: stdout\ndata: {\"data\":\"a\"}\n\n");
+	assert_string_equal(text(&b),
+			    "event: stdout\ndata: {\"data\":\"a\"}\n\n");
 	assert_int_equal(al_sse_output(&t, &b, 0, (const uint8_t *)"\xa9", 1,
 				       &err),
 			 0);
@@ -85,7 +86,8 @@ static void test_exit_and_error(void **state)
 	assert_string_equal(
 		text(&b),
 		"event: exit\ndata: {\"exit_code\":3,\"duration_ms\":12}\n\n");
-	al_exit_msg sig = {.exit_code = -1, .signal = "SIGKILL",
+	al_exit_msg sig = {.exit_code = -1,
+			   .signal = "SIGKILL",
 			   .timed_out = 1};
 	assert_int_equal(al_sse_exit(&b, &sig, 5, &err), 0);
 	assert_string_equal(text(&b),

@@ -76,12 +76,12 @@ static int group_teardown(void **state)
 	return 0;
 }
 
-#define NEED_BTRFS()                                                        \
-	do {                                                                \
-		if (!mounted) {                                             \
-			print_message("skip: %s\n", why_skip);              \
-			skip();                                             \
-		}                                                           \
+#define NEED_BTRFS()                                                           \
+	do {                                                                   \
+		if (!mounted) {                                                \
+			print_message("skip: %s\n", why_skip);                 \
+			skip();                                                \
+		}                                                              \
 	} while (0)
 
 static void path(char *out, size_t len, const char *rel)

@@ -3,8 +3,8 @@
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
-#include <stdio.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -83,7 +83,8 @@ static void test_malformed_is_400(void **state)
 	};
 	for (size_t i = 0; i < sizeof heads / sizeof heads[0]; i++)
 		assert_int_equal(parse(heads[i], token), SHIM_HTTP_BAD);
-	static const char nul[] = "GET /stream/" TOKEN " HTTP/1.1\r\nX: \0\r\n\r\n";
+	static const char nul[] = "GET /stream/" TOKEN
+				  " HTTP/1.1\r\nX: \0\r\n\r\n";
 	assert_int_equal(shim_http_parse(nul, sizeof nul - 1, token),
 			 SHIM_HTTP_BAD);
 }
@@ -103,7 +104,8 @@ static void test_size_cap(void **state)
 	for (int i = 0; i < SHIM_HTTP_HEADERS_MAX + 2; i++)
 		n += snprintf(many + n, sizeof many - (size_t)n, "A: b\r\n");
 	n += snprintf(many + n, sizeof many - (size_t)n, "\r\n");
-	assert_int_equal(shim_http_parse(many, (size_t)n, token), SHIM_HTTP_BAD);
+	assert_int_equal(shim_http_parse(many, (size_t)n, token),
+			 SHIM_HTTP_BAD);
 }
 
 int main(void)

@@ -178,8 +178,8 @@ static void refused_everywhere(void)
 	want_errno("clone(CLONE_NEWUSER)", raw_clone(CLONE_NEWUSER), EPERM);
 	want_errno("clone(CLONE_NEWNET)", raw_clone(CLONE_NEWNET), EPERM);
 	want_errno("mount",
-		   syscall(SYS_mount, "none", "/al-no-such-dir", "al-no-such-fs",
-			   0, 0),
+		   syscall(SYS_mount, "none", "/al-no-such-dir",
+			   "al-no-such-fs", 0, 0),
 		   EPERM);
 	want_errno("fsopen", syscall(SYS_fsopen, "tmpfs", 0), EPERM);
 	want_errno("open_tree", syscall(SYS_open_tree, -1, "/", 0), EPERM);
@@ -222,8 +222,8 @@ static void refused_everywhere(void)
 	want_errno("ioctl(BTRFS_IOC_SNAP_CREATE_V2)",
 		   ioctl(-1, BTRFS_IOC_SNAP_CREATE_V2, NULL), EPERM);
 	want_errno("ioctl(1 << 32 | BTRFS_IOC_SNAP_CREATE_V2)",
-		   syscall(SYS_ioctl, -1,
-			   (1L << 32) | BTRFS_IOC_SNAP_CREATE_V2, NULL),
+		   syscall(SYS_ioctl, -1, (1L << 32) | BTRFS_IOC_SNAP_CREATE_V2,
+			   NULL),
 		   EPERM);
 
 	/* Numbers the filter has no name for, and clone3 (libc falls back

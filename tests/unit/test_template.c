@@ -35,7 +35,8 @@ static void test_version_paths(void **state)
 						    sizeof out, &err),
 			 0);
 	assert_string_equal(
-		out, "/var/lib/airlock/pool/template-versions/python/12/rootfs");
+		out,
+		"/var/lib/airlock/pool/template-versions/python/12/rootfs");
 }
 
 static void test_bad_names_refused(void **state)
@@ -45,7 +46,13 @@ static void test_bad_names_refused(void **state)
 	cfg_init(&cfg);
 	char out[1024];
 	static const char *const bad[] = {
-		"", "..", "../x", "a/b", "-x", "UPPER", "a.b",
+		"",
+		"..",
+		"../x",
+		"a/b",
+		"-x",
+		"UPPER",
+		"a.b",
 		"0123456789012345678901234567890123456789012345678901234567890123",
 	};
 	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
@@ -63,8 +70,8 @@ static void test_bad_names_refused(void **state)
 				 -1);
 	}
 	al_err err = {0};
-	assert_int_equal(al_template_version_dir(&cfg, NULL, 1, out,
-						 sizeof out, &err),
+	assert_int_equal(al_template_version_dir(&cfg, NULL, 1, out, sizeof out,
+						 &err),
 			 -1);
 }
 
@@ -78,8 +85,8 @@ static void test_bad_versions_refused(void **state)
 	assert_int_equal(al_template_version_dir(&cfg, "x", 0, out, sizeof out,
 						 &err),
 			 -1);
-	assert_int_equal(al_template_version_dir(&cfg, "x", -1, out,
-						 sizeof out, &err),
+	assert_int_equal(al_template_version_dir(&cfg, "x", -1, out, sizeof out,
+						 &err),
 			 -1);
 	assert_int_equal(err.code, AL_EINVAL);
 }
@@ -174,13 +181,19 @@ static void test_pool_parse(void **state)
 	assert_true(u[AL_POOL_VM_MAX].set && u[AL_POOL_VM_MAX].is_null);
 	assert_false(u[AL_POOL_NS_MAX].set || u[AL_POOL_VM_MIN].set);
 	static const char *const bad[] = {
-		"{}", "{\"ns_min\":65}", "{\"ns_min\":-1}", "{\"ns_min\":1.5}",
-		"{\"pool\":1}", "[1]", "{\"ns_max\":\"2\"}", "{",
+		"{}",
+		"{\"ns_min\":65}",
+		"{\"ns_min\":-1}",
+		"{\"ns_min\":1.5}",
+		"{\"pool\":1}",
+		"[1]",
+		"{\"ns_max\":\"2\"}",
+		"{",
 	};
 	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-		assert_int_equal(
-			al_template_pool_parse(bad[i], strlen(bad[i]), u, &err),
-			-1);
+		assert_int_equal(al_template_pool_parse(bad[i], strlen(bad[i]),
+							u, &err),
+				 -1);
 		assert_int_equal(err.code, AL_EINVAL);
 	}
 }

@@ -16,7 +16,10 @@
 
 static char dir[] = "/tmp/al-uidrange-XXXXXX";
 static al_uidrange_pool pool = {
-	.base = 5000, .size = 10, .slots = 3, .what = "test ranges",
+	.base = 5000,
+	.size = 10,
+	.slots = 3,
+	.what = "test ranges",
 };
 
 static int setup(void **state)

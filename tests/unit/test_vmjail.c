@@ -50,8 +50,7 @@ static size_t read_all(int fd, char *buf, size_t len)
 
 /* The value of the line "key=value" in out, copied to val; a missing
  * key fails the test (the script did not get that far). */
-static const char *get(const char *out, const char *key, char *val,
-		       size_t len)
+static const char *get(const char *out, const char *key, char *val, size_t len)
 {
 	size_t kl = strlen(key);
 	for (const char *p = out; p != NULL && *p != '\0';) {
@@ -110,12 +109,12 @@ static int mounted_here(const char *path)
 }
 
 /* Namespaces and mounts need root: without it every test is a skip. */
-#define NEED_ROOT()                                                    \
-	do {                                                           \
-		if (geteuid() != 0) {                                  \
-			print_message("needs root: skipped\n");        \
-			skip();                                        \
-		}                                                      \
+#define NEED_ROOT()                                                            \
+	do {                                                                   \
+		if (geteuid() != 0) {                                          \
+			print_message("needs root: skipped\n");                \
+			skip();                                                \
+		}                                                              \
 	} while (0)
 
 static void assert_no_children(void)
@@ -177,8 +176,7 @@ static uid_t take_in_child(const char *hint, int hold_until_read)
 		close(go[1]);
 		al_err err = {0};
 		al_vmjail_uid u;
-		uid_t got = al_vmjail_uid_take(hint, &u, &err) == 0 ? u.uid
-								     : 0;
+		uid_t got = al_vmjail_uid_take(hint, &u, &err) == 0 ? u.uid : 0;
 		(void)!write(p[1], &got, sizeof got);
 		if (hold_until_read) {
 			char c;
@@ -288,8 +286,7 @@ static void test_spawn_jailed(void **state)
 		       .nfiles = 1,
 		       .fds = fds,
 		       .nfds = 4};
-	char *const argv[] = {"/usr/bin/sh", "-c", (char *)probe_script,
-			      NULL};
+	char *const argv[] = {"/usr/bin/sh", "-c", (char *)probe_script, NULL};
 	int pidfd = -1;
 	pid_t pid = al_vmjail_spawn(&j, argv, &pidfd, &err);
 	if (pid < 0)
@@ -343,7 +340,7 @@ static void test_spawn_jailed(void **state)
 	/* The root holds /usr, the host's /lib, /bin... links, /dev, /proc
 	 * and the directory of the file asked for: nothing else. */
 	char root_want[256] = "";
-	static const char *const tops[] = {"bin", "boot", "dev", "lib",
+	static const char *const tops[] = {"bin",   "boot", "dev",  "lib",
 					   "lib64", "proc", "sbin", "usr"};
 	for (size_t i = 0; i < sizeof tops / sizeof *tops; i++) {
 		char host[32];
@@ -362,7 +359,7 @@ static void test_spawn_jailed(void **state)
 	get(buf, "root", v, sizeof v);
 	assert_string_equal(v, root_want);
 	static const char *const never[] = {"etc", "home", "root", "tmp",
-					    "var", "run", "sys"};
+					    "var", "run",  "sys"};
 	for (size_t i = 0; i < sizeof never / sizeof *never; i++) {
 		char w[16];
 		snprintf(w, sizeof w, " %s ", never[i]);
@@ -449,8 +446,8 @@ static void test_bad_specs(void **state)
 		al_err e = {0};
 		int pidfd = 42;
 		print_message("bad spec: %s\n", bad[i].what);
-		assert_int_equal(al_vmjail_spawn(&bad[i].j, bad[i].argv,
-						 &pidfd, &e),
+		assert_int_equal(al_vmjail_spawn(&bad[i].j, bad[i].argv, &pidfd,
+						 &e),
 				 -1);
 		assert_int_equal(e.code, AL_EINVAL);
 		assert_int_equal(pidfd, -1);
@@ -514,7 +511,7 @@ static void test_bad_jail_paths(void **state)
 	assert_true(devnull >= 0);
 	int fds[] = {devnull, devnull, devnull};
 	char *const argv[] = {"/usr/bin/true", NULL};
-	static const char *const paths[] = {"f", "/f", "/a/b/f", "/../f",
+	static const char *const paths[] = {"f",      "/f",   "/a/b/f", "/../f",
 					    "/boot/", "/./f", "/../"};
 	for (size_t i = 0; i < sizeof paths / sizeof *paths; i++) {
 		al_vmjail_file files[] = {{"/usr/bin/true", paths[i]}};

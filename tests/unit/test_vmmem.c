@@ -55,8 +55,9 @@ static int holds(int fd, off_t from, off_t to, unsigned seed)
 		if (pread(fd, buf, n, o) != (ssize_t)n)
 			return 0;
 		for (size_t i = 0; i < n; i++) {
-			unsigned char want =
-				seed == ~0u ? 0 : pat(o + (off_t)i, seed);
+			unsigned char want = seed == ~0u
+						     ? 0
+						     : pat(o + (off_t)i, seed);
 			if (buf[i] != want)
 				return 0;
 		}
@@ -153,8 +154,8 @@ static void test_sealed_copy(void **state)
 	errno = 0;
 	assert_int_equal(ftruncate(fd, 2 * IMG_SIZE), -1);
 	assert_int_equal(errno, EPERM);
-	assert_int_equal(fallocate(fd, FALLOC_FL_PUNCH_HOLE |
-					       FALLOC_FL_KEEP_SIZE,
+	assert_int_equal(fallocate(fd,
+				   FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
 				   0, MIB),
 			 -1);
 	assert_int_equal(fallocate(fd, 0, IMG_SIZE, MIB), -1);
@@ -209,9 +210,9 @@ static void test_sealed_copy_refuses(void **state)
 {
 	(void)state;
 	al_err err = {0};
-	assert_int_equal(
-		al_vmmem_sealed_copy("/nonexistent/airlock-test-mem", &err),
-		-1);
+	assert_int_equal(al_vmmem_sealed_copy("/nonexistent/airlock-test-mem",
+					      &err),
+			 -1);
 	assert_int_equal(err.code, AL_ENOENT);
 
 	/* A symlink is not followed: a template's mem is a plain file. */

@@ -103,13 +103,7 @@ static void test_invalid_id_rejected(void **state)
 {
 	(void)state;
 	static const char *const bad[] = {
-		"",
-		"-leading-dash",
-		"Upper",
-		"a.b",
-		"a/b",
-		"a b",
-		"a\nb",
+		"", "-leading-dash", "Upper", "a.b", "a/b", "a b", "a\nb",
 	};
 	for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
 		uint8_t mac[6] = {0xee, 0xee, 0xee, 0xee, 0xee, 0xee};

@@ -97,8 +97,8 @@ int main(int argc, char **argv)
 	while (time(NULL) < end) {
 		for (int i = 0; i < 256; i++) {
 			if (send_all(fd, frame, 16 + sizeof body - 1) < 0) {
-				printf("write: %s after %lu\n",
-				       strerror(errno), sent);
+				printf("write: %s after %lu\n", strerror(errno),
+				       sent);
 				return 4;
 			}
 			sent++;
