@@ -1,6 +1,6 @@
 # Airlock build. `make` builds everything into build/; `make SAN=1` builds
 # the same with ASan+UBSan into build-san/ (what `make test` uses).
-#   make run | up | down | test | bench | deps | fuzz | lint | clean
+#   make run | up | down | test | bench | bench-scale | deps | fuzz | lint | clean
 
 CC      ?= cc
 SAN     ?= 0
@@ -41,7 +41,7 @@ PROGS := $(B)/airlock-fcgi $(B)/airlock-shim $(B)/airlock-controller \
          $(B)/airlock $(B)/airlock-agent \
          $(if $(BLD_OBJ),$(B)/airlock-builder)
 
-.PHONY: all deps run up down test unit integration bench fuzz lint clean
+.PHONY: all deps run up down test unit integration bench bench-scale fuzz lint clean
 all: $(PROGS)
 
 # The headers of the packages `make deps` installs, checked once per build
@@ -134,6 +134,10 @@ test:
 # template builds and their disk cost.
 bench:
 	@scripts/deps.sh && $(MAKE) -s all && bench/run.sh && bench/build.sh
+
+# Issue 9's rows that hold many sandboxes at once (minutes).
+bench-scale:
+	@scripts/deps.sh && $(MAKE) -s all && bench/scale.sh
 
 fuzz:
 	@scripts/fuzz.sh $(FUZZ_SRC)
