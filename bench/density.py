@@ -26,6 +26,7 @@ then each figure beside its goal, met / NOT met, and deletes everything
              --driver ns|vm [--count 1000] [--clients 4] [--settle 5]
              [--window 10]
 """
+import re
 import subprocess
 import sys
 import threading
@@ -119,21 +120,35 @@ def delete(api, sid):
     return None if st in (204, 404) else f"{sid}: DELETE answered {st}"
 
 
-def psql(state, sql):
-    """One value from the stack's PostgreSQL, as text, or why not."""
-    p = subprocess.run(["psql", "-h", f"{state}/run/pg", "-U", "airlock",
-                        "-d", "airlock", "-XtAq", "-c", sql],
-                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                       text=True, timeout=60)
-    out = p.stdout.strip()
-    return out if p.returncode == 0 else f"(psql failed: {out[:200]})"
-
-
 def pg_connections(state):
-    """(client connections but this one, max_connections)."""
-    n = psql(state, "SELECT count(*) FROM pg_stat_activity WHERE "
-             "backend_type = 'client backend' AND pid <> pg_backend_pid()")
-    return n, psql(state, "SHOW max_connections")
+    """(client connections, max_connections, how they were counted).
+    pg_stat_activity through the stack's socket where PostgreSQL lets
+    psql in; at max_connections it does not, and the count is of the
+    postmaster's client backends ("postgres: USER DB [local] ...")."""
+    p = subprocess.run(
+        ["psql", "-h", f"{state}/run/pg", "-U", "airlock", "-d", "airlock",
+         "-XtAq", "-F", " ", "-c",
+         "SELECT count(*), current_setting('max_connections') FROM "
+         "pg_stat_activity WHERE backend_type = 'client backend' AND "
+         "pid <> pg_backend_pid()"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        timeout=60)
+    if p.returncode == 0 and len(p.stdout.split()) == 2:
+        n, most = p.stdout.split()
+        return int(n), most, "pg_stat_activity"
+    with open(f"{state}/pg/postmaster.pid") as f:
+        pm = int(f.readline())
+    with open(f"/proc/{pm}/cmdline", "rb") as f:
+        args = f.read().decode(errors="replace").split("\0")
+    most = next((a.split("=", 1)[1] for a in args
+                 if a.startswith("max_connections=")), "?")
+    n = 0
+    for pid, pp in stack.parents().items():
+        if pp == pm and re.match(r"postgres: \S+ \S+ \[local\]",
+                                 stack.cmdline(pid)):
+            n += 1
+    why = p.stdout.strip().splitlines()[-1:] or ["?"]
+    return n, most, f"client backends; psql was refused: {why[0][:120]}"
 
 
 def served_by(state, ids):
@@ -169,7 +184,7 @@ def main():
         if fill.refusal is not None:
             print(f"  stopped at the first refusal, create #{n + 1}: "
                   f"{fill.refusal}")
-        pg_at_refusal = pg_connections(args.state)
+        pg, pg_max, pg_how = pg_connections(args.state)
         if n == 0:
             return 1
         bad = each(args, run_true, ids)
@@ -191,8 +206,8 @@ def main():
               f"{(tot.get('Pss', 0) - shims.get('Pss', 0)) / MIB / n:.2f}; "
               f"{sum(map(len, procs.values()))} processes of "
               f"{len(procs)} sandboxes)")
-        print(f"  PostgreSQL client connections: {pg_at_refusal[0]} "
-              f"(max_connections {pg_at_refusal[1]})")
+        print(f"  PostgreSQL client connections: {pg} of max_connections "
+              f"{pg_max} ({pg_how})")
         if d == "vm":
             pairs = stack.vm_pairs("density", args.state, ids)
             vmrss.report(n, stack.rollup_sum(q for _, q in pairs))
@@ -204,27 +219,39 @@ def main():
         print(f"density_{d}_held={n}")
         print(f"density_{d}_host_mib_per_sandbox={host_mib:.2f}")
         print(f"density_{d}_pss_mib_per_sandbox={pss_mib:.2f}")
-        print(f"density_{d}_pg_connections={pg_at_refusal[0]}")
+        print(f"density_{d}_pg_connections={pg}")
         stack.goal(f"idle {d} sandboxes held at once >= {goal['count']}",
                    n, n >= goal["count"])
         if d == "ns":
             stack.goal(f"host memory per idle ns sandbox <= {goal['mib']:g} "
                        f"MiB", f"{host_mib:.2f} MiB", host_mib <= goal["mib"])
-            pg = pg_at_refusal[0]
             stack.goal(f"PostgreSQL connections at {n} sandboxes <= "
-                       f"{goal['pg']}", pg,
-                       pg.isdigit() and int(pg) <= goal["pg"])
+                       f"{goal['pg']}", pg, pg <= goal["pg"])
         else:
             print(f"density_vm_idle_cpu_pct_per_vm={cpu_pct:.2f}")
             stack.goal(f"idle CPU per VM <= {goal['cpu_pct']:g} % of a core",
                        f"{cpu_pct:.2f} %", cpu_pct <= goal["cpu_pct"])
     finally:
-        t0 = time.monotonic()
-        bad = each(args, delete, fill.ids)
-        print(f"  deleted {len(fill.ids) - len(bad)} of {len(fill.ids)} in "
-              f"{time.monotonic() - t0:.1f} s" +
-              (f"; first failure: {bad[0]}" if bad else ""))
+        delete_all(args, fill.ids)
     return 0
+
+
+def delete_all(args, ids):
+    """Delete ids, again for those refused (at max_connections even a
+    DELETE may get 503), a few passes at most; says what is left."""
+    t0, left, first = time.monotonic(), list(ids), None
+    for attempt in range(6):
+        if attempt:
+            time.sleep(2)
+        bad = each(args, delete, left)
+        first = first or (bad[0] if bad else None)
+        left = [b.split(":", 1)[0] for b in bad]
+        if not left:
+            break
+    print(f"  deleted {len(ids) - len(left)} of {len(ids)} in "
+          f"{time.monotonic() - t0:.1f} s" +
+          (f"; first refusal: {first}" if first else "") +
+          (f"; {len(left)} left to the stack's teardown" if left else ""))
 
 
 if __name__ == "__main__":

@@ -24,7 +24,7 @@ import requests
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(REPO, "tests", "integration"))
-from conftest import is_qemu, proc_pids  # noqa: E402
+from conftest import cmdline, is_qemu, proc_pids  # noqa: E402
 
 HZ = os.sysconf("SC_CLK_TCK")
 
