@@ -1,6 +1,6 @@
 # Airlock build. `make` builds everything into build/; `make SAN=1` builds
 # the same with ASan+UBSan into build-san/ (what `make test` uses).
-#   make run | up | down | test | bench | deps | fuzz | lint | clean
+#   make run | up | down | test | bench | bench-scale | deps | fuzz | lint | clean
 
 CC      ?= cc
 SAN     ?= 0
@@ -45,7 +45,7 @@ PROGS := $(B)/airlock-fcgi $(B)/airlock-shim $(B)/airlock-controller \
          $(if $(BLD_OBJ),$(B)/airlock-builder) $(B)/netslot-tool \
          $(B)/netslot-bench
 
-.PHONY: all deps run up down test unit integration bench fuzz lint clean
+.PHONY: all deps run up down test unit integration bench bench-scale fuzz lint clean
 all: $(PROGS)
 
 # The headers of the packages `make deps` installs, checked once per build
@@ -144,6 +144,10 @@ test:
 bench:
 	@scripts/deps.sh && $(MAKE) -s all && bench/run.sh && bench/build.sh && \
 	  $(B)/netslot-bench
+
+# Issue 9's rows that hold many sandboxes at once (minutes).
+bench-scale:
+	@scripts/deps.sh && $(MAKE) -s all && bench/scale.sh
 
 fuzz:
 	@scripts/fuzz.sh $(FUZZ_SRC)

@@ -15,60 +15,18 @@ with the file).
   files.py --url http://127.0.0.1:8080 --key-file STATE/api-key \\
            --state STATE --driver ns [--size 200]
 """
-import argparse
 import hashlib
 import http.client
-import json
 import os
 import subprocess
 import sys
 import time
 import urllib.parse
 
-from vmrss import listener
+import stack
+from stack import mem_kib
 
 MIB = 1 << 20
-
-
-def call(args, method, path, body=None):
-    c = http.client.HTTPConnection(args.host, args.port, timeout=600)
-    data = json.dumps(body).encode() if body is not None else None
-    hdr = {"Authorization": "Bearer " + args.key}
-    if data is not None:
-        hdr["Content-Type"] = "application/json"
-    c.request(method, path, body=data, headers=hdr)
-    r = c.getresponse()
-    raw = r.read()
-    c.close()
-    return r.status, (json.loads(raw) if raw else None)
-
-
-def stack_pids(state, name):
-    out = []
-    for d in os.listdir("/proc"):
-        if not d.isdigit():
-            continue
-        try:
-            exe = os.readlink(f"/proc/{d}/exe").removesuffix(" (deleted)")
-            if os.path.basename(exe) != name:
-                continue
-            with open(f"/proc/{d}/environ", "rb") as f:
-                env = f.read().split(b"\0")
-        except OSError:
-            continue
-        if f"AIRLOCK_STATE={state}".encode() in env:
-            out.append(int(d))
-    return out
-
-
-def mem_kib(pid):
-    out = {}
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            k, _, v = line.partition(":")
-            if k in ("VmRSS", "VmHWM"):
-                out[k] = int(v.split()[0])
-    return out
 
 
 def upload(args, sid, src, size):
@@ -127,17 +85,10 @@ def peer(src, dst_dir):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--url", required=True)
-    ap.add_argument("--key-file", required=True)
-    ap.add_argument("--state", required=True)
+    ap = stack.parser(__doc__)
     ap.add_argument("--driver", required=True)
     ap.add_argument("--size", type=int, default=200, help="MiB")
-    args = ap.parse_args()
-    u = urllib.parse.urlsplit(args.url)
-    args.host, args.port = u.hostname, u.port or 80
-    with open(args.key_file) as f:
-        args.key = f.read().strip()
+    args = stack.parse(ap)
     size = args.size * MIB
 
     src = os.path.join(args.state, "bench-files.src")
@@ -151,14 +102,9 @@ def main():
 
     sid = None
     try:
-        st, sb = call(args, "POST", "/v1/sandboxes",
-                      {"template": "minimal", "driver": args.driver,
-                       "timeout": 900})
-        if st != 201:
-            raise SystemExit(f"files: create answered {st}: {sb}")
-        sid = sb["id"]
-        shim = listener(args.state, sid)
-        fcgi = stack_pids(args.state, "airlock-fcgi")
+        sid = args.api.create("files", args.driver, 900)["id"]
+        shim = stack.shims(args.state).get(sid)
+        fcgi = stack.proc_pids(args.state, "airlock-fcgi")
         if shim is None or not fcgi:
             raise SystemExit(f"files: shim {shim}, fcgi {fcgi} not found")
         before = {p: mem_kib(p) for p in [shim] + fcgi}
@@ -176,7 +122,7 @@ def main():
     finally:
         os.unlink(src)
         if sid is not None:
-            call(args, "DELETE", f"/v1/sandboxes/{sid}")
+            args.api.call("DELETE", f"/v1/sandboxes/{sid}")
 
     d = args.driver
     print(f"\nFiles, {d}: {args.size} MiB through nginx, fcgi, shim and "

@@ -11,21 +11,12 @@ guest's /proc/interrupts twice in one sandbox to show what ticks inside.
   vmidle.py --url http://127.0.0.1:8080 --key-file STATE/api-key \
             --state STATE [--count 10] [--settle 10] [--window 30]
 """
-import argparse
 import os
 import sys
 import time
 
-from vmrss import call, listener, parents, qemu_under
-
-HZ = os.sysconf("SC_CLK_TCK")
-
-
-def cpu_ticks(pid):
-    """utime + stime of a whole process, in clock ticks."""
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return int(fields[11]) + int(fields[12])
+import stack
+from stack import HZ, cpu_ticks
 
 
 def threads(pid):
@@ -64,11 +55,11 @@ def by_name(before, after):
     return out
 
 
-def interrupts(args, sid):
-    st, res = call(args, "POST", f"/v1/sandboxes/{sid}/exec",
-                   {"cmd": ["cat", "/proc/interrupts"]})
+def interrupts(api, sid):
+    st, res = api.call("POST", f"/v1/sandboxes/{sid}/exec",
+                       {"cmd": ["cat", "/proc/interrupts"]})
     out = {}
-    for line in res.get("stdout", "").splitlines()[1:]:
+    for line in (res or {}).get("stdout", "").splitlines()[1:]:
         parts = line.split()
         if len(parts) < 2 or not parts[0].endswith(":"):
             continue
@@ -80,86 +71,63 @@ def interrupts(args, sid):
     return out
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--url", required=True)
-    ap.add_argument("--key-file", required=True)
-    ap.add_argument("--state", required=True)
-    ap.add_argument("--count", type=int, default=10)
-    ap.add_argument("--settle", type=float, default=10)
-    ap.add_argument("--window", type=float, default=30)
-    ap.add_argument("--irq-window", type=float, default=10)
-    args = ap.parse_args()
-    with open(args.key_file) as f:
-        args.key = f.read().strip()
+class IdleCpu:
+    """What the (shim, QEMU) pairs use over WINDOW seconds, per sandbox
+    in % of one core; bench/scale.py measures its idle VMs with it too."""
 
-    ids = []
-    try:
-        for _ in range(args.count):
-            st, sb = call(args, "POST", "/v1/sandboxes",
-                          {"template": "minimal", "driver": "vm",
-                           "timeout": 900})
-            ids.append(sb["id"])
-        for sid in ids:
-            st, res = call(args, "POST", f"/v1/sandboxes/{sid}/exec",
-                           {"cmd": ["true"]})
-            if res.get("exit_code") != 0:
-                print(f"vmidle: exec in {sid}: {res}", file=sys.stderr)
-                return 1
-        time.sleep(args.settle)
-        ppids = parents()
-        pairs = []
-        for sid in ids:
-            shim = listener(args.state, sid)
-            q = qemu_under(shim, ppids) if shim is not None else []
-            if len(q) != 1:
-                print(f"vmidle: no single QEMU for {sid} (shim {shim}, "
-                      f"found {q})", file=sys.stderr)
-                return 1
-            pairs.append((shim, q[0]))
-
+    def __init__(self, pairs, window):
         t0 = time.monotonic()
         q0 = [cpu_ticks(q) for _, q in pairs]
         s0 = [cpu_ticks(s) for s, _ in pairs]
         th0 = [threads(q) for _, q in pairs]
-        time.sleep(args.window)
+        time.sleep(window)
         q1 = [cpu_ticks(q) for _, q in pairs]
         s1 = [cpu_ticks(s) for s, _ in pairs]
         th1 = [threads(q) for _, q in pairs]
-        secs = time.monotonic() - t0
+        self.secs = secs = time.monotonic() - t0
+        self.n = n = len(pairs)
 
-        irq0 = interrupts(args, ids[0])
+        def pct(ticks):
+            return 100.0 * ticks / HZ / secs / n
+
+        self.qemu = pct(sum(b - a for a, b in zip(q0, q1)))
+        self.shim = pct(sum(b - a for a, b in zip(s0, s1)))
+        self.worst = max(100.0 * (b - a) / HZ / secs
+                         for a, b in zip(q0, q1))
+        # Per QEMU thread name: [ns on CPU, wakeups], all sandboxes.
+        self.named = {}
+        for a, b in zip(th0, th1):
+            for name, (ns, sw) in by_name(a, b).items():
+                t = self.named.setdefault(name, [0, 0])
+                t[0] += ns
+                t[1] += sw
+
+
+def main():
+    ap = stack.parser(__doc__)
+    ap.add_argument("--count", type=int, default=10)
+    ap.add_argument("--settle", type=float, default=10)
+    ap.add_argument("--window", type=float, default=30)
+    ap.add_argument("--irq-window", type=float, default=10)
+    args = stack.parse(ap)
+
+    with stack.held(args.api, "vmidle", args.count, "vm", 900) as ids:
+        time.sleep(args.settle)
+        cpu = IdleCpu(stack.vm_pairs("vmidle", args.state, ids),
+                      args.window)
+        irq0 = interrupts(args.api, ids[0])
         time.sleep(args.irq_window)
-        irq1 = interrupts(args, ids[0])
-    finally:
-        for sid in ids:
-            try:
-                call(args, "DELETE", f"/v1/sandboxes/{sid}")
-            except Exception as e:  # report, keep deleting
-                print(f"vmidle: delete {sid}: {e}", file=sys.stderr)
+        irq1 = interrupts(args.api, ids[0])
 
-    n = len(pairs)
-
-    def pct(ticks):
-        return 100.0 * ticks / HZ / secs / n
-
-    qemu = pct(sum(b - a for a, b in zip(q0, q1)))
-    shim = pct(sum(b - a for a, b in zip(s0, s1)))
-    worst = max(100.0 * (b - a) / HZ / secs for a, b in zip(q0, q1))
-    named = {}
-    for a, b in zip(th0, th1):
-        for name, (ns, sw) in by_name(a, b).items():
-            t = named.setdefault(name, [0, 0])
-            t[0] += ns
-            t[1] += sw
+    n, secs, qemu, shim = cpu.n, cpu.secs, cpu.qemu, cpu.shim
     print(f"\nIdle CPU of {n} vm sandboxes over {secs:.0f} s, after "
           f"{args.settle:.0f} s settling (utime+stime, % of one core)")
-    print(f"  QEMU per sandbox   {qemu:6.2f} %   (busiest {worst:.2f} %)")
+    print(f"  QEMU per sandbox   {qemu:6.2f} %   (busiest {cpu.worst:.2f} %)")
     print(f"  shim per sandbox   {shim:6.2f} %")
     print(f"  total per sandbox  {qemu + shim:6.2f} %   "
           f"({100.0 / max(qemu + shim, 1e-3):.0f} idle VMs per core)")
     print("  QEMU threads (schedstat), per sandbox:")
-    for name, (ns, sw) in sorted(named.items(), key=lambda x: -x[1][0]):
+    for name, (ns, sw) in sorted(cpu.named.items(), key=lambda x: -x[1][0]):
         print(f"    {name:20} {100.0 * ns / 1e9 / secs / n:6.2f} %  "
               f"{sw / secs / n:8.1f} wakeups/s")
     print(f"  guest interrupts over {args.irq_window:.0f} s in {ids[0]} "
