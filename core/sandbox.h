@@ -163,4 +163,12 @@ json_object *al_sandbox_to_json(const al_sandbox *sb);
 /* Generate a fresh id: 20 chars [a-z0-9] from getrandom(). */
 int al_sandbox_new_id(char out[21], al_err *err);
 
+/* A start of sandbox id failed with *e: a capacity refusal marks its row
+ * deleted (it never existed for the client: no error row stays) and
+ * becomes unavailable with *retry_after_s; any other failure marks the
+ * row error and stays a server failure (5xx). Either way *e is what the
+ * client is answered. */
+void al_sandbox_start_failed(al_db *db, const char *id, al_err *e,
+			     int *retry_after_s);
+
 #endif

@@ -199,7 +199,7 @@ void al_api_sandbox_create(al_req *r)
 	al_sandbox got;
 	if (al_shimctl_start(r->cfg, db, &sb, al_now_ms() + SPAWN_DEADLINE_MS,
 			     &ready, &err) < 0) {
-		al_capacity_start_failed(db, sb.id, &err, &retry_after);
+		al_sandbox_start_failed(db, sb.id, &err, &retry_after);
 		goto fail;
 	}
 	/* pid, accelerator and running in one statement, which answers the
@@ -212,7 +212,7 @@ void al_api_sandbox_create(al_req *r)
 		if (al_shimctl_destroy(r->cfg, sb.id, &tmp) < 0 &&
 		    tmp.code != AL_EUNAVAIL)
 			al_warn("sandbox %s: %s", sb.id, tmp.msg);
-		al_capacity_start_failed(db, sb.id, &err, &retry_after);
+		al_sandbox_start_failed(db, sb.id, &err, &retry_after);
 		goto fail;
 	}
 	json_object *o = al_sandbox_to_json(&got);

@@ -580,7 +580,7 @@ int main(int argc, char **argv)
 	if (up < 0) {
 		al_error("sandbox %s failed to start: %s", s.sb.id, err.msg);
 		/* The host out of room: the errno does not cross the ready
-		 * line, the code does (al_capacity_start_failed). */
+		 * line, the code does (al_sandbox_start_failed). */
 		int refused = al_capacity_exhausted(&err);
 		if (refused)
 			err.code = AL_EUNAVAIL;
