@@ -40,6 +40,7 @@
 #define EXIT_TEMP 111
 #define WORKERS_MAX 64
 #define THREADS_MAX 256
+#define LISTEN_BACKLOG 4096
 
 static al_config cfg;
 static int listen_fd = -1;
@@ -376,7 +377,10 @@ int main(int argc, char **argv)
 		gid = gr->gr_gid;
 	}
 	mode_t old_mask = umask(0177);
-	listen_fd = FCGX_OpenSocket(sock, 1024);
+	/* Requests nginx may queue while every thread is busy: one client
+	 * opening 2,000 streams at once overflowed 1,024 (nginx then answers
+	 * 503). The kernel caps it at net.core.somaxconn. */
+	listen_fd = FCGX_OpenSocket(sock, LISTEN_BACKLOG);
 	umask(old_mask);
 	if (listen_fd < 0)
 		die(EXIT_TEMP, "cannot listen on %s", sock);
