@@ -405,6 +405,14 @@ void al_spool_ack(const al_config *cfg, const al_spool_entry *e)
 		al_warn("spool: unlink %s: %s", path, strerror(errno));
 }
 
+void al_spool_reject(const al_config *cfg, const al_spool_entry *e,
+		     const char *why)
+{
+	char dir[AL_PATH_MAX];
+	if (events_dir(cfg, dir, sizeof dir, NULL) == 0)
+		quarantine(dir, e->name, why);
+}
+
 int al_spool_pending(const al_config *cfg, const char *id)
 {
 	char dir[AL_PATH_MAX + 16];

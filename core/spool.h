@@ -65,6 +65,11 @@ int al_spool_read(const al_config *cfg, al_spool_entry *out, int max,
 		  al_err *err);
 /* The event is in PostgreSQL: remove its file. */
 void al_spool_ack(const al_config *cfg, const al_spool_entry *e);
+/* Move e's file to run/events/bad/ (logged with why): an event
+ * PostgreSQL refuses on its own while the connection works would block
+ * the spool for ever. */
+void al_spool_reject(const al_config *cfg, const al_spool_entry *e,
+		     const char *why);
 /* 1 if an event of sandbox id waits in the spool. */
 int al_spool_pending(const al_config *cfg, const char *id);
 

@@ -292,3 +292,41 @@ def test_start_never_recorded_is_destroyed(dstack):
     assert rows(st, [sid])[sid] == "deleted"
     assert not pid_alive(shim)
     assert [e[:2] for e in ends(st, sid)] == [("delete", "deleted")]
+
+
+def test_event_refused_alone_is_put_aside(dstack):
+    """An event PostgreSQL refuses while its connection works (here: a
+    constraint made for the test) goes to run/events/bad/ and does not hold
+    back the events spooled with it; the sandbox's row is then put right by
+    the reconcile once the database takes it."""
+    st = dstack
+    a, b = create(st, 2)
+    psql(st, "ALTER TABLE sandbox_events ADD CONSTRAINT test_refuse CHECK"
+             f" (sandbox_id <> '{a}') NOT VALID")
+    try:
+        assert st.kill9("airlock-controller")
+        wait_gone([kill_init(st, a), kill_init(st, b)])
+        deadline = time.monotonic() + 30
+        while len([n for n in spooled(st) if n.startswith((a, b))]) < 2:
+            assert time.monotonic() < deadline, spooled(st)
+            time.sleep(0.1)
+        st.sh("start", "controller")
+        deadline = time.monotonic() + 30
+        while rows(st, [b])[b] != "error" or spooled(st):
+            assert time.monotonic() < deadline, (rows(st, [a, b]),
+                                                 spooled(st))
+            time.sleep(0.2)
+        bad = os.listdir(f"{st.state}/run/events/bad")
+        assert any(n.startswith(a + ".") for n in bad), bad
+        assert not any(n.startswith(b + ".") for n in bad), bad
+        assert [e[1] for e in ends(st, b)] == ["error"], ends(st, b)
+        assert ends(st, a) == []
+    finally:
+        psql(st, "ALTER TABLE sandbox_events DROP CONSTRAINT IF EXISTS"
+                 " test_refuse")
+        st.sh("start", "controller")
+    # The reconcile finds a's shim gone and nothing of it in the spool.
+    deadline = time.monotonic() + 40
+    while rows(st, [a])[a] != "error":
+        assert time.monotonic() < deadline, rows(st, [a])
+        time.sleep(0.5)
