@@ -25,13 +25,14 @@ CORE_SRC := $(filter-out core/sysfilter_gen.c,$(wildcard core/*.c core/*/*.c))
 CORE_OBJ := $(CORE_SRC:%.c=$(B)/obj/%.o) $(B)/obj/gen/sysfilter_bpf.o
 LIBAL    := $(B)/libairlock.a
 CORE_LIBS := -lpq -ljson-c -lbtrfsutil -lcap -lcrypto -larchive -lluajit-5.1 \
-             -lpthread -lmnl -lnftnl
+             -lpthread -lmnl -lnftnl -lssl -levent_openssl -levent
 
 FCGI_OBJ := $(patsubst %.c,$(B)/obj/%.o,$(wildcard fcgi/*.c))
 SHIM_OBJ := $(patsubst %.c,$(B)/obj/%.o,$(wildcard shim/*.c))
 CTL_OBJ  := $(patsubst %.c,$(B)/obj/%.o,$(wildcard controller/*.c))
 CLI_OBJ  := $(patsubst %.c,$(B)/obj/%.o,$(wildcard cli/*.c))
 BLD_OBJ  := $(patsubst %.c,$(B)/obj/%.o,$(wildcard builder/*.c))
+GW_OBJ   := $(patsubst %.c,$(B)/obj/%.o,$(wildcard gateway/*.c))
 # The agent runs inside sandboxes: static, no sanitizers, only the codec
 # and error modules of core.
 AGENT_SRC := $(wildcard guest/*.c) core/agentproto.c core/err.c core/log.c
@@ -42,7 +43,8 @@ FUZZ_SRC := $(wildcard tests/fuzz/fuzz_*.c)
 
 PROGS := $(B)/airlock-fcgi $(B)/airlock-shim $(B)/airlock-controller \
          $(B)/airlock $(B)/airlock-agent \
-         $(if $(BLD_OBJ),$(B)/airlock-builder) $(B)/netslot-tool \
+         $(if $(BLD_OBJ),$(B)/airlock-builder) \
+         $(if $(GW_OBJ),$(B)/airlock-gateway) $(B)/netslot-tool \
          $(B)/netslot-bench
 
 .PHONY: all deps run up down test unit integration bench bench-scale fuzz lint clean
@@ -96,6 +98,8 @@ $(B)/airlock-shim: $(SHIM_OBJ) $(LIBAL)
 $(B)/airlock-controller: $(CTL_OBJ) $(LIBAL)
 	$(CC) $(LDFLAGS) -o $@ $^ $(CORE_LIBS)
 $(B)/airlock-builder: $(BLD_OBJ) $(LIBAL)
+	$(CC) $(LDFLAGS) -o $@ $^ $(CORE_LIBS)
+$(B)/airlock-gateway: $(GW_OBJ) $(LIBAL)
 	$(CC) $(LDFLAGS) -o $@ $^ $(CORE_LIBS)
 $(B)/netslot-tool: tests/integration/netslot_tool.c $(LIBAL)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(CORE_LIBS)
