@@ -38,7 +38,8 @@ CFLAGS=(-std=gnu17 -O1 -g -fno-omit-frame-pointer -D_GNU_SOURCE
 	-Icore -I/usr/include/postgresql -I/usr/include/luajit-2.1
 	-fsanitize=fuzzer-no-link,address,undefined
 	-fno-sanitize-recover=undefined)
-LIBS=(-lpq -ljson-c -lbtrfsutil -lcap -lcrypto -larchive -lluajit-5.1 -lpthread)
+LIBS=(-lpq -ljson-c -lbtrfsutil -lcap -lcrypto -larchive -lluajit-5.1 -lpthread
+	-lmnl -lnftnl -lssl -levent_openssl -levent)
 
 # core/ once, as an archive: each target pulls only what it uses.
 mkdir -p "$OUT/obj" "$OUT/artifacts"
