@@ -12,6 +12,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -431,6 +432,34 @@ static void test_tcp_bounds(void **state)
 	teardown(f);
 }
 
+/* Out of descriptors: the listener pauses instead of spinning, and picks
+ * the waiting connection up once descriptors are back. */
+static void test_accept_out_of_fds(void **state)
+{
+	(void)state;
+	fixture *f = setup_with(LO, 0, 0, 16);
+	int c = tcp_client(f);
+	struct rlimit old;
+	assert_int_equal(getrlimit(RLIMIT_NOFILE, &old), 0);
+	int lowest = dup(0);
+	assert_true(lowest >= 0);
+	close(lowest);
+	struct rlimit low = {(rlim_t)lowest, old.rlim_max};
+	assert_int_equal(setrlimit(RLIMIT_NOFILE, &low), 0);
+	pump_until(f, c, 150);
+	assert_int_equal(al_dnsserv_tcp_count(f->srv), 0);
+	assert_int_equal(setrlimit(RLIMIT_NOFILE, &old), 0);
+	uint8_t buf[512], a[1024];
+	size_t n = query(buf + 2, 31, "pypi.org", AL_DNS_T_A);
+	al_dns_tcp_prefix(n, buf);
+	assert_int_equal(send(c, buf, n + 2, 0), (ssize_t)(n + 2));
+	size_t an = tcp_read(f, c, a);
+	assert_true(an > 0);
+	assert_int_equal(a_record(a, an), 0xc6120001u);
+	close(c);
+	teardown(f);
+}
+
 static void test_handle_without_sockets(void **state)
 {
 	(void)state;
@@ -466,6 +495,7 @@ int main(void)
 		cmocka_unit_test(test_map_full),
 		cmocka_unit_test(test_tcp),
 		cmocka_unit_test(test_tcp_bounds),
+		cmocka_unit_test(test_accept_out_of_fds),
 		cmocka_unit_test(test_handle_without_sockets),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
