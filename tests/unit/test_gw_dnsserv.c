@@ -4,8 +4,11 @@
  * and every answer logged. */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <pthread.h>
+#include <resolv.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -188,11 +191,19 @@ static unsigned ancount(const uint8_t *a)
 	return (unsigned)a[6] << 8 | a[7];
 }
 
+/* The address of the one A record after the question (0 if none). */
 static uint32_t a_record(const uint8_t *a, size_t n)
 {
-	assert_true(n >= 4);
-	return (uint32_t)a[n - 4] << 24 | (uint32_t)a[n - 3] << 16 |
-	       (uint32_t)a[n - 2] << 8 | a[n - 1];
+	size_t o = 12;
+	while (o < n && a[o] != 0)
+		o += 1 + a[o];
+	o += 1 + 4; /* root, type, class */
+	if (ancount(a) != 1 || o + 16 > n)
+		return 0;
+	const uint8_t *rd = a + o +
+			    12; /* name pointer, type, class, ttl, len */
+	return (uint32_t)rd[0] << 24 | (uint32_t)rd[1] << 16 |
+	       (uint32_t)rd[2] << 8 | rd[3];
 }
 
 static void test_udp_answers(void **state)
@@ -460,6 +471,71 @@ static void test_accept_out_of_fds(void **state)
 	teardown(f);
 }
 
+/* glibc's own stub resolver, over UDP, EDNS and TCP, against the server:
+ * it takes the answers as valid (ids, question echo, flags, framing). */
+typedef struct stub_run {
+	struct sockaddr_in server;
+	unsigned long options;
+	int len_a, len_nx, len_aaaa;
+	int herr_nx, herr_aaaa;
+	uint8_t a[512];
+	_Atomic bool done;
+} stub_run;
+
+static void *stub_thread(void *arg)
+{
+	stub_run *r = arg;
+	struct __res_state st;
+	memset(&st, 0, sizeof st);
+	res_ninit(&st);
+	st.nscount = 1;
+	st.nsaddr_list[0] = r->server;
+	st.retrans = 1;
+	st.retry = 1;
+	st.options |= r->options;
+	uint8_t ans[512];
+	r->len_a = res_nquery(&st, "PyPI.org", C_IN, T_A, r->a, sizeof r->a);
+	r->len_nx = res_nquery(&st, "evil.example", C_IN, T_A, ans, sizeof ans);
+	r->herr_nx = st.res_h_errno;
+	r->len_aaaa = res_nquery(&st, "pypi.org", C_IN, T_AAAA, ans,
+				 sizeof ans);
+	r->herr_aaaa = st.res_h_errno;
+	res_nclose(&st);
+	r->done = true;
+	return NULL;
+}
+
+static void test_glibc_stub(void **state)
+{
+	(void)state;
+	static const unsigned long modes[] = {0, RES_USE_EDNS0, RES_USEVC};
+	for (size_t i = 0; i < sizeof modes / sizeof *modes; i++) {
+		fixture *f = setup_with(LO, 0, 0, 16);
+		stub_run r = {.options = modes[i]};
+		r.server = modes[i] == RES_USEVC ? f->tcp_addr : f->udp_addr;
+		pthread_t t;
+		assert_int_equal(pthread_create(&t, NULL, stub_thread, &r), 0);
+		long end = 0;
+		for (int ms = 0; !r.done && ms < 10000; ms++) {
+			event_base_loop(f->base, EVLOOP_NONBLOCK);
+			usleep(1000);
+			end = ms;
+		}
+		pthread_join(t, NULL);
+		(void)end;
+		if (r.len_a <= 0)
+			fail_msg("mode %zu: A query failed", i);
+		assert_int_equal(a_record(r.a, (size_t)r.len_a), 0xc6120001u);
+		assert_int_equal(r.len_nx, -1);
+		assert_int_equal(r.herr_nx, HOST_NOT_FOUND);
+		assert_int_equal(r.len_aaaa, -1);
+		assert_int_equal(r.herr_aaaa, NO_DATA);
+		assert_int_equal(f->n_log, 3);
+		assert_int_equal(f->log[0].tcp, modes[i] == RES_USEVC);
+		teardown(f);
+	}
+}
+
 static void test_handle_without_sockets(void **state)
 {
 	(void)state;
@@ -496,6 +572,7 @@ int main(void)
 		cmocka_unit_test(test_tcp),
 		cmocka_unit_test(test_tcp_bounds),
 		cmocka_unit_test(test_accept_out_of_fds),
+		cmocka_unit_test(test_glibc_stub),
 		cmocka_unit_test(test_handle_without_sockets),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
