@@ -277,3 +277,34 @@ def test_info_shows_the_egress_policy(api, other):
     r = other.get(f"{api.base}/v1/info", timeout=TIMEOUT)
     assert r.status_code == 200
     assert "policies" not in r.json()
+
+
+def test_cli_network_and_egress(stack, api, made):
+    from test_templates import cli
+    r = create(api, made, network={"mode": "none"})
+    assert r.status_code == 201, r.text
+    sid = r.json()["id"]
+    p = cli(stack, "sandbox", "network", sid, "--mode", "none",
+            "--deny", "Bad.Example", "--deny", "*.worse.example")
+    assert p.returncode == 0, p.stderr
+    assert json.loads(p.stdout)["network"] == {
+        "mode": "none", "allow": [],
+        "deny": ["bad.example", "*.worse.example"]}
+    p = cli(stack, "sandbox", "network", sid, "--mode", "open")
+    assert p.returncode == 1
+    assert "only mode none" in p.stderr
+    p = cli(stack, "sandbox", "network", sid, "--mode", "none",
+            "--allow", "a..b")
+    assert p.returncode == 1 and "network.allow[0]" in p.stderr, p.stderr
+    write_decisions(stack, sid, 3, int(time.time() * 1000))
+    wait_ingested(stack, sid)
+    p = cli(stack, "sandbox", "egress", sid, "--limit", "2")
+    assert p.returncode == 0, p.stderr
+    page = json.loads(p.stdout)
+    assert [e["name"] for e in page["egress"]] == ["host2.example",
+                                                  "host1.example"]
+    p = cli(stack, "sandbox", "egress", sid, "--before", page["next"])
+    assert p.returncode == 0, p.stderr
+    assert [e["name"] for e in json.loads(p.stdout)["egress"]] == [
+        "host0.example"]
+    assert cli(stack, "sandbox", "network", sid).returncode == 100
