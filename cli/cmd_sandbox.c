@@ -23,11 +23,11 @@ static int network(cli *c, const char *id, int argc, char **argv)
 		if (strcmp(argv[i], "--mode") == 0)
 			mode = argv[++i];
 		else if (strcmp(argv[i], "--allow") == 0)
-			json_object_array_add(allow,
-					      json_object_new_string(argv[++i]));
+			json_object_array_add(
+				allow, json_object_new_string(argv[++i]));
 		else if (strcmp(argv[i], "--deny") == 0)
-			json_object_array_add(deny,
-					      json_object_new_string(argv[++i]));
+			json_object_array_add(
+				deny, json_object_new_string(argv[++i]));
 		else
 			goto usage;
 	}
@@ -64,8 +64,8 @@ static int egress(cli *c, const char *id, int argc, char **argv)
 	char lim[32];
 	cli_url_escape(id, esc, sizeof esc);
 	cli_url_escape(limit, lim, sizeof lim);
-	snprintf(path, sizeof path, "/v1/sandboxes/%s/egress?limit=%s%s%s",
-		 esc, lim, cur[0] ? "&before=" : "", cur);
+	snprintf(path, sizeof path, "/v1/sandboxes/%s/egress?limit=%s%s%s", esc,
+		 lim, cur[0] ? "&before=" : "", cur);
 	membuf m = {0};
 	return cli_finish(cli_request(c, "GET", path, NULL, 0, NULL, &m, NULL,
 				      NULL),
