@@ -247,6 +247,8 @@ def test_bad_egress_files_go_to_bad(stack, api, made):
                                 json.dumps(forged) + "\n",
         "00000000000000000003": json.dumps(dict(good, port=70000)) + "\n",
         "00000000000000000004": json.dumps(good) + "\n",
+        # Past what a timestamp holds (it would hold back every batch).
+        "00000000000000000005": json.dumps(dict(good, at_ms=2**62)) + "\n",
     }
     for name, text in cases.items():
         with open(os.path.join(d, "." + name + ".tmp"), "w") as f:
@@ -255,7 +257,7 @@ def test_bad_egress_files_go_to_bad(stack, api, made):
                   os.path.join(d, name))
     wait_ingested(stack, sid)
     bad = set(os.listdir(os.path.join(egress_dir(stack), "bad")))
-    for name in list(cases)[:3]:
+    for name in list(cases)[:3] + list(cases)[4:]:
         assert f"{sid}.{name}" in bad, bad
     assert f"{sid}.00000000000000000004" not in bad
     r = api.get(f"{api.base}/v1/sandboxes/{sid}/egress", timeout=TIMEOUT)
