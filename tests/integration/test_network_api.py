@@ -212,6 +212,7 @@ def test_egress_ingested_and_listed_newest_first(stack, api, made, other):
         assert pages < 10
     assert pages == 3
     assert len(got) == 600
+    assert body["counts"] == {"allowed": 300, "denied": 300, "dropped": 0}
     # Newest first: record 599 (the latest at_ms) leads.
     names = [e["name"] for e in got]
     assert names == [f"host{i}.example" for i in range(599, -1, -1)]
@@ -249,6 +250,10 @@ def test_bad_egress_files_go_to_bad(stack, api, made):
         "00000000000000000004": json.dumps(good) + "\n",
         # Past what a timestamp holds (it would hold back every batch).
         "00000000000000000005": json.dumps(dict(good, at_ms=2**62)) + "\n",
+        # A gateway that had to drop decisions says how many.
+        "00000000000000000006": json.dumps(dict(
+            good, at_ms=good["at_ms"] - 1000, allow=False, reason="dropped",
+            protocol="none", name="", dropped=7)) + "\n",
     }
     for name, text in cases.items():
         with open(os.path.join(d, "." + name + ".tmp"), "w") as f:
@@ -257,14 +262,21 @@ def test_bad_egress_files_go_to_bad(stack, api, made):
                   os.path.join(d, name))
     wait_ingested(stack, sid)
     bad = set(os.listdir(os.path.join(egress_dir(stack), "bad")))
-    for name in list(cases)[:3] + list(cases)[4:]:
+    names = list(cases)
+    for name in names[:3] + names[4:5]:
         assert f"{sid}.{name}" in bad, bad
-    assert f"{sid}.00000000000000000004" not in bad
+    for name in (names[3], names[5]):
+        assert f"{sid}.{name}" not in bad, bad
     r = api.get(f"{api.base}/v1/sandboxes/{sid}/egress", timeout=TIMEOUT)
     assert r.status_code == 200, r.text
-    # Only the good file's record; none of a bad file's.
-    assert [e["name"] for e in r.json()["egress"]] == ["good.example"]
-    assert r.json()["next"] is None
+    # Only the good files' records; none of a bad file's.
+    body = r.json()
+    assert [e["name"] for e in body["egress"]] == ["good.example", ""]
+    assert body["egress"][1]["dropped"] == 7
+    assert body["egress"][1]["protocol"] == "none"
+    assert "dropped" not in body["egress"][0]
+    assert body["next"] is None
+    assert body["counts"] == {"allowed": 1, "denied": 0, "dropped": 7}
 
 
 def test_info_shows_the_egress_policy(api, other):
