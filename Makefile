@@ -45,7 +45,7 @@ PROGS := $(B)/airlock-fcgi $(B)/airlock-shim $(B)/airlock-controller \
          $(B)/airlock $(B)/airlock-agent \
          $(if $(BLD_OBJ),$(B)/airlock-builder) \
          $(if $(GW_OBJ),$(B)/airlock-gateway) $(B)/netslot-tool \
-         $(B)/netslot-bench
+         $(B)/netslot-bench $(B)/egress-tool
 
 .PHONY: all deps run up down test unit integration bench bench-scale fuzz lint clean
 all: $(PROGS)
@@ -102,6 +102,8 @@ $(B)/airlock-builder: $(BLD_OBJ) $(LIBAL)
 $(B)/airlock-gateway: $(GW_OBJ) $(LIBAL)
 	$(CC) $(LDFLAGS) -o $@ $^ $(CORE_LIBS)
 $(B)/netslot-tool: tests/integration/netslot_tool.c $(LIBAL)
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(CORE_LIBS)
+$(B)/egress-tool: tests/integration/egress_tool.c $(LIBAL)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(CORE_LIBS)
 $(B)/netslot-bench: bench/netslot.c $(LIBAL)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(CORE_LIBS)
