@@ -6,7 +6,7 @@
  * by two live holders, whichever Airlock state dir they run under. The
  * lock directory is on tmpfs (/run): every lock is gone after a reboot.
  *
- * Two pools today, apart from each other and from the ranges Debian
+ * Three pools today, apart from each other and from the ranges Debian
  * gives users and containers (/etc/subuid starts at 100000), systemd's
  * (dynamic users below 65536, nspawn's containers up to 0x6FFFFFFF, the
  * foreign range at 0x7FFE0000) and 2^31 and above (uids some tools take
@@ -15,7 +15,10 @@
  *   gw: one uid per sandbox's gateway, [1900065536, +65536)
  *       (net/gwlaunch.h)
  *   ns: 65536 uids per ns sandbox's user namespace,
- *       [0x72000000, +2048 x 65536) = [1912602624, 2046820352) */
+ *       [0x72000000, +2048 x 65536) = [1912602624, 2046820352)
+ *   gw: one uid per sandbox's egress gateway (core/net/gwlaunch.h),
+ *       [1900065536, +65536), right after vm's; the mint service
+ *       (controller/mint.h) serves only root and this range */
 #ifndef AL_UIDRANGE_H
 #define AL_UIDRANGE_H
 
