@@ -12,8 +12,6 @@
  * foreign range at 0x7FFE0000) and 2^31 and above (uids some tools take
  * for negative numbers):
  *   vm: one uid per jailed QEMU, [1900000000, +65536)  (vm/jail.h)
- *   gw: one uid per sandbox's gateway, [1900065536, +65536)
- *       (net/gwlaunch.h)
  *   ns: 65536 uids per ns sandbox's user namespace,
  *       [0x72000000, +2048 x 65536) = [1912602624, 2046820352)
  *   gw: one uid per sandbox's egress gateway (core/net/gwlaunch.h),
