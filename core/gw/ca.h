@@ -38,6 +38,14 @@ void al_ca_close(al_ca *ca);
 /* The CA certificate (owned by ca). */
 X509 *al_ca_cert(const al_ca *ca);
 
+/* 0 when name is what leaves are minted for: canonical
+ * (al_policy_name_canon returns it unchanged) and not an IPv4 address in
+ * any inet_aton form (nor a name whose last label is all digits). */
+int al_ca_name_check(const char *name, al_err *err);
+
+/* True for an EC key on P-256 (the only leaf key the CA signs). */
+int al_ca_key_is_p256(EVP_PKEY *key);
+
 /* Mint a leaf for one canonical DNS name (al_policy_name_canon's output,
  * not an IP address) and the leaf's public key (a P-256 EC key): random
  * 128-bit serial, SAN DNS:name (critical when the CN is left out, which
@@ -46,12 +54,8 @@ X509 *al_ca_cert(const al_ca *ca);
  * Caller frees the X509. */
 X509 *al_ca_mint(al_ca *ca, const char *name, EVP_PKEY *leaf_pub, al_err *err);
 
-/* Install the CA certificate at ca_crt (a PEM file) in the trust store of
- * the root filesystem at rootfs: as /usr/local/share/ca-certificates/
- * airlock-ca.crt and appended to /etc/ssl/certs/ca-certificates.crt
- * (created when absent; appended once: an already present copy is not
- * added again). Paths are resolved inside rootfs (a symlink in the
- * template cannot point the write outside). */
-int al_ca_trust_install(const char *rootfs, const char *ca_crt, al_err *err);
+/* The CA certificate as PEM, NUL-terminated (caller frees); *len
+ * without the NUL. What templates' trust stores get (builder/trust.c). */
+char *al_ca_cert_pem(const al_ca *ca, size_t *len, al_err *err);
 
 #endif
