@@ -31,13 +31,13 @@
 #include "err.h"
 #include "policy.h"
 
-#define AL_EGRESS_PATH_MAX 1024	 /* longer paths are cut */
-#define AL_EGRESS_NAME_MAX 253	 /* a DNS name */
-#define AL_EGRESS_METHOD_MAX 16	 /* an HTTP method token */
-#define AL_EGRESS_LINE_MAX 2048	 /* one packed record is shorter */
-#define AL_EGRESS_BATCH_MAX 256	 /* records per file */
-#define AL_EGRESS_FLUSH_MS 250	 /* a record waits at most this long */
-#define AL_EGRESS_FILES_MAX 64	 /* unconsumed files per sandbox */
+#define AL_EGRESS_PATH_MAX 1024 /* longer paths are cut */
+#define AL_EGRESS_NAME_MAX 253	/* a DNS name */
+#define AL_EGRESS_METHOD_MAX 16 /* an HTTP method token */
+#define AL_EGRESS_LINE_MAX 2048 /* one packed record is shorter */
+#define AL_EGRESS_BATCH_MAX 256 /* records per file */
+#define AL_EGRESS_FLUSH_MS 250	/* a record waits at most this long */
+#define AL_EGRESS_FILES_MAX 64	/* unconsumed files per sandbox */
 #define AL_EGRESS_FILE_MAX (AL_EGRESS_BATCH_MAX * AL_EGRESS_LINE_MAX + 4096)
 /* A protocol for the dropped-count record (not a policy protocol). */
 #define AL_EGRESS_PROTO_NONE AL_EGRESS_PROTO_MAX
@@ -46,14 +46,14 @@ typedef struct al_egress_rec {
 	int64_t at_ms; /* unix ms of the decision */
 	char sandbox[64];
 	bool allow;
-	char reason[AL_POLICY_REASON_MAX];	/* printable ASCII */
-	int protocol;				/* enum al_egress_proto, or
+	char reason[AL_POLICY_REASON_MAX];     /* printable ASCII */
+	int protocol;			       /* enum al_egress_proto, or
 						 * AL_EGRESS_PROTO_NONE */
-	char name[AL_EGRESS_NAME_MAX + 1];	/* printable ASCII */
-	unsigned port;				/* 0..65535 */
-	char method[AL_EGRESS_METHOD_MAX + 1];	/* "" when none */
-	char path[AL_EGRESS_PATH_MAX + 1];	/* "" when none */
-	uint64_t dropped;			/* > 0: a dropped-count record */
+	char name[AL_EGRESS_NAME_MAX + 1];     /* printable ASCII */
+	unsigned port;			       /* 0..65535 */
+	char method[AL_EGRESS_METHOD_MAX + 1]; /* "" when none */
+	char path[AL_EGRESS_PATH_MAX + 1];     /* "" when none */
+	uint64_t dropped;		       /* > 0: a dropped-count record */
 } al_egress_rec;
 
 const char *al_egress_proto_name(int protocol);

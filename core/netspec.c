@@ -239,7 +239,8 @@ static json_object *list_to(char *const *l, size_t n)
 {
 	json_object *a = json_object_new_array();
 	for (size_t i = 0; a != NULL && i < n; i++)
-		if (json_object_array_add(a, json_object_new_string(l[i])) < 0) {
+		if (json_object_array_add(a, json_object_new_string(l[i])) <
+		    0) {
 			json_object_put(a);
 			return NULL;
 		}
@@ -269,10 +270,11 @@ json_object *al_netspec_to_json(const al_netspec *ns)
 
 static char *pack(json_object *o, al_err *err)
 {
-	const char *t = o != NULL ? json_object_to_json_string_ext(
-					    o, JSON_C_TO_STRING_PLAIN |
-						       JSON_C_TO_STRING_NOSLASHESCAPE)
-				  : NULL;
+	const char *t =
+		o != NULL ? json_object_to_json_string_ext(
+				    o, JSON_C_TO_STRING_PLAIN |
+					       JSON_C_TO_STRING_NOSLASHESCAPE)
+			  : NULL;
 	char *s = t != NULL ? strdup(t) : NULL;
 	json_object_put(o);
 	if (s == NULL)
@@ -336,10 +338,9 @@ int al_net_result_unpack(const void *payload, size_t len, bool *gateway,
 	int b = 0;
 	int r = o == NULL ? -1 : al_json_check_fields(o, fields, err);
 	if (r == 0 && al_json_get_bool(o, "gateway", &b, err) != 1)
-		r = err->code != AL_OK
-			    ? -1
-			    : al_err_set(err, AL_EINVAL, 0,
-					 "gateway is required");
+		r = err->code != AL_OK ? -1
+				       : al_err_set(err, AL_EINVAL, 0,
+						    "gateway is required");
 	json_object_put(o);
 	if (r == 0)
 		*gateway = b != 0;
@@ -419,7 +420,7 @@ static int metadata_from(json_object *o, al_gw_config *out, al_err *err)
 int al_gw_config_unpack(const void *payload, size_t len, al_gw_config *out,
 			al_err *err)
 {
-	static const char *const fields[] = {"sandbox", "template", "project",
+	static const char *const fields[] = {"sandbox",	 "template", "project",
 					     "metadata", "build",    "gateway",
 					     "network",	 NULL};
 	memset(out, 0, sizeof *out);

@@ -92,7 +92,7 @@ int al_net_result_unpack(const void *payload, size_t len, bool *gateway,
  * changes: every one is complete; a later one must name the same sandbox,
  * template, project and build (the gateway answers ok false otherwise)
  * and replaces metadata and network from the next request on. */
-#define AL_GW_META_MAX 64     /* entries (al_json_metadata_limits) */
+#define AL_GW_META_MAX 64      /* entries (al_json_metadata_limits) */
 #define AL_GW_META_KEY_MAX 128 /* bytes */
 #define AL_GW_META_VALUE_MAX 1024
 typedef struct al_gw_config {
