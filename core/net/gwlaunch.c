@@ -18,6 +18,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "egress.h"
 #include "net/nft.h"
 #include "net/nl.h"
 
@@ -223,6 +224,10 @@ int al_gateway_launch(const al_gateway_spec *spec, al_gateway_proc *out,
 	out->pidfd = -1;
 	out->control_fd = -1;
 	if (spec_ok(spec, err) < 0)
+		return -1;
+	if (spec->run_dir != NULL &&
+	    al_egress_dir_prepare(spec->run_dir, spec->sandbox, spec->uid,
+				  spec->gid, err) < 0)
 		return -1;
 	/* fds: the three slot sockets, the gateway's control end, ours. */
 	int fds[5] = {-1, -1, -1, -1, -1};

@@ -18,7 +18,8 @@
  * and nothing else. The process itself stays in the caller's network
  * namespace (the host's): its upstream connections go from there.
  *
- * Before the exec the child, still root: joins cgroup_fd (when given),
+ * The launcher first makes the gateway's egress log directory its own
+ * (al_egress_dir_prepare). Before the exec the child, still root: joins cgroup_fd (when given),
  * sets rlimits (NOFILE, CORE 0, FSIZE; AS and DATA except in a sanitizer
  * build, whose shadow memory would not fit), empties its capability
  * bounding set, drops to uid:gid with no supplementary groups (which
@@ -58,6 +59,9 @@ typedef struct al_gateway_spec {
 	/* NULL-terminated "K=V" (AIRLOCK_STATE, AIRLOCK_POLICIES,
 	 * AIRLOCK_UPSTREAM_*); the gateway gets these and nothing else. */
 	char *const *env;
+	/* <state>/run, or NULL: the launcher makes <run_dir>/egress/<sandbox>/
+	 * the gateway's own (core/egress.h) before it starts. */
+	const char *run_dir;
 	/* A cgroup directory fd the gateway starts in (its CPU and memory
 	 * are charged there), or -1. It must not be one the sandbox can
 	 * write to. */
