@@ -52,8 +52,8 @@ size_t al_fakeip_count(const al_fakeip *m);
 /* The map in the file format; *out malloc'd (caller frees), *len bytes.
  * -1 and AL_ENOMEM. */
 int al_fakeip_pack(const al_fakeip *m, char **out, size_t *len, al_err *err);
-/* A map from len bytes of the file format, of at most cap names (fewer
- * than the buffer holds is AL_EINVAL). NULL and err. */
+/* A map from len bytes of the file format, of at most cap names (a
+ * buffer with more is AL_EINVAL like any other flaw). NULL and err. */
 al_fakeip *al_fakeip_unpack(const char *buf, size_t len, uint32_t cap,
 			    al_err *err);
 /* Write the map to path (tmp file, fsync, rename). */
