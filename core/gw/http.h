@@ -126,6 +126,7 @@ typedef struct al_http_parser {
 	size_t max;	   /* head limit */
 	int status;	   /* after -1: the HTTP status to answer with */
 	bool tls;	   /* requests: the connection is TLS */
+	bool response;	   /* a response head (refusals are 502) */
 } al_http_parser;
 
 /* Ready p for a request head on a connection (tls: https, else http). */
@@ -142,8 +143,10 @@ int al_http_req_parse(al_http_parser *p, const char *buf, size_t len,
 void al_http_req_free(al_http_req *req);
 
 /* Parse a response head answering req (HEAD has no body; a 1.0 request
- * gets no chunked response). Same results; a refusal has status 502.
- * 101 is refused (no upgrade was forwarded). */
+ * gets no chunked response; NULL: a GET in HTTP/1.1). Same results; a
+ * refusal has status 502. 101 is refused (no upgrade was forwarded); a
+ * 1xx is interim: parse the next head after it (100 included: the
+ * gateway has sent its own). */
 int al_http_resp_parse(al_http_parser *p, const char *buf, size_t len,
 		       const al_http_req *req, al_http_resp *resp,
 		       size_t *head_len, al_err *err);
