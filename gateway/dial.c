@@ -8,6 +8,7 @@
 #include <event2/bufferevent.h>
 #include <event2/bufferevent_ssl.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <openssl/err.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -40,6 +41,9 @@ static void on_event(struct bufferevent *bev, short what, void *arg)
 {
 	gw_dial *d = arg;
 	if (what & BEV_EVENT_CONNECTED) {
+		int one = 1;
+		setsockopt(bufferevent_getfd(bev), IPPROTO_TCP, TCP_NODELAY,
+			   &one, sizeof one);
 		bufferevent_setcb(bev, NULL, NULL, NULL, NULL);
 		finish(d, bev, NULL);
 		return;

@@ -11,6 +11,7 @@
 #include <arpa/inet.h>
 #include <event2/listener.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <stdio.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -46,6 +47,9 @@ static void on_accept(struct evconnlistener *l, evutil_socket_t fd,
 	}
 	g->conns++;
 	g->conns_total++;
+	/* What is relayed is written whole: Nagle would only delay it. */
+	int one = 1;
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
 	uint32_t addr = ntohl(dst.sin_addr.s_addr);
 	unsigned port = ntohs(dst.sin_port);
 	static al_net_prefix synthetic;

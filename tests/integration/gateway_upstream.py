@@ -87,6 +87,11 @@ class Handler(BaseHTTPRequestHandler):
     def log_message(self, *args):
         pass
 
+    def setup(self):
+        super().setup()
+        # Head and body are two writes: no Nagle wait between them.
+        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
     def answer(self, body):
         log({"http": self.headers.get("Host"), "path": self.path,
              "tls": isinstance(self.connection, ssl.SSLSocket),
