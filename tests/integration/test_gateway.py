@@ -162,10 +162,7 @@ def gw(world):
                AIRLOCK_STATE=state, AIRLOCK_POLICIES=policies,
                AIRLOCK_UPSTREAM_DNS=UP_ADDR + ":53",
                AIRLOCK_UPSTREAM_CA=world["ca"],
-               AIRLOCK_UPSTREAM_ALLOW_CIDRS=UP_NET,
-               # LeakSanitizer cannot stop the world under the
-               # gateway's seccomp filter (no ptrace).
-               ASAN_OPTIONS="detect_leaks=0")
+               AIRLOCK_UPSTREAM_ALLOW_CIDRS=UP_NET)
     env.pop("AIRLOCK_UPSTREAM_HOSTS", None)
     p = subprocess.Popen([TOOL, state, "gateway", GATEWAY, SANDBOX],
                          stdin=subprocess.PIPE, stdout=subprocess.PIPE,
@@ -515,3 +512,26 @@ def test_kept_alive_latency(gw, world):
           % (via["p50_us"], via["p99_us"], direct["p50_us"],
              direct["p99_us"], via["p50_us"] - direct["p50_us"]))
     assert via["p50_us"] > 0
+
+
+def test_connections_are_bounded(gw):
+    """GW_CONNS_MAX (512) connections at once; past that one is closed at
+    once, and the gateway serves again when they are gone."""
+    script = ("import socket,sys,resource\n"
+              "resource.setrlimit(resource.RLIMIT_NOFILE,(4096,4096))\n"
+              "held=[socket.create_connection(('allowed.test',80),timeout=10)"
+              " for _ in range(512)]\n"
+              "extra=socket.create_connection(('allowed.test',80),timeout=10)\n"
+              "extra.settimeout(5)\n"
+              "try:\n print('eof' if extra.recv(1)==b'' else 'data')\n"
+              "except socket.timeout:\n print('open')\n"
+              "for s in held: s.close()\n")
+    r = guest(gw, PY, "-c", script, timeout=120)
+    assert r.stdout.strip() == "eof", (r.stdout, r.stderr)
+    deadline = time.monotonic() + 10
+    while True:
+        r = curl(gw, "http://allowed.test/echo")
+        if r.returncode == 0 or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    assert r.stdout == "hello allowed.test /echo\n", r.stderr
