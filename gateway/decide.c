@@ -4,6 +4,8 @@
 #include <string.h>
 #include <time.h>
 
+#include <event2/event.h>
+
 #include "agentproto.h"
 #include "gw.h"
 
@@ -56,6 +58,10 @@ void gw_log(gw *g, bool allow, const char *reason, enum al_egress_proto proto,
 	al_egress_rec_set(&r, unix_ms(), g->sandbox, allow, reason, proto, name,
 			  port, method, path);
 	al_egress_writer_add(g->egress, &r, al_now_ms());
+	if (!event_pending(g->flush, EV_TIMEOUT, NULL)) {
+		struct timeval t = {0, AL_EGRESS_FLUSH_MS * 1000};
+		event_add(g->flush, &t);
+	}
 }
 
 bool gw_decide_log(gw *g, enum al_egress_proto proto, const char *name,
@@ -83,8 +89,16 @@ void gw_dns_log(void *arg, const al_dnsserv_event *ev)
 void gw_log_flush(gw *g, bool force)
 {
 	al_err err;
-	if (al_egress_writer_flush(g->egress, al_now_ms(), force, &err) < 0)
+	int64_t now = al_now_ms();
+	if (al_egress_writer_flush(g->egress, now, force, &err) < 0)
 		gw_note(g, "egress log: %s", err.msg);
+	int64_t due = al_egress_writer_due(g->egress);
+	if (due >= 0 && !force) {
+		/* A failed write is retried too, not faster than a flush. */
+		int64_t wait = due > now ? due - now : AL_EGRESS_FLUSH_MS;
+		struct timeval t = {wait / 1000, (wait % 1000) * 1000};
+		event_add(g->flush, &t);
+	}
 }
 
 void gw_note(gw *g, const char *fmt, ...)

@@ -51,6 +51,7 @@ typedef struct gw {
 	al_resolver *resolver;
 	al_gw_tls *tls;
 	al_egress_writer *egress;
+	struct event *flush; /* pending while records wait (decide.c) */
 	al_dnsserv *dns;
 	struct evconnlistener *listener;
 	unsigned conns;
@@ -75,7 +76,8 @@ bool gw_decide_log(gw *g, enum al_egress_proto proto, const char *name,
 /* gw/dnsserv's callbacks: the policy for AL_EGRESS_DNS, and the log. */
 void gw_dns_decide(void *arg, const char *name, al_dnsserv_decision *out);
 void gw_dns_log(void *arg, const al_dnsserv_event *ev);
-/* Flush the egress log when due (a timer calls it). */
+/* Flush the egress log when due (g->flush calls it), and arm g->flush
+ * again while records wait: an idle gateway has no timer running. */
 void gw_log_flush(gw *g, bool force);
 /* A line on stderr (the shim's log): "airlock-gateway <sandbox>: ...". */
 void gw_note(gw *g, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -166,11 +166,9 @@ int main(int argc, char **argv)
 	if (g.egress == NULL)
 		die(&g, "egress log", &err);
 
-	struct timeval every = {0, AL_EGRESS_FLUSH_MS * 1000};
-	struct event *flush = event_new(g.base, -1, EV_PERSIST, on_flush, &g);
+	g.flush = event_new(g.base, -1, 0, on_flush, &g);
 	struct event *term = evsignal_new(g.base, SIGTERM, on_term, g.base);
-	if (flush == NULL || term == NULL || event_add(flush, &every) < 0 ||
-	    event_add(term, NULL) < 0)
+	if (g.flush == NULL || term == NULL || event_add(term, NULL) < 0)
 		die(&g, "timers", NULL);
 	if (gw_control_start(&g, AL_GWLAUNCH_FD_CONTROL, serve) < 0)
 		die(&g, "control channel", NULL);
