@@ -33,7 +33,9 @@
  * Proxy-Connection, Proxy-Authorization, TE, Trailer, Upgrade, Expect)
  * and the framing fields and Host are consumed by the parser: `fields`
  * holds only end-to-end fields, which is what the serialiser forwards.
- * Responses also lose Alt-Svc (no QUIC through the gateway).
+ * Responses also lose Alt-Svc (no QUIC through the gateway). A name that
+ * spells one of those with '_' for '-' (Content_Length, Transfer_Encoding:
+ * CGI-style upstreams read them as the real thing) is refused.
  *
  * Incremental: the caller keeps the bytes received since the message
  * started and passes all of them on every call (buf, len); the parser
@@ -146,7 +148,7 @@ void al_http_req_free(al_http_req *req);
  * gets no chunked response; NULL: a GET in HTTP/1.1). Same results; a
  * refusal has status 502. 101 is refused (no upgrade was forwarded); a
  * 1xx is interim: parse the next head after it (100 included: the
- * gateway has sent its own). */
+ * gateway has sent its own; never forward a 1xx to an HTTP/1.0 client). */
 int al_http_resp_parse(al_http_parser *p, const char *buf, size_t len,
 		       const al_http_req *req, al_http_resp *resp,
 		       size_t *head_len, al_err *err);
@@ -154,9 +156,13 @@ void al_http_resp_free(al_http_resp *resp);
 
 /* First value of the field named name (without case), NULL if none. */
 const char *al_http_fields_get(const al_http_fields *fs, const char *name);
-/* Remove every field named name (without case); returns how many. */
+/* Remove every field named name, compared without case and with '_' read
+ * as '-' (CGI-style upstreams map X_Api_Key and X-Api-Key to one
+ * variable: a guest's X_Api_Key must not sit beside an injected
+ * X-Api-Key); returns how many. */
 size_t al_http_fields_remove(al_http_fields *fs, const char *name);
-/* Replace every field named name by one "name: value" (added at the end).
+/* Replace every field named name (as al_http_fields_remove compares) by
+ * one "name: value" (added at the end).
  * name must be a token, value visible ASCII/obs-text with inner SP/HTAB
  * only; framing, Host and hop-by-hop names are refused (AL_EINVAL). */
 int al_http_fields_set(al_http_fields *fs, const char *name, const char *value,
@@ -175,5 +181,14 @@ char *al_http_req_serialize(const al_http_req *req, bool close, size_t *len,
  * body), CRLF. */
 char *al_http_resp_serialize(const al_http_resp *resp, bool close, size_t *len,
 			     al_err *err);
+
+/* The reason phrase of a status ("Bad Request"; "" if unknown). */
+const char *al_http_reason(int status);
+/* A whole response the gateway answers itself (a refusal, a 100): the
+ * status line; for a final status Content-Type text/plain, the length,
+ * "Connection: close" when close, and text plus a newline as the body
+ * (text: visible ASCII, no CR/LF; NULL: no body). malloc'd, *len bytes. */
+char *al_http_own_response(int status, const char *text, bool close,
+			   size_t *len, al_err *err);
 
 #endif

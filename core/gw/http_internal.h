@@ -43,11 +43,17 @@ int al_http_lines_parse(al_http_parser *p, const char *buf, size_t head_len,
 			al_err *err);
 
 bool al_http_tchar(unsigned char c);
-/* Equal without ASCII case; b is lowercase. */
+/* 0..15 for a hex digit, else -1. */
+int al_http_hexval(unsigned char c);
+/* Equal without ASCII case (b NUL-terminated). */
 bool al_http_name_is(const char *a, size_t a_len, const char *b);
+/* Equal without case and with '_' read as '-': CGI-style upstreams map
+ * X_Api_Key and X-Api-Key to one variable. */
+bool al_http_name_like(const char *a, size_t a_len, const char *b);
 /* Names the gateway consumes or writes itself (hop-by-hop, framing,
- * Host, Expect): never forwarded as received nor settable. */
-bool al_http_name_reserved(const char *name, size_t len);
+ * Host, Expect): never forwarded as received nor settable. loose: also
+ * their '_' spellings (Content_Length), which are refused. */
+bool al_http_name_reserved(const char *name, size_t len, bool loose);
 
 /* Content-Length value: digits only, at most AL_HTTP_LENGTH_MAX.
  * 0, or -1 for syntax (*too_big tells a valid but oversized number). */

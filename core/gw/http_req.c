@@ -60,12 +60,6 @@ static int parse_authority(al_http_parser *p, const char *a, size_t len,
 	return 0;
 }
 
-static bool hex(unsigned char c)
-{
-	return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') ||
-	       (c >= 'A' && c <= 'F');
-}
-
 static int check_target(al_http_parser *p, const char *t, size_t len,
 			al_err *err)
 {
@@ -77,9 +71,9 @@ static int check_target(al_http_parser *p, const char *t, size_t len,
 		if (c == '#' || c == '\\')
 			return al_http_reject(p, 400, err, "'%c' in the target",
 					      c);
-		if (c == '%' &&
-		    (i + 2 >= len || !hex((unsigned char)t[i + 1]) ||
-		     !hex((unsigned char)t[i + 2])))
+		if (c == '%' && (i + 2 >= len ||
+				 al_http_hexval((unsigned char)t[i + 1]) < 0 ||
+				 al_http_hexval((unsigned char)t[i + 2]) < 0))
 			return al_http_reject(p, 400, err,
 					      "'%%' not followed by two hex"
 					      " digits in the target");
@@ -239,7 +233,14 @@ static int header_fields(al_http_parser *p, al_http_req *req, al_http_lines *l,
 					      "%s (the gateway offers no"
 					      " protocol upgrade)",
 					      n);
-		} else if (!al_http_name_reserved(n, nl)) {
+		} else if (al_http_name_reserved(n, nl, false)) {
+			continue; /* consumed: hop-by-hop */
+		} else if (al_http_name_reserved(n, nl, true)) {
+			return al_http_reject(p, 400, err,
+					      "%s (an '_' spelling of a field"
+					      " the gateway writes)",
+					      n);
+		} else {
 			keep[i] = true;
 		}
 	}

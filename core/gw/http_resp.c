@@ -50,7 +50,7 @@ static int status_line(al_http_parser *p, al_http_resp *resp,
  * (it would send clients to QUIC, which the gateway does not carry). */
 static bool dropped(const char *n, size_t nl)
 {
-	return al_http_name_reserved(n, nl) ||
+	return al_http_name_reserved(n, nl, false) ||
 	       al_http_name_is(n, nl, "alt-svc");
 }
 
@@ -66,6 +66,12 @@ static int framing(al_http_parser *p, al_http_resp *resp,
 	bool close = false;
 	for (size_t i = 0; i < l->n; i++) {
 		al_http_raw *f = &l->raw[i];
+		if (!al_http_name_reserved(f->name, f->name_len, false) &&
+		    al_http_name_reserved(f->name, f->name_len, true))
+			return al_http_reject(p, 502, err,
+					      "%s (an '_' spelling of a framing"
+					      " or hop-by-hop field)",
+					      f->name);
 		if (al_http_name_is(f->name, f->name_len, "content-length")) {
 			cl = f;
 			n_cl++;
