@@ -87,12 +87,19 @@ int al_http_scan(al_http_parser *p, const char *buf, size_t len,
 	return AL_AGAIN;
 }
 
+/* RFC 9110 5.6.2 tchar (GNU range designators: gnu17). */
+static const bool tchars[256] = {
+	['0' ... '9'] = true, ['A' ... 'Z'] = true, ['a' ... 'z'] = true,
+	['!'] = true,	      ['#'] = true,	    ['$'] = true,
+	['%'] = true,	      ['&'] = true,	    ['\''] = true,
+	['*'] = true,	      ['+'] = true,	    ['-'] = true,
+	['.'] = true,	      ['^'] = true,	    ['_'] = true,
+	['`'] = true,	      ['|'] = true,	    ['~'] = true,
+};
+
 bool al_http_tchar(unsigned char c)
 {
-	if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-	    (c >= '0' && c <= '9'))
-		return true;
-	return c != '\0' && strchr("!#$%&'*+-.^_`|~", c) != NULL;
+	return tchars[c];
 }
 
 int al_http_hexval(unsigned char c)
@@ -232,26 +239,44 @@ bool al_http_name_like(const char *a, size_t a_len, const char *b)
 	return name_eq(a, a_len, b, true);
 }
 
-bool al_http_name_reserved(const char *name, size_t len, bool loose)
+static const struct {
+	const char *name;
+	size_t len;
+	enum al_http_kind kind;
+} kinds[] = {
+	{"host", 4, AL_HTTP_K_HOST},
+	{"content-length", 14, AL_HTTP_K_CONTENT_LENGTH},
+	{"transfer-encoding", 17, AL_HTTP_K_TRANSFER_ENCODING},
+	{"connection", 10, AL_HTTP_K_CONNECTION},
+	{"expect", 6, AL_HTTP_K_EXPECT},
+	{"upgrade", 7, AL_HTTP_K_UPGRADE},
+	{"http2-settings", 14, AL_HTTP_K_UPGRADE},
+	{"keep-alive", 10, AL_HTTP_K_HOP},
+	{"proxy-connection", 16, AL_HTTP_K_HOP},
+	{"proxy-authorization", 19, AL_HTTP_K_HOP},
+	{"te", 2, AL_HTTP_K_HOP},
+	{"trailer", 7, AL_HTTP_K_HOP},
+	{"alt-svc", 7, AL_HTTP_K_ALT_SVC},
+};
+
+enum al_http_kind al_http_name_kind(const char *name, size_t len)
 {
-	static const char *const names[] = {
-		"connection",
-		"keep-alive",
-		"proxy-connection",
-		"proxy-authorization",
-		"te",
-		"trailer",
-		"upgrade",
-		"expect",
-		"http2-settings",
-		"host",
-		"content-length",
-		"transfer-encoding",
-	};
-	for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
-		if (name_eq(name, len, names[i], loose))
-			return true;
-	return false;
+	bool underscore = memchr(name, '_', len) != NULL;
+	for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++) {
+		if (kinds[i].len != len)
+			continue;
+		if (name_eq(name, len, kinds[i].name, false))
+			return kinds[i].kind;
+		if (underscore && kinds[i].kind != AL_HTTP_K_ALT_SVC &&
+		    name_eq(name, len, kinds[i].name, true))
+			return AL_HTTP_K_IMITATION;
+	}
+	return AL_HTTP_K_OTHER;
+}
+
+bool al_http_name_reserved(enum al_http_kind k)
+{
+	return k != AL_HTTP_K_OTHER && k != AL_HTTP_K_ALT_SVC;
 }
 
 int al_http_length_parse(const char *v, size_t len, uint64_t *out,
@@ -360,7 +385,7 @@ int al_http_fields_set(al_http_fields *fs, const char *name, const char *value,
 		if (!al_http_tchar((unsigned char)name[i]))
 			return al_err_set(err, AL_EINVAL, 0,
 					  "http: field name is not a token");
-	if (al_http_name_reserved(name, nl, true))
+	if (al_http_name_reserved(al_http_name_kind(name, nl)))
 		return al_err_set(err, AL_EINVAL, 0,
 				  "http: %s is written by the gateway", name);
 	if (vl > SET_VALUE_MAX)

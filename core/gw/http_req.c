@@ -204,21 +204,24 @@ static int header_fields(al_http_parser *p, al_http_req *req, al_http_lines *l,
 	bool keep[AL_HTTP_RESP_FIELDS_MAX] = {0};
 	for (size_t i = 0; i < l->n; i++) {
 		al_http_raw *f = &l->raw[i];
-		const char *n = f->name;
-		size_t nl = f->name_len;
-		if (al_http_name_is(n, nl, "host")) {
+		switch (al_http_name_kind(f->name, f->name_len)) {
+		case AL_HTTP_K_HOST:
 			host = f;
 			n_host++;
-		} else if (al_http_name_is(n, nl, "content-length")) {
+			break;
+		case AL_HTTP_K_CONTENT_LENGTH:
 			cl = f;
 			n_cl++;
-		} else if (al_http_name_is(n, nl, "transfer-encoding")) {
+			break;
+		case AL_HTTP_K_TRANSFER_ENCODING:
 			te = f;
 			n_te++;
-		} else if (al_http_name_is(n, nl, "expect")) {
+			break;
+		case AL_HTTP_K_EXPECT:
 			expect = f;
 			n_expect++;
-		} else if (al_http_name_is(n, nl, "connection")) {
+			break;
+		case AL_HTTP_K_CONNECTION:
 			if (al_http_conn_parse(f->value, conn, conn_len,
 					       &n_conn, CONN_NAMES_MAX,
 					       &close) < 0)
@@ -227,21 +230,24 @@ static int header_fields(al_http_parser *p, al_http_req *req, al_http_lines *l,
 						      " list of at most %d"
 						      " tokens",
 						      CONN_NAMES_MAX);
-		} else if (al_http_name_is(n, nl, "upgrade") ||
-			   al_http_name_is(n, nl, "http2-settings")) {
+			break;
+		case AL_HTTP_K_UPGRADE:
 			return al_http_reject(p, 400, err,
 					      "%s (the gateway offers no"
 					      " protocol upgrade)",
-					      n);
-		} else if (al_http_name_reserved(n, nl, false)) {
-			continue; /* consumed: hop-by-hop */
-		} else if (al_http_name_reserved(n, nl, true)) {
+					      f->name);
+		case AL_HTTP_K_IMITATION:
 			return al_http_reject(p, 400, err,
 					      "%s (an '_' spelling of a field"
 					      " the gateway writes)",
-					      n);
-		} else {
+					      f->name);
+		case AL_HTTP_K_HOP:
+			break; /* consumed */
+		case AL_HTTP_K_ALT_SVC:
+		case AL_HTTP_K_OTHER:
+		default:
 			keep[i] = true;
+			break;
 		}
 	}
 	if (n_host != 1)
