@@ -17,7 +17,9 @@
  *    scheme http on a plain connection and https on a TLS one, no
  *    userinfo, no IPv6 literal); '#', space, non-ASCII, a '%' not
  *    followed by two hex digits: 400; longer than AL_HTTP_TARGET_MAX: 414;
- *    asterisk- and authority-form: 400; CONNECT: 405;
+ *    asterisk- and authority-form: 400; a method not of A-Z 0-9 - _
+ *    ("head" might be HEAD upstream and not here): 400; CONNECT, and
+ *    TRACE/TRACK (they echo the request, injected credentials too): 405;
  *  - Host: exactly one, even in HTTP/1.0, a DNS name or IPv4 address and
  *    an optional port 1..65535; absolute-form's authority must name the
  *    same host and port after canonicalising (al_policy_name_canon: case,
@@ -139,7 +141,7 @@ void al_http_resp_parser_init(al_http_parser *p);
 /* Parse a request head from buf[0..len) (all bytes since the message
  * started). 0: *req filled (free it with al_http_req_free), the head is
  * *head_len bytes; AL_AGAIN: need more bytes; -1: refused, err and
- * p->status say why (400, 405, 414, 417, 431, 501 or 505). */
+ * p->status say why (400, 405, 413, 414, 417, 431, 501, 505). */
 int al_http_req_parse(al_http_parser *p, const char *buf, size_t len,
 		      al_http_req *req, size_t *head_len, al_err *err);
 void al_http_req_free(al_http_req *req);

@@ -165,15 +165,26 @@ static int request_line(al_http_parser *p, al_http_req *req,
 	size_t ml = (size_t)(sp1 - line);
 	if (ml == 0 || ml > AL_HTTP_METHOD_MAX)
 		return al_http_reject(p, 400, err, "method of %zu bytes", ml);
-	for (size_t i = 0; i < ml; i++)
-		if (!al_http_tchar((unsigned char)line[i]))
+	/* Every registered method is upper case: "head" could be read as
+	 * HEAD by the upstream and not by the gateway (a body-less answer
+	 * whose Content-Length the gateway would wait for). */
+	for (size_t i = 0; i < ml; i++) {
+		char c = line[i];
+		if (!((c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+		      c == '-' || c == '_'))
 			return al_http_reject(p, 400, err,
-					      "method is not a token");
-	/* Methods are case-sensitive, but no spelling of CONNECT passes. */
-	if (al_http_name_is(line, ml, "connect"))
+					      "method is not an upper-case"
+					      " token");
+	}
+	if (ml == 7 && memcmp(line, "CONNECT", 7) == 0)
 		return al_http_reject(p, 405, err,
 				      "CONNECT (no tunnels through the"
 				      " gateway)");
+	/* TRACE echoes the request back, injected credentials included. */
+	if (ml == 5 &&
+	    (memcmp(line, "TRACE", 5) == 0 || memcmp(line, "TRACK", 5) == 0))
+		return al_http_reject(p, 405, err,
+				      "%.5s (it would echo the request)", line);
 	size_t tl = (size_t)(sp2 - t);
 	if (tl == 0)
 		return al_http_reject(p, 400, err, "empty target");

@@ -216,7 +216,11 @@ static void test_smuggling_and_framing_tricks_are_refused(void **state)
 		{"CONNECT", "CONNECT a.example:443 HTTP/1.1\r\n" H "\r\n", 0,
 		 false, 405},
 		{"connect lowercase",
-		 "connect a.example:443 HTTP/1.1\r\n" H "\r\n", 0, false, 405},
+		 "connect a.example:443 HTTP/1.1\r\n" H "\r\n", 0, false, 400},
+		{"head lowercase", "head / HTTP/1.1\r\n" H "\r\n", 0, false,
+		 400},
+		{"TRACE", "TRACE / HTTP/1.1\r\n" H "\r\n", 0, false, 405},
+		{"TRACK", "TRACK / HTTP/1.1\r\n" H "\r\n", 0, false, 405},
 		{"Upgrade h2c",
 		 "GET / HTTP/1.1\r\n" H
 		 "Connection: Upgrade, HTTP2-Settings\r\n"
