@@ -5,7 +5,8 @@
  * Started by core/net/gwlaunch (the shim, or a test) with fds 3 (DNS
  * UDP), 4 (DNS TCP), 5 (the transparent TCP listener) and 6 (control)
  * made in the sandbox's slot, its own uid and no capabilities. Env:
- * AIRLOCK_STATE (state dir: run/mint.sock, run/egress/), AIRLOCK_POLICIES
+ * AIRLOCK_STATE (state dir: run/mint.sock, run/egress/<id>/, the address
+ * map's journal run/gw/<id>.fakeip), AIRLOCK_POLICIES
  * (egress.lua), AIRLOCK_UPSTREAM_DNS, AIRLOCK_UPSTREAM_HOSTS,
  * AIRLOCK_UPSTREAM_CA, AIRLOCK_UPSTREAM_ALLOW_CIDRS, AIRLOCK_NET_POOL.
  *
@@ -157,11 +158,13 @@ int main(int argc, char **argv)
 	g.tls = al_gw_tls_new(&tc, &err);
 	if (g.tls == NULL)
 		die(&g, "TLS", &err);
-	g.fakeip = al_fakeip_new(AL_FAKEIP_CAP_DEFAULT, &err);
+	char run[AL_PATH_MAX + 8], map[AL_PATH_MAX + 96];
+	snprintf(run, sizeof run, "%s/run", state);
+	if (al_gateway_map_path(run, g.sandbox, map, sizeof map) < 0)
+		die(&g, "state dir path too long", NULL);
+	g.fakeip = al_fakeip_open(map, AL_FAKEIP_CAP_DEFAULT, &err);
 	if (g.fakeip == NULL)
 		die(&g, "synthetic address map", &err);
-	char run[AL_PATH_MAX + 8];
-	snprintf(run, sizeof run, "%s/run", state);
 	g.egress = al_egress_writer_open(run, g.sandbox, NULL, &err);
 	if (g.egress == NULL)
 		die(&g, "egress log", &err);

@@ -155,52 +155,20 @@ static void relay_close(relay *r)
 	bufferevent_enable(r->down, EV_WRITE);
 }
 
-static const char *status_text(int status)
-{
-	switch (status) {
-	case 400:
-		return "Bad Request";
-	case 403:
-		return "Forbidden";
-	case 405:
-		return "Method Not Allowed";
-	case 408:
-		return "Request Timeout";
-	case 414:
-		return "URI Too Long";
-	case 417:
-		return "Expectation Failed";
-	case 421:
-		return "Misdirected Request";
-	case 431:
-		return "Request Header Fields Too Large";
-	case 501:
-		return "Not Implemented";
-	case 502:
-		return "Bad Gateway";
-	case 505:
-		return "HTTP Version Not Supported";
-	default:
-		return "Error";
-	}
-}
-
 /* A short answer of the gateway's own, then close. */
 static void respond(relay *r, int status, const char *why)
 {
-	char body[256];
-	int n = snprintf(body, sizeof body, "airlock gateway: %s\n", why);
-	if (n < 0 || (size_t)n >= sizeof body)
-		n = (int)sizeof body - 1;
-	for (int i = 0; i < n - 1; i++)
-		if ((unsigned char)body[i] < 0x20 ||
-		    (unsigned char)body[i] > 0x7e)
-			body[i] = '?';
-	evbuffer_add_printf(bufferevent_get_output(r->down),
-			    "HTTP/1.1 %d %s\r\nContent-Type: text/plain\r\n"
-			    "Content-Length: %d\r\nConnection: close\r\n\r\n",
-			    status, status_text(status), n);
-	evbuffer_add(bufferevent_get_output(r->down), body, (size_t)n);
+	char text[160];
+	snprintf(text, sizeof text, "airlock gateway: %s", why);
+	for (char *p = text; *p != '\0'; p++)
+		if ((unsigned char)*p < 0x20 || (unsigned char)*p > 0x7e)
+			*p = '?';
+	al_err err;
+	size_t len;
+	char *msg = al_http_own_response(status, text, true, &len, &err);
+	if (msg != NULL)
+		evbuffer_add(bufferevent_get_output(r->down), msg, len);
+	free(msg);
 	relay_close(r);
 }
 
@@ -511,9 +479,15 @@ static void on_request(relay *r)
 		return;
 	}
 	gw_log(g, true, why, r->proto, r->name, r->port, q->method, q->path);
-	if (q->expect_continue)
-		evbuffer_add_printf(bufferevent_get_output(r->down),
-				    "HTTP/1.1 100 Continue\r\n\r\n");
+	if (q->expect_continue) {
+		al_err err;
+		size_t len;
+		char *cont = al_http_own_response(100, NULL, false, &len, &err);
+		if (cont != NULL)
+			evbuffer_add(bufferevent_get_output(r->down), cont,
+				     len);
+		free(cont);
+	}
 	al_httpbody_init(&r->reqb, q->body, q->content_length);
 	r->req_done = q->body == AL_HTTP_BODY_NONE ||
 		      al_httpbody_done(&r->reqb);

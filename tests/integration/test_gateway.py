@@ -252,6 +252,13 @@ def test_gateway_runs_confined(gw):
         os.readlink("/proc/self/ns/net")
     fds = sorted(int(n) for n in os.listdir("/proc/%d/fd" % info["pid"]))
     assert fds[:7] == [0, 1, 2, 3, 4, 5, 6]
+    # Its own files: the egress log directory and the address journal.
+    for path, mode in ((os.path.join(gw["state"], "run", "egress",
+                                     SANDBOX), 0o700),
+                       (os.path.join(gw["state"], "run", "gw",
+                                     SANDBOX + ".fakeip"), 0o600)):
+        st = os.stat(path)
+        assert (st.st_uid, st.st_mode & 0o777) == (info["uid"], mode), path
     print("launch %d ms" % info["launch_ms"])
 
 
@@ -286,6 +293,15 @@ def test_bodies_are_reframed_both_ways(gw):
     assert r.returncode == 0 and int(r.stdout) == n, r.stderr
     print("24 MiB through the gateway (HTTPS both sides): %.2f s, %.1f MB/s"
           % (took, n / took / 1e6))
+
+
+def test_synthetic_addresses_are_journaled(gw):
+    addr = synthetic(gw, "allowed.test")
+    with open(os.path.join(gw["state"], "run", "gw",
+                           SANDBOX + ".fakeip")) as f:
+        lines = f.read().splitlines()
+    assert lines[0] == "airlock-fakeip 1"
+    assert "%s allowed.test" % addr in lines[1:]
 
 
 def test_forbidden_name_does_not_resolve(gw, world):
