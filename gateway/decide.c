@@ -75,6 +75,10 @@ bool gw_decide_log(gw *g, enum al_egress_proto proto, const char *name,
 
 void gw_dns_decide(void *arg, const char *name, al_dnsserv_decision *out)
 {
+	gw *g = arg;
+	/* A changed policy file applies from the next lookup on (and the
+	 * next connection, proxy.c): one stat. */
+	al_policy_reload_if_changed(g->policy);
 	char reason[AL_POLICY_REASON_MAX];
 	out->allow = gw_decide(arg, AL_EGRESS_DNS, name, 0, NULL, NULL, reason);
 	snprintf(out->reason, sizeof out->reason, "%s", reason);

@@ -184,6 +184,7 @@ def gw(world):
                          "allow": ["allowed.test", "private.test"]})
         assert ack == {"ok": True}, ack
         yield {"state": state, "info": info, "resolv": resolv,
+           "policy": os.path.join(policies, "egress.lua"),
                "configure": configure, "proc": p,
                "ca": os.path.join(state, "keys", "ca.crt")}
     finally:
@@ -550,4 +551,26 @@ def test_connections_are_bounded(gw):
         if r.returncode == 0 or time.monotonic() > deadline:
             break
         time.sleep(0.2)
+    assert r.stdout == "hello allowed.test /echo\n", r.stderr
+
+
+def test_policy_file_changes_apply_to_the_next_lookup(gw):
+    with open(gw["policy"]) as f:
+        good = f.read()
+    try:
+        with open(gw["policy"], "w") as f:
+            f.write(good + '\nnever[#never + 1] = "allowed.test"\n')
+        r = curl(gw, "https://allowed.test/echo")
+        assert r.returncode == 6, (r.returncode, r.stderr)
+        assert egress(gw, {"allow": False, "protocol": "dns",
+                           "name": "allowed.test", "reason": "a local name"})
+        # A file that does not load keeps the last good policy.
+        with open(gw["policy"], "w") as f:
+            f.write(good + "\nthis is not lua\n")
+        r = curl(gw, "https://allowed.test/echo")
+        assert r.returncode == 6, (r.returncode, r.stderr)
+    finally:
+        with open(gw["policy"], "w") as f:
+            f.write(good)
+    r = curl(gw, "https://allowed.test/echo")
     assert r.stdout == "hello allowed.test /echo\n", r.stderr
