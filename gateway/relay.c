@@ -20,8 +20,8 @@
  * gateway after the policy allowed the request (the upstream never sees
  * Expect); interim responses from upstream are dropped.
  *
- * Bounds: the head must arrive within GW_HEAD_TIMEOUT_MS, a connection
- * idle either way for GW_IDLE_TIMEOUT_MS is closed, and at most
+ * Bounds: the handshake and each head must arrive within g->head_ms, a
+ * connection idle either way for g->idle_ms is closed, and at most
  * GW_HIGH_WATER bytes queue towards either side before the other side
  * stops being read (backpressure). */
 #include <event2/buffer.h>
@@ -266,7 +266,7 @@ static void response_done(relay *r)
 		return;
 	}
 	al_http_req_parser_init(&r->hp, r->tls);
-	r->head_deadline_ms = al_now_ms() + GW_HEAD_TIMEOUT_MS;
+	r->head_deadline_ms = al_now_ms() + r->g->head_ms;
 	bufferevent_enable(r->down, EV_READ);
 	try_head(r); /* a pipelined request may be waiting */
 }
@@ -448,7 +448,8 @@ static void on_dialled(void *arg, struct bufferevent *bev, const char *error)
 		return;
 	}
 	r->up = bev;
-	struct timeval idle = {GW_IDLE_TIMEOUT_MS / 1000, 0};
+	struct timeval idle = {r->g->idle_ms / 1000,
+			       (r->g->idle_ms % 1000) * 1000};
 	bufferevent_set_timeouts(bev, &idle, &idle);
 	bufferevent_setwatermark(bev, EV_READ, 0, GW_HIGH_WATER);
 	bufferevent_setwatermark(bev, EV_WRITE, GW_HIGH_WATER / 2, 0);
@@ -596,7 +597,7 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
 		relay_kill(r);
 		return;
 	}
-	if (now - r->last_ms > GW_IDLE_TIMEOUT_MS)
+	if (now - r->last_ms > r->g->idle_ms)
 		relay_kill(r);
 }
 
@@ -645,7 +646,7 @@ void gw_relay_start(gw *g, int fd, const char *name, unsigned port)
 	struct timeval second = {1, 0};
 	event_add(r->tick, &second);
 	touch(r);
-	r->head_deadline_ms = r->last_ms + GW_HEAD_TIMEOUT_MS;
+	r->head_deadline_ms = r->last_ms + g->head_ms;
 	al_http_req_parser_init(&r->hp, r->tls);
 	bufferevent_setwatermark(r->down, EV_READ, 0, GW_HIGH_WATER);
 	bufferevent_setwatermark(r->down, EV_WRITE, GW_HIGH_WATER / 2, 0);

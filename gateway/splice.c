@@ -3,7 +3,7 @@
  * (dial.c: the gateway's resolver, every address classified); bytes are
  * copied both ways unchanged, at most GW_HIGH_WATER queued per direction
  * (the other side is not read meanwhile); a side's EOF is passed on as a
- * shutdown once what it sent is delivered; idle for GW_IDLE_TIMEOUT_MS:
+ * shutdown once what it sent is delivered; idle for g->idle_ms:
  * closed. */
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
@@ -95,7 +95,8 @@ static void on_dialled(void *arg, struct bufferevent *bev, const char *error)
 		return;
 	}
 	s->up = bev;
-	struct timeval idle = {GW_IDLE_TIMEOUT_MS / 1000, 0};
+	struct timeval idle = {s->g->idle_ms / 1000,
+			       (s->g->idle_ms % 1000) * 1000};
 	struct bufferevent *both[2] = {s->down, s->up};
 	for (int i = 0; i < 2; i++) {
 		bufferevent_set_timeouts(both[i], &idle, &idle);

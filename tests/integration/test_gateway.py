@@ -36,6 +36,7 @@ GATEWAY = os.path.join(BUILD, "airlock-gateway")
 PY = "/usr/bin/python3"
 UP_ADDR, HOST_ADDR, UP_NET = "10.251.77.2", "10.251.77.1", "10.251.77.0/24"
 SANDBOX = "sbx-gwtest"
+HEAD_TIMEOUT_MS = 3000
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0,
                                 reason="network namespaces need root")
@@ -162,7 +163,8 @@ def gw(world):
                AIRLOCK_STATE=state, AIRLOCK_POLICIES=policies,
                AIRLOCK_UPSTREAM_DNS=UP_ADDR + ":53",
                AIRLOCK_UPSTREAM_CA=world["ca"],
-               AIRLOCK_UPSTREAM_ALLOW_CIDRS=UP_NET)
+               AIRLOCK_UPSTREAM_ALLOW_CIDRS=UP_NET,
+               AIRLOCK_GW_HEAD_TIMEOUT_MS=str(HEAD_TIMEOUT_MS))
     env.pop("AIRLOCK_UPSTREAM_HOSTS", None)
     p = subprocess.Popen([TOOL, state, "gateway", GATEWAY, SANDBOX],
                          stdin=subprocess.PIPE, stdout=subprocess.PIPE,
@@ -574,3 +576,33 @@ def test_policy_file_changes_apply_to_the_next_lookup(gw):
             f.write(good)
     r = curl(gw, "https://allowed.test/echo")
     assert r.stdout == "hello allowed.test /echo\n", r.stderr
+
+
+def test_slow_heads_and_silent_connections_are_closed(gw):
+    """A head that does not complete within the head timeout gets 408; a
+    TLS connection that sends no ClientHello is closed; so is a kept-alive
+    connection that sends no next request."""
+    script = ("import socket,sys,time\n"
+              "def conn(port, data):\n"
+              " s=socket.create_connection(('allowed.test',port),timeout=20)\n"
+              " s.sendall(data)\n"
+              " t0=time.monotonic()\n"
+              " got=b''\n"
+              " while True:\n"
+              "  b=s.recv(4096)\n"
+              "  if not b: break\n"
+              "  got+=b\n"
+              " return [round(time.monotonic()-t0,1), got.split(b'\\r\\n')[0].decode()]\n"
+              "print(conn(80,b'GET /echo HTTP/1.1\\r\\nHost: allo'))\n"
+              "print(conn(443,b''))\n"
+              "print(conn(80,b'GET /echo HTTP/1.1\\r\\nHost: allowed.test\\r\\n\\r\\n'))\n")
+    r = guest(gw, PY, "-c", script, timeout=60)
+    out = [eval(line) for line in r.stdout.splitlines()]
+    assert len(out) == 3, (r.stdout, r.stderr)
+    limit = HEAD_TIMEOUT_MS / 1000
+    (t1, line1), (t2, line2), (t3, line3) = out
+    assert line1 == "HTTP/1.1 408 Request Timeout" and \
+        limit - 0.5 <= t1 <= limit + 2.5, out[0]
+    assert line2 == "" and limit - 0.5 <= t2 <= limit + 2.5, out[1]
+    assert line3 == "HTTP/1.1 200 OK" and limit - 0.5 <= t3 <= limit + 2.5, \
+        out[2]
