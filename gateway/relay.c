@@ -40,9 +40,6 @@
 #include "gw/http.h"
 #include "gw/httpbody.h"
 
-/* Body bytes decoded per step. */
-#define RELAY_STEP 16384
-
 typedef struct relay {
 	gw *g;
 	char name[AL_HTTP_HOST_MAX];
@@ -227,22 +224,36 @@ static void put_framed(struct evbuffer *out, enum al_http_body framing,
 	}
 }
 
-/* Decode what in holds (one step) and write it to out re-framed, the
- * last chunk too when the body ends: the decoder's AL_AGAIN, 0 or -1. */
+/* Decode the first contiguous piece of in and write it to out re-framed,
+ * the last chunk too when the body ends: the decoder's AL_AGAIN, 0 or
+ * -1. Data that is the piece itself (a Content-Length or close-delimited
+ * body) moves to out without a copy. */
 static int forward_step(struct evbuffer *in, struct evbuffer *out,
 			al_httpbody *b, enum al_http_body framing, al_err *err)
 {
-	size_t len = evbuffer_get_length(in);
-	if (len > RELAY_STEP)
-		len = RELAY_STEP;
-	const char *p = (const char *)evbuffer_pullup(in, (ev_ssize_t)len);
+	struct evbuffer_iovec v;
+	if (evbuffer_peek(in, -1, NULL, &v, 1) < 1 || v.iov_len == 0) {
+		/* No contiguous piece at the front: make one. */
+		v.iov_len = evbuffer_get_length(in);
+		if (v.iov_len > 16384)
+			v.iov_len = 16384;
+		if (v.iov_len == 0)
+			return AL_AGAIN;
+		v.iov_base = evbuffer_pullup(in, (ev_ssize_t)v.iov_len);
+	}
+	const char *p = v.iov_base;
 	size_t used = 0, dlen = 0;
 	const char *data = NULL;
-	int rc = al_httpbody_feed(b, p, len, &used, &data, &dlen, err);
+	int rc = al_httpbody_feed(b, p, v.iov_len, &used, &data, &dlen, err);
 	if (rc < 0)
 		return -1;
-	put_framed(out, framing, data, dlen);
-	evbuffer_drain(in, used);
+	if (framing != AL_HTTP_BODY_CHUNKED && dlen == used &&
+	    (dlen == 0 || data == p)) {
+		evbuffer_remove_buffer(in, out, used);
+	} else {
+		put_framed(out, framing, data, dlen);
+		evbuffer_drain(in, used);
+	}
 	if (rc == 0 && framing == AL_HTTP_BODY_CHUNKED)
 		evbuffer_add(out, AL_HTTPBODY_LAST_CHUNK,
 			     strlen(AL_HTTPBODY_LAST_CHUNK));
