@@ -744,6 +744,8 @@ static void test_bad_responses_are_502(void **state)
 		{"CL sign", "HTTP/1.1 200 OK\r\nContent-Length: +3\r\n\r\n"},
 		{"TE gzip",
 		 "HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\n\r\n"},
+		{"TE in HTTP/1.0",
+		 "HTTP/1.0 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"},
 		{"TE gzip, chunked",
 		 "HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\n\r\n"},
 		{"101",
