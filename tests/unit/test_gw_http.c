@@ -606,7 +606,9 @@ static outcome parse_resp(const char *s, const al_http_req *req,
 	for (size_t n = 1; n <= len && split.rc == AL_AGAIN; n++)
 		split.rc = al_http_resp_parse(&p, s, n, req, &r2,
 					      &split.head_len, &err);
+	split.status = p.status;
 	assert_int_equal(one.rc, split.rc);
+	assert_int_equal(one.status, split.status);
 	if (split.rc == 0) {
 		assert_int_equal(one.head_len, split.head_len);
 		al_http_resp_free(&r2);
