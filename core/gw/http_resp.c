@@ -105,6 +105,10 @@ static int framing(al_http_parser *p, al_http_resp *resp,
 			return al_http_reject(p, 502, err,
 					      "Transfer-Encoding answering"
 					      " HTTP/1.0");
+		/* Its framing is faulty by definition (RFC 9112 6.1). */
+		if (resp->version == 10)
+			return al_http_reject(p, 502, err,
+					      "Transfer-Encoding in HTTP/1.0");
 		if (st < 200 || st == 204)
 			return al_http_reject(p, 502, err,
 					      "Transfer-Encoding in a %d", st);
