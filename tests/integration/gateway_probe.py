@@ -12,7 +12,9 @@ HOST "wait" reads one line from stdin first (the test changes the
 gateway's config meanwhile) and sends nothing. Prints one JSON line per
 request: {"host": h, "status": N, "body": "..."} or {"host": h,
 "closed": true} when the gateway closed the connection instead. raw
-sends PAYLOAD as it is and prints the answer's status (or closed);
+sends PAYLOAD as it is and prints the first answer's status and body,
+and the statuses of every answer up to the first that is not 200 (or
+closed);
 time prints the per-request latencies' p50 and p99 in microseconds."""
 import json
 import socket
@@ -51,11 +53,21 @@ def send_raw(scheme, name, ca, payload):
     conn = connect(scheme, name, ca)
     conn.sendall(payload.encode("latin-1").decode("unicode_escape")
                  .encode("latin-1"))
-    try:
-        r = read_response(conn.makefile("rb"))
-    except (OSError, ssl.SSLError):
-        r = None
-    out = {"closed": True} if r is None else {"status": r[0], "body": r[1]}
+    f = conn.makefile("rb")
+    answers = []
+    while True:
+        try:
+            r = read_response(f)
+        except (OSError, ssl.SSLError, ValueError, IndexError):
+            r = None
+        if r is None:
+            break
+        answers.append(r)
+        if r[0] != 200 or len(answers) == 8:
+            break
+    out = {"closed": True} if not answers else \
+        {"status": answers[0][0], "body": answers[0][1],
+         "statuses": [a[0] for a in answers]}
     sys.stdout.write(json.dumps(out) + "\n")
 
 
