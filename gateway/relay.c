@@ -459,9 +459,11 @@ static void on_dialled(void *arg, struct bufferevent *bev, const char *error)
 		return;
 	}
 	r->up = bev;
+	/* Only a write that does not drain times out here: a long upload
+	 * reads nothing upstream, and idleness is the tick's (on_tick). */
 	struct timeval idle = {r->g->idle_ms / 1000,
 			       (r->g->idle_ms % 1000) * 1000};
-	bufferevent_set_timeouts(bev, &idle, &idle);
+	bufferevent_set_timeouts(bev, NULL, &idle);
 	bufferevent_setwatermark(bev, EV_READ, 0, GW_HIGH_WATER);
 	bufferevent_setwatermark(bev, EV_WRITE, GW_HIGH_WATER / 2, 0);
 	bufferevent_setcb(bev, on_up_read, on_up_drained, on_up_event, r);
@@ -578,6 +580,14 @@ static void on_down_event(struct bufferevent *bev, short what, void *arg)
 	}
 	if (!(what & (BEV_EVENT_EOF | BEV_EVENT_ERROR | BEV_EVENT_TIMEOUT)))
 		return;
+	if ((what & BEV_EVENT_EOF) && r->in_request && r->req_done &&
+	    !r->closing) {
+		/* The guest is done sending (a half-close): it still gets
+		 * the answer, then the connection ends. */
+		r->close_after = true;
+		bufferevent_disable(bev, EV_READ);
+		return;
+	}
 	if (r->tls && !r->handshaken) {
 		SSL *ssl = bufferevent_openssl_get_ssl(bev);
 		const char *why = al_gw_tls_server_refusal(ssl);

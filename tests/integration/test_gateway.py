@@ -658,3 +658,18 @@ def test_allowed_sni_to_an_address_the_guest_chose_is_refused(gw):
     assert r.returncode != 0
     assert egress(gw, {"allow": False, "name": "203.0.113.10", "port": 80,
                        "protocol": "http"})
+
+
+def test_a_half_closed_request_still_gets_its_answer(gw):
+    script = ("import socket\n"
+              "s=socket.create_connection(('allowed.test',80),timeout=10)\n"
+              "s.sendall(b'GET /echo HTTP/1.1\\r\\nHost: allowed.test\\r\\n\\r\\n')\n"
+              "s.shutdown(socket.SHUT_WR)\n"
+              "got=b''\n"
+              "while True:\n"
+              " b=s.recv(4096)\n"
+              " if not b: break\n"
+              " got+=b\n"
+              "print(got.split(b'\\r\\n')[0].decode(), got.endswith(b'hello allowed.test /echo\\n'))\n")
+    r = guest(gw, PY, "-c", script)
+    assert r.stdout.strip() == "HTTP/1.1 200 OK True", (r.stdout, r.stderr)
