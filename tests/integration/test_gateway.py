@@ -560,6 +560,8 @@ def test_connections_are_bounded(gw):
               "for s in held: s.close()\n")
     r = guest(gw, PY, "-c", script, timeout=120)
     assert r.stdout.strip() == "eof", (r.stdout, r.stderr)
+    assert egress(gw, {"allow": False, "reason": "too many connections",
+                       "name": "allowed.test", "port": 80})
     deadline = time.monotonic() + 10
     while True:
         r = curl(gw, "http://allowed.test/echo")
