@@ -4,6 +4,7 @@ requests on ONE kept-alive connection through the gateway.
     gateway_probe.py SCHEME NAME CA HOST...
     gateway_probe.py raw SCHEME NAME CA PAYLOAD   (\\r\\n escapes)
     gateway_probe.py time SCHEME NAME CA N        (N requests, timed)
+    gateway_probe.py conns SCHEME NAME CA N       (N connections, 1 request)
 
 Connects to NAME (resolved through the guest's resolver: the gateway),
 port 443 with TLS verified by CA (SNI NAME) or port 80, then for each
@@ -88,7 +89,21 @@ def timed(scheme, name, ca, n):
         "p99_us": round(took[int(len(took) * 0.99) - 1] * 1e6)}) + "\n")
 
 
+def fresh(scheme, name, ca, n):
+    for _ in range(n):
+        conn = connect(scheme, name, ca)
+        conn.sendall(("GET /echo HTTP/1.1\r\nHost: %s\r\n"
+                      "Connection: close\r\n\r\n" % name).encode())
+        r = read_response(conn.makefile("rb"))
+        assert r is not None and r[0] == 200, r
+        conn.close()
+    sys.stdout.write(json.dumps({"done": n}) + "\n")
+
+
 def main():
+    if sys.argv[1] == "conns":
+        fresh(sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5]))
+        return
     if sys.argv[1] == "raw":
         send_raw(*sys.argv[2:6])
         return

@@ -675,3 +675,31 @@ def test_a_half_closed_request_still_gets_its_answer(gw):
               "print(got.split(b'\\r\\n')[0].decode(), got.endswith(b'hello allowed.test /echo\\n'))\n")
     r = guest(gw, PY, "-c", script)
     assert r.stdout.strip() == "HTTP/1.1 200 OK True", (r.stdout, r.stderr)
+
+
+def gateway_cpu_ms(gw):
+    with open("/proc/%d/stat" % gw["info"]["pid"]) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) * 1000 / os.sysconf(
+        "SC_CLK_TCK")
+
+
+def test_gateway_cpu_figures(gw):
+    """Figures: the gateway's own CPU per new HTTPS connection (guest
+    handshake, its DNS lookup, upstream dial and handshake, one request)
+    and per MB of an HTTPS download."""
+    n = 200
+    c0 = gateway_cpu_ms(gw)
+    r = guest(gw, PY, PROBE, "conns", "https", "allowed.test", gw["ca"],
+              str(n), timeout=120)
+    assert json.loads(r.stdout) == {"done": n}, r.stderr
+    per_conn = (gateway_cpu_ms(gw) - c0) / n
+    size = 48 << 20
+    c0 = gateway_cpu_ms(gw)
+    r = curl(gw, "-o", "/dev/null", "-w", "%{size_download}",
+             "https://allowed.test/big/%d" % size)
+    assert int(r.stdout) == size, r.stderr
+    per_mb = (gateway_cpu_ms(gw) - c0) / (size / 1e6)
+    print("gateway CPU: %.2f ms per new HTTPS connection (%d); %.2f ms per "
+          "MB downloaded over HTTPS" % (per_conn, n, per_mb))
+    assert per_conn > 0
