@@ -34,6 +34,7 @@
 #include "net/gwlaunch.h"
 #include "net/pool.h"
 #include "sysfilter.h"
+#include "tlssess.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 /* LeakSanitizer stops the world with a clone the syscall filter refuses
@@ -170,6 +171,7 @@ int main(int argc, char **argv)
 	g.tls = al_gw_tls_new(&tc, &err);
 	if (g.tls == NULL)
 		die(&g, "TLS", &err);
+	gw_tlssess_init(al_gw_tls_upstream_ctx(g.tls));
 	char run[AL_PATH_MAX + 8], map[AL_PATH_MAX + 96];
 	snprintf(run, sizeof run, "%s/run", state);
 	if (al_gateway_map_path(run, g.sandbox, map, sizeof map) < 0)

@@ -39,6 +39,7 @@
 #include "gw.h"
 #include "gw/http.h"
 #include "gw/httpbody.h"
+#include "tlssess.h"
 
 typedef struct relay {
 	gw *g;
@@ -73,11 +74,20 @@ static void try_head(relay *r);
 static void pump_body(relay *r);
 static void pump_resp(relay *r);
 
+static void up_drop(relay *r)
+{
+	if (r->up != NULL) {
+		if (r->tls)
+			gw_tlssess_keep(bufferevent_openssl_get_ssl(r->up));
+		bufferevent_free(r->up);
+		r->up = NULL;
+	}
+}
+
 static void destroy(relay *r)
 {
 	gw_dial_cancel(r->dial);
-	if (r->up != NULL)
-		bufferevent_free(r->up);
+	up_drop(r);
 	if (r->down != NULL)
 		bufferevent_free(r->down);
 	if (r->tick != NULL)
@@ -116,14 +126,6 @@ static void relay_kill(relay *r)
 		}
 	event_del(r->tick);
 	event_active(r->reaper, 0, 0);
-}
-
-static void up_drop(relay *r)
-{
-	if (r->up != NULL) {
-		bufferevent_free(r->up);
-		r->up = NULL;
-	}
 }
 
 static void on_down_flushed(struct bufferevent *bev, void *arg)

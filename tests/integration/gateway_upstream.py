@@ -9,7 +9,8 @@ the test made (nothing here listens anywhere else):
   own CA with every name as a SAN, so one address serves them all, as a
   CDN would): keep-alive HTTP/1.1; the answer to GET /echo tells which
   Host it got and which headers, the answer to POST /echo the body; every
-  request is printed as {"http": host, "path": p, "tls": bool};
+  request is printed as {"http": host, "path": p, "tls": bool,
+  "resumed": bool (a resumed TLS session)};
 - a TCP echo service on ADDR:7000 (what a pass-through reaches).
 Prints {"ready": true} once all listen."""
 import json
@@ -93,9 +94,10 @@ class Handler(BaseHTTPRequestHandler):
         self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
     def answer(self, body):
+        tls = isinstance(self.connection, ssl.SSLSocket)
         log({"http": self.headers.get("Host"), "path": self.path,
-             "tls": isinstance(self.connection, ssl.SSLSocket),
-             "method": self.command})
+             "tls": tls, "method": self.command,
+             "resumed": tls and self.connection.session_reused})
         data = body.encode()
         self.send_response(200)
         self.send_header("Content-Type", "text/plain")
