@@ -708,3 +708,34 @@ def test_gateway_cpu_figures(gw, world):
     print("gateway CPU: %.2f ms per new HTTPS connection (%d); %.2f ms per "
           "MB downloaded over HTTPS" % (per_conn, n, per_mb))
     assert per_conn > 0
+
+
+def test_gateway_dies_with_its_launcher(world):
+    """A launcher killed with SIGKILL leaves no gateway behind (its
+    parent-death signal, and the EOF of its control channel)."""
+    state = tempfile.mkdtemp(prefix="gw-proxy-state2-")
+    os.chmod(state, 0o711)
+    os.makedirs(os.path.join(state, "run"), mode=0o755)
+    env = dict(os.environ, AIRLOCK_STATE=state,
+               AIRLOCK_POLICIES=os.path.join(REPO, "policies"),
+               AIRLOCK_UPSTREAM_DNS=UP_ADDR + ":53",
+               AIRLOCK_UPSTREAM_CA=world["ca"])
+    try:
+        p = subprocess.Popen([TOOL, state, "gateway", GATEWAY,
+                              "sbx-gwtest2"], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             env=env)
+        info = Lines(p).next()
+        assert os.path.exists("/proc/%d" % info["pid"])
+        p.kill()
+        p.wait()
+        deadline = time.monotonic() + 10
+        while os.path.exists("/proc/%d/status" % info["pid"]):
+            with open("/proc/%d/status" % info["pid"]) as f:
+                if "State:\tZ" in f.read():
+                    break
+            assert time.monotonic() < deadline, "the gateway outlived it"
+            time.sleep(0.05)
+    finally:
+        subprocess.run([TOOL, state, "reconcile"], capture_output=True)
+        shutil.rmtree(state, ignore_errors=True)
