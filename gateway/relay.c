@@ -68,9 +68,11 @@ typedef struct relay {
 	bool have_resp;
 	al_httpbody respb;
 	bool close_after; /* the guest connection ends with this response */
+	bool up_reused;	  /* this request went on a kept upstream */
 } relay;
 
 static void try_head(relay *r);
+static void on_dialled(void *arg, struct bufferevent *bev, const char *error);
 static void pump_body(relay *r);
 static void pump_resp(relay *r);
 
@@ -443,7 +445,20 @@ static void on_up_event(struct bufferevent *bev, short what, void *arg)
 		response_done(r);
 		return;
 	}
+	/* A kept upstream that closed as this request came (its idle
+	 * timeout) has read none of it: a request without a body is sent
+	 * again, once, on a new connection. */
+	bool again = !r->have_resp && r->up_reused && r->rp.scanned == 0 &&
+		     r->req.body == AL_HTTP_BODY_NONE &&
+		     evbuffer_get_length(bufferevent_get_input(r->up)) == 0;
 	up_drop(r);
+	if (again) {
+		r->up_reused = false;
+		r->dial = gw_dial_start(r->g, r->name, r->port, r->proto,
+					r->tls, on_dialled, r);
+		if (r->dial != NULL)
+			return;
+	}
 	if (!r->have_resp) {
 		respond(r, 502, "upstream closed before answering");
 		return;
@@ -508,6 +523,7 @@ static void on_request(relay *r)
 	r->req_done = q->body == AL_HTTP_BODY_NONE ||
 		      al_httpbody_done(&r->reqb);
 	r->close_after = false;
+	r->up_reused = r->up != NULL;
 	if (r->up != NULL) {
 		send_head(r);
 		return;

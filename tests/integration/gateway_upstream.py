@@ -10,6 +10,7 @@ the test made (nothing here listens anywhere else):
   CDN would): keep-alive HTTP/1.1; the answer to GET /echo tells which
   Host it got and which headers, the answer to POST /echo the body; every
   request is printed as {"http": host, "path": p, "tls": bool,
+  (after GET /drop-next the connection's next request is dropped unanswered)
   "resumed": bool (a resumed TLS session)};
 - a TCP echo service on ADDR:7000 (what a pass-through reaches).
 Prints {"ready": true} once all listen."""
@@ -106,6 +107,14 @@ class Handler(BaseHTTPRequestHandler):
         self.wfile.write(data)
 
     def do_GET(self):
+        if getattr(self, "drop_next", False):
+            # An upstream whose keep-alive ran out just as the next
+            # request came: closed, nothing answered.
+            log({"dropped": self.headers.get("Host")})
+            self.close_connection = True
+            return
+        if self.path == "/drop-next":
+            self.drop_next = True
         if self.path.startswith("/big/"):
             n = int(self.path.split("/")[2])
             log({"http": self.headers.get("Host"), "path": self.path})

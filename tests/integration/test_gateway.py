@@ -739,3 +739,15 @@ def test_gateway_dies_with_its_launcher(world):
     finally:
         subprocess.run([TOOL, state, "reconcile"], capture_output=True)
         shutil.rmtree(state, ignore_errors=True)
+
+
+def test_a_kept_upstream_that_closed_is_dialled_again(gw, world):
+    world["log"].drain(0.1)
+    payload = (r"GET /drop-next HTTP/1.1\r\nHost: allowed.test\r\n\r\n"
+               r"GET /echo HTTP/1.1\r\nHost: allowed.test\r\n\r\n")
+    r = guest(gw, PY, PROBE, "raw", "https", "allowed.test", gw["ca"],
+              payload)
+    out = json.loads(r.stdout)
+    assert out["statuses"] == [200, 200], out
+    seen = world["log"].drain()
+    assert {"dropped": "allowed.test"} in seen, seen
