@@ -446,10 +446,14 @@ static void on_up_event(struct bufferevent *bev, short what, void *arg)
 		return;
 	}
 	/* A kept upstream that closed as this request came (its idle
-	 * timeout) has read none of it: a request without a body is sent
-	 * again, once, on a new connection. */
-	bool again = !r->have_resp && r->up_reused && r->rp.scanned == 0 &&
-		     r->req.body == AL_HTTP_BODY_NONE &&
+	 * timeout) most likely read none of it: a safe request (GET, HEAD,
+	 * OPTIONS: no effect if it did) without a body is sent again, once,
+	 * on a new connection, as browsers do. */
+	const char *m = r->req.method;
+	bool safe = strcmp(m, "GET") == 0 || strcmp(m, "HEAD") == 0 ||
+		    strcmp(m, "OPTIONS") == 0;
+	bool again = safe && !r->have_resp && r->up_reused &&
+		     r->rp.scanned == 0 && r->req.body == AL_HTTP_BODY_NONE &&
 		     evbuffer_get_length(bufferevent_get_input(r->up)) == 0;
 	up_drop(r);
 	if (again) {
