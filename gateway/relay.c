@@ -13,7 +13,8 @@
  * name (dial.c) at the first allowed request, always to the same name
  * (a connection never changes name), and reused for the next request
  * only while both sides keep alive and the upstream has sent nothing
- * beyond the last response. Heads go upstream re-serialised from the
+ * beyond the last response (a safe request that finds it closed is sent
+ * once more on a new one). Heads go upstream re-serialised from the
  * parsed struct (never the guest's bytes), bodies re-framed after the
  * strict decoder (gw/httpbody); responses are parsed strictly and
  * re-serialised the same way. Expect: 100-continue is answered by the
