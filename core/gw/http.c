@@ -475,7 +475,9 @@ char *al_http_out_finish(al_http_out *o, size_t *len, al_err *err)
 	return p;
 }
 
-const char *al_http_reason(int status)
+/* (fcgi/http.c has the API's own al_http_reason: this one is the
+ * gateway's, with the statuses it answers.) */
+static const char *own_reason(int status)
 {
 	switch (status) {
 	case 100:
@@ -540,7 +542,7 @@ char *al_http_own_response(int status, const char *text, bool close,
 	al_http_out o = {0};
 	char line[96];
 	snprintf(line, sizeof line, "HTTP/1.1 %03d %s\r\n", status,
-		 al_http_reason(status));
+		 own_reason(status));
 	al_http_out_str(&o, line);
 	if (status >= 200) {
 		size_t bl = text != NULL ? tl + 1 : 0;
