@@ -304,8 +304,7 @@ int al_http_length_parse(const char *v, size_t len, uint64_t *out,
 	return 0;
 }
 
-int al_http_conn_parse(char *v, const char **names, size_t *lens, size_t *n,
-		       size_t max, bool *close)
+int al_http_conn_parse(char *v, al_http_conn *c)
 {
 	char *s = v;
 	for (;;) {
@@ -320,17 +319,32 @@ int al_http_conn_parse(char *v, const char **names, size_t *lens, size_t *n,
 		if (*s != ',' && *s != '\0')
 			return -1;
 		if (tl > 0) {
-			if (*n >= max)
+			if (c->n >= AL_HTTP_CONN_NAMES_MAX)
 				return -1;
-			names[*n] = t;
-			lens[*n] = tl;
-			(*n)++;
+			c->name[c->n] = t;
+			c->len[c->n] = tl;
+			c->n++;
 			if (al_http_name_is(t, tl, "close"))
-				*close = true;
+				c->close = true;
 		}
 		if (*s == '\0')
 			return 0;
 		s++;
+	}
+}
+
+void al_http_fields_keep(al_http_fields *fs, const al_http_lines *l,
+			 const bool *keep, const al_http_conn *c)
+{
+	for (size_t i = 0; i < l->n; i++) {
+		const al_http_raw *f = &l->raw[i];
+		bool drop = !keep[i];
+		for (size_t k = 0; k < c->n && !drop; k++)
+			drop = c->len[k] == f->name_len &&
+			       strncasecmp(c->name[k], f->name, c->len[k]) == 0;
+		if (!drop)
+			al_http_fields_add(fs, f->name, f->name_len, f->value,
+					   f->value_len);
 	}
 }
 
