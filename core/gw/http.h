@@ -187,8 +187,6 @@ char *al_http_req_serialize(const al_http_req *req, bool close, size_t *len,
 char *al_http_resp_serialize(const al_http_resp *resp, bool close, size_t *len,
 			     al_err *err);
 
-/* The reason phrase of a status ("Bad Request"; "" if unknown). */
-const char *al_http_reason(int status);
 /* A whole response the gateway answers itself (a refusal, a 100): the
  * status line; for a final status Content-Type text/plain, the length,
  * "Connection: close" when close, and text plus a newline as the body
