@@ -118,7 +118,8 @@ static void test_created_once_with_modes_and_reloaded(void **state)
 	al_ca_close(ca);
 }
 
-static void test_key_file_with_wrong_mode_or_symlink_is_refused(void **state)
+static void
+test_key_file_with_wrong_mode_owner_or_symlink_is_refused(void **state)
 {
 	(void)state;
 	char d[128], p[192], q[192];
@@ -131,6 +132,16 @@ static void test_key_file_with_wrong_mode_or_symlink_is_refused(void **state)
 	assert_int_equal(err.code, AL_EPERM);
 	assert_non_null(strstr(err.msg, "0600"));
 	assert_int_equal(chmod(p, 0600), 0);
+	if (geteuid() == 0) { /* another owner, mode right */
+		assert_int_equal(chown(p, 1234, 0), 0);
+		memset(&err, 0, sizeof err);
+		assert_null(al_ca_open(d, &err));
+		assert_int_equal(err.code, AL_EPERM);
+		assert_int_equal(chown(p, 0, 0), 0);
+	}
+	al_ca *ok = al_ca_open(d, &err); /* and back: loads */
+	assert_non_null(ok);
+	al_ca_close(ok);
 	snprintf(q, sizeof q, "%s/real.key", d);
 	assert_int_equal(rename(p, q), 0);
 	assert_int_equal(symlink(q, p), 0);
@@ -345,7 +356,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_created_once_with_modes_and_reloaded),
 		cmocka_unit_test(
-			test_key_file_with_wrong_mode_or_symlink_is_refused),
+			test_key_file_with_wrong_mode_owner_or_symlink_is_refused),
 		cmocka_unit_test(test_lone_key_from_a_crash_is_replaced),
 		cmocka_unit_test(test_concurrent_starters_agree),
 		cmocka_unit_test(test_leaf_verifies_strictly_for_its_name_only),

@@ -115,11 +115,17 @@ typedef struct hs {
 	const char *expect; /* al_gw_tls_server_expect, NULL: not called */
 	const unsigned char *alpn;
 	unsigned alpn_len;
+	int max_version; /* 0: the library's */
 } hs;
 
 static int try_hs(al_gw_tls *t, const hs *h, SSL **srv_out)
 {
 	SSL_CTX *cc = client_ctx();
+	if (h->max_version != 0) {
+		SSL_CTX_set_min_proto_version(cc, TLS1_VERSION);
+		SSL_CTX_set_max_proto_version(cc, h->max_version);
+		SSL_CTX_set_security_level(cc, 0); /* let it offer TLS 1.1 */
+	}
 	SSL *cli = SSL_new(cc);
 	SSL *srv = SSL_new(al_gw_tls_server_ctx(t));
 	assert_non_null(cli);
@@ -182,6 +188,11 @@ static void test_sni_handshake_verifies_and_speaks_http11(void **state)
 	/* No ALPN at all: still HTTP/1.1. */
 	h.alpn = NULL;
 	assert_true(try_hs(t, &h, NULL));
+	/* TLS 1.2 works (ECDHE-ECDSA); TLS 1.1 is refused. */
+	h.max_version = TLS1_2_VERSION;
+	assert_true(try_hs(t, &h, NULL));
+	h.max_version = TLS1_1_VERSION;
+	assert_false(try_hs(t, &h, NULL));
 	al_gw_tls_free(t);
 }
 
