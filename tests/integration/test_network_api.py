@@ -212,6 +212,7 @@ def test_egress_ingested_and_listed_newest_first(stack, api, made, other):
         assert pages < 10
     assert pages == 3
     assert len(got) == 600
+    assert body["counts"] == {"allowed": 300, "denied": 300, "dropped": 0}
     # Newest first: record 599 (the latest at_ms) leads.
     names = [e["name"] for e in got]
     assert names == [f"host{i}.example" for i in range(599, -1, -1)]
@@ -247,6 +248,12 @@ def test_bad_egress_files_go_to_bad(stack, api, made):
                                 json.dumps(forged) + "\n",
         "00000000000000000003": json.dumps(dict(good, port=70000)) + "\n",
         "00000000000000000004": json.dumps(good) + "\n",
+        # Past what a timestamp holds (it would hold back every batch).
+        "00000000000000000005": json.dumps(dict(good, at_ms=2**62)) + "\n",
+        # A gateway that had to drop decisions says how many.
+        "00000000000000000006": json.dumps(dict(
+            good, at_ms=good["at_ms"] - 1000, allow=False, reason="dropped",
+            protocol="none", name="", dropped=7)) + "\n",
     }
     for name, text in cases.items():
         with open(os.path.join(d, "." + name + ".tmp"), "w") as f:
@@ -255,14 +262,21 @@ def test_bad_egress_files_go_to_bad(stack, api, made):
                   os.path.join(d, name))
     wait_ingested(stack, sid)
     bad = set(os.listdir(os.path.join(egress_dir(stack), "bad")))
-    for name in list(cases)[:3]:
+    names = list(cases)
+    for name in names[:3] + names[4:5]:
         assert f"{sid}.{name}" in bad, bad
-    assert f"{sid}.00000000000000000004" not in bad
+    for name in (names[3], names[5]):
+        assert f"{sid}.{name}" not in bad, bad
     r = api.get(f"{api.base}/v1/sandboxes/{sid}/egress", timeout=TIMEOUT)
     assert r.status_code == 200, r.text
-    # Only the good file's record; none of a bad file's.
-    assert [e["name"] for e in r.json()["egress"]] == ["good.example"]
-    assert r.json()["next"] is None
+    # Only the good files' records; none of a bad file's.
+    body = r.json()
+    assert [e["name"] for e in body["egress"]] == ["good.example", ""]
+    assert body["egress"][1]["dropped"] == 7
+    assert body["egress"][1]["protocol"] == "none"
+    assert "dropped" not in body["egress"][0]
+    assert body["next"] is None
+    assert body["counts"] == {"allowed": 1, "denied": 0, "dropped": 7}
 
 
 def test_info_shows_the_egress_policy(api, other):
@@ -277,3 +291,34 @@ def test_info_shows_the_egress_policy(api, other):
     r = other.get(f"{api.base}/v1/info", timeout=TIMEOUT)
     assert r.status_code == 200
     assert "policies" not in r.json()
+
+
+def test_cli_network_and_egress(stack, api, made):
+    from test_templates import cli
+    r = create(api, made, network={"mode": "none"})
+    assert r.status_code == 201, r.text
+    sid = r.json()["id"]
+    p = cli(stack, "sandbox", "network", sid, "--mode", "none",
+            "--deny", "Bad.Example", "--deny", "*.worse.example")
+    assert p.returncode == 0, p.stderr
+    assert json.loads(p.stdout)["network"] == {
+        "mode": "none", "allow": [],
+        "deny": ["bad.example", "*.worse.example"]}
+    p = cli(stack, "sandbox", "network", sid, "--mode", "open")
+    assert p.returncode == 1
+    assert "only mode none" in p.stderr
+    p = cli(stack, "sandbox", "network", sid, "--mode", "none",
+            "--allow", "a..b")
+    assert p.returncode == 1 and "network.allow[0]" in p.stderr, p.stderr
+    write_decisions(stack, sid, 3, int(time.time() * 1000))
+    wait_ingested(stack, sid)
+    p = cli(stack, "sandbox", "egress", sid, "--limit", "2")
+    assert p.returncode == 0, p.stderr
+    page = json.loads(p.stdout)
+    assert [e["name"] for e in page["egress"]] == ["host2.example",
+                                                  "host1.example"]
+    p = cli(stack, "sandbox", "egress", sid, "--before", page["next"])
+    assert p.returncode == 0, p.stderr
+    assert [e["name"] for e in json.loads(p.stdout)["egress"]] == [
+        "host0.example"]
+    assert cli(stack, "sandbox", "network", sid).returncode == 100

@@ -87,6 +87,9 @@ static void test_pack_unpack(void **state)
 		"{\"at_ms\":1,\"sandbox\":\"s\",\"allow\":false,"
 		"\"reason\":\"r\",\"protocol\":\"dns\",\"name\":\"a\","
 		"\"port\":0,\"extra\":1}",
+		"{\"at_ms\":253402300800000,\"sandbox\":\"s\",\"allow\":false,"
+		"\"reason\":\"r\",\"protocol\":\"dns\",\"name\":\"a\","
+		"\"port\":0}",
 	};
 	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
 		err.code = AL_OK;

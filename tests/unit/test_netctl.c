@@ -46,8 +46,8 @@ void shim_client_reply(shim *sh, int i, uint32_t gen, uint16_t type,
 		 (const char *)p);
 }
 
-void shim_client_error(shim *sh, int i, uint32_t gen, uint32_t id,
-		       al_code code, const char *msg)
+void shim_client_error(shim *sh, int i, uint32_t gen, uint32_t id, al_code code,
+		       const char *msg)
 {
 	(void)sh;
 	(void)gen;
