@@ -48,6 +48,7 @@ typedef struct al_uidrange {
 
 extern const al_uidrange_pool al_uidrange_vm;
 extern const al_uidrange_pool al_uidrange_ns;
+extern const al_uidrange_pool al_uidrange_gw;
 
 /* Take a slot no other live holder on this host has; the search starts
  * at a place derived from hint (a sandbox id) so holders rarely contend.
