@@ -27,7 +27,9 @@
 # goals, met / NOT met. A leg that cannot run says "not run: <why>".
 #
 # Env: AIRLOCK_BUILD (build), BENCH_GW_NAME (bench-upstream.airlock.test),
-# BENCH_GW_NET (10.213.0.0/30: .1 host side, .2 upstream), BENCH_GW_MB.
+# BENCH_GW_NET (10.213.0.0/30: .1 host side, .2 upstream), BENCH_GW_MB
+# (100), BENCH_GW_PAUSE (set: keep the world up at the end until
+# <work dir>/paused is removed, to look at it).
 set -euo pipefail
 
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -79,8 +81,15 @@ cleanup() {
 		done
 		kill -9 "$p" 2>/dev/null
 	done
-	if [ -n "$SLOT_HOLD" ]; then
-		exec {SLOT_HOLD}>&- # EOF: netslot-tool releases the slot
+	if [ -n "$GWRUN_PROC" ]; then
+		# EOF: gwrun stops the gateway and releases its slot.
+		[ -n "$SLOT_HOLD" ] && exec {SLOT_HOLD}>&-
+		for _ in $(seq 100); do
+			kill -0 "$GWRUN_PROC" 2>/dev/null || break
+			sleep 0.1
+		done
+		kill "$GWRUN_PROC" 2>/dev/null
+		wait "$GWRUN_PROC" 2>/dev/null
 	fi
 	ip link del "$VETH" 2>/dev/null
 	ip netns del "$UPNS" 2>/dev/null
@@ -91,6 +100,7 @@ cleanup() {
 	rm -rf "$WORK"
 }
 trap cleanup EXIT
+[ -n "${BENCH_GW_PAUSE:-}" ] && trap "touch $WORK/paused; while [ -e $WORK/paused ]; do sleep 1; done; cleanup" EXIT
 trap 'exit 130' INT TERM
 
 mkdir -p "$WORK/bin"
@@ -193,17 +203,18 @@ run_leg() {
 	shift 2
 	local out=$WORK/$leg.out
 	: >"$out"
-	"$@" --mode keepalive -n "$REQS" >>"$out"
-	"$@" --mode conns -n 5 >/dev/null # warm: leaves minted, caches filled
+	"$@" --mode keepalive -n "$REQS" >>"$out" || return 1
+	# Warm: leaves minted, caches filled.
+	"$@" --mode conns -n 5 >/dev/null || return 1
 	local t0=0 t1=0
 	[ -n "$cpu_pids" ] && t0=$(cpu_ticks $cpu_pids)
-	"$@" --mode conns -n "$CONNS" >>"$out"
+	"$@" --mode conns -n "$CONNS" >>"$out" || return 1
 	if [ -n "$cpu_pids" ]; then
 		t1=$(cpu_ticks $cpu_pids)
 		echo "cpu_per_conn_us=$(awk -v d=$((t1 - t0)) -v hz="$HZ" \
 			-v n="$CONNS" 'BEGIN { printf "%.1f", d / hz * 1e6 / n }')" >>"$out"
 	fi
-	"$@" --mode bulk -n "$BULK_RUNS" >>"$out"
+	"$@" --mode bulk -n "$BULK_RUNS" >>"$out" || return 1
 }
 
 fig() { sed -n "s/^$2=//p" "$WORK/$1.out"; }
@@ -259,21 +270,81 @@ EOF
 		SQUID_WHY="squid did not start (see above)"
 		return 1
 	fi
-	run_leg squid "$SQUID_PID" "$LOAD" --proxy "127.0.0.1:$port" \
-		--connect "$UP_IP:443" --name "$NAME" --ca "$d/ca.crt"
+	if ! run_leg squid "$SQUID_PID" "$LOAD" --proxy "127.0.0.1:$port" \
+		--connect "$UP_IP:443" --name "$NAME" --ca "$d/ca.crt"; then
+		rm -f "$WORK/squid.out"
+		SQUID_WHY="a request through squid failed: $(tail -2 "$d/cache.log" | tr '\n' ' ')"
+		return 1
+	fi
 }
 SQUID_WHY=
 squid_leg || true
 
 # ---- leg 3: the Airlock gateway ----
 GW_WHY=
+GWRUN_PROC=
 gateway_leg() {
 	if [ ! -x "$BUILD/airlock-gateway" ]; then
 		GW_WHY="no $BUILD/airlock-gateway (the gateway is not built yet: branch gw-proxy)"
 		return 1
 	fi
-	GW_WHY="no launcher for airlock-gateway yet (core/net/gwlaunch: branch gw-proxy)"
-	return 1
+	if [ ! -f core/net/gwlaunch.h ] || [ ! -f controller/mint.c ]; then
+		GW_WHY="no launcher (core/net/gwlaunch) or mint service (controller/mint.c) in this tree"
+		return 1
+	fi
+	local libs="-lpq -ljson-c -lbtrfsutil -lcap -lcrypto -larchive"
+	libs="$libs -lluajit-5.1 -lpthread -lmnl -lnftnl -lssl -levent_openssl -levent"
+	# shellcheck disable=SC2086
+	if ! cc -std=gnu17 -O2 -g -Wall -Wextra -Werror -D_GNU_SOURCE -Icore \
+		-I/usr/include/luajit-2.1 -o "$WORK/bin/gwrun" bench/gwrun.c \
+		controller/mint.c "$BUILD/libairlock.a" $libs \
+		2>"$WORK/gwrun-cc.log"; then
+		GW_WHY="bench/gwrun does not build: $(grep -m1 error "$WORK/gwrun-cc.log")"
+		return 1
+	fi
+	# The gateway's own uid reads the state dir, policies and hosts.
+	mkdir -p "$WORK/state"
+	chmod 0711 "$WORK/state"
+	coproc GWRUN {
+		AIRLOCK_GATEWAY=$BUILD/airlock-gateway \
+			AIRLOCK_POLICIES=$REPO/policies \
+			AIRLOCK_UPSTREAM_HOSTS=$WORK/hosts \
+			AIRLOCK_UPSTREAM_DNS=$UP_IP:53 \
+			AIRLOCK_UPSTREAM_CA=$WORK/ca/ca.crt \
+			AIRLOCK_UPSTREAM_ALLOW_CIDRS=$NET \
+			exec "$WORK/bin/gwrun" "$WORK/state" bench-gw "$NAME" \
+			2>"$WORK/gateway.log"
+	}
+	GWRUN_PROC=$GWRUN_PID # bash unsets GWRUN_PID when it ends
+	SLOT_HOLD=${GWRUN[1]}
+	local info=
+	if ! read -r -t 60 info <&"${GWRUN[0]}" || [ -z "$info" ]; then
+		GW_WHY="the gateway did not start: $(tail -3 "$WORK/gateway.log" | tr '\n' ' ')"
+		return 1
+	fi
+	local gw_pid guest_ns gw_ip syn
+	gw_pid=$(sed -n 's/.*"pid":\([0-9]*\).*/\1/p' <<<"$info")
+	guest_ns=$(sed -n 's/.*"guest_ns":"\([^"]*\)".*/\1/p' <<<"$info")
+	gw_ip=$(sed -n 's/.*"gateway":"\([^"]*\)".*/\1/p' <<<"$info")
+	printf 'nameserver %s\noptions timeout:2 attempts:2\n' "$gw_ip" \
+		>"$WORK/resolv.conf"
+	# The guest's lookup, through the gateway's DNS (the host's own
+	# resolv.conf is replaced in a mount namespace of the lookup's own).
+	syn=$(nsenter --net="$guest_ns" unshare -m sh -c \
+		'mount --bind "$1" /etc/resolv.conf && getent ahostsv4 "$2"' \
+		sh "$WORK/resolv.conf" "$NAME" | awk 'NR == 1 { print $1 }')
+	if [ -z "$syn" ]; then
+		GW_WHY="$NAME does not resolve through the gateway's DNS at $gw_ip"
+		return 1
+	fi
+	echo "bench: gateway pid $gw_pid, slot gateway $gw_ip, $NAME -> $syn (synthetic)"
+	if ! run_leg gateway "$gw_pid" nsenter --net="$guest_ns" "$LOAD" \
+		--connect "$syn:443" --name "$NAME" \
+		--ca "$WORK/state/keys/ca.crt"; then
+		rm -f "$WORK/gateway.out"
+		GW_WHY="a request through the gateway failed: $(tail -3 "$WORK/gateway.log" | tr '\n' ' ')"
+		return 1
+	fi
 }
 gateway_leg || true
 

@@ -271,8 +271,7 @@ static uint64_t get(conn *c, const opts *o, const char *path)
 			 "GET %s HTTP/1.1\r\nHost: %s\r\n"
 			 "User-Agent: airlock-httpsload\r\n\r\n",
 			 path, o->name);
-	if (n < 0 || (size_t)n >= sizeof req ||
-	    SSL_write(c->ssl, req, n) != n)
+	if (n < 0 || (size_t)n >= sizeof req || SSL_write(c->ssl, req, n) != n)
 		die("request write failed");
 	char *end;
 	while ((end = memmem(c->buf, c->have, "\r\n\r\n", 4)) == NULL)
@@ -418,7 +417,9 @@ static void usage(void)
 
 int main(int argc, char **argv)
 {
-	opts o = {.small = "/small", .big = "/big", .mode = "keepalive",
+	opts o = {.small = "/small",
+		  .big = "/big",
+		  .mode = "keepalive",
 		  .n = 1000};
 	bool have_target = false;
 	static const struct option lo[] = {
