@@ -54,8 +54,10 @@ static void die(const char *what, const al_err *e)
 
 /* Env entries of ours passed on to the gateway. */
 static const char *const passed[] = {
-	"AIRLOCK_POLICIES",	     "AIRLOCK_UPSTREAM_DNS",
-	"AIRLOCK_UPSTREAM_HOSTS",    "AIRLOCK_UPSTREAM_CA",
+	"AIRLOCK_POLICIES",
+	"AIRLOCK_UPSTREAM_DNS",
+	"AIRLOCK_UPSTREAM_HOSTS",
+	"AIRLOCK_UPSTREAM_CA",
 	"AIRLOCK_UPSTREAM_ALLOW_CIDRS",
 };
 #define N_PASSED (sizeof passed / sizeof passed[0])
@@ -90,8 +92,8 @@ static void send_config(int fd, const char *sandbox, const char *gateway,
 	char *payload = al_gw_config_pack(&c, &e);
 	if (payload == NULL)
 		die("GW_CONFIG", &e);
-	if (al_frame_send(fd, AL_F_GW_CONFIG, 1, payload, strlen(payload),
-			  &e) < 0)
+	size_t len = strlen(payload);
+	if (al_frame_send(fd, AL_F_GW_CONFIG, 1, payload, len, &e) < 0)
 		die("send GW_CONFIG", &e);
 	free(payload);
 	al_frame_reader r;
