@@ -7,7 +7,8 @@
  * Opens (or creates) the host CA in STATE/keys and serves the mint
  * service on STATE/run/mint.sock (controller/mint.c, linked in), leases
  * a network slot of STATE's pool (core/net), takes a gateway uid
- * (uidrange), starts build*\/airlock-gateway on the slot
+ * (uidrange) and makes its egress directory (core/egress), starts
+ * build*\/airlock-gateway on the slot
  * (core/net/gwlaunch; its program is $AIRLOCK_GATEWAY) with AIRLOCK_STATE
  * and the AIRLOCK_POLICIES / AIRLOCK_UPSTREAM_* of its own environment,
  * and sends GW_CONFIG: mode allowlist, allow [ALLOW_NAME]. Once the
@@ -30,6 +31,7 @@
 
 #include "../controller/mint.h"
 #include "agentproto.h"
+#include "egress.h"
 #include "gw/ca.h"
 #include "net/gwlaunch.h"
 #include "net/pool.h"
@@ -159,6 +161,9 @@ int main(int argc, char **argv)
 	al_uidrange uid;
 	if (al_uidrange_take(&al_uidrange_gw, sandbox, &uid, &e) < 0)
 		die("gateway uid", &e);
+	snprintf(path, sizeof path, "%s/run", state);
+	if (al_egress_dir_prepare(path, sandbox, uid.base, uid.base, &e) < 0)
+		die("egress directory", &e);
 
 	char *env[N_PASSED + 2];
 	size_t n = 0;
