@@ -24,7 +24,8 @@
 # (handshake + one GET each; the proxy's utime+stime from /proc around
 # them, per connection) and BENCH_GW_BULK_RUNS (3) downloads of the
 # 100 MB file (median MB/s). Then the ratios to direct and issue 10's
-# goals, met / NOT met. A leg that cannot run says "not run: <why>".
+# goals, met / NOT met. A leg that cannot run says "not run: <why>", one
+# that fails "failed: <why>"; direct failing fails the bench.
 #
 # Env: AIRLOCK_BUILD (build), BENCH_GW_NAME (bench-upstream.airlock.test),
 # BENCH_GW_NET (10.213.0.0/30: .1 host side, .2 upstream), BENCH_GW_MB
@@ -196,32 +197,62 @@ cpu_ticks() {
 }
 HZ=$(getconf CLK_TCK)
 
-# One leg: keepalive, conns (with the CPU of pids), bulk. Figures go to
-# $WORK/<leg>.out as key=value.
-run_leg() {
-	local leg=$1 cpu_pids=$2
-	shift 2
-	local out=$WORK/$leg.out
-	: >"$out"
-	"$@" --mode keepalive -n "$REQS" >>"$out" || return 1
-	# Warm: leaves minted, caches filled.
-	"$@" --mode conns -n 5 >/dev/null || return 1
-	local t0=0 t1=0
-	[ -n "$cpu_pids" ] && t0=$(cpu_ticks $cpu_pids)
-	"$@" --mode conns -n "$CONNS" >>"$out" || return 1
-	if [ -n "$cpu_pids" ]; then
-		t1=$(cpu_ticks $cpu_pids)
-		echo "cpu_per_conn_us=$(awk -v d=$((t1 - t0)) -v hz="$HZ" \
-			-v n="$CONNS" 'BEGIN { printf "%.1f", d / hz * 1e6 / n }')" >>"$out"
-	fi
-	"$@" --mode bulk -n "$BULK_RUNS" >>"$out" || return 1
-}
+# The legs, each a client command (LEG_<leg>, an array) and the pids
+# whose CPU is read around its new connections (CPU_<leg>, or empty).
+# The phases run leg after leg (keepalive, then new connections, then
+# bulk rounds alternating), so that a shared machine's noise falls on
+# each leg alike. Figures go to $WORK/<leg>.out as key=value.
+LEGS=(direct)
+LEG_direct=("$LOAD" --connect "$UP_IP:443" --name "$NAME" --ca "$WORK/ca/ca.crt")
+CPU_direct=
+declare -A WHY=()
 
 fig() { sed -n "s/^$2=//p" "$WORK/$1.out"; }
 
-# ---- leg 1: direct ----
-run_leg direct "" "$LOAD" --connect "$UP_IP:443" --name "$NAME" \
-	--ca "$WORK/ca/ca.crt"
+# Drop a leg that failed (direct failing fails the bench).
+drop_leg() {
+	local leg=$1 why=$2 l kept=()
+	if [ "$leg" = direct ]; then
+		echo "bench: gateway: the direct leg failed: $why" >&2
+		exit 1
+	fi
+	WHY[$leg]="failed: $why"
+	rm -f "$WORK/$leg.out"
+	for l in "${LEGS[@]}"; do
+		[ "$l" = "$leg" ] || kept+=("$l")
+	done
+	LEGS=("${kept[@]}")
+}
+
+# Run one phase (httpsload arguments) for every leg still in.
+phase() {
+	local leg
+	for leg in "${LEGS[@]}"; do
+		local -n cmd=LEG_$leg
+		local -n pids=CPU_$leg
+		local t0=0 t1
+		[ -n "$pids" ] && t0=$(cpu_ticks $pids)
+		if ! "${cmd[@]}" "$@" >"$WORK/$leg.phase" 2>"$WORK/$leg.err"; then
+			drop_leg "$leg" "httpsload $*: $(tail -3 "$WORK/$leg.err" | tr '\n' ' ')$(leg_log "$leg")"
+			continue
+		fi
+		cat "$WORK/$leg.phase" >>"$WORK/$leg.out"
+		if [ -n "$pids" ] && [ "$1 $2" = "--mode conns" ]; then
+			t1=$(cpu_ticks $pids)
+			echo "cpu_per_conn_us=$(awk -v d=$((t1 - t0)) -v hz="$HZ" \
+				-v n="$4" 'BEGIN { printf "%.1f", d / hz * 1e6 / n }')" \
+				>>"$WORK/$leg.out"
+		fi
+	done
+}
+
+# The last lines a proxy logged, for a leg that failed.
+leg_log() {
+	case $1 in
+	squid) echo " (squid: $(tail -2 "$WORK/squid/cache.log" | tr '\n' ' '))" ;;
+	gateway) echo " (gateway: $(tail -3 "$WORK/gateway.log" | tr '\n' ' '))" ;;
+	esac
+}
 
 # ---- leg 2: squid ----
 squid_leg() {
@@ -270,15 +301,12 @@ EOF
 		SQUID_WHY="squid did not start (see above)"
 		return 1
 	fi
-	if ! run_leg squid "$SQUID_PID" "$LOAD" --proxy "127.0.0.1:$port" \
-		--connect "$UP_IP:443" --name "$NAME" --ca "$d/ca.crt"; then
-		rm -f "$WORK/squid.out"
-		SQUID_WHY="a request through squid failed: $(tail -2 "$d/cache.log" | tr '\n' ' ')"
-		return 1
-	fi
+	LEG_squid=("$LOAD" --proxy "127.0.0.1:$port" --connect "$UP_IP:443" \
+		--name "$NAME" --ca "$d/ca.crt")
+	CPU_squid=$SQUID_PID
 }
 SQUID_WHY=
-squid_leg || true
+if squid_leg; then LEGS+=(squid); else WHY[squid]="not run: $SQUID_WHY"; fi
 
 # ---- leg 3: the Airlock gateway ----
 GW_WHY=
@@ -338,15 +366,27 @@ gateway_leg() {
 		return 1
 	fi
 	echo "bench: gateway pid $gw_pid, slot gateway $gw_ip, $NAME -> $syn (synthetic)"
-	if ! run_leg gateway "$gw_pid" nsenter --net="$guest_ns" "$LOAD" \
-		--connect "$syn:443" --name "$NAME" \
-		--ca "$WORK/state/keys/ca.crt"; then
-		rm -f "$WORK/gateway.out"
-		GW_WHY="a request through the gateway failed: $(tail -3 "$WORK/gateway.log" | tr '\n' ' ')"
-		return 1
-	fi
+	LEG_gateway=(nsenter --net="$guest_ns" "$LOAD" --connect "$syn:443"
+		--name "$NAME" --ca "$WORK/state/keys/ca.crt")
+	CPU_gateway=$gw_pid
 }
-gateway_leg || true
+if gateway_leg; then LEGS+=(gateway); else WHY[gateway]="not run: $GW_WHY"; fi
+
+# ---- the phases ----
+for leg in "${LEGS[@]}"; do : >"$WORK/$leg.out"; done
+phase --mode conns -n 5 # warm: leaves minted, caches filled
+for leg in "${LEGS[@]}"; do : >"$WORK/$leg.out"; done
+phase --mode keepalive -n "$REQS"
+phase --mode conns -n "$CONNS"
+for _ in $(seq "$BULK_RUNS"); do
+	phase --mode bulk -n 1
+done
+# The median of the bulk rounds (each prints its one run as best).
+for leg in "${LEGS[@]}"; do
+	echo "bulk_mbs=$(fig "$leg" bulk_best_mbs | sort -n |
+		awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }')" \
+		>>"$WORK/$leg.out"
+done
 
 # ---- figures ----
 have() { [ -s "$WORK/$1.out" ]; }
@@ -362,9 +402,7 @@ printf '%-8s %12s %12s %12s %12s %12s %12s %14s\n' leg "ka p50 us" \
 	"bulk MB/s"
 for leg in direct squid gateway; do
 	if ! have "$leg"; then
-		why=$SQUID_WHY
-		[ "$leg" = gateway ] && why=$GW_WHY
-		printf '%-8s not run: %s\n' "$leg" "$why"
+		printf '%-8s %s\n' "$leg" "${WHY[$leg]:-}"
 		continue
 	fi
 	cpu=$(fig "$leg" cpu_per_conn_us)
@@ -372,24 +410,24 @@ for leg in direct squid gateway; do
 		"$(fig "$leg" keepalive_p50_us)" "$(fig "$leg" keepalive_p99_us)" \
 		"$(fig "$leg" keepalive_max_us)" "$(fig "$leg" conns_p50_us)" \
 		"$(fig "$leg" conns_per_s)" "${cpu:--}" \
-		"$(fig "$leg" bulk_median_mbs)"
+		"$(fig "$leg" bulk_mbs)"
 done
 
 d50=$(fig direct keepalive_p50_us)
 d99=$(fig direct keepalive_p99_us)
-dmb=$(fig direct bulk_median_mbs)
+dmb=$(fig direct bulk_mbs)
 for leg in squid gateway; do
 	have "$leg" || continue
 	a50=$(minus "$(fig "$leg" keepalive_p50_us)" "$d50")
 	a99=$(minus "$(fig "$leg" keepalive_p99_us)" "$d99")
-	mb=$(fig "$leg" bulk_median_mbs)
+	mb=$(fig "$leg" bulk_mbs)
 	echo "$leg vs direct: added latency p50 $a50 us, p99 $a99 us;" \
 		"bulk $(ratio "$mb" "$dmb")x direct; CPU per new TLS" \
 		"connection $(fig "$leg" cpu_per_conn_us) us"
 done
 if have gateway && have squid; then
-	echo "gateway vs squid: bulk $(ratio "$(fig gateway bulk_median_mbs)" \
-		"$(fig squid bulk_median_mbs)")x, CPU per new connection" \
+	echo "gateway vs squid: bulk $(ratio "$(fig gateway bulk_mbs)" \
+		"$(fig squid bulk_mbs)")x, CPU per new connection" \
 		"$(ratio "$(fig gateway cpu_per_conn_us)" \
 			"$(fig squid cpu_per_conn_us)")x"
 fi
@@ -402,7 +440,7 @@ goal() {
 	fi
 }
 if have gateway; then
-	mb=$(fig gateway bulk_median_mbs)
+	mb=$(fig gateway bulk_mbs)
 	r=$(ratio "$mb" "$dmb")
 	ge "$r" 0.8 && ok=1 || ok=0
 	goal "100 MB HTTPS download >= 0.8x direct" "${r}x ($mb vs $dmb MB/s)" $ok
@@ -416,5 +454,5 @@ if have gateway; then
 	le "$c" 1000 && ok=1 || ok=0
 	goal "gateway CPU per new TLS connection <= 1 ms ($CONNS connections)" "$c us" $ok
 else
-	echo "Goal (issue 10): gateway figures: not run: $GW_WHY"
+	echo "Goal (issue 10): gateway figures: ${WHY[gateway]:-}"
 fi
