@@ -19,11 +19,12 @@
 #            the slot's guest namespace trusting <state>/keys/ca.crt: it
 #            resolves the name through the gateway's DNS to a synthetic
 #            address, which nftables sends to the gateway.
-# Figures per leg: BENCH_GW_REQUESTS (1000) small GETs on one kept-alive
-# connection (p50/p99/max), BENCH_GW_CONNS (500) new TLS connections
+# Figures per leg: BENCH_GW_REQUESTS (1000) small GETs on kept-alive
+# connections (p50/p99/max), BENCH_GW_CONNS (500) new TLS connections
 # (handshake + one GET each; the proxy's utime+stime from /proc around
-# them, per connection) and BENCH_GW_BULK_RUNS (3) downloads of the
-# 100 MB file (median MB/s). Then the ratios to direct and issue 10's
+# them, per connection), both in BENCH_GW_ROUNDS (10) rounds that
+# alternate the legs, and BENCH_GW_BULK_RUNS (3) downloads of the 100 MB
+# file, alternating too (median MB/s). Then the ratios to direct and issue 10's
 # goals, met / NOT met. A leg that cannot run says "not run: <why>", one
 # that fails "failed: <why>"; direct failing fails the bench.
 #
@@ -42,6 +43,7 @@ REQS=${BENCH_GW_REQUESTS:-1000}
 CONNS=${BENCH_GW_CONNS:-500}
 BULK_RUNS=${BENCH_GW_BULK_RUNS:-3}
 BIG_MB=${BENCH_GW_MB:-100}
+ROUNDS=${BENCH_GW_ROUNDS:-10}
 
 echo
 echo "bench: egress gateway beside direct and squid (bench/gateway.sh)"
@@ -207,7 +209,7 @@ LEG_direct=("$LOAD" --connect "$UP_IP:443" --name "$NAME" --ca "$WORK/ca/ca.crt"
 CPU_direct=
 declare -A WHY=()
 
-fig() { sed -n "s/^$2=//p" "$WORK/$1.out"; }
+fig() { sed -n "s/^$2=//p" "$WORK/$1.sum"; }
 
 # Drop a leg that failed (direct failing fails the bench).
 drop_leg() {
@@ -239,8 +241,7 @@ phase() {
 		cat "$WORK/$leg.phase" >>"$WORK/$leg.out"
 		if [ -n "$pids" ] && [ "$1 $2" = "--mode conns" ]; then
 			t1=$(cpu_ticks $pids)
-			echo "cpu_per_conn_us=$(awk -v d=$((t1 - t0)) -v hz="$HZ" \
-				-v n="$4" 'BEGIN { printf "%.1f", d / hz * 1e6 / n }')" \
+			printf 'cpu_ticks=%d\ncpu_conns=%d\n' $((t1 - t0)) "$4" \
 				>>"$WORK/$leg.out"
 		fi
 	done
@@ -373,23 +374,51 @@ gateway_leg() {
 if gateway_leg; then LEGS+=(gateway); else WHY[gateway]="not run: $GW_WHY"; fi
 
 # ---- the phases ----
+# Rounds alternate the legs: each round is REQS/ROUNDS kept-alive
+# requests (on a new connection, after untimed warm-up requests) or
+# CONNS/ROUNDS new connections per leg; the samples are pooled.
 for leg in "${LEGS[@]}"; do : >"$WORK/$leg.out"; done
 phase --mode conns -n 5 # warm: leaves minted, caches filled
 for leg in "${LEGS[@]}"; do : >"$WORK/$leg.out"; done
-phase --mode keepalive -n "$REQS"
-phase --mode conns -n "$CONNS"
+for _ in $(seq "$ROUNDS"); do
+	phase --mode keepalive -n $((REQS / ROUNDS)) --raw
+done
+for _ in $(seq "$ROUNDS"); do
+	phase --mode conns -n $((CONNS / ROUNDS)) --raw
+done
 for _ in $(seq "$BULK_RUNS"); do
 	phase --mode bulk -n 1
 done
-# The median of the bulk rounds (each prints its one run as best).
+
+# Pooled figures per leg into $WORK/<leg>.sum.
+pct() { # key p: the p-th percentile (nearest rank below) of key's samples
+	sed -n "s/^$1=//p" "$OUT_FILE" | sort -n |
+		awk -v p="$2" '{ v[NR] = $1 } END { print v[int((NR - 1) * p) + 1] }'
+}
 for leg in "${LEGS[@]}"; do
-	echo "bulk_mbs=$(fig "$leg" bulk_best_mbs | sort -n |
-		awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }')" \
-		>>"$WORK/$leg.out"
+	OUT_FILE=$WORK/$leg.out
+	{
+		for k in keepalive conns; do
+			echo "${k}_n=$(grep -c "^${k}_sample_us=" "$OUT_FILE")"
+			echo "${k}_p50_us=$(pct "${k}_sample_us" 0.5)"
+			echo "${k}_p99_us=$(pct "${k}_sample_us" 0.99)"
+			echo "${k}_max_us=$(pct "${k}_sample_us" 1)"
+		done
+		# The median round's rate, and the median bulk download.
+		echo "conns_per_s=$(pct conns_per_s 0.5)"
+		echo "bulk_mbs=$(pct bulk_best_mbs 0.5)"
+		if grep -q '^cpu_ticks=' "$OUT_FILE"; then
+			awk -F= -v hz="$HZ" '
+				$1 == "cpu_ticks" { t += $2 }
+				$1 == "cpu_conns" { n += $2 }
+				END { printf "cpu_per_conn_us=%.1f\n", t / hz * 1e6 / n }' \
+				"$OUT_FILE"
+		fi
+	} >"$WORK/$leg.sum"
 done
 
 # ---- figures ----
-have() { [ -s "$WORK/$1.out" ]; }
+have() { [ -s "$WORK/$1.sum" ]; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
 minus() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.1f", a - b }'; }
 le() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a <= b) }'; }
@@ -443,7 +472,7 @@ if have gateway; then
 	mb=$(fig gateway bulk_mbs)
 	r=$(ratio "$mb" "$dmb")
 	ge "$r" 0.8 && ok=1 || ok=0
-	goal "100 MB HTTPS download >= 0.8x direct" "${r}x ($mb vs $dmb MB/s)" $ok
+	goal "${BIG_MB} MB HTTPS download >= 0.8x direct" "${r}x ($mb vs $dmb MB/s)" $ok
 	a50=$(minus "$(fig gateway keepalive_p50_us)" "$d50")
 	le "$a50" 150 && ok=1 || ok=0
 	goal "added latency p50 <= 150 us (kept-alive, $REQS requests)" "$a50 us" $ok

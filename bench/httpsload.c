@@ -10,10 +10,11 @@
  *
  *   httpsload --connect IP:PORT --name NAME --ca FILE [--proxy IP:PORT]
  *             [--small PATH] [--big PATH] [-n N] [--mode keepalive|conns|
- *             bulk]
+ *             bulk] [--raw]
  *
  * --name is the SNI, the Host and the name the server's certificate is
- * verified for (against --ca only). --proxy: an explicit proxy, reached
+ * verified for (against --ca only). --raw: every timed sample too, one
+ * line each (<key>_sample_us=), for a caller that pools rounds. --proxy: an explicit proxy, reached
  * at IP:PORT and asked with CONNECT NAME:PORT (PORT from --connect)
  * before TLS. Figures go to stdout as key=value lines for the script;
  * errors to stderr with exit 1. The responses come from the bench's own
@@ -52,6 +53,7 @@ typedef struct opts {
 	const char *big;
 	const char *mode;
 	long n;
+	bool raw; /* every sample too, as <key>_sample_us lines */
 } opts;
 
 typedef struct conn {
@@ -330,8 +332,10 @@ static int cmp_double(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-static void print_series(const char *key, double *v, long n)
+static void print_series(const char *key, double *v, long n, bool raw)
 {
+	for (long i = 0; raw && i < n; i++)
+		printf("%s_sample_us=%.1f\n", key, v[i]);
 	qsort(v, (size_t)n, sizeof *v, cmp_double);
 	double sum = 0;
 	for (long i = 0; i < n; i++)
@@ -358,7 +362,7 @@ static void run_keepalive(SSL_CTX *ctx, const opts *o)
 		v[i] = now_us() - t0;
 	}
 	conn_close(&c);
-	print_series("keepalive", v, o->n);
+	print_series("keepalive", v, o->n, o->raw);
 	free(v);
 }
 
@@ -378,7 +382,7 @@ static void run_conns(SSL_CTX *ctx, const opts *o)
 	}
 	t_all = now_us() - t_all;
 	printf("conns_per_s=%.1f\n", (double)o->n / (t_all / 1e6));
-	print_series("conns", v, o->n);
+	print_series("conns", v, o->n, o->raw);
 	free(v);
 }
 
@@ -411,7 +415,7 @@ static void usage(void)
 	fprintf(stderr,
 		"usage: httpsload --connect IP:PORT --name NAME --ca FILE"
 		" [--proxy IP:PORT] [--small PATH] [--big PATH] [-n N]"
-		" [--mode keepalive|conns|bulk]\n");
+		" [--mode keepalive|conns|bulk] [--raw]\n");
 	exit(2);
 }
 
@@ -430,6 +434,7 @@ int main(int argc, char **argv)
 		{"small", required_argument, NULL, 's'},
 		{"big", required_argument, NULL, 'b'},
 		{"mode", required_argument, NULL, 'm'},
+		{"raw", no_argument, NULL, 'r'},
 		{NULL, 0, NULL, 0},
 	};
 	int ch;
@@ -462,6 +467,9 @@ int main(int argc, char **argv)
 			break;
 		case 'n':
 			o.n = strtol(optarg, NULL, 10);
+			break;
+		case 'r':
+			o.raw = true;
 			break;
 		default:
 			usage();
