@@ -8,7 +8,9 @@
  *         the guest kernel are there, probe whether KVM can boot a guest
  *         (3 s deadline, else TCG), remember the answer, and build the
  *         VM artefacts (disk image + base snapshot) of every template
- *         that has none or stale ones. A vm failure never fails --init:
+ *         that has none or stale ones; create the host CA
+ *         (STATE/keys/ca.{key,crt}, core/gw/ca.h) if there is none, before
+ *         any template is built. A vm failure never fails --init:
  *         it is logged and recorded as the reason the vm driver is
  *         unavailable (the ns driver does not need any of it). Exit.
  * --once  run one pass of the rules below and exit (tests).
@@ -23,11 +25,16 @@
  *     shim is one whose starter died before recording it: it is
  *     destroyed (its client never got it); rootfs snapshots with no live sandbox
  *     or standby are deleted. Nothing leaks across a crash of any program;
+ *   - the gateways' egress decisions (core/egress.h: run/egress/) are
+ *     recorded in batches every tick and their files unlinked; rows
+ *     older than AIRLOCK_EGRESS_RETENTION_DAYS are deleted;
  *   - warm pool: AIRLOCK_WARM_POOL ns standbys and (while the vm driver
  *     is usable and the template has its VM snapshot) AIRLOCK_WARM_POOL_VM
  *     vm standbys per template at the least are kept ready, so that a
  *     create claims one instead of starting cold; up to the _MAX
- *     variables while creates come (core/warmpool.h).
+ *     variables while creates come (core/warmpool.h);
+ *   - a thread serves STATE/run/mint.sock: TLS leaves for the sandboxes'
+ *     gateways, signed with the host CA (controller/mint.h).
  * Exit codes: 0 ok, 100 usage, 111 temporary failure (database down). */
 #include <dirent.h>
 #include <errno.h>
@@ -45,7 +52,10 @@
 #include "cgroup.h"
 #include "config.h"
 #include "db.h"
+#include "egress_ingest.h"
+#include "gw/ca.h"
 #include "log.h"
+#include "mint.h"
 #include "reap.h"
 #include "sandbox.h"
 #include "shimctl.h"
@@ -109,6 +119,18 @@ static int init_pool(const al_config *cfg)
 	return 0;
 }
 
+/* The host CA (created on first start) in STATE/keys. */
+static al_ca *open_ca(const al_config *cfg, al_err *err)
+{
+	char keys[AL_PATH_MAX + 8];
+	snprintf(keys, sizeof keys, "%s/keys", cfg->state_dir);
+	if (mkdir(keys, 0700) < 0 && errno != EEXIST) {
+		al_err_sys(err, AL_ESYS, errno, "mkdir %s", keys);
+		return NULL;
+	}
+	return al_ca_open(keys, err);
+}
+
 static int do_init(const al_config *cfg, al_db *db)
 {
 	al_err err = {0};
@@ -125,6 +147,13 @@ static int do_init(const al_config *cfg, al_db *db)
 	}
 	if (created)
 		al_info("created the admin API key in %s", key_file);
+	/* Before the first template build: builds install its certificate. */
+	al_ca *ca = open_ca(cfg, &err);
+	if (ca == NULL) {
+		al_error("%s", err.msg);
+		return 111;
+	}
+	al_ca_close(ca);
 	vm_init(cfg, db);
 	return 0;
 }
@@ -648,6 +677,18 @@ int main(int argc, char **argv)
 			al_warn("template RAM service: %s", err.msg);
 	}
 
+	/* Gateways get their TLS leaves from here; without it HTTPS egress
+	 * fails closed (no leaf, no handshake). */
+	al_ca *ca = NULL;
+	al_mintd *mintd = NULL;
+	if (!once) {
+		ca = open_ca(&cfg, &err);
+		if (ca != NULL)
+			mintd = al_mintd_start(cfg.state_dir, ca, &err);
+		if (mintd == NULL)
+			al_warn("mint service: %s", err.msg);
+	}
+
 	/* A shim's spooled event wakes the loop; the tick's scan catches
 	 * whatever the watch missed (or all of them, without one). */
 	int watch = al_spool_watch(&cfg, &err);
@@ -666,6 +707,9 @@ int main(int argc, char **argv)
 		}
 		al_spool_watch_clear(watch);
 		apply_spool(&cfg, db);
+		ctl_egress_ingest(&cfg, db,
+				  once || now - last_reconcile >=
+						  RECONCILE_EVERY_S * 1000);
 		if (once || now - last_expire >= 1000) {
 			expire(&cfg, db);
 			last_expire = now;
@@ -676,6 +720,7 @@ int main(int argc, char **argv)
 			al_reap_standbys(&cfg, NULL);
 			reconcile_pool(&cfg, db);
 			al_vmmem_prune(vmmem);
+			ctl_egress_retain(&cfg, db);
 			last_reconcile = now;
 		}
 		refill_pool(&cfg, db);
@@ -687,6 +732,8 @@ int main(int argc, char **argv)
 	if (watch >= 0)
 		close(watch);
 	al_vmmem_stop(vmmem);
+	al_mintd_stop(mintd);
+	al_ca_close(ca);
 	al_db_close(db);
 	return 0;
 }

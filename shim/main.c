@@ -536,6 +536,7 @@ int main(int argc, char **argv)
 	s.listen_fd = -1;
 	s.sig_fd = -1;
 	s.destroy_client = -1;
+	shim_netctl_init(&s);
 	s.h.agent_fd = -1;
 	s.next_agent_id = 1;
 	snprintf(s.sb.id, sizeof s.sb.id, "%s", id != NULL ? id : standby);
