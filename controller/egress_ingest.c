@@ -34,7 +34,8 @@ void ctl_egress_ingest(const al_config *cfg, al_db *db, bool tidy)
 	static al_egress_batch b;
 	for (int round = 0; round < INGEST_ROUNDS; round++) {
 		al_err err = {0};
-		int files = al_egress_read(cfg->run_dir, INGEST_BATCH, &b, &err);
+		int files = al_egress_read(cfg->run_dir, INGEST_BATCH, &b,
+					   &err);
 		if (files < 0) {
 			al_warn("egress: %s", err.msg);
 			return;

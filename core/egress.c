@@ -623,14 +623,22 @@ static int read_dir(int edir, const char *sandbox, size_t max,
 				unlinkat(d, de->d_name, 0);
 			continue;
 		}
-		if (strlen(de->d_name) > 32 ||
-		    grow((void **)&names, &cap, n, sizeof *names) < 0)
+		if (strlen(de->d_name) > 32) {
+			/* No writer makes such a name. */
+			al_warn("egress: %s/%.40s...: not a batch name"
+				" (removed)",
+				sandbox, de->d_name);
+			unlinkat(d, de->d_name, 0);
+			continue;
+		}
+		if (grow((void **)&names, &cap, n, sizeof *names) < 0)
 			continue;
 		names[n] = strdup(de->d_name);
 		if (names[n] != NULL)
 			n++;
 	}
-	qsort(names, n, sizeof *names, name_cmp);
+	if (n > 1)
+		qsort(names, n, sizeof *names, name_cmp);
 	int rc = 0;
 	for (size_t i = 0; i < n; i++) {
 		if (rc >= 0 && b->n < max &&

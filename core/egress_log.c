@@ -61,8 +61,7 @@ static int cursor_parse(const char *c, char us[24], char id[24])
 	size_t a = dash != NULL ? (size_t)(dash - c) : 0;
 	size_t b = dash != NULL ? strlen(dash + 1) : 0;
 	if (a == 0 || a > 19 || b == 0 || b > 19 ||
-	    strspn(c, "0123456789") != a ||
-	    strspn(dash + 1, "0123456789") != b)
+	    strspn(c, "0123456789") != a || strspn(dash + 1, "0123456789") != b)
 		return -1;
 	memcpy(us, c, a);
 	us[a] = '\0';
@@ -83,8 +82,7 @@ int al_egress_log_list(al_db *db, const char *sandbox, int limit,
 				  "'before' is not a cursor from a previous"
 				  " page's 'next'");
 	if (limit < 1 || limit > AL_EGRESS_LIST_MAX)
-		return al_err_set(err, AL_EINVAL, 0,
-				  "'limit' must be 1 to %d",
+		return al_err_set(err, AL_EINVAL, 0, "'limit' must be 1 to %d",
 				  AL_EGRESS_LIST_MAX);
 	/* One more than asked: whether there is a next page. */
 	snprintf(lim, sizeof lim, "%d", limit + 1);
@@ -108,20 +106,22 @@ int al_egress_log_list(al_db *db, const char *sandbox, int limit,
 	int rows = PQntuples(res);
 	for (int i = 0; arr != NULL && i < rows && i < limit; i++) {
 		json_object *o = json_object_new_object();
-		json_object_object_add(
-			o, "at", json_object_new_string(PQgetvalue(res, i, 0)));
+		json_object_object_add(o, "at",
+				       json_object_new_string(PQgetvalue(res, i,
+									 0)));
 		json_object_object_add(
 			o, "allow",
 			json_object_new_boolean(PQgetvalue(res, i, 1)[0] ==
 						't'));
-		json_object_object_add(
-			o, "reason",
-			json_object_new_string(PQgetvalue(res, i, 2)));
-		json_object_object_add(
-			o, "protocol",
-			json_object_new_string(PQgetvalue(res, i, 3)));
-		json_object_object_add(
-			o, "name", json_object_new_string(PQgetvalue(res, i, 4)));
+		json_object_object_add(o, "reason",
+				       json_object_new_string(PQgetvalue(res, i,
+									 2)));
+		json_object_object_add(o, "protocol",
+				       json_object_new_string(PQgetvalue(res, i,
+									 3)));
+		json_object_object_add(o, "name",
+				       json_object_new_string(PQgetvalue(res, i,
+									 4)));
 		json_object_object_add(
 			o, "port",
 			json_object_new_int(atoi(PQgetvalue(res, i, 5))));

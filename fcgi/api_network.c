@@ -56,8 +56,8 @@ void al_api_sandbox_network_put(al_req *r)
 		goto out;
 	}
 	db = al_req_db(r, &err);
-	if (db == NULL || al_sandbox_get_in(db, r->id, al_req_scope(r), &sb,
-					    &err) < 0)
+	if (db == NULL ||
+	    al_sandbox_get_in(db, r->id, al_req_scope(r), &sb, &err) < 0)
 		goto out;
 	if (sb.state != AL_ST_RUNNING) {
 		al_err_set(&err, AL_ESTATE, 0,
@@ -72,8 +72,8 @@ void al_api_sandbox_network_put(al_req *r)
 			     al_now_ms() + NETWORK_DEADLINE_MS, &res,
 			     &err) < 0 ||
 	    al_net_result_unpack(res.payload, res.len, &gateway, &err) < 0 ||
-	    al_sandbox_set_network(db, sb.id, al_req_scope(r), network,
-				   &err) < 0)
+	    al_sandbox_set_network(db, sb.id, al_req_scope(r), network, &err) <
+		    0)
 		goto out;
 	al_info("sandbox %s: network set to %s (gateway %s)", sb.id,
 		al_json_compact(network), gateway ? "acknowledged" : "none");
