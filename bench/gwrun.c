@@ -7,16 +7,15 @@
  * Opens (or creates) the host CA in STATE/keys and serves the mint
  * service on STATE/run/mint.sock (controller/mint.c, linked in), leases
  * a network slot of STATE's pool (core/net), takes a gateway uid
- * (uidrange) and makes its egress directory (core/egress), starts
- * build*\/airlock-gateway on the slot
- * (core/net/gwlaunch; its program is $AIRLOCK_GATEWAY) with AIRLOCK_STATE
- * and the AIRLOCK_POLICIES / AIRLOCK_UPSTREAM_* of its own environment,
- * and sends GW_CONFIG: mode allowlist, allow [ALLOW_NAME]. Once the
- * gateway acknowledges, prints one JSON line
+ * (uidrange), starts build*\/airlock-gateway ($AIRLOCK_GATEWAY) on the
+ * slot through core/net/gwlaunch (which makes its egress directory and
+ * address journal under STATE/run) with AIRLOCK_STATE and the
+ * AIRLOCK_POLICIES / AIRLOCK_UPSTREAM_* of its own environment, and
+ * sends GW_CONFIG: mode allowlist, allow [ALLOW_NAME]. Once the gateway
+ * acknowledges, prints one JSON line
  *   {"pid":N,"guest_ns":"...","gateway":"10.200.x.1"}
  * and waits for EOF on stdin, TERM or INT (or the gateway's exit:
- * status 1); then
- * stops the gateway and releases everything. */
+ * status 1); then stops the gateway and releases everything. */
 #include <errno.h>
 #include <poll.h>
 #include <signal.h>
@@ -31,7 +30,6 @@
 
 #include "../controller/mint.h"
 #include "agentproto.h"
-#include "egress.h"
 #include "gw/ca.h"
 #include "net/gwlaunch.h"
 #include "net/pool.h"
@@ -161,9 +159,8 @@ int main(int argc, char **argv)
 	al_uidrange uid;
 	if (al_uidrange_take(&al_uidrange_gw, sandbox, &uid, &e) < 0)
 		die("gateway uid", &e);
-	snprintf(path, sizeof path, "%s/run", state);
-	if (al_egress_dir_prepare(path, sandbox, uid.base, uid.base, &e) < 0)
-		die("egress directory", &e);
+	char run_dir[AL_PATH_MAX];
+	snprintf(run_dir, sizeof run_dir, "%s/run", state);
 
 	char *env[N_PASSED + 2];
 	size_t n = 0;
@@ -181,6 +178,7 @@ int main(int argc, char **argv)
 		.sandbox = sandbox,
 		.prog = prog,
 		.env = env,
+		.run_dir = run_dir, /* egress directory and address journal */
 		.cgroup_fd = -1,
 	};
 	al_gateway_proc gw;
@@ -217,6 +215,7 @@ int main(int argc, char **argv)
 	waitpid(gw.pid, NULL, 0);
 	close(gw.pidfd);
 	close(gw.control_fd);
+	al_gateway_state_remove(run_dir, sandbox);
 	al_uidrange_drop(&uid);
 	al_netpool_release(&pool, &lease);
 	al_mintd_stop(mint);
