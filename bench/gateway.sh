@@ -24,7 +24,9 @@
 # (handshake + one GET each; the proxy's utime+stime from /proc around
 # them, per connection), both in BENCH_GW_ROUNDS (10) rounds that
 # alternate the legs, and BENCH_GW_BULK_RUNS (3) downloads of the 100 MB
-# file, alternating too (median MB/s). Then the ratios to direct and issue 10's
+# file, alternating too (median MB/s). Beside them, how long each proxy
+# waited runnable for a CPU per kept-alive request (schedstat): on a
+# loaded machine, the tail is mostly that. Then the ratios to direct and issue 10's
 # goals, met / NOT met. A leg that cannot run says "not run: <why>", one
 # that fails "failed: <why>"; direct failing fails the bench.
 #
@@ -152,8 +154,9 @@ http {
 	keepalive_requests 1000000;
 	keepalive_timeout 300s;
 	ssl_protocols TLSv1.2 TLSv1.3;
-	ssl_session_cache off;
-	ssl_session_tickets off;
+	# Tickets on, as public servers have them: a proxy may resume its
+	# upstream sessions. The bench's client never resumes.
+	ssl_session_tickets on;
 	server {
 		listen $UP_IP:443 ssl;
 		listen $UP_IP:80;
@@ -199,6 +202,18 @@ cpu_ticks() {
 }
 HZ=$(getconf CLK_TCK)
 
+# Nanoseconds the processes (and their children) waited runnable for a
+# CPU (schedstat's run delay): how much of a tail is the machine's.
+run_delay_ns() {
+	local sum=0 p f
+	for p in "$@" $(for q in "$@"; do pgrep -P "$q"; done); do
+		f=$(cat "/proc/$p/schedstat" 2>/dev/null) || continue
+		set -- $f
+		sum=$((sum + $2))
+	done
+	echo "$sum"
+}
+
 # The legs, each a client command (LEG_<leg>, an array) and the pids
 # whose CPU is read around its new connections (CPU_<leg>, or empty).
 # The phases run leg after leg (keepalive, then new connections, then
@@ -232,8 +247,8 @@ phase() {
 	for leg in "${LEGS[@]}"; do
 		local -n cmd=LEG_$leg
 		local -n pids=CPU_$leg
-		local t0=0 t1
-		[ -n "$pids" ] && t0=$(cpu_ticks $pids)
+		local t0=0 t1 w0=0
+		[ -n "$pids" ] && t0=$(cpu_ticks $pids) && w0=$(run_delay_ns $pids)
 		if ! "${cmd[@]}" "$@" >"$WORK/$leg.phase" 2>"$WORK/$leg.err"; then
 			drop_leg "$leg" "httpsload $*: $(tail -3 "$WORK/$leg.err" | tr '\n' ' ')$(leg_log "$leg")"
 			continue
@@ -243,6 +258,10 @@ phase() {
 			t1=$(cpu_ticks $pids)
 			printf 'cpu_ticks=%d\ncpu_conns=%d\n' $((t1 - t0)) "$4" \
 				>>"$WORK/$leg.out"
+		fi
+		if [ -n "$pids" ] && [ "$1 $2" = "--mode keepalive" ]; then
+			printf 'wait_ns=%d\nwait_reqs=%d\n' \
+				$(($(run_delay_ns $pids) - w0)) "$4" >>"$WORK/$leg.out"
 		fi
 	done
 }
@@ -413,6 +432,11 @@ for leg in "${LEGS[@]}"; do
 				$1 == "cpu_conns" { n += $2 }
 				END { printf "cpu_per_conn_us=%.1f\n", t / hz * 1e6 / n }' \
 				"$OUT_FILE"
+			awk -F= '
+				$1 == "wait_ns" { t += $2 }
+				$1 == "wait_reqs" { n += $2 }
+				END { printf "wait_per_req_us=%.1f\n", t / 1e3 / n }' \
+				"$OUT_FILE"
 		fi
 	} >"$WORK/$leg.sum"
 done
@@ -453,6 +477,9 @@ for leg in squid gateway; do
 	echo "$leg vs direct: added latency p50 $a50 us, p99 $a99 us;" \
 		"bulk $(ratio "$mb" "$dmb")x direct; CPU per new TLS" \
 		"connection $(fig "$leg" cpu_per_conn_us) us"
+	echo "  $leg waited runnable for a CPU $(fig "$leg" wait_per_req_us) us" \
+		"per kept-alive request on average (schedstat run delay: the" \
+		"machine's share of its tail; load $(cut -d' ' -f1 /proc/loadavg))"
 done
 if have gateway && have squid; then
 	echo "gateway vs squid: bulk $(ratio "$(fig gateway bulk_mbs)" \
