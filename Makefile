@@ -149,10 +149,11 @@ test:
 
 # Sandbox lifecycle (ns and vm) beside bwrap and a cold QEMU boot, then
 # template builds and their disk cost, then network slots (core/net)
-# beside the same slot made by hand with ip and nft.
+# beside the same slot made by hand with ip and nft, then the egress
+# gateway beside direct connections and squid.
 bench:
 	@scripts/deps.sh && $(MAKE) -s all && bench/run.sh && bench/build.sh && \
-	  $(B)/netslot-bench
+	  $(B)/netslot-bench && AIRLOCK_BUILD=$(B) bench/gateway.sh
 
 # Issue 9's rows that hold many sandboxes at once (minutes).
 bench-scale:

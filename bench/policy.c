@@ -161,13 +161,20 @@ int main(int argc, char **argv)
 	}
 
 	double *tp = malloc(n * sizeof *tp), *tc = malloc(n * sizeof *tc);
-	if (tp == NULL || tc == NULL)
+	double *tg = malloc(n * sizeof *tg), *tn = malloc(n * sizeof *tn);
+	if (tp == NULL || tc == NULL || tg == NULL || tn == NULL)
 		return 1;
 	unsigned allowed = 0;
-	/* Interleaved, so that both see the same machine noise. */
+	size_t ng = 0, nn = 0;
+	al_policy_stat st;
+	al_policy_status(p, &st);
+	/* Interleaved, so that both see the same machine noise. The
+	 * state's memory, read between decisions (untimed), tells the ones
+	 * a GC sweep ran inside (it fell) from the others. */
 	for (size_t i = 0; i < n; i++) {
 		const al_egress_req *r = &mix[i % 6];
 		al_egress_decision d;
+		size_t before = st.mem_used;
 		double t0 = now_us();
 		al_policy_egress(p, r, &d);
 		double t1 = now_us();
@@ -176,12 +183,18 @@ int main(int argc, char **argv)
 		tp[i] = t1 - t0;
 		tc[i] = t2 - t1;
 		allowed += d.allow + c;
+		al_policy_status(p, &st);
+		if (st.mem_used < before)
+			tg[ng++] = tp[i];
+		else
+			tn[nn++] = tp[i];
 	}
 	qsort(tp, n, sizeof *tp, cmp_double);
 	qsort(tc, n, sizeof *tc, cmp_double);
+	qsort(tg, ng, sizeof *tg, cmp_double);
+	qsort(tn, nn, sizeof *tn, cmp_double);
 	double p50 = pct(tp, n, 0.5), p99 = pct(tp, n, 0.99);
 	double c50 = pct(tc, n, 0.5), c99 = pct(tc, n, 0.99);
-	al_policy_stat st;
 	al_policy_status(p, &st);
 	printf("\npolicy decision time: %zu decisions (%s, a mix of 6"
 	       " requests, %u allowed of %zu)\n",
@@ -192,6 +205,12 @@ int main(int argc, char **argv)
 	       "peer: plain C loop over the lists", c50, c99);
 	printf("  ratio policy/peer: p50 %.1fx  p99 %.1fx\n",
 	       c50 > 0 ? p50 / c50 : 0, c99 > 0 ? p99 / c99 : 0);
+	if (ng > 0 && nn > 0)
+		printf("  with a GC sweep inside: %zu decisions (%.1f%%), p50"
+		       " %.2f us, p99 %.2f us; without: p50 %.2f us, p99 %.2f"
+		       " us\n",
+		       ng, 100.0 * (double)ng / (double)n, pct(tg, ng, 0.5),
+		       pct(tg, ng, 0.99), pct(tn, nn, 0.5), pct(tn, nn, 0.99));
 	printf("  Lua state: %zu bytes in use, peak %zu; %lu policy"
 	       " failures\n",
 	       st.mem_used, st.mem_peak, st.failures);
@@ -202,6 +221,8 @@ int main(int argc, char **argv)
 	       " machine's figures are noisy)\n");
 	free(tp);
 	free(tc);
+	free(tg);
+	free(tn);
 	al_policy_close(p);
 	return 0;
 }

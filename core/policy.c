@@ -459,6 +459,7 @@ static al_policy_state *state_build(al_policy *p, const char *src, size_t len,
 	st->mem_call = p->limits.mem_call;
 	st->instructions = p->limits.instructions;
 	st->entry_ref = LUA_NOREF;
+	st->allow_ref = st->deny_ref = st->meta_ref = LUA_NOREF;
 	window_close(st);
 	st->L = lua_newstate(policy_alloc, st);
 	if (st->L == NULL) {

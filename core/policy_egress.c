@@ -210,6 +210,113 @@ static void push_list(lua_State *L, const char *const *v, size_t n)
 	}
 }
 
+static void push_metadata(lua_State *L, const al_policy_kv *kv, size_t n)
+{
+	lua_createtable(L, 0, (int)n);
+	for (size_t i = 0; i < n; i++) {
+		lua_pushstring(L, kv[i].value);
+		lua_setfield(L, -2, kv[i].key);
+	}
+}
+
+/* The value on top is a string equal to s; pops it. */
+static bool pop_equals(lua_State *L, const char *s)
+{
+	size_t len;
+	const char *v = lua_type(L, -1) == LUA_TSTRING
+				? lua_tolstring(L, -1, &len)
+				: NULL;
+	bool same = v != NULL && len == strlen(s) && memcmp(v, s, len) == 0;
+	lua_pop(L, 1);
+	return same;
+}
+
+/* Table t has no metatable and exactly n keys. */
+static bool plain_with_keys(lua_State *L, int t, size_t n)
+{
+	if (lua_getmetatable(L, t)) {
+		lua_pop(L, 1);
+		return false;
+	}
+	size_t keys = 0;
+	lua_pushnil(L);
+	while (lua_next(L, t) != 0) {
+		lua_pop(L, 1);
+		if (++keys > n) {
+			lua_pop(L, 1);
+			return false;
+		}
+	}
+	return keys == n;
+}
+
+static bool list_is(lua_State *L, int t, const char *const *v, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		lua_rawgeti(L, t, (int)i + 1);
+		if (!pop_equals(L, v[i]))
+			return false;
+	}
+	if (n == 0)
+		return plain_with_keys(L, t, 0);
+	if (lua_getmetatable(L, t)) {
+		lua_pop(L, 1);
+		return false;
+	}
+	/* 1..n are as built; nothing else: no [0] (LuaJIT's array part
+	 * starts there, before 1 in next()'s order) and nothing after n
+	 * (the rest of the array part, then every hash key). */
+	lua_rawgeti(L, t, 0);
+	bool zero = lua_isnil(L, -1);
+	lua_pop(L, 1);
+	if (!zero)
+		return false;
+	lua_pushinteger(L, (lua_Integer)n);
+	if (lua_next(L, t) == 0)
+		return true;
+	lua_pop(L, 2);
+	return false;
+}
+
+static bool metadata_is(lua_State *L, int t, const al_policy_kv *kv, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		lua_pushstring(L, kv[i].key);
+		lua_rawget(L, t);
+		if (!pop_equals(L, kv[i].value))
+			return false;
+	}
+	/* n distinct keys found: duplicates in kv (the last one wins when
+	 * built) make the count differ, and the table is rebuilt. */
+	return plain_with_keys(L, t, n);
+}
+
+/* Push the table cached at *ref if its contents are what the request
+ * carries now (the next request may carry other lists, and the policy
+ * may have changed the table it was given: contents decide, never a
+ * pointer), else build it and cache it. */
+static void push_cached(lua_State *L, int *ref, const char *const *list,
+			const al_policy_kv *kv, size_t n)
+{
+	if (*ref != LUA_NOREF) {
+		lua_rawgeti(L, LUA_REGISTRYINDEX, *ref);
+		int t = lua_gettop(L);
+		if (lua_type(L, t) == LUA_TTABLE &&
+		    (kv != NULL ? metadata_is(L, t, kv, n)
+				: list_is(L, t, list, n)))
+			return;
+		lua_pop(L, 1);
+		luaL_unref(L, LUA_REGISTRYINDEX, *ref);
+		*ref = LUA_NOREF;
+	}
+	if (kv != NULL)
+		push_metadata(L, kv, n);
+	else
+		push_list(L, list, n);
+	lua_pushvalue(L, -1);
+	*ref = luaL_ref(L, LUA_REGISTRYINDEX);
+}
+
 static int ask_policy(lua_State *L)
 {
 	struct ask *a = lua_touserdata(L, 1);
@@ -229,13 +336,12 @@ static int ask_policy(lua_State *L)
 	push_str(L, r->project);
 	push_str(L, al_net_mode_name(r->mode));
 	lua_pushboolean(L, r->build);
-	lua_createtable(L, 0, (int)r->n_metadata);
-	for (size_t i = 0; i < r->n_metadata; i++) {
-		lua_pushstring(L, r->metadata[i].value);
-		lua_setfield(L, -2, r->metadata[i].key);
-	}
-	push_list(L, r->allow, r->n_allow);
-	push_list(L, r->deny, r->n_deny);
+	al_policy_state *st = ud;
+	static const al_policy_kv none[1];
+	push_cached(L, &st->meta_ref, NULL,
+		    r->n_metadata > 0 ? r->metadata : none, r->n_metadata);
+	push_cached(L, &st->allow_ref, r->allow, NULL, r->n_allow);
+	push_cached(L, &st->deny_ref, r->deny, NULL, r->n_deny);
 
 	int n = al_policy_pcall(L, REQUEST_NARGS);
 	if (n < 1 || n > 2 || lua_type(L, 1) != LUA_TBOOLEAN ||

@@ -10,7 +10,7 @@ PKGS=(
 	libluajit-5.1-dev libcmocka-dev libseccomp-dev libcap-dev
 	libevent-dev libcurl4-openssl-dev busybox-static e2fsprogs libarchive-dev
 	nftables bubblewrap crun python3-pytest python3-requests debootstrap
-	qemu-system-x86
+	qemu-system-x86 squid-openssl
 )
 
 missing=()

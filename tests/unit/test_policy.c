@@ -194,6 +194,123 @@ static void test_request_lists_narrow_in_c(void **state)
 	al_policy_close(p);
 }
 
+/* The allow, deny and metadata tables a policy gets are reused across
+ * calls (core/policy_egress.c): each call must still see exactly what its
+ * request carries, whatever the policy did to the tables of an earlier
+ * call and whatever changed in the request's lists, even in place. */
+static const char seen_src[] =
+	"local function count(t)\n"
+	"  local n = 0\n"
+	"  for _ in pairs(t) do n = n + 1 end\n"
+	"  return n\n"
+	"end\n"
+	"function egress(req)\n"
+	"  local a, d, m = req.allow, req.deny, req.metadata\n"
+	"  local seen = table.concat(a, ',') .. '#' .. count(a) .. '|' ..\n"
+	"    table.concat(d, ',') .. '#' .. count(d) .. '|' ..\n"
+	"    (m.team or '-') .. '#' .. count(m) .. '|' ..\n"
+	"    tostring(getmetatable(a) == nil and getmetatable(d) == nil and\n"
+	"             getmetatable(m) == nil)\n"
+	"  local t = req.path\n"
+	"  if t == 'field' then a.foo = 1\n"
+	"  elseif t == 'zero' then a[0] = 'x'\n"
+	"  elseif t == 'append' then a[#a + 1] = 'evil.example'\n"
+	"  elseif t == 'far' then a[1000] = 'evil.example'\n"
+	"  elseif t == 'negative' then a[-1] = 'x'\n"
+	"  elseif t == 'replace' then a[1] = 'evil.example'\n"
+	"  elseif t == 'remove' then table.remove(a)\n"
+	"  elseif t == 'clear' then a[1] = nil; a[2] = nil\n"
+	"  elseif t == 'many' then for i = 1, 100 do a['k' .. i] = i end\n"
+	"  elseif t == 'meta' then setmetatable(a, {})\n"
+	"  elseif t == 'deny' then d[#d + 1] = 'x'\n"
+	"  elseif t == 'metameta' then setmetatable(m, {__index = a})\n"
+	"  elseif t == 'team' then m.team = 'evil'\n"
+	"  elseif t == 'extra' then m.extra = '1'\n"
+	"  end\n"
+	"  return deny(seen)\n"
+	"end\n";
+
+static void assert_seen(al_policy *p, const al_egress_req *r, const char *want)
+{
+	al_egress_decision d;
+	assert_int_equal(al_policy_egress(p, r, &d), 0);
+	assert_string_equal(d.reason, want);
+}
+
+static void test_cached_tables_follow_the_request(void **state)
+{
+	(void)state;
+	al_policy *p = open_src(seen_src);
+	const char *const allow[] = {"a.example", "b.example"};
+	const char *const deny[] = {"bad.example"};
+	static const al_policy_kv meta[] = {{"team", "research"}};
+	al_egress_req r = req_for("a.example", allow, 2);
+	r.deny = deny;
+	r.n_deny = 1;
+	r.metadata = meta;
+	r.n_metadata = 1;
+	const char *clean =
+		"a.example,b.example#2|bad.example#1|research#1|true";
+	static const char *const tampers[] = {
+		"field",   "zero",     "append", "far",	  "negative",
+		"replace", "remove",   "clear",	 "many",  "meta",
+		"deny",	   "metameta", "team",	 "extra",
+	};
+	assert_seen(p, &r, clean);
+	for (size_t i = 0; i < sizeof tampers / sizeof tampers[0]; i++) {
+		r.path = tampers[i];
+		assert_seen(p, &r, clean); /* what it saw before tampering */
+		r.path = NULL;
+		assert_seen(p, &r, clean); /* the next call: as built */
+	}
+	/* The lists change between calls: shorter, longer, other names,
+	 * empty; metadata other values, more keys, none. */
+	const char *const other[] = {"a.example", "c.example", "d.example"};
+	r.allow = other;
+	r.n_allow = 3;
+	assert_seen(p, &r,
+		    "a.example,c.example,d.example#3|bad.example#1|"
+		    "research#1|true");
+	r.n_allow = 1;
+	assert_seen(p, &r, "a.example#1|bad.example#1|research#1|true");
+	r.n_allow = 0;
+	r.n_deny = 0;
+	assert_seen(p, &r, "#0|#0|research#1|true");
+	static const al_policy_kv meta2[] = {{"team", "ops"}, {"x", "1"}};
+	r.metadata = meta2;
+	r.n_metadata = 2;
+	assert_seen(p, &r, "#0|#0|ops#2|true");
+	r.n_metadata = 0;
+	assert_seen(p, &r, "#0|#0|-#0|true");
+	/* Changed in place (same arrays, same pointers): contents decide. */
+	char name[] = "e.example";
+	const char *mut[] = {name, "f.example"};
+	r.allow = mut;
+	r.n_allow = 2;
+	assert_seen(p, &r, "e.example,f.example#2|#0|-#0|true");
+	name[0] = 'g';
+	assert_seen(p, &r, "g.example,f.example#2|#0|-#0|true");
+	mut[1] = "h.example";
+	assert_seen(p, &r, "g.example,h.example#2|#0|-#0|true");
+	{
+		char team[] = "blue";
+		al_policy_kv mkv[] = {{"team", team}};
+		r.metadata = mkv;
+		r.n_metadata = 1;
+		assert_seen(p, &r, "g.example,h.example#2|#0|blue#1|true");
+		team[0] = 'g';
+		team[1] = 'r';
+		assert_seen(p, &r, "g.example,h.example#2|#0|grue#1|true");
+	}
+	/* Two keys the same: the later value, one key. */
+	static const al_policy_kv dup[] = {{"team", "a"}, {"team", "b"}};
+	r.metadata = dup;
+	r.n_metadata = 2;
+	assert_seen(p, &r, "g.example,h.example#2|#0|b#1|true");
+	assert_seen(p, &r, "g.example,h.example#2|#0|b#1|true");
+	al_policy_close(p);
+}
+
 static void test_bad_requests_deny(void **state)
 {
 	(void)state;
@@ -752,6 +869,7 @@ int main(void)
 		cmocka_unit_test(test_shipped_allowlist),
 		cmocka_unit_test(test_shipped_builds_and_modes),
 		cmocka_unit_test(test_request_lists_narrow_in_c),
+		cmocka_unit_test(test_cached_tables_follow_the_request),
 		cmocka_unit_test(test_bad_requests_deny),
 		cmocka_unit_test(test_names),
 		cmocka_unit_test(test_loop_denies_within_budget),

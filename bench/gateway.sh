@@ -1,0 +1,514 @@
+#!/usr/bin/env bash
+# The egress gateway beside a direct connection and squid (issue 10's
+# benchmark). An upstream world the bench makes and always removes:
+#   - a network namespace with nginx serving HTTPS (443) and HTTP (80)
+#     for one test name (BENCH_GW_NAME), a small response (/small) and a
+#     100 MB file (/big), its certificate from a throwaway P-256 test CA;
+#   - a veth from the host's namespace to it in a private /30
+#     (BENCH_GW_NET, the gateway's AIRLOCK_UPSTREAM_ALLOW_CIDRS), and a
+#     hosts file naming the upstream (AIRLOCK_UPSTREAM_HOSTS; no
+#     resolver, nothing leaves loopback and these namespaces).
+# The same client (bench/httpsload.c: OpenSSL, built here) and the same
+# files in three legs:
+#   direct   from the host's namespace to the upstream;
+#   squid    squid-openssl with ssl_bump (peek at step 1, then bump
+#            everything) and its own P-256 CA, used as an explicit proxy
+#            with CONNECT (intercept mode needs the host's own NAT rules,
+#            which a bench must not touch);
+#   gateway  airlock-gateway for a network slot (core/net), the client in
+#            the slot's guest namespace trusting <state>/keys/ca.crt: it
+#            resolves the name through the gateway's DNS to a synthetic
+#            address, which nftables sends to the gateway.
+# Figures per leg: BENCH_GW_REQUESTS (1000) small GETs on kept-alive
+# connections (p50/p99/max), BENCH_GW_CONNS (500) new TLS connections
+# (handshake + one GET each; the proxy's utime+stime from /proc around
+# them, per connection), both in BENCH_GW_ROUNDS (10) rounds that
+# alternate the legs, and BENCH_GW_BULK_RUNS (3) downloads of the 100 MB
+# file, alternating too (median MB/s). Beside them, how long each proxy
+# waited runnable for a CPU per kept-alive request (schedstat): on a
+# loaded machine, the tail is mostly that. Then the ratios to direct and issue 10's
+# goals, met / NOT met. A leg that cannot run says "not run: <why>", one
+# that fails "failed: <why>"; direct failing fails the bench.
+#
+# Env: AIRLOCK_BUILD (build), BENCH_GW_NAME (bench-upstream.airlock.test),
+# BENCH_GW_NET (10.213.0.0/30: .1 host side, .2 upstream), BENCH_GW_MB
+# (100), BENCH_GW_PAUSE (set: keep the world up at the end until
+# <work dir>/paused is removed, to look at it).
+set -euo pipefail
+
+REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$REPO"
+BUILD=$(realpath -m -- "${AIRLOCK_BUILD:-$REPO/build}")
+NAME=${BENCH_GW_NAME:-bench-upstream.airlock.test}
+NET=${BENCH_GW_NET:-10.213.0.0/30}
+REQS=${BENCH_GW_REQUESTS:-1000}
+CONNS=${BENCH_GW_CONNS:-500}
+BULK_RUNS=${BENCH_GW_BULK_RUNS:-3}
+BIG_MB=${BENCH_GW_MB:-100}
+ROUNDS=${BENCH_GW_ROUNDS:-10}
+
+echo
+echo "bench: egress gateway beside direct and squid (bench/gateway.sh)"
+if [ "$(id -u)" -ne 0 ]; then
+	echo "bench: gateway: not run: needs root (network namespaces)"
+	exit 0
+fi
+
+base=${NET%/*}
+HOST_IP=${base%.*}.$((${base##*.} + 1))
+UP_IP=${base%.*}.$((${base##*.} + 2))
+if ip -4 -o addr show | grep -q "inet ${base%.*}\."; then
+	echo "bench: gateway: $NET is in use on this host; set BENCH_GW_NET" >&2
+	exit 1
+fi
+
+WORK=$(mktemp -d /tmp/airlock-gwbench-XXXXXX)
+chmod 0755 "$WORK"
+UPNS=algwb-up-$$
+VETH=algwb$$
+PIDS=()
+SLOT_HOLD=
+
+cleanup() {
+	set +e
+	local all=("${PIDS[@]}") p
+	# Their helpers too (squid's certificate generators).
+	for p in "${PIDS[@]}"; do
+		all+=($(pgrep -P "$p"))
+	done
+	for p in "${all[@]}"; do
+		kill "$p" 2>/dev/null
+	done
+	for p in "${all[@]}"; do
+		for _ in $(seq 50); do
+			kill -0 "$p" 2>/dev/null || break
+			sleep 0.1
+		done
+		kill -9 "$p" 2>/dev/null
+	done
+	if [ -n "$GWRUN_PROC" ]; then
+		# EOF: gwrun stops the gateway and releases its slot.
+		[ -n "$SLOT_HOLD" ] && exec {SLOT_HOLD}>&-
+		for _ in $(seq 100); do
+			kill -0 "$GWRUN_PROC" 2>/dev/null || break
+			sleep 0.1
+		done
+		kill "$GWRUN_PROC" 2>/dev/null
+		wait "$GWRUN_PROC" 2>/dev/null
+	fi
+	ip link del "$VETH" 2>/dev/null
+	ip netns del "$UPNS" 2>/dev/null
+	if [ -d "$WORK/state" ] && [ -x "$BUILD/netslot-tool" ]; then
+		"$BUILD/netslot-tool" "$WORK/state" drain ns >/dev/null 2>&1
+		"$BUILD/netslot-tool" "$WORK/state" reconcile >/dev/null 2>&1
+	fi
+	rm -rf "$WORK"
+}
+trap cleanup EXIT
+[ -n "${BENCH_GW_PAUSE:-}" ] && trap "touch $WORK/paused; while [ -e $WORK/paused ]; do sleep 1; done; cleanup" EXIT
+trap 'exit 130' INT TERM
+
+mkdir -p "$WORK/bin"
+cc -std=gnu17 -O2 -g -Wall -Wextra -Werror -D_GNU_SOURCE \
+	-o "$WORK/bin/httpsload" bench/httpsload.c -lssl -lcrypto
+LOAD=$WORK/bin/httpsload
+
+# ---- the upstream world ----
+
+# A P-256 CA and leaf, as the gateway's own are.
+mkdir -p "$WORK/ca" "$WORK/www"
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes \
+	-keyout "$WORK/ca/ca.key" -out "$WORK/ca/ca.crt" -days 2 \
+	-subj "/CN=Airlock gateway bench upstream CA" 2>/dev/null
+openssl req -new -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes \
+	-keyout "$WORK/ca/up.key" -out "$WORK/ca/up.csr" \
+	-subj "/CN=$NAME" 2>/dev/null
+printf 'subjectAltName=DNS:%s\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n' \
+	"$NAME" >"$WORK/ca/up.ext"
+openssl x509 -req -in "$WORK/ca/up.csr" -CA "$WORK/ca/ca.crt" \
+	-CAkey "$WORK/ca/ca.key" -CAcreateserial -days 2 \
+	-extfile "$WORK/ca/up.ext" -out "$WORK/ca/up.crt" 2>/dev/null
+head -c 64 /dev/zero | tr '\0' 'a' >"$WORK/www/small"
+dd if=/dev/urandom of="$WORK/www/big" bs=1000000 count="$BIG_MB" \
+	status=none
+chmod -R a+rX "$WORK/www"
+printf '%s %s\n' "$UP_IP" "$NAME" >"$WORK/hosts"
+
+ip netns add "$UPNS"
+ip link add "$VETH" type veth peer name eth0 netns "$UPNS"
+ip addr add "$HOST_IP/30" dev "$VETH"
+ip link set "$VETH" up
+ip -n "$UPNS" addr add "$UP_IP/30" dev eth0
+ip -n "$UPNS" link set eth0 up
+ip -n "$UPNS" link set lo up
+
+cat >"$WORK/nginx.conf" <<EOF
+worker_processes 1;
+pid $WORK/nginx.pid;
+error_log $WORK/nginx-error.log warn;
+daemon off;
+events { worker_connections 4096; }
+http {
+	access_log off;
+	default_type application/octet-stream;
+	keepalive_requests 1000000;
+	keepalive_timeout 300s;
+	ssl_protocols TLSv1.2 TLSv1.3;
+	# Tickets on, as public servers have them: a proxy may resume its
+	# upstream sessions. The bench's client never resumes.
+	ssl_session_tickets on;
+	server {
+		listen $UP_IP:443 ssl;
+		listen $UP_IP:80;
+		server_name $NAME;
+		ssl_certificate $WORK/ca/up.crt;
+		ssl_certificate_key $WORK/ca/up.key;
+		root $WORK/www;
+	}
+}
+EOF
+ip netns exec "$UPNS" nginx -c "$WORK/nginx.conf" -p "$WORK" \
+	2>>"$WORK/nginx-error.log" &
+PIDS+=($!)
+
+# Wait until a listener answers (bash's /dev/tcp, from the host side).
+wait_port() {
+	local ip=$1 port=$2 what=$3
+	for _ in $(seq 100); do
+		if (exec 3<>"/dev/tcp/$ip/$port") 2>/dev/null; then
+			return 0
+		fi
+		sleep 0.1
+	done
+	echo "bench: gateway: $what did not start listening on $ip:$port" >&2
+	return 1
+}
+wait_port "$UP_IP" 443 nginx || { cat "$WORK/nginx-error.log" >&2; exit 1; }
+
+free_port() {
+	/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+}
+
+# Sum of utime+stime (clock ticks) of a process and its children.
+cpu_ticks() {
+	local sum=0 p f
+	for p in "$@" $(for q in "$@"; do pgrep -P "$q"; done); do
+		f=$(cat "/proc/$p/stat" 2>/dev/null) || continue
+		f=${f##*) }
+		set -- $f
+		sum=$((sum + ${12} + ${13}))
+	done
+	echo "$sum"
+}
+HZ=$(getconf CLK_TCK)
+
+# Nanoseconds the processes (and their children) waited runnable for a
+# CPU (schedstat's run delay): how much of a tail is the machine's.
+run_delay_ns() {
+	local sum=0 p f
+	for p in "$@" $(for q in "$@"; do pgrep -P "$q"; done); do
+		f=$(cat "/proc/$p/schedstat" 2>/dev/null) || continue
+		set -- $f
+		sum=$((sum + $2))
+	done
+	echo "$sum"
+}
+
+# The legs, each a client command (LEG_<leg>, an array) and the pids
+# whose CPU is read around its new connections (CPU_<leg>, or empty).
+# The phases run leg after leg (keepalive, then new connections, then
+# bulk rounds alternating), so that a shared machine's noise falls on
+# each leg alike. Figures go to $WORK/<leg>.out as key=value.
+LEGS=(direct)
+LEG_direct=("$LOAD" --connect "$UP_IP:443" --name "$NAME" --ca "$WORK/ca/ca.crt")
+CPU_direct=
+declare -A WHY=()
+
+fig() { sed -n "s/^$2=//p" "$WORK/$1.sum"; }
+
+# Drop a leg that failed (direct failing fails the bench).
+drop_leg() {
+	local leg=$1 why=$2 l kept=()
+	if [ "$leg" = direct ]; then
+		echo "bench: gateway: the direct leg failed: $why" >&2
+		exit 1
+	fi
+	WHY[$leg]="failed: $why"
+	rm -f "$WORK/$leg.out"
+	for l in "${LEGS[@]}"; do
+		[ "$l" = "$leg" ] || kept+=("$l")
+	done
+	LEGS=("${kept[@]}")
+}
+
+# Run one phase (httpsload arguments) for every leg still in.
+phase() {
+	local leg
+	for leg in "${LEGS[@]}"; do
+		local -n cmd=LEG_$leg
+		local -n pids=CPU_$leg
+		local t0=0 t1 w0=0
+		[ -n "$pids" ] && t0=$(cpu_ticks $pids) && w0=$(run_delay_ns $pids)
+		if ! "${cmd[@]}" "$@" >"$WORK/$leg.phase" 2>"$WORK/$leg.err"; then
+			drop_leg "$leg" "httpsload $*: $(tail -3 "$WORK/$leg.err" | tr '\n' ' ')$(leg_log "$leg")"
+			continue
+		fi
+		cat "$WORK/$leg.phase" >>"$WORK/$leg.out"
+		if [ -n "$pids" ] && [ "$1 $2" = "--mode conns" ]; then
+			t1=$(cpu_ticks $pids)
+			printf 'cpu_ticks=%d\ncpu_conns=%d\n' $((t1 - t0)) "$4" \
+				>>"$WORK/$leg.out"
+		fi
+		if [ -n "$pids" ] && [ "$1 $2" = "--mode keepalive" ]; then
+			printf 'wait_ns=%d\nwait_reqs=%d\n' \
+				$(($(run_delay_ns $pids) - w0)) "$4" >>"$WORK/$leg.out"
+		fi
+	done
+}
+
+# The last lines a proxy logged, for a leg that failed.
+leg_log() {
+	case $1 in
+	squid) echo " (squid: $(tail -2 "$WORK/squid/cache.log" | tr '\n' ' '))" ;;
+	gateway) echo " (gateway: $(tail -3 "$WORK/gateway.log" | tr '\n' ' '))" ;;
+	esac
+}
+
+# ---- leg 2: squid ----
+squid_leg() {
+	if ! command -v squid >/dev/null ||
+		[ ! -x /usr/lib/squid/security_file_certgen ]; then
+		SQUID_WHY="squid-openssl is not installed (scripts/deps.sh)"
+		return 1
+	fi
+	local d=$WORK/squid port
+	port=$(free_port)
+	mkdir -p "$d"
+	openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes \
+		-keyout "$d/ca.pem" -out "$d/ca.crt" -days 2 \
+		-subj "/CN=Airlock gateway bench squid CA" 2>/dev/null
+	cat "$d/ca.crt" >>"$d/ca.pem"
+	/usr/lib/squid/security_file_certgen -c -s "$d/ssl_db" -M 16MB \
+		>/dev/null
+	cat >"$d/squid.conf" <<EOF
+http_port 127.0.0.1:$port ssl-bump tls-cert=$d/ca.pem generate-host-certificates=on dynamic_cert_mem_cache_size=16MB
+sslcrtd_program /usr/lib/squid/security_file_certgen -s $d/ssl_db -M 16MB
+sslcrtd_children 4 startup=1 idle=1
+acl step1 at_step SslBump1
+ssl_bump peek step1
+ssl_bump bump all
+tls_outgoing_options cafile=$WORK/ca/ca.crt
+http_access allow localhost
+http_access deny all
+cache deny all
+cache_mem 0 MB
+access_log none
+cache_log $d/cache.log
+pid_filename $d/squid.pid
+coredump_dir $d
+hosts_file $WORK/hosts
+dns_nameservers $UP_IP
+cache_effective_user proxy
+shutdown_lifetime 0 seconds
+pinger_enable off
+EOF
+	chown -R proxy: "$d"
+	squid -f "$d/squid.conf" -N 2>>"$d/cache.log" &
+	SQUID_PID=$!
+	PIDS+=("$SQUID_PID")
+	if ! wait_port 127.0.0.1 "$port" squid; then
+		tail -5 "$d/cache.log" >&2
+		SQUID_WHY="squid did not start (see above)"
+		return 1
+	fi
+	LEG_squid=("$LOAD" --proxy "127.0.0.1:$port" --connect "$UP_IP:443" \
+		--name "$NAME" --ca "$d/ca.crt")
+	CPU_squid=$SQUID_PID
+}
+SQUID_WHY=
+if squid_leg; then LEGS+=(squid); else WHY[squid]="not run: $SQUID_WHY"; fi
+
+# ---- leg 3: the Airlock gateway ----
+GW_WHY=
+GWRUN_PROC=
+gateway_leg() {
+	if [ ! -x "$BUILD/airlock-gateway" ]; then
+		GW_WHY="no $BUILD/airlock-gateway (the gateway is not built yet: branch gw-proxy)"
+		return 1
+	fi
+	if [ ! -f core/net/gwlaunch.h ] || [ ! -f controller/mint.c ]; then
+		GW_WHY="no launcher (core/net/gwlaunch) or mint service (controller/mint.c) in this tree"
+		return 1
+	fi
+	local libs="-lpq -ljson-c -lbtrfsutil -lcap -lcrypto -larchive"
+	libs="$libs -lluajit-5.1 -lpthread -lmnl -lnftnl -lssl -levent_openssl -levent"
+	# shellcheck disable=SC2086
+	if ! cc -std=gnu17 -O2 -g -Wall -Wextra -Werror -D_GNU_SOURCE -Icore \
+		-I/usr/include/luajit-2.1 -o "$WORK/bin/gwrun" bench/gwrun.c \
+		controller/mint.c "$BUILD/libairlock.a" $libs \
+		2>"$WORK/gwrun-cc.log"; then
+		GW_WHY="bench/gwrun does not build: $(grep -m1 error "$WORK/gwrun-cc.log")"
+		return 1
+	fi
+	# The gateway's own uid reads the state dir, policies and hosts.
+	mkdir -p "$WORK/state"
+	chmod 0711 "$WORK/state"
+	coproc GWRUN {
+		AIRLOCK_GATEWAY=$BUILD/airlock-gateway \
+			AIRLOCK_POLICIES=$REPO/policies \
+			AIRLOCK_UPSTREAM_HOSTS=$WORK/hosts \
+			AIRLOCK_UPSTREAM_DNS=$UP_IP:53 \
+			AIRLOCK_UPSTREAM_CA=$WORK/ca/ca.crt \
+			AIRLOCK_UPSTREAM_ALLOW_CIDRS=$NET \
+			exec "$WORK/bin/gwrun" "$WORK/state" bench-gw "$NAME" \
+			2>"$WORK/gateway.log"
+	}
+	GWRUN_PROC=$GWRUN_PID # bash unsets GWRUN_PID when it ends
+	SLOT_HOLD=${GWRUN[1]}
+	local info=
+	if ! read -r -t 60 info <&"${GWRUN[0]}" || [ -z "$info" ]; then
+		GW_WHY="the gateway did not start: $(tail -3 "$WORK/gateway.log" | tr '\n' ' ')"
+		return 1
+	fi
+	local gw_pid guest_ns gw_ip syn
+	gw_pid=$(sed -n 's/.*"pid":\([0-9]*\).*/\1/p' <<<"$info")
+	guest_ns=$(sed -n 's/.*"guest_ns":"\([^"]*\)".*/\1/p' <<<"$info")
+	gw_ip=$(sed -n 's/.*"gateway":"\([^"]*\)".*/\1/p' <<<"$info")
+	printf 'nameserver %s\noptions timeout:2 attempts:2\n' "$gw_ip" \
+		>"$WORK/resolv.conf"
+	# The guest's lookup, through the gateway's DNS (the host's own
+	# resolv.conf is replaced in a mount namespace of the lookup's own).
+	syn=$(nsenter --net="$guest_ns" unshare -m sh -c \
+		'mount --bind "$1" /etc/resolv.conf && getent ahostsv4 "$2"' \
+		sh "$WORK/resolv.conf" "$NAME" | awk 'NR == 1 { print $1 }')
+	if [ -z "$syn" ]; then
+		GW_WHY="$NAME does not resolve through the gateway's DNS at $gw_ip"
+		return 1
+	fi
+	echo "bench: gateway pid $gw_pid, slot gateway $gw_ip, $NAME -> $syn (synthetic)"
+	LEG_gateway=(nsenter --net="$guest_ns" "$LOAD" --connect "$syn:443"
+		--name "$NAME" --ca "$WORK/state/keys/ca.crt")
+	CPU_gateway=$gw_pid
+}
+if gateway_leg; then LEGS+=(gateway); else WHY[gateway]="not run: $GW_WHY"; fi
+
+# ---- the phases ----
+# Rounds alternate the legs: each round is REQS/ROUNDS kept-alive
+# requests (on a new connection, after untimed warm-up requests) or
+# CONNS/ROUNDS new connections per leg; the samples are pooled.
+for leg in "${LEGS[@]}"; do : >"$WORK/$leg.out"; done
+phase --mode conns -n 5 # warm: leaves minted, caches filled
+for leg in "${LEGS[@]}"; do : >"$WORK/$leg.out"; done
+for _ in $(seq "$ROUNDS"); do
+	phase --mode keepalive -n $((REQS / ROUNDS)) --raw
+done
+for _ in $(seq "$ROUNDS"); do
+	phase --mode conns -n $((CONNS / ROUNDS)) --raw
+done
+for _ in $(seq "$BULK_RUNS"); do
+	phase --mode bulk -n 1
+done
+
+# Pooled figures per leg into $WORK/<leg>.sum.
+pct() { # key p: the p-th percentile (nearest rank below) of key's samples
+	sed -n "s/^$1=//p" "$OUT_FILE" | sort -n |
+		awk -v p="$2" '{ v[NR] = $1 } END { print v[int((NR - 1) * p) + 1] }'
+}
+for leg in "${LEGS[@]}"; do
+	OUT_FILE=$WORK/$leg.out
+	{
+		for k in keepalive conns; do
+			echo "${k}_n=$(grep -c "^${k}_sample_us=" "$OUT_FILE")"
+			echo "${k}_p50_us=$(pct "${k}_sample_us" 0.5)"
+			echo "${k}_p99_us=$(pct "${k}_sample_us" 0.99)"
+			echo "${k}_max_us=$(pct "${k}_sample_us" 1)"
+		done
+		# The median round's rate, and the median bulk download.
+		echo "conns_per_s=$(pct conns_per_s 0.5)"
+		echo "bulk_mbs=$(pct bulk_best_mbs 0.5)"
+		if grep -q '^cpu_ticks=' "$OUT_FILE"; then
+			awk -F= -v hz="$HZ" '
+				$1 == "cpu_ticks" { t += $2 }
+				$1 == "cpu_conns" { n += $2 }
+				END { printf "cpu_per_conn_us=%.1f\n", t / hz * 1e6 / n }' \
+				"$OUT_FILE"
+			awk -F= '
+				$1 == "wait_ns" { t += $2 }
+				$1 == "wait_reqs" { n += $2 }
+				END { printf "wait_per_req_us=%.1f\n", t / 1e3 / n }' \
+				"$OUT_FILE"
+		fi
+	} >"$WORK/$leg.sum"
+done
+
+# ---- figures ----
+have() { [ -s "$WORK/$1.sum" ]; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
+minus() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.1f", a - b }'; }
+le() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a <= b) }'; }
+ge() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a >= b) }'; }
+
+echo "bench: upstream nginx (1 worker) in namespace $UPNS at $UP_IP, name $NAME;"
+echo "  TLS 1.3, P-256 certificates everywhere; ${BIG_MB} MB file; client bench/httpsload"
+printf '%-8s %12s %12s %12s %12s %12s %12s %14s\n' leg "ka p50 us" \
+	"ka p99 us" "ka max us" "conn p50 us" "conn/s" "cpu/conn us" \
+	"bulk MB/s"
+for leg in direct squid gateway; do
+	if ! have "$leg"; then
+		printf '%-8s %s\n' "$leg" "${WHY[$leg]:-}"
+		continue
+	fi
+	cpu=$(fig "$leg" cpu_per_conn_us)
+	printf '%-8s %12s %12s %12s %12s %12s %12s %14s\n' "$leg" \
+		"$(fig "$leg" keepalive_p50_us)" "$(fig "$leg" keepalive_p99_us)" \
+		"$(fig "$leg" keepalive_max_us)" "$(fig "$leg" conns_p50_us)" \
+		"$(fig "$leg" conns_per_s)" "${cpu:--}" \
+		"$(fig "$leg" bulk_mbs)"
+done
+
+d50=$(fig direct keepalive_p50_us)
+d99=$(fig direct keepalive_p99_us)
+dmb=$(fig direct bulk_mbs)
+for leg in squid gateway; do
+	have "$leg" || continue
+	a50=$(minus "$(fig "$leg" keepalive_p50_us)" "$d50")
+	a99=$(minus "$(fig "$leg" keepalive_p99_us)" "$d99")
+	mb=$(fig "$leg" bulk_mbs)
+	echo "$leg vs direct: added latency p50 $a50 us, p99 $a99 us;" \
+		"bulk $(ratio "$mb" "$dmb")x direct; CPU per new TLS" \
+		"connection $(fig "$leg" cpu_per_conn_us) us"
+	echo "  $leg waited runnable for a CPU $(fig "$leg" wait_per_req_us) us" \
+		"per kept-alive request on average (schedstat run delay: the" \
+		"machine's share of its tail; load $(cut -d' ' -f1 /proc/loadavg))"
+done
+if have gateway && have squid; then
+	echo "gateway vs squid: bulk $(ratio "$(fig gateway bulk_mbs)" \
+		"$(fig squid bulk_mbs)")x, CPU per new connection" \
+		"$(ratio "$(fig gateway cpu_per_conn_us)" \
+			"$(fig squid cpu_per_conn_us)")x"
+fi
+
+goal() {
+	if [ "$3" = 1 ]; then
+		echo "Goal (issue 10): $1: $2: met"
+	else
+		echo "Goal (issue 10): $1: $2: NOT met"
+	fi
+}
+if have gateway; then
+	mb=$(fig gateway bulk_mbs)
+	r=$(ratio "$mb" "$dmb")
+	ge "$r" 0.8 && ok=1 || ok=0
+	goal "${BIG_MB} MB HTTPS download >= 0.8x direct" "${r}x ($mb vs $dmb MB/s)" $ok
+	a50=$(minus "$(fig gateway keepalive_p50_us)" "$d50")
+	le "$a50" 150 && ok=1 || ok=0
+	goal "added latency p50 <= 150 us (kept-alive, $REQS requests)" "$a50 us" $ok
+	a99=$(minus "$(fig gateway keepalive_p99_us)" "$d99")
+	le "$a99" 1000 && ok=1 || ok=0
+	goal "added latency p99 <= 1 ms" "$a99 us" $ok
+	c=$(fig gateway cpu_per_conn_us)
+	le "$c" 1000 && ok=1 || ok=0
+	goal "gateway CPU per new TLS connection <= 1 ms ($CONNS connections)" "$c us" $ok
+else
+	echo "Goal (issue 10): gateway figures: ${WHY[gateway]:-}"
+fi
