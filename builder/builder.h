@@ -7,6 +7,7 @@
  *   base.c    FROM: scratch, another template, debootstrap
  *   run.c     RUN in a build sandbox (the ns jail + the agent)
  *   finish.c  the template version: agent, CA, publish, VM artefacts
+ *   logstream.c  the log's SSE streams nginx carries (its own process)
  *
  * Layers are btrfs subvolumes in pool/layers/<key>. A step that makes
  * one builds it in pool/layers/.tmp-<key>-<pid> and renames it into
@@ -128,6 +129,13 @@ json_object *run_env(const bld *b, size_t nenv, al_err *err);
 const char *run_workdir(const bld *b, size_t idx);
 /* "" for the default (root); else "user[:group]". */
 void run_user(const bld *b, size_t idx, char *out, size_t outlen);
+
+/* ---- logstream.c ---- */
+/* Start the log streamer of b (a process of its own that outlives a
+ * killed builder; it exits a little after the builder). */
+int logstream_start(const bld *b, al_err *err);
+/* "airlock-builder --log-stream ID": the streamer itself. */
+int logstream_main(const char *id);
 
 /* ---- finish.c ---- */
 int finish_publish(bld *b, int *version, al_err *err);

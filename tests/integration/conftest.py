@@ -15,6 +15,7 @@ Environment:
                          into the fresh state directory before `up`, so
                          the guest kernel is not downloaded for every run
 """
+import http.client
 import json
 import os
 import re
@@ -381,6 +382,18 @@ def exec_sse(api, sid, cmd, **kw):
 
 
 # ------------------------------------------------------------ processes
+
+
+def open_stream(stack, method, path, body=None):
+    """An SSE request on a connection of its own, straight to the
+    stack's nginx: (connection, response), status not checked."""
+    c = http.client.HTTPConnection("127.0.0.1", stack.http_port, timeout=60)
+    headers = {"Authorization": f"Bearer {stack.key}",
+               "Accept": "text/event-stream"}
+    if body is not None:
+        headers["Content-Type"] = "application/json"
+    c.request(method, path, body, headers)
+    return c, c.getresponse()
 
 
 def listener_pid(stack, path):
