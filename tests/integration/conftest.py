@@ -477,6 +477,17 @@ def cmdline(pid):
         return ""
 
 
+def mem_kib(pid):
+    """VmRSS and VmHWM of a process, KiB (the benches use it too)."""
+    out = {}
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            k, _, v = line.partition(":")
+            if k in ("VmRSS", "VmHWM"):
+                out[k] = int(v.split()[0])
+    return out
+
+
 def qemu_pids(stack):
     """Every QEMU of this stack: its command line names a path in the
     stack's state directory (disk image, memory file, sockets)."""
