@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "agentproto.h"
 #include "log.h"
 #include "spare.h"
 #include "store.h"
@@ -14,6 +15,11 @@
 
 #define SPARES_TEMPLATES 64
 #define SPARES_TICK_MS 100
+/* No spare is made while starts are taking them, nor this long after the
+ * last take: a snapshot's commit stalls every btrfs operation of the
+ * starts it would serve (their renames, qgroup limits, writes). The
+ * pool is sized to serve a burst from what was made before it. */
+#define SPARES_QUIET_MS 300
 
 static struct {
 	pthread_mutex_t mu;
@@ -25,6 +31,8 @@ static struct {
 	char name[SPARES_TEMPLATES][64];
 	int version[SPARES_TEMPLATES];
 	uint32_t target[SPARES_TEMPLATES];
+	int seen[SPARES_TEMPLATES];	    /* spares at the last look */
+	int64_t taken_ms[SPARES_TEMPLATES]; /* when a look found fewer */
 } sp = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
 
 /* Under sp.mu (al_spare_prune's callback). */
@@ -44,9 +52,14 @@ static int make_one(const al_config *cfg)
 	int version = 0, found = 0;
 	pthread_mutex_lock(&sp.mu);
 	al_spare_prune(cfg, current, NULL);
+	int64_t now = al_now_ms();
 	for (int i = 0; i < sp.n && !found; i++) {
-		if (al_spare_count(cfg, sp.name[i], sp.version[i]) >=
-		    (int)sp.target[i])
+		int have = al_spare_count(cfg, sp.name[i], sp.version[i]);
+		if (have < sp.seen[i])
+			sp.taken_ms[i] = now;
+		sp.seen[i] = have;
+		if (have >= (int)sp.target[i] ||
+		    now - sp.taken_ms[i] < SPARES_QUIET_MS)
 			continue;
 		memcpy(name, sp.name[i], sizeof name);
 		version = sp.version[i];
@@ -79,8 +92,8 @@ static void *spares_main(void *arg)
 		pthread_mutex_lock(&sp.mu);
 		if (made == 1)
 			continue;
-		/* Nothing short, or trouble: wait for news, or the tick (a
-		 * failure waits longer). */
+		/* Nothing short (or quiet), or trouble: wait for news, or the
+		 * tick (a failure waits longer). */
 		struct timespec t;
 		clock_gettime(CLOCK_REALTIME, &t);
 		long ms = made < 0 ? 5000 : SPARES_TICK_MS;
@@ -121,6 +134,9 @@ void spares_set(const char (*name)[64], const int *version,
 	pthread_mutex_lock(&sp.mu);
 	sp.n = n < SPARES_TEMPLATES ? n : SPARES_TEMPLATES;
 	for (int i = 0; i < sp.n; i++) {
+		if (strcmp(sp.name[i], name[i]) != 0 ||
+		    sp.version[i] != version[i])
+			sp.seen[i] = sp.taken_ms[i] = 0;
 		memcpy(sp.name[i], name[i], sizeof sp.name[i]);
 		sp.version[i] = version[i];
 		uint32_t t = recent[i];
