@@ -579,3 +579,27 @@ def test_cli_sets_template_pool_bounds(stack):
     assert "ns_max" in json.loads(p.stdout)["warm_pool"]["defaults"]
     p = cli(stack, "template", "pool", "minimal", "ns_max")
     assert p.returncode == 100
+
+
+def test_deleted_templates_spare_snapshots_go(stack, api, templates):
+    """The controller makes spare snapshots of every template for the
+    starts to take (core/spare.h); a deleted template's go with it."""
+    name, events = templates.build("spared", "FROM minimal\nRUN true\n")
+    assert events[-1].data["status"] == "succeeded", events[-1].data
+    d = os.path.join(stack.state, "pool", "spares")
+
+    def mine():
+        try:
+            return [n for n in os.listdir(d) if n.startswith(name + ".")]
+        except FileNotFoundError:
+            return []
+
+    deadline = time.monotonic() + 60
+    while not mine():
+        assert time.monotonic() < deadline, "no spare of the template"
+        time.sleep(0.5)
+    delete_template(api, name)
+    deadline = time.monotonic() + 30
+    while mine():
+        assert time.monotonic() < deadline, mine()
+        time.sleep(0.5)
