@@ -317,6 +317,9 @@ int logstream_start(const bld *b, al_err *err)
 	if ((size_t)snprintf(prog, sizeof prog, "%s/airlock-builder",
 			     b->cfg.libexec_dir) >= sizeof prog)
 		return al_err_set(err, AL_EINVAL, 0, "path too long");
+	/* A socket nobody would serve is not made. */
+	if (access(prog, X_OK) < 0)
+		return al_err_sys(err, AL_ESYS, errno, "%s", prog);
 	int fd = al_streamhttp_listen(sa.sun_path, err);
 	if (fd < 0)
 		return -1;
