@@ -36,13 +36,19 @@ static struct {
 } sp = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
 
 /* Under sp.mu (al_spare_prune's callback). */
-static int current(const char *name, int version, void *arg)
+static int current(const char *name, int version, char *src, size_t srclen,
+		   void *arg)
 {
-	(void)arg;
+	const al_config *cfg = arg;
 	for (int i = 0; i < sp.n; i++)
 		if (strcmp(sp.name[i], name) == 0)
-			return sp.version[i] == version;
-	return !sp.known;
+			return sp.version[i] == version &&
+			       al_template_version_rootfs(cfg, name, version,
+							  src, srclen,
+							  NULL) == 0;
+	/* Not known yet: kept, and compared with its own version's. */
+	return !sp.known && al_template_version_rootfs(cfg, name, version, src,
+						       srclen, NULL) == 0;
 }
 
 /* One spare for the first template short of its target; 0 when none is. */
@@ -51,10 +57,14 @@ static int make_one(const al_config *cfg)
 	char name[64], src[AL_PATH_MAX];
 	int version = 0, found = 0;
 	pthread_mutex_lock(&sp.mu);
-	al_spare_prune(cfg, current, NULL);
+	al_spare_prune(cfg, current, (void *)cfg);
 	int64_t now = al_now_ms();
 	for (int i = 0; i < sp.n && !found; i++) {
-		int have = al_spare_count(cfg, sp.name[i], sp.version[i]);
+		char root[AL_PATH_MAX];
+		if (al_template_version_rootfs(cfg, sp.name[i], sp.version[i],
+					       root, sizeof root, NULL) < 0)
+			continue;
+		int have = al_spare_count(cfg, sp.name[i], sp.version[i], root);
 		if (have < sp.seen[i])
 			sp.taken_ms[i] = now;
 		sp.seen[i] = have;

@@ -36,12 +36,26 @@ static int parse_entry(const char *e, char *name, size_t namelen, int *version)
 	return al_id_valid(name);
 }
 
+/* A spare still shows its template version as it is now: the root
+ * directory of a version changes after it is published (the builder,
+ * or the controller on a new accelerator, links .airlock-vm into it),
+ * and a snapshot keeps the root's mtime. */
+static int fresh(const char *spare, const char *src)
+{
+	struct stat a, b;
+	return stat(spare, &a) == 0 && stat(src, &b) == 0 &&
+	       a.st_mtim.tv_sec == b.st_mtim.tv_sec &&
+	       a.st_mtim.tv_nsec == b.st_mtim.tv_nsec;
+}
+
 /* What a walk over pool/spares looks for and does. */
 typedef struct walk {
 	const char *name; /* NULL: every entry */
 	int version;
+	const char *src; /* the template version's rootfs, to compare */
 	const char *dst; /* take: where to */
-	int (*keep)(const char *name, int version, void *arg);
+	int (*keep)(const char *name, int version, char *src, size_t srclen,
+		    void *arg);
 	void *arg;
 	int n;
 } walk;
@@ -69,6 +83,8 @@ static int each(const al_config *cfg, walk *w,
 		    (strcmp(name, w->name) != 0 || version != w->version))
 			continue;
 		snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+		if (w->src != NULL && !fresh(path, w->src))
+			continue;
 		rc = fn(w, path, name, version);
 	}
 	closedir(d);
@@ -86,11 +102,11 @@ static int take_one(walk *w, const char *path, const char *name, int version)
 }
 
 int al_spare_take(const al_config *cfg, const char *name, int version,
-		  const char *dst)
+		  const char *src, const char *dst)
 {
 	if (version <= 0 || !al_id_valid(name))
 		return 0;
-	walk w = {.name = name, .version = version, .dst = dst};
+	walk w = {.name = name, .version = version, .src = src, .dst = dst};
 	return each(cfg, &w, take_one) == 1;
 }
 
@@ -103,9 +119,10 @@ static int count_one(walk *w, const char *path, const char *name, int version)
 	return 0;
 }
 
-int al_spare_count(const al_config *cfg, const char *name, int version)
+int al_spare_count(const al_config *cfg, const char *name, int version,
+		   const char *src)
 {
-	walk w = {.name = name, .version = version};
+	walk w = {.name = name, .version = version, .src = src};
 	each(cfg, &w, count_one);
 	return w.n;
 }
@@ -129,7 +146,9 @@ int al_spare_make(const al_config *cfg, const char *name, int version,
 
 static int prune_one(walk *w, const char *path, const char *name, int version)
 {
-	if (name[0] != '\0' && w->keep(name, version, w->arg))
+	char src[AL_PATH_MAX];
+	if (name[0] != '\0' &&
+	    w->keep(name, version, src, sizeof src, w->arg) && fresh(path, src))
 		return 0;
 	al_err err = {0};
 	if (al_store_subvol_delete(path, &err) < 0)
@@ -140,7 +159,8 @@ static int prune_one(walk *w, const char *path, const char *name, int version)
 }
 
 int al_spare_prune(const al_config *cfg,
-		   int (*keep)(const char *name, int version, void *arg),
+		   int (*keep)(const char *name, int version, char *src,
+			       size_t srclen, void *arg),
 		   void *arg)
 {
 	walk w = {.keep = keep, .arg = arg};

@@ -243,7 +243,8 @@ static int start_machine(shim *s, const char *name, const char *tmpl_name,
 		return -1;
 	/* A spare the controller made ahead is renamed into place; only
 	 * without one does this start wait for a snapshot's commit. */
-	if (!al_spare_take(&s->cfg, s->tv.name, s->tv.version, s->rootfs) &&
+	if (!al_spare_take(&s->cfg, s->tv.name, s->tv.version, tmpl,
+			   s->rootfs) &&
 	    al_store_snapshot(tmpl, s->rootfs, err) < 0) {
 		s->rootfs[0] = '\0'; /* nothing of ours to delete */
 		al_err_wrap(err, "template %s", tmpl_name);
