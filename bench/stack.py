@@ -24,7 +24,7 @@ import requests
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(REPO, "tests", "integration"))
-from conftest import cmdline, is_qemu, proc_pids  # noqa: E402
+from conftest import cmdline, is_qemu, mem_kib, proc_pids  # noqa: E402,F401
 
 HZ = os.sysconf("SC_CLK_TCK")
 
@@ -203,17 +203,6 @@ def rollup_sum(pids):
         for k, v in r.items():
             tot[k] = tot.get(k, 0) + v
     return tot
-
-
-def mem_kib(pid):
-    """VmRSS and VmHWM of a process, KiB."""
-    out = {}
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            k, _, v = line.partition(":")
-            if k in ("VmRSS", "VmHWM"):
-                out[k] = int(v.split()[0])
-    return out
 
 
 def mem_available_kib():

@@ -8,6 +8,7 @@
  *   run.c     RUN in a build sandbox (the ns jail + the agent)
  *   finish.c  the template version: agent, CA, publish, VM artefacts
  *   trust.c   the host CA in a layer's trust store
+ *   logstream.c  the log's SSE streams nginx carries (its own process)
  *
  * Layers are btrfs subvolumes in pool/layers/<key>. A step that makes
  * one builds it in pool/layers/.tmp-<key>-<pid> and renames it into
@@ -141,6 +142,13 @@ void run_user(const bld *b, size_t idx, char *out, size_t outlen);
  * if the controller has not yet): BLD_CA_FILE, and appended to
  * BLD_CA_BUNDLE unless already in it. Idempotent. */
 int bld_trust_ca(const bld *b, const char *root, al_err *err);
+
+/* ---- logstream.c ---- */
+/* Start the log streamer of b (a process of its own that outlives a
+ * killed builder; it exits a little after the builder). */
+int logstream_start(const bld *b, al_err *err);
+/* "airlock-builder --log-stream ID": the streamer itself. */
+int logstream_main(const char *id);
 
 /* ---- finish.c ---- */
 int finish_publish(bld *b, int *version, al_err *err);

@@ -304,7 +304,9 @@ static void fail_build(bld *b, int line, const al_err *err)
 
 static int usage(void)
 {
-	fprintf(stderr, "usage: airlock-builder --build ID\n");
+	fprintf(stderr, "usage: airlock-builder --build ID\n"
+			"       airlock-builder --log-stream ID (fd 3: its "
+			"socket)\n");
 	return 100;
 }
 
@@ -315,7 +317,8 @@ int main(int argc, char **argv)
 	memset(&b, 0, sizeof b);
 	b.logfd = -1;
 
-	if (argc != 3 || strcmp(argv[1], "--build") != 0)
+	int streamer = argc == 3 && strcmp(argv[1], "--log-stream") == 0;
+	if (argc != 3 || (strcmp(argv[1], "--build") != 0 && !streamer))
 		return usage();
 	if (!al_id_valid(argv[2]))
 		return usage();
@@ -324,11 +327,19 @@ int main(int argc, char **argv)
 	al_log_limit(AL_LOG_SANDBOX_BURST, AL_LOG_SANDBOX_PER_SEC);
 	signal(SIGPIPE, SIG_IGN);
 	umask(022);
+	if (streamer) {
+		int rc = logstream_main(b.id);
+		al_log_flush();
+		return rc;
+	}
 
 	if (al_config_load(&b.cfg, &err) < 0) {
 		al_error("%s", err.msg);
 		return 111;
 	}
+	/* Without it the API serves the log once the build is done. */
+	if (logstream_start(&b, &err) < 0)
+		al_warn("build %s: no live log stream: %s", b.id, err.msg);
 	b.db = al_db_open(b.cfg.db_conninfo, &err);
 	if (b.db == NULL) {
 		al_error("%s", err.msg);

@@ -59,6 +59,7 @@
 #include "reap.h"
 #include "sandbox.h"
 #include "shimctl.h"
+#include "spares.h"
 #include "spool.h"
 #include "store.h"
 #include "template.h"
@@ -578,6 +579,17 @@ static void refill_pool(const al_config *cfg, al_db *db)
 		}
 		rates_at = al_now_ms();
 	}
+	/* Spare snapshots follow every driver's creates. */
+	static char names[64][64];
+	static int versions[64];
+	static uint32_t recent[64];
+	for (int i = 0; i < count; i++) {
+		memcpy(names[i], refs[i].name, sizeof names[i]);
+		versions[i] = refs[i].version;
+		recent[i] = recent_creates(rates, nrates, refs[i].name, "ns") +
+			    recent_creates(rates, nrates, refs[i].name, "vm");
+	}
+	spares_set(names, versions, recent, count);
 	for (int i = 0; i < count && !stop_requested; i++) {
 		refill_one(cfg, db, &refs[i], "ns",
 			   recent_creates(rates, nrates, refs[i].name, "ns"));
@@ -689,6 +701,10 @@ int main(int argc, char **argv)
 			al_warn("mint service: %s", err.msg);
 	}
 
+	/* Snapshots made ahead for the starts of a burst (core/spare.h). */
+	if (!once)
+		spares_start(&cfg);
+
 	/* A shim's spooled event wakes the loop; the tick's scan catches
 	 * whatever the watch missed (or all of them, without one). */
 	int watch = al_spool_watch(&cfg, &err);
@@ -731,6 +747,7 @@ int main(int argc, char **argv)
 	}
 	if (watch >= 0)
 		close(watch);
+	spares_stop();
 	al_vmmem_stop(vmmem);
 	al_mintd_stop(mintd);
 	al_ca_close(ca);

@@ -293,6 +293,18 @@ int al_project_begin_sandbox(al_db *db, const al_config *cfg, const char *name,
 	*retry_after_s = 0;
 	if (begin_locked(db, cfg, name, &limit, err) < 0)
 		return -1;
+	/* The project's row stays locked until this transaction commits:
+	 * waiting for its WAL flush there serialised a burst's creates on
+	 * the disk's fsync. The row is made durable before the create is
+	 * answered by the next synchronous commit, the running mark
+	 * (al_sandbox_mark_running): WAL is flushed in order. A crash in
+	 * between loses a row whose create was never answered; the
+	 * controller's reconcile removes what its start left. */
+	PGresult *sc = al_db_exec(db, "SET LOCAL synchronous_commit TO off", 0,
+				  NULL, err);
+	if (sc == NULL)
+		goto fail;
+	PQclear(sc);
 	char lim[24];
 	snprintf(lim, sizeof lim, "%" PRIu64,
 		 limit.creates_per_minute > 0 ? limit.creates_per_minute : 1);

@@ -77,7 +77,9 @@ int al_project_set_quota(al_db *db, const char *name, const al_quota_update *u,
  * transaction is left open: AL_ENOENT for an unknown project; AL_EQUOTA
  * with *retry_after_s: until the create rate allows one more, else
  * AL_QUOTA_RETRY_S. The caller inserts its row and ends with
- * al_db_commit or al_db_rollback. */
+ * al_db_commit or al_db_rollback. Its commit does not wait for the
+ * disk: a synchronous commit after it (the running mark) must make the
+ * row durable before the create is answered. */
 int al_project_begin_sandbox(al_db *db, const al_config *cfg, const char *name,
 			     uint64_t memory_mb, uint64_t disk_mb,
 			     int *retry_after_s, al_err *err);

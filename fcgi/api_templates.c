@@ -9,19 +9,23 @@
  * A member key sees public templates and its project's, changes only its
  * project's; builds and their logs are its project's only.
  * The build itself runs in airlock-builder (builder/), started detached;
- * it writes state/builds/<id>/log.jsonl, which the logs endpoint tails. */
+ * it writes state/builds/<id>/log.jsonl, and its log streamer
+ * (builder/logstream.c) serves the logs endpoint's streams via nginx. */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include "agentproto.h"
 #include "airlockfile.h"
 #include "api_templates.h"
+#include "buildlog.h"
 #include "cleanup.h"
 #include "context.h"
 #include "log.h"
@@ -36,8 +40,9 @@
 #define AIRLOCKFILE_MAX (1024 * 1024)
 #define CONTEXT_MAX (1024ull << 20)
 #define BODY_CHUNK 65536
-#define LOG_POLL_MS 100
-#define LOG_KEEPALIVE_MS 15000
+#define LOG_POLL_MS 50
+/* How long a log request waits for a queued build's builder. */
+#define BUILDER_START_MS 5000
 
 /* A name the router would read as something else. */
 static int name_reserved(const char *name)
@@ -398,159 +403,139 @@ void al_api_build_get(al_req *r)
 	json_object_put(b);
 }
 
-static int build_finished(json_object *b)
+static int build_status_is(json_object *b, const char *status)
 {
 	json_object *s = NULL;
-	if (!json_object_object_get_ex(b, "status", &s))
-		return 0;
-	const char *v = json_object_get_string(s);
-	return strcmp(v, "succeeded") == 0 || strcmp(v, "failed") == 0;
+	return json_object_object_get_ex(b, "status", &s) &&
+	       strcmp(json_object_get_string(s), status) == 0;
 }
 
-/* One log line as an SSE event; 1 when it was the final status line,
- * 0 otherwise, -1 when the client is gone. Lines that are not what the
- * builder writes are skipped. */
-static int emit_line(al_req *r, const char *line)
+static int build_finished(json_object *b)
 {
-	static const char *const events[] = {"step", "output", "info",
-					     "status"};
-	json_object *o = json_tokener_parse(line);
-	json_object *ev = NULL;
-	const char *name = NULL;
-	if (o != NULL && json_object_is_type(o, json_type_object) &&
-	    json_object_object_get_ex(o, "event", &ev) &&
-	    json_object_is_type(ev, json_type_string)) {
-		for (size_t i = 0; i < sizeof events / sizeof events[0]; i++)
-			if (strcmp(json_object_get_string(ev), events[i]) == 0)
-				name = events[i];
-	}
-	if (name == NULL) {
-		json_object_put(o);
-		return 0;
-	}
-	al_buf out;
-	al_err err = {0};
-	al_buf_init(&out, 0);
-	int rc = al_sse_event(&out, name, o, &err) < 0 ||
-				 al_http_write(r, out.data + out.off,
-					       al_buf_pending(&out)) < 0
-			 ? -1
-			 : 0;
-	al_buf_free(&out);
-	if (rc == 0 && strcmp(name, "status") == 0 && build_finished(o))
-		rc = 1;
-	json_object_put(o);
-	return rc;
+	return build_status_is(b, "succeeded") || build_status_is(b, "failed");
 }
 
+/* The builder's log streamer accepts connections (it serves every
+ * stream of a build that is not over, and a few seconds past its end). */
+static int streamer_reachable(const struct sockaddr_un *sa)
+{
+	al_autofd int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	return fd >= 0 &&
+	       connect(fd, (const struct sockaddr *)sa, sizeof *sa) == 0;
+}
+
+/* The log as it is stored, as one answer: what a client gets once the
+ * build is over (or its builder is gone). It ends with the build's
+ * status: the log's own status line, else the row's (a builder that
+ * died wrote none), else an error event while the row has not caught
+ * up with a dead builder yet. Bounded by what the builder may log. */
+static void serve_stored_log(al_req *r, const char *path, json_object *row)
+{
+	al_err err = {0};
+	al_buf out;
+	al_buf_init(&out, 0);
+	FILE *f = fopen(path, "re");
+	char *line = NULL;
+	size_t cap = 0;
+	ssize_t n;
+	int done = 0;
+	while (!done && f != NULL && (n = getline(&line, &cap, f)) > 0) {
+		if (line[n - 1] != '\n')
+			break; /* a line still being written */
+		line[n - 1] = '\0';
+		int rc = al_buildlog_event(&out, line, &err);
+		if (rc < 0)
+			break;
+		done = rc == 1;
+	}
+	free(line);
+	if (f != NULL)
+		fclose(f);
+	if (!done && build_finished(row)) {
+		json_object_object_add(row, "event",
+				       json_object_new_string("status"));
+		al_sse_event(&out, "status", row, &err);
+	} else if (!done) {
+		al_sse_error(&out, AL_EUNAVAIL,
+			     "the builder exited before finishing the build",
+			     &err);
+	}
+	if (al_http_head(r, 200, "text/event-stream",
+			 "Cache-Control: no-cache\r\n"
+			 "X-Accel-Buffering: no\r\n") == 0 &&
+	    al_http_write(r, out.data + out.off, al_buf_pending(&out)) == 0)
+		al_http_flush(r);
+	al_buf_free(&out);
+}
+
+/* A build that is not over: its stream is the builder's (nginx carries
+ * it, builder/logstream.c); this answer hands it over. 1 when handed
+ * over, 0 when the builder is not there (still starting: waited for;
+ * gone), -1 (err). */
+static int hand_over_stream(al_req *r, const char *dir, json_object **row,
+			    al_err *err)
+{
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	if (al_buildlog_socket(r->cfg, r->id, sa.sun_path, sizeof sa.sun_path,
+			       err) < 0)
+		return -1;
+	int64_t deadline = al_now_ms() + BUILDER_START_MS;
+	while (!streamer_reachable(&sa)) {
+		/* Only a queued build's builder may still come. */
+		if (!build_status_is(*row, "queued") || al_now_ms() >= deadline)
+			return 0;
+		poll(NULL, 0, LOG_POLL_MS);
+		json_object *again = load_build(r, err);
+		if (again == NULL)
+			return -1;
+		json_object_put(*row);
+		*row = again;
+	}
+	char name[AL_BUILDLOG_NAME_MAX], token[AL_STREAM_TOKEN_LEN + 1];
+	if (al_buildlog_stream_name(r->id, name, err) < 0 ||
+	    al_buildlog_token_issue(dir, token, err) < 0)
+		return -1;
+	char hdr[160 + AL_STREAM_TOKEN_LEN];
+	snprintf(hdr, sizeof hdr,
+		 "X-Accel-Redirect: /_airlock/stream/%s/%s\r\n", name, token);
+	al_http_head(r, 200, "text/event-stream", hdr);
+	explicit_bzero(token, sizeof token);
+	explicit_bzero(hdr, sizeof hdr);
+	return 1;
+}
+
+/* No fcgi worker is held for a stream: a live build's is the builder's,
+ * a finished one's is written at once. A key revoked while its stream
+ * is open does not end it (the stream's token was checked when it
+ * began; exec streams are ended by al_streams_end_key). */
 void al_api_build_logs(al_req *r)
 {
 	al_err err = {0};
-	json_object *b = load_build(r, &err);
-	if (b == NULL) {
+	json_object *row = load_build(r, &err);
+	if (row == NULL) {
 		al_http_error(r, &err);
 		return;
 	}
-	json_object_put(b);
 	char dir[AL_PATH_MAX], path[AL_PATH_MAX + 16];
 	if (al_build_dir(r->cfg, r->id, dir, sizeof dir, &err) < 0) {
+		json_object_put(row);
 		al_http_error(r, &err);
 		return;
 	}
 	snprintf(path, sizeof path, "%s/log.jsonl", dir);
-	if (al_http_head(r, 200, "text/event-stream",
-			 "Cache-Control: no-cache\r\n"
-			 "X-Accel-Buffering: no\r\n") < 0 ||
-	    al_http_flush(r) < 0)
-		return;
-
-	int fd = -1;
-	char *pend = NULL; /* bytes of an unfinished line */
-	size_t plen = 0;
-	int64_t last_out = al_now_ms(), last_check = 0;
-	json_object *finished = NULL; /* the row, once it says finished */
-	int done = 0;
-	while (!done) {
-		if (fd < 0)
-			fd = open(path, O_RDONLY | O_CLOEXEC);
-		ssize_t n = 0;
-		char buf[65536];
-		if (fd >= 0)
-			n = read(fd, buf, sizeof buf);
-		if (n > 0) {
-			char *np = realloc(pend, plen + (size_t)n + 1);
-			if (np == NULL)
-				break;
-			pend = np;
-			memcpy(pend + plen, buf, (size_t)n);
-			plen += (size_t)n;
-			pend[plen] = '\0';
-			char *start = pend, *nl;
-			while (!done &&
-			       (nl = memchr(start, '\n',
-					    plen - (size_t)(start - pend))) !=
-				       NULL) {
-				*nl = '\0';
-				int rc = emit_line(r, start);
-				if (rc < 0)
-					goto out;
-				done = rc == 1;
-				start = nl + 1;
-			}
-			plen -= (size_t)(start - pend);
-			memmove(pend, start, plen);
-			if (al_http_flush(r) < 0)
-				goto out;
-			last_out = al_now_ms();
-			continue;
+	int rc = build_finished(row) ? 0 : hand_over_stream(r, dir, &row, &err);
+	if (rc < 0) {
+		al_http_error(r, &err);
+	} else if (rc == 0) {
+		/* The row again: the builder may have finished meanwhile. */
+		json_object *now = load_build(r, &err);
+		if (now != NULL) {
+			json_object_put(row);
+			row = now;
 		}
-		int64_t now = al_now_ms();
-		/* The builder normally ends the log with its status line; a
-		 * builder that died is seen in the row (the controller marks
-		 * it failed). Once the row says finished, one more pass reads
-		 * what the log still holds; if no status line came by then,
-		 * the row's status ends the stream. */
-		if (finished != NULL) {
-			json_object_object_add(
-				finished, "event",
-				json_object_new_string("status"));
-			char *line = strdup(json_object_to_json_string_ext(
-				finished, JSON_C_TO_STRING_PLAIN));
-			if (line != NULL)
-				emit_line(r, line);
-			free(line);
-			al_http_flush(r);
-			break;
-		}
-		if (now - last_check >= 1000) {
-			last_check = now;
-			/* A revoked key's stream ends with it. */
-			al_db *db = al_req_db(r, &err);
-			if (db != NULL &&
-			    al_auth_key_active(db, r->who.key_id, &err) == 0)
-				break;
-			json_object *row = load_build(r, &err);
-			if (row == NULL && err.code == AL_ENOENT)
-				break;
-			if (row != NULL && build_finished(row))
-				finished = row;
-			else
-				json_object_put(row);
-			continue;
-		}
-		if (now - last_out >= LOG_KEEPALIVE_MS) {
-			if (al_http_write(r, ": keepalive\n\n", 13) < 0 ||
-			    al_http_flush(r) < 0)
-				break;
-			last_out = now;
-		}
-		poll(NULL, 0, LOG_POLL_MS);
+		serve_stored_log(r, path, row);
 	}
-out:
-	json_object_put(finished);
-	free(pend);
-	if (fd >= 0)
-		close(fd);
+	json_object_put(row);
 }
 
 /* PUT /v1/templates/{name}/warm_pool (admin keys): the template's own

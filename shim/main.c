@@ -31,6 +31,7 @@
 #include "cleanup.h"
 #include "log.h"
 #include "shim.h"
+#include "spare.h"
 #include "spool.h"
 #include "store.h"
 
@@ -229,7 +230,8 @@ static int grow_disk(shim *s, uint64_t bytes, al_err *err)
 	return 0;
 }
 
-/* Snapshot the template into pool/sandboxes/<name> and start the machine
+/* Snapshot the template into pool/sandboxes/<name> (or take a spare
+ * snapshot, core/spare.h) and start the machine
  * on it; name is the sandbox id, or the slot of a standby. */
 static int start_machine(shim *s, const char *name, const char *tmpl_name,
 			 const al_limits *limits, al_err *err)
@@ -239,7 +241,11 @@ static int start_machine(shim *s, const char *name, const char *tmpl_name,
 	    al_config_sandbox_root(&s->cfg, name, s->rootfs, sizeof s->rootfs,
 				   err) < 0)
 		return -1;
-	if (al_store_snapshot(tmpl, s->rootfs, err) < 0) {
+	/* A spare the controller made ahead is renamed into place; only
+	 * without one does this start wait for a snapshot's commit. */
+	if (!al_spare_take(&s->cfg, s->tv.name, s->tv.version, tmpl,
+			   s->rootfs) &&
+	    al_store_snapshot(tmpl, s->rootfs, err) < 0) {
 		s->rootfs[0] = '\0'; /* nothing of ours to delete */
 		al_err_wrap(err, "template %s", tmpl_name);
 		return -1;

@@ -15,6 +15,7 @@
 #include "driver.h"
 #include "sandbox.h"
 #include "sse.h"
+#include "streamhttp.h"
 #include "template.h"
 
 #define SHIM_MAX_CLIENTS 256
@@ -59,13 +60,6 @@ typedef struct shim_stream {
 	al_sse_text text;
 	int done; /* the last event is queued: close once it is out */
 } shim_stream;
-
-typedef struct shim_http_conn {
-	int fd; /* -1 = free */
-	size_t len;
-	int64_t deadline_ms;
-	char head[4096]; /* SHIM_HTTP_HEAD_MAX */
-} shim_http_conn;
 
 typedef struct shim_client {
 	int fd;	      /* -1 = free slot */
@@ -132,7 +126,7 @@ typedef struct shim {
 	char slot[64]; /* standby name of the machine's resources */
 	/* The stream socket and its tables, made at the first stream. */
 	shim_stream *streams;
-	shim_http_conn *http;
+	al_streamhttp_conn *http;
 	int http_fd;
 	char http_path[AL_PATH_MAX];
 	shim_gwctl gw;

@@ -21,14 +21,7 @@
 
 #include "log.h"
 #include "shim.h"
-#include "stream_http.h"
-
-static const char sse_head[] = "HTTP/1.1 200 OK\r\n"
-			       "Content-Type: text/event-stream\r\n"
-			       "Cache-Control: no-cache\r\n"
-			       "X-Accel-Buffering: no\r\n"
-			       "Connection: close\r\n"
-			       "\r\n";
+#include "streamhttp.h"
 
 /* Room for the streams' sockets beside the control clients. */
 static void raise_fd_limit(void)
@@ -52,18 +45,9 @@ static int listen_streams(shim *s, al_err *err)
 	if (al_config_stream_socket(&s->cfg, s->sb.id, sa.sun_path,
 				    sizeof sa.sun_path, err) < 0)
 		return -1;
-	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	int fd = al_streamhttp_listen(sa.sun_path, err);
 	if (fd < 0)
-		return al_err_sys(err, AL_ESYS, errno, "socket");
-	unlink(sa.sun_path);
-	if (bind(fd, (struct sockaddr *)&sa, sizeof sa) < 0 ||
-	    chmod(sa.sun_path, 0666) < 0 || listen(fd, 128) < 0) {
-		int e = errno;
-		close(fd);
-		unlink(sa.sun_path);
-		return al_err_sys(err, AL_ESYS, e, "stream socket %s",
-				  sa.sun_path);
-	}
+		return -1;
 	s->streams = calloc(SHIM_MAX_STREAMS, sizeof *s->streams);
 	s->http = calloc(SHIM_MAX_HTTP_PENDING, sizeof *s->http);
 	if (s->streams == NULL || s->http == NULL) {
@@ -109,7 +93,8 @@ int shim_stream_begin(shim *s, shim_route *r, int64_t pid, al_err *err)
 	st->fd = -1;
 	al_buf_init(&st->out, SHIM_STREAM_QUEUE_MAX);
 	if (al_hex_random(st->token, AL_STREAM_TOKEN_LEN, err) < 0 ||
-	    al_buf_append(&st->out, sse_head, sizeof sse_head - 1, err) < 0 ||
+	    al_buf_append(&st->out, al_streamhttp_sse_head,
+			  al_streamhttp_sse_head_len, err) < 0 ||
 	    al_sse_start(&st->out, pid, err) < 0) {
 		al_buf_free(&st->out);
 		return -1;
@@ -262,38 +247,11 @@ char *shim_streams_answer(shim *s, const al_streams_msg *m, al_err *err)
 
 /* ---- nginx's connections ---- */
 
-static void http_refuse(int fd, int status)
-{
-	static const char bad[] =
-		"HTTP/1.1 400 Bad Request\r\nContent-Type: application/json"
-		"\r\nConnection: close\r\n\r\n"
-		"{\"error\":{\"code\":\"invalid_request\",\"message\":"
-		"\"malformed stream request\"}}\n";
-	static const char missing[] =
-		"HTTP/1.1 404 Not Found\r\nContent-Type: application/json"
-		"\r\nConnection: close\r\n\r\n"
-		"{\"error\":{\"code\":\"not_found\",\"message\":"
-		"\"no such stream (its token is used or expired)\"}}\n";
-	const char *p = status == 400 ? bad : missing;
-	size_t n = status == 400 ? sizeof bad - 1 : sizeof missing - 1;
-	/* A fresh socket's buffer takes this much; if not, nginx sees the
-	 * connection close, which is an answer too. */
-	ssize_t w = send(fd, p, n, MSG_NOSIGNAL | MSG_DONTWAIT);
-	(void)w;
-	/* Unread bytes at close would reset the connection before the
-	 * peer reads the answer: take what is there (bounded). */
-	char junk[4096];
-	for (int i = 0; i < 16 && recv(fd, junk, sizeof junk, MSG_DONTWAIT) > 0;
-	     i++)
-		;
-	close(fd);
-}
-
 static void http_drop(shim *s, int k, int status)
 {
-	shim_http_conn *c = &s->http[k];
+	al_streamhttp_conn *c = &s->http[k];
 	if (status != 0)
-		http_refuse(c->fd, status);
+		al_streamhttp_refuse(c->fd, status);
 	else
 		close(c->fd);
 	c->fd = -1;
@@ -319,25 +277,16 @@ static int stream_by_token(shim *s, const char *token)
 
 static void http_read(shim *s, int k)
 {
-	shim_http_conn *c = &s->http[k];
-	ssize_t n = recv(c->fd, c->head + c->len, sizeof c->head - c->len,
-			 MSG_DONTWAIT);
-	if (n < 0 && (errno == EAGAIN || errno == EINTR))
-		return;
-	if (n <= 0) {
-		http_drop(s, k, 0);
-		return;
-	}
-	c->len += (size_t)n;
+	al_streamhttp_conn *c = &s->http[k];
 	char token[AL_STREAM_TOKEN_LEN + 1];
-	enum shim_http_result r = shim_http_parse(c->head, c->len, token);
-	if (r == SHIM_HTTP_INCOMPLETE)
+	enum al_streamhttp_result r = al_streamhttp_read(c, token);
+	if (r == AL_STREAMHTTP_INCOMPLETE || r == AL_STREAMHTTP_CLOSED)
 		return;
-	if (r == SHIM_HTTP_BAD) {
+	if (r == AL_STREAMHTTP_BAD) {
 		http_drop(s, k, 400);
 		return;
 	}
-	int i = r == SHIM_HTTP_OK ? stream_by_token(s, token) : -1;
+	int i = r == AL_STREAMHTTP_OK ? stream_by_token(s, token) : -1;
 	explicit_bzero(token, sizeof token);
 	if (i < 0) {
 		http_drop(s, k, 404);
@@ -354,25 +303,11 @@ static void http_read(shim *s, int k)
 
 static void http_accept(shim *s)
 {
-	for (;;) {
-		int fd = accept4(s->http_fd, NULL, NULL,
-				 SOCK_NONBLOCK | SOCK_CLOEXEC);
-		if (fd < 0)
-			return;
-		int k = 0;
-		while (k < SHIM_MAX_HTTP_PENDING && s->http[k].fd >= 0)
-			k++;
-		if (k == SHIM_MAX_HTTP_PENDING) {
-			al_warn("sandbox %s: too many stream connections "
-				"waiting for their request",
-				s->sb.id);
-			close(fd);
-			continue;
-		}
-		s->http[k].fd = fd;
-		s->http[k].len = 0;
-		s->http[k].deadline_ms = al_now_ms() + SHIM_HTTP_HEAD_MS;
-	}
+	if (al_streamhttp_accept(s->http_fd, s->http, SHIM_MAX_HTTP_PENDING,
+				 al_now_ms() + SHIM_HTTP_HEAD_MS) > 0)
+		al_warn("sandbox %s: too many stream connections waiting for "
+			"their request",
+			s->sb.id);
 }
 
 /* nginx sends nothing after its request: bytes or EOF from it mean the
@@ -380,15 +315,11 @@ static void http_accept(shim *s)
 static void stream_readable(shim *s, int i)
 {
 	shim_stream *st = &s->streams[i];
-	char b[256];
-	ssize_t n = recv(st->fd, b, sizeof b, MSG_DONTWAIT);
-	if (n < 0 && (errno == EAGAIN || errno == EINTR))
+	if (!al_streamhttp_client_gone(st->fd))
 		return;
-	if (n == 0 || n < 0)
-		al_info("sandbox %s: stream client went away%s", s->sb.id,
-			st->agent_id != 0 && !st->background
-				? ", stopping its command"
-				: "");
+	al_info("sandbox %s: stream client went away%s", s->sb.id,
+		st->agent_id != 0 && !st->background ? ", stopping its command"
+						     : "");
 	stream_close(s, i);
 }
 

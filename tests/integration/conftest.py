@@ -15,6 +15,7 @@ Environment:
                          into the fresh state directory before `up`, so
                          the guest kernel is not downloaded for every run
 """
+import http.client
 import json
 import os
 import re
@@ -383,6 +384,18 @@ def exec_sse(api, sid, cmd, **kw):
 # ------------------------------------------------------------ processes
 
 
+def open_stream(stack, method, path, body=None):
+    """An SSE request on a connection of its own, straight to the
+    stack's nginx: (connection, response), status not checked."""
+    c = http.client.HTTPConnection("127.0.0.1", stack.http_port, timeout=60)
+    headers = {"Authorization": f"Bearer {stack.key}",
+               "Accept": "text/event-stream"}
+    if body is not None:
+        headers["Content-Type"] = "application/json"
+    c.request(method, path, body, headers)
+    return c, c.getresponse()
+
+
 def listener_pid(stack, path):
     """The airlock-shim listening on unix socket path (via the socket's
     inode in /proc/net/unix and the shims' fd tables), or None."""
@@ -462,6 +475,17 @@ def cmdline(pid):
             return f.read().replace(b"\0", b" ").decode(errors="replace")
     except OSError:
         return ""
+
+
+def mem_kib(pid):
+    """VmRSS and VmHWM of a process, KiB (the benches use it too)."""
+    out = {}
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            k, _, v = line.partition(":")
+            if k in ("VmRSS", "VmHWM"):
+                out[k] = int(v.split()[0])
+    return out
 
 
 def qemu_pids(stack):

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from conftest import TIMEOUT, assert_error, exec_json, shim_of
+from conftest import TIMEOUT, assert_error, exec_json, mem_kib, shim_of
 
 
 def files_url(api, sid):
@@ -199,16 +199,6 @@ def test_chunked_upload(api, sandbox):
     assert r.request.headers.get("Transfer-Encoding") == "chunked"
     assert r.json()["bytes"] == len(data)
     assert get(api, sandbox["id"], "/tmp/chunked").content == data
-
-
-def mem_kib(pid):
-    out = {}
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            k, _, v = line.partition(":")
-            if k in ("VmRSS", "VmHWM"):
-                out[k] = int(v.split()[0])
-    return out
 
 
 # 200 MiB each way: under TCG a vm moves it in about 20 s.

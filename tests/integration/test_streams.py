@@ -2,7 +2,6 @@
 starts the command and hands the stream over (X-Accel-Redirect to the
 internal /_airlock/stream/ location), so streams hold no API worker and
 outlive the workers themselves."""
-import http.client
 import json
 import os
 import secrets
@@ -13,7 +12,7 @@ import time
 import pytest
 
 from conftest import (TIMEOUT, Sandboxes, assert_error, exec_json, exec_sse,
-                      sse_events)
+                      open_stream, sse_events)
 
 
 def stream(api, sid, cmd, **kw):
@@ -260,13 +259,8 @@ def test_300_open_streams_leave_the_api_answering(stack, api):
         ids = [sbs.create(pids=512)["id"] for _ in range(3)]
         body = json.dumps({"cmd": ["sleep", "61"]})
         for i in range(300):
-            c = http.client.HTTPConnection("127.0.0.1", stack.http_port,
-                                           timeout=60)
-            c.request("POST", f"/v1/sandboxes/{ids[i % 3]}/exec", body,
-                      {"Authorization": f"Bearer {stack.key}",
-                       "Accept": "text/event-stream",
-                       "Content-Type": "application/json"})
-            resp = c.getresponse()
+            c, resp = open_stream(stack, "POST",
+                                  f"/v1/sandboxes/{ids[i % 3]}/exec", body)
             assert resp.status == 200, (i, resp.status, resp.read())
             first = resp.read(12)
             assert first == b"event: start", (i, first)

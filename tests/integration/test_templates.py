@@ -15,7 +15,8 @@ import uuid
 
 import pytest
 
-from conftest import TIMEOUT, Sandboxes, assert_error, exec_json, sse_events
+from conftest import (TIMEOUT, Sandboxes, assert_error, cmdline, exec_json,
+                      open_stream, sse_events)
 
 APP = """FROM minimal
 ENV GREETING="hello world" MODE=test
@@ -386,18 +387,10 @@ def test_chatty_start_command_does_not_disturb_the_sandbox(stack, api,
                 assert f"is now sandbox {sb['id']}" in f.read()
 
 
-def test_killed_builder_fails_its_build(api, templates):
-    """A builder that dies mid-build (killed, host trouble) does not leave
-    its build "running" for ever: the controller marks it failed and the
-    log stream ends with that status."""
-    name = unique("killed")
-    templates.names.append(name)
-    r = submit(api, name, "FROM minimal\nRUN sleep 60\n")
-    assert r.status_code == 202, r.text
-    bid = r.json()["build_id"]
-    pid = None
-    deadline = time.monotonic() + 60
-    while pid is None and time.monotonic() < deadline:
+def builder_pid(bid, seconds=60):
+    """The pid of the builder of build bid (not its log streamer)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
         for p in os.listdir("/proc"):
             if not p.isdigit():
                 continue
@@ -406,25 +399,174 @@ def test_killed_builder_fails_its_build(api, templates):
                     argv = f.read().split(b"\0")
             except OSError:
                 continue
-            if argv[0].endswith(b"airlock-builder") and bid.encode() in argv:
-                pid = int(p)
+            if (argv[0].endswith(b"airlock-builder") and len(argv) > 2
+                    and argv[1] == b"--build" and argv[2] == bid.encode()):
+                return int(p)
         time.sleep(0.2)
-    assert pid is not None, "no builder process for the build"
-    # Let it reach the RUN step, then kill it.
+    raise AssertionError("no builder process for the build")
+
+
+def wait_running_step(api, bid, step):
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         b = api.get(f"{api.base}/v1/templates/builds/{bid}",
                     timeout=TIMEOUT).json()
-        if b["status"] == "running" and b["step"] >= 2:
-            break
+        if b["status"] == "running" and b["step"] >= step:
+            return
         time.sleep(0.2)
-    os.kill(pid, signal.SIGKILL)
-    events = follow(api, bid, seconds=120)
+    raise AssertionError(f"build {bid} never reached step {step}")
+
+
+def open_log(api, bid, headers=None, seconds=120):
+    r = api.get(f"{api.base}/v1/templates/builds/{bid}/logs",
+                headers={"Accept": "text/event-stream", **(headers or {})},
+                stream=True, timeout=(5, seconds))
+    assert r.status_code == 200, r.text
+    return r, sse_events(r)
+
+
+def test_killed_builder_fails_its_build(api, templates):
+    """A builder that dies mid-build (killed, host trouble) does not leave
+    its build "running" for ever: a log stream open at the time ends with
+    an error event, the controller marks the build failed, and the log
+    read afterwards (from the stored log) ends with that status."""
+    name = unique("killed")
+    templates.names.append(name)
+    r = submit(api, name, "FROM minimal\nRUN sleep 60\n")
+    assert r.status_code == 202, r.text
+    bid = r.json()["build_id"]
+    pid = builder_pid(bid)
+    # Let it reach the RUN step, then kill it.
+    wait_running_step(api, bid, 2)
+    resp, events = open_log(api, bid)
+    try:
+        assert next(events).name == "step"
+        os.kill(pid, signal.SIGKILL)
+        rest = list(events)
+    finally:
+        resp.close()
+    assert rest and rest[-1].name == "error", rest
+    assert "builder exited" in rest[-1].data["message"], rest[-1].data
+    deadline = time.monotonic() + 120
+    while True:
+        b = api.get(f"{api.base}/v1/templates/builds/{bid}",
+                    timeout=TIMEOUT).json()
+        if b["status"] == "failed":
+            break
+        assert time.monotonic() < deadline, b
+        time.sleep(0.5)
+    assert b["error"], b
+    events = follow(api, bid, seconds=30)
+    assert events[0].name == "step", events
     assert events[-1].data["status"] == "failed", events[-1].data
-    b = api.get(f"{api.base}/v1/templates/builds/{bid}", timeout=TIMEOUT).json()
-    assert b["status"] == "failed" and b["error"], b
     assert_error(api.get(f"{api.base}/v1/templates/{name}", timeout=TIMEOUT),
                  404)
+
+
+TICKING = ("FROM minimal\nRUN [\"/bin/sh\", \"-c\", \"for i in 1 2 3 4 5 6; "
+           "do echo line$i; sleep 0.5; done\"]\n")
+
+
+def test_log_stream_survives_kill9_of_every_fcgi_worker(stack, api,
+                                                          templates):
+    """The log of a running build is carried by nginx from the builder:
+    killing every API worker mid-stream loses none of it."""
+    name = unique("tick")
+    templates.names.append(name)
+    r = submit(api, name, TICKING, no_cache=True)
+    assert r.status_code == 202, r.text
+    bid = r.json()["build_id"]
+    resp, events = open_log(api, bid)
+    try:
+        seen = []
+        for ev in events:
+            seen.append(ev)
+            if ev.name == "output":
+                break
+        killed = stack.kill9("airlock-fcgi")
+        assert killed, "no airlock-fcgi to kill"
+        assert not stack.pids("airlock-fcgi")
+        for ev in events:
+            seen.append(ev)
+            if ev.name == "status":
+                break
+    finally:
+        resp.close()
+        stack.sh("start", "fcgi")
+    out = "".join(e.data.get("data", "") for e in seen if e.name == "output")
+    assert out == "".join(f"line{i}\n" for i in range(1, 7)), seen
+    assert seen[-1].name == "status", seen
+    assert seen[-1].data["status"] == "succeeded", seen[-1].data
+    assert api.get(f"{api.base}/v1/health",
+                   timeout=TIMEOUT).status_code == 200
+    # The builder's log streamer goes a little after the builder, and
+    # its socket and tokens with it.
+    sock = os.path.join(stack.state, "run", "stream", f"build-{bid}.sock")
+    deadline = time.monotonic() + 30
+    while os.path.exists(sock) or any(
+            f"--log-stream {bid}" in cmdline(p)
+            for p in stack.pids("airlock-builder")):
+        assert time.monotonic() < deadline, "the log streamer stayed"
+        time.sleep(0.5)
+    assert not os.path.exists(os.path.join(stack.state, "builds", bid,
+                                           "stream-tokens"))
+
+
+def test_finished_build_log_is_served_and_ends(api, app):
+    """A client that asks after the build finished gets the stored log,
+    the same events as those who watched it live, and the end."""
+    name, bid, live = app
+    again = follow(api, bid, seconds=30)
+    assert [(e.name, e.data) for e in again] == \
+        [(e.name, e.data) for e in live]
+
+
+def test_many_log_streams_leave_the_api_answering(stack, api, templates):
+    """50 clients following one build's log hold no API worker: health
+    answers while they are open, and each gets the whole log."""
+    name = unique("watched")
+    templates.names.append(name)
+    r = submit(api, name, "FROM minimal\nRUN sleep 6\n", no_cache=True)
+    assert r.status_code == 202, r.text
+    bid = r.json()["build_id"]
+    wait_running_step(api, bid, 2)
+    conns = []
+    try:
+        for i in range(50):
+            c, resp = open_stream(stack, "GET",
+                                  f"/v1/templates/builds/{bid}/logs")
+            assert resp.status == 200, (i, resp.status, resp.read())
+            first = resp.read(11)
+            assert first == b"event: step", (i, first)
+            conns.append((c, resp))
+        t0 = time.monotonic()
+        h = api.get(f"{api.base}/v1/health", timeout=10)
+        assert h.status_code == 200, h.text
+        assert time.monotonic() - t0 < 5
+        b = api.get(f"{api.base}/v1/templates/builds/{bid}",
+                    timeout=TIMEOUT).json()
+        assert b["status"] == "running", b
+        for c, resp in conns:
+            rest = resp.read().decode()
+            assert '"status":"succeeded"' in rest, rest[-300:]
+    finally:
+        for c, _ in conns:
+            c.close()
+
+
+def test_other_projects_key_cannot_read_a_build_log(api, app):
+    name, bid, _ = app
+    project = unique("tl")
+    assert api.post(f"{api.base}/v1/projects", json={"name": project},
+                    timeout=TIMEOUT).status_code == 201
+    k = api.post(f"{api.base}/v1/keys",
+                 json={"project": project, "role": "member", "name": "x"},
+                 timeout=TIMEOUT).json()["key"]
+    h = {"Authorization": f"Bearer {k}", "Accept": "text/event-stream"}
+    assert_error(api.get(f"{api.base}/v1/templates/builds/{bid}/logs",
+                         headers=h, timeout=TIMEOUT), 404, "not_found")
+    assert_error(api.get(f"{api.base}/v1/templates/builds/{bid}",
+                         headers=h, timeout=TIMEOUT), 404, "not_found")
 
 
 def test_cli_sets_template_pool_bounds(stack):
@@ -437,3 +579,27 @@ def test_cli_sets_template_pool_bounds(stack):
     assert "ns_max" in json.loads(p.stdout)["warm_pool"]["defaults"]
     p = cli(stack, "template", "pool", "minimal", "ns_max")
     assert p.returncode == 100
+
+
+def test_deleted_templates_spare_snapshots_go(stack, api, templates):
+    """The controller makes spare snapshots of every template for the
+    starts to take (core/spare.h); a deleted template's go with it."""
+    name, events = templates.build("spared", "FROM minimal\nRUN true\n")
+    assert events[-1].data["status"] == "succeeded", events[-1].data
+    d = os.path.join(stack.state, "pool", "spares")
+
+    def mine():
+        try:
+            return [n for n in os.listdir(d) if n.startswith(name + ".")]
+        except FileNotFoundError:
+            return []
+
+    deadline = time.monotonic() + 60
+    while not mine():
+        assert time.monotonic() < deadline, "no spare of the template"
+        time.sleep(0.5)
+    delete_template(api, name)
+    deadline = time.monotonic() + 30
+    while mine():
+        assert time.monotonic() < deadline, mine()
+        time.sleep(0.5)

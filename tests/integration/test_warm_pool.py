@@ -4,10 +4,11 @@ identity (id, hostname, limits); the pool refills; a dead standby is
 cleaned up. Standby sockets are run/pool/<template>.<driver>.<slot>.sock."""
 import os
 import signal
+import subprocess
 import time
 
-from conftest import (VM_MEMORY_MB, descendants, exec_json, is_qemu,
-                      listener_pid, pid_alive)
+from conftest import (VM_MEMORY_MB, Sandboxes, descendants, exec_json,
+                      is_qemu, listener_pid, pid_alive)
 
 # AIRLOCK_WARM_POOL (ns) and AIRLOCK_WARM_POOL_VM (vm) defaults.
 POOL_SIZE = {"ns": 2, "vm": 2}
@@ -186,3 +187,54 @@ def test_template_pool_bad_bodies(api):
     assert r.status_code == 400, r.text
     r = put_pool(api, "no-such-template", ns_min=1)
     assert r.status_code == 404, r.text
+
+
+def subvol_uuid(path):
+    out = subprocess.run(["btrfs", "subvolume", "show", path],
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                         text=True).stdout
+    for line in out.splitlines():
+        k, _, v = line.strip().partition(":")
+        if k == "UUID":
+            return v.strip()
+    raise AssertionError(out)
+
+
+def spares(stack, template="minimal"):
+    d = os.path.join(stack.state, "pool", "spares")
+    try:
+        return {n: os.path.join(d, n) for n in os.listdir(d)
+                if n.startswith(template + ".")}
+    except FileNotFoundError:
+        return {}
+
+
+def test_starts_take_spare_snapshots(stack, api):
+    """The controller keeps snapshots of the template made ahead (at
+    least 32), and a start takes one instead of snapshotting: the new
+    sandboxes' root subvolumes are former spares, and the controller
+    makes new ones."""
+    deadline = time.monotonic() + 60
+    while len(spares(stack)) < 32:
+        assert time.monotonic() < deadline, len(spares(stack))
+        time.sleep(0.5)
+    before = {subvol_uuid(p) for p in spares(stack).values()}
+    # More than the warm pool holds: some are cold starts.
+    sbs = Sandboxes(api, "ns")
+    try:
+        made = [sbs.create() for _ in range(POOL_SIZE["ns"] + 3)]
+        roots = [os.path.join(stack.state, "pool", "sandboxes", sb["id"])
+                 for sb in made]
+        # The first cold start at least took one of those (none is made
+        # while starts take them).
+        taken = [r for r in roots if subvol_uuid(r) in before]
+        assert taken, roots
+        for sb in made:
+            assert exec_json(api, sb["id"], ["true"])["exit_code"] == 0
+        # Taken spares are replaced.
+        deadline = time.monotonic() + 30
+        while len(spares(stack)) < 32:
+            assert time.monotonic() < deadline, len(spares(stack))
+            time.sleep(0.5)
+    finally:
+        sbs.cleanup()

@@ -1,5 +1,5 @@
-/* shim/stream_http: the request head nginx sends to a shim's stream
- * socket. Compiled in directly (a program's parser, not libairlock). */
+/* core/streamhttp: the request head nginx sends to a stream socket (a
+ * shim's or a builder's). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -9,13 +9,13 @@
 
 #include <cmocka.h>
 
-#include "../../shim/stream_http.c"
+#include "streamhttp.h"
 
 #define TOKEN "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
 
-static enum shim_http_result parse(const char *s, char *token)
+static enum al_streamhttp_result parse(const char *s, char *token)
 {
-	return shim_http_parse(s, strlen(s), token);
+	return al_streamhttp_parse(s, strlen(s), token);
 }
 
 static void test_what_nginx_sends(void **state)
@@ -26,12 +26,12 @@ static void test_what_nginx_sends(void **state)
 			       "Host: airlock-shim\r\n"
 			       "Connection: close\r\n\r\n",
 			       token),
-			 SHIM_HTTP_OK);
+			 AL_STREAMHTTP_OK);
 	assert_string_equal(token, TOKEN);
 	assert_int_equal(parse("GET /stream/" TOKEN " HTTP/1.0\r\n"
 			       "Content-Length: 0\r\n\r\n",
 			       token),
-			 SHIM_HTTP_OK);
+			 AL_STREAMHTTP_OK);
 }
 
 static void test_incomplete_heads_wait(void **state)
@@ -41,8 +41,8 @@ static void test_incomplete_heads_wait(void **state)
 	static const char full[] = "GET /stream/" TOKEN " HTTP/1.1\r\n"
 				   "Host: x\r\n\r\n";
 	for (size_t n = 0; n < sizeof full - 1; n++)
-		assert_int_equal(shim_http_parse(full, n, token),
-				 SHIM_HTTP_INCOMPLETE);
+		assert_int_equal(al_streamhttp_parse(full, n, token),
+				 AL_STREAMHTTP_INCOMPLETE);
 }
 
 static void test_other_paths_are_404(void **state)
@@ -58,7 +58,8 @@ static void test_other_paths_are_404(void **state)
 		"0123456789abcdef HTTP/1.1\r\n\r\n",
 	};
 	for (size_t i = 0; i < sizeof heads / sizeof heads[0]; i++)
-		assert_int_equal(parse(heads[i], token), SHIM_HTTP_NOT_FOUND);
+		assert_int_equal(parse(heads[i], token),
+				 AL_STREAMHTTP_NOT_FOUND);
 }
 
 static void test_malformed_is_400(void **state)
@@ -82,30 +83,31 @@ static void test_malformed_is_400(void **state)
 		"POST /x HTTP/1.1\r\nBad\r\n\r\n",
 	};
 	for (size_t i = 0; i < sizeof heads / sizeof heads[0]; i++)
-		assert_int_equal(parse(heads[i], token), SHIM_HTTP_BAD);
+		assert_int_equal(parse(heads[i], token), AL_STREAMHTTP_BAD);
 	static const char nul[] = "GET /stream/" TOKEN
 				  " HTTP/1.1\r\nX: \0\r\n\r\n";
-	assert_int_equal(shim_http_parse(nul, sizeof nul - 1, token),
-			 SHIM_HTTP_BAD);
+	assert_int_equal(al_streamhttp_parse(nul, sizeof nul - 1, token),
+			 AL_STREAMHTTP_BAD);
 }
 
 static void test_size_cap(void **state)
 {
 	(void)state;
 	char token[AL_STREAM_TOKEN_LEN + 1];
-	static char big[SHIM_HTTP_HEAD_MAX + 64];
+	static char big[AL_STREAMHTTP_HEAD_MAX + 64];
 	int n = snprintf(big, sizeof big, "GET /stream/" TOKEN " HTTP/1.1\r\n");
 	while ((size_t)n + 12 < sizeof big)
 		n += snprintf(big + n, sizeof big - (size_t)n, "X-A: b\r\n");
-	assert_int_equal(shim_http_parse(big, (size_t)n, token), SHIM_HTTP_BAD);
+	assert_int_equal(al_streamhttp_parse(big, (size_t)n, token),
+			 AL_STREAMHTTP_BAD);
 	/* Too many header lines, even within the size. */
-	char many[SHIM_HTTP_HEAD_MAX];
+	char many[AL_STREAMHTTP_HEAD_MAX];
 	n = snprintf(many, sizeof many, "GET /stream/" TOKEN " HTTP/1.1\r\n");
-	for (int i = 0; i < SHIM_HTTP_HEADERS_MAX + 2; i++)
+	for (int i = 0; i < AL_STREAMHTTP_HEADERS_MAX + 2; i++)
 		n += snprintf(many + n, sizeof many - (size_t)n, "A: b\r\n");
 	n += snprintf(many + n, sizeof many - (size_t)n, "\r\n");
-	assert_int_equal(shim_http_parse(many, (size_t)n, token),
-			 SHIM_HTTP_BAD);
+	assert_int_equal(al_streamhttp_parse(many, (size_t)n, token),
+			 AL_STREAMHTTP_BAD);
 }
 
 int main(void)

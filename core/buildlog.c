@@ -1,0 +1,134 @@
+/* Build-log streams (see buildlog.h). */
+#include "buildlog.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "auth.h"
+#include "sse.h"
+
+static int finished(json_object *o)
+{
+	json_object *s = NULL;
+	if (!json_object_object_get_ex(o, "status", &s) ||
+	    !json_object_is_type(s, json_type_string))
+		return 0;
+	const char *v = json_object_get_string(s);
+	return strcmp(v, "succeeded") == 0 || strcmp(v, "failed") == 0;
+}
+
+int al_buildlog_event(al_buf *out, const char *line, al_err *err)
+{
+	static const char *const events[] = {"step", "output", "info",
+					     "status"};
+	json_object *o = json_tokener_parse(line);
+	json_object *ev = NULL;
+	const char *name = NULL;
+	if (o != NULL && json_object_is_type(o, json_type_object) &&
+	    json_object_object_get_ex(o, "event", &ev) &&
+	    json_object_is_type(ev, json_type_string)) {
+		for (size_t i = 0; i < sizeof events / sizeof events[0]; i++)
+			if (strcmp(json_object_get_string(ev), events[i]) == 0)
+				name = events[i];
+	}
+	int rc = 0;
+	if (name != NULL) {
+		rc = al_sse_event(out, name, o, err);
+		if (rc == 0 && strcmp(name, "status") == 0 && finished(o))
+			rc = 1;
+	}
+	json_object_put(o);
+	return rc;
+}
+
+int al_buildlog_stream_name(const char *id, char *out, al_err *err)
+{
+	if (!al_id_valid(id) || strlen(id) > 40)
+		return al_err_set(err, AL_EINVAL, 0, "invalid build id");
+	snprintf(out, AL_BUILDLOG_NAME_MAX, "build-%s", id);
+	return 0;
+}
+
+int al_buildlog_socket(const al_config *cfg, const char *id, char *out,
+		       size_t outlen, al_err *err)
+{
+	char name[AL_BUILDLOG_NAME_MAX];
+	if (al_buildlog_stream_name(id, name, err) < 0)
+		return -1;
+	return al_config_stream_socket(cfg, name, out, outlen, err);
+}
+
+static int token_path(const char *dir, const char *token, char *out,
+		      size_t outlen, al_err *err)
+{
+	char hash[65];
+	if (al_auth_hash(token, hash, err) < 0)
+		return -1;
+	int n = snprintf(out, outlen, "%s/stream-tokens/%s", dir, hash);
+	explicit_bzero(hash, sizeof hash);
+	if (n < 0 || (size_t)n >= outlen)
+		return al_err_set(err, AL_EINVAL, 0, "path too long");
+	return 0;
+}
+
+int al_buildlog_token_issue(const char *dir,
+			    char token[AL_STREAM_TOKEN_LEN + 1], al_err *err)
+{
+	char path[AL_PATH_MAX + 128];
+	snprintf(path, sizeof path, "%s/stream-tokens", dir);
+	if (mkdir(path, 0700) < 0 && errno != EEXIST)
+		return al_err_sys(err, AL_ESYS, errno, "mkdir %s", path);
+	if (al_hex_random(token, AL_STREAM_TOKEN_LEN, err) < 0 ||
+	    token_path(dir, token, path, sizeof path, err) < 0)
+		return -1;
+	int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	if (fd < 0) {
+		explicit_bzero(token, AL_STREAM_TOKEN_LEN + 1);
+		return al_err_sys(err, AL_ESYS, errno, "create a stream token");
+	}
+	close(fd);
+	return 0;
+}
+
+int al_buildlog_token_take(const char *dir, const char *token)
+{
+	char path[AL_PATH_MAX + 128];
+	struct stat st;
+	struct timespec now;
+	if (token_path(dir, token, path, sizeof path, NULL) < 0 ||
+	    lstat(path, &st) < 0 || !S_ISREG(st.st_mode))
+		return 0;
+	/* Unlinking is the taking: of two requests, one wins. */
+	if (unlink(path) < 0)
+		return 0;
+	clock_gettime(CLOCK_REALTIME, &now);
+	int64_t age_ms = ((int64_t)now.tv_sec - st.st_mtim.tv_sec) * 1000 +
+			 (now.tv_nsec - st.st_mtim.tv_nsec) / 1000000;
+	return age_ms >= -1000 && age_ms < AL_BUILDLOG_TOKEN_MS;
+}
+
+void al_buildlog_tokens_clear(const char *dir)
+{
+	char path[AL_PATH_MAX + 128];
+	snprintf(path, sizeof path, "%s/stream-tokens", dir);
+	int dfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+	if (dfd < 0)
+		return;
+	DIR *d = fdopendir(dfd);
+	if (d == NULL) {
+		close(dfd);
+		return;
+	}
+	struct dirent *e;
+	while ((e = readdir(d)) != NULL)
+		if (e->d_name[0] != '.')
+			unlinkat(dfd, e->d_name, 0);
+	closedir(d);
+	rmdir(path);
+}

@@ -1,0 +1,45 @@
+/* buildlog: a build's log as the SSE stream of
+ * GET /v1/templates/builds/{id}/logs, which nginx carries from the
+ * builder (like exec streams from the shim, core/streamhttp.h):
+ *  - each log.jsonl line (core/template.h) becomes one event;
+ *  - the stream is named "build-<id>": the builder's log streamer
+ *    listens on run/stream/build-<id>.sock and nginx reaches it as
+ *    /_airlock/stream/build-<id>/<token>;
+ *  - fcgi issues one-time tokens as files in <build dir>/stream-tokens,
+ *    each named after the sha256 of its token (the token itself is
+ *    never stored); the streamer takes one by unlinking it. */
+#ifndef AL_BUILDLOG_H
+#define AL_BUILDLOG_H
+
+#include <stdint.h>
+
+#include "agentproto.h"
+#include "config.h"
+#include "err.h"
+
+/* How long an issued token may wait for nginx. */
+#define AL_BUILDLOG_TOKEN_MS 5000
+#define AL_BUILDLOG_NAME_MAX 72
+
+/* One line of log.jsonl (NUL-terminated, without its newline) appended
+ * to out as its event: 1 when it was a finished build's status line,
+ * 0 otherwise (a line that is not what the builder writes is skipped),
+ * -1 (err) when out is full. */
+int al_buildlog_event(al_buf *out, const char *line, al_err *err);
+
+/* "build-<id>" into out (AL_BUILDLOG_NAME_MAX). */
+int al_buildlog_stream_name(const char *id, char *out, al_err *err);
+/* run/stream/build-<id>.sock */
+int al_buildlog_socket(const al_config *cfg, const char *id, char *out,
+		       size_t outlen, al_err *err);
+
+/* A fresh token for the log stream of the build in dir, recorded. */
+int al_buildlog_token_issue(const char *dir,
+			    char token[AL_STREAM_TOKEN_LEN + 1], al_err *err);
+/* 1 when token was issued for dir less than AL_BUILDLOG_TOKEN_MS ago
+ * and not taken yet (it is taken now), else 0. */
+int al_buildlog_token_take(const char *dir, const char *token);
+/* Forget every token of dir (the streamer ends). */
+void al_buildlog_tokens_clear(const char *dir);
+
+#endif
