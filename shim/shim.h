@@ -13,6 +13,7 @@
 #include "agentproto.h"
 #include "config.h"
 #include "driver.h"
+#include "net.h"
 #include "sandbox.h"
 #include "sse.h"
 #include "template.h"
@@ -111,6 +112,7 @@ typedef struct shim {
 	 * filesystem): a standby takes no claim below it. */
 	uint64_t grown_for;
 	char slot[64]; /* standby name of the machine's resources */
+	shim_net net;  /* its network slot (net.h) */
 	/* The stream socket and its tables, made at the first stream. */
 	shim_stream *streams;
 	shim_http_conn *http;
