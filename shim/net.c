@@ -53,8 +53,8 @@ int shim_net_lease(shim_net *n, const al_config *cfg, int kind, al_err *err)
 		if (al_netpool_prepare(&n->pool, (al_netslot_kind)kind, err) <
 		    0)
 			return -1;
-		rc = al_netpool_take(&n->pool, (al_netslot_kind)kind,
-				     &n->lease, err);
+		rc = al_netpool_take(&n->pool, (al_netslot_kind)kind, &n->lease,
+				     err);
 		if (rc == AL_DECLINED)
 			return al_err_set(err, AL_EUNAVAIL, 0,
 					  "the network slot prepared for "
@@ -78,12 +78,15 @@ int shim_net_fits(const shim_net *n, const al_sandbox *sb)
 
 void shim_net_step(const shim_net *n, char *out, size_t len)
 {
+	/* bench/steps.py reads "name N (sub x ms, ...)": the slot's index
+	 * is no step, so it is written "#i". */
 	if (shim_net_slot(n) == NULL)
-		snprintf(out, len, ", no network");
+		snprintf(out, len, ", net 0 (no network)");
 	else
-		snprintf(out, len, ", net slot %u%s %.2f ms",
-			 n->lease.slot.index, n->prepared ? " prepared" : "",
-			 n->lease_ms);
+		snprintf(out, len, ", net %lld (lease %.2f ms, %s slot #%u)",
+			 (long long)n->lease_ms, n->lease_ms,
+			 n->prepared ? "prepared" : "ready",
+			 n->lease.slot.index);
 }
 
 void shim_net_release(shim_net *n)

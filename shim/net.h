@@ -41,8 +41,9 @@ int shim_net_lease(shim_net *n, const al_config *cfg, int kind, al_err *err);
 const al_netslot *shim_net_slot(const shim_net *n);
 /* A standby's slot fits a claim for sb: both have one, or neither. */
 int shim_net_fits(const shim_net *n, const al_sandbox *sb);
-/* ", net slot 7 0.05 ms" (", net slot 7 prepared 5.10 ms"; ", no
- * network"), for the start line. */
+/* ", net 0 (lease 0.05 ms, ready slot #7)" (a slot prepared inline
+ * says "prepared"; none: ", net 0 (no network)"), for the start
+ * line. */
 void shim_net_step(const shim_net *n, char *out, size_t len);
 /* Give the slot back (after the machine stopped). Idempotent. */
 void shim_net_release(shim_net *n);
