@@ -101,8 +101,11 @@ $(B)/airlock-builder: $(BLD_OBJ) $(LIBAL)
 	$(CC) $(LDFLAGS) -o $@ $^ $(CORE_LIBS)
 $(B)/airlock-gateway: $(GW_OBJ) $(LIBAL)
 	$(CC) $(LDFLAGS) -o $@ $^ $(CORE_LIBS)
-$(B)/netslot-tool: tests/integration/netslot_tool.c $(LIBAL)
-	$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(CORE_LIBS)
+# Its gateway command plays the controller's mint service too.
+$(B)/netslot-tool: tests/integration/netslot_tool.c \
+                   $(B)/obj/controller/mint.o $(LIBAL)
+	$(CC) $(CPPFLAGS) -Icontroller $(CFLAGS) $(LDFLAGS) -o $@ $^ \
+	  $(CORE_LIBS)
 $(B)/netslot-bench: bench/netslot.c $(LIBAL)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(CORE_LIBS)
 $(B)/airlock: $(CLI_OBJ) $(LIBAL)

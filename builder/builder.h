@@ -7,6 +7,7 @@
  *   base.c    FROM: scratch, another template, debootstrap
  *   run.c     RUN in a build sandbox (the ns jail + the agent)
  *   finish.c  the template version: agent, CA, publish, VM artefacts
+ *   trust.c   the host CA in a layer's trust store
  *
  * Layers are btrfs subvolumes in pool/layers/<key>. A step that makes
  * one builds it in pool/layers/.tmp-<key>-<pid> and renames it into
@@ -96,6 +97,9 @@ int fsroot_remove_top(const char *root, const char *name, al_err *err);
 /* Read a whole file (at most max bytes). */
 char *fsroot_read_host_file(const char *path, size_t max, size_t *len,
 			    al_err *err);
+/* The same for the file abs inside the layer at root (resolved in it). */
+char *fsroot_read_file(const char *root, const char *abs, size_t max,
+		       size_t *len, al_err *err);
 /* Lazily unmount everything mounted at or below path (what a failed
  * debootstrap leaves). */
 void fsroot_umount_below(const char *path);
@@ -128,6 +132,15 @@ json_object *run_env(const bld *b, size_t nenv, al_err *err);
 const char *run_workdir(const bld *b, size_t idx);
 /* "" for the default (root); else "user[:group]". */
 void run_user(const bld *b, size_t idx, char *out, size_t outlen);
+
+/* ---- trust.c ---- */
+/* Where the host CA's certificate goes in a template. */
+#define BLD_CA_FILE "/usr/local/share/ca-certificates/airlock-ca.crt"
+#define BLD_CA_BUNDLE "/etc/ssl/certs/ca-certificates.crt"
+/* Make the layer at root trust the host CA (created on the first build
+ * if the controller has not yet): BLD_CA_FILE, and appended to
+ * BLD_CA_BUNDLE unless already in it. Idempotent. */
+int bld_trust_ca(const bld *b, const char *root, al_err *err);
 
 /* ---- finish.c ---- */
 int finish_publish(bld *b, int *version, al_err *err);

@@ -19,8 +19,6 @@
 #include "vm/probe.h"
 #include "vm/snapshot.h"
 
-#define CA_MAX (256u << 10)
-
 static json_object *argv_json(const al_af_step *st)
 {
 	json_object *a = json_object_new_array();
@@ -80,22 +78,7 @@ static int prepare_rootfs(bld *b, const char *root, al_err *err)
 		al_err_wrap(err, "installing the agent");
 		return -1;
 	}
-	char ca[AL_PATH_MAX + 32];
-	snprintf(ca, sizeof ca, "%s/keys/ca.crt", b->cfg.state_dir);
-	size_t len;
-	al_err tmp_err = {0};
-	char *pem = fsroot_read_host_file(ca, CA_MAX, &len, &tmp_err);
-	if (pem == NULL) {
-		if (tmp_err.code != AL_ENOENT) {
-			*err = tmp_err;
-			return -1;
-		}
-		return 0; /* no CA yet: the egress issue brings it */
-	}
-	int rc = fsroot_write_file(root, "/etc/airlock/ca.crt", pem, len, 0644,
-				   err);
-	free(pem);
-	return rc;
+	return bld_trust_ca(b, root, err);
 }
 
 static void build_vm(bld *b, const char *name, int version)

@@ -235,21 +235,16 @@ int fsroot_remove_top(const char *root, const char *name, al_err *err)
 	return al_context_rmtree(path, err);
 }
 
-char *fsroot_read_host_file(const char *path, size_t max, size_t *len,
-			    al_err *err)
+/* Read all of fd (a regular file of at most max bytes); name for errors. */
+static char *read_fd(int fd, const char *name, size_t max, size_t *len,
+		     al_err *err)
 {
-	al_autofd int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0) {
-		al_err_sys(err, errno == ENOENT ? AL_ENOENT : AL_ESYS, errno,
-			   "open %s", path);
-		return NULL;
-	}
 	struct stat st;
 	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) ||
 	    (uint64_t)st.st_size > max) {
 		al_err_set(err, AL_EINVAL, 0,
 			   "%s is not a regular file of at most %zu bytes",
-			   path, max);
+			   name, max);
 		return NULL;
 	}
 	size_t n = (size_t)st.st_size;
@@ -269,12 +264,43 @@ char *fsroot_read_host_file(const char *path, size_t max, size_t *len,
 	}
 	if (off != n) {
 		free(buf);
-		al_err_set(err, AL_ESYS, 0, "short read of %s", path);
+		al_err_set(err, AL_ESYS, 0, "short read of %s", name);
 		return NULL;
 	}
 	buf[n] = '\0';
 	*len = n;
 	return buf;
+}
+
+char *fsroot_read_host_file(const char *path, size_t max, size_t *len,
+			    al_err *err)
+{
+	al_autofd int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		al_err_sys(err, errno == ENOENT ? AL_ENOENT : AL_ESYS, errno,
+			   "open %s", path);
+		return NULL;
+	}
+	return read_fd(fd, path, max, len, err);
+}
+
+char *fsroot_read_file(const char *root, const char *abs, size_t max,
+		       size_t *len, al_err *err)
+{
+	if (abs == NULL || abs[0] != '/') {
+		al_err_set(err, AL_EPATH, 0, "bad path");
+		return NULL;
+	}
+	al_autofd int rootfd = open_root(root, err);
+	if (rootfd < 0)
+		return NULL;
+	al_autofd int fd = open_in_root(rootfd, abs + 1, O_RDONLY);
+	if (fd < 0) {
+		al_err_sys(err, errno == ENOENT ? AL_ENOENT : AL_ESYS, errno,
+			   "open %s in the layer", abs);
+		return NULL;
+	}
+	return read_fd(fd, abs, max, len, err);
 }
 
 void fsroot_umount_below(const char *path)

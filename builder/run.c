@@ -273,6 +273,7 @@ int run_step(bld *b, const al_af_step *st, size_t idx, const char *rootfs,
 		b->run_noted = 1;
 	}
 	if (fsroot_ensure_sysdirs(rootfs, err) < 0 ||
+	    bld_trust_ca(b, rootfs, err) < 0 ||
 	    fsroot_mkdir_p(rootfs, run_workdir(b, idx), 0755, err) < 0)
 		return -1;
 	char *payload = exec_payload(b, st, idx, err);

@@ -8,7 +8,9 @@
  *         the guest kernel are there, probe whether KVM can boot a guest
  *         (3 s deadline, else TCG), remember the answer, and build the
  *         VM artefacts (disk image + base snapshot) of every template
- *         that has none or stale ones. A vm failure never fails --init:
+ *         that has none or stale ones; create the host CA
+ *         (STATE/keys/ca.{key,crt}, core/gw/ca.h) if there is none, before
+ *         any template is built. A vm failure never fails --init:
  *         it is logged and recorded as the reason the vm driver is
  *         unavailable (the ns driver does not need any of it). Exit.
  * --once  run one pass of the rules below and exit (tests).
@@ -32,7 +34,9 @@
  *     the creates and standby starts to come, sized like the warm pool
  *     from the create rate, prepared here off every create's path;
  *     reconcile removes the slots of shims that died; at stop the ready
- *     ones are removed.
+ *     ones are removed;
+ *   - a thread serves STATE/run/mint.sock: TLS leaves for the sandboxes'
+ *     gateways, signed with the host CA (controller/mint.h).
  * Exit codes: 0 ok, 100 usage, 111 temporary failure (database down). */
 #include <dirent.h>
 #include <errno.h>
@@ -50,8 +54,10 @@
 #include "cgroup.h"
 #include "config.h"
 #include "db.h"
+#include "gw/ca.h"
 #include "log.h"
 #include "net/pool.h"
+#include "mint.h"
 #include "reap.h"
 #include "sandbox.h"
 #include "shimctl.h"
@@ -115,6 +121,18 @@ static int init_pool(const al_config *cfg)
 	return 0;
 }
 
+/* The host CA (created on first start) in STATE/keys. */
+static al_ca *open_ca(const al_config *cfg, al_err *err)
+{
+	char keys[AL_PATH_MAX + 8];
+	snprintf(keys, sizeof keys, "%s/keys", cfg->state_dir);
+	if (mkdir(keys, 0700) < 0 && errno != EEXIST) {
+		al_err_sys(err, AL_ESYS, errno, "mkdir %s", keys);
+		return NULL;
+	}
+	return al_ca_open(keys, err);
+}
+
 static int do_init(const al_config *cfg, al_db *db)
 {
 	al_err err = {0};
@@ -131,6 +149,13 @@ static int do_init(const al_config *cfg, al_db *db)
 	}
 	if (created)
 		al_info("created the admin API key in %s", key_file);
+	/* Before the first template build: builds install its certificate. */
+	al_ca *ca = open_ca(cfg, &err);
+	if (ca == NULL) {
+		al_error("%s", err.msg);
+		return 111;
+	}
+	al_ca_close(ca);
 	vm_init(cfg, db);
 	return 0;
 }
@@ -707,6 +732,18 @@ int main(int argc, char **argv)
 			al_warn("template RAM service: %s", err.msg);
 	}
 
+	/* Gateways get their TLS leaves from here; without it HTTPS egress
+	 * fails closed (no leaf, no handshake). */
+	al_ca *ca = NULL;
+	al_mintd *mintd = NULL;
+	if (!once) {
+		ca = open_ca(&cfg, &err);
+		if (ca != NULL)
+			mintd = al_mintd_start(cfg.state_dir, ca, &err);
+		if (mintd == NULL)
+			al_warn("mint service: %s", err.msg);
+	}
+
 	/* A shim's spooled event wakes the loop; the tick's scan catches
 	 * whatever the watch missed (or all of them, without one). */
 	int watch = al_spool_watch(&cfg, &err);
@@ -763,6 +800,8 @@ int main(int argc, char **argv)
 		al_netpool_drain(&netpool, AL_NETSLOT_VM);
 	}
 	al_vmmem_stop(vmmem);
+	al_mintd_stop(mintd);
+	al_ca_close(ca);
 	al_db_close(db);
 	return 0;
 }

@@ -47,7 +47,10 @@ static const char *const type_names[AL_F_TYPE_MAX] = {
 	[AL_F_DISK_GROW] = "DISK_GROW",
 	[AL_F_STREAM_EXEC] = "STREAM_EXEC",
 	[AL_F_STREAMS] = "STREAMS",
+	[AL_F_NETWORK] = "NETWORK",
 	[AL_F_START] = "START",
+	[AL_F_GW_CONFIG] = "GW_CONFIG",
+	[AL_F_GW_ACK] = "GW_ACK",
 };
 /* clang-format on */
 

@@ -120,11 +120,24 @@ enum al_frame_type {
 	 * -> RESULT {"leases":[...]}: those of them still open (a token
 	 * not used yet counts). */
 	AL_F_STREAMS = 38,
+	/* fcgi -> shim: replace the sandbox's network setting (PUT
+	 * /v1/sandboxes/{id}/network): al_net_update_pack() (core/netspec.h)
+	 * -> RESULT al_net_result_pack() once the gateway acknowledged it
+	 * (or none runs), or ERROR (the gateway refused it, or gave no
+	 * answer in time). */
+	AL_F_NETWORK = 39,
 	/* host -> shim, the one frame on a shim's stdin when it is started
 	 * (a sealed memfd; never on a socket): the sandbox or standby it is
 	 * to run, al_shim_spec_pack() (core/sandbox.h). A CLAIM carries the
 	 * same shape without "boot". */
 	AL_F_START = 40,
+	/* shim -> gateway on its control fd (6): al_gw_config_pack()
+	 * (core/netspec.h), first at start and again on every network
+	 * change. -> GW_ACK with the same id. */
+	AL_F_GW_CONFIG = 41,
+	/* gateway -> shim: al_gw_ack_pack() {"ok":true} or
+	 * {"ok":false,"error":"..."}; answers the GW_CONFIG of its id. */
+	AL_F_GW_ACK = 42,
 
 	AL_F_TYPE_MAX
 };

@@ -20,6 +20,11 @@ const struct sock_fprog *al_sysfilter_qemu_prog(al_err *err)
 	return &al_sysfilter_qemu;
 }
 
+const struct sock_fprog *al_sysfilter_gateway_prog(void)
+{
+	return &al_sysfilter_gateway;
+}
+
 int al_sysfilter_install(const struct sock_fprog *prog)
 {
 	if (prog == NULL) {

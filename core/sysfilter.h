@@ -34,6 +34,11 @@
  * callers written when the program was built at run time. */
 const struct sock_fprog *al_sysfilter_jail_prog(al_err *err);
 const struct sock_fprog *al_sysfilter_qemu_prog(al_err *err);
+/* The egress gateway's, installed by itself once its listeners, policy
+ * and upstream resolver are open: threads but no processes or exec,
+ * socket() of AF_UNIX, AF_INET and AF_INET6 only, no bind or listen,
+ * files (the policy, the egress log) but no chmod, chown, mount, ... */
+const struct sock_fprog *al_sysfilter_gateway_prog(void);
 /* Install prog on the calling thread; the caller must already have set
  * PR_SET_NO_NEW_PRIVS (or hold CAP_SYS_ADMIN). Async-signal-safe, for
  * the child between clone and exec: -1 with errno, no al_err. */

@@ -7,5 +7,6 @@
 
 extern const struct sock_fprog al_sysfilter_jail;
 extern const struct sock_fprog al_sysfilter_qemu;
+extern const struct sock_fprog al_sysfilter_gateway;
 
 #endif

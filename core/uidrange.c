@@ -26,6 +26,14 @@ const al_uidrange_pool al_uidrange_ns = {
 	.what = "ns sandbox uid ranges",
 };
 
+const al_uidrange_pool al_uidrange_gw = {
+	.dir = "/run/airlock-gw-uids",
+	.base = AL_UIDRANGE_GW_BASE,
+	.size = 1,
+	.slots = AL_UIDRANGE_GW_COUNT,
+	.what = "gateway uids",
+};
+
 static uint32_t fnv1a(const char *s)
 {
 	uint32_t h = 2166136261u;

@@ -7,6 +7,7 @@
 #include <linux/btrfs.h>
 #include <linux/keyctl.h>
 #include <linux/net.h>
+#include <netinet/in.h>
 #include <pthread.h>
 #include <sched.h>
 #include <setjmp.h>
@@ -21,6 +22,7 @@
 #include <sys/personality.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -367,6 +369,36 @@ static void qemu_checks(void)
 	want_errno("chroot", chroot("/"), EPERM);
 }
 
+static void gateway_checks(void)
+{
+	refused_everywhere();
+	ordinary_work();
+	/* Threads only, no exec; sockets of its families, never bound. */
+	want_errno("fork", raw_clone(0), EPERM);
+	want_errno("execve", execl("/bin/true", "true", (char *)NULL), EPERM);
+	int s = socket(AF_INET, SOCK_STREAM, 0);
+	want_ok("socket(AF_INET)", s);
+	struct sockaddr_in a = {.sin_family = AF_INET};
+	want_errno("bind", bind(s, (struct sockaddr *)&a, sizeof a), EPERM);
+	want_errno("listen", listen(s, 1), EPERM);
+	close(s);
+	s = socket(AF_UNIX, SOCK_STREAM, 0);
+	want_ok("socket(AF_UNIX)", s);
+	close(s);
+	s = socket(AF_INET6, SOCK_DGRAM, 0);
+	want_ok("socket(AF_INET6)", s);
+	close(s);
+	want_errno("socket(AF_NETLINK)", socket(AF_NETLINK, SOCK_RAW, 0),
+		   EPERM);
+	want_errno("socket(AF_PACKET)", socket(AF_PACKET, SOCK_RAW, 0), EPERM);
+	want_errno("socket(1 << 32 | AF_INET)",
+		   syscall(SYS_socket, (1L << 32) | AF_INET, SOCK_STREAM, 0),
+		   EPERM);
+	want_errno("chmod", chmod("/tmp", 0777), EPERM);
+	want_errno("ptrace", syscall(SYS_ptrace, 0, 0, 0, 0), EPERM);
+	want_errno("personality(PER_LINUX)", personality(PER_LINUX), EPERM);
+}
+
 /* Without a filter the same child sees io_uring and new namespaces:
  * the refusals the tests below see are the filters', not this host's. */
 static void unfiltered_checks(void)
@@ -455,12 +487,19 @@ static void test_qemu_filter(void **state)
 	assert_holds(al_sysfilter_qemu_prog(&err), qemu_checks);
 }
 
+static void test_gateway_filter(void **state)
+{
+	(void)state;
+	assert_holds(al_sysfilter_gateway_prog(), gateway_checks);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_host_allows_what_filters_refuse),
 		cmocka_unit_test(test_jail_filter),
 		cmocka_unit_test(test_qemu_filter),
+		cmocka_unit_test(test_gateway_filter),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,472 @@
+/* egress: the record's JSON line and the gateway's batching writer (see
+ * egress.h). */
+#include "egress.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "json.h"
+
+static const char *const proto_names[AL_EGRESS_PROTO_MAX + 1] = {
+	[AL_EGRESS_DNS] = "dns",	 [AL_EGRESS_HTTP] = "http",
+	[AL_EGRESS_HTTPS] = "https",	 [AL_EGRESS_TCP] = "tcp",
+	[AL_EGRESS_PROTO_NONE] = "none",
+};
+
+const char *al_egress_proto_name(int protocol)
+{
+	return protocol >= 0 && protocol <= AL_EGRESS_PROTO_NONE
+		       ? proto_names[protocol]
+		       : "none";
+}
+
+int al_egress_proto_from_name(const char *name)
+{
+	for (int i = 0; name != NULL && i <= AL_EGRESS_PROTO_NONE; i++)
+		if (strcmp(name, proto_names[i]) == 0)
+			return i;
+	return -1;
+}
+
+/* src (may be NULL) into dst[0..cap), printable ASCII only. */
+static void copy_printable(char *dst, size_t cap, const char *src)
+{
+	size_t i = 0;
+	for (; src != NULL && src[i] != '\0' && i + 1 < cap; i++)
+		dst[i] = src[i] >= 0x20 && src[i] < 0x7f ? src[i] : '?';
+	dst[i] = '\0';
+}
+
+void al_egress_rec_set(al_egress_rec *r, int64_t at_ms, const char *sandbox,
+		       bool allow, const char *reason,
+		       enum al_egress_proto protocol, const char *name,
+		       unsigned port, const char *method, const char *path)
+{
+	memset(r, 0, sizeof *r);
+	r->at_ms = at_ms;
+	copy_printable(r->sandbox, sizeof r->sandbox, sandbox);
+	r->allow = allow;
+	copy_printable(r->reason, sizeof r->reason, reason);
+	r->protocol = (unsigned)protocol < AL_EGRESS_PROTO_MAX
+			      ? (int)protocol
+			      : AL_EGRESS_PROTO_NONE;
+	copy_printable(r->name, sizeof r->name, name);
+	r->port = port <= 65535 ? port : 0;
+	copy_printable(r->method, sizeof r->method, method);
+	copy_printable(r->path, sizeof r->path, path);
+}
+
+static bool printable(const char *s, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (s[i] < 0x20 || s[i] >= 0x7f)
+			return false;
+	return true;
+}
+
+static bool rec_valid(const al_egress_rec *r)
+{
+	return r->at_ms >= 0 && al_id_valid(r->sandbox) && r->port <= 65535 &&
+	       r->protocol >= 0 && r->protocol <= AL_EGRESS_PROTO_NONE &&
+	       printable(r->reason, strlen(r->reason)) &&
+	       printable(r->name, strlen(r->name)) &&
+	       printable(r->method, strlen(r->method)) &&
+	       printable(r->path, strlen(r->path)) &&
+	       (r->dropped == 0 || r->protocol == AL_EGRESS_PROTO_NONE);
+}
+
+int al_egress_pack(const al_egress_rec *r, char *out, size_t outlen,
+		   al_err *err)
+{
+	if (!rec_valid(r))
+		return al_err_set(err, AL_EINVAL, 0,
+				  "egress record out of bounds");
+	json_object *o = json_object_new_object();
+	if (o == NULL)
+		return al_err_set(err, AL_ENOMEM, ENOMEM, "out of memory");
+	json_object_object_add(o, "at_ms", json_object_new_int64(r->at_ms));
+	json_object_object_add(o, "sandbox",
+			       json_object_new_string(r->sandbox));
+	json_object_object_add(o, "allow", json_object_new_boolean(r->allow));
+	json_object_object_add(o, "reason", json_object_new_string(r->reason));
+	json_object_object_add(
+		o, "protocol",
+		json_object_new_string(al_egress_proto_name(r->protocol)));
+	json_object_object_add(o, "name", json_object_new_string(r->name));
+	json_object_object_add(o, "port", json_object_new_int((int)r->port));
+	if (r->method[0] != '\0')
+		json_object_object_add(o, "method",
+				       json_object_new_string(r->method));
+	if (r->path[0] != '\0')
+		json_object_object_add(o, "path",
+				       json_object_new_string(r->path));
+	if (r->dropped > 0)
+		json_object_object_add(
+			o, "dropped",
+			json_object_new_int64((int64_t)(r->dropped > INT64_MAX
+								? INT64_MAX
+								: r->dropped)));
+	const char *t = json_object_to_json_string_ext(
+		o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE);
+	int n = t != NULL ? snprintf(out, outlen, "%s\n", t) : -1;
+	json_object_put(o);
+	if (n < 0 || (size_t)n >= outlen)
+		return al_err_set(err, AL_ETOOBIG, 0,
+				  "egress record longer than a line");
+	return n;
+}
+
+/* Field key (required or not) of at most max bytes into out. */
+static int str_into(json_object *o, const char *key, bool required, size_t max,
+		    char *out, al_err *err)
+{
+	const char *v = NULL;
+	size_t n = 0;
+	int r = al_json_get_str(o, key, max, &v, &n, err);
+	if (r < 0)
+		return -1;
+	if (r == 0 && required)
+		return al_err_set(err, AL_EINVAL, 0, "%s is required", key);
+	if (r == 1 && (memchr(v, '\0', n) != NULL || !printable(v, n)))
+		return al_err_set(err, AL_EINVAL, 0,
+				  "%s must be printable ASCII", key);
+	if (r == 1)
+		memcpy(out, v, n + 1);
+	return 0;
+}
+
+int al_egress_unpack(const void *line, size_t len, al_egress_rec *out,
+		     al_err *err)
+{
+	static const char *const fields[] = {"at_ms",	"sandbox",  "allow",
+					     "reason",	"protocol", "name",
+					     "port",	"method",   "path",
+					     "dropped", NULL};
+	memset(out, 0, sizeof *out);
+	if (len > AL_EGRESS_LINE_MAX)
+		return al_err_set(err, AL_EINVAL, 0,
+				  "egress line longer than %d bytes",
+				  AL_EGRESS_LINE_MAX);
+	json_object *o = al_json_parse_object(line, len, err);
+	if (o == NULL)
+		return -1;
+	char proto[8] = "";
+	int64_t at = 0, port = 0, dropped = 0;
+	int allow = 0;
+	int r = -1;
+	if (al_json_check_fields(o, fields, err) < 0 ||
+	    al_json_get_int(o, "at_ms", 0, INT64_MAX, &at, err) != 1 ||
+	    str_into(o, "sandbox", true, sizeof out->sandbox - 1, out->sandbox,
+		     err) < 0 ||
+	    al_json_get_bool(o, "allow", &allow, err) != 1 ||
+	    str_into(o, "reason", true, sizeof out->reason - 1, out->reason,
+		     err) < 0 ||
+	    str_into(o, "protocol", true, sizeof proto - 1, proto, err) < 0 ||
+	    str_into(o, "name", true, AL_EGRESS_NAME_MAX, out->name, err) < 0 ||
+	    al_json_get_int(o, "port", 0, 65535, &port, err) != 1 ||
+	    str_into(o, "method", false, AL_EGRESS_METHOD_MAX, out->method,
+		     err) < 0 ||
+	    str_into(o, "path", false, AL_EGRESS_PATH_MAX, out->path, err) <
+		    0 ||
+	    al_json_get_int(o, "dropped", 0, INT64_MAX, &dropped, err) < 0)
+		goto out;
+	out->at_ms = at;
+	out->allow = allow != 0;
+	out->port = (unsigned)port;
+	out->dropped = (uint64_t)dropped;
+	out->protocol = al_egress_proto_from_name(proto);
+	if (!rec_valid(out) ||
+	    (out->dropped > 0) != (out->protocol == AL_EGRESS_PROTO_NONE)) {
+		al_err_set(err, AL_EINVAL, 0,
+			   "egress record has a bad sandbox, protocol or"
+			   " dropped count");
+		goto out;
+	}
+	r = 0;
+out:
+	if (r < 0 && err != NULL && err->code == AL_OK)
+		al_err_set(err, AL_EINVAL, 0, "egress record is incomplete");
+	json_object_put(o);
+	if (r < 0)
+		memset(out, 0, sizeof *out);
+	return r;
+}
+
+/* ---- writer ---- */
+
+struct al_egress_writer {
+	int dirfd;
+	char sandbox[64];
+	al_egress_writer_limits lim;
+	uint64_t next_seq;
+	/* seqs of the files written and not yet seen consumed, oldest
+	 * first (a ring of lim.files) */
+	uint64_t *pending;
+	unsigned n_pending, head;
+	al_egress_rec *buf;
+	unsigned n_buf;
+	int64_t first_at; /* monotonic ms of the oldest buffered record */
+	uint64_t dropped; /* since open */
+	uint64_t dropped_unlogged;
+};
+
+static const al_egress_writer_limits default_limits = {
+	.batch = AL_EGRESS_BATCH_MAX,
+	.flush_ms = AL_EGRESS_FLUSH_MS,
+	.files = AL_EGRESS_FILES_MAX,
+};
+
+static int egress_dir(const char *run_dir, const char *sandbox, char *out,
+		      size_t outlen, al_err *err)
+{
+	if (!al_id_valid(sandbox))
+		return al_err_set(err, AL_EINVAL, 0, "invalid sandbox id");
+	int n = snprintf(out, outlen, "%s/egress/%s", run_dir, sandbox);
+	if (n < 0 || (size_t)n >= outlen)
+		return al_err_set(err, AL_EINVAL, 0, "run dir path too long");
+	return 0;
+}
+
+static int mkdir_parent(const char *run_dir, al_err *err)
+{
+	char p[AL_PATH_MAX + 16];
+	snprintf(p, sizeof p, "%s/egress", run_dir);
+	/* Root's; every sandbox's own directory below it. */
+	if (mkdir(p, 0711) < 0 && errno != EEXIST)
+		return al_err_sys(err, AL_ESYS, errno, "mkdir %s", p);
+	return 0;
+}
+
+int al_egress_dir_prepare(const char *run_dir, const char *sandbox, uid_t uid,
+			  gid_t gid, al_err *err)
+{
+	char p[AL_PATH_MAX + 96];
+	if (egress_dir(run_dir, sandbox, p, sizeof p, err) < 0 ||
+	    mkdir_parent(run_dir, err) < 0)
+		return -1;
+	if (mkdir(p, 0700) < 0 && errno != EEXIST)
+		return al_err_sys(err, AL_ESYS, errno, "mkdir %s", p);
+	int fd = open(p, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return al_err_sys(err, AL_ESYS, errno, "open %s", p);
+	int r = 0;
+	if (fchown(fd, uid, gid) < 0 || fchmod(fd, 0700) < 0)
+		r = al_err_sys(err, AL_ESYS, errno, "chown %s", p);
+	close(fd);
+	return r;
+}
+
+al_egress_writer *al_egress_writer_open(const char *run_dir,
+					const char *sandbox,
+					const al_egress_writer_limits *limits,
+					al_err *err)
+{
+	char p[AL_PATH_MAX + 96];
+	if (egress_dir(run_dir, sandbox, p, sizeof p, err) < 0)
+		return NULL;
+	const al_egress_writer_limits *l = limits ? limits : &default_limits;
+	if (l->batch == 0 || l->batch > AL_EGRESS_BATCH_MAX || l->files == 0 ||
+	    l->flush_ms == 0) {
+		al_err_set(err, AL_EINVAL, 0, "egress writer limits");
+		return NULL;
+	}
+	/* The launcher prepared it; a gateway run alone makes its own. */
+	(void)mkdir_parent(run_dir, NULL);
+	if (mkdir(p, 0700) < 0 && errno != EEXIST) {
+		al_err_sys(err, AL_ESYS, errno, "mkdir %s", p);
+		return NULL;
+	}
+	al_egress_writer *w = calloc(1, sizeof *w);
+	if (w != NULL) {
+		w->pending = calloc(l->files, sizeof *w->pending);
+		w->buf = calloc(l->batch, sizeof *w->buf);
+	}
+	if (w == NULL || w->pending == NULL || w->buf == NULL) {
+		al_err_set(err, AL_ENOMEM, ENOMEM, "out of memory");
+		goto fail;
+	}
+	w->dirfd = open(p, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (w->dirfd < 0) {
+		al_err_sys(err, AL_ESYS, errno, "open %s", p);
+		goto fail;
+	}
+	snprintf(w->sandbox, sizeof w->sandbox, "%s", sandbox);
+	w->lim = *l;
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	w->next_seq = (uint64_t)ts.tv_sec * 1000000u +
+		      (uint64_t)ts.tv_nsec / 1000u;
+	return w;
+fail:
+	if (w != NULL) {
+		free(w->pending);
+		free(w->buf);
+		free(w);
+	}
+	return NULL;
+}
+
+static void seq_name(char *out, size_t outlen, uint64_t seq, bool tmp)
+{
+	snprintf(out, outlen, tmp ? ".%020" PRIu64 ".tmp" : "%020" PRIu64, seq);
+}
+
+/* Forget the files the controller has consumed (unlinked); how many are
+ * still there. */
+static unsigned pending_files(al_egress_writer *w)
+{
+	unsigned kept = 0;
+	for (unsigned i = 0; i < w->n_pending; i++) {
+		uint64_t s = w->pending[(w->head + i) % w->lim.files];
+		char name[32];
+		seq_name(name, sizeof name, s, false);
+		struct stat st;
+		if (fstatat(w->dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 ||
+		    errno != ENOENT)
+			w->pending[(w->head + kept++) % w->lim.files] = s;
+	}
+	w->n_pending = kept;
+	return kept;
+}
+
+/* The buffered records (and a dropped count) as one file. */
+static int write_batch(al_egress_writer *w, int64_t now_unix_ms, al_err *err)
+{
+	size_t cap = (size_t)(w->n_buf + 1) * AL_EGRESS_LINE_MAX;
+	char *text = malloc(cap);
+	if (text == NULL)
+		return al_err_set(err, AL_ENOMEM, ENOMEM, "out of memory");
+	size_t len = 0;
+	for (unsigned i = 0; i < w->n_buf; i++) {
+		int n = al_egress_pack(&w->buf[i], text + len, cap - len, NULL);
+		if (n > 0)
+			len += (size_t)n;
+	}
+	if (w->dropped_unlogged > 0) {
+		al_egress_rec d;
+		al_egress_rec_set(&d, now_unix_ms, w->sandbox, false, "dropped",
+				  AL_EGRESS_PROTO_MAX, "", 0, NULL, NULL);
+		d.dropped = w->dropped_unlogged;
+		int n = al_egress_pack(&d, text + len, cap - len, NULL);
+		if (n > 0)
+			len += (size_t)n;
+	}
+	char tmp[40], name[32];
+	uint64_t seq = w->next_seq;
+	seq_name(tmp, sizeof tmp, seq, true);
+	seq_name(name, sizeof name, seq, false);
+	int fd = openat(w->dirfd, tmp,
+			O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC,
+			0600);
+	int r = 0;
+	/* A regular file takes the whole write or fails (ENOSPC). */
+	if (fd < 0 || write(fd, text, len) != (ssize_t)len)
+		r = al_err_sys(err, AL_ESYS, errno, "writing egress batch");
+	if (fd >= 0)
+		close(fd);
+	/* No fsync: a record lost in a host crash costs less than an fsync
+	 * per batch on the gateway's loop. */
+	if (r == 0 && renameat(w->dirfd, tmp, w->dirfd, name) < 0)
+		r = al_err_sys(err, AL_ESYS, errno, "renaming egress batch");
+	free(text);
+	if (r < 0) {
+		unlinkat(w->dirfd, tmp, 0);
+		return -1;
+	}
+	w->next_seq++;
+	w->pending[(w->head + w->n_pending) % w->lim.files] = seq;
+	w->n_pending++;
+	w->n_buf = 0;
+	w->dropped_unlogged = 0;
+	return 0;
+}
+
+static int64_t unix_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int al_egress_writer_flush(al_egress_writer *w, int64_t now_ms, bool force,
+			   al_err *err)
+{
+	if (w->n_buf == 0 && w->dropped_unlogged == 0)
+		return 0;
+	if (!force && w->n_buf < w->lim.batch && now_ms >= 0 &&
+	    now_ms - w->first_at < (int64_t)w->lim.flush_ms)
+		return 0;
+	/* At the cap nothing is written: the buffer's records drop and are
+	 * counted, to be reported by the first file that finds room. */
+	if (w->n_pending >= w->lim.files && pending_files(w) >= w->lim.files) {
+		w->dropped += w->n_buf;
+		w->dropped_unlogged += w->n_buf;
+		w->n_buf = 0;
+		w->first_at = now_ms;
+		return 0;
+	}
+	if (write_batch(w, unix_ms(), err) < 0) {
+		w->dropped += w->n_buf;
+		w->dropped_unlogged += w->n_buf;
+		w->n_buf = 0;
+		return -1;
+	}
+	return 1;
+}
+
+void al_egress_writer_add(al_egress_writer *w, const al_egress_rec *r,
+			  int64_t now_ms)
+{
+	if (w->n_buf >= w->lim.batch)
+		(void)al_egress_writer_flush(w, now_ms, true, NULL);
+	if (w->n_buf >= w->lim.batch) {
+		w->dropped++;
+		w->dropped_unlogged++;
+		return;
+	}
+	if (w->n_buf == 0)
+		w->first_at = now_ms;
+	al_egress_rec *b = &w->buf[w->n_buf];
+	*b = *r;
+	snprintf(b->sandbox, sizeof b->sandbox, "%s", w->sandbox);
+	if (!rec_valid(b)) {
+		w->dropped++;
+		w->dropped_unlogged++;
+		return;
+	}
+	w->n_buf++;
+	if (w->n_buf >= w->lim.batch)
+		(void)al_egress_writer_flush(w, now_ms, true, NULL);
+}
+
+int64_t al_egress_writer_due(const al_egress_writer *w)
+{
+	if (w->n_buf == 0 && w->dropped_unlogged == 0)
+		return -1;
+	return w->first_at + (int64_t)w->lim.flush_ms;
+}
+
+uint64_t al_egress_writer_dropped(const al_egress_writer *w)
+{
+	return w->dropped;
+}
+
+void al_egress_writer_close(al_egress_writer *w)
+{
+	if (w == NULL)
+		return;
+	(void)al_egress_writer_flush(w, -1, true, NULL);
+	close(w->dirfd);
+	free(w->pending);
+	free(w->buf);
+	free(w);
+}

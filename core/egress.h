@@ -1,0 +1,120 @@
+/* egress: the gateway's decisions on their way to the egress log.
+ *
+ * The gateway (its own uid, no database) writes its decisions into files
+ * the controller ingests into PostgreSQL (table egress_log) and unlinks:
+ *
+ *   run/egress/<sandbox>/           the sandbox's directory, 0700, owned by
+ *                                   its gateway's uid (al_egress_dir_prepare:
+ *                                   no gateway can write another's records)
+ *   run/egress/<sandbox>/<seq>      one batch: JSON lines, al_egress_pack()
+ *   run/egress/<sandbox>/.<seq>.tmp being written (then renamed)
+ *   run/egress/bad/                 files the controller could not parse
+ *
+ * seq is a zero-padded decimal, increasing within a writer (unix µs at
+ * its start, then +1 per file), so names sort in write order.
+ *
+ * One record, one line:
+ *   {"at_ms":N,"sandbox":"<id>","allow":bool,"reason":"...",
+ *    "protocol":"dns|http|https|tcp","name":"pypi.org","port":443,
+ *    "method":"GET","path":"/simple/"}
+ * method and path only for http(s) requests. A writer that had to drop
+ * records writes, once there is room again, one record with "dropped":N
+ * (allow false, reason "dropped", protocol "none", name "", port 0). */
+#ifndef AL_EGRESS_H
+#define AL_EGRESS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "err.h"
+#include "policy.h"
+
+#define AL_EGRESS_PATH_MAX 1024 /* longer paths are cut */
+#define AL_EGRESS_NAME_MAX 253	/* a DNS name */
+#define AL_EGRESS_METHOD_MAX 16 /* an HTTP method token */
+#define AL_EGRESS_LINE_MAX 2048 /* one packed record is shorter */
+#define AL_EGRESS_BATCH_MAX 256 /* records per file */
+#define AL_EGRESS_FLUSH_MS 250	/* a record waits at most this long */
+#define AL_EGRESS_FILES_MAX 64	/* unconsumed files per sandbox */
+#define AL_EGRESS_FILE_MAX (AL_EGRESS_BATCH_MAX * AL_EGRESS_LINE_MAX + 4096)
+/* A protocol for the dropped-count record (not a policy protocol). */
+#define AL_EGRESS_PROTO_NONE AL_EGRESS_PROTO_MAX
+
+typedef struct al_egress_rec {
+	int64_t at_ms; /* unix ms of the decision */
+	char sandbox[64];
+	bool allow;
+	char reason[AL_POLICY_REASON_MAX];     /* printable ASCII */
+	int protocol;			       /* enum al_egress_proto, or
+						 * AL_EGRESS_PROTO_NONE */
+	char name[AL_EGRESS_NAME_MAX + 1];     /* printable ASCII */
+	unsigned port;			       /* 0..65535 */
+	char method[AL_EGRESS_METHOD_MAX + 1]; /* "" when none */
+	char path[AL_EGRESS_PATH_MAX + 1];     /* "" when none */
+	uint64_t dropped;		       /* > 0: a dropped-count record */
+} al_egress_rec;
+
+const char *al_egress_proto_name(int protocol);
+/* -1 if unknown ("none" is AL_EGRESS_PROTO_NONE). */
+int al_egress_proto_from_name(const char *name);
+
+/* Fill r from what the gateway knows (strings may be NULL, any bytes:
+ * non-printable ones become '?', overlong ones are cut). */
+void al_egress_rec_set(al_egress_rec *r, int64_t at_ms, const char *sandbox,
+		       bool allow, const char *reason,
+		       enum al_egress_proto protocol, const char *name,
+		       unsigned port, const char *method, const char *path);
+
+/* One line (with its '\n') into out (AL_EGRESS_LINE_MAX bytes); its
+ * length, or -1 (err) when r breaks the bounds above. */
+int al_egress_pack(const al_egress_rec *r, char *out, size_t outlen,
+		   al_err *err);
+/* One line (without or with its '\n'); -1 (AL_EINVAL) unless every field
+ * is there (method, path optional), within bounds, printable ASCII. */
+int al_egress_unpack(const void *line, size_t len, al_egress_rec *out,
+		     al_err *err);
+
+/* ---- writer (the gateway) ---- */
+
+typedef struct al_egress_writer al_egress_writer;
+
+typedef struct al_egress_writer_limits {
+	unsigned batch;	   /* records per file (<= AL_EGRESS_BATCH_MAX) */
+	unsigned flush_ms; /* oldest buffered record's age that flushes */
+	unsigned files;	   /* unconsumed files past which records drop */
+} al_egress_writer_limits;
+
+/* The root shim (or launcher), before the gateway starts: make
+ * <run_dir>/egress/<sandbox>/ owned by uid:gid, mode 0700 (an existing
+ * one is re-owned). */
+int al_egress_dir_prepare(const char *run_dir, const char *sandbox, uid_t uid,
+			  gid_t gid, al_err *err);
+
+/* Open sandbox's directory under <run_dir>/egress (created 0700 when it
+ * is missing and the caller may). NULL limits: the defaults above. */
+al_egress_writer *al_egress_writer_open(const char *run_dir,
+					const char *sandbox,
+					const al_egress_writer_limits *limits,
+					al_err *err);
+/* Buffer r (its sandbox is set to the writer's); a full batch is flushed
+ * at once. Never blocks for long and never fails the decision: a record
+ * that finds no room is counted as dropped. */
+void al_egress_writer_add(al_egress_writer *w, const al_egress_rec *r,
+			  int64_t now_ms);
+/* Flush when the oldest buffered record is flush_ms old (or force):
+ * 1 = wrote a file, 0 = nothing due, -1 = write failed (records kept
+ * for the next try while there is room, err says why). now_ms is
+ * CLOCK_MONOTONIC ms (al_now_ms). */
+int al_egress_writer_flush(al_egress_writer *w, int64_t now_ms, bool force,
+			   al_err *err);
+/* CLOCK_MONOTONIC ms when the next flush is due, or -1 if nothing is
+ * buffered (for the caller's timer). */
+int64_t al_egress_writer_due(const al_egress_writer *w);
+/* Records dropped since open (the log shows them as dropped records). */
+uint64_t al_egress_writer_dropped(const al_egress_writer *w);
+/* Flush what is left (force) and free. */
+void al_egress_writer_close(al_egress_writer *w);
+
+#endif

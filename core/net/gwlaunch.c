@@ -1,0 +1,315 @@
+/* gwlaunch: see gwlaunch.h. */
+#include "net/gwlaunch.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/capability.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "egress.h"
+#include "net/nft.h"
+#include "net/nl.h"
+
+#define GW_CHILD_STACK (64 << 10)
+#define GW_CHILD_GUARD 4096
+#define GW_NSOCK 4 /* fds 3..6 */
+
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
+#define stack_unpoison(p, n) ASAN_UNPOISON_MEMORY_REGION(p, n)
+#define GW_LIMIT_MEMORY 0 /* ASan's shadow needs terabytes of space */
+#else
+#define stack_unpoison(p, n) ((void)(p), (void)(n))
+#define GW_LIMIT_MEMORY 1
+#endif
+
+typedef struct child_args {
+	const al_gateway_spec *spec;
+	char *const *argv;
+	int fds[GW_NSOCK]; /* to 3..6 */
+	int null_fd;
+	pid_t parent;
+	/* Written by the child before it exits instead of exec'ing; the
+	 * parent reads them once clone returns (CLONE_VFORK). */
+	const char *fail_step;
+	int fail_errno;
+} child_args;
+
+static void close_all(int *fds, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (fds[i] >= 0) {
+			close(fds[i]);
+			fds[i] = -1;
+		}
+}
+
+/* In the slot's namespace (the calling thread is in it). */
+static int listener(uint32_t addr, int type, uint16_t port, int transparent,
+		    al_err *err)
+{
+	int fd = socket(AF_INET, type | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (fd < 0)
+		return al_err_sys(err, AL_ESYS, errno, "gateway socket");
+	int one = 1;
+	struct sockaddr_in a = {.sin_family = AF_INET,
+				.sin_port = htons(port),
+				.sin_addr = {htonl(addr)}};
+	const char *step = NULL;
+	if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) < 0)
+		step = "SO_REUSEADDR";
+	else if (transparent &&
+		 setsockopt(fd, SOL_IP, IP_TRANSPARENT, &one, sizeof one) < 0)
+		step = "IP_TRANSPARENT";
+	else if (bind(fd, (struct sockaddr *)&a, sizeof a) < 0)
+		step = "bind";
+	else if (type == SOCK_STREAM && listen(fd, AL_GWLAUNCH_BACKLOG) < 0)
+		step = "listen";
+	if (step != NULL) {
+		int e = errno;
+		close(fd);
+		char ip[INET_ADDRSTRLEN];
+		inet_ntop(AF_INET, &a.sin_addr, ip, sizeof ip);
+		return al_err_sys(err, AL_ESYS, e,
+				  "gateway %s socket %s:%u: %s",
+				  type == SOCK_STREAM ? "TCP" : "UDP", ip, port,
+				  step);
+	}
+	return fd;
+}
+
+static int slot_sockets(const al_netslot *s, int fds[3], al_err *err)
+{
+	int saved = al_nl_enter(s->gw_fd, err);
+	if (saved < 0)
+		return -1;
+	uint32_t gw = s->addr.gateway;
+	int rc = 0;
+	if ((fds[0] = listener(gw, SOCK_DGRAM, 53, 0, err)) < 0 ||
+	    (fds[1] = listener(gw, SOCK_STREAM, 53, 0, err)) < 0 ||
+	    (fds[2] = listener(gw, SOCK_STREAM, AL_NFT_TPROXY_PORT, 1, err)) <
+		    0)
+		rc = -1;
+	al_err leave_err;
+	if (al_nl_leave(saved, &leave_err) < 0) {
+		if (rc == 0 && err != NULL)
+			*err = leave_err;
+		rc = -1;
+	}
+	if (rc < 0)
+		close_all(fds, 3);
+	return rc;
+}
+
+__attribute__((noreturn)) static void child_fail(child_args *a,
+						 const char *step)
+{
+	a->fail_step = step;
+	a->fail_errno = errno;
+	_exit(111);
+}
+
+static int set_limit(int resource, rlim_t v)
+{
+	struct rlimit r = {v, v};
+	return setrlimit(resource, &r);
+}
+
+/* Between clone and exec: system calls on what the parent prepared
+ * only (the caller may be multi-threaded, and this runs in its memory
+ * while the calling thread sleeps). */
+__attribute__((noreturn)) static int child_entry(void *arg)
+{
+	child_args *a = arg;
+	const al_gateway_spec *spec = a->spec;
+
+	/* The parent blocked every signal around clone: none of its
+	 * handlers may run here or survive into the gateway. */
+	for (int sig = 1; sig < NSIG; sig++) {
+		struct sigaction sa;
+		memset(&sa, 0, sizeof sa);
+		sa.sa_handler = SIG_DFL;
+		sigaction(sig, &sa, NULL);
+	}
+	if (spec->cgroup_fd >= 0) {
+		/* "0" moves the writer itself: charged from its first step. */
+		int cg = openat(spec->cgroup_fd, "cgroup.procs",
+				O_WRONLY | O_CLOEXEC);
+		if (cg < 0 || write(cg, "0", 1) != 1)
+			child_fail(a, "join the gateway's cgroup");
+		close(cg);
+	}
+	if (set_limit(RLIMIT_NOFILE, AL_GWLAUNCH_NOFILE) < 0 ||
+	    set_limit(RLIMIT_CORE, 0) < 0 ||
+	    set_limit(RLIMIT_FSIZE, AL_GWLAUNCH_FSIZE) < 0)
+		child_fail(a, "rlimits");
+	if (GW_LIMIT_MEMORY && (set_limit(RLIMIT_AS, AL_GWLAUNCH_AS) < 0 ||
+				set_limit(RLIMIT_DATA, AL_GWLAUNCH_AS) < 0))
+		child_fail(a, "memory rlimits");
+	for (int cap = 0; cap <= CAP_LAST_CAP; cap++)
+		if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0 && errno != EINVAL)
+			child_fail(a, "drop the capability bounding set");
+	/* Raw calls: they change this thread only, which is the whole
+	 * child; libc's wrappers would try to signal the caller's other
+	 * threads. Leaving uid 0 clears permitted, effective and ambient
+	 * capabilities (no SECBIT_KEEP_CAPS). */
+	if (syscall(SYS_setgroups, 0, NULL) < 0 ||
+	    syscall(SYS_setresgid, spec->gid, spec->gid, spec->gid) < 0 ||
+	    syscall(SYS_setresuid, spec->uid, spec->uid, spec->uid) < 0)
+		child_fail(a, "drop to the gateway's uid");
+	/* A change of uid clears the parent-death signal: set it after. */
+	if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0)
+		child_fail(a, "parent-death signal");
+	if (getppid() != a->parent) {
+		errno = ESRCH;
+		child_fail(a, "the caller is gone");
+	}
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+		child_fail(a, "no_new_privs");
+	if (syscall(SYS_setresuid, 0, 0, 0) == 0 || geteuid() == 0) {
+		errno = EPERM;
+		child_fail(a, "still root after dropping");
+	}
+
+	/* Descriptors: up out of the way of 0..6 first, then down. */
+	int high[GW_NSOCK];
+	for (int i = 0; i < GW_NSOCK; i++)
+		if ((high[i] = fcntl(a->fds[i], F_DUPFD, 16)) < 0)
+			child_fail(a, "dup a descriptor");
+	int null_high = fcntl(a->null_fd, F_DUPFD, 16);
+	if (null_high < 0 || dup2(null_high, 0) < 0 || dup2(2, 1) < 0)
+		child_fail(a, "place stdin and stdout");
+	for (int i = 0; i < GW_NSOCK; i++)
+		if (dup2(high[i], AL_GWLAUNCH_FD_DNS_UDP + i) < 0)
+			child_fail(a, "place a descriptor");
+	if (syscall(SYS_close_range, AL_GWLAUNCH_FD_CONTROL + 1, ~0u, 0) < 0)
+		child_fail(a, "close_range");
+	sigset_t none;
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
+	execve(spec->prog, a->argv, spec->env);
+	child_fail(a, "exec the gateway");
+}
+
+static int spec_ok(const al_gateway_spec *s, al_err *err)
+{
+	if (s == NULL || s->slot == NULL || s->slot->gw_fd < 0 || s->uid == 0 ||
+	    s->gid == 0 || s->sandbox == NULL || s->sandbox[0] == '\0' ||
+	    s->prog == NULL || s->prog[0] != '/' || s->env == NULL)
+		return al_err_set(err, AL_EINVAL, 0,
+				  "gateway launch: bad spec (slot, uid, gid, "
+				  "sandbox, absolute prog and env are needed)");
+	if (access(s->prog, X_OK) < 0)
+		return al_err_sys(err, AL_ESYS, errno, "gateway program %s",
+				  s->prog);
+	return 0;
+}
+
+int al_gateway_launch(const al_gateway_spec *spec, al_gateway_proc *out,
+		      al_err *err)
+{
+	out->pid = -1;
+	out->pidfd = -1;
+	out->control_fd = -1;
+	if (spec_ok(spec, err) < 0)
+		return -1;
+	if (spec->run_dir != NULL &&
+	    al_egress_dir_prepare(spec->run_dir, spec->sandbox, spec->uid,
+				  spec->gid, err) < 0)
+		return -1;
+	/* fds: the three slot sockets, the gateway's control end, ours. */
+	int fds[5] = {-1, -1, -1, -1, -1};
+	int null_fd = -1;
+	if (slot_sockets(spec->slot, fds, err) < 0)
+		return -1;
+	int sp[2];
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp) < 0) {
+		al_err_sys(err, AL_ESYS, errno, "gateway control socketpair");
+		goto fail;
+	}
+	fds[3] = sp[0];
+	fds[4] = sp[1];
+	if (fcntl(fds[4], F_SETFL, O_NONBLOCK) < 0) {
+		al_err_sys(err, AL_ESYS, errno, "control socket O_NONBLOCK");
+		goto fail;
+	}
+	null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	if (null_fd < 0) {
+		al_err_sys(err, AL_ESYS, errno, "/dev/null");
+		goto fail;
+	}
+	char *argv[] = {(char *)spec->prog, "--sandbox", (char *)spec->sandbox,
+			NULL};
+	child_args args = {
+		.spec = spec,
+		.argv = argv,
+		.fds = {fds[0], fds[1], fds[2], fds[3]},
+		.null_fd = null_fd,
+		.parent = getpid(),
+	};
+	void *stack = mmap(NULL, GW_CHILD_STACK, PROT_READ | PROT_WRITE,
+			   MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+	if (stack == MAP_FAILED) {
+		al_err_sys(err, AL_ENOMEM, errno, "gateway launch stack");
+		goto fail;
+	}
+	/* A guard page: an overflow faults instead of writing into this
+	 * process's memory below the stack. */
+	if (mprotect(stack, GW_CHILD_GUARD, PROT_NONE) < 0) {
+		al_err_sys(err, AL_ENOMEM, errno, "gateway launch stack guard");
+		munmap(stack, GW_CHILD_STACK);
+		goto fail;
+	}
+	sigset_t all, old;
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	int pidfd = -1;
+	/* CLONE_VM | CLONE_VFORK as posix_spawn: this thread sleeps until
+	 * the child has exec'd or died, and shares no page tables copy. */
+	pid_t pid = clone(child_entry, (char *)stack + GW_CHILD_STACK,
+			  CLONE_VM | CLONE_VFORK | CLONE_PIDFD | SIGCHLD, &args,
+			  &pidfd);
+	int clone_errno = errno;
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	/* The child's frames never returned: what ASan marked in them
+	 * would outlive the mapping. */
+	stack_unpoison(stack, GW_CHILD_STACK);
+	munmap(stack, GW_CHILD_STACK);
+	if (pid < 0) {
+		al_err_sys(err, AL_ESYS, clone_errno, "clone the gateway");
+		goto fail;
+	}
+	if (args.fail_step != NULL) {
+		/* It has exited: reap it, nothing is left. */
+		siginfo_t si;
+		waitid(P_PIDFD, (id_t)pidfd, &si, WEXITED);
+		close(pidfd);
+		al_err_sys(err, AL_ESYS, args.fail_errno,
+			   "gateway of sandbox %s: %s", spec->sandbox,
+			   args.fail_step);
+		goto fail;
+	}
+	close_all(fds, 4);
+	close(null_fd);
+	out->pid = pid;
+	out->pidfd = pidfd;
+	out->control_fd = fds[4];
+	return 0;
+fail:
+	close_all(fds, 5);
+	if (null_fd >= 0)
+		close(null_fd);
+	return -1;
+}

@@ -1,0 +1,83 @@
+/* gwlaunch: start one sandbox's gateway (airlock-gateway) on its slot.
+ *
+ * The caller (the shim, as host root) holds the slot and a gateway uid
+ * (uidrange.h, al_uidrange_gw: one per sandbox). The launcher makes, in
+ * the slot's namespace, the gateway's three sockets, bound to the slot's
+ * gateway address and listening, and a control socketpair; then starts
+ * the program with them as
+ *   fd 3  DNS over UDP, <gateway>:53
+ *   fd 4  DNS over TCP, <gateway>:53 (listening)
+ *   fd 5  the transparent TCP listener, <gateway>:AL_NFT_TPROXY_PORT
+ *         (IP_TRANSPARENT: every TCP connection the slot's rules
+ *         tproxy to it; getsockname of an accepted socket is the
+ *         guest's original destination)
+ *   fd 6  control: AF_UNIX SOCK_STREAM to the caller (agentproto frames:
+ *         AL_FRAME_GW_CONFIG in, AL_FRAME_GW_ACK out)
+ *   fd 0  /dev/null, fds 1 and 2 the caller's stderr (the gateway logs
+ *         there)
+ * and nothing else. The process itself stays in the caller's network
+ * namespace (the host's): its upstream connections go from there.
+ *
+ * The launcher first makes the gateway's egress log directory its own
+ * (al_egress_dir_prepare). Before the exec the child, still root: joins cgroup_fd (when given),
+ * sets rlimits (NOFILE, CORE 0, FSIZE; AS and DATA except in a sanitizer
+ * build, whose shadow memory would not fit), empties its capability
+ * bounding set, drops to uid:gid with no supplementary groups (which
+ * clears every other capability set), asks for SIGKILL when the caller
+ * dies, sets no_new_privs and checks root is gone. The gateway installs
+ * its own syscall filter once it has opened what it needs.
+ *
+ * Cost on the caller's path: one setns pair, five sockets, one
+ * clone(CLONE_VM | CLONE_VFORK) that returns once the child has exec'd
+ * (no page tables copied), no waiting on the gateway itself: the caller
+ * sends GW_CONFIG on control_fd and reads the ACK when it wants to. */
+#ifndef AL_NET_GWLAUNCH_H
+#define AL_NET_GWLAUNCH_H
+
+#include <sys/types.h>
+
+#include "err.h"
+#include "net/slot.h"
+
+#define AL_GWLAUNCH_FD_DNS_UDP 3
+#define AL_GWLAUNCH_FD_DNS_TCP 4
+#define AL_GWLAUNCH_FD_TPROXY 5
+#define AL_GWLAUNCH_FD_CONTROL 6
+
+/* Limits of one gateway process. */
+#define AL_GWLAUNCH_NOFILE 4096
+#define AL_GWLAUNCH_AS (1ull << 30)
+#define AL_GWLAUNCH_FSIZE (64ull << 20)
+#define AL_GWLAUNCH_BACKLOG 256
+
+typedef struct al_gateway_spec {
+	const al_netslot *slot;
+	uid_t uid;	     /* the gateway's own, never 0 */
+	gid_t gid;	     /* never 0 */
+	const char *sandbox; /* its id: argv "--sandbox <id>" */
+	const char *prog;    /* path of airlock-gateway */
+	/* NULL-terminated "K=V" (AIRLOCK_STATE, AIRLOCK_POLICIES,
+	 * AIRLOCK_UPSTREAM_*); the gateway gets these and nothing else. */
+	char *const *env;
+	/* <state>/run, or NULL: the launcher makes <run_dir>/egress/<sandbox>/
+	 * the gateway's own (core/egress.h) before it starts. */
+	const char *run_dir;
+	/* A cgroup directory fd the gateway starts in (its CPU and memory
+	 * are charged there), or -1. It must not be one the sandbox can
+	 * write to. */
+	int cgroup_fd;
+} al_gateway_spec;
+
+typedef struct al_gateway_proc {
+	pid_t pid;
+	int pidfd;	/* close-on-exec; readable once the gateway exits */
+	int control_fd; /* close-on-exec, non-blocking; the caller's end */
+} al_gateway_proc;
+
+/* Start the gateway of spec->slot. On success out is filled and the
+ * caller owns pidfd and control_fd (and must reap pid). On failure
+ * nothing is left: no process, no socket. */
+int al_gateway_launch(const al_gateway_spec *spec, al_gateway_proc *out,
+		      al_err *err);
+
+#endif

@@ -1,0 +1,52 @@
+/* Fuzz the mint service's wire messages (controller/mint.c reads
+ * requests from gateways, which run hostile guests' traffic; gateways
+ * read responses). First byte: 0 = request, else response. */
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gw/ca.h"
+#include "gw/mint.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	if (size < 1)
+		return 0;
+	const uint8_t *p = data + 1;
+	size_t n = size - 1;
+	if (data[0] == 0) {
+		al_mint_req req;
+		EVP_PKEY *pub = NULL;
+		(void)al_mint_req_need(p, n);
+		if (al_mint_req_unpack(p, n, &req, &pub, NULL) == 0) {
+			/* What passes is a mintable name and a P-256 key, and
+			 * packs back to exactly the bytes read. */
+			unsigned char out[AL_MINT_REQ_MAX];
+			if (pub == NULL || !al_ca_key_is_p256(pub) ||
+			    al_ca_name_check(req.name, NULL) != 0 ||
+			    al_mint_req_need(p, n) != 0)
+				abort();
+			int m = al_mint_req_pack(req.name, pub, out, sizeof out,
+						 NULL);
+			if (m < 0 || (size_t)m != n || memcmp(out, p, n) != 0)
+				abort();
+			EVP_PKEY_free(pub);
+		} else if (pub != NULL) {
+			abort();
+		}
+	} else {
+		X509 *x = NULL;
+		al_err err = {0};
+		if (al_mint_resp_unpack(p, n, &x, &err) == 0) {
+			if (x == NULL)
+				abort();
+			X509_free(x);
+		} else if (x != NULL || err.code == AL_OK) {
+			abort();
+		}
+	}
+	return 0;
+}

@@ -1,0 +1,228 @@
+/* Egress records and the gateway's writer (core/egress.h): a record
+ * packs and unpacks to itself; the writer batches into one file per
+ * flush, at most batch records a file; past the cap of unconsumed files
+ * it drops records and says how many once there is room again. */
+#include <dirent.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "egress.h"
+
+static char run_dir[64];
+
+static int setup(void **state)
+{
+	(void)state;
+	snprintf(run_dir, sizeof run_dir, "/tmp/al-egress-XXXXXX");
+	return mkdtemp(run_dir) != NULL ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+	(void)state;
+	char cmd[128];
+	snprintf(cmd, sizeof cmd, "rm -rf '%s'", run_dir);
+	return system(cmd) == 0 ? 0 : -1;
+}
+
+static void test_pack_unpack(void **state)
+{
+	(void)state;
+	al_egress_rec r, b;
+	al_egress_rec_set(&r, 1700000000123, "sbx1", true, "allow list",
+			  AL_EGRESS_HTTPS, "pypi.org", 443, "GET",
+			  "/simple/\x7f\"x\"");
+	char line[AL_EGRESS_LINE_MAX];
+	al_err err = {0};
+	int n = al_egress_pack(&r, line, sizeof line, &err);
+	assert_true(n > 0);
+	assert_int_equal(line[n - 1], '\n');
+	assert_int_equal(al_egress_unpack(line, (size_t)n, &b, &err), 0);
+	assert_int_equal(b.at_ms, 1700000000123);
+	assert_string_equal(b.sandbox, "sbx1");
+	assert_true(b.allow);
+	assert_string_equal(b.reason, "allow list");
+	assert_int_equal(b.protocol, AL_EGRESS_HTTPS);
+	assert_string_equal(b.name, "pypi.org");
+	assert_int_equal(b.port, 443);
+	assert_string_equal(b.method, "GET");
+	assert_string_equal(b.path, "/simple/?\"x\"");
+	/* A path past the bound is cut to it. */
+	char longpath[3000];
+	memset(longpath, 'p', sizeof longpath - 1);
+	longpath[sizeof longpath - 1] = '\0';
+	al_egress_rec_set(&r, 1, "sbx1", false, "deny", AL_EGRESS_HTTP, "a.com",
+			  80, "POST", longpath);
+	n = al_egress_pack(&r, line, sizeof line, &err);
+	assert_true(n > 0);
+	assert_int_equal(al_egress_unpack(line, (size_t)n, &b, &err), 0);
+	assert_int_equal(strlen(b.path), AL_EGRESS_PATH_MAX);
+
+	static const char *const bad[] = {
+		"{}",
+		"{\"at_ms\":1,\"sandbox\":\"../s\",\"allow\":true,"
+		"\"reason\":\"r\",\"protocol\":\"dns\",\"name\":\"a\","
+		"\"port\":0}",
+		"{\"at_ms\":1,\"sandbox\":\"s\",\"allow\":true,"
+		"\"reason\":\"r\",\"protocol\":\"udp\",\"name\":\"a\","
+		"\"port\":0}",
+		"{\"at_ms\":1,\"sandbox\":\"s\",\"allow\":true,"
+		"\"reason\":\"r\",\"protocol\":\"dns\",\"name\":\"a\","
+		"\"port\":70000}",
+		"{\"at_ms\":1,\"sandbox\":\"s\",\"allow\":true,"
+		"\"reason\":\"r\\n\",\"protocol\":\"dns\",\"name\":\"a\","
+		"\"port\":0}",
+		"{\"at_ms\":1,\"sandbox\":\"s\",\"allow\":false,"
+		"\"reason\":\"r\",\"protocol\":\"dns\",\"name\":\"a\","
+		"\"port\":0,\"dropped\":5}",
+		"{\"at_ms\":1,\"sandbox\":\"s\",\"allow\":false,"
+		"\"reason\":\"r\",\"protocol\":\"dns\",\"name\":\"a\","
+		"\"port\":0,\"extra\":1}",
+	};
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		err.code = AL_OK;
+		if (al_egress_unpack(bad[i], strlen(bad[i]), &b, &err) != -1)
+			fail_msg("accepted: %s", bad[i]);
+		assert_int_equal(err.code, AL_EINVAL);
+	}
+}
+
+/* Names of the batch files in the sandbox's directory, sorted. */
+static int list_files(const char *sandbox, char names[][32], int max)
+{
+	char p[128];
+	snprintf(p, sizeof p, "%s/egress/%s", run_dir, sandbox);
+	DIR *d = opendir(p);
+	assert_non_null(d);
+	int n = 0;
+	struct dirent *de;
+	while ((de = readdir(d)) != NULL)
+		if (de->d_name[0] != '.' && n < max && strlen(de->d_name) < 32)
+			memcpy(names[n++], de->d_name, strlen(de->d_name) + 1);
+	closedir(d);
+	qsort(names, (size_t)n, 32,
+	      (int (*)(const void *, const void *))strcmp);
+	return n;
+}
+
+/* The records of one file; *dropped gets a dropped count if any. */
+static int file_records(const char *sandbox, const char *name,
+			uint64_t *dropped)
+{
+	char p[160];
+	snprintf(p, sizeof p, "%s/egress/%s/%s", run_dir, sandbox, name);
+	FILE *f = fopen(p, "r");
+	assert_non_null(f);
+	char line[AL_EGRESS_LINE_MAX + 2];
+	int n = 0;
+	*dropped = 0;
+	while (fgets(line, sizeof line, f) != NULL) {
+		al_egress_rec r;
+		al_err err = {0};
+		assert_int_equal(al_egress_unpack(line, strlen(line), &r, &err),
+				 0);
+		assert_string_equal(r.sandbox, sandbox);
+		if (r.dropped > 0)
+			*dropped += r.dropped;
+		else
+			n++;
+	}
+	fclose(f);
+	return n;
+}
+
+static void add_n(al_egress_writer *w, int n, int64_t now)
+{
+	for (int i = 0; i < n; i++) {
+		al_egress_rec r;
+		al_egress_rec_set(&r, 1000 + i, "ignored", i % 2 == 0, "r",
+				  AL_EGRESS_DNS, "a.example", 0, NULL, NULL);
+		al_egress_writer_add(w, &r, now);
+	}
+}
+
+static void test_writer_batches(void **state)
+{
+	(void)state;
+	al_err err = {0};
+	al_egress_writer *w = al_egress_writer_open(run_dir, "sbx1", NULL,
+						    &err);
+	assert_non_null(w);
+	add_n(w, 10, 5000);
+	/* Not yet due: nothing on disk. */
+	assert_int_equal(al_egress_writer_due(w), 5000 + AL_EGRESS_FLUSH_MS);
+	assert_int_equal(al_egress_writer_flush(w, 5100, false, &err), 0);
+	char names[16][32];
+	assert_int_equal(list_files("sbx1", names, 16), 0);
+	assert_int_equal(al_egress_writer_flush(w, 5250, false, &err), 1);
+	assert_int_equal(list_files("sbx1", names, 16), 1);
+	uint64_t dropped;
+	assert_int_equal(file_records("sbx1", names[0], &dropped), 10);
+	assert_int_equal(al_egress_writer_due(w), -1);
+	/* 600 records: two full batches of 256 go at once, 88 wait. */
+	add_n(w, 600, 6000);
+	assert_int_equal(list_files("sbx1", names, 16), 3);
+	assert_int_equal(file_records("sbx1", names[1], &dropped), 256);
+	assert_int_equal(file_records("sbx1", names[2], &dropped), 256);
+	al_egress_writer_close(w);
+	assert_int_equal(list_files("sbx1", names, 16), 4);
+	assert_int_equal(file_records("sbx1", names[3], &dropped), 88);
+	assert_int_equal(dropped, 0);
+	/* The directory is the sandbox's alone. */
+	struct stat st;
+	char p[128];
+	snprintf(p, sizeof p, "%s/egress/sbx1", run_dir);
+	assert_int_equal(stat(p, &st), 0);
+	assert_int_equal(st.st_mode & 0777, 0700);
+	assert_null(al_egress_writer_open(run_dir, "../x", NULL, &err));
+}
+
+static void test_writer_drops_past_cap(void **state)
+{
+	(void)state;
+	al_err err = {0};
+	al_egress_writer_limits lim = {.batch = 4, .flush_ms = 100, .files = 3};
+	al_egress_writer *w = al_egress_writer_open(run_dir, "sbx2", &lim,
+						    &err);
+	assert_non_null(w);
+	add_n(w, 12, 0); /* three files: the cap */
+	char names[16][32];
+	assert_int_equal(list_files("sbx2", names, 16), 3);
+	add_n(w, 9, 0); /* nobody consumes: dropped */
+	assert_int_equal(list_files("sbx2", names, 16), 3);
+	assert_true(al_egress_writer_flush(w, 1000, false, &err) == 0);
+	assert_int_equal(al_egress_writer_dropped(w), 9);
+	/* The controller takes one file: room for one more, which says
+	 * how many were lost. */
+	char p[160];
+	snprintf(p, sizeof p, "%s/egress/sbx2/%s", run_dir, names[0]);
+	assert_int_equal(unlink(p), 0);
+	add_n(w, 2, 2000);
+	assert_int_equal(al_egress_writer_flush(w, 2100, false, &err), 1);
+	assert_int_equal(list_files("sbx2", names, 16), 3);
+	uint64_t dropped = 0;
+	assert_int_equal(file_records("sbx2", names[2], &dropped), 2);
+	assert_int_equal(dropped, 9);
+	al_egress_writer_close(w);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_pack_unpack),
+		cmocka_unit_test_setup_teardown(test_writer_batches, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_writer_drops_past_cap,
+						setup, teardown),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
