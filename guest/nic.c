@@ -87,15 +87,21 @@ bool al_nic_find(char name[IF_NAMESIZE])
 	return best > 0;
 }
 
-int al_nic_set_mac(const char *name, const uint8_t mac[6], const char **step)
+/* A socket for interface ioctls and ifr naming the interface, or -1. */
+static int nic_socket(const char *name, struct ifreq *ifr, const char **step)
 {
 	*step = "socket";
-	int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	memset(ifr, 0, sizeof *ifr);
+	snprintf(ifr->ifr_name, sizeof ifr->ifr_name, "%s", name);
+	return socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+}
+
+int al_nic_set_mac(const char *name, const uint8_t mac[6], const char **step)
+{
+	struct ifreq ifr;
+	int s = nic_socket(name, &ifr, step);
 	if (s < 0)
 		return -1;
-	struct ifreq ifr;
-	memset(&ifr, 0, sizeof ifr);
-	snprintf(ifr.ifr_name, sizeof ifr.ifr_name, "%s", name);
 	*step = "reading its flags";
 	int rc = ioctl(s, SIOCGIFFLAGS, &ifr);
 	short flags = ifr.ifr_flags;
@@ -209,13 +215,10 @@ int al_nic_net_apply(const char *name, const al_nic_net *n, const char **step)
 {
 	if (!n->on)
 		return 0;
-	*step = "socket";
-	int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	struct ifreq ifr;
+	int s = nic_socket(name, &ifr, step);
 	if (s < 0)
 		return -1;
-	struct ifreq ifr;
-	memset(&ifr, 0, sizeof ifr);
-	snprintf(ifr.ifr_name, sizeof ifr.ifr_name, "%s", name);
 	*step = "setting the address";
 	sin_set(&ifr.ifr_addr, n->addr);
 	int rc = ioctl(s, SIOCSIFADDR, &ifr);

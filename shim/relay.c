@@ -612,8 +612,9 @@ int shim_relay_turn(shim *s, int timeout_ms, al_event *ev, char *detail,
 		    size_t dlen)
 {
 	unsigned char busy[SHIM_MAX_CLIENTS];
-	struct pollfd pfd[3 + SHIM_MAX_CLIENTS + SHIM_STREAM_POLL_MAX];
-	int who[3 + SHIM_MAX_CLIENTS + SHIM_STREAM_POLL_MAX];
+	struct pollfd pfd[3 + SHIM_MAX_CLIENTS + SHIM_STREAM_POLL_MAX +
+			  SHIM_GW_POLL_MAX];
+	int who[3 + SHIM_MAX_CLIENTS + SHIM_STREAM_POLL_MAX + SHIM_GW_POLL_MAX];
 
 	flush_all(s);
 	int n = 0;
@@ -639,7 +640,11 @@ int shim_relay_turn(shim *s, int timeout_ms, al_event *ev, char *detail,
 		who[n++] = i;
 	}
 	n = shim_streams_poll(s, pfd, who, n);
+	n = shim_gw_poll(&s->gw, pfd, who, n);
 	int timer = shim_streams_timeout(s, al_now_ms());
+	if (timer >= 0 && (timeout_ms < 0 || timer < timeout_ms))
+		timeout_ms = timer;
+	timer = shim_gw_timeout(&s->gw, al_now_ms());
 	if (timer >= 0 && (timeout_ms < 0 || timer < timeout_ms))
 		timeout_ms = timer;
 	if (poll(pfd, (nfds_t)n, timeout_ms) < 0) {
@@ -658,6 +663,8 @@ int shim_relay_turn(shim *s, int timeout_ms, al_event *ev, char *detail,
 				s->stopping = 1;
 		} else if (who[k] == -2) {
 			accept_clients(s);
+		} else if (who[k] == SHIM_WHO_GW || who[k] == SHIM_WHO_GW_CTL) {
+			shim_gw_event(&s->gw, who[k], pfd[k].revents);
 		} else if (who[k] == SHIM_WHO_HTTP_LISTEN ||
 			   who[k] >= SHIM_WHO_STREAM) {
 			shim_streams_event(s, who[k], pfd[k].revents);
@@ -681,6 +688,7 @@ int shim_relay_turn(shim *s, int timeout_ms, al_event *ev, char *detail,
 		}
 	}
 	shim_streams_tick(s, al_now_ms());
+	shim_gw_tick(&s->gw, al_now_ms());
 	return s->stopping;
 }
 

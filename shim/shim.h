@@ -13,6 +13,7 @@
 #include "agentproto.h"
 #include "config.h"
 #include "driver.h"
+#include "gateway.h"
 #include "net.h"
 #include "sandbox.h"
 #include "sse.h"
@@ -113,6 +114,7 @@ typedef struct shim {
 	uint64_t grown_for;
 	char slot[64]; /* standby name of the machine's resources */
 	shim_net net;  /* its network slot (net.h) */
+	shim_gw gw;    /* its egress gateway (gateway.h) */
 	/* The stream socket and its tables, made at the first stream. */
 	shim_stream *streams;
 	shim_http_conn *http;
