@@ -25,6 +25,9 @@
  *     shim is one whose starter died before recording it: it is
  *     destroyed (its client never got it); rootfs snapshots with no live sandbox
  *     or standby are deleted. Nothing leaks across a crash of any program;
+ *   - the gateways' egress decisions (core/egress.h: run/egress/) are
+ *     recorded in batches every tick and their files unlinked; rows
+ *     older than AIRLOCK_EGRESS_RETENTION_DAYS are deleted;
  *   - warm pool: AIRLOCK_WARM_POOL ns standbys and (while the vm driver
  *     is usable and the template has its VM snapshot) AIRLOCK_WARM_POOL_VM
  *     vm standbys per template at the least are kept ready, so that a
@@ -54,6 +57,7 @@
 #include "cgroup.h"
 #include "config.h"
 #include "db.h"
+#include "egress_ingest.h"
 #include "gw/ca.h"
 #include "log.h"
 #include "mint.h"
@@ -769,6 +773,9 @@ int main(int argc, char **argv)
 		}
 		al_spool_watch_clear(watch);
 		apply_spool(&cfg, db);
+		ctl_egress_ingest(&cfg, db,
+				  once || now - last_reconcile >=
+						  RECONCILE_EVERY_S * 1000);
 		if (once || now - last_expire >= 1000) {
 			expire(&cfg, db);
 			last_expire = now;
@@ -781,6 +788,7 @@ int main(int argc, char **argv)
 			if (net_ok)
 				reconcile_net(&netpool);
 			al_vmmem_prune(vmmem);
+			ctl_egress_retain(&cfg, db);
 			last_reconcile = now;
 		}
 		refill_pool(&cfg, db);

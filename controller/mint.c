@@ -23,8 +23,12 @@
 #include "log.h"
 #include "uidrange.h"
 
-/* Bucket index of a peer: its gateway slot, or the last one for root. */
+/* Bucket index of a peer: its gateway slot, ROOT_SLOT for root, and
+ * DENIED_SLOT shared by every other uid (read, then refused: so that
+ * such a peer learns why instead of a broken pipe, and all of them
+ * together hold at most AL_MINTD_PER_UID connections). */
 #define ROOT_SLOT AL_UIDRANGE_GW_COUNT
+#define DENIED_SLOT (AL_UIDRANGE_GW_COUNT + 1)
 #define LOG_EVERY_MS 60000
 
 typedef struct bucket {
@@ -37,6 +41,7 @@ typedef struct bucket {
 typedef struct conn {
 	int fd;
 	uint32_t slot;
+	uid_t uid;
 	int64_t deadline;
 	size_t len;
 	unsigned char buf[AL_MINT_REQ_MAX];
@@ -47,27 +52,27 @@ struct al_mintd {
 	int lfd, wake[2];
 	al_ca *ca;
 	al_leafcache *cache;
-	bucket *buckets; /* AL_UIDRANGE_GW_COUNT + 1 */
+	bucket *buckets; /* DENIED_SLOT + 1 */
 	conn conns[AL_MINTD_CONNS];
 	size_t nconns;
 	unsigned long minted, cached, refused;
 	char path[AL_PATH_MAX + 32];
 };
 
-/* The peer's bucket slot, or -1 when the peer may not ask. */
-static int peer_slot(int fd, uid_t *uid)
+/* The peer's bucket slot, DENIED_SLOT when the peer may not ask. */
+static uint32_t peer_slot(int fd, uid_t *uid)
 {
 	struct ucred cr;
 	socklen_t len = sizeof cr;
 	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) < 0)
-		return -1;
+		return DENIED_SLOT;
 	*uid = cr.uid;
 	if (cr.uid == 0)
-		return (int)ROOT_SLOT;
+		return ROOT_SLOT;
 	if (cr.uid >= AL_UIDRANGE_GW_BASE &&
 	    cr.uid - AL_UIDRANGE_GW_BASE < AL_UIDRANGE_GW_COUNT)
-		return (int)(cr.uid - AL_UIDRANGE_GW_BASE);
-	return -1;
+		return cr.uid - AL_UIDRANGE_GW_BASE;
+	return DENIED_SLOT;
 }
 
 /* Take one token from the slot's bucket; 0 when it had none. */
@@ -127,6 +132,14 @@ static void serve(al_mintd *m, conn *c)
 	al_err err = {0};
 	al_mint_req req;
 	EVP_PKEY *pub = NULL;
+	if (c->slot == DENIED_SLOT) {
+		m->refused++;
+		al_err_set(&err, AL_EPERM, 0,
+			   "mint: uid %u may not ask for leaves",
+			   (unsigned)c->uid);
+		reply_err(c->fd, &err);
+		return;
+	}
 	if (!charge(m, c->slot)) {
 		m->refused++;
 		al_err_set(&err, AL_EQUOTA, 0, "mint: rate limit");
@@ -187,18 +200,9 @@ static void accept_one(al_mintd *m)
 	if (fd < 0)
 		return;
 	uid_t uid = (uid_t)-1;
-	int slot = peer_slot(fd, &uid);
-	al_err err = {0};
-	if (slot < 0) {
-		al_err_set(&err, AL_EPERM, 0,
-			   "mint: uid %u may not ask for leaves",
-			   (unsigned)uid);
-		reply_err(fd, &err);
-		close(fd);
-		m->refused++;
-		return;
-	}
-	if (open_for(m, (uint32_t)slot) >= AL_MINTD_PER_UID) {
+	uint32_t slot = peer_slot(fd, &uid);
+	if (open_for(m, slot) >= AL_MINTD_PER_UID) {
+		al_err err = {0};
 		al_err_set(&err, AL_EQUOTA, 0, "mint: too many requests open");
 		reply_err(fd, &err);
 		close(fd);
@@ -207,7 +211,8 @@ static void accept_one(al_mintd *m)
 	}
 	conn *c = &m->conns[m->nconns++];
 	c->fd = fd;
-	c->slot = (uint32_t)slot;
+	c->slot = slot;
+	c->uid = uid;
 	c->len = 0;
 	c->deadline = al_now_ms() + AL_MINTD_DEADLINE_MS;
 }
@@ -228,6 +233,10 @@ static int read_conn(al_mintd *m, conn *c)
 			continue;
 		if (r < 0 && errno == EAGAIN)
 			return 0;
+		if (r == 0 && c->len > 0) {
+			serve(m, c); /* says what is wrong with it */
+			return 1;
+		}
 		if (r <= 0)
 			return 1;
 		c->len += (size_t)r;
@@ -293,7 +302,7 @@ al_mintd *al_mintd_start(const char *state_dir, al_ca *ca, al_err *err)
 		goto fail;
 	}
 	memcpy(sa.sun_path, m->path, strlen(m->path) + 1);
-	m->buckets = calloc(AL_UIDRANGE_GW_COUNT + 1, sizeof *m->buckets);
+	m->buckets = calloc(DENIED_SLOT + 1, sizeof *m->buckets);
 	if (m->buckets == NULL) {
 		al_err_set(err, AL_ENOMEM, ENOMEM, "out of memory");
 		goto fail;

@@ -315,6 +315,7 @@ int al_config_load_from(al_config *cfg, const char *(*lookup)(const char *),
 	cfg->default_cpu_shares = 1024;
 	cfg->default_disk_mb = 4096;
 	cfg->max_disk_mb = 65536;
+	cfg->egress_retention_days = 30;
 	cfg->pool_full_pct = 95;
 	cfg->default_timeout_s = 300;
 	cfg->max_timeout_s = 86400;
@@ -419,6 +420,13 @@ int al_config_load_from(al_config *cfg, const char *(*lookup)(const char *),
 		if (parse_u64("AIRLOCK_POOL_FULL_PCT", v, 1, 100, &n, err) < 0)
 			return -1;
 		cfg->pool_full_pct = (uint32_t)n;
+	}
+	v = lookup("AIRLOCK_EGRESS_RETENTION_DAYS");
+	if (v != NULL && v[0] != '\0') {
+		if (parse_u64("AIRLOCK_EGRESS_RETENTION_DAYS", v, 1, 3650, &n,
+			      err) < 0)
+			return -1;
+		cfg->egress_retention_days = (uint32_t)n;
 	}
 	v = lookup("AIRLOCK_DEFAULT_CPU_SHARES");
 	if (v != NULL && v[0] != '\0') {

@@ -26,6 +26,8 @@
  *                       (default 4096; capped at the maximum)
  *   AIRLOCK_MAX_DISK_MB the largest "disk_mb" a create may ask for, and
  *                       what one template build step may add (65536)
+ *   AIRLOCK_EGRESS_RETENTION_DAYS  egress log rows older than this are
+ *                       deleted by the controller (default 30, 1..3650)
  *   AIRLOCK_POOL_FULL_PCT  pool use (percent) from which creates and
  *                       template builds answer 507 (default 95)
  *   AIRLOCK_DRIVERS     the drivers the operator allows: "ns", "vm" or
@@ -81,8 +83,9 @@ typedef struct al_config {
 	uint32_t default_cpu_shares; /* cgroup v1 cpu.shares scale (1024) */
 	uint32_t default_disk_mb;    /* new data a sandbox may write */
 	uint32_t max_disk_mb;
-	uint32_t pool_full_pct;	    /* creates and builds stop at this use */
-	uint32_t default_timeout_s; /* sandbox lifetime */
+	uint32_t pool_full_pct; /* creates and builds stop at this use */
+	uint32_t egress_retention_days; /* egress_log rows kept */
+	uint32_t default_timeout_s;	/* sandbox lifetime */
 	uint32_t max_timeout_s;
 	uint64_t max_memory_mb; /* per create request */
 	uint32_t max_pids;

@@ -15,6 +15,7 @@
 
 #include "config.h"
 #include "json.h"
+#include "log.h"
 
 static const char *const proto_names[AL_EGRESS_PROTO_MAX + 1] = {
 	[AL_EGRESS_DNS] = "dns",	 [AL_EGRESS_HTTP] = "http",
@@ -469,4 +470,232 @@ void al_egress_writer_close(al_egress_writer *w)
 	free(w->pending);
 	free(w->buf);
 	free(w);
+}
+
+/* ---- reader ---- */
+
+/* A temporary file older than this belongs to a writer that died. */
+#define STALE_TMP_S 60
+
+void al_egress_batch_reset(al_egress_batch *b)
+{
+	b->n = b->n_files = b->n_empty = 0;
+}
+
+void al_egress_batch_free(al_egress_batch *b)
+{
+	free(b->recs);
+	free(b->files);
+	free(b->empty);
+	memset(b, 0, sizeof *b);
+}
+
+/* Room for one more of an array of elem-sized items. */
+static int grow(void **p, size_t *cap, size_t n, size_t elem)
+{
+	if (n < *cap)
+		return 0;
+	size_t c = *cap ? *cap * 2 : 64;
+	void *q = realloc(*p, c * elem);
+	if (q == NULL)
+		return -1;
+	*p = q;
+	*cap = c;
+	return 0;
+}
+
+static void to_bad(int edir, const char *sandbox, const char *name,
+		   const char *why)
+{
+	char bad[160];
+	snprintf(bad, sizeof bad, "bad/%.63s.%.32s", sandbox, name);
+	char from[160];
+	snprintf(from, sizeof from, "%.63s/%.32s", sandbox, name);
+	al_warn("egress: %s: %s (moved to bad/)", from, why);
+	if (renameat(edir, from, edir, bad) < 0)
+		unlinkat(edir, from, 0);
+}
+
+/* Parse file name of sandbox dir d (owned by owner) into b. 1 = taken,
+ * 0 = set aside (bad or stale), -1 = out of memory. */
+static int read_file(int edir, int d, uid_t owner, const char *sandbox,
+		     const char *name, al_egress_batch *b)
+{
+	int fd = openat(d, name,
+			O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	struct stat st;
+	if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) ||
+	    st.st_nlink != 1 || st.st_uid != owner) {
+		if (fd >= 0)
+			close(fd);
+		to_bad(edir, sandbox, name,
+		       "not a regular file of the gateway's own");
+		return 0;
+	}
+	if (st.st_size > AL_EGRESS_FILE_MAX) {
+		close(fd);
+		to_bad(edir, sandbox, name, "too big");
+		return 0;
+	}
+	char *text = malloc((size_t)st.st_size + 1);
+	ssize_t got = text != NULL ? read(fd, text, (size_t)st.st_size) : -1;
+	close(fd);
+	if (got != st.st_size) {
+		free(text);
+		if (text == NULL)
+			return -1;
+		to_bad(edir, sandbox, name, "short read");
+		return 0;
+	}
+	size_t first = b->n;
+	const char *why = NULL;
+	for (size_t off = 0; off < (size_t)got && why == NULL;) {
+		const char *nl = memchr(text + off, '\n', (size_t)got - off);
+		size_t len = nl != NULL ? (size_t)(nl - text) - off
+					: (size_t)got - off;
+		if (grow((void **)&b->recs, &b->cap, b->n, sizeof *b->recs) <
+		    0) {
+			free(text);
+			b->n = first;
+			return -1;
+		}
+		al_err e = {0};
+		if (al_egress_unpack(text + off, len, &b->recs[b->n], &e) < 0)
+			why = "a line is not an egress record";
+		else if (strcmp(b->recs[b->n].sandbox, sandbox) != 0)
+			why = "a record names another sandbox";
+		else
+			b->n++;
+		off += len + 1;
+	}
+	free(text);
+	if (why != NULL) {
+		b->n = first;
+		to_bad(edir, sandbox, name, why);
+		return 0;
+	}
+	if (grow((void **)&b->files, &b->cap_files, b->n_files,
+		 sizeof *b->files) < 0) {
+		b->n = first;
+		return -1;
+	}
+	snprintf(b->files[b->n_files++], sizeof b->files[0], "%.63s/%.32s",
+		 sandbox, name);
+	return 1;
+}
+
+static int name_cmp(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* The files of one sandbox's directory, oldest first, into b. */
+static int read_dir(int edir, const char *sandbox, size_t max,
+		    al_egress_batch *b)
+{
+	int d = openat(edir, sandbox,
+		       O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	struct stat st;
+	if (d < 0 || fstat(d, &st) < 0) {
+		if (d >= 0)
+			close(d);
+		return 0;
+	}
+	DIR *dir = fdopendir(d);
+	if (dir == NULL) {
+		close(d);
+		return 0;
+	}
+	char **names = NULL;
+	size_t n = 0, cap = 0, seen = 0;
+	struct dirent *de;
+	time_t now = time(NULL);
+	while ((de = readdir(dir)) != NULL) {
+		if (strcmp(de->d_name, ".") == 0 ||
+		    strcmp(de->d_name, "..") == 0)
+			continue;
+		seen++;
+		if (de->d_name[0] == '.') {
+			struct stat t;
+			if (fstatat(d, de->d_name, &t, AT_SYMLINK_NOFOLLOW) ==
+				    0 &&
+			    now - t.st_mtime > STALE_TMP_S)
+				unlinkat(d, de->d_name, 0);
+			continue;
+		}
+		if (strlen(de->d_name) > 32 ||
+		    grow((void **)&names, &cap, n, sizeof *names) < 0)
+			continue;
+		names[n] = strdup(de->d_name);
+		if (names[n] != NULL)
+			n++;
+	}
+	qsort(names, n, sizeof *names, name_cmp);
+	int rc = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (rc >= 0 && b->n < max &&
+		    read_file(edir, d, st.st_uid, sandbox, names[i], b) < 0)
+			rc = -1;
+		free(names[i]);
+	}
+	free(names);
+	if (seen == 0 && grow((void **)&b->empty, &b->cap_empty, b->n_empty,
+			      sizeof *b->empty) == 0)
+		snprintf(b->empty[b->n_empty++], sizeof b->empty[0], "%.63s",
+			 sandbox);
+	closedir(dir);
+	return rc;
+}
+
+int al_egress_read(const char *run_dir, size_t max_records, al_egress_batch *b,
+		   al_err *err)
+{
+	al_egress_batch_reset(b);
+	char p[AL_PATH_MAX + 16];
+	snprintf(p, sizeof p, "%s/egress", run_dir);
+	if (mkdir_parent(run_dir, err) < 0)
+		return -1;
+	int edir = open(p, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (edir < 0)
+		return al_err_sys(err, AL_ESYS, errno, "open %s", p);
+	mkdirat(edir, "bad", 0700);
+	int fd2 = dup(edir);
+	DIR *dir = fd2 >= 0 ? fdopendir(fd2) : NULL;
+	if (dir == NULL) {
+		if (fd2 >= 0)
+			close(fd2);
+		close(edir);
+		return al_err_sys(err, AL_ESYS, errno, "reading %s", p);
+	}
+	struct dirent *de;
+	int rc = 0;
+	while (rc == 0 && b->n < max_records && (de = readdir(dir)) != NULL) {
+		if (de->d_name[0] == '.' || strcmp(de->d_name, "bad") == 0 ||
+		    !al_id_valid(de->d_name))
+			continue;
+		if (read_dir(edir, de->d_name, max_records, b) < 0)
+			rc = al_err_set(err, AL_ENOMEM, ENOMEM,
+					"out of memory reading egress files");
+	}
+	closedir(dir);
+	close(edir);
+	return rc < 0 ? -1 : (int)b->n_files;
+}
+
+void al_egress_ack(const char *run_dir, const al_egress_batch *b)
+{
+	char p[AL_PATH_MAX + 160];
+	for (size_t i = 0; i < b->n_files; i++) {
+		snprintf(p, sizeof p, "%s/egress/%s", run_dir, b->files[i]);
+		if (unlink(p) < 0 && errno != ENOENT)
+			al_warn("egress: unlink %s: %s", p, strerror(errno));
+	}
+}
+
+int al_egress_dir_remove(const char *run_dir, const char *sandbox)
+{
+	char p[AL_PATH_MAX + 96];
+	if (egress_dir(run_dir, sandbox, p, sizeof p, NULL) < 0)
+		return -1;
+	return rmdir(p);
 }

@@ -117,4 +117,37 @@ uint64_t al_egress_writer_dropped(const al_egress_writer *w);
 /* Flush what is left (force) and free. */
 void al_egress_writer_close(al_egress_writer *w);
 
+/* ---- reader (the controller) ---- */
+
+/* What one read took: records of whole files, and the files to unlink
+ * once the records are in PostgreSQL. */
+typedef struct al_egress_batch {
+	al_egress_rec *recs;
+	size_t n, cap;
+	char (*files)[128]; /* "<sandbox>/<seq>" under run/egress */
+	size_t n_files, cap_files;
+	/* Sandbox directories found empty ("<sandbox>"): the controller
+	 * removes those whose sandbox is gone. */
+	char (*empty)[64];
+	size_t n_empty, cap_empty;
+} al_egress_batch;
+
+/* Whole files' records, oldest file of each sandbox first, until about
+ * max_records (a file is never split): how many files were taken, or -1
+ * (err) when run/egress cannot be read. A file that is not a regular
+ * file of the directory's owner, is too big, or has a line that does
+ * not unpack (or names another sandbox) is moved to run/egress/bad/ and
+ * logged; stale temporary files (a gateway that died mid-write) are
+ * removed. */
+int al_egress_read(const char *run_dir, size_t max_records, al_egress_batch *b,
+		   al_err *err);
+/* The batch's records are committed: unlink its files. */
+void al_egress_ack(const char *run_dir, const al_egress_batch *b);
+/* Put back to empty (keeping the allocations) / free. */
+void al_egress_batch_reset(al_egress_batch *b);
+void al_egress_batch_free(al_egress_batch *b);
+/* Remove the (empty) directory of sandbox; 0, or -1 when it is not
+ * empty or gone. */
+int al_egress_dir_remove(const char *run_dir, const char *sandbox);
+
 #endif

@@ -1,11 +1,13 @@
 #include "json.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <openssl/evp.h>
 
 #include "config.h"
+#include "netspec.h"
 #include "path.h"
 
 const al_json_map_limits al_json_env_limits = {
@@ -419,8 +421,27 @@ const char *al_json_compact(json_object *obj)
 
 static const char *const create_fields[] = {
 	"template",   "timeout", "env",	    "metadata", "memory_mb", "pids",
-	"cpu_shares", "driver",	 "disk_mb", "project",	NULL,
+	"cpu_shares", "driver",	 "disk_mb", "project",	"network",   NULL,
 };
+
+/* The request's "network" (mode required when it is there) as its
+ * canonical object, or the default's. */
+static int create_network(json_object *o, json_object **out, al_err *err)
+{
+	json_object *n = NULL;
+	al_netspec ns;
+	if (json_object_object_get_ex(o, "network", &n) && n != NULL) {
+		if (al_netspec_from_json(n, "network", true, &ns, err) < 0)
+			return -1;
+	} else {
+		al_netspec_default(&ns);
+	}
+	*out = al_netspec_to_json(&ns);
+	al_netspec_free(&ns);
+	if (*out == NULL)
+		return al_err_set(err, AL_ENOMEM, ENOMEM, "out of memory");
+	return 0;
+}
 
 int al_json_create_req_parse(const char *buf, size_t len,
 			     uint32_t default_timeout_s, uint32_t max_timeout_s,
@@ -500,6 +521,8 @@ int al_json_create_req_parse(const char *buf, size_t len,
 		goto fail;
 	if (r > 0)
 		out->disk_mb = (uint32_t)n;
+	if (create_network(o, &out->network, err) < 0)
+		goto fail;
 	return 0;
 fail:
 	al_json_create_req_free(out);
@@ -509,6 +532,7 @@ fail:
 void al_json_create_req_free(al_create_req *req)
 {
 	json_object_put(req->root);
+	json_object_put(req->network);
 	memset(req, 0, sizeof *req);
 }
 

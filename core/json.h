@@ -95,6 +95,9 @@ typedef struct al_create_req {
 	uint32_t cpu_shares;   /* 0 = template default */
 	uint32_t disk_mb;      /* 0 = template default; the operator's
 				* maximum is checked by the caller */
+	/* The canonical network object (al_netspec_to_json): the request's
+	 * "network", or the default (allowlist, empty lists). Owned. */
+	json_object *network;
 } al_create_req;
 
 /* Parse and validate; timeout defaults to default_timeout_s and must be in

@@ -15,6 +15,10 @@
 #include "json.h"
 #include "log.h"
 
+/* The same as the column's default in core/sql/008_network.sql. */
+#define AL_SANDBOX_NETWORK_DEFAULT                                             \
+	"'{\"mode\":\"allowlist\",\"allow\":[],\"deny\":[]}'::jsonb"
+
 static const char *plain_json(json_object *o)
 {
 	return json_object_to_json_string_ext(
@@ -65,6 +69,7 @@ int al_sandbox_insert(al_db *db, const al_sandbox *sb, int timeout_s,
 		/* The version the shim is told to run (al_shim_spec_pack);
 		 * unknown (0): the template's current one. */
 		sb->template_version > 0 ? ver : NULL,
+		sb->network != NULL ? plain_json(sb->network) : NULL,
 	};
 	/* The row and its first event in one statement, so one commit. */
 	PGresult *res = al_db_exec(
@@ -72,17 +77,19 @@ int al_sandbox_insert(al_db *db, const al_sandbox *sb, int timeout_s,
 		"WITH s AS (INSERT INTO sandboxes (id, template, driver, state,"
 		" memory_bytes, pids_max, cpu_shares, env, metadata,"
 		" created_at, expires_at, updated_at, accel, template_version,"
-		" disk_bytes, project)"
+		" disk_bytes, project, network)"
 		" VALUES ($1, $2, $3, 'creating', $4, $5, $6, $7::jsonb,"
 		" $8::jsonb, now(), now() + make_interval(secs => $9::int),"
 		" now(), $10,"
 		/* The sandbox keeps its version whatever is built later. */
 		" coalesce($13::int,"
-		" (SELECT version FROM templates WHERE name = $2)), $11, $12)"
+		" (SELECT version FROM templates WHERE name = $2)), $11, $12,"
+		/* NULL: the column's default (allowlist, empty lists). */
+		" coalesce($14::jsonb, " AL_SANDBOX_NETWORK_DEFAULT "))"
 		" RETURNING id)"
 		" INSERT INTO sandbox_events (sandbox_id, from_state, to_state,"
 		" event) SELECT id, NULL, 'creating', 'create' FROM s",
-		13, params, err);
+		14, params, err);
 	if (res == NULL) {
 		al_err_wrap(err, "inserting sandbox %s", sb->id);
 		return -1;
@@ -100,7 +107,7 @@ int al_sandbox_insert(al_db *db, const al_sandbox *sb, int timeout_s,
 	" to_char(expires_at AT TIME ZONE 'UTC',"                              \
 	" 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'),"                               \
 	" coalesce(accel, ''), coalesce(template_version, 0), disk_bytes,"     \
-	" project"
+	" project, network::text"
 
 static void copy_field(char *dst, size_t dstlen, const char *src)
 {
@@ -143,7 +150,34 @@ static int row_to_sandbox(PGresult *res, int i, al_sandbox *out, al_err *err)
 	out->template_version = atoi(PQgetvalue(res, i, 14));
 	out->limits.disk_bytes = strtoull(PQgetvalue(res, i, 15), NULL, 10);
 	copy_field(out->project, sizeof out->project, PQgetvalue(res, i, 16));
+	out->network = json_tokener_parse(PQgetvalue(res, i, 17));
+	if (out->network == NULL) {
+		al_sandbox_free_fields(out);
+		return al_err_set(err, AL_EDB, 0,
+				  "sandbox %s: unreadable network", out->id);
+	}
 	return 0;
+}
+
+int al_sandbox_set_network(al_db *db, const char *id, const char *project,
+			   json_object *network, al_err *err)
+{
+	if (!al_id_valid(id))
+		return al_err_set(err, AL_ENOENT, 0, "no such sandbox");
+	const char *params[] = {id, project, plain_json(network)};
+	PGresult *res = al_db_exec(db,
+				   "UPDATE sandboxes SET network = $3::jsonb,"
+				   " updated_at = now()"
+				   " WHERE id = $1 AND state <> 'deleted'"
+				   " AND ($2::text IS NULL OR project = $2)",
+				   3, params, err);
+	if (res == NULL)
+		return -1;
+	int rc = 0;
+	if (strcmp(PQcmdTuples(res), "1") != 0)
+		rc = al_err_set(err, AL_ENOENT, 0, "no sandbox '%s'", id);
+	PQclear(res);
+	return rc;
 }
 
 int al_sandbox_get(al_db *db, const char *id, al_sandbox *out, al_err *err)

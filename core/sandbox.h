@@ -55,6 +55,9 @@ typedef struct al_sandbox {
 	int shim_pid;
 	json_object *metadata; /* object; owned */
 	json_object *env;      /* object of strings; owned */
+	/* The network object, canonical (core/netspec.h); owned. NULL is
+	 * the default (allowlist, empty lists). */
+	json_object *network;
 } al_sandbox;
 
 void al_sandbox_free_fields(al_sandbox *sb);
@@ -104,6 +107,10 @@ int al_sandbox_record_events(al_db *db, const al_sandbox_event *evs, int n,
 int al_sandbox_list(al_db *db, const char *project, int state,
 		    json_object *metadata_filter, json_object **out,
 		    al_err *err);
+/* Replace the network object of sandbox id (of project only; NULL: any),
+ * canonical already (al_netspec_to_json); AL_ENOENT as al_sandbox_get_in. */
+int al_sandbox_set_network(al_db *db, const char *id, const char *project,
+			   json_object *network, al_err *err);
 /* Sandboxes whose expires_at has passed and that are not deleted. */
 int al_sandbox_list_expired(al_db *db, char (**ids)[64], int *n, al_err *err);
 /* Sandboxes in any of the live states (creating, running, paused). */
@@ -132,7 +139,7 @@ int al_sandbox_recent_creates(al_db *db, uint32_t window_s,
  *
  *   {"id":"...","template":"minimal","template_version":3,"driver":"ns",
  *    "limits":{"memory_bytes":N,"pids":N,"cpu_shares":N,"disk_bytes":N},
- *    "env":{"K":"V"},
+ *    "env":{"K":"V"},"network":{NETSPEC (core/netspec.h)},
  *    "boot":{"env":{},"workdir":"/","user":"root","start":[..],
  *            "ready":[..]}}
  *
@@ -157,8 +164,10 @@ int al_shim_ready_unpack(const void *payload, size_t len, al_shim_ready *out,
 			 al_err *err);
 
 /* JSON view for the API: id, project, state, template, driver, accel (vm only),
- * created_at, expires_at, metadata, limits (never env). */
+ * created_at, expires_at, metadata, limits, network (never env). */
 json_object *al_sandbox_to_json(const al_sandbox *sb);
+/* Its network object (a new reference; the default's when NULL). */
+json_object *al_sandbox_network_json(const al_sandbox *sb);
 
 /* Generate a fresh id: 20 chars [a-z0-9] from getrandom(). */
 int al_sandbox_new_id(char out[21], al_err *err);

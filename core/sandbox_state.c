@@ -12,6 +12,7 @@
 
 #include "config.h"
 #include "json.h"
+#include "netspec.h"
 
 /* clang-format off */
 static const char *const state_names[AL_ST_MAX] = {
@@ -125,8 +126,10 @@ void al_sandbox_free_fields(al_sandbox *sb)
 {
 	json_object_put(sb->metadata);
 	json_object_put(sb->env);
+	json_object_put(sb->network);
 	sb->metadata = NULL;
 	sb->env = NULL;
+	sb->network = NULL;
 }
 
 json_object *al_sandbox_to_json(const al_sandbox *sb)
@@ -169,10 +172,20 @@ json_object *al_sandbox_to_json(const al_sandbox *sb)
 	json_object_object_add(
 		o, "disk_mb",
 		json_object_new_int64((int64_t)(sb->limits.disk_bytes >> 20)));
+	json_object_object_add(o, "network", al_sandbox_network_json(sb));
 	if (sb->state == AL_ST_ERROR && sb->error[0] != '\0')
 		json_object_object_add(o, "error",
 				       json_object_new_string(sb->error));
 	return o;
+}
+
+json_object *al_sandbox_network_json(const al_sandbox *sb)
+{
+	if (sb->network != NULL)
+		return json_object_get(sb->network);
+	al_netspec ns;
+	al_netspec_default(&ns);
+	return al_netspec_to_json(&ns);
 }
 
 int al_sandbox_new_id(char out[21], al_err *err)
@@ -267,6 +280,15 @@ char *al_shim_spec_pack(const al_sandbox *sb, const al_template_version *tv,
 	}
 	if (sb->env != NULL)
 		json_object_object_add(o, "env", json_object_get(sb->env));
+	if (sb->network != NULL)
+		json_object_object_add(o, "network",
+				       json_object_get(sb->network));
+	/* What the gateway's policy is told of the sandbox (GW_CONFIG). */
+	if (sb->project[0] != '\0')
+		add_str(o, "project", sb->project);
+	if (sb->metadata != NULL)
+		json_object_object_add(o, "metadata",
+				       json_object_get(sb->metadata));
 	if (tv != NULL)
 		json_object_object_add(o, "boot", boot_to_json(tv));
 	const char *t = json_object_to_json_string_ext(
@@ -278,6 +300,24 @@ char *al_shim_spec_pack(const al_sandbox *sb, const al_template_version *tv,
 oom:
 	al_err_set(err, AL_ENOMEM, ENOMEM, "out of memory packing a spec");
 	return NULL;
+}
+
+/* The spec's "network" (absent: NULL, the default), checked and
+ * canonical. */
+static int spec_network(json_object *o, json_object **out, al_err *err)
+{
+	json_object *n = NULL;
+	*out = NULL;
+	if (!json_object_object_get_ex(o, "network", &n) || n == NULL)
+		return 0;
+	al_netspec ns;
+	if (al_netspec_from_json(n, "network", true, &ns, err) < 0)
+		return -1;
+	*out = al_netspec_to_json(&ns);
+	al_netspec_free(&ns);
+	if (*out == NULL)
+		return al_err_set(err, AL_ENOMEM, ENOMEM, "out of memory");
+	return 0;
 }
 
 /* An id-like name (al_id_valid) of field key into out; required or not. */
@@ -376,9 +416,9 @@ int al_shim_spec_unpack(const void *payload, size_t len, al_sandbox *sb,
 			al_template_version *tv, int *has_boot, al_err *err)
 {
 	static const char *const fields[] = {
-		"id",	  "template", "template_version",
-		"driver", "limits",   "env",
-		"boot",	  NULL};
+		"id",  "template", "template_version", "driver",  "limits",
+		"env", "boot",	   "network",	       "project", "metadata",
+		NULL};
 	memset(sb, 0, sizeof *sb);
 	memset(tv, 0, sizeof *tv);
 	*has_boot = 0;
@@ -386,9 +426,13 @@ int al_shim_spec_unpack(const void *payload, size_t len, al_sandbox *sb,
 	if (o == NULL)
 		return -1;
 	int64_t version = 0;
-	json_object *env = NULL;
+	json_object *env = NULL, *meta = NULL;
 	if (al_json_check_fields(o, fields, err) < 0 ||
 	    spec_name(o, "id", 0, sb->id, sizeof sb->id, err) < 0 ||
+	    spec_name(o, "project", 0, sb->project, sizeof sb->project, err) <
+		    0 ||
+	    al_json_get_str_map(o, "metadata", &al_json_metadata_limits, &meta,
+				err) < 0 ||
 	    spec_name(o, "template", 1, sb->template_name,
 		      sizeof sb->template_name, err) < 0 ||
 	    spec_name(o, "driver", 1, sb->driver, sizeof sb->driver, err) < 0 ||
@@ -396,7 +440,8 @@ int al_shim_spec_unpack(const void *payload, size_t len, al_sandbox *sb,
 			    err) < 0 ||
 	    spec_limits(o, &sb->limits, err) < 0 ||
 	    al_json_get_str_map(o, "env", &al_json_env_limits, &env, err) < 0 ||
-	    spec_boot(o, tv, has_boot, err) < 0) {
+	    spec_boot(o, tv, has_boot, err) < 0 ||
+	    spec_network(o, &sb->network, err) < 0) {
 		json_object_put(o);
 		al_template_version_free(tv);
 		memset(sb, 0, sizeof *sb);
@@ -406,6 +451,7 @@ int al_shim_spec_unpack(const void *payload, size_t len, al_sandbox *sb,
 	sb->template_version = (int)version;
 	sb->state = AL_ST_CREATING;
 	sb->env = env != NULL ? json_object_get(env) : json_object_new_object();
+	sb->metadata = meta != NULL ? json_object_get(meta) : NULL;
 	snprintf(tv->name, sizeof tv->name, "%s", sb->template_name);
 	tv->version = sb->template_version;
 	json_object_put(o);

@@ -177,6 +177,7 @@ void al_api_sandbox_create(al_req *r)
 	/* Borrowed from the request; never freed through sb. */
 	sb.env = req.env;
 	sb.metadata = req.metadata;
+	sb.network = req.network;
 	sb.state = AL_ST_CREATING;
 	snprintf(sb.project, sizeof sb.project, "%s", owner.project);
 	if (al_project_begin_sandbox(db, r->cfg, sb.project,

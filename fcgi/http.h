@@ -96,6 +96,8 @@ void al_api_sandbox_create(al_req *r);
 void al_api_sandbox_list(al_req *r);
 void al_api_sandbox_get(al_req *r);
 void al_api_sandbox_delete(al_req *r);
+void al_api_sandbox_network_put(al_req *r);
+void al_api_sandbox_egress(al_req *r);
 void al_api_exec(al_req *r);
 void al_api_files_put(al_req *r);
 void al_api_files_get(al_req *r);

@@ -43,6 +43,8 @@ static const struct route {
 	{"GET", "/v1/sandboxes", KEY, al_api_sandbox_list},
 	{"GET", "/v1/sandboxes/{id}", KEY, al_api_sandbox_get},
 	{"DELETE", "/v1/sandboxes/{id}", KEY, al_api_sandbox_delete},
+	{"PUT", "/v1/sandboxes/{id}/network", KEY, al_api_sandbox_network_put},
+	{"GET", "/v1/sandboxes/{id}/egress", KEY, al_api_sandbox_egress},
 	{"POST", "/v1/sandboxes/{id}/exec", KEY, al_api_exec},
 	{"PUT", "/v1/sandboxes/{id}/files", KEY, al_api_files_put},
 	{"GET", "/v1/sandboxes/{id}/files", KEY, al_api_files_get},

@@ -140,7 +140,7 @@ void shim_teardown(shim *s, al_event ev, const char *detail)
 		s->started = 0;
 	}
 	/* After the machine: nothing of the sandbox uses the slot now. */
-	shim_gw_end(&s->gw);
+	shim_gwproc_end(s);
 	shim_net_release(&s->net);
 	if (s->rootfs[0] != '\0') {
 		if (al_store_subvol_delete(s->rootfs, &err) < 0)
@@ -321,12 +321,8 @@ static int go_live(shim *s, char **ready, al_err *err)
 	/* Its gateway, now that it is a sandbox (a standby has none to
 	 * configure it for): the launch returns once it has exec'd. */
 	const al_netslot *slot = shim_net_slot(&s->net);
-	if (slot != NULL) {
-		al_netspec ns;
-		al_netspec_default(&ns);
-		if (shim_gw_begin(&s->gw, &s->cfg, slot, &s->sb, &ns, err) < 0)
-			return -1;
-	}
+	if (slot != NULL && shim_gwproc_begin(s, slot, err) < 0)
+		return -1;
 	start_ms.ready = al_now_ms();
 	return 0;
 }
@@ -554,10 +550,11 @@ int main(int argc, char **argv)
 	s.listen_fd = -1;
 	s.sig_fd = -1;
 	s.destroy_client = -1;
+	shim_netctl_init(&s);
 	s.h.agent_fd = -1;
 	s.next_agent_id = 1;
 	shim_net_init(&s.net);
-	shim_gw_init(&s.gw);
+	shim_gwproc_init(&s.gwproc);
 	snprintf(s.sb.id, sizeof s.sb.id, "%s", id != NULL ? id : standby);
 	for (int i = 0; i < SHIM_MAX_CLIENTS; i++)
 		s.clients[i].fd = -1;

@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include "log.h"
+#include "netspec.h"
 
 void shim_net_init(shim_net *n)
 {
@@ -18,9 +19,14 @@ void shim_net_init(shim_net *n)
 
 int shim_net_wanted(const al_sandbox *sb)
 {
-	/* The request's own mode comes with the API's "network" field;
-	 * until a sandbox names one, the operator's default holds. */
-	(void)sb;
+	/* The sandbox's own mode (the API's "network", canonical in the
+	 * spec); one that names none gets the operator's default. */
+	json_object *mode = NULL;
+	if (sb->network != NULL &&
+	    json_object_object_get_ex(sb->network, "mode", &mode) &&
+	    json_object_is_type(mode, json_type_string))
+		return al_net_mode_from_name(json_object_get_string(mode)) !=
+		       AL_NET_NONE;
 	const char *def = getenv(SHIM_NET_DEFAULT_ENV);
 	return def == NULL || strcmp(def, "none") != 0;
 }

@@ -20,7 +20,7 @@
 #include "sandbox.h"
 
 /* Operators may make "none" (loopback only) the default mode of
- * sandboxes that do not name one. */
+ * sandboxes whose "network" names no mode. */
 #define SHIM_NET_DEFAULT_ENV "AIRLOCK_NET_DEFAULT"
 
 typedef struct shim_net {
@@ -32,7 +32,8 @@ typedef struct shim_net {
 } shim_net;
 
 void shim_net_init(shim_net *n);
-/* 1 when sandbox sb gets a network slot, 0 for mode "none". */
+/* 1 when sandbox sb gets a network slot, 0 for mode "none" (its
+ * "network", else SHIM_NET_DEFAULT_ENV). */
 int shim_net_wanted(const al_sandbox *sb);
 /* Lease a slot of kind (al_netslot_kind) for the sandbox, preparing one
  * when none is ready. */

@@ -329,6 +329,9 @@ static void from_client(shim *s, int i, al_frame *f)
 	case AL_F_STREAM_EXEC:
 		stream_exec(s, i, f);
 		return;
+	case AL_F_NETWORK:
+		shim_netctl_request(s, i, f);
+		return;
 	case AL_F_EXEC:
 	case AL_F_FILE_READ:
 	case AL_F_FILE_WRITE:
@@ -612,9 +615,10 @@ int shim_relay_turn(shim *s, int timeout_ms, al_event *ev, char *detail,
 		    size_t dlen)
 {
 	unsigned char busy[SHIM_MAX_CLIENTS];
-	struct pollfd pfd[3 + SHIM_MAX_CLIENTS + SHIM_STREAM_POLL_MAX +
-			  SHIM_GW_POLL_MAX];
-	int who[3 + SHIM_MAX_CLIENTS + SHIM_STREAM_POLL_MAX + SHIM_GW_POLL_MAX];
+	struct pollfd pfd[4 + SHIM_MAX_CLIENTS + SHIM_STREAM_POLL_MAX +
+			  SHIM_GWPROC_POLL_MAX];
+	int who[4 + SHIM_MAX_CLIENTS + SHIM_STREAM_POLL_MAX +
+		SHIM_GWPROC_POLL_MAX];
 
 	flush_all(s);
 	int n = 0;
@@ -640,11 +644,15 @@ int shim_relay_turn(shim *s, int timeout_ms, al_event *ev, char *detail,
 		who[n++] = i;
 	}
 	n = shim_streams_poll(s, pfd, who, n);
-	n = shim_gw_poll(&s->gw, pfd, who, n);
+	n = shim_netctl_poll(s, pfd, who, n);
+	n = shim_gwproc_poll(s, pfd, who, n);
 	int timer = shim_streams_timeout(s, al_now_ms());
 	if (timer >= 0 && (timeout_ms < 0 || timer < timeout_ms))
 		timeout_ms = timer;
-	timer = shim_gw_timeout(&s->gw, al_now_ms());
+	timer = shim_netctl_timeout(s, al_now_ms());
+	if (timer >= 0 && (timeout_ms < 0 || timer < timeout_ms))
+		timeout_ms = timer;
+	timer = shim_gwproc_timeout(s, al_now_ms());
 	if (timer >= 0 && (timeout_ms < 0 || timer < timeout_ms))
 		timeout_ms = timer;
 	if (poll(pfd, (nfds_t)n, timeout_ms) < 0) {
@@ -663,8 +671,10 @@ int shim_relay_turn(shim *s, int timeout_ms, al_event *ev, char *detail,
 				s->stopping = 1;
 		} else if (who[k] == -2) {
 			accept_clients(s);
-		} else if (who[k] == SHIM_WHO_GW || who[k] == SHIM_WHO_GW_CTL) {
-			shim_gw_event(&s->gw, who[k], pfd[k].revents);
+		} else if (who[k] == SHIM_WHO_GW) {
+			shim_netctl_event(s, pfd[k].revents);
+		} else if (who[k] == SHIM_WHO_GWPROC) {
+			shim_gwproc_event(s, pfd[k].revents);
 		} else if (who[k] == SHIM_WHO_HTTP_LISTEN ||
 			   who[k] >= SHIM_WHO_STREAM) {
 			shim_streams_event(s, who[k], pfd[k].revents);
@@ -688,7 +698,8 @@ int shim_relay_turn(shim *s, int timeout_ms, al_event *ev, char *detail,
 		}
 	}
 	shim_streams_tick(s, al_now_ms());
-	shim_gw_tick(&s->gw, al_now_ms());
+	shim_netctl_tick(s, al_now_ms());
+	shim_gwproc_tick(s, al_now_ms());
 	return s->stopping;
 }
 
@@ -708,6 +719,7 @@ void shim_relay_finish(shim *s, al_event ev, const char *detail)
 			client_error(s, r->client, r->client_id, AL_ESTATE,
 				     "the sandbox ended");
 	shim_streams_finish(s);
+	shim_netctl_detach(s, "the sandbox ended");
 	flush_all(s);
 	shim_teardown(s, ev, why);
 	finish_destroy(s);
@@ -728,4 +740,25 @@ int shim_relay_run(shim *s)
 		;
 	shim_relay_finish(s, ev, detail);
 	return 0;
+}
+
+uint32_t shim_client_gen(const shim *s, int i)
+{
+	return s->clients[i].gen;
+}
+
+void shim_client_reply(shim *s, int i, uint32_t gen, uint16_t type, uint32_t id,
+		       const void *p, size_t n)
+{
+	if (i >= 0 && i < SHIM_MAX_CLIENTS && s->clients[i].fd >= 0 &&
+	    s->clients[i].gen == gen)
+		to_client(s, i, type, id, p, n);
+}
+
+void shim_client_error(shim *s, int i, uint32_t gen, uint32_t id, al_code code,
+		       const char *msg)
+{
+	if (i >= 0 && i < SHIM_MAX_CLIENTS && s->clients[i].fd >= 0 &&
+	    s->clients[i].gen == gen)
+		client_error(s, i, id, code, msg);
 }

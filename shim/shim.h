@@ -90,6 +90,25 @@ typedef struct shim_route {
 	struct shim_route *next;
 } shim_route;
 
+/* The control channel to the sandbox's gateway (netctl.c). */
+#define SHIM_GW_ACK_MS 3000	     /* a GW_CONFIG unanswered by then fails */
+#define SHIM_GW_QUEUE_MAX (4u << 20) /* bytes queued toward the gateway */
+typedef struct shim_gwctl {
+	int fd;	       /* the shim's end of the gateway's fd 6; -1: none */
+	char addr[16]; /* the gateway's address in the slot */
+	int build;     /* the egress of a template build */
+	al_frame_reader in;
+	al_buf out;
+	uint32_t next_id;
+	uint32_t wait_id; /* the GW_CONFIG waiting for its ACK; 0: none */
+	int64_t wait_deadline_ms;
+	/* Who asked for it: a client's NETWORK (client >= 0), or the shim
+	 * itself (the first config, client -1). */
+	int client;
+	uint32_t client_gen, client_id;
+	json_object *pending; /* the network object it carries */
+} shim_gwctl;
+
 typedef struct shim {
 	al_config cfg;
 	al_sandbox sb; /* from the spec it was started or claimed with */
@@ -112,14 +131,15 @@ typedef struct shim {
 	/* Disk limit the machine's own disk was grown for (a vm's guest
 	 * filesystem): a standby takes no claim below it. */
 	uint64_t grown_for;
-	char slot[64]; /* standby name of the machine's resources */
-	shim_net net;  /* its network slot (net.h) */
-	shim_gw gw;    /* its egress gateway (gateway.h) */
+	char slot[64];	    /* standby name of the machine's resources */
+	shim_net net;	    /* its network slot (net.h) */
+	shim_gwproc gwproc; /* its egress gateway process (gateway.h) */
 	/* The stream socket and its tables, made at the first stream. */
 	shim_stream *streams;
 	shim_http_conn *http;
 	int http_fd;
 	char http_path[AL_PATH_MAX];
+	shim_gwctl gw;
 	int destroy_client; /* client waiting for DESTROY, or -1 */
 	uint32_t destroy_id;
 	int stopping;
@@ -161,6 +181,39 @@ void shim_relay_finish(shim *s, al_event ev, const char *detail);
  * its process. */
 shim_route *shim_route_find(shim *s, uint32_t agent_id);
 void shim_relay_kill(shim *s, uint32_t agent_id);
+
+/* relay.c, for netctl.c: answer request id of client i (dropped when
+ * its queue is full), if it is still the client of generation gen. */
+void shim_client_reply(shim *s, int i, uint32_t gen, uint16_t type, uint32_t id,
+		       const void *p, size_t n);
+void shim_client_error(shim *s, int i, uint32_t gen, uint32_t id, al_code code,
+		       const char *msg);
+uint32_t shim_client_gen(const shim *s, int i);
+
+/* netctl.c: the sandbox's network setting (s->sb.network) and its
+ * gateway's control channel. Whoever launches the gateway hands the
+ * shim's end of its fd 6 to shim_netctl_attach (taken over, non-
+ * blocking), which sends the first GW_CONFIG at once; a gateway that
+ * ends is shim_netctl_detach'ed. NETWORK from a client goes to the
+ * gateway as a GW_CONFIG and is answered after its GW_ACK. Without a
+ * gateway a change to mode none is only recorded; any other is refused
+ * (AL_ESTATE): the sandbox has no way out to let anything through. A
+ * gateway that refuses its first config, breaks the protocol or does not
+ * answer within SHIM_GW_ACK_MS is detached: its control fd closes, on
+ * which it must exit (and the supervisor sees it go). */
+#define SHIM_WHO_GW (-5)
+void shim_netctl_init(shim *s);
+int shim_netctl_attach(shim *s, int fd, const char *gateway_addr, int build,
+		       al_err *err);
+void shim_netctl_detach(shim *s, const char *why);
+/* 1 while a gateway is attached. */
+int shim_netctl_attached(const shim *s);
+void shim_netctl_request(shim *s, int client, const al_frame *f);
+int shim_netctl_poll(shim *s, struct pollfd *pfd, int *who, int n);
+void shim_netctl_event(shim *s, short revents);
+/* ms until the pending ACK times out, or -1. */
+int shim_netctl_timeout(const shim *s, int64_t now);
+void shim_netctl_tick(shim *s, int64_t now);
 
 /* stream.c */
 /* Make stream slot for route r, whose process runs as pid: listening

@@ -20,6 +20,7 @@
 #include <openssl/x509v3.h>
 
 #include "cleanup.h"
+#include "gw/ossl.h"
 #include "policy.h"
 
 #define CA_VALID_S (3650 * 86400L)
@@ -29,16 +30,6 @@ struct al_ca {
 	EVP_PKEY *key;
 	X509 *cert;
 };
-
-static int ossl_err(al_err *err, al_code code, const char *what)
-{
-	char buf[256];
-	unsigned long e = ERR_get_error();
-	ERR_error_string_n(e, buf, sizeof buf);
-	ERR_clear_error();
-	return al_err_set(err, code, 0, "%s: %s", what,
-			  e != 0 ? buf : "failed");
-}
 
 int al_ca_key_is_p256(EVP_PKEY *k)
 {
@@ -55,7 +46,7 @@ static int set_serial(X509 *x, al_err *err)
 {
 	unsigned char b[16];
 	if (RAND_bytes(b, sizeof b) != 1)
-		return ossl_err(err, AL_EINTERNAL, "random serial");
+		return al_gw_ossl_err(err, AL_EINTERNAL, "random serial");
 	b[0] &= 0x7f;
 	b[0] |= 0x40; /* 16 significant bytes, never zero */
 	BIGNUM *bn = BN_bin2bn(b, sizeof b, NULL);
@@ -63,7 +54,7 @@ static int set_serial(X509 *x, al_err *err)
 	int ok = i != NULL && X509_set_serialNumber(x, i) == 1;
 	ASN1_INTEGER_free(i);
 	BN_free(bn);
-	return ok ? 0 : ossl_err(err, AL_ENOMEM, "serial");
+	return ok ? 0 : al_gw_ossl_err(err, AL_ENOMEM, "serial");
 }
 
 static int add_ext(X509 *x, X509V3_CTX *ctx, int nid, const char *value,
@@ -72,14 +63,14 @@ static int add_ext(X509 *x, X509V3_CTX *ctx, int nid, const char *value,
 	X509_EXTENSION *e = X509V3_EXT_conf_nid(NULL, ctx, nid, value);
 	int ok = e != NULL && X509_add_ext(x, e, -1) == 1;
 	X509_EXTENSION_free(e);
-	return ok ? 0 : ossl_err(err, AL_EINTERNAL, OBJ_nid2sn(nid));
+	return ok ? 0 : al_gw_ossl_err(err, AL_EINTERNAL, OBJ_nid2sn(nid));
 }
 
 static int set_validity(X509 *x, long before_s, long after_s, al_err *err)
 {
 	if (X509_gmtime_adj(X509_getm_notBefore(x), -before_s) == NULL ||
 	    X509_gmtime_adj(X509_getm_notAfter(x), after_s) == NULL)
-		return ossl_err(err, AL_EINTERNAL, "validity");
+		return al_gw_ossl_err(err, AL_EINTERNAL, "validity");
 	return 0;
 }
 
@@ -124,7 +115,7 @@ static X509 *ca_self_sign(EVP_PKEY *key, al_err *err)
 	    X509_set_version(x, X509_VERSION_3) != 1 ||
 	    X509_set_subject_name(x, n) != 1 ||
 	    X509_set_issuer_name(x, n) != 1 || X509_set_pubkey(x, key) != 1) {
-		ossl_err(err, AL_ENOMEM, "CA certificate");
+		al_gw_ossl_err(err, AL_ENOMEM, "CA certificate");
 		goto fail;
 	}
 	X509V3_CTX ctx;
@@ -140,7 +131,7 @@ static X509 *ca_self_sign(EVP_PKEY *key, al_err *err)
 		    err) < 0)
 		goto fail;
 	if (X509_sign(x, key, EVP_sha256()) <= 0) {
-		ossl_err(err, AL_EINTERNAL, "signing the CA certificate");
+		al_gw_ossl_err(err, AL_EINTERNAL, "signing the CA certificate");
 		goto fail;
 	}
 	X509_NAME_free(n);
@@ -231,14 +222,14 @@ static int ca_load(int dirfd, al_ca *ca, al_err *err)
 	ca->key = PEM_read_PrivateKey(f, NULL, NULL, NULL);
 	fclose(f);
 	if (ca->key == NULL)
-		return ossl_err(err, AL_EINVAL, "reading keys/ca.key");
+		return al_gw_ossl_err(err, AL_EINVAL, "reading keys/ca.key");
 	f = open_pem(dirfd, AL_CA_CERT_FILE, 0, err);
 	if (f == NULL)
 		return -1;
 	ca->cert = PEM_read_X509(f, NULL, NULL, NULL);
 	fclose(f);
 	if (ca->cert == NULL)
-		return ossl_err(err, AL_EINVAL, "reading keys/ca.crt");
+		return al_gw_ossl_err(err, AL_EINVAL, "reading keys/ca.crt");
 	if (!al_ca_key_is_p256(ca->key) ||
 	    X509_check_private_key(ca->cert, ca->key) != 1 ||
 	    X509_get0_subject_key_id(ca->cert) == NULL) {
@@ -254,7 +245,8 @@ static int ca_create(int dirfd, al_ca *ca, al_err *err)
 {
 	ca->key = EVP_EC_gen("P-256");
 	if (ca->key == NULL)
-		return ossl_err(err, AL_EINTERNAL, "generating the CA key");
+		return al_gw_ossl_err(err, AL_EINTERNAL,
+				      "generating the CA key");
 	ca->cert = ca_self_sign(ca->key, err);
 	if (ca->cert == NULL)
 		return -1;
@@ -328,7 +320,7 @@ char *al_ca_cert_pem(const al_ca *ca, size_t *len, al_err *err)
 	if (b == NULL || PEM_write_bio_X509(b, ca->cert) != 1 ||
 	    (n = BIO_get_mem_data(b, &data)) <= 0 ||
 	    (out = malloc((size_t)n + 1)) == NULL) {
-		ossl_err(err, AL_ENOMEM, "CA certificate PEM");
+		al_gw_ossl_err(err, AL_ENOMEM, "CA certificate PEM");
 		BIO_free(b);
 		return NULL;
 	}
@@ -369,7 +361,8 @@ static int add_aki(X509 *x, const X509 *ca, al_err *err)
 	    X509_add1_ext_i2d(x, NID_authority_key_identifier, akid, 0,
 			      X509V3_ADD_DEFAULT) != 1) {
 		AUTHORITY_KEYID_free(akid);
-		return ossl_err(err, AL_EINTERNAL, "authority key identifier");
+		return al_gw_ossl_err(err, AL_EINTERNAL,
+				      "authority key identifier");
 	}
 	AUTHORITY_KEYID_free(akid);
 	return 0;
@@ -398,7 +391,7 @@ X509 *al_ca_mint(al_ca *ca, const char *name, EVP_PKEY *leaf_pub, al_err *err)
 	    X509_set_subject_name(x, subj) != 1 ||
 	    X509_set_issuer_name(x, X509_get_subject_name(ca->cert)) != 1 ||
 	    X509_set_pubkey(x, leaf_pub) != 1) {
-		ossl_err(err, AL_ENOMEM, "leaf certificate");
+		al_gw_ossl_err(err, AL_ENOMEM, "leaf certificate");
 		goto fail;
 	}
 	X509V3_CTX ctx;
@@ -415,7 +408,7 @@ X509 *al_ca_mint(al_ca *ca, const char *name, EVP_PKEY *leaf_pub, al_err *err)
 	    add_aki(x, ca->cert, err) < 0)
 		goto fail;
 	if (X509_sign(x, ca->key, EVP_sha256()) <= 0) {
-		ossl_err(err, AL_EINTERNAL, "signing a leaf");
+		al_gw_ossl_err(err, AL_EINTERNAL, "signing a leaf");
 		goto fail;
 	}
 	X509_NAME_free(subj);

@@ -35,6 +35,7 @@ struct al_dnsserv {
 	struct event_base *base;
 	al_dnsserv_config cfg;
 	struct event *udp_ev, *tcp_ev;
+	struct event *accept_pause; /* re-arms tcp_ev after EMFILE & co */
 	tcp_conn *conns;
 	size_t n_conns;
 };
@@ -277,6 +278,14 @@ static void on_conn_idle(evutil_socket_t fd, short what, void *arg)
 	conn_close(arg);
 }
 
+static void on_accept_pause(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	al_dnsserv *s = arg;
+	event_add(s->tcp_ev, NULL);
+}
+
 static void on_accept(evutil_socket_t lfd, short what, void *arg)
 {
 	(void)what;
@@ -286,8 +295,17 @@ static void on_accept(evutil_socket_t lfd, short what, void *arg)
 		socklen_t fl = sizeof from;
 		int fd = accept4(lfd, (struct sockaddr *)&from, &fl,
 				 SOCK_NONBLOCK | SOCK_CLOEXEC);
-		if (fd < 0)
+		if (fd < 0) {
+			if (errno == EMFILE || errno == ENFILE ||
+			    errno == ENOBUFS || errno == ENOMEM) {
+				/* The listener stays readable: pause it
+				 * rather than spin. */
+				const struct timeval tv = {0, 100000};
+				event_del(s->tcp_ev);
+				event_add(s->accept_pause, &tv);
+			}
 			return;
+		}
 		if (!from_guest(s, &from) || s->n_conns >= s->cfg.max_tcp) {
 			close(fd);
 			continue;
@@ -353,7 +371,9 @@ al_dnsserv *al_dnsserv_new(struct event_base *base,
 			goto fail;
 		s->tcp_ev = event_new(base, cfg->tcp_fd, EV_READ | EV_PERSIST,
 				      on_accept, s);
-		if (s->tcp_ev == NULL || event_add(s->tcp_ev, NULL) != 0) {
+		s->accept_pause = evtimer_new(base, on_accept_pause, s);
+		if (s->tcp_ev == NULL || s->accept_pause == NULL ||
+		    event_add(s->tcp_ev, NULL) != 0) {
 			al_err_set(err, AL_ENOMEM, 0, "dnsserv: tcp event");
 			goto fail;
 		}
@@ -374,6 +394,8 @@ void al_dnsserv_free(al_dnsserv *s)
 		event_free(s->udp_ev);
 	if (s->tcp_ev != NULL)
 		event_free(s->tcp_ev);
+	if (s->accept_pause != NULL)
+		event_free(s->accept_pause);
 	free(s);
 }
 

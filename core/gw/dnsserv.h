@@ -46,12 +46,13 @@ typedef struct al_dnsserv_event {
 	uint16_t qtype;
 	bool tcp;
 	bool allow;	    /* the name was allowed (an A got an address) */
-	int rcode;	    /* what the guest got (enum al_dns_rcode) */
+	int rcode;	    /* what the guest got (enum al_dns_rcode); -1: no
+		    * answer at all (a response, a runt: gw/dns DROP) */
 	const char *reason; /* the decision's, or why it was not asked */
 	uint32_t addr;	    /* the synthetic address answered, or 0 */
 } al_dnsserv_event;
 
-/* One line of the egress log per answered query. */
+/* One line of the egress log per query, answered or dropped. */
 typedef void (*al_dnsserv_log_fn)(void *arg, const al_dnsserv_event *ev);
 
 typedef struct al_dnsserv_config {

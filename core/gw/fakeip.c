@@ -16,6 +16,7 @@
 #define FIRST_ADDR 0xc6120001u /* 198.18.0.1 */
 #define HEADER "airlock-fakeip 1\n"
 #define NAME_MAX_LEN 253
+#define JOURNAL_BROKEN (-2)
 
 typedef struct fk_entry {
 	uint32_t addr;
@@ -27,6 +28,7 @@ struct al_fakeip {
 	uint32_t n, alloc;
 	fk_entry **by_addr; /* [i]: FIRST_ADDR + i */
 	void *by_name;	    /* tsearch root of fk_entry * */
+	int journal;	    /* al_fakeip_open's file, or -1 */
 };
 
 static int cmp_entry(const void *a, const void *b)
@@ -47,6 +49,7 @@ al_fakeip *al_fakeip_new(uint32_t cap, al_err *err)
 		return NULL;
 	}
 	m->cap = cap;
+	m->journal = -1;
 	return m;
 }
 
@@ -59,6 +62,8 @@ void al_fakeip_free(al_fakeip *m)
 {
 	if (m == NULL)
 		return;
+	if (m->journal >= 0)
+		close(m->journal);
 	tdestroy(m->by_name, nop_free);
 	for (uint32_t i = 0; i < m->n; i++)
 		free(m->by_addr[i]);
@@ -120,6 +125,38 @@ static fk_entry *find(const al_fakeip *m, const char *name, size_t nl)
 	return slot != NULL ? *slot : NULL;
 }
 
+static size_t format_addr(uint32_t a, char *out);
+
+/* One line for the next address, in one write (O_APPEND). */
+static int journal_append(al_fakeip *m, const char *name, size_t nl,
+			  al_err *err)
+{
+	if (m->n >= m->cap)
+		return al_err_set(err, AL_ENOSPACE, 0,
+				  "fakeip: map full (%u names)", m->cap);
+	char line[16 + NAME_MAX_LEN + 2];
+	size_t o = format_addr(FIRST_ADDR + m->n, line);
+	line[o++] = ' ';
+	memcpy(line + o, name, nl);
+	o += nl;
+	line[o++] = '\n';
+	ssize_t w;
+	do
+		w = write(m->journal, line, o);
+	while (w < 0 && errno == EINTR);
+	if (w != (ssize_t)o) {
+		int e = w < 0 ? errno : EIO;
+		if (w > 0) {
+			/* A cut line (no newline) the next open drops; no
+			 * line may follow it, so no new name from now. */
+			close(m->journal);
+			m->journal = JOURNAL_BROKEN;
+		}
+		return al_err_sys(err, AL_ESYS, e, "fakeip: journal write");
+	}
+	return 0;
+}
+
 int al_fakeip_get(al_fakeip *m, const char *name, uint32_t *addr, al_err *err)
 {
 	if (name == NULL || !canonical(name))
@@ -131,6 +168,11 @@ int al_fakeip_get(al_fakeip *m, const char *name, uint32_t *addr, al_err *err)
 		*addr = e->addr;
 		return 0;
 	}
+	if (m->journal == JOURNAL_BROKEN)
+		return al_err_set(err, AL_ESYS, 0,
+				  "fakeip: journal broken by a failed write");
+	if (m->journal >= 0 && journal_append(m, name, nl, err) != 0)
+		return -1;
 	return add(m, name, nl, addr, err);
 }
 
@@ -340,5 +382,59 @@ al_fakeip *al_fakeip_load(const char *path, uint32_t cap, al_err *err)
 	al_fakeip *m = al_fakeip_unpack(buf, got, cap, err);
 	if (m == NULL)
 		al_err_wrap(err, "%s", path);
+	return m;
+}
+
+al_fakeip *al_fakeip_open(const char *path, uint32_t cap, al_err *err)
+{
+	al_autofd int fd = open(path,
+				O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC |
+					O_NOFOLLOW,
+				0600);
+	if (fd < 0) {
+		al_err_sys(err, AL_ESYS, errno, "fakeip: open %s", path);
+		return NULL;
+	}
+	struct stat st;
+	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) ||
+	    (uint64_t)st.st_size > AL_FAKEIP_FILE_MAX(cap)) {
+		al_err_set(err, AL_EINVAL, 0,
+			   "fakeip: %s: not a file or too large", path);
+		return NULL;
+	}
+	size_t size = (size_t)st.st_size;
+	if (size == 0) {
+		if (write(fd, HEADER, sizeof HEADER - 1) !=
+		    (ssize_t)(sizeof HEADER - 1)) {
+			al_err_sys(err, AL_ESYS, errno, "fakeip: write %s",
+				   path);
+			return NULL;
+		}
+		size = sizeof HEADER - 1;
+	}
+	al_autofree char *buf = malloc(size);
+	if (buf == NULL) {
+		al_err_set(err, AL_ENOMEM, ENOMEM, "fakeip: out of memory");
+		return NULL;
+	}
+	if (pread(fd, buf, size, 0) != (ssize_t)size) {
+		al_err_sys(err, AL_ESYS, errno, "fakeip: read %s", path);
+		return NULL;
+	}
+	/* Whole lines only: what follows the last newline, and a line a
+	 * failed append ended early, are cut off. */
+	size_t keep = size;
+	while (keep > 0 && buf[keep - 1] != '\n')
+		keep--;
+	if (keep < size && ftruncate(fd, (off_t)keep) != 0) {
+		al_err_sys(err, AL_ESYS, errno, "fakeip: truncate %s", path);
+		return NULL;
+	}
+	al_fakeip *m = al_fakeip_unpack(buf, keep, cap, err);
+	if (m == NULL) {
+		al_err_wrap(err, "%s", path);
+		return NULL;
+	}
+	m->journal = al_steal_fd(&fd);
 	return m;
 }

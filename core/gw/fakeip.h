@@ -61,4 +61,14 @@ int al_fakeip_save(const al_fakeip *m, const char *path, al_err *err);
 /* Read a map saved by al_fakeip_save; AL_ENOENT when path is missing. */
 al_fakeip *al_fakeip_load(const char *path, uint32_t cap, al_err *err);
 
+/* The map kept in a journal file at path (the same format), for a
+ * gateway that may be restarted while its guest keeps its DNS cache:
+ * loads what the file holds (creating it, mode 0600, when missing; a
+ * last line cut short by a crash is dropped), then appends each new name
+ * to it before al_fakeip_get hands its address out. A name whose line
+ * cannot be written gets no address (AL_ESYS): no address is ever given
+ * that a restart would give again to another name. al_fakeip_free closes
+ * the file. */
+al_fakeip *al_fakeip_open(const char *path, uint32_t cap, al_err *err);
+
 #endif

@@ -87,12 +87,30 @@ int al_http_scan(al_http_parser *p, const char *buf, size_t len,
 	return AL_AGAIN;
 }
 
+/* RFC 9110 5.6.2 tchar (GNU range designators: gnu17). */
+static const bool tchars[256] = {
+	['0' ... '9'] = true, ['A' ... 'Z'] = true, ['a' ... 'z'] = true,
+	['!'] = true,	      ['#'] = true,	    ['$'] = true,
+	['%'] = true,	      ['&'] = true,	    ['\''] = true,
+	['*'] = true,	      ['+'] = true,	    ['-'] = true,
+	['.'] = true,	      ['^'] = true,	    ['_'] = true,
+	['`'] = true,	      ['|'] = true,	    ['~'] = true,
+};
+
 bool al_http_tchar(unsigned char c)
 {
-	if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-	    (c >= '0' && c <= '9'))
-		return true;
-	return c != '\0' && strchr("!#$%&'*+-.^_`|~", c) != NULL;
+	return tchars[c];
+}
+
+int al_http_hexval(unsigned char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
 }
 
 static bool ows(unsigned char c)
@@ -191,39 +209,74 @@ int al_http_lines_parse(al_http_parser *p, const char *buf, size_t head_len,
 	return 0;
 }
 
-bool al_http_name_is(const char *a, size_t a_len, const char *b)
+static bool name_eq(const char *a, size_t a_len, const char *b, bool loose)
 {
 	size_t i = 0;
 	for (; i < a_len; i++) {
 		unsigned char x = (unsigned char)a[i];
 		if (x >= 'A' && x <= 'Z')
 			x = (unsigned char)(x + 32);
-		if (b[i] == '\0' || x != (unsigned char)b[i])
+		if (loose && x == '_')
+			x = '-';
+		unsigned char y = (unsigned char)b[i];
+		if (y >= 'A' && y <= 'Z')
+			y = (unsigned char)(y + 32);
+		if (loose && y == '_')
+			y = '-';
+		if (y == '\0' || x != y)
 			return false;
 	}
 	return b[i] == '\0';
 }
 
-bool al_http_name_reserved(const char *name, size_t len)
+bool al_http_name_is(const char *a, size_t a_len, const char *b)
 {
-	static const char *const names[] = {
-		"connection",
-		"keep-alive",
-		"proxy-connection",
-		"proxy-authorization",
-		"te",
-		"trailer",
-		"upgrade",
-		"expect",
-		"http2-settings",
-		"host",
-		"content-length",
-		"transfer-encoding",
-	};
-	for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
-		if (al_http_name_is(name, len, names[i]))
-			return true;
-	return false;
+	return name_eq(a, a_len, b, false);
+}
+
+bool al_http_name_like(const char *a, size_t a_len, const char *b)
+{
+	return name_eq(a, a_len, b, true);
+}
+
+static const struct {
+	const char *name;
+	size_t len;
+	enum al_http_kind kind;
+} kinds[] = {
+	{"host", 4, AL_HTTP_K_HOST},
+	{"content-length", 14, AL_HTTP_K_CONTENT_LENGTH},
+	{"transfer-encoding", 17, AL_HTTP_K_TRANSFER_ENCODING},
+	{"connection", 10, AL_HTTP_K_CONNECTION},
+	{"expect", 6, AL_HTTP_K_EXPECT},
+	{"upgrade", 7, AL_HTTP_K_UPGRADE},
+	{"http2-settings", 14, AL_HTTP_K_UPGRADE},
+	{"keep-alive", 10, AL_HTTP_K_HOP},
+	{"proxy-connection", 16, AL_HTTP_K_HOP},
+	{"proxy-authorization", 19, AL_HTTP_K_HOP},
+	{"te", 2, AL_HTTP_K_HOP},
+	{"trailer", 7, AL_HTTP_K_HOP},
+	{"alt-svc", 7, AL_HTTP_K_ALT_SVC},
+};
+
+enum al_http_kind al_http_name_kind(const char *name, size_t len)
+{
+	bool underscore = memchr(name, '_', len) != NULL;
+	for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++) {
+		if (kinds[i].len != len)
+			continue;
+		if (name_eq(name, len, kinds[i].name, false))
+			return kinds[i].kind;
+		if (underscore && kinds[i].kind != AL_HTTP_K_ALT_SVC &&
+		    name_eq(name, len, kinds[i].name, true))
+			return AL_HTTP_K_IMITATION;
+	}
+	return AL_HTTP_K_OTHER;
+}
+
+bool al_http_name_reserved(enum al_http_kind k)
+{
+	return k != AL_HTTP_K_OTHER && k != AL_HTTP_K_ALT_SVC;
 }
 
 int al_http_length_parse(const char *v, size_t len, uint64_t *out,
@@ -312,7 +365,7 @@ size_t al_http_fields_remove(al_http_fields *fs, const char *name)
 {
 	size_t w = 0, removed = 0;
 	for (size_t i = 0; i < fs->n; i++) {
-		if (strcasecmp(fs->f[i].name, name) == 0)
+		if (al_http_name_like(fs->f[i].name, fs->f[i].name_len, name))
 			removed++;
 		else
 			fs->f[w++] = fs->f[i];
@@ -332,7 +385,7 @@ int al_http_fields_set(al_http_fields *fs, const char *name, const char *value,
 		if (!al_http_tchar((unsigned char)name[i]))
 			return al_err_set(err, AL_EINVAL, 0,
 					  "http: field name is not a token");
-	if (al_http_name_reserved(name, nl))
+	if (al_http_name_reserved(al_http_name_kind(name, nl)))
 		return al_err_set(err, AL_EINVAL, 0,
 				  "http: %s is written by the gateway", name);
 	if (vl > SET_VALUE_MAX)
@@ -420,4 +473,90 @@ char *al_http_out_finish(al_http_out *o, size_t *len, al_err *err)
 	char *p = o->p;
 	*o = (al_http_out){0};
 	return p;
+}
+
+const char *al_http_reason(int status)
+{
+	switch (status) {
+	case 100:
+		return "Continue";
+	case 200:
+		return "OK";
+	case 400:
+		return "Bad Request";
+	case 403:
+		return "Forbidden";
+	case 404:
+		return "Not Found";
+	case 405:
+		return "Method Not Allowed";
+	case 408:
+		return "Request Timeout";
+	case 413:
+		return "Content Too Large";
+	case 414:
+		return "URI Too Long";
+	case 417:
+		return "Expectation Failed";
+	case 421:
+		return "Misdirected Request";
+	case 429:
+		return "Too Many Requests";
+	case 431:
+		return "Request Header Fields Too Large";
+	case 500:
+		return "Internal Server Error";
+	case 501:
+		return "Not Implemented";
+	case 502:
+		return "Bad Gateway";
+	case 503:
+		return "Service Unavailable";
+	case 504:
+		return "Gateway Timeout";
+	case 505:
+		return "HTTP Version Not Supported";
+	default:
+		return "";
+	}
+}
+
+char *al_http_own_response(int status, const char *text, bool close,
+			   size_t *len, al_err *err)
+{
+	if (status < 100 || status > 599) {
+		al_err_set(err, AL_EINVAL, 0, "http: status %d", status);
+		return NULL;
+	}
+	size_t tl = text != NULL ? strlen(text) : 0;
+	for (size_t i = 0; i < tl; i++) {
+		unsigned char c = (unsigned char)text[i];
+		if (c < 0x20 || c >= 0x7f) {
+			al_err_set(err, AL_EINVAL, 0,
+				   "http: response text with byte 0x%02x", c);
+			return NULL;
+		}
+	}
+	al_http_out o = {0};
+	char line[96];
+	snprintf(line, sizeof line, "HTTP/1.1 %03d %s\r\n", status,
+		 al_http_reason(status));
+	al_http_out_str(&o, line);
+	if (status >= 200) {
+		size_t bl = text != NULL ? tl + 1 : 0;
+		if (text != NULL)
+			al_http_out_str(&o, "Content-Type: text/plain\r\n");
+		snprintf(line, sizeof line, "Content-Length: %zu\r\n", bl);
+		al_http_out_str(&o, line);
+		if (close)
+			al_http_out_str(&o, "Connection: close\r\n");
+		al_http_out_add(&o, "\r\n", 2);
+		if (text != NULL) {
+			al_http_out_add(&o, text, tl);
+			al_http_out_add(&o, "\n", 1);
+		}
+	} else {
+		al_http_out_add(&o, "\r\n", 2);
+	}
+	return al_http_out_finish(&o, len, err);
 }

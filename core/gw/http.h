@@ -17,7 +17,9 @@
  *    scheme http on a plain connection and https on a TLS one, no
  *    userinfo, no IPv6 literal); '#', space, non-ASCII, a '%' not
  *    followed by two hex digits: 400; longer than AL_HTTP_TARGET_MAX: 414;
- *    asterisk- and authority-form: 400; CONNECT: 405;
+ *    asterisk- and authority-form: 400; a method not of A-Z 0-9 - _
+ *    ("head" might be HEAD upstream and not here): 400; CONNECT, and
+ *    TRACE/TRACK (they echo the request, injected credentials too): 405;
  *  - Host: exactly one, even in HTTP/1.0, a DNS name or IPv4 address and
  *    an optional port 1..65535; absolute-form's authority must name the
  *    same host and port after canonicalising (al_policy_name_canon: case,
@@ -33,7 +35,9 @@
  * Proxy-Connection, Proxy-Authorization, TE, Trailer, Upgrade, Expect)
  * and the framing fields and Host are consumed by the parser: `fields`
  * holds only end-to-end fields, which is what the serialiser forwards.
- * Responses also lose Alt-Svc (no QUIC through the gateway).
+ * Responses also lose Alt-Svc (no QUIC through the gateway). A name that
+ * spells one of those with '_' for '-' (Content_Length, Transfer_Encoding:
+ * CGI-style upstreams read them as the real thing) is refused.
  *
  * Incremental: the caller keeps the bytes received since the message
  * started and passes all of them on every call (buf, len); the parser
@@ -137,7 +141,7 @@ void al_http_resp_parser_init(al_http_parser *p);
 /* Parse a request head from buf[0..len) (all bytes since the message
  * started). 0: *req filled (free it with al_http_req_free), the head is
  * *head_len bytes; AL_AGAIN: need more bytes; -1: refused, err and
- * p->status say why (400, 405, 414, 417, 431, 501 or 505). */
+ * p->status say why (400, 405, 413, 414, 417, 431, 501, 505). */
 int al_http_req_parse(al_http_parser *p, const char *buf, size_t len,
 		      al_http_req *req, size_t *head_len, al_err *err);
 void al_http_req_free(al_http_req *req);
@@ -146,7 +150,7 @@ void al_http_req_free(al_http_req *req);
  * gets no chunked response; NULL: a GET in HTTP/1.1). Same results; a
  * refusal has status 502. 101 is refused (no upgrade was forwarded); a
  * 1xx is interim: parse the next head after it (100 included: the
- * gateway has sent its own). */
+ * gateway has sent its own; never forward a 1xx to an HTTP/1.0 client). */
 int al_http_resp_parse(al_http_parser *p, const char *buf, size_t len,
 		       const al_http_req *req, al_http_resp *resp,
 		       size_t *head_len, al_err *err);
@@ -154,9 +158,13 @@ void al_http_resp_free(al_http_resp *resp);
 
 /* First value of the field named name (without case), NULL if none. */
 const char *al_http_fields_get(const al_http_fields *fs, const char *name);
-/* Remove every field named name (without case); returns how many. */
+/* Remove every field named name, compared without case and with '_' read
+ * as '-' (CGI-style upstreams map X_Api_Key and X-Api-Key to one
+ * variable: a guest's X_Api_Key must not sit beside an injected
+ * X-Api-Key); returns how many. */
 size_t al_http_fields_remove(al_http_fields *fs, const char *name);
-/* Replace every field named name by one "name: value" (added at the end).
+/* Replace every field named name (as al_http_fields_remove compares) by
+ * one "name: value" (added at the end).
  * name must be a token, value visible ASCII/obs-text with inner SP/HTAB
  * only; framing, Host and hop-by-hop names are refused (AL_EINVAL). */
 int al_http_fields_set(al_http_fields *fs, const char *name, const char *value,
@@ -175,5 +183,14 @@ char *al_http_req_serialize(const al_http_req *req, bool close, size_t *len,
  * body), CRLF. */
 char *al_http_resp_serialize(const al_http_resp *resp, bool close, size_t *len,
 			     al_err *err);
+
+/* The reason phrase of a status ("Bad Request"; "" if unknown). */
+const char *al_http_reason(int status);
+/* A whole response the gateway answers itself (a refusal, a 100): the
+ * status line; for a final status Content-Type text/plain, the length,
+ * "Connection: close" when close, and text plus a newline as the body
+ * (text: visible ASCII, no CR/LF; NULL: no body). malloc'd, *len bytes. */
+char *al_http_own_response(int status, const char *text, bool close,
+			   size_t *len, al_err *err);
 
 #endif

@@ -43,11 +43,30 @@ int al_http_lines_parse(al_http_parser *p, const char *buf, size_t head_len,
 			al_err *err);
 
 bool al_http_tchar(unsigned char c);
-/* Equal without ASCII case; b is lowercase. */
+/* 0..15 for a hex digit, else -1. */
+int al_http_hexval(unsigned char c);
+/* Equal without ASCII case (b NUL-terminated). */
 bool al_http_name_is(const char *a, size_t a_len, const char *b);
-/* Names the gateway consumes or writes itself (hop-by-hop, framing,
- * Host, Expect): never forwarded as received nor settable. */
-bool al_http_name_reserved(const char *name, size_t len);
+/* Equal without case and with '_' read as '-': CGI-style upstreams map
+ * X_Api_Key and X-Api-Key to one variable. */
+bool al_http_name_like(const char *a, size_t a_len, const char *b);
+/* What a field name means to the gateway. Everything but OTHER and
+ * ALT_SVC is consumed or written by the gateway itself (hop-by-hop,
+ * framing, Host, Expect): never forwarded as received nor settable. */
+enum al_http_kind {
+	AL_HTTP_K_OTHER,
+	AL_HTTP_K_HOST,
+	AL_HTTP_K_CONTENT_LENGTH,
+	AL_HTTP_K_TRANSFER_ENCODING,
+	AL_HTTP_K_CONNECTION,
+	AL_HTTP_K_EXPECT,
+	AL_HTTP_K_UPGRADE, /* Upgrade, HTTP2-Settings */
+	AL_HTTP_K_HOP,	   /* Keep-Alive, Proxy-*, TE, Trailer */
+	AL_HTTP_K_ALT_SVC,
+	AL_HTTP_K_IMITATION, /* a reserved name spelt with '_' for '-' */
+};
+enum al_http_kind al_http_name_kind(const char *name, size_t len);
+bool al_http_name_reserved(enum al_http_kind k);
 
 /* Content-Length value: digits only, at most AL_HTTP_LENGTH_MAX.
  * 0, or -1 for syntax (*too_big tells a valid but oversized number). */

@@ -60,12 +60,6 @@ static int parse_authority(al_http_parser *p, const char *a, size_t len,
 	return 0;
 }
 
-static bool hex(unsigned char c)
-{
-	return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') ||
-	       (c >= 'A' && c <= 'F');
-}
-
 static int check_target(al_http_parser *p, const char *t, size_t len,
 			al_err *err)
 {
@@ -77,9 +71,9 @@ static int check_target(al_http_parser *p, const char *t, size_t len,
 		if (c == '#' || c == '\\')
 			return al_http_reject(p, 400, err, "'%c' in the target",
 					      c);
-		if (c == '%' &&
-		    (i + 2 >= len || !hex((unsigned char)t[i + 1]) ||
-		     !hex((unsigned char)t[i + 2])))
+		if (c == '%' && (i + 2 >= len ||
+				 al_http_hexval((unsigned char)t[i + 1]) < 0 ||
+				 al_http_hexval((unsigned char)t[i + 2]) < 0))
 			return al_http_reject(p, 400, err,
 					      "'%%' not followed by two hex"
 					      " digits in the target");
@@ -171,15 +165,26 @@ static int request_line(al_http_parser *p, al_http_req *req,
 	size_t ml = (size_t)(sp1 - line);
 	if (ml == 0 || ml > AL_HTTP_METHOD_MAX)
 		return al_http_reject(p, 400, err, "method of %zu bytes", ml);
-	for (size_t i = 0; i < ml; i++)
-		if (!al_http_tchar((unsigned char)line[i]))
+	/* Every registered method is upper case: "head" could be read as
+	 * HEAD by the upstream and not by the gateway (a body-less answer
+	 * whose Content-Length the gateway would wait for). */
+	for (size_t i = 0; i < ml; i++) {
+		char c = line[i];
+		if (!((c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+		      c == '-' || c == '_'))
 			return al_http_reject(p, 400, err,
-					      "method is not a token");
-	/* Methods are case-sensitive, but no spelling of CONNECT passes. */
-	if (al_http_name_is(line, ml, "connect"))
+					      "method is not an upper-case"
+					      " token");
+	}
+	if (ml == 7 && memcmp(line, "CONNECT", 7) == 0)
 		return al_http_reject(p, 405, err,
 				      "CONNECT (no tunnels through the"
 				      " gateway)");
+	/* TRACE echoes the request back, injected credentials included. */
+	if (ml == 5 &&
+	    (memcmp(line, "TRACE", 5) == 0 || memcmp(line, "TRACK", 5) == 0))
+		return al_http_reject(p, 405, err,
+				      "%.5s (it would echo the request)", line);
 	size_t tl = (size_t)(sp2 - t);
 	if (tl == 0)
 		return al_http_reject(p, 400, err, "empty target");
@@ -210,21 +215,24 @@ static int header_fields(al_http_parser *p, al_http_req *req, al_http_lines *l,
 	bool keep[AL_HTTP_RESP_FIELDS_MAX] = {0};
 	for (size_t i = 0; i < l->n; i++) {
 		al_http_raw *f = &l->raw[i];
-		const char *n = f->name;
-		size_t nl = f->name_len;
-		if (al_http_name_is(n, nl, "host")) {
+		switch (al_http_name_kind(f->name, f->name_len)) {
+		case AL_HTTP_K_HOST:
 			host = f;
 			n_host++;
-		} else if (al_http_name_is(n, nl, "content-length")) {
+			break;
+		case AL_HTTP_K_CONTENT_LENGTH:
 			cl = f;
 			n_cl++;
-		} else if (al_http_name_is(n, nl, "transfer-encoding")) {
+			break;
+		case AL_HTTP_K_TRANSFER_ENCODING:
 			te = f;
 			n_te++;
-		} else if (al_http_name_is(n, nl, "expect")) {
+			break;
+		case AL_HTTP_K_EXPECT:
 			expect = f;
 			n_expect++;
-		} else if (al_http_name_is(n, nl, "connection")) {
+			break;
+		case AL_HTTP_K_CONNECTION:
 			if (al_http_conn_parse(f->value, conn, conn_len,
 					       &n_conn, CONN_NAMES_MAX,
 					       &close) < 0)
@@ -233,14 +241,24 @@ static int header_fields(al_http_parser *p, al_http_req *req, al_http_lines *l,
 						      " list of at most %d"
 						      " tokens",
 						      CONN_NAMES_MAX);
-		} else if (al_http_name_is(n, nl, "upgrade") ||
-			   al_http_name_is(n, nl, "http2-settings")) {
+			break;
+		case AL_HTTP_K_UPGRADE:
 			return al_http_reject(p, 400, err,
 					      "%s (the gateway offers no"
 					      " protocol upgrade)",
-					      n);
-		} else if (!al_http_name_reserved(n, nl)) {
+					      f->name);
+		case AL_HTTP_K_IMITATION:
+			return al_http_reject(p, 400, err,
+					      "%s (an '_' spelling of a field"
+					      " the gateway writes)",
+					      f->name);
+		case AL_HTTP_K_HOP:
+			break; /* consumed */
+		case AL_HTTP_K_ALT_SVC:
+		case AL_HTTP_K_OTHER:
+		default:
 			keep[i] = true;
+			break;
 		}
 	}
 	if (n_host != 1)

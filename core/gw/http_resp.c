@@ -46,14 +46,6 @@ static int status_line(al_http_parser *p, al_http_resp *resp,
 	return 0;
 }
 
-/* Dropped from responses: hop-by-hop and framing (rewritten), Alt-Svc
- * (it would send clients to QUIC, which the gateway does not carry). */
-static bool dropped(const char *n, size_t nl)
-{
-	return al_http_name_reserved(n, nl) ||
-	       al_http_name_is(n, nl, "alt-svc");
-}
-
 #define CONN_NAMES_MAX 32
 
 static int framing(al_http_parser *p, al_http_resp *resp,
@@ -64,17 +56,25 @@ static int framing(al_http_parser *p, al_http_resp *resp,
 	const char *conn[CONN_NAMES_MAX];
 	size_t conn_len[CONN_NAMES_MAX], n_conn = 0;
 	bool close = false;
+	/* Kept: OTHER only. Hop-by-hop and framing are rewritten; Alt-Svc
+	 * would send clients to QUIC, which the gateway does not carry. */
+	bool keep[AL_HTTP_RESP_FIELDS_MAX] = {0};
 	for (size_t i = 0; i < l->n; i++) {
 		al_http_raw *f = &l->raw[i];
-		if (al_http_name_is(f->name, f->name_len, "content-length")) {
+		enum al_http_kind k = al_http_name_kind(f->name, f->name_len);
+		keep[i] = k == AL_HTTP_K_OTHER;
+		if (k == AL_HTTP_K_IMITATION)
+			return al_http_reject(p, 502, err,
+					      "%s (an '_' spelling of a framing"
+					      " or hop-by-hop field)",
+					      f->name);
+		if (k == AL_HTTP_K_CONTENT_LENGTH) {
 			cl = f;
 			n_cl++;
-		} else if (al_http_name_is(f->name, f->name_len,
-					   "transfer-encoding")) {
+		} else if (k == AL_HTTP_K_TRANSFER_ENCODING) {
 			te = f;
 			n_te++;
-		} else if (al_http_name_is(f->name, f->name_len,
-					   "connection") &&
+		} else if (k == AL_HTTP_K_CONNECTION &&
 			   al_http_conn_parse(f->value, conn, conn_len, &n_conn,
 					      CONN_NAMES_MAX, &close) < 0) {
 			return al_http_reject(p, 502, err,
@@ -142,7 +142,7 @@ static int framing(al_http_parser *p, al_http_resp *resp,
 			   resp->body != AL_HTTP_BODY_CLOSE;
 	for (size_t i = 0; i < l->n; i++) {
 		const al_http_raw *f = &l->raw[i];
-		bool drop = dropped(f->name, f->name_len);
+		bool drop = !keep[i];
 		for (size_t k = 0; k < n_conn && !drop; k++)
 			drop = conn_len[k] == f->name_len &&
 			       strncasecmp(conn[k], f->name, conn_len[k]) == 0;

@@ -36,17 +36,6 @@ bool al_httpbody_done(const al_httpbody *b)
 	return b->done;
 }
 
-static int hexval(unsigned char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
 static int bad(al_err *err, const char *what, unsigned char c)
 {
 	return al_err_set(err, AL_EPROTO, 0,
@@ -58,7 +47,7 @@ static int chunked_byte(al_httpbody *b, unsigned char c, al_err *err)
 {
 	switch (b->state) {
 	case CH_SIZE: {
-		int h = hexval(c);
+		int h = al_http_hexval(c);
 		if (h >= 0) {
 			if (++b->digits > 15)
 				return al_err_set(err, AL_ETOOBIG, 0,

@@ -213,6 +213,7 @@ int al_mint_fetch(const char *sock_path, const char *name, EVP_PKEY *pub,
 					  "send to the mint service");
 		off += (int)w;
 	}
+	shutdown(fd, SHUT_WR); /* the whole request */
 	unsigned char resp[AL_MINT_RESP_MAX];
 	size_t got = 0;
 	for (;;) {

@@ -70,7 +70,9 @@ typedef void (*al_resolve_cb)(const al_resolve_result *r, void *arg);
  * error at start, not at the first lookup). */
 al_resolver *al_resolver_new(struct event_base *base,
 			     const al_resolver_config *cfg, al_err *err);
-/* Cancels pending lookups (their callbacks are not called). */
+/* Cancels pending lookups (their callbacks are not called). evdns ends
+ * a cancelled lookup on a later turn of the loop, and the last memory
+ * goes then: turn the loop once more before freeing the event_base. */
 void al_resolver_free(al_resolver *r);
 
 /* Start resolving name (canonical). A handle for al_resolve_cancel, or

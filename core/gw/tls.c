@@ -13,6 +13,7 @@
 
 #include "gw/leafcache.h"
 #include "gw/mint.h"
+#include "gw/ossl.h"
 #include "policy.h"
 
 #define NAME_BUF 256
@@ -67,16 +68,6 @@ static conn_state *conn_get(SSL *ssl, al_gw_tls *t)
 	return c;
 }
 
-static int ossl_err(al_err *err, al_code code, const char *what)
-{
-	char buf[256];
-	unsigned long e = ERR_get_error();
-	ERR_error_string_n(e, buf, sizeof buf);
-	ERR_clear_error();
-	return al_err_set(err, code, 0, "%s: %s", what,
-			  e != 0 ? buf : "failed");
-}
-
 X509 *al_gw_tls_leaf(al_gw_tls *t, const char *name, al_err *err)
 {
 	X509 *x = al_leafcache_get(t->cache, name);
@@ -118,7 +109,7 @@ static int use_leaf(al_gw_tls *t, SSL *ssl, const char *name, al_err *err)
 	int ok = SSL_use_certificate(ssl, x) == 1 &&
 		 SSL_use_PrivateKey(ssl, t->key) == 1;
 	X509_free(x);
-	return ok ? 0 : ossl_err(err, AL_EINTERNAL, "installing a leaf");
+	return ok ? 0 : al_gw_ossl_err(err, AL_EINTERNAL, "installing a leaf");
 }
 
 static int on_servername(SSL *ssl, int *alert, void *arg)
@@ -190,7 +181,7 @@ static SSL_CTX *server_ctx(al_gw_tls *t, al_err *err)
 {
 	SSL_CTX *s = SSL_CTX_new(TLS_server_method());
 	if (s == NULL) {
-		ossl_err(err, AL_ENOMEM, "server SSL_CTX");
+		al_gw_ossl_err(err, AL_ENOMEM, "server SSL_CTX");
 		return NULL;
 	}
 	/* Every handshake is a full one, so every one passes the SNI check
@@ -202,7 +193,7 @@ static SSL_CTX *server_ctx(al_gw_tls *t, al_err *err)
 	SSL_CTX_set_num_tickets(s, 0);
 	if (SSL_CTX_set_min_proto_version(s, TLS1_2_VERSION) != 1) {
 		SSL_CTX_free(s);
-		ossl_err(err, AL_EINTERNAL, "server TLS versions");
+		al_gw_ossl_err(err, AL_EINTERNAL, "server TLS versions");
 		return NULL;
 	}
 	SSL_CTX_set_tlsext_servername_callback(s, on_servername);
@@ -215,7 +206,7 @@ static SSL_CTX *upstream_ctx(const char *ca, al_err *err)
 {
 	SSL_CTX *u = SSL_CTX_new(TLS_client_method());
 	if (u == NULL) {
-		ossl_err(err, AL_ENOMEM, "upstream SSL_CTX");
+		al_gw_ossl_err(err, AL_ENOMEM, "upstream SSL_CTX");
 		return NULL;
 	}
 	SSL_CTX_set_options(u, SSL_OP_NO_RENEGOTIATION | SSL_OP_NO_COMPRESSION);
@@ -228,7 +219,7 @@ static SSL_CTX *upstream_ctx(const char *ca, al_err *err)
 		ok = SSL_CTX_set_default_verify_paths(u) == 1;
 	if (!ok) {
 		SSL_CTX_free(u);
-		ossl_err(err, AL_EINVAL, "upstream CA bundle");
+		al_gw_ossl_err(err, AL_EINVAL, "upstream CA bundle");
 		al_err_wrap(err, "%s", ca != NULL && ca[0] ? ca : "system");
 		return NULL;
 	}
@@ -239,7 +230,7 @@ al_gw_tls *al_gw_tls_new(const al_gw_tls_config *cfg, al_err *err)
 {
 	pthread_once(&conn_once, conn_index_init);
 	if (conn_idx < 0) {
-		ossl_err(err, AL_ENOMEM, "SSL ex_data index");
+		al_gw_ossl_err(err, AL_ENOMEM, "SSL ex_data index");
 		return NULL;
 	}
 	if (cfg->mint == NULL &&
@@ -265,7 +256,7 @@ al_gw_tls *al_gw_tls_new(const al_gw_tls_config *cfg, al_err *err)
 					: AL_GW_TLS_CACHE_DEFAULT;
 	t->key = EVP_EC_gen("P-256");
 	if (t->key == NULL) {
-		ossl_err(err, AL_EINTERNAL, "gateway key");
+		al_gw_ossl_err(err, AL_EINTERNAL, "gateway key");
 		goto fail;
 	}
 	if ((t->cache = al_leafcache_new(cap, err)) == NULL ||
@@ -335,7 +326,7 @@ int al_gw_tls_upstream_prepare(SSL *ssl, const char *name, al_err *err)
 {
 	if (SSL_set_tlsext_host_name(ssl, name) != 1 ||
 	    SSL_set1_host(ssl, name) != 1)
-		return ossl_err(err, AL_EINVAL, "upstream TLS name");
+		return al_gw_ossl_err(err, AL_EINVAL, "upstream TLS name");
 	SSL_set_hostflags(ssl, X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS);
 	return 0;
 }

@@ -9,15 +9,18 @@
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "config.h"
 #include "egress.h"
 #include "net/nft.h"
 #include "net/nl.h"
@@ -203,14 +206,50 @@ __attribute__((noreturn)) static int child_entry(void *arg)
 	child_fail(a, "exec the gateway");
 }
 
+int al_gateway_map_path(const char *run_dir, const char *sandbox, char *out,
+			size_t outlen)
+{
+	int n = snprintf(out, outlen, "%s/gw/%s.fakeip", run_dir, sandbox);
+	return n < 0 || (size_t)n >= outlen ? -1 : 0;
+}
+
+void al_gateway_state_remove(const char *run_dir, const char *sandbox)
+{
+	char p[AL_PATH_MAX + 96];
+	if (al_id_valid(sandbox) &&
+	    al_gateway_map_path(run_dir, sandbox, p, sizeof p) == 0)
+		unlink(p);
+}
+
+/* The journal, made here as root and given to the gateway's uid: the
+ * directory is root's, so no gateway can touch another's. */
+static int map_prepare(const al_gateway_spec *s, al_err *err)
+{
+	char p[AL_PATH_MAX + 96];
+	snprintf(p, sizeof p, "%s/gw", s->run_dir);
+	if (mkdir(p, 0711) < 0 && errno != EEXIST)
+		return al_err_sys(err, AL_ESYS, errno, "mkdir %s", p);
+	if (al_gateway_map_path(s->run_dir, s->sandbox, p, sizeof p) < 0)
+		return al_err_set(err, AL_EINVAL, 0, "run dir path too long");
+	int fd = open(p, O_RDONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return al_err_sys(err, AL_ESYS, errno, "open %s", p);
+	int r = 0;
+	if (fchown(fd, s->uid, s->gid) < 0 || fchmod(fd, 0600) < 0)
+		r = al_err_sys(err, AL_ESYS, errno, "chown %s", p);
+	close(fd);
+	return r;
+}
+
 static int spec_ok(const al_gateway_spec *s, al_err *err)
 {
 	if (s == NULL || s->slot == NULL || s->slot->gw_fd < 0 || s->uid == 0 ||
-	    s->gid == 0 || s->sandbox == NULL || s->sandbox[0] == '\0' ||
-	    s->prog == NULL || s->prog[0] != '/' || s->env == NULL)
-		return al_err_set(err, AL_EINVAL, 0,
-				  "gateway launch: bad spec (slot, uid, gid, "
-				  "sandbox, absolute prog and env are needed)");
+	    s->gid == 0 || !al_id_valid(s->sandbox) || s->prog == NULL ||
+	    s->prog[0] != '/' || s->env == NULL)
+		return al_err_set(
+			err, AL_EINVAL, 0,
+			"gateway launch: bad spec (slot, uid, gid, "
+			"sandbox id, absolute prog and env are needed)");
 	if (access(s->prog, X_OK) < 0)
 		return al_err_sys(err, AL_ESYS, errno, "gateway program %s",
 				  s->prog);
@@ -226,8 +265,9 @@ int al_gateway_launch(const al_gateway_spec *spec, al_gateway_proc *out,
 	if (spec_ok(spec, err) < 0)
 		return -1;
 	if (spec->run_dir != NULL &&
-	    al_egress_dir_prepare(spec->run_dir, spec->sandbox, spec->uid,
-				  spec->gid, err) < 0)
+	    (al_egress_dir_prepare(spec->run_dir, spec->sandbox, spec->uid,
+				   spec->gid, err) < 0 ||
+	     map_prepare(spec, err) < 0))
 		return -1;
 	/* fds: the three slot sockets, the gateway's control end, ours. */
 	int fds[5] = {-1, -1, -1, -1, -1};

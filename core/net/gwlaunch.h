@@ -19,7 +19,10 @@
  * namespace (the host's): its upstream connections go from there.
  *
  * The launcher first makes the gateway's egress log directory its own
- * (al_egress_dir_prepare). Before the exec the child, still root: joins cgroup_fd (when given),
+ * (al_egress_dir_prepare), and the journal of its synthetic address map
+ * (gw/fakeip.h: a restarted gateway gives no cached address to another
+ * name), <run>/gw/<sandbox>.fakeip, kept for the sandbox's life: the
+ * caller removes it with al_gateway_state_remove when the sandbox goes. Before the exec the child, still root: joins cgroup_fd (when given),
  * sets rlimits (NOFILE, CORE 0, FSIZE; AS and DATA except in a sanitizer
  * build, whose shadow memory would not fit), empties its capability
  * bounding set, drops to uid:gid with no supplementary groups (which
@@ -34,6 +37,7 @@
 #ifndef AL_NET_GWLAUNCH_H
 #define AL_NET_GWLAUNCH_H
 
+#include <stddef.h>
 #include <sys/types.h>
 
 #include "err.h"
@@ -60,7 +64,8 @@ typedef struct al_gateway_spec {
 	 * AIRLOCK_UPSTREAM_*); the gateway gets these and nothing else. */
 	char *const *env;
 	/* <state>/run, or NULL: the launcher makes <run_dir>/egress/<sandbox>/
-	 * the gateway's own (core/egress.h) before it starts. */
+	 * (core/egress.h) and the synthetic address journal
+	 * al_gateway_map_path() the gateway's own before it starts. */
 	const char *run_dir;
 	/* A cgroup directory fd the gateway starts in (its CPU and memory
 	 * are charged there), or -1. It must not be one the sandbox can
@@ -73,6 +78,12 @@ typedef struct al_gateway_proc {
 	int pidfd;	/* close-on-exec; readable once the gateway exits */
 	int control_fd; /* close-on-exec, non-blocking; the caller's end */
 } al_gateway_proc;
+
+/* <run_dir>/gw/<sandbox>.fakeip into out; -1 if it does not fit. */
+int al_gateway_map_path(const char *run_dir, const char *sandbox, char *out,
+			size_t outlen);
+/* The sandbox is gone: its journal goes too (harmless if missing). */
+void al_gateway_state_remove(const char *run_dir, const char *sandbox);
 
 /* Start the gateway of spec->slot. On success out is filled and the
  * caller owns pidfd and control_fd (and must reap pid). On failure

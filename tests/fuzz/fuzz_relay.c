@@ -7,7 +7,8 @@
  * Input: one byte of flags (bit 0: a standby, bit 1: its claim fails),
  * then operations, each a byte and its operands (see run_op).
  *
- * fuzz-sources: shim/relay.c shim/boot.c shim/stream.c shim/stream_http.c shim/gateway.c */
+ * fuzz-sources: shim/relay.c shim/boot.c shim/stream.c shim/stream_http.c shim/netctl.c shim/gateway.c
+ */
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -300,6 +301,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	s.listen_fd = -1;
 	s.sig_fd = -1;
 	s.destroy_client = -1;
+	shim_netctl_init(&s);
 	s.next_agent_id = 1;
 	s.standby = data[0] & 1;
 	claim_fails = ((data[0] >> 1) & 3) % 3;

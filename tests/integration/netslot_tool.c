@@ -266,6 +266,7 @@ static int gateway_cmd(al_netpool *pool, const char *state, const char *prog,
 		perror("waitid");
 	fprintf(stderr, "netslot-tool: gateway exited, code %d status %d\n",
 		si.si_code, si.si_status);
+	al_gateway_state_remove(run, sandbox);
 	al_uidrange_drop(&uid);
 	al_mintd_stop(mint);
 	al_ca_close(ca);

@@ -10,6 +10,7 @@ import struct
 import subprocess
 import tempfile
 import time
+import traceback
 
 import pytest
 from cryptography.hazmat.primitives import serialization
@@ -39,6 +40,7 @@ def ask(path, payload):
         s.settimeout(5)
         s.connect(path)
         s.sendall(payload)
+        s.shutdown(socket.SHUT_WR)
         buf = b""
         while True:
             chunk = s.recv(8192)
@@ -66,6 +68,7 @@ def ask_as(uid, path, payloads):
             out = bytes(ask(path, p)[0] for p in payloads)
             os.write(w, out)
         except BaseException:
+            traceback.print_exc()
             code = 1
         os._exit(code)
     os.close(w)

@@ -4,14 +4,18 @@
  * and every answer logged. */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <pthread.h>
+#include <resolv.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -187,11 +191,19 @@ static unsigned ancount(const uint8_t *a)
 	return (unsigned)a[6] << 8 | a[7];
 }
 
+/* The address of the one A record after the question (0 if none). */
 static uint32_t a_record(const uint8_t *a, size_t n)
 {
-	assert_true(n >= 4);
-	return (uint32_t)a[n - 4] << 24 | (uint32_t)a[n - 3] << 16 |
-	       (uint32_t)a[n - 2] << 8 | a[n - 1];
+	size_t o = 12;
+	while (o < n && a[o] != 0)
+		o += 1 + a[o];
+	o += 1 + 4; /* root, type, class */
+	if (ancount(a) != 1 || o + 16 > n)
+		return 0;
+	const uint8_t *rd = a + o +
+			    12; /* name pointer, type, class, ttl, len */
+	return (uint32_t)rd[0] << 24 | (uint32_t)rd[1] << 16 |
+	       (uint32_t)rd[2] << 8 | rd[3];
 }
 
 static void test_udp_answers(void **state)
@@ -431,6 +443,96 @@ static void test_tcp_bounds(void **state)
 	teardown(f);
 }
 
+/* Out of descriptors: the listener pauses instead of spinning, and picks
+ * the waiting connection up once descriptors are back. */
+static void test_accept_out_of_fds(void **state)
+{
+	(void)state;
+	fixture *f = setup_with(LO, 0, 0, 16);
+	int c = tcp_client(f);
+	struct rlimit old;
+	assert_int_equal(getrlimit(RLIMIT_NOFILE, &old), 0);
+	int lowest = dup(0);
+	assert_true(lowest >= 0);
+	close(lowest);
+	struct rlimit low = {(rlim_t)lowest, old.rlim_max};
+	assert_int_equal(setrlimit(RLIMIT_NOFILE, &low), 0);
+	pump_until(f, c, 150);
+	assert_int_equal(al_dnsserv_tcp_count(f->srv), 0);
+	assert_int_equal(setrlimit(RLIMIT_NOFILE, &old), 0);
+	uint8_t buf[512], a[1024];
+	size_t n = query(buf + 2, 31, "pypi.org", AL_DNS_T_A);
+	al_dns_tcp_prefix(n, buf);
+	assert_int_equal(send(c, buf, n + 2, 0), (ssize_t)(n + 2));
+	size_t an = tcp_read(f, c, a);
+	assert_true(an > 0);
+	assert_int_equal(a_record(a, an), 0xc6120001u);
+	close(c);
+	teardown(f);
+}
+
+/* glibc's own stub resolver, over UDP, EDNS and TCP, against the server:
+ * it takes the answers as valid (ids, question echo, flags, framing). */
+typedef struct stub_run {
+	struct sockaddr_in server;
+	unsigned long options;
+	int len_a, len_nx, len_aaaa;
+	int herr_nx, herr_aaaa;
+	uint8_t a[512];
+	_Atomic bool done;
+} stub_run;
+
+static void *stub_thread(void *arg)
+{
+	stub_run *r = arg;
+	struct __res_state st;
+	memset(&st, 0, sizeof st);
+	res_ninit(&st);
+	st.nscount = 1;
+	st.nsaddr_list[0] = r->server;
+	st.retrans = 1;
+	st.retry = 1;
+	st.options |= r->options;
+	uint8_t ans[512];
+	r->len_a = res_nquery(&st, "PyPI.org", C_IN, T_A, r->a, sizeof r->a);
+	r->len_nx = res_nquery(&st, "evil.example", C_IN, T_A, ans, sizeof ans);
+	r->herr_nx = st.res_h_errno;
+	r->len_aaaa = res_nquery(&st, "pypi.org", C_IN, T_AAAA, ans,
+				 sizeof ans);
+	r->herr_aaaa = st.res_h_errno;
+	res_nclose(&st);
+	r->done = true;
+	return NULL;
+}
+
+static void test_glibc_stub(void **state)
+{
+	(void)state;
+	static const unsigned long modes[] = {0, RES_USE_EDNS0, RES_USEVC};
+	for (size_t i = 0; i < sizeof modes / sizeof *modes; i++) {
+		fixture *f = setup_with(LO, 0, 0, 16);
+		stub_run r = {.options = modes[i]};
+		r.server = modes[i] == RES_USEVC ? f->tcp_addr : f->udp_addr;
+		pthread_t t;
+		assert_int_equal(pthread_create(&t, NULL, stub_thread, &r), 0);
+		for (int ms = 0; !r.done && ms < 10000; ms++) {
+			event_base_loop(f->base, EVLOOP_NONBLOCK);
+			usleep(1000);
+		}
+		pthread_join(t, NULL);
+		if (r.len_a <= 0)
+			fail_msg("mode %zu: A query failed", i);
+		assert_int_equal(a_record(r.a, (size_t)r.len_a), 0xc6120001u);
+		assert_int_equal(r.len_nx, -1);
+		assert_int_equal(r.herr_nx, HOST_NOT_FOUND);
+		assert_int_equal(r.len_aaaa, -1);
+		assert_int_equal(r.herr_aaaa, NO_DATA);
+		assert_int_equal(f->n_log, 3);
+		assert_int_equal(f->log[0].tcp, modes[i] == RES_USEVC);
+		teardown(f);
+	}
+}
+
 static void test_handle_without_sockets(void **state)
 {
 	(void)state;
@@ -466,6 +568,8 @@ int main(void)
 		cmocka_unit_test(test_map_full),
 		cmocka_unit_test(test_tcp),
 		cmocka_unit_test(test_tcp_bounds),
+		cmocka_unit_test(test_accept_out_of_fds),
+		cmocka_unit_test(test_glibc_stub),
 		cmocka_unit_test(test_handle_without_sockets),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

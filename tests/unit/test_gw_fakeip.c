@@ -2,12 +2,15 @@
  * address is never given twice, the map is bounded, and a saved map
  * loads back only when it is exactly what the saver writes. */
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -204,6 +207,96 @@ static void test_save_load(void **state)
 	rmdir(dir);
 }
 
+static char *slurp(const char *path)
+{
+	static char buf[4096];
+	FILE *f = fopen(path, "r");
+	assert_non_null(f);
+	size_t n = fread(buf, 1, sizeof buf - 1, f);
+	buf[n] = '\0';
+	fclose(f);
+	return buf;
+}
+
+static void test_journal(void **state)
+{
+	(void)state;
+	char dir[] = "/tmp/gw-dns-journal-XXXXXX";
+	assert_non_null(mkdtemp(dir));
+	char path[128];
+	snprintf(path, sizeof path, "%s/map", dir);
+	al_err err;
+	al_fakeip *m = al_fakeip_open(path, 16, &err);
+	if (m == NULL)
+		fail_msg("%s", err.msg);
+	struct stat st;
+	assert_int_equal(stat(path, &st), 0);
+	assert_int_equal(st.st_mode & 0777, 0600);
+	assert_int_equal(get(m, "a.test"), IP(198, 18, 0, 1));
+	assert_int_equal(get(m, "b.test"), IP(198, 18, 0, 2));
+	assert_int_equal(get(m, "a.test"), IP(198, 18, 0, 1));
+	/* On disk as soon as handed out, before any free or save */
+	assert_string_equal(slurp(path), "airlock-fakeip 1\n"
+					 "198.18.0.1 a.test\n"
+					 "198.18.0.2 b.test\n");
+	al_fakeip_free(m);
+	/* A restarted gateway: same addresses, and the next one after */
+	m = al_fakeip_open(path, 16, &err);
+	assert_non_null(m);
+	assert_int_equal(get(m, "b.test"), IP(198, 18, 0, 2));
+	assert_int_equal(get(m, "c.test"), IP(198, 18, 0, 3));
+	al_fakeip_free(m);
+	/* A crash in the middle of a line: the cut line is dropped */
+	FILE *f = fopen(path, "a");
+	fputs("198.18.0.4 d.te", f);
+	fclose(f);
+	m = al_fakeip_open(path, 16, &err);
+	if (m == NULL)
+		fail_msg("%s", err.msg);
+	assert_int_equal(al_fakeip_count(m), 3);
+	assert_int_equal(get(m, "e.test"), IP(198, 18, 0, 4));
+	assert_null(strstr(slurp(path), "d.te"));
+	al_fakeip_free(m);
+
+	/* A write that fails half way: that name gets no address, nor any
+	 * later new one; reopened, the file holds what was handed out. */
+	m = al_fakeip_open(path, 16, &err);
+	assert_int_equal(stat(path, &st), 0);
+	struct rlimit old;
+	getrlimit(RLIMIT_FSIZE, &old);
+	signal(SIGXFSZ, SIG_IGN);
+	struct rlimit lim = {(rlim_t)st.st_size + 5, old.rlim_max};
+	assert_int_equal(setrlimit(RLIMIT_FSIZE, &lim), 0);
+	uint32_t x;
+	assert_int_equal(al_fakeip_get(m, "f.test", &x, &err), -1);
+	assert_int_equal(err.code, AL_ESYS);
+	assert_int_equal(setrlimit(RLIMIT_FSIZE, &old), 0);
+	assert_int_equal(al_fakeip_get(m, "g.test", &x, &err), -1);
+	assert_int_equal(get(m, "a.test"), IP(198, 18, 0, 1)); /* known */
+	al_fakeip_free(m);
+	signal(SIGXFSZ, SIG_DFL);
+	m = al_fakeip_open(path, 16, &err);
+	assert_non_null(m);
+	assert_int_equal(al_fakeip_count(m), 4);
+	assert_int_equal(get(m, "g.test"), IP(198, 18, 0, 5));
+	al_fakeip_free(m);
+
+	/* A damaged file is refused, not repaired */
+	f = fopen(path, "a");
+	fputs("198.18.0.9 z.test\n", f);
+	fclose(f);
+	assert_null(al_fakeip_open(path, 16, &err));
+	assert_int_equal(err.code, AL_EINVAL);
+	/* and so is a link */
+	char link[160];
+	snprintf(link, sizeof link, "%s/link", dir);
+	assert_int_equal(symlink(path, link), 0);
+	assert_null(al_fakeip_open(link, 16, &err));
+	unlink(link);
+	unlink(path);
+	rmdir(dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -212,6 +305,7 @@ int main(void)
 		cmocka_unit_test(test_pack_unpack),
 		cmocka_unit_test(test_unpack_strict),
 		cmocka_unit_test(test_save_load),
+		cmocka_unit_test(test_journal),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

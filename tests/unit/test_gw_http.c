@@ -216,7 +216,11 @@ static void test_smuggling_and_framing_tricks_are_refused(void **state)
 		{"CONNECT", "CONNECT a.example:443 HTTP/1.1\r\n" H "\r\n", 0,
 		 false, 405},
 		{"connect lowercase",
-		 "connect a.example:443 HTTP/1.1\r\n" H "\r\n", 0, false, 405},
+		 "connect a.example:443 HTTP/1.1\r\n" H "\r\n", 0, false, 400},
+		{"head lowercase", "head / HTTP/1.1\r\n" H "\r\n", 0, false,
+		 400},
+		{"TRACE", "TRACE / HTTP/1.1\r\n" H "\r\n", 0, false, 405},
+		{"TRACK", "TRACK / HTTP/1.1\r\n" H "\r\n", 0, false, 405},
 		{"Upgrade h2c",
 		 "GET / HTTP/1.1\r\n" H
 		 "Connection: Upgrade, HTTP2-Settings\r\n"
@@ -302,6 +306,12 @@ static void test_smuggling_and_framing_tricks_are_refused(void **state)
 		 "GET / HTTP/1.1\r\nHost: a%2eexample\r\n\r\n", 0, false, 400},
 		{"host with a slash",
 		 "GET / HTTP/1.1\r\nHost: a.example/x\r\n\r\n", 0, false, 400},
+		{"Content_Length",
+		 "POST / HTTP/1.1\r\n" H "Content_Length: 5\r\n\r\n", 0, false,
+		 400},
+		{"Transfer_Encoding",
+		 "POST / HTTP/1.1\r\n" H "Transfer_Encoding: chunked\r\n\r\n",
+		 0, false, 400},
 		{"bad Connection list",
 		 "GET / HTTP/1.1\r\n" H "Connection: close x\r\n\r\n", 0, false,
 		 400},
@@ -465,6 +475,46 @@ static void test_hop_by_hop_fields_are_consumed(void **state)
 	al_http_req_free(&req);
 }
 
+/* A CGI-style upstream reads X_Api_Key as X-Api-Key: the guest's must go
+ * when the gateway injects its own. */
+static void test_set_field_removes_underscore_spellings(void **state)
+{
+	(void)state;
+	const char *s = "GET / HTTP/1.1\r\n" H "x_api_key: guest\r\n"
+			"X-API-KEY: guest2\r\nX-Api: kept\r\n\r\n";
+	al_http_req req;
+	al_err err;
+	assert_int_equal(req_str(s, &req).rc, 0);
+	assert_int_equal(al_http_fields_set(&req.fields, "X-Api-Key", "real",
+					    &err),
+			 0);
+	assert_serialized(&req, false,
+			  "GET / HTTP/1.1\r\nHost: a.example\r\nX-Api: kept\r\n"
+			  "X-Api-Key: real\r\n\r\n");
+	al_http_req_free(&req);
+}
+
+static void test_own_responses(void **state)
+{
+	(void)state;
+	size_t len;
+	al_err err;
+	char *r = al_http_own_response(403, "denied by policy", true, &len,
+				       &err);
+	assert_non_null(r);
+	assert_string_equal(r, "HTTP/1.1 403 Forbidden\r\n"
+			       "Content-Type: text/plain\r\n"
+			       "Content-Length: 17\r\nConnection: close\r\n\r\n"
+			       "denied by policy\n");
+	assert_int_equal(len, strlen(r));
+	free(r);
+	r = al_http_own_response(100, NULL, true, &len, &err);
+	assert_non_null(r);
+	assert_string_equal(r, "HTTP/1.1 100 Continue\r\n\r\n");
+	free(r);
+	assert_null(al_http_own_response(400, "a\r\nX: y", false, &len, &err));
+}
+
 static void test_set_field_replaces_and_refuses_injection(void **state)
 {
 	(void)state;
@@ -488,6 +538,9 @@ static void test_set_field_replaces_and_refuses_injection(void **state)
 					    &err),
 			 -1);
 	assert_int_equal(al_http_fields_set(&req.fields, "X Y", "v", &err), -1);
+	assert_int_equal(al_http_fields_set(&req.fields, "Content_Length", "0",
+					    &err),
+			 -1);
 	assert_int_equal(al_http_fields_remove(&req.fields, "accept"), 1);
 	assert_serialized(&req, false,
 			  "GET / HTTP/1.1\r\nHost: a.example\r\n"
@@ -670,6 +723,8 @@ static void test_bad_responses_are_502(void **state)
 		{"control in reason", "HTTP/1.1 200 O\x01K\r\n\r\n"},
 		{"space before colon",
 		 "HTTP/1.1 200 OK\r\nContent-Length : 0\r\n\r\n"},
+		{"Content_Length",
+		 "HTTP/1.1 200 OK\r\nContent_Length: 0\r\n\r\n"},
 	};
 	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
 		al_http_resp r;
@@ -859,6 +914,8 @@ int main(void)
 		cmocka_unit_test(test_post_with_length_and_pipelining),
 		cmocka_unit_test(test_hop_by_hop_fields_are_consumed),
 		cmocka_unit_test(test_set_field_replaces_and_refuses_injection),
+		cmocka_unit_test(test_set_field_removes_underscore_spellings),
+		cmocka_unit_test(test_own_responses),
 		cmocka_unit_test(test_response_framing),
 		cmocka_unit_test(test_bad_responses_are_502),
 		cmocka_unit_test(test_chunked_body_decodes_in_any_split),

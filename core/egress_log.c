@@ -1,0 +1,163 @@
+/* The egress log's SQL (see egress_log.h). */
+#include "egress_log.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config.h"
+
+int al_egress_log_insert(al_db *db, const al_egress_rec *recs, size_t n,
+			 al_err *err)
+{
+	if (n == 0)
+		return 0;
+	/* One JSON array of the records' own lines: one round trip. */
+	size_t cap = n * AL_EGRESS_LINE_MAX + 2;
+	char *arr = malloc(cap);
+	if (arr == NULL)
+		return al_err_set(err, AL_ENOMEM, ENOMEM, "out of memory");
+	size_t len = 0;
+	arr[len++] = '[';
+	for (size_t i = 0; i < n; i++) {
+		if (i > 0)
+			arr[len++] = ',';
+		int k = al_egress_pack(&recs[i], arr + len, cap - len, err);
+		if (k < 0) {
+			free(arr);
+			return -1;
+		}
+		len += (size_t)k - 1; /* without its newline */
+	}
+	arr[len++] = ']';
+	arr[len] = '\0';
+	const char *params[] = {arr};
+	long long rows = al_db_exec_rows(
+		db,
+		"INSERT INTO egress_log (sandbox_id, at, allow, reason,"
+		" protocol, name, port, method, path, dropped)"
+		" SELECT sandbox, to_timestamp(at_ms / 1000.0), allow, reason,"
+		" protocol, name, port, nullif(method, ''), nullif(path, ''),"
+		" coalesce(dropped, 0)"
+		" FROM jsonb_to_recordset($1::jsonb) AS x(at_ms bigint,"
+		" sandbox text, allow boolean, reason text, protocol text,"
+		" name text, port integer, method text, path text,"
+		" dropped bigint)",
+		1, params, err);
+	free(arr);
+	if (rows < 0) {
+		al_err_wrap(err, "recording %zu egress decisions", n);
+		return -1;
+	}
+	return 0;
+}
+
+/* "<µs>-<id>" into its parts. */
+static int cursor_parse(const char *c, char us[24], char id[24])
+{
+	const char *dash = strchr(c, '-');
+	size_t a = dash != NULL ? (size_t)(dash - c) : 0;
+	size_t b = dash != NULL ? strlen(dash + 1) : 0;
+	if (a == 0 || a > 19 || b == 0 || b > 19 ||
+	    strspn(c, "0123456789") != a || strspn(dash + 1, "0123456789") != b)
+		return -1;
+	memcpy(us, c, a);
+	us[a] = '\0';
+	memcpy(id, dash + 1, b + 1);
+	return 0;
+}
+
+int al_egress_log_list(al_db *db, const char *sandbox, int limit,
+		       const char *before, json_object **out,
+		       char next[AL_EGRESS_CURSOR_MAX], al_err *err)
+{
+	char us[24] = "", id[24] = "", lim[16];
+	next[0] = '\0';
+	*out = NULL;
+	if (before != NULL && before[0] != '\0' &&
+	    cursor_parse(before, us, id) < 0)
+		return al_err_set(err, AL_EINVAL, 0,
+				  "'before' is not a cursor from a previous"
+				  " page's 'next'");
+	if (limit < 1 || limit > AL_EGRESS_LIST_MAX)
+		return al_err_set(err, AL_EINVAL, 0, "'limit' must be 1 to %d",
+				  AL_EGRESS_LIST_MAX);
+	/* One more than asked: whether there is a next page. */
+	snprintf(lim, sizeof lim, "%d", limit + 1);
+	const char *params[] = {sandbox, us[0] ? us : NULL, id[0] ? id : NULL,
+				lim};
+	PGresult *res = al_db_exec(
+		db,
+		"SELECT to_char(at AT TIME ZONE 'UTC',"
+		" 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'),"
+		" allow, reason, protocol, name, port, coalesce(method, ''),"
+		" coalesce(path, ''), dropped,"
+		" (extract(epoch FROM at) * 1000000)::bigint, id"
+		" FROM egress_log WHERE sandbox_id = $1"
+		" AND ($2::bigint IS NULL OR (at, id) <"
+		" (to_timestamp($2::bigint / 1000000.0), $3::bigint))"
+		" ORDER BY at DESC, id DESC LIMIT $4::int",
+		4, params, err);
+	if (res == NULL)
+		return -1;
+	json_object *arr = json_object_new_array();
+	int rows = PQntuples(res);
+	for (int i = 0; arr != NULL && i < rows && i < limit; i++) {
+		json_object *o = json_object_new_object();
+		json_object_object_add(o, "at",
+				       json_object_new_string(PQgetvalue(res, i,
+									 0)));
+		json_object_object_add(
+			o, "allow",
+			json_object_new_boolean(PQgetvalue(res, i, 1)[0] ==
+						't'));
+		json_object_object_add(o, "reason",
+				       json_object_new_string(PQgetvalue(res, i,
+									 2)));
+		json_object_object_add(o, "protocol",
+				       json_object_new_string(PQgetvalue(res, i,
+									 3)));
+		json_object_object_add(o, "name",
+				       json_object_new_string(PQgetvalue(res, i,
+									 4)));
+		json_object_object_add(
+			o, "port",
+			json_object_new_int(atoi(PQgetvalue(res, i, 5))));
+		if (PQgetvalue(res, i, 6)[0] != '\0')
+			json_object_object_add(
+				o, "method",
+				json_object_new_string(PQgetvalue(res, i, 6)));
+		if (PQgetvalue(res, i, 7)[0] != '\0')
+			json_object_object_add(
+				o, "path",
+				json_object_new_string(PQgetvalue(res, i, 7)));
+		long long dropped = strtoll(PQgetvalue(res, i, 8), NULL, 10);
+		if (dropped > 0)
+			json_object_object_add(o, "dropped",
+					       json_object_new_int64(dropped));
+		json_object_array_add(arr, o);
+		if (i == limit - 1 && rows > limit)
+			snprintf(next, AL_EGRESS_CURSOR_MAX, "%s-%s",
+				 PQgetvalue(res, i, 9), PQgetvalue(res, i, 10));
+	}
+	PQclear(res);
+	if (arr == NULL)
+		return al_err_set(err, AL_ENOMEM, ENOMEM, "out of memory");
+	*out = arr;
+	return 0;
+}
+
+long long al_egress_log_prune(al_db *db, unsigned days, al_err *err)
+{
+	char d[16];
+	snprintf(d, sizeof d, "%u", days);
+	const char *params[] = {d};
+	/* A bounded bite per call, so one call never holds the table long. */
+	return al_db_exec_rows(db,
+			       "DELETE FROM egress_log WHERE id IN (SELECT id"
+			       " FROM egress_log WHERE at < now() -"
+			       " make_interval(days => $1::int) LIMIT 10000)",
+			       1, params, err);
+}

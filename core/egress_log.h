@@ -1,0 +1,39 @@
+/* egress_log: the egress decisions in PostgreSQL (table egress_log,
+ * core/sql/008_network.sql): written in batches by the controller from
+ * the gateways' files (core/egress.h), listed by the API newest first,
+ * pruned by age. */
+#ifndef AL_EGRESS_LOG_H
+#define AL_EGRESS_LOG_H
+
+#include <stddef.h>
+
+#include <json-c/json.h>
+
+#include "db.h"
+#include "egress.h"
+#include "err.h"
+
+/* n records in one statement (its own transaction). */
+int al_egress_log_insert(al_db *db, const al_egress_rec *recs, size_t n,
+			 al_err *err);
+
+#define AL_EGRESS_LIST_DEFAULT 100
+#define AL_EGRESS_LIST_MAX 1000
+/* A cursor: "<unix µs>-<row id>" of the last entry of a page. */
+#define AL_EGRESS_CURSOR_MAX 48
+
+/* Up to limit entries of sandbox, newest first (by the decision's time,
+ * then row), older than cursor before (NULL or "": from the newest):
+ * *out an array of {"at","allow","reason","protocol","name","port"
+ * [,"method","path"][,"dropped"]}; next gets the cursor of the page's
+ * last entry when there may be more ("" otherwise). AL_EINVAL for a
+ * malformed cursor. */
+int al_egress_log_list(al_db *db, const char *sandbox, int limit,
+		       const char *before, json_object **out,
+		       char next[AL_EGRESS_CURSOR_MAX], al_err *err);
+
+/* Delete rows older than days, at most 10,000 a call; how many went (or
+ * -1). */
+long long al_egress_log_prune(al_db *db, unsigned days, al_err *err);
+
+#endif

@@ -1,0 +1,144 @@
+/* A sandbox's network: PUT /v1/sandboxes/{id}/network (the setting, sent
+ * to its shim, which hands it to the gateway) and GET
+ * /v1/sandboxes/{id}/egress (the gateway's decisions, newest first). A
+ * member key sees only its project's sandboxes: another project's is
+ * answered exactly like an unknown id. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "agentproto.h"
+#include "egress_log.h"
+#include "http.h"
+#include "json.h"
+#include "log.h"
+#include "netspec.h"
+#include "sandbox.h"
+#include "upstream.h"
+
+/* The gateway answers in SHIM_GW_ACK_MS (3 s); the shim in a little more. */
+#define NETWORK_DEADLINE_MS 5000
+
+/* The body: the network object itself, mode required. */
+static int parse_body(al_req *r, al_netspec *ns, al_err *err)
+{
+	char *body = NULL;
+	size_t len = 0;
+	if (al_req_body(r, AL_JSON_BODY_MAX, &body, &len, err) < 0)
+		return -1;
+	json_object *o = al_json_parse_object(body, len, err);
+	free(body);
+	if (o == NULL)
+		return -1;
+	int rc = al_netspec_from_json(o, "network", true, ns, err);
+	json_object_put(o);
+	return rc;
+}
+
+void al_api_sandbox_network_put(al_req *r)
+{
+	al_err err = {0};
+	al_netspec ns;
+	if (parse_body(r, &ns, &err) < 0) {
+		al_http_error(r, &err);
+		return;
+	}
+	json_object *network = al_netspec_to_json(&ns);
+	char *payload = network != NULL ? al_net_update_pack(&ns, &err) : NULL;
+	al_netspec_free(&ns);
+	al_sandbox sb = {0};
+	al_db *db = NULL;
+	al_frame res = {0};
+	bool gateway = false;
+	if (payload == NULL) {
+		if (err.code == AL_OK)
+			al_err_set(&err, AL_ENOMEM, 0, "out of memory");
+		goto out;
+	}
+	db = al_req_db(r, &err);
+	if (db == NULL ||
+	    al_sandbox_get_in(db, r->id, al_req_scope(r), &sb, &err) < 0)
+		goto out;
+	if (sb.state != AL_ST_RUNNING) {
+		al_err_set(&err, AL_ESTATE, 0,
+			   "sandbox %s is %s: its network changes only while"
+			   " it runs",
+			   sb.id, al_state_name(sb.state));
+		goto out;
+	}
+	/* The shim (and its gateway) first: what is recorded is what
+	 * runs. */
+	if (al_upstream_call(r->cfg, sb.id, AL_F_NETWORK, payload,
+			     al_now_ms() + NETWORK_DEADLINE_MS, &res,
+			     &err) < 0 ||
+	    al_net_result_unpack(res.payload, res.len, &gateway, &err) < 0 ||
+	    al_sandbox_set_network(db, sb.id, al_req_scope(r), network, &err) <
+		    0)
+		goto out;
+	al_info("sandbox %s: network set to %s (gateway %s)", sb.id,
+		al_json_compact(network), gateway ? "acknowledged" : "none");
+	json_object_put(sb.network);
+	sb.network = json_object_get(network);
+	json_object *o = json_object_new_object();
+	json_object_object_add(o, "network", json_object_get(network));
+	json_object_object_add(o, "gateway", json_object_new_boolean(gateway));
+	al_http_json(r, 200, o);
+	json_object_put(o);
+out:
+	if (err.code != AL_OK)
+		al_http_error(r, &err);
+	al_frame_free(&res);
+	al_sandbox_free_fields(&sb);
+	json_object_put(network);
+	free(payload);
+}
+
+void al_api_sandbox_egress(al_req *r)
+{
+	al_err err = {0};
+	int64_t limit = AL_EGRESS_LIST_DEFAULT;
+	const char *before = NULL;
+	for (int i = 0; i < r->query.n; i++) {
+		const char *k = r->query.q[i].key, *v = r->query.q[i].val;
+		char *end = NULL;
+		if (strcmp(k, "limit") == 0) {
+			limit = strtoll(v, &end, 10);
+			if (v[0] < '0' || v[0] > '9' || *end != '\0' ||
+			    limit < 1 || limit > AL_EGRESS_LIST_MAX) {
+				al_http_errorf(r, AL_EINVAL,
+					       "'limit' must be 1 to %d",
+					       AL_EGRESS_LIST_MAX);
+				return;
+			}
+		} else if (strcmp(k, "before") == 0) {
+			before = v;
+		} else {
+			al_http_errorf(r, AL_EINVAL,
+				       "unknown query parameter (use limit=,"
+				       " before=)");
+			return;
+		}
+	}
+	al_sandbox sb;
+	al_db *db = al_req_db(r, &err);
+	if (db == NULL ||
+	    al_sandbox_get_in(db, r->id, al_req_scope(r), &sb, &err) < 0) {
+		al_http_error(r, &err);
+		return;
+	}
+	al_sandbox_free_fields(&sb);
+	json_object *arr = NULL;
+	char next[AL_EGRESS_CURSOR_MAX];
+	if (al_egress_log_list(db, r->id, (int)limit, before, &arr, next,
+			       &err) < 0) {
+		al_http_error(r, &err);
+		return;
+	}
+	json_object *o = json_object_new_object();
+	json_object_object_add(o, "egress", arr);
+	json_object_object_add(o, "next",
+			       next[0] != '\0' ? json_object_new_string(next)
+					       : NULL);
+	al_http_json(r, 200, o);
+	json_object_put(o);
+}

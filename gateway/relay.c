@@ -1,0 +1,655 @@
+/* relay: HTTP (port 80) and HTTPS (443) of one guest connection.
+ *
+ * HTTPS: TLS is terminated with a leaf for the name behind the
+ * destination address (gw/tls): a ClientHello whose SNI is another name
+ * fails the handshake; one without SNI is served that name's leaf.
+ * Then, for EVERY request of the kept-alive connection: the head is
+ * parsed strictly (gw/http), its Host (or absolute-form authority) must
+ * be that same name and port, and the policy decides on name, port,
+ * method and path. A denial answers 403 and closes the connection; a
+ * malformed head answers the parser's status and closes.
+ *
+ * Upstream: one upstream connection per guest connection, dialled by
+ * name (dial.c) at the first allowed request, always to the same name
+ * (a connection never changes name), and reused for the next request
+ * only while both sides keep alive and the upstream has sent nothing
+ * beyond the last response. Heads go upstream re-serialised from the
+ * parsed struct (never the guest's bytes), bodies re-framed after the
+ * strict decoder (gw/httpbody); responses are parsed strictly and
+ * re-serialised the same way. Expect: 100-continue is answered by the
+ * gateway after the policy allowed the request (the upstream never sees
+ * Expect); interim responses from upstream are dropped.
+ *
+ * Bounds: the head must arrive within GW_HEAD_TIMEOUT_MS, a connection
+ * idle either way for GW_IDLE_TIMEOUT_MS is closed, and at most
+ * GW_HIGH_WATER bytes queue towards either side before the other side
+ * stops being read (backpressure). */
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/bufferevent_ssl.h>
+#include <event2/event.h>
+#include <openssl/ssl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "agentproto.h"
+#include "dial.h"
+#include "gw.h"
+#include "gw/http.h"
+#include "gw/httpbody.h"
+
+/* Body bytes decoded per step. */
+#define RELAY_STEP 16384
+
+typedef struct relay {
+	gw *g;
+	char name[AL_HTTP_HOST_MAX];
+	unsigned port;
+	bool tls;
+	enum al_egress_proto proto;
+	struct bufferevent *down; /* the guest */
+	struct bufferevent *up;	  /* upstream, NULL until dialled */
+	gw_dial *dial;
+	struct event *tick;
+	struct event *reaper;
+	int64_t last_ms, head_deadline_ms; /* deadline 0: no head due */
+	bool handshaken;		   /* TLS done (always for http) */
+	bool closing;			   /* flushing the guest, then free */
+	bool dead; /* killed: the reaper frees it from the loop */
+
+	al_http_parser hp;
+	al_http_req req;
+	bool in_request; /* a head was accepted, its response not done */
+	al_httpbody reqb;
+	bool req_done;
+
+	al_http_parser rp;
+	al_http_resp resp;
+	bool have_resp;
+	al_httpbody respb;
+	bool close_after; /* the guest connection ends with this response */
+} relay;
+
+static void try_head(relay *r);
+static void pump_body(relay *r);
+static void pump_resp(relay *r);
+
+static void destroy(relay *r)
+{
+	gw_dial_cancel(r->dial);
+	if (r->up != NULL)
+		bufferevent_free(r->up);
+	if (r->down != NULL)
+		bufferevent_free(r->down);
+	if (r->tick != NULL)
+		event_free(r->tick);
+	if (r->reaper != NULL)
+		event_free(r->reaper);
+	if (r->in_request)
+		al_http_req_free(&r->req);
+	if (r->have_resp)
+		al_http_resp_free(&r->resp);
+	gw_proxy_conn_closed(r->g);
+	free(r);
+}
+
+/* Freed from the loop later (the reaper event), never inside a callback
+ * that may still use it: a killed relay gets no more callbacks. */
+static void on_reap(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	destroy(arg);
+}
+
+static void relay_kill(relay *r)
+{
+	if (r->dead)
+		return;
+	r->dead = true;
+	gw_dial_cancel(r->dial);
+	r->dial = NULL;
+	struct bufferevent *both[2] = {r->down, r->up};
+	for (int i = 0; i < 2; i++)
+		if (both[i] != NULL) {
+			bufferevent_setcb(both[i], NULL, NULL, NULL, NULL);
+			bufferevent_disable(both[i], EV_READ | EV_WRITE);
+		}
+	event_del(r->tick);
+	event_active(r->reaper, 0, 0);
+}
+
+static void up_drop(relay *r)
+{
+	if (r->up != NULL) {
+		bufferevent_free(r->up);
+		r->up = NULL;
+	}
+}
+
+static void on_down_flushed(struct bufferevent *bev, void *arg)
+{
+	(void)bev;
+	relay *r = arg;
+	if (r->closing &&
+	    evbuffer_get_length(bufferevent_get_output(r->down)) == 0)
+		relay_kill(r);
+}
+
+/* Stop reading, send what is queued to the guest, then close. */
+static void relay_close(relay *r)
+{
+	r->closing = true;
+	gw_dial_cancel(r->dial);
+	r->dial = NULL;
+	up_drop(r);
+	bufferevent_disable(r->down, EV_READ);
+	if (evbuffer_get_length(bufferevent_get_output(r->down)) == 0) {
+		relay_kill(r);
+		return;
+	}
+	bufferevent_setwatermark(r->down, EV_WRITE, 0, 0);
+	bufferevent_setcb(r->down, NULL, on_down_flushed, NULL, r);
+	bufferevent_enable(r->down, EV_WRITE);
+}
+
+/* A short answer of the gateway's own, then close. */
+static void respond(relay *r, int status, const char *why)
+{
+	char text[160];
+	snprintf(text, sizeof text, "airlock gateway: %s", why);
+	for (char *p = text; *p != '\0'; p++)
+		if ((unsigned char)*p < 0x20 || (unsigned char)*p > 0x7e)
+			*p = '?';
+	al_err err;
+	size_t len;
+	char *msg = al_http_own_response(status, text, true, &len, &err);
+	if (msg != NULL)
+		evbuffer_add(bufferevent_get_output(r->down), msg, len);
+	free(msg);
+	relay_close(r);
+}
+
+static void touch(relay *r)
+{
+	r->last_ms = al_now_ms();
+}
+
+/* ---- backpressure: the side written to is full, stop reading the other
+ * one until it drains ---- */
+
+static void on_up_drained(struct bufferevent *bev, void *arg)
+{
+	(void)bev;
+	relay *r = arg;
+	if (!r->closing) {
+		bufferevent_enable(r->down, EV_READ);
+		pump_body(r);
+	}
+}
+
+static void on_down_drained(struct bufferevent *bev, void *arg)
+{
+	(void)bev;
+	relay *r = arg;
+	if (r->closing) {
+		on_down_flushed(bev, arg);
+		return;
+	}
+	if (r->up != NULL) {
+		bufferevent_enable(r->up, EV_READ);
+		pump_resp(r);
+	}
+}
+
+static bool full(struct bufferevent *bev)
+{
+	return evbuffer_get_length(bufferevent_get_output(bev)) >=
+	       GW_HIGH_WATER;
+}
+
+/* Write one decoded piece re-framed: chunked gets a chunk of its own. */
+static void put_framed(struct evbuffer *out, enum al_http_body framing,
+		       const char *data, size_t len)
+{
+	if (len == 0)
+		return;
+	if (framing == AL_HTTP_BODY_CHUNKED) {
+		char head[AL_HTTPBODY_CHUNK_HEAD_MAX];
+		size_t hl = al_httpbody_chunk_head(len, head);
+		evbuffer_add(out, head, hl);
+		evbuffer_add(out, data, len);
+		evbuffer_add(out, "\r\n", 2);
+	} else {
+		evbuffer_add(out, data, len);
+	}
+}
+
+/* Decode what in holds (one step) and write it to out re-framed, the
+ * last chunk too when the body ends: the decoder's AL_AGAIN, 0 or -1. */
+static int forward_step(struct evbuffer *in, struct evbuffer *out,
+			al_httpbody *b, enum al_http_body framing, al_err *err)
+{
+	size_t len = evbuffer_get_length(in);
+	if (len > RELAY_STEP)
+		len = RELAY_STEP;
+	const char *p = (const char *)evbuffer_pullup(in, (ev_ssize_t)len);
+	size_t used = 0, dlen = 0;
+	const char *data = NULL;
+	int rc = al_httpbody_feed(b, p, len, &used, &data, &dlen, err);
+	if (rc < 0)
+		return -1;
+	put_framed(out, framing, data, dlen);
+	evbuffer_drain(in, used);
+	if (rc == 0 && framing == AL_HTTP_BODY_CHUNKED)
+		evbuffer_add(out, AL_HTTPBODY_LAST_CHUNK,
+			     strlen(AL_HTTPBODY_LAST_CHUNK));
+	return rc;
+}
+
+/* ---- the request ---- */
+
+static void response_done(relay *r)
+{
+	bool reuse = !r->close_after && r->resp.keep_alive && r->up != NULL &&
+		     evbuffer_get_length(bufferevent_get_input(r->up)) == 0;
+	al_http_req_free(&r->req);
+	r->in_request = false;
+	al_http_resp_free(&r->resp);
+	r->have_resp = false;
+	if (!reuse)
+		up_drop(r);
+	if (r->close_after) {
+		relay_close(r);
+		return;
+	}
+	al_http_req_parser_init(&r->hp, r->tls);
+	r->head_deadline_ms = al_now_ms() + GW_HEAD_TIMEOUT_MS;
+	bufferevent_enable(r->down, EV_READ);
+	try_head(r); /* a pipelined request may be waiting */
+}
+
+/* The response head, parsed and re-serialised for the guest: 0, or -1
+ * when the relay is done with (answered or cut). */
+static int resp_head(relay *r, struct evbuffer *in, struct evbuffer *out)
+{
+	al_err err;
+	size_t len = evbuffer_get_length(in);
+	if (len > AL_HTTP_RESP_HEAD_MAX + 4)
+		len = AL_HTTP_RESP_HEAD_MAX + 4;
+	const char *p = (const char *)evbuffer_pullup(in, (ev_ssize_t)len);
+	size_t head_len;
+	int rc = al_http_resp_parse(&r->rp, p, len, &r->req, &r->resp,
+				    &head_len, &err);
+	if (rc == AL_AGAIN)
+		return AL_AGAIN;
+	if (rc < 0) {
+		gw_note(r->g, "%s: upstream response: %s", r->name, err.msg);
+		respond(r, 502, "upstream response refused");
+		return -1;
+	}
+	evbuffer_drain(in, head_len);
+	if (r->resp.interim) {
+		al_http_resp_free(&r->resp);
+		al_http_resp_parser_init(&r->rp);
+		return 0;
+	}
+	r->have_resp = true;
+	if (!r->req_done || !r->req.keep_alive || !r->resp.keep_alive ||
+	    r->resp.body == AL_HTTP_BODY_CLOSE)
+		r->close_after = true;
+	size_t hl;
+	char *head = al_http_resp_serialize(&r->resp, r->close_after, &hl,
+					    &err);
+	if (head == NULL) {
+		respond(r, 502, "upstream response refused");
+		return -1;
+	}
+	evbuffer_add(out, head, hl);
+	free(head);
+	al_httpbody_init(&r->respb, r->resp.body, r->resp.content_length);
+	if (r->resp.body == AL_HTTP_BODY_NONE || al_httpbody_done(&r->respb)) {
+		response_done(r);
+		return -1;
+	}
+	return 0;
+}
+
+static void pump_resp(relay *r)
+{
+	struct evbuffer *in = bufferevent_get_input(r->up);
+	struct evbuffer *out = bufferevent_get_output(r->down);
+	al_err err;
+	while (!r->dead && !r->closing && r->in_request &&
+	       evbuffer_get_length(in) > 0) {
+		if (!r->have_resp) {
+			if (resp_head(r, in, out) != 0)
+				return;
+			continue;
+		}
+		int rc = forward_step(in, out, &r->respb, r->resp.body, &err);
+		if (rc < 0) {
+			/* Part of the response is with the guest already:
+			 * cut the connection, it cannot end cleanly. */
+			gw_note(r->g, "%s: upstream body: %s", r->name,
+				err.msg);
+			relay_kill(r);
+			return;
+		}
+		if (rc == 0) {
+			response_done(r);
+			return;
+		}
+		if (full(r->down)) {
+			bufferevent_disable(r->up, EV_READ);
+			return;
+		}
+	}
+}
+
+static void pump_body(relay *r)
+{
+	if (!r->in_request || r->req_done || r->up == NULL || r->closing ||
+	    r->dead)
+		return;
+	struct evbuffer *in = bufferevent_get_input(r->down);
+	struct evbuffer *out = bufferevent_get_output(r->up);
+	al_err err;
+	while (evbuffer_get_length(in) > 0) {
+		if (full(r->up)) {
+			bufferevent_disable(r->down, EV_READ);
+			return;
+		}
+		int rc = forward_step(in, out, &r->reqb, r->req.body, &err);
+		if (rc < 0) {
+			if (r->have_resp) {
+				relay_kill(r);
+				return;
+			}
+			respond(r, 400, err.msg);
+			return;
+		}
+		if (rc == 0) {
+			r->req_done = true;
+			return;
+		}
+	}
+}
+
+static void send_head(relay *r)
+{
+	al_err err;
+	size_t len;
+	char *head = al_http_req_serialize(&r->req, !r->req.keep_alive, &len,
+					   &err);
+	if (head == NULL) {
+		respond(r, 400, err.msg);
+		return;
+	}
+	evbuffer_add(bufferevent_get_output(r->up), head, len);
+	free(head);
+	al_http_resp_parser_init(&r->rp);
+	bufferevent_enable(r->up, EV_READ | EV_WRITE);
+	pump_body(r);
+	pump_resp(r);
+}
+
+static void on_up_read(struct bufferevent *bev, void *arg)
+{
+	(void)bev;
+	relay *r = arg;
+	touch(r);
+	if (!r->in_request) {
+		/* Bytes nobody asked for: the upstream is out of step. */
+		up_drop(r);
+		return;
+	}
+	pump_resp(r);
+}
+
+static void on_up_event(struct bufferevent *bev, short what, void *arg)
+{
+	(void)bev;
+	relay *r = arg;
+	if (!(what & (BEV_EVENT_EOF | BEV_EVENT_ERROR | BEV_EVENT_TIMEOUT)))
+		return;
+	if (!r->in_request) {
+		up_drop(r); /* a kept upstream went away while idle */
+		return;
+	}
+	/* What is still buffered first: a CLOSE body ends at EOF. */
+	pump_resp(r);
+	if (r->closing || !r->in_request)
+		return;
+	al_err err;
+	if (r->have_resp && (what & BEV_EVENT_EOF) &&
+	    al_httpbody_eof(&r->respb, &err) == 0) {
+		up_drop(r);
+		response_done(r);
+		return;
+	}
+	up_drop(r);
+	if (!r->have_resp) {
+		respond(r, 502, "upstream closed before answering");
+		return;
+	}
+	relay_kill(r); /* the response was cut short */
+}
+
+static void on_dialled(void *arg, struct bufferevent *bev, const char *error)
+{
+	relay *r = arg;
+	r->dial = NULL;
+	if (bev == NULL) {
+		gw_note(r->g, "%s:%u: %s", r->name, r->port, error);
+		respond(r, 502, error);
+		return;
+	}
+	r->up = bev;
+	struct timeval idle = {GW_IDLE_TIMEOUT_MS / 1000, 0};
+	bufferevent_set_timeouts(bev, &idle, &idle);
+	bufferevent_setwatermark(bev, EV_READ, 0, GW_HIGH_WATER);
+	bufferevent_setwatermark(bev, EV_WRITE, GW_HIGH_WATER / 2, 0);
+	bufferevent_setcb(bev, on_up_read, on_up_drained, on_up_event, r);
+	send_head(r);
+}
+
+/* A head is in: bind it to the connection's name, ask the policy. */
+static void on_request(relay *r)
+{
+	gw *g = r->g;
+	al_http_req *q = &r->req;
+	r->head_deadline_ms = 0;
+	char why[AL_POLICY_REASON_MAX];
+	if (strcmp(q->host, r->name) != 0 || q->port != r->port) {
+		snprintf(why, sizeof why, "Host is not the destination %.90s",
+			 r->name);
+		gw_log(g, false, why, r->proto, q->host, q->port, q->method,
+		       q->path);
+		respond(r, 403, "Host is not the destination");
+		return;
+	}
+	if (!gw_decide(g, r->proto, r->name, r->port, q->method, q->path,
+		       why)) {
+		gw_log(g, false, why, r->proto, r->name, r->port, q->method,
+		       q->path);
+		respond(r, 403, why);
+		return;
+	}
+	gw_log(g, true, why, r->proto, r->name, r->port, q->method, q->path);
+	if (q->expect_continue) {
+		al_err err;
+		size_t len;
+		char *cont = al_http_own_response(100, NULL, false, &len, &err);
+		if (cont != NULL)
+			evbuffer_add(bufferevent_get_output(r->down), cont,
+				     len);
+		free(cont);
+	}
+	al_httpbody_init(&r->reqb, q->body, q->content_length);
+	r->req_done = q->body == AL_HTTP_BODY_NONE ||
+		      al_httpbody_done(&r->reqb);
+	r->close_after = false;
+	if (r->up != NULL) {
+		send_head(r);
+		return;
+	}
+	r->dial = gw_dial_start(g, r->name, r->port, r->proto, r->tls,
+				on_dialled, r);
+	if (r->dial == NULL)
+		respond(r, 502, "too many upstream lookups");
+}
+
+static void try_head(relay *r)
+{
+	if (r->in_request || r->closing || !r->handshaken)
+		return;
+	struct evbuffer *in = bufferevent_get_input(r->down);
+	size_t len = evbuffer_get_length(in);
+	if (len == 0)
+		return;
+	if (len > AL_HTTP_REQ_HEAD_MAX + 4)
+		len = AL_HTTP_REQ_HEAD_MAX + 4;
+	const char *p = (const char *)evbuffer_pullup(in, (ev_ssize_t)len);
+	size_t head_len;
+	al_err err;
+	int rc = al_http_req_parse(&r->hp, p, len, &r->req, &head_len, &err);
+	if (rc == AL_AGAIN)
+		return;
+	if (rc < 0) {
+		gw_log(r->g, false, err.msg, r->proto, r->name, r->port, NULL,
+		       NULL);
+		respond(r, r->hp.status, err.msg);
+		return;
+	}
+	evbuffer_drain(in, head_len);
+	r->in_request = true;
+	on_request(r);
+}
+
+static void on_down_read(struct bufferevent *bev, void *arg)
+{
+	(void)bev;
+	relay *r = arg;
+	touch(r);
+	if (r->in_request)
+		pump_body(r);
+	else
+		try_head(r);
+}
+
+static void on_down_event(struct bufferevent *bev, short what, void *arg)
+{
+	relay *r = arg;
+	if (what & BEV_EVENT_CONNECTED) {
+		/* TLS is up: the servername callback has already refused a
+		 * foreign SNI; an SNI that is not a valid name at all is
+		 * refused here. */
+		SSL *ssl = bufferevent_openssl_get_ssl(bev);
+		const char *sent =
+			SSL_get_servername(ssl, TLSEXT_NAMETYPE_host_name);
+		const char *sni = al_gw_tls_server_sni(ssl);
+		if ((sent != NULL && sni == NULL) ||
+		    (sni != NULL && strcmp(sni, r->name) != 0)) {
+			gw_log(r->g, false, "SNI is not the destination",
+			       r->proto, sent != NULL ? sent : "", r->port,
+			       NULL, NULL);
+			relay_kill(r);
+			return;
+		}
+		r->handshaken = true;
+		touch(r);
+		try_head(r);
+		return;
+	}
+	if (!(what & (BEV_EVENT_EOF | BEV_EVENT_ERROR | BEV_EVENT_TIMEOUT)))
+		return;
+	if (r->tls && !r->handshaken) {
+		SSL *ssl = bufferevent_openssl_get_ssl(bev);
+		const char *why = al_gw_tls_server_refusal(ssl);
+		if (why != NULL && why[0] != '\0') {
+			const char *sent = SSL_get_servername(
+				ssl, TLSEXT_NAMETYPE_host_name);
+			gw_log(r->g, false, why, r->proto,
+			       sent != NULL ? sent : r->name, r->port, NULL,
+			       NULL);
+		}
+	}
+	relay_kill(r);
+}
+
+static void on_tick(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	relay *r = arg;
+	int64_t now = al_now_ms();
+	if (r->head_deadline_ms != 0 && now > r->head_deadline_ms &&
+	    !r->in_request && !r->closing) {
+		if (r->handshaken &&
+		    evbuffer_get_length(bufferevent_get_input(r->down)) > 0) {
+			respond(r, 408, "request head too slow");
+			return;
+		}
+		relay_kill(r);
+		return;
+	}
+	if (now - r->last_ms > GW_IDLE_TIMEOUT_MS)
+		relay_kill(r);
+}
+
+void gw_relay_start(gw *g, int fd, const char *name, unsigned port)
+{
+	relay *r = calloc(1, sizeof *r);
+	if (r == NULL) {
+		close(fd);
+		gw_proxy_conn_closed(g);
+		return;
+	}
+	r->g = g;
+	snprintf(r->name, sizeof r->name, "%s", name);
+	r->port = port;
+	r->tls = port == 443;
+	r->proto = r->tls ? AL_EGRESS_HTTPS : AL_EGRESS_HTTP;
+	al_err err;
+	if (r->tls) {
+		SSL *ssl = SSL_new(al_gw_tls_server_ctx(g->tls));
+		if (ssl == NULL ||
+		    al_gw_tls_server_expect(g->tls, ssl, name, &err) < 0) {
+			gw_note(g, "%s: no leaf: %s", name,
+				ssl == NULL ? "SSL_new" : err.msg);
+			SSL_free(ssl);
+			close(fd);
+			free(r);
+			gw_proxy_conn_closed(g);
+			return;
+		}
+		r->down = bufferevent_openssl_socket_new(
+			g->base, fd, ssl, BUFFEREVENT_SSL_ACCEPTING,
+			BEV_OPT_CLOSE_ON_FREE);
+	} else {
+		r->down = bufferevent_socket_new(g->base, fd,
+						 BEV_OPT_CLOSE_ON_FREE);
+		r->handshaken = true;
+	}
+	r->tick = event_new(g->base, -1, EV_PERSIST, on_tick, r);
+	r->reaper = event_new(g->base, -1, 0, on_reap, r);
+	if (r->down == NULL || r->tick == NULL || r->reaper == NULL) {
+		if (r->down == NULL)
+			close(fd);
+		destroy(r);
+		return;
+	}
+	struct timeval second = {1, 0};
+	event_add(r->tick, &second);
+	touch(r);
+	r->head_deadline_ms = r->last_ms + GW_HEAD_TIMEOUT_MS;
+	al_http_req_parser_init(&r->hp, r->tls);
+	bufferevent_setwatermark(r->down, EV_READ, 0, GW_HIGH_WATER);
+	bufferevent_setwatermark(r->down, EV_WRITE, GW_HIGH_WATER / 2, 0);
+	bufferevent_setcb(r->down, on_down_read, on_down_drained, on_down_event,
+			  r);
+	bufferevent_enable(r->down, EV_READ | EV_WRITE);
+}

@@ -1,0 +1,132 @@
+/* splice: TCP pass-through of a name:port the policy allowed (ports
+ * other than 80 and 443). The upstream is dialled by name like any other
+ * (dial.c: the gateway's resolver, every address classified); bytes are
+ * copied both ways unchanged, at most GW_HIGH_WATER queued per direction
+ * (the other side is not read meanwhile); a side's EOF is passed on as a
+ * shutdown once what it sent is delivered; idle for GW_IDLE_TIMEOUT_MS:
+ * closed. */
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/event.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "agentproto.h"
+#include "dial.h"
+#include "gw.h"
+
+typedef struct splice {
+	gw *g;
+	struct bufferevent *down, *up;
+	gw_dial *dial;
+	bool down_eof, up_eof;
+} splice;
+
+static void destroy(splice *s)
+{
+	gw_dial_cancel(s->dial);
+	if (s->up != NULL)
+		bufferevent_free(s->up);
+	if (s->down != NULL)
+		bufferevent_free(s->down);
+	gw_proxy_conn_closed(s->g);
+	free(s);
+}
+
+static struct bufferevent *other(splice *s, struct bufferevent *b)
+{
+	return b == s->down ? s->up : s->down;
+}
+
+static void on_read(struct bufferevent *b, void *arg)
+{
+	splice *s = arg;
+	struct bufferevent *to = other(s, b);
+	struct evbuffer *out = bufferevent_get_output(to);
+	evbuffer_add_buffer(out, bufferevent_get_input(b));
+	if (evbuffer_get_length(out) >= GW_HIGH_WATER)
+		bufferevent_disable(b, EV_READ);
+}
+
+/* to drained below the low mark: read its peer again; after an EOF,
+ * pass it on once everything is out. */
+static void on_write(struct bufferevent *to, void *arg)
+{
+	splice *s = arg;
+	struct bufferevent *from = other(s, to);
+	bool from_eof = from == s->down ? s->down_eof : s->up_eof;
+	if (!from_eof) {
+		bufferevent_enable(from, EV_READ);
+		return;
+	}
+	if (evbuffer_get_length(bufferevent_get_output(to)) == 0) {
+		shutdown(bufferevent_getfd(to), SHUT_WR);
+		if (s->down_eof && s->up_eof)
+			destroy(s);
+	}
+}
+
+static void on_event(struct bufferevent *b, short what, void *arg)
+{
+	splice *s = arg;
+	if (what & (BEV_EVENT_ERROR | BEV_EVENT_TIMEOUT)) {
+		destroy(s);
+		return;
+	}
+	if (!(what & BEV_EVENT_EOF))
+		return;
+	if (b == s->down)
+		s->down_eof = true;
+	else
+		s->up_eof = true;
+	struct bufferevent *to = other(s, b);
+	bufferevent_setwatermark(to, EV_WRITE, 0, 0);
+	on_write(to, s);
+}
+
+static void on_dialled(void *arg, struct bufferevent *bev, const char *error)
+{
+	splice *s = arg;
+	s->dial = NULL;
+	if (bev == NULL) {
+		gw_note(s->g, "pass-through: %s", error);
+		destroy(s);
+		return;
+	}
+	s->up = bev;
+	struct timeval idle = {GW_IDLE_TIMEOUT_MS / 1000, 0};
+	struct bufferevent *both[2] = {s->down, s->up};
+	for (int i = 0; i < 2; i++) {
+		bufferevent_set_timeouts(both[i], &idle, &idle);
+		bufferevent_setwatermark(both[i], EV_WRITE, GW_HIGH_WATER / 2,
+					 0);
+		bufferevent_setcb(both[i], on_read, on_write, on_event, s);
+		bufferevent_enable(both[i], EV_READ | EV_WRITE);
+	}
+	/* What the guest sent while the dial went on. */
+	on_read(s->down, s);
+}
+
+void gw_splice_start(gw *g, int fd, const char *name, unsigned port)
+{
+	splice *s = calloc(1, sizeof *s);
+	if (s == NULL) {
+		close(fd);
+		gw_proxy_conn_closed(g);
+		return;
+	}
+	s->g = g;
+	s->down = bufferevent_socket_new(g->base, fd, BEV_OPT_CLOSE_ON_FREE);
+	if (s->down == NULL) {
+		close(fd);
+		destroy(s);
+		return;
+	}
+	/* Nothing is read from the guest until the upstream is there. */
+	bufferevent_setwatermark(s->down, EV_READ, 0, GW_HIGH_WATER);
+	s->dial = gw_dial_start(g, name, port, AL_EGRESS_TCP, false, on_dialled,
+				s);
+	if (s->dial == NULL)
+		destroy(s);
+}

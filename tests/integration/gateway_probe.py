@@ -1,0 +1,111 @@
+"""Runs inside a slot's guest namespace for test_gateway.py: several
+requests on ONE kept-alive connection through the gateway.
+
+    gateway_probe.py SCHEME NAME CA HOST...
+    gateway_probe.py raw SCHEME NAME CA PAYLOAD   (\\r\\n escapes)
+    gateway_probe.py time SCHEME NAME CA N        (N requests, timed)
+
+Connects to NAME (resolved through the guest's resolver: the gateway),
+port 443 with TLS verified by CA (SNI NAME) or port 80, then for each
+HOST sends "GET /echo HTTP/1.1" with that Host and reads the answer. A
+HOST "wait" reads one line from stdin first (the test changes the
+gateway's config meanwhile) and sends nothing. Prints one JSON line per
+request: {"host": h, "status": N, "body": "..."} or {"host": h,
+"closed": true} when the gateway closed the connection instead. raw
+sends PAYLOAD as it is and prints the answer's status (or closed);
+time prints the per-request latencies' p50 and p99 in microseconds."""
+import json
+import socket
+import ssl
+import sys
+import time
+
+
+def read_response(f):
+    line = f.readline()
+    if not line:
+        return None
+    status = int(line.split()[1])
+    length = 0
+    while True:
+        h = f.readline()
+        if h in (b"\r\n", b""):
+            break
+        k, _, v = h.decode().partition(":")
+        if k.strip().lower() == "content-length":
+            length = int(v.strip())
+    body = f.read(length) if length else b""
+    return status, body.decode(errors="replace")
+
+
+def connect(scheme, name, ca):
+    port = 443 if scheme == "https" else 80
+    raw = socket.create_connection((name, port), timeout=20)
+    if scheme != "https":
+        return raw
+    ctx = ssl.create_default_context(cafile=ca)
+    return ctx.wrap_socket(raw, server_hostname=name)
+
+
+def send_raw(scheme, name, ca, payload):
+    conn = connect(scheme, name, ca)
+    conn.sendall(payload.encode("latin-1").decode("unicode_escape")
+                 .encode("latin-1"))
+    try:
+        r = read_response(conn.makefile("rb"))
+    except (OSError, ssl.SSLError):
+        r = None
+    out = {"closed": True} if r is None else {"status": r[0], "body": r[1]}
+    sys.stdout.write(json.dumps(out) + "\n")
+
+
+def timed(scheme, name, ca, n):
+    conn = connect(scheme, name, ca)
+    f = conn.makefile("rb")
+    req = ("GET /echo HTTP/1.1\r\nHost: %s\r\n\r\n" % name).encode()
+    took = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        conn.sendall(req)
+        r = read_response(f)
+        took.append(time.perf_counter() - t0)
+        assert r is not None and r[0] == 200, r
+    took.sort()
+    sys.stdout.write(json.dumps({
+        "p50_us": round(took[len(took) // 2] * 1e6),
+        "p99_us": round(took[int(len(took) * 0.99) - 1] * 1e6)}) + "\n")
+
+
+def main():
+    if sys.argv[1] == "raw":
+        send_raw(*sys.argv[2:6])
+        return
+    if sys.argv[1] == "time":
+        timed(sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5]))
+        return
+    scheme, name, ca, hosts = sys.argv[1], sys.argv[2], sys.argv[3], \
+        sys.argv[4:]
+    conn = connect(scheme, name, ca)
+    f = conn.makefile("rb")
+    for host in hosts:
+        if host == "wait":
+            sys.stdout.write(json.dumps({"waiting": True}) + "\n")
+            sys.stdout.flush()
+            sys.stdin.readline()
+            continue
+        try:
+            conn.sendall(("GET /echo HTTP/1.1\r\nHost: %s\r\n\r\n" %
+                          host).encode())
+            r = read_response(f)
+        except (OSError, ssl.SSLError):
+            r = None
+        out = {"host": host, "closed": True} if r is None else \
+            {"host": host, "status": r[0], "body": r[1]}
+        sys.stdout.write(json.dumps(out) + "\n")
+        sys.stdout.flush()
+        if r is None:
+            break
+
+
+if __name__ == "__main__":
+    main()

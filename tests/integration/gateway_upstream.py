@@ -1,0 +1,167 @@
+"""The upstream world of test_gateway.py, run inside a network namespace
+the test made (nothing here listens anywhere else):
+
+    gateway_upstream.py ADDR CERT KEY NAMES_JSON
+
+- DNS on ADDR:53 (UDP): A records from NAMES_JSON {"name": "ip"}; any
+  other name NXDOMAIN; every question is printed as {"dns": name};
+- HTTP on ADDR:80 and HTTPS on ADDR:443 (CERT/KEY, a leaf of the test's
+  own CA with every name as a SAN, so one address serves them all, as a
+  CDN would): keep-alive HTTP/1.1; the answer to GET /echo tells which
+  Host it got and which headers, the answer to POST /echo the body; every
+  request is printed as {"http": host, "path": p, "tls": bool};
+- a TCP echo service on ADDR:7000 (what a pass-through reaches).
+Prints {"ready": true} once all listen."""
+import json
+import socket
+import ssl
+import struct
+import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+
+def log(obj):
+    sys.stdout.write(json.dumps(obj) + "\n")
+    sys.stdout.flush()
+
+
+def dns_answer(msg, names):
+    if len(msg) < 12:
+        return None
+    qid, flags, qd = struct.unpack("!HHH", msg[:6])
+    if qd != 1:
+        return None
+    i, labels = 12, []
+    while i < len(msg) and msg[i] != 0:
+        n = msg[i]
+        labels.append(msg[i + 1:i + 1 + n].decode("ascii", "replace"))
+        i += 1 + n
+    question = msg[12:i + 5]
+    qtype = struct.unpack("!H", msg[i + 1:i + 3])[0]
+    name = ".".join(labels).lower()
+    log({"dns": name, "type": qtype})
+    ip = names.get(name)
+    rcode = 0 if ip is not None else 3
+    an = 1 if ip is not None and qtype == 1 else 0
+    head = struct.pack("!HHHHHH", qid, 0x8180 | rcode, 1, an, 0, 0)
+    body = question
+    if an:
+        body += struct.pack("!HHHIH", 0xC00C, 1, 1, 30, 4)
+        body += socket.inet_aton(ip)
+    return head + body
+
+
+def serve_dns(addr, names):
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.bind((addr, 53))
+    while True:
+        msg, peer = s.recvfrom(4096)
+        out = dns_answer(msg, names)
+        if out is not None:
+            s.sendto(out, peer)
+
+
+def serve_echo(addr):
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.bind((addr, 7000))
+    s.listen(16)
+    while True:
+        c, _ = s.accept()
+        threading.Thread(target=echo, args=(c,), daemon=True).start()
+
+
+def echo(c):
+    with c:
+        while True:
+            b = c.recv(65536)
+            if not b:
+                return
+            c.sendall(b)
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *args):
+        pass
+
+    def setup(self):
+        super().setup()
+        # Head and body are two writes: no Nagle wait between them.
+        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+    def answer(self, body):
+        log({"http": self.headers.get("Host"), "path": self.path,
+             "tls": isinstance(self.connection, ssl.SSLSocket),
+             "method": self.command})
+        data = body.encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "text/plain")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def do_GET(self):
+        if self.path.startswith("/big/"):
+            n = int(self.path.split("/")[2])
+            log({"http": self.headers.get("Host"), "path": self.path})
+            self.send_response(200)
+            self.send_header("Content-Length", str(n))
+            self.end_headers()
+            chunk = b"x" * 65536
+            while n > 0:
+                self.wfile.write(chunk[:min(n, len(chunk))])
+                n -= min(n, len(chunk))
+            return
+        if self.path == "/chunked":
+            log({"http": self.headers.get("Host"), "path": self.path})
+            self.send_response(200)
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            for part in (b"chunk-one ", b"chunk-two"):
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(part), part))
+            self.wfile.write(b"0\r\n\r\n")
+            return
+        self.answer("hello %s %s\n" % (self.headers.get("Host"),
+                                       self.path))
+
+    def do_POST(self):
+        if self.headers.get("Transfer-Encoding") == "chunked":
+            body, chunks = b"", 0
+            while True:
+                n = int(self.rfile.readline().split(b";")[0], 16)
+                if n == 0:
+                    self.rfile.readline()
+                    break
+                body += self.rfile.read(n)
+                self.rfile.readline()
+                chunks += 1
+            self.answer("posted chunked %d: %s\n" % (len(body),
+                                                      body.decode()))
+            return
+        n = int(self.headers.get("Content-Length", "0"))
+        body = self.rfile.read(n).decode()
+        self.answer("posted %d: %s\n" % (n, body))
+
+
+def main():
+    addr, cert, key, names = sys.argv[1], sys.argv[2], sys.argv[3], \
+        json.loads(sys.argv[4])
+    threading.Thread(target=serve_dns, args=(addr, names),
+                     daemon=True).start()
+    threading.Thread(target=serve_echo, args=(addr,), daemon=True).start()
+    plain = ThreadingHTTPServer((addr, 80), Handler)
+    tls = ThreadingHTTPServer((addr, 443), Handler)
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(cert, key)
+    tls.socket = ctx.wrap_socket(tls.socket, server_side=True)
+    for srv in (plain, tls):
+        threading.Thread(target=srv.serve_forever, daemon=True).start()
+    log({"ready": True})
+    threading.Event().wait()
+
+
+if __name__ == "__main__":
+    main()
