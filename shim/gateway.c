@@ -15,13 +15,15 @@
 #include "shim.h"
 
 /* What the gateway gets of the shim's environment (the gateway process
- * contract), and nothing else. */
+ * contract), and nothing else. AIRLOCK_STATE and AIRLOCK_POLICIES come
+ * from the shim's configuration, their defaults resolved. */
 static const char *const gw_env_names[] = {
-	"AIRLOCK_STATE",	"AIRLOCK_POLICIES",
-	"AIRLOCK_UPSTREAM_DNS", "AIRLOCK_UPSTREAM_HOSTS",
-	"AIRLOCK_UPSTREAM_CA",	"AIRLOCK_UPSTREAM_ALLOW_CIDRS",
+	"AIRLOCK_UPSTREAM_DNS",
+	"AIRLOCK_UPSTREAM_HOSTS",
+	"AIRLOCK_UPSTREAM_CA",
+	"AIRLOCK_UPSTREAM_ALLOW_CIDRS",
 };
-#define GW_ENV_N (sizeof gw_env_names / sizeof gw_env_names[0])
+#define GW_ENV_N (2 + sizeof gw_env_names / sizeof gw_env_names[0])
 
 void shim_gwproc_init(shim_gwproc *g)
 {
@@ -63,11 +65,16 @@ static void launch(shim *s)
 	char *env[GW_ENV_N + 1];
 	size_t ne = 0;
 	for (size_t i = 0; i < GW_ENV_N; i++) {
-		const char *v = getenv(gw_env_names[i]);
+		const char *name = i == 0   ? "AIRLOCK_STATE"
+				   : i == 1 ? "AIRLOCK_POLICIES"
+					    : gw_env_names[i - 2];
+		const char *v = i == 0	 ? s->cfg.state_dir
+				: i == 1 ? s->cfg.policies_dir
+					 : getenv(name);
 		if (v == NULL)
 			continue;
-		int w = snprintf(envbuf[ne], sizeof envbuf[ne], "%s=%s",
-				 gw_env_names[i], v);
+		int w = snprintf(envbuf[ne], sizeof envbuf[ne], "%s=%s", name,
+				 v);
 		if (w > 0 && (size_t)w < sizeof envbuf[ne]) {
 			env[ne] = envbuf[ne];
 			ne++;

@@ -8,7 +8,9 @@ removes the slot of a shim that was killed.
 
 The gateway's side is played by the test: a UDP listener in the slot's
 namespace on the gateway's address, port 53 (where the gateway's DNS
-socket will be). Every address is inside the slot: nothing leaves the
+socket is), on a private stack whose shims find no gateway program
+(AIRLOCK_GATEWAY names none: they keep retrying, and the guest has no
+egress meanwhile). Every address is inside the slot: nothing leaves the
 namespaces the stack made."""
 import os
 import re
@@ -19,13 +21,34 @@ import subprocess
 import time
 
 import pytest
+import requests
 
-from conftest import TIMEOUT, exec_json, shim_of
+from conftest import TIMEOUT, exec_json, running_stack, shim_of
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0,
                                 reason="network slots need root")
 
-POOL = "10.200.0.0/16"
+
+
+@pytest.fixture(scope="module")
+def stack():
+    yield from running_stack(
+        env={"AIRLOCK_GATEWAY": "/nonexistent/airlock-gateway"},
+        prefix="airlock-it-net-")
+
+
+@pytest.fixture(scope="module")
+def api(stack):
+    s = requests.Session()
+    s.headers["Authorization"] = f"Bearer {stack.key}"
+    s.base = stack.base
+    return s
+
+
+@pytest.fixture(scope="module")
+def info(api):
+    r = api.get(api.base + "/v1/info", timeout=TIMEOUT)
+    return r.json() if r.status_code == 200 else None
 
 
 def sh(api, sid, script, **kw):
