@@ -1,13 +1,13 @@
 #!/usr/bin/env python3
 """Create latency of one stack: COUNT creates of template minimal, one
 after the other, each deleted (untimed) before the next; p50/p90 of the
-POST as a client sees it. bench/netcreate.sh runs it on a stack whose
-sandboxes get a network slot and on one whose sandboxes do not
-(AIRLOCK_NET_DEFAULT=none), the issue's "create latency with a network
-beside without" (goal: +<= 3 ms p50).
+POST as a client sees it. --network none creates them with
+"network":{"mode":"none"} (no slot, no gateway), the default with a
+network slot and gateway: the issue's "create latency with a network
+beside without" (goal: +<= 3 ms p50). bench/netcreate.sh runs both.
 
 usage: netcreate.py --url URL --key-file FILE --label L [--driver ns]
-                    [--count 40] [--pause 0.3]"""
+                    [--network on|none] [--count 40] [--pause 0.3]"""
 import time
 
 import stack
@@ -18,17 +18,20 @@ def main():
     ap = stack.parser(__doc__, state=False)
     ap.add_argument("--label", required=True)
     ap.add_argument("--driver", default="ns")
+    ap.add_argument("--network", choices=("on", "none"), default="on")
     ap.add_argument("--count", type=int, default=40)
     # Between creates: the warm pool and the ready slots refill, as they
     # would between a client's creates.
     ap.add_argument("--pause", type=float, default=0.3)
     args = stack.parse(ap)
     api = args.api
+    body = {"template": "minimal", "driver": args.driver}
+    if args.network == "none":
+        body["network"] = {"mode": "none"}
     times = []
     for i in range(args.count + 3):
         t0 = time.monotonic()
-        r = api.request("POST", "/v1/sandboxes",
-                        {"template": "minimal", "driver": args.driver})
+        r = api.request("POST", "/v1/sandboxes", body)
         ms = (time.monotonic() - t0) * 1000
         assert r.status_code == 201, f"create: {r.status_code} {r.text}"
         if i >= 3:  # the first ones warm the stack's caches

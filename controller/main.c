@@ -540,9 +540,11 @@ static uint32_t recent_by_kind[2];
 /* Ready network slots: at least NET_READY_MIN of a kind (a standby
  * start or a cold create takes one each), up to NET_READY_MAX while
  * creates come; NET_PREPARES_PER_TICK prepares (4 to 8 ms each) a tick
- * at most, so the tick stays short. */
+ * at most, so the tick stays short. Not more: every ready ns slot is two
+ * mounts in the host's mount namespace, which each jail's clone copies,
+ * and a burst past them costs its creates one prepare each. */
 #define NET_READY_MIN 4
-#define NET_READY_MAX 64
+#define NET_READY_MAX 16
 #define NET_PREPARES_PER_TICK 8
 
 static void refill_net(al_netpool *p)

@@ -131,7 +131,9 @@ int shim_gwproc_begin(shim *s, const al_netslot *slot, al_err *err)
 		return -1;
 	g->on = 1;
 	g->backoff_ms = SHIM_GW_BACKOFF_MIN_MS;
-	launch(s);
+	/* Off the create's path: the relay's first turn starts it, once
+	 * the starter has its answer. */
+	g->next_start_ms = al_now_ms();
 	return 0;
 }
 

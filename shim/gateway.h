@@ -50,9 +50,10 @@ typedef struct shim_gwproc {
 struct shim;
 
 void shim_gwproc_init(shim_gwproc *g);
-/* The sandbox's gateway on slot: the uid taken, the first start tried
- * (a failed start is logged and retried, as a death is). -1 when no
- * uid can be had (the start fails). */
+/* The sandbox's gateway on slot: the uid taken, the first start due at
+ * the relay's next turn (after the create is answered; a failed start
+ * is logged and retried, as a death is). -1 when no uid can be had
+ * (the start fails). */
 int shim_gwproc_begin(struct shim *s, const al_netslot *slot, al_err *err);
 int shim_gwproc_poll(struct shim *s, struct pollfd *pfd, int *who, int n);
 void shim_gwproc_event(struct shim *s, short revents);

@@ -19,10 +19,6 @@
 #include "net/pool.h"
 #include "sandbox.h"
 
-/* Operators may make "none" (loopback only) the default mode of
- * sandboxes whose "network" names no mode. */
-#define SHIM_NET_DEFAULT_ENV "AIRLOCK_NET_DEFAULT"
-
 typedef struct shim_net {
 	al_netpool pool;
 	int pool_open;
@@ -33,7 +29,7 @@ typedef struct shim_net {
 
 void shim_net_init(shim_net *n);
 /* 1 when sandbox sb gets a network slot, 0 for mode "none" (its
- * "network", else SHIM_NET_DEFAULT_ENV). */
+ * "network"; allowlist when it names none). */
 int shim_net_wanted(const al_sandbox *sb);
 /* Lease a slot of kind (al_netslot_kind) for the sandbox, preparing one
  * when none is ready. */
