@@ -211,6 +211,27 @@ static int resolv_write(uint32_t gateway)
 	return rc;
 }
 
+static int link_up(int s, struct ifreq *ifr, const char **step)
+{
+	*step = "bringing it up";
+	int rc = ioctl(s, SIOCGIFFLAGS, ifr);
+	ifr->ifr_flags |= IFF_UP | IFF_RUNNING;
+	return rc == 0 ? ioctl(s, SIOCSIFFLAGS, ifr) : rc;
+}
+
+int al_nic_up(const char *name, const char **step)
+{
+	struct ifreq ifr;
+	int s = nic_socket(name, &ifr, step);
+	if (s < 0)
+		return -1;
+	int rc = link_up(s, &ifr, step);
+	int e = errno;
+	close(s);
+	errno = e;
+	return rc;
+}
+
 int al_nic_net_apply(const char *name, const al_nic_net *n, const char **step)
 {
 	if (!n->on)
@@ -227,13 +248,8 @@ int al_nic_net_apply(const char *name, const al_nic_net *n, const char **step)
 		sin_set(&ifr.ifr_netmask, ~0u << (32 - n->prefix));
 		rc = ioctl(s, SIOCSIFNETMASK, &ifr);
 	}
-	if (rc == 0) {
-		*step = "bringing it up";
-		rc = ioctl(s, SIOCGIFFLAGS, &ifr);
-		ifr.ifr_flags |= IFF_UP | IFF_RUNNING;
-		if (rc == 0)
-			rc = ioctl(s, SIOCSIFFLAGS, &ifr);
-	}
+	if (rc == 0)
+		rc = link_up(s, &ifr, step);
 	if (rc == 0) {
 		*step = "adding the default route";
 		struct rtentry rt;

@@ -36,6 +36,9 @@ bool al_nic_net_parse(const char *s, al_nic_net *n);
  * "none". -1 with errno, *step naming what failed. */
 int al_nic_net_apply(const char *name, const al_nic_net *n, const char **step);
 
+/* Interface name up (the init's lo). -1 with errno and *step. */
+int al_nic_up(const char *name, const char **step);
+
 /* Give interface name the MAC with its link down (taken down and brought
  * back up if something raised it) and read it back. -1 with errno, and
  * *step naming what failed. */

@@ -519,6 +519,10 @@ int main(void)
 	if (sethostname("airlock", 7) < 0)
 		logmsg("sethostname: %s", strerror(errno));
 	find_nic();
+	/* Loopback, as every machine has it (mode "none" has only it). */
+	const char *step;
+	if (al_nic_up("lo", &step) < 0)
+		logmsg("%s of lo: %s", step, strerror(errno));
 	char port[64];
 	find_port(port, sizeof port);
 	if (access(agent, X_OK) < 0)
