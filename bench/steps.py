@@ -51,6 +51,9 @@ def main(argv):
             if m is None or (driver and m.group(2) != driver):
                 continue
             kind = "cold start" if m.group(1) == "sandbox" else "standby boot"
+            # Network mode "none": no slot, told apart from the rest.
+            if "(no network)" in m.group(4):
+                kind += ", no network"
             s = series.setdefault((m.group(2), kind),
                                   {"total": [], "steps": {}})
             s["total"].append(float(m.group(3)))

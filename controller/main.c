@@ -33,6 +33,11 @@
  *     vm standbys per template at the least are kept ready, so that a
  *     create claims one instead of starting cold; up to the _MAX
  *     variables while creates come (core/warmpool.h);
+ *   - network slots (core/net/pool.h): enough ready of each kind for
+ *     the creates and standby starts to come, sized like the warm pool
+ *     from the create rate, prepared here off every create's path;
+ *     reconcile removes the slots of shims that died; at stop the ready
+ *     ones are removed;
  *   - a thread serves STATE/run/mint.sock: TLS leaves for the sandboxes'
  *     gateways, signed with the host CA (controller/mint.h).
  * Exit codes: 0 ok, 100 usage, 111 temporary failure (database down). */
@@ -56,6 +61,7 @@
 #include "gw/ca.h"
 #include "log.h"
 #include "mint.h"
+#include "net/pool.h"
 #include "reap.h"
 #include "sandbox.h"
 #include "shimctl.h"
@@ -528,6 +534,54 @@ static uint32_t recent_creates(const al_sandbox_creates *c, int n,
 	return 0;
 }
 
+/* Creates per driver (ns, vm) in the warm pool's window: the ready
+ * network slots follow them. */
+static uint32_t recent_by_kind[2];
+
+/* Ready network slots: at least NET_READY_MIN of a kind (a standby
+ * start or a cold create takes one each), up to NET_READY_MAX while
+ * creates come; NET_PREPARES_PER_TICK prepares (4 to 8 ms each) a tick
+ * at most, so the tick stays short. Not more: every ready ns slot is two
+ * mounts in the host's mount namespace, which each jail's clone copies,
+ * and a burst past them costs its creates one prepare each. */
+#define NET_READY_MIN 4
+#define NET_READY_MAX 16
+#define NET_PREPARES_PER_TICK 8
+
+static void refill_net(al_netpool *p)
+{
+	for (int kind = AL_NETSLOT_NS; kind <= AL_NETSLOT_VM; kind++) {
+		uint32_t target = al_warmpool_target(NET_READY_MIN,
+						     NET_READY_MAX,
+						     recent_by_kind[kind]);
+		uint32_t start, extra;
+		al_warmpool_plan(al_netpool_ready(p, (al_netslot_kind)kind),
+				 target, NET_PREPARES_PER_TICK, &start, &extra);
+		for (uint32_t i = 0; i < start && !stop_requested; i++) {
+			al_err err = {0};
+			if (al_netpool_prepare(p, (al_netslot_kind)kind, &err) <
+			    0) {
+				al_warn("network slots (%s): %s",
+					al_netslot_kind_name((al_netslot_kind)
+								     kind),
+					err.msg);
+				break;
+			}
+		}
+	}
+}
+
+static void reconcile_net(al_netpool *p)
+{
+	unsigned cleaned = 0;
+	al_err err = {0};
+	if (al_netpool_reconcile(p, &cleaned, &err) < 0)
+		al_warn("network slots: %s", err.msg);
+	if (cleaned > 0)
+		al_info("network slots: removed %u left by ended shims",
+			cleaned);
+}
+
 /* Keep the configured standbys ready for each template and driver, so a
  * create is a claim rather than a cold start. */
 static void refill_pool(const al_config *cfg, al_db *db)
@@ -578,6 +632,13 @@ static void refill_pool(const al_config *cfg, al_db *db)
 			nrates = 0;
 		}
 		rates_at = al_now_ms();
+		recent_by_kind[AL_NETSLOT_NS] = recent_by_kind[AL_NETSLOT_VM] =
+			0;
+		for (int i = 0; i < nrates; i++)
+			recent_by_kind[strcmp(rates[i].driver, "vm") == 0
+					       ? AL_NETSLOT_VM
+					       : AL_NETSLOT_NS] +=
+				rates[i].creates;
 	}
 	/* Spare snapshots follow every driver's creates. */
 	static char names[64][64];
@@ -711,6 +772,13 @@ int main(int argc, char **argv)
 	if (watch < 0)
 		al_warn("spool: %s (scanning each tick only)", err.msg);
 
+	/* Without it, shims prepare their sandboxes' slots themselves (and
+	 * fail the start where they cannot either). */
+	static al_netpool netpool;
+	int net_ok = al_netpool_open(&netpool, cfg.state_dir, NULL, &err) == 0;
+	if (!net_ok)
+		al_warn("network slots: %s", err.msg);
+
 	/* The pool is looked at every tick so a claimed standby is replaced
 	 * at once; expiry and reconcile run on slower clocks. */
 	int64_t last_expire = 0, last_reconcile = 0;
@@ -735,11 +803,15 @@ int main(int argc, char **argv)
 			reconcile_builds(db);
 			al_reap_standbys(&cfg, NULL);
 			reconcile_pool(&cfg, db);
+			if (net_ok)
+				reconcile_net(&netpool);
 			al_vmmem_prune(vmmem);
 			ctl_egress_retain(&cfg, db);
 			last_reconcile = now;
 		}
 		refill_pool(&cfg, db);
+		if (net_ok && !once)
+			refill_net(&netpool);
 		if (once)
 			break;
 		struct pollfd p = {.fd = watch, .events = POLLIN};
@@ -748,6 +820,12 @@ int main(int argc, char **argv)
 	if (watch >= 0)
 		close(watch);
 	spares_stop();
+	if (net_ok && !once) {
+		/* Leased slots stay with their sandboxes; ready ones are
+		 * nobody's once no controller keeps them. */
+		al_netpool_drain(&netpool, AL_NETSLOT_NS);
+		al_netpool_drain(&netpool, AL_NETSLOT_VM);
+	}
 	al_vmmem_stop(vmmem);
 	al_mintd_stop(mintd);
 	al_ca_close(ca);

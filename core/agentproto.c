@@ -617,6 +617,95 @@ int al_disk_grow_unpack(const void *payload, size_t len, al_disk_grow *out,
 	return 0;
 }
 
+char *al_vm_identity_pack(const al_vm_identity *m, al_err *err)
+{
+	json_object *o = json_object_new_object();
+	if (o != NULL) {
+		json_object_object_add(o, "hostname",
+				       json_object_new_string(m->hostname));
+		json_object_object_add(o, "entropy",
+				       json_object_new_string(m->entropy));
+		json_object_object_add(o, "time_ms",
+				       json_object_new_int64(m->time_ms));
+		if (m->mac[0] != '\0')
+			json_object_object_add(o, "mac",
+					       json_object_new_string(m->mac));
+		if (m->net[0] != '\0')
+			json_object_object_add(o, "net",
+					       json_object_new_string(m->net));
+	}
+	return pack(o, err);
+}
+
+/* String field key of o into out (room outlen with its NUL): 0, or -1
+ * with e set (wrong type, too long, or absent when required). */
+static int get_str_into(json_object *o, const char *key, int required,
+			char *out, size_t outlen, al_err *e)
+{
+	size_t n = 0;
+	const char *v = get_str(o, key, &n, e);
+	if (v == NULL && e->code == AL_OK && required)
+		al_err_set(e, AL_EINVAL, 0, "field \"%s\" is required", key);
+	else if (v != NULL && n >= outlen)
+		al_err_set(e, AL_EINVAL, 0, "field \"%s\" is too long", key);
+	else if (v != NULL && n == 0)
+		al_err_set(e, AL_EINVAL, 0, "field \"%s\" is empty", key);
+	if (e->code != AL_OK)
+		return -1;
+	out[0] = '\0';
+	if (v != NULL)
+		memcpy(out, v, n + 1);
+	return 0;
+}
+
+int al_vm_identity_unpack(const void *payload, size_t len, al_vm_identity *out,
+			  al_err *err)
+{
+	static const char *const fields[] = {"hostname", "entropy", "time_ms",
+					     "mac", "net"};
+	al_err e = {0};
+	memset(out, 0, sizeof *out);
+	json_object *o = unpack(payload, len, "identity", err);
+	if (o == NULL)
+		return -1;
+	json_object_object_foreach(o, key, val)
+	{
+		(void)val;
+		size_t i = 0;
+		while (i < sizeof fields / sizeof *fields &&
+		       strcmp(key, fields[i]) != 0)
+			i++;
+		if (i == sizeof fields / sizeof *fields) {
+			al_err_set(&e, AL_EINVAL, 0,
+				   "unknown field in IDENTITY");
+			break;
+		}
+	}
+	json_object *t = NULL;
+	if (e.code == AL_OK &&
+	    get_str_into(o, "hostname", 1, out->hostname, sizeof out->hostname,
+			 &e) == 0 &&
+	    get_str_into(o, "entropy", 1, out->entropy, sizeof out->entropy,
+			 &e) == 0 &&
+	    get_str_into(o, "mac", 0, out->mac, sizeof out->mac, &e) == 0 &&
+	    get_str_into(o, "net", 0, out->net, sizeof out->net, &e) == 0) {
+		/* Up to the year 9999: anything later is not a clock. */
+		if (!json_object_object_get_ex(o, "time_ms", &t) ||
+		    !json_object_is_type(t, json_type_int) ||
+		    (out->time_ms = json_object_get_int64(t)) <= 0 ||
+		    out->time_ms > 253402300799999LL)
+			al_err_set(&e, AL_EINVAL, 0,
+				   "time_ms must be unix milliseconds");
+	}
+	json_object_put(o);
+	if (e.code != AL_OK) {
+		explicit_bzero(out, sizeof *out);
+		*err = e;
+		return -1;
+	}
+	return 0;
+}
+
 static json_object *exec_object(const al_exec_msg *m)
 {
 	json_object *o = json_object_new_object();

@@ -253,6 +253,25 @@ char *al_disk_grow_pack(const char *path, uint64_t bytes, al_err *err);
 int al_disk_grow_unpack(const void *payload, size_t len, al_disk_grow *out,
 			al_err *err);
 
+/* IDENTITY (vm): what a restored or claimed machine becomes. Unpack
+ * checks the shape (known fields, types, lengths, time_ms a unix ms
+ * before the year 10000); the agent checks each value's form before
+ * it applies any. mac and net are optional ("" when absent; present,
+ * neither may be empty, nor may any string); net is
+ * the NIC's network in the GO line's form ("a.b.c.d/len,gateway" or
+ * "none", guest/nic.h). */
+typedef struct al_vm_identity {
+	char hostname[64];
+	char entropy[65]; /* 64 lowercase hex */
+	int64_t time_ms;
+	char mac[18];
+	char net[40];
+} al_vm_identity;
+
+char *al_vm_identity_pack(const al_vm_identity *m, al_err *err);
+int al_vm_identity_unpack(const void *payload, size_t len, al_vm_identity *out,
+			  al_err *err);
+
 /* EXEC request. Unpack fills the pointers into root, which it owns;
  * pack only reads them (root unused). */
 #define AL_EXEC_ARGS_MAX 4096

@@ -12,6 +12,8 @@
 
 #include "err.h"
 
+struct al_netslot;
+
 typedef struct al_limits {
 	uint64_t memory_bytes; /* hard limit incl. page cache; 0 = default */
 	uint32_t pids_max;     /* processes + threads */
@@ -25,6 +27,12 @@ typedef struct al_sandbox_spec {
 	const char *hostname; /* set in the uts namespace */
 	const char *agent;    /* path of the agent inside rootfs */
 	al_limits limits;
+	/* The sandbox's network slot (core/net/slot.h), of the driver's
+	 * net_kind, held by the caller for the machine's life; NULL:
+	 * loopback only (network mode "none"). ns: the jail joins the
+	 * slot's guest namespace; vm: QEMU's NIC gets the slot's tap and
+	 * the guest its address. */
+	const struct al_netslot *net;
 } al_sandbox_spec;
 
 /* One named step of a start and what it took, for the shim's timing
@@ -57,6 +65,10 @@ typedef struct al_driver {
 	 * and QEMU's translated code are cold), so the shim runs one before
 	 * it offers the standby, off the claim's path. */
 	int warm_up;
+	/* The al_netslot_kind (core/net/slot.h) of the slot its sandboxes
+	 * get: AL_NETSLOT_NS (a namespace to join) or AL_NETSLOT_VM (a
+	 * tap). */
+	int net_kind;
 	/* Start the machine and its agent; on success h->agent_fd is
 	 * connected to the agent (which will send HELLO). Everything created
 	 * is released again on failure. */
@@ -67,7 +79,8 @@ typedef struct al_driver {
 	int (*stop)(al_driver_handle *h, al_err *err);
 	/* Give a running standby machine (a warm pool entry) the identity
 	 * of the sandbox that claims it: id (resource names), hostname and
-	 * limits from spec; rootfs and agent are unchanged. */
+	 * limits from spec; rootfs, agent and network slot are unchanged
+	 * (a vm's slot takes the sandbox's MAC). */
 	int (*adopt)(al_driver_handle *h, const al_sandbox_spec *spec,
 		     al_err *err);
 	/* Make the machine's own disk as big as bytes, the sandbox's disk

@@ -65,6 +65,7 @@
 #include "cleanup.h"
 #include "config.h"
 #include "log.h"
+#include "net/slot.h"
 #include "sysfilter.h"
 #include "uidrange.h"
 
@@ -83,9 +84,12 @@
 /* From clone to the agent's exec; a healthy start takes milliseconds. */
 #define NS_START_TIMEOUT_MS 10000
 
+/* Plus CLONE_NEWNET for a sandbox without a network slot (loopback
+ * only); one with a slot joins the slot's guest namespace instead. */
 #define NS_CLONE_FLAGS                                                         \
-	(CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWUTS | CLONE_NEWIPC |            \
-	 CLONE_NEWNET)
+	(CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWUTS | CLONE_NEWIPC)
+/* "nameserver 255.255.255.255\n" */
+#define NS_RESOLV_MAX 32
 
 typedef struct ns_priv {
 	int pidfd;	 /* the init, immune to pid reuse after it is reaped */
@@ -117,6 +121,9 @@ typedef struct child_args {
 	int agent_fd;	      /* child end of the agent socketpair */
 	int tree_fd;   /* the rootfs, idmapped, detached: mounted over rootfs */
 	int userns_fd; /* the sandbox's user namespace, entered last */
+	int netns_fd;  /* the slot's guest namespace, or -1: a new one */
+	const char *resolv; /* /etc/resolv.conf to write, or NULL */
+	size_t resolv_len;
 	const int *cgroup_fds; /* al_cgroup_join_open's */
 	int ncgroup_fds;
 	const struct sock_fprog *filter;
@@ -288,6 +295,11 @@ __attribute__((noreturn)) static int child_entry(void *arg)
 	 * from the first instruction of the agent on. */
 	if (al_cgroup_join(a->cgroup_fds, a->ncgroup_fds) < 0)
 		child_fail(sync_fd, "join the sandbox's cgroups");
+	/* Into the slot's guest namespace while still host root: host root
+	 * made it, so it stays the host's and root inside holds no
+	 * capability over it (nor over its eth0, address and route). */
+	if (a->netns_fd >= 0 && setns(a->netns_fd, CLONE_NEWNET) < 0)
+		child_fail(sync_fd, "join the network slot's namespace");
 	clock_gettime(CLOCK_MONOTONIC, &marks.t[MARK_JOINED]);
 
 	if (setsid() < 0)
@@ -402,6 +414,23 @@ __attribute__((noreturn)) static int child_entry(void *arg)
 	if (syscall(SYS_setresgid, 0, 0, 0) < 0 ||
 	    syscall(SYS_setresuid, 0, 0, 0) < 0)
 		child_fail(sync_fd, "become root of the user namespace");
+	/* The gateway is the only resolver the slot lets through. Written
+	 * as the sandbox's root (its rootfs is an idmapped mount of its own
+	 * snapshot, never the template): what is there goes first, a
+	 * symlink included, and the new file is resolved inside the new
+	 * root only. */
+	if (a->resolv != NULL) {
+		if (unlink("/etc/resolv.conf") < 0 && errno != ENOENT)
+			child_fail(sync_fd, "remove /etc/resolv.conf");
+		int rfd = open("/etc/resolv.conf",
+			       O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW |
+				       O_CLOEXEC,
+			       0644);
+		if (rfd < 0 || write(rfd, a->resolv, a->resolv_len) !=
+				       (ssize_t)a->resolv_len)
+			child_fail(sync_fd, "write /etc/resolv.conf");
+		close(rfd);
+	}
 	/* The range is held by the parent's lock: nothing of the sandbox
 	 * may outlive it. Set after the uid change, which clears it. */
 	if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0)
@@ -809,7 +838,18 @@ static int ns_start(const al_sandbox_spec *spec, al_driver_handle *h,
 		goto fail;
 	}
 
+	char resolv[NS_RESOLV_MAX];
+	int resolv_len = 0;
+	if (spec->net != NULL) {
+		char gw[AL_NET_ADDR_STRLEN];
+		al_net_addr_format(spec->net->addr.gateway, gw);
+		resolv_len = snprintf(resolv, sizeof resolv, "nameserver %s\n",
+				      gw);
+	}
 	child_args args = {
+		.netns_fd = spec->net != NULL ? spec->net->guest_fd : -1,
+		.resolv = spec->net != NULL ? resolv : NULL,
+		.resolv_len = (size_t)resolv_len,
 		.rootfs = spec->rootfs,
 		.hostname = spec->hostname,
 		.agent = spec->agent,
@@ -845,8 +885,8 @@ static int ns_start(const al_sandbox_spec *spec, al_driver_handle *h,
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
 	pid = clone(child_entry, (char *)stack + NS_CHILD_STACK,
-		    NS_CLONE_FLAGS | CLONE_VM | CLONE_VFORK | CLONE_PIDFD |
-			    SIGCHLD,
+		    NS_CLONE_FLAGS | (spec->net != NULL ? 0 : CLONE_NEWNET) |
+			    CLONE_VM | CLONE_VFORK | CLONE_PIDFD | SIGCHLD,
 		    &args, &pidfd);
 	int clone_errno = errno;
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
@@ -1044,6 +1084,7 @@ static int ns_adopt(al_driver_handle *h, const al_sandbox_spec *spec,
 
 const al_driver al_driver_ns = {
 	.adopt = ns_adopt,
+	.net_kind = AL_NETSLOT_NS,
 	.name = "ns",
 	.init_name = "init",
 	.start = ns_start,

@@ -272,49 +272,37 @@ static int hexval(char c)
 /* IDENTITY: a machine restored from a template snapshot, or a warm
  * standby being claimed, takes the sandbox's hostname, fresh entropy,
  * the host's clock and, when "mac" is given (the vm driver always sends
- * it; the ns driver never does), its NIC's MAC. Everything is validated
- * before anything is applied; the first privileged call that fails ends
- * it with ERROR (forbidden in a jail, where none of this is allowed). */
+ * it; the ns driver never does), its NIC's MAC, and then, when "net" is
+ * given, the NIC's network again (the MAC change took the link down,
+ * which dropped its default route). Everything is validated before
+ * anything is applied; the first privileged call that fails ends it
+ * with ERROR (forbidden in a jail, where none of this is allowed). */
 static void identity(agent *a, const al_frame *f)
 {
-	static const char *const fields[] = {"hostname", "entropy", "time_ms",
-					     "mac"};
 	al_err err;
 	if (agent_req_find(a, f->id) != NULL) {
 		al_warn("ignoring IDENTITY for live request %u", f->id);
 		return;
 	}
-	json_object *o = agent_parse_obj(f, &err);
-	if (o == NULL) {
+	al_vm_identity id;
+	uint8_t seed[32], mac[6];
+	al_nic_net net = {0};
+	if (al_vm_identity_unpack(f->payload, f->len, &id, &err) < 0) {
 		agent_send_err(a, f->id, &err);
 		return;
 	}
-	const char *host = NULL, *hex = NULL, *mac_s = NULL;
-	uint8_t seed[32], mac[6];
-	int64_t ms = 0;
-	json_object_object_foreach(o, key, val)
-	{
-		(void)val;
-		size_t i;
-		for (i = 0; i < sizeof fields / sizeof *fields; i++)
-			if (strcmp(key, fields[i]) == 0)
-				break;
-		if (i == sizeof fields / sizeof *fields) {
-			al_err_set(&err, AL_EINVAL, 0,
-				   "unknown field in IDENTITY");
-			goto bad;
-		}
-	}
-	if (agent_get_str(o, "hostname", true, &host, &err) < 0 ||
-	    agent_get_str(o, "entropy", true, &hex, &err) < 0 ||
-	    agent_get_str(o, "mac", false, &mac_s, &err) < 0)
-		goto bad;
-	if (mac_s != NULL && !al_nic_mac_parse(mac_s, mac)) {
+	if (id.mac[0] != '\0' && !al_nic_mac_parse(id.mac, mac)) {
 		al_err_set(
 			&err, AL_EINVAL, 0,
 			"mac must be a unicast xx:xx:xx:xx:xx:xx, lowercase");
 		goto bad;
 	}
+	if (id.net[0] != '\0' && !al_nic_net_parse(id.net, &net)) {
+		al_err_set(&err, AL_EINVAL, 0,
+			   "net must be \"a.b.c.d/len,gateway\" or \"none\"");
+		goto bad;
+	}
+	const char *host = id.hostname;
 	size_t hl = strlen(host);
 	bool host_ok = hl >= 1 && hl <= 63 && host[0] != '-';
 	for (size_t i = 0; host_ok && i < hl; i++)
@@ -325,13 +313,14 @@ static void identity(agent *a, const al_frame *f)
 			   "hostname must be 1-63 of [a-z0-9-]");
 		goto bad;
 	}
-	if (strlen(hex) != 2 * sizeof seed) {
+	if (strlen(id.entropy) != 2 * sizeof seed) {
 		al_err_set(&err, AL_EINVAL, 0,
 			   "entropy must be 64 lowercase hex digits");
 		goto bad;
 	}
 	for (size_t i = 0; i < sizeof seed; i++) {
-		int hi = hexval(hex[2 * i]), lo = hexval(hex[2 * i + 1]);
+		int hi = hexval(id.entropy[2 * i]),
+		    lo = hexval(id.entropy[2 * i + 1]);
 		if (hi < 0 || lo < 0) {
 			al_err_set(&err, AL_EINVAL, 0,
 				   "entropy must be 64 lowercase hex digits");
@@ -339,31 +328,26 @@ static void identity(agent *a, const al_frame *f)
 		}
 		seed[i] = (uint8_t)(hi << 4 | lo);
 	}
-	json_object *t = NULL;
-	/* Up to the year 9999: anything later is not a clock. */
-	if (!json_object_object_get_ex(o, "time_ms", &t) ||
-	    !json_object_is_type(t, json_type_int) ||
-	    (ms = json_object_get_int64(t)) <= 0 || ms > 253402300799999LL) {
-		al_err_set(&err, AL_EINVAL, 0,
-			   "time_ms must be unix milliseconds");
-		goto bad;
-	}
 
-	struct timespec ts = {.tv_sec = ms / 1000,
-			      .tv_nsec = (ms % 1000) * 1000000L};
+	struct timespec ts = {.tv_sec = id.time_ms / 1000,
+			      .tv_nsec = (id.time_ms % 1000) * 1000000L};
 	/* The MAC first: it is the one change that can fail for want of a
 	 * device rather than of privilege, and then nothing else changed. */
 	const char *what = "setting the MAC";
 	int rc = 0;
-	if (mac_s != NULL) {
-		char nic[IF_NAMESIZE];
-		const char *step;
+	char nic[IF_NAMESIZE];
+	if (id.mac[0] != '\0' || net.on) {
 		if (!al_nic_find(nic)) {
 			errno = ENODEV;
 			rc = -1;
-		} else {
-			rc = al_nic_set_mac(nic, mac, &step);
 		}
+	}
+	const char *step;
+	if (rc == 0 && id.mac[0] != '\0')
+		rc = al_nic_set_mac(nic, mac, &step);
+	if (rc == 0 && net.on) {
+		what = "configuring the network";
+		rc = al_nic_net_apply(nic, &net, &step);
 	}
 	if (rc == 0) {
 		what = "clock_settime";
@@ -390,19 +374,18 @@ static void identity(agent *a, const al_frame *f)
 		rc = sethostname(host, hl);
 	}
 	explicit_bzero(seed, sizeof seed);
+	explicit_bzero(&id, sizeof id);
 	if (rc < 0) {
 		int e = errno;
 		agent_send_error(a, f->id, agent_code_from_errno(e), "%s: %s",
 				 what, strerror(e));
-		json_object_put(o);
 		return;
 	}
-	json_object_put(o);
 	agent_send(a, AL_F_RESULT, f->id, "{}", 2);
 	return;
 bad:
 	explicit_bzero(seed, sizeof seed);
-	json_object_put(o);
+	explicit_bzero(&id, sizeof id);
 	agent_send_err(a, f->id, &err);
 }
 

@@ -18,6 +18,27 @@ bool al_nic_mac_parse(const char *s, uint8_t mac[6]);
  * without udev the kernel calls it eth0). */
 bool al_nic_find(char name[IF_NAMESIZE]);
 
+/* The NIC's network as the host gives it (GO line, IDENTITY "net"):
+ * "a.b.c.d/len,g.g.g.g" (the sandbox's address and prefix, 8..30, and
+ * its gateway, another host of the same prefix), or "none": no network,
+ * the NIC stays down. Addresses in host order. */
+#define AL_NIC_NET_STRLEN 40
+typedef struct al_nic_net {
+	bool on;
+	uint32_t addr, gateway;
+	int prefix;
+} al_nic_net;
+bool al_nic_net_parse(const char *s, al_nic_net *n);
+
+/* Interface name up with n's address, a default route via the gateway
+ * (again: taking the link down for a MAC change drops it) and
+ * /etc/resolv.conf naming the gateway, its only resolver. Nothing for
+ * "none". -1 with errno, *step naming what failed. */
+int al_nic_net_apply(const char *name, const al_nic_net *n, const char **step);
+
+/* Interface name up (the init's lo). -1 with errno and *step. */
+int al_nic_up(const char *name, const char **step);
+
 /* Give interface name the MAC with its link down (taken down and brought
  * back up if something raised it) and read it back. -1 with errno, and
  * *step naming what failed. */

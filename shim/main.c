@@ -140,6 +140,9 @@ void shim_teardown(shim *s, al_event ev, const char *detail)
 			al_warn("sandbox %s: stop: %s", s->sb.id, err.msg);
 		s->started = 0;
 	}
+	/* After the machine: nothing of the sandbox uses the slot now. */
+	shim_gwproc_end(s);
+	shim_net_release(&s->net);
 	if (s->rootfs[0] != '\0') {
 		if (al_store_subvol_delete(s->rootfs, &err) < 0)
 			al_warn("sandbox %s: %s", s->sb.id, err.msg);
@@ -253,6 +256,9 @@ static int start_machine(shim *s, const char *name, const char *tmpl_name,
 	if (limit_disk(s, limits->disk_bytes, err) < 0)
 		return -1;
 	start_ms.snapshot = al_now_ms();
+	if (shim_net_wanted(&s->sb) &&
+	    shim_net_lease(&s->net, &s->cfg, s->driver->net_kind, err) < 0)
+		return -1;
 
 	al_sandbox_spec spec = {
 		.id = name,
@@ -260,6 +266,7 @@ static int start_machine(shim *s, const char *name, const char *tmpl_name,
 		.hostname = name,
 		.agent = "/sbin/airlock-agent",
 		.limits = *limits,
+		.net = shim_net_slot(&s->net),
 	};
 	if (s->driver->start(&spec, &s->h, err) < 0)
 		return -1;
@@ -316,6 +323,11 @@ static int go_live(shim *s, char **ready, al_err *err)
 	write_pid_file(s);
 	*ready = ready_report(s, err);
 	if (*ready == NULL)
+		return -1;
+	/* Its gateway, now that it is a sandbox (a standby has none to
+	 * configure it for): the launch returns once it has exec'd. */
+	const al_netslot *slot = shim_net_slot(&s->net);
+	if (slot != NULL && shim_gwproc_begin(s, slot, err) < 0)
 		return -1;
 	start_ms.ready = al_now_ms();
 	return 0;
@@ -410,7 +422,8 @@ int shim_claim(shim *s, const void *payload, size_t len, char **result,
 	if (sb.id[0] == '\0' || has_boot || sb.limits.disk_bytes == 0 ||
 	    strcmp(sb.template_name, s->sb.template_name) != 0 ||
 	    sb.template_version != s->sb.template_version ||
-	    strcmp(sb.driver, s->sb.driver) != 0) {
+	    strcmp(sb.driver, s->sb.driver) != 0 ||
+	    !shim_net_fits(&s->net, &sb)) {
 		al_err_set(err, AL_EINVAL, 0,
 			   "the claim does not fit this standby");
 		al_sandbox_free_fields(&sb);
@@ -451,6 +464,7 @@ int shim_claim(shim *s, const void *payload, size_t len, char **result,
 		.hostname = id,
 		.agent = "/sbin/airlock-agent",
 		.limits = s->sb.limits,
+		.net = shim_net_slot(&s->net),
 	};
 	int64_t t = now_us();
 	if (s->driver->adopt(&s->h, &spec, err) < 0 ||
@@ -545,6 +559,8 @@ int main(int argc, char **argv)
 	shim_netctl_init(&s);
 	s.h.agent_fd = -1;
 	s.next_agent_id = 1;
+	shim_net_init(&s.net);
+	shim_gwproc_init(&s.gwproc);
 	snprintf(s.sb.id, sizeof s.sb.id, "%s", id != NULL ? id : standby);
 	for (int i = 0; i < SHIM_MAX_CLIENTS; i++)
 		s.clients[i].fd = -1;
@@ -606,16 +622,17 @@ int main(int argc, char **argv)
 	free(ready);
 	if (ready_fd >= 0)
 		close(ready_fd);
-	char steps[512];
+	char steps[512], net[64];
 	driver_steps(&s.h, steps, sizeof steps);
+	shim_net_step(&s.net, net, sizeof net);
 	al_info("%s %s running (driver %s, init pid %d) in %lld ms: "
-		"spec %lld, snapshot %lld (qgroup %.3f), driver %lld%s, "
+		"spec %lld, snapshot %lld (qgroup %.3f)%s, driver %lld%s, "
 		"agent %lld, disk grow %.2f, listen %lld",
 		s.standby ? "standby" : "sandbox", s.sb.id, s.driver->name,
 		(int)s.h.init_pid, (long long)(start_ms.ready - start_ms.t0),
 		(long long)(start_ms.spec - start_ms.t0),
 		(long long)(start_ms.snapshot - start_ms.spec),
-		(double)start_ms.qgroup_us / 1000.0,
+		(double)start_ms.qgroup_us / 1000.0, net,
 		(long long)(start_ms.driver - start_ms.snapshot), steps,
 		(long long)(start_ms.hello - start_ms.driver),
 		(double)start_ms.grow_us / 1000.0,

@@ -615,8 +615,10 @@ int shim_relay_turn(shim *s, int timeout_ms, al_event *ev, char *detail,
 		    size_t dlen)
 {
 	unsigned char busy[SHIM_MAX_CLIENTS];
-	struct pollfd pfd[4 + SHIM_MAX_CLIENTS + SHIM_STREAM_POLL_MAX];
-	int who[4 + SHIM_MAX_CLIENTS + SHIM_STREAM_POLL_MAX];
+	struct pollfd pfd[4 + SHIM_MAX_CLIENTS + SHIM_STREAM_POLL_MAX +
+			  SHIM_GWPROC_POLL_MAX];
+	int who[4 + SHIM_MAX_CLIENTS + SHIM_STREAM_POLL_MAX +
+		SHIM_GWPROC_POLL_MAX];
 
 	flush_all(s);
 	int n = 0;
@@ -643,10 +645,14 @@ int shim_relay_turn(shim *s, int timeout_ms, al_event *ev, char *detail,
 	}
 	n = shim_streams_poll(s, pfd, who, n);
 	n = shim_netctl_poll(s, pfd, who, n);
+	n = shim_gwproc_poll(s, pfd, who, n);
 	int timer = shim_streams_timeout(s, al_now_ms());
 	if (timer >= 0 && (timeout_ms < 0 || timer < timeout_ms))
 		timeout_ms = timer;
 	timer = shim_netctl_timeout(s, al_now_ms());
+	if (timer >= 0 && (timeout_ms < 0 || timer < timeout_ms))
+		timeout_ms = timer;
+	timer = shim_gwproc_timeout(s, al_now_ms());
 	if (timer >= 0 && (timeout_ms < 0 || timer < timeout_ms))
 		timeout_ms = timer;
 	if (poll(pfd, (nfds_t)n, timeout_ms) < 0) {
@@ -667,6 +673,8 @@ int shim_relay_turn(shim *s, int timeout_ms, al_event *ev, char *detail,
 			accept_clients(s);
 		} else if (who[k] == SHIM_WHO_GW) {
 			shim_netctl_event(s, pfd[k].revents);
+		} else if (who[k] == SHIM_WHO_GWPROC) {
+			shim_gwproc_event(s, pfd[k].revents);
 		} else if (who[k] == SHIM_WHO_HTTP_LISTEN ||
 			   who[k] >= SHIM_WHO_STREAM) {
 			shim_streams_event(s, who[k], pfd[k].revents);
@@ -691,6 +699,7 @@ int shim_relay_turn(shim *s, int timeout_ms, al_event *ev, char *detail,
 	}
 	shim_streams_tick(s, al_now_ms());
 	shim_netctl_tick(s, al_now_ms());
+	shim_gwproc_tick(s, al_now_ms());
 	return s->stopping;
 }
 

@@ -13,6 +13,8 @@
 #include "agentproto.h"
 #include "config.h"
 #include "driver.h"
+#include "gateway.h"
+#include "net.h"
 #include "sandbox.h"
 #include "sse.h"
 #include "streamhttp.h"
@@ -123,7 +125,9 @@ typedef struct shim {
 	/* Disk limit the machine's own disk was grown for (a vm's guest
 	 * filesystem): a standby takes no claim below it. */
 	uint64_t grown_for;
-	char slot[64]; /* standby name of the machine's resources */
+	char slot[64];	    /* standby name of the machine's resources */
+	shim_net net;	    /* its network slot (net.h) */
+	shim_gwproc gwproc; /* its egress gateway process (gateway.h) */
 	/* The stream socket and its tables, made at the first stream. */
 	shim_stream *streams;
 	al_streamhttp_conn *http;

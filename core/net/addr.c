@@ -65,6 +65,12 @@ void al_net_prefix_format(const al_net_prefix *p,
 		 p->len);
 }
 
+void al_net_addr_format(uint32_t addr, char out[AL_NET_ADDR_STRLEN])
+{
+	snprintf(out, AL_NET_ADDR_STRLEN, "%u.%u.%u.%u", addr >> 24,
+		 (addr >> 16) & 255, (addr >> 8) & 255, addr & 255);
+}
+
 bool al_net_prefix_contains(const al_net_prefix *p, uint32_t addr)
 {
 	return (addr & al_net_prefix_mask(p->len)) == p->addr;

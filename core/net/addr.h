@@ -21,6 +21,8 @@
 #define AL_NET_SLOTS_MAX 65536u
 /* "255.255.255.255/32" and the NUL. */
 #define AL_NET_PREFIX_STRLEN 19
+/* "255.255.255.255" and the NUL. */
+#define AL_NET_ADDR_STRLEN 16
 
 typedef struct al_net_prefix {
 	uint32_t addr; /* host order, host bits clear */
@@ -39,6 +41,8 @@ int al_net_prefix_parse(const char *text, al_net_prefix *p, al_err *err);
 void al_net_prefix_format(const al_net_prefix *p,
 			  char out[AL_NET_PREFIX_STRLEN]);
 uint32_t al_net_prefix_mask(int len);
+/* "a.b.c.d" of an address in host order. */
+void al_net_addr_format(uint32_t addr, char out[AL_NET_ADDR_STRLEN]);
 bool al_net_prefix_contains(const al_net_prefix *p, uint32_t addr);
 bool al_net_prefix_overlap(const al_net_prefix *a, const al_net_prefix *b);
 

@@ -40,6 +40,7 @@
 #include "cleanup.h"
 #include "config.h"
 #include "log.h"
+#include "net/slot.h"
 #include "vm/machine.h"
 #include "vm/mem.h"
 #include "vm/net.h"
@@ -239,9 +240,25 @@ static int vm_start(const al_sandbox_spec *spec, al_driver_handle *h,
 	}
 	al_vm_machine_init(&p->m);
 	p->disk_size = disk_size;
-	al_autofd int agent_fd = -1;
+	al_autofd int agent_fd = -1, tap_fd = -1;
 	char runlink[AL_PATH_MAX] = "";
 	int cg_made = 0;
+	uint8_t macb[6];
+	char mac[AL_VM_MAC_STRLEN], net[AL_VM_NET_STRLEN];
+	if (al_vm_mac_for_id(spec->id, macb, err) < 0)
+		goto fail;
+	al_vm_mac_format(macb, mac);
+	al_vm_net_format(spec->net, net);
+	/* The slot's rules accept the sandbox's MAC and no other; QEMU's
+	 * NIC gets the tap (mode "none": no slot, a NIC without a peer). */
+	if (spec->net != NULL) {
+		if (al_netslot_set_mac(spec->net, macb, err) < 0)
+			goto fail;
+		tap_fd = al_netslot_tap_open(spec->net, err);
+		if (tap_fd < 0)
+			goto fail;
+	}
+	l.tap_fd = tap_fd;
 	if (al_vmjail_uid_take(spec->id, &p->m.uid, err) < 0)
 		goto fail;
 	l.uid = p->m.uid.uid;
@@ -289,12 +306,7 @@ static int vm_start(const al_sandbox_spec *spec, al_driver_handle *h,
 	if (rc < 0)
 		goto fail;
 	int64_t t1 = al_now_ms();
-	uint8_t macb[6];
-	char mac[AL_VM_MAC_STRLEN];
-	if (al_vm_mac_for_id(spec->id, macb, err) < 0)
-		goto fail;
-	al_vm_mac_format(macb, mac);
-	if (al_vm_machine_go(agent_fd, spec->hostname, mac, err) < 0)
+	if (al_vm_machine_go(agent_fd, spec->hostname, mac, net, err) < 0)
 		goto fail;
 	al_info("vm %s: %s under %s in %lld ms", spec->id,
 		restore ? "restored" : "booted", al_vm_accel_name(l.accel),
@@ -437,27 +449,35 @@ static int vm_adopt(al_driver_handle *h, const al_sandbox_spec *spec,
 	/* The standby's NIC has the standby's MAC (its GO line): it takes
 	 * the sandbox's, which the API reports and the gateway expects. */
 	uint8_t macb[6];
-	char mac[AL_VM_MAC_STRLEN];
 	if (al_vm_mac_for_id(spec->id, macb, err) < 0) {
 		explicit_bzero(hex, sizeof hex);
 		return -1;
 	}
-	al_vm_mac_format(macb, mac);
+	/* The slot's rules follow the MAC first: frames with the new one
+	 * must pass once the guest uses it. */
+	if (spec->net != NULL && al_netslot_set_mac(spec->net, macb, err) < 0) {
+		explicit_bzero(hex, sizeof hex);
+		return -1;
+	}
 	struct timespec now;
 	clock_gettime(CLOCK_REALTIME, &now);
-	char body[256];
-	int n = snprintf(body, sizeof body,
-			 "{\"hostname\":\"%s\",\"entropy\":\"%s\","
-			 "\"time_ms\":%lld,\"mac\":\"%s\"}",
-			 spec->hostname, hex,
-			 (long long)now.tv_sec * 1000 + now.tv_nsec / 1000000,
-			 mac);
+	al_vm_identity id = {
+		.time_ms = (int64_t)now.tv_sec * 1000 + now.tv_nsec / 1000000,
+	};
+	snprintf(id.hostname, sizeof id.hostname, "%s", spec->hostname);
+	memcpy(id.entropy, hex, sizeof id.entropy);
 	explicit_bzero(hex, sizeof hex);
-	if (n < 0 || (size_t)n >= sizeof body)
-		return al_err_set(err, AL_EINTERNAL, 0, "identity too long");
-	int rc = agent_call(h, AL_F_IDENTITY, VM_IDENTITY_ID, body, (size_t)n,
+	al_vm_mac_format(macb, id.mac);
+	al_vm_net_format(spec->net, id.net);
+	char *body = al_vm_identity_pack(&id, err);
+	explicit_bzero(&id, sizeof id);
+	if (body == NULL)
+		return -1;
+	size_t blen = strlen(body);
+	int rc = agent_call(h, AL_F_IDENTITY, VM_IDENTITY_ID, body, blen,
 			    VM_ADOPT_TIMEOUT_MS, err);
-	explicit_bzero(body, sizeof body);
+	explicit_bzero(body, blen);
+	free(body);
 	if (rc < 0)
 		al_err_wrap(err, "adopting vm as %s", spec->id);
 	return rc;
@@ -529,6 +549,7 @@ const al_driver al_driver_vm = {
 	.start = vm_start,
 	.stop = vm_stop,
 	.adopt = vm_adopt,
+	.net_kind = AL_NETSLOT_VM,
 	.grow_disk = vm_grow_disk,
 	.pause = vm_pause,
 	.resume = vm_resume,

@@ -41,7 +41,8 @@ enum {
 	JFD_DISK = 6,	 /* the disk, read-write ... */
 	JFD_DISK_RO = 7, /* ... and read-only: QEMU's first open probes */
 	JFD_SERIAL = 8,	 /* console log file (template, probe) */
-	JFD_COUNT = 9,
+	JFD_TAP = 9,	 /* the network slot's tap (a sandbox's NIC) */
+	JFD_COUNT = 10,
 };
 #define JAIL_KERNEL "/boot/vmlinuz"
 #define JAIL_INITRD "/boot/initrd"
@@ -198,15 +199,25 @@ static int arg(vm_argv *a, const char *fmt, ...)
 	return 0;
 }
 
-/* The sandbox's NIC: virtio-net with no backend, so nothing the guest
- * sends goes anywhere until the egress gateway gives it one. Every
- * machine presents AL_VM_TEMPLATE_MAC to QEMU (template and clones must
- * match for the device state to load); the guest sets its sandbox's own
- * address (core/vm/net.h). QEMU warns "nic net0 has no peer" and runs. */
+/* The sandbox's NIC: virtio-net on the network slot's tap (given as a
+ * descriptor: QEMU opens nothing and needs no privilege for it), or
+ * with no backend at all (a template boot, a sandbox of mode "none"):
+ * QEMU warns "nic net0 has no peer" and runs. A backend is not part of
+ * the device state, so a template and its clones still match. The tap
+ * has no IFF_VNET_HDR, which QEMU probes: the device offers no
+ * offloads either way. Every machine presents AL_VM_TEMPLATE_MAC to
+ * QEMU; the guest sets its sandbox's own address (core/vm/net.h). */
 static int nic_args(vm_argv *a, const al_vm_launch *l)
 {
-	(void)l;
 	int bad = 0;
+	if (l->tap_fd > 0) {
+		bad |= arg(a, "-netdev");
+		bad |= arg(a, "tap,id=tap0,fd=%d", JFD_TAP);
+		bad |= arg(a, "-device");
+		bad |= arg(a, "virtio-net-device,id=net0,netdev=tap0,"
+			      "mac=" AL_VM_TEMPLATE_MAC);
+		return bad;
+	}
 	bad |= arg(a, "-device");
 	bad |= arg(a, "virtio-net-device,id=net0,mac=" AL_VM_TEMPLATE_MAC);
 	return bad;
@@ -469,6 +480,7 @@ static pid_t spawn_qemu(const al_vm_launch *l, int *pidfd, int *qmp_fd,
 		[JFD_DISK] = disk >= 0 ? disk : nullfd,
 		[JFD_DISK_RO] = disk_ro >= 0 ? disk_ro : nullfd,
 		[JFD_SERIAL] = serfd >= 0 ? serfd : nullfd,
+		[JFD_TAP] = l->tap_fd > 0 ? l->tap_fd : nullfd,
 	};
 	al_vmjail_file files[2];
 	size_t nfiles = 0;
@@ -560,17 +572,18 @@ int al_vm_entropy_hex(char hex[AL_VM_ENTROPY_HEX], al_err *err)
 	return 0;
 }
 
-int al_vm_machine_go(int fd, const char *hostname, const char *mac, al_err *err)
+int al_vm_machine_go(int fd, const char *hostname, const char *mac,
+		     const char *net, al_err *err)
 {
 	char hex[AL_VM_ENTROPY_HEX];
 	if (al_vm_entropy_hex(hex, err) < 0)
 		return -1;
 	struct timespec now;
 	clock_gettime(CLOCK_REALTIME, &now);
-	char line[192];
-	int n = snprintf(line, sizeof line, "GO %lld %s %s %s\n",
+	char line[256];
+	int n = snprintf(line, sizeof line, "GO %lld %s %s %s %s\n",
 			 (long long)now.tv_sec * 1000 + now.tv_nsec / 1000000,
-			 hostname, hex, mac);
+			 hostname, hex, mac, net);
 	if (n < 0 || (size_t)n >= sizeof line)
 		return al_err_set(err, AL_EINTERNAL, 0, "GO line too long");
 	ssize_t w = send(fd, line, (size_t)n, MSG_NOSIGNAL);

@@ -53,6 +53,7 @@ typedef struct al_vm_launch {
 	const char *rundir; /* QEMU's log, the jail's mount point */
 	const char *cgroup; /* leaf QEMU runs in (sandboxes), or NULL */
 	uid_t uid;	    /* QEMU's, from al_vmjail_uid_take */
+	int tap_fd; /* > 0: the NIC's tap (network slot); 0 or -1: none */
 } al_vm_launch;
 
 /* A QEMU and what it holds: its process, monitor, uid and run directory. */
@@ -101,9 +102,10 @@ int al_vm_machine_save(al_vm_machine *m, int state_fd, al_err *err);
 #define AL_VM_ENTROPY_HEX (2 * 32 + 1)
 int al_vm_entropy_hex(char hex[AL_VM_ENTROPY_HEX], al_err *err);
 /* The init's GO line (guest/init/init.c) on agent_fd: clock, hostname,
- * fresh entropy and the MAC its NIC takes ("xx:xx:xx:xx:xx:xx"). */
+ * fresh entropy, the MAC its NIC takes ("xx:xx:xx:xx:xx:xx") and its
+ * network (al_guest_net_format: "addr/prefix,gateway", or "none"). */
 int al_vm_machine_go(int agent_fd, const char *hostname, const char *mac,
-		     al_err *err);
+		     const char *net, al_err *err);
 
 /* 1 if QEMU ended within ms. */
 int al_vm_machine_exited(const al_vm_machine *m, int ms);

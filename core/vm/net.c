@@ -7,6 +7,7 @@
 #include <openssl/evp.h>
 
 #include "config.h"
+#include "net/slot.h"
 
 int al_vm_mac_for_id(const char *sandbox_id, uint8_t mac[6], al_err *err)
 {
@@ -30,4 +31,17 @@ void al_vm_mac_format(const uint8_t mac[6], char out[AL_VM_MAC_STRLEN])
 {
 	snprintf(out, AL_VM_MAC_STRLEN, "%02x:%02x:%02x:%02x:%02x:%02x", mac[0],
 		 mac[1], mac[2], mac[3], mac[4], mac[5]);
+}
+
+void al_vm_net_format(const struct al_netslot *s, char out[AL_VM_NET_STRLEN])
+{
+	if (s == NULL) {
+		snprintf(out, AL_VM_NET_STRLEN, "none");
+		return;
+	}
+	char addr[AL_NET_ADDR_STRLEN], gw[AL_NET_ADDR_STRLEN];
+	al_net_addr_format(s->addr.guest, addr);
+	al_net_addr_format(s->addr.gateway, gw);
+	snprintf(out, AL_VM_NET_STRLEN, "%s/%d,%s", addr, AL_NET_SLOT_PREFIX,
+		 gw);
 }

@@ -18,6 +18,8 @@
 
 #include "err.h"
 
+struct al_netslot;
+
 /* The MAC QEMU gives the NIC, and the one a template snapshot holds. */
 #define AL_VM_TEMPLATE_MAC "52:54:00:12:34:56"
 /* "xx:xx:xx:xx:xx:xx" plus the terminating NUL. */
@@ -28,5 +30,11 @@ int al_vm_mac_for_id(const char *sandbox_id, uint8_t mac[6], al_err *err);
 
 /* "02:ab:cd:ef:01:23": lowercase hex, colon separated, NUL terminated. */
 void al_vm_mac_format(const uint8_t mac[6], char out[AL_VM_MAC_STRLEN]);
+
+/* The guest's network in the form the GO line and IDENTITY carry
+ * (guest/nic.h): "<sandbox addr>/<prefix>,<gateway>" of slot s, or
+ * "none" without one. */
+#define AL_VM_NET_STRLEN 40
+void al_vm_net_format(const struct al_netslot *s, char out[AL_VM_NET_STRLEN]);
 
 #endif

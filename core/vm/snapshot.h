@@ -35,7 +35,7 @@
  * GO line or the agent's frames change: a snapshot of another format is
  * not restored but rebuilt. 2: virtio-net, MAC in GO. 3: tickless idle
  * guest (TSC kept). 4: the agent grows the disk (DISK_GROW), 4 GiB image. */
-#define AL_VM_SNAPSHOT_FORMAT "4"
+#define AL_VM_SNAPSHOT_FORMAT "5"
 
 /* Build a template's VM artefacts in vmdir (created if missing) from the
  * template root filesystem rootfs: disk.ext4 via mkfs.ext4 -d, then boot

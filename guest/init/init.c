@@ -10,13 +10,15 @@
  *   guest -> host   "AIRLOCK-INIT 1\n"   (INIT_MARKER; the write blocks in
  *                                         the kernel until a host is
  *                                         connected)
- *   host -> guest   "GO <unix_ms> <hostname> <64 hex digits> <mac>\n"
+ *   host -> guest   "GO <unix_ms> <hostname> <64 hex digits> <mac> <net>\n"
  *
  * On GO, init sets the clock, the hostname, reseeds the kernel RNG with
  * the host's 32 bytes and gives the NIC (the first virtio-net interface)
- * the sandbox's MAC ("02:xx:xx:xx:xx:xx", lowercase; core/vm/net.h), then
- * runs airlock-agent with the port as fd 3; the agent sends HELLO. The
- * NIC stays down: init configures no network. When the agent ends (the
+ * the sandbox's MAC ("02:xx:xx:xx:xx:xx", lowercase; core/vm/net.h) and
+ * its network (net "a.b.c.d/len,gateway": address, link up, default
+ * route via the gateway, /etc/resolv.conf naming it; "none": the NIC
+ * stays down), then runs airlock-agent with the port as fd 3; the agent
+ * sends HELLO. When the agent ends (the
  * host closed the channel) init opens the port again and waits for the
  * next host.
  *
@@ -60,7 +62,7 @@
 #define PORT_NAME "airlock"
 #define MOD_DIR "/lib/airlock"
 #define NEWROOT "/root"
-#define GO_MAX 192
+#define GO_MAX 256
 #define WAIT_DEV_MS 10000
 
 static void logmsg(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -280,9 +282,10 @@ typedef struct go_msg {
 	char hostname[64];
 	uint8_t seed[32];
 	uint8_t mac[6];
+	al_nic_net net;
 } go_msg;
 
-/* "GO <unix_ms> <hostname> <64 lowercase hex> <mac>"; strict, no
+/* "GO <unix_ms> <hostname> <64 lowercase hex> <mac> <net>"; strict, no
  * extras. */
 static bool parse_go(const char *s, go_msg *g)
 {
@@ -321,7 +324,13 @@ static bool parse_go(const char *s, go_msg *g)
 	s += 2 * sizeof g->seed;
 	if (*s++ != ' ')
 		return false;
-	return al_nic_mac_parse(s, g->mac);
+	char mac[18];
+	if (strlen(s) < 18 || s[17] != ' ')
+		return false;
+	memcpy(mac, s, 17);
+	mac[17] = '\0';
+	return al_nic_mac_parse(mac, g->mac) &&
+	       al_nic_net_parse(s + 18, &g->net);
 }
 
 /* The NIC's name: the virtio-net interface with the lowest ifindex (the
@@ -370,6 +379,9 @@ static void apply_go(const go_msg *g)
 	close(fd);
 	explicit_bzero(&req, sizeof req);
 	set_mac(g->mac);
+	const char *step;
+	if (al_nic_net_apply(nic_name, &g->net, &step) < 0)
+		fatal("%s of %s: %s", step, nic_name, strerror(errno));
 }
 
 static pid_t start_agent(const char *agent, int chan)
@@ -507,6 +519,10 @@ int main(void)
 	if (sethostname("airlock", 7) < 0)
 		logmsg("sethostname: %s", strerror(errno));
 	find_nic();
+	/* Loopback, as every machine has it (mode "none" has only it). */
+	const char *step;
+	if (al_nic_up("lo", &step) < 0)
+		logmsg("%s of lo: %s", step, strerror(errno));
 	char port[64];
 	find_port(port, sizeof port);
 	if (access(agent, X_OK) < 0)

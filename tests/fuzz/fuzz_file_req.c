@@ -1,5 +1,5 @@
 /* Fuzz the payload unpackers of agentproto that take bytes from a
- * hostile peer: file, disk grow, EXEC, STREAM_EXEC and STREAMS requests
+ * hostile peer: file, disk grow, IDENTITY, EXEC, STREAM_EXEC and STREAMS requests
  * (from the host, in the shim and the agent), ERROR and EXIT (from the
  * agent, in the shim, fcgi and the builder). Whatever the
  * bytes, an unpack returns 0 with a well-formed result or -1 with an
@@ -75,6 +75,29 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (strnlen(g.path, sizeof g.path) == sizeof g.path ||
 		    g.path[0] != '/' || g.bytes == 0 || g.bytes > INT64_MAX)
 			abort();
+	} else if (err.code == AL_OK) {
+		abort();
+	}
+	al_vm_identity id;
+	err.code = AL_OK;
+	if (al_vm_identity_unpack(data, size, &id, &err) == 0) {
+		/* Every string NUL-terminated in its field, the clock in
+		 * range; it packs and unpacks to itself. */
+		if (strnlen(id.hostname, sizeof id.hostname) ==
+			    sizeof id.hostname ||
+		    strnlen(id.entropy, sizeof id.entropy) ==
+			    sizeof id.entropy ||
+		    strnlen(id.mac, sizeof id.mac) == sizeof id.mac ||
+		    strnlen(id.net, sizeof id.net) == sizeof id.net ||
+		    id.time_ms <= 0 || id.time_ms > 253402300799999LL)
+			abort();
+		char *s = al_vm_identity_pack(&id, &err);
+		al_vm_identity again;
+		if (s == NULL ||
+		    al_vm_identity_unpack(s, strlen(s), &again, &err) < 0 ||
+		    memcmp(&again, &id, sizeof id) != 0)
+			abort();
+		free(s);
 	} else if (err.code == AL_OK) {
 		abort();
 	}

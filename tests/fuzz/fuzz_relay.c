@@ -7,7 +7,7 @@
  * Input: one byte of flags (bit 0: a standby, bit 1: its claim fails),
  * then operations, each a byte and its operands (see run_op).
  *
- * fuzz-sources: shim/relay.c shim/boot.c shim/stream.c shim/netctl.c
+ * fuzz-sources: shim/relay.c shim/boot.c shim/stream.c shim/netctl.c shim/gateway.c
  */
 #include <errno.h>
 #include <fcntl.h>
