@@ -31,6 +31,8 @@
 #define LS_KEEPALIVE_MS 15000
 #define LS_LINGER_MS 5000
 #define LS_TICK_MS 100
+/* How often a stream's key is checked for revocation. */
+#define LS_KEY_CHECK_MS 500
 /* Events queued for nginx before the log is read further. */
 #define LS_QUEUE_HIGH (256u << 10)
 /* A log line longer than this is not one the builder writes: skipped. */
@@ -46,10 +48,13 @@ typedef struct ls_stream {
 	al_buf out;
 	int done; /* nothing more to add: close once out is written */
 	int64_t last_write_ms;
+	long long key_id;	/* whose token opened it */
+	int64_t key_checked_ms; /* when its key was last looked at */
 } ls_stream;
 
 typedef struct ls {
 	const char *id;
+	al_config cfg;
 	char dir[AL_PATH_MAX + 80];
 	char log[AL_PATH_MAX + 96];
 	int listen_fd;
@@ -72,11 +77,21 @@ static void stream_close(ls_stream *st)
 	st->logfd = -1;
 }
 
-static void stream_end_error(ls_stream *st, const char *msg)
+static void stream_end_error(ls_stream *st, al_code code, const char *msg)
 {
 	al_err err = {0};
-	al_sse_error(&st->out, AL_EUNAVAIL, msg, &err);
+	al_sse_error(&st->out, code, msg, &err);
 	st->done = 1;
+}
+
+/* A stream whose key was revoked ends, as exec streams do. */
+static void stream_check_key(ls *l, ls_stream *st, int64_t now)
+{
+	if (st->done || now - st->key_checked_ms < LS_KEY_CHECK_MS)
+		return;
+	st->key_checked_ms = now;
+	if (al_buildlog_key_revoked(&l->cfg, st->key_id))
+		stream_end_error(st, AL_EAUTH, "the API key was revoked");
 }
 
 /* The complete lines of p as events; the last partial one is kept. */
@@ -94,7 +109,8 @@ static void take_lines(ls_stream *st, const char *p, size_t n)
 				char *np = realloc(st->line,
 						   st->line_len + k + 1);
 				if (np == NULL) {
-					stream_end_error(st, "out of memory");
+					stream_end_error(st, AL_EUNAVAIL,
+							 "out of memory");
 					return;
 				}
 				st->line = np;
@@ -108,7 +124,7 @@ static void take_lines(ls_stream *st, const char *p, size_t n)
 		if (!st->skipping) {
 			int rc = al_buildlog_event(&st->out, st->line, &err);
 			if (rc < 0) {
-				stream_end_error(st, err.msg);
+				stream_end_error(st, AL_EUNAVAIL, err.msg);
 				return;
 			}
 			st->done = rc == 1;
@@ -138,8 +154,9 @@ static void stream_fill(ls *l, ls_stream *st, int gone)
 			continue;
 		}
 		if (gone)
-			stream_end_error(st, "the builder exited before "
-					     "finishing the build");
+			stream_end_error(st, AL_EUNAVAIL,
+					 "the builder exited before "
+					 "finishing the build");
 		return;
 	}
 }
@@ -167,7 +184,9 @@ static void conn_request(ls *l, al_streamhttp_conn *c, int64_t now)
 	enum al_streamhttp_result r = al_streamhttp_read(c, token);
 	if (r == AL_STREAMHTTP_INCOMPLETE || r == AL_STREAMHTTP_CLOSED)
 		return;
-	int ok = r == AL_STREAMHTTP_OK && al_buildlog_token_take(l->dir, token);
+	long long key_id = -1;
+	int ok = r == AL_STREAMHTTP_OK &&
+		 al_buildlog_token_take(l->dir, token, &key_id);
 	explicit_bzero(token, sizeof token);
 	int i = 0;
 	while (ok && i < LS_STREAMS_MAX && l->st[i].fd >= 0)
@@ -183,6 +202,8 @@ static void conn_request(ls *l, al_streamhttp_conn *c, int64_t now)
 	ls_stream *st = &l->st[i];
 	st->fd = c->fd;
 	st->last_write_ms = now;
+	st->key_id = key_id;
+	st->key_checked_ms = now;
 	al_buf_init(&st->out, 0);
 	al_err err = {0};
 	al_buf_append(&st->out, al_streamhttp_sse_head,
@@ -222,6 +243,7 @@ static void serve(ls *l)
 			ls_stream *st = &l->st[i];
 			if (st->fd < 0)
 				continue;
+			stream_check_key(l, st, now);
 			stream_fill(l, st, gone);
 			if (al_buf_pending(&st->out) == 0 && !st->done &&
 			    now - st->last_write_ms >= LS_KEEPALIVE_MS) {
@@ -282,7 +304,7 @@ int logstream_main(const char *id)
 {
 	static ls l;
 	al_err err = {0};
-	al_config cfg;
+	al_config *cfg = &l.cfg;
 	l.id = id;
 	l.listen_fd = 3;
 	l.builder = getppid();
@@ -290,14 +312,14 @@ int logstream_main(const char *id)
 		l.st[i].fd = l.st[i].logfd = -1;
 	for (int k = 0; k < LS_PENDING_MAX; k++)
 		l.conn[k].fd = -1;
-	if (al_config_load(&cfg, &err) < 0 ||
-	    al_build_dir(&cfg, id, l.dir, sizeof l.dir, &err) < 0) {
+	if (al_config_load(cfg, &err) < 0 ||
+	    al_build_dir(cfg, id, l.dir, sizeof l.dir, &err) < 0) {
 		al_error("build %s: log stream: %s", id, err.msg);
 		return 111;
 	}
 	snprintf(l.log, sizeof l.log, "%s/log.jsonl", l.dir);
 	char sock[sizeof((struct sockaddr_un *)0)->sun_path];
-	int have_sock = al_buildlog_socket(&cfg, id, sock, sizeof sock, &err) ==
+	int have_sock = al_buildlog_socket(cfg, id, sock, sizeof sock, &err) ==
 			0;
 	serve(&l);
 	/* A socket nobody serves would make nginx wait for nothing. */

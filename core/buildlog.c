@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -77,9 +78,11 @@ static int token_path(const char *dir, const char *token, char *out,
 	return 0;
 }
 
-int al_buildlog_token_issue(const char *dir,
+int al_buildlog_token_issue(const char *dir, long long key_id,
 			    char token[AL_STREAM_TOKEN_LEN + 1], al_err *err)
 {
+	if (key_id < 0)
+		return al_err_set(err, AL_EINVAL, 0, "invalid key id");
 	char path[AL_PATH_MAX + 128];
 	snprintf(path, sizeof path, "%s/stream-tokens", dir);
 	if (mkdir(path, 0700) < 0 && errno != EEXIST)
@@ -92,25 +95,82 @@ int al_buildlog_token_issue(const char *dir,
 		explicit_bzero(token, AL_STREAM_TOKEN_LEN + 1);
 		return al_err_sys(err, AL_ESYS, errno, "create a stream token");
 	}
+	char who[24];
+	int n = snprintf(who, sizeof who, "%lld\n", key_id);
+	int ok = write(fd, who, (size_t)n) == n;
+	int e = errno;
 	close(fd);
+	if (!ok) {
+		unlink(path);
+		explicit_bzero(token, AL_STREAM_TOKEN_LEN + 1);
+		return al_err_sys(err, AL_ESYS, e, "write a stream token");
+	}
 	return 0;
 }
 
-int al_buildlog_token_take(const char *dir, const char *token)
+int al_buildlog_token_take(const char *dir, const char *token,
+			   long long *key_id)
 {
 	char path[AL_PATH_MAX + 128];
 	struct stat st;
 	struct timespec now;
-	if (token_path(dir, token, path, sizeof path, NULL) < 0 ||
-	    lstat(path, &st) < 0 || !S_ISREG(st.st_mode))
+	if (token_path(dir, token, path, sizeof path, NULL) < 0)
 		return 0;
+	int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+	if (fd < 0)
+		return 0;
+	char who[24] = "";
+	ssize_t n = -1;
+	if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode))
+		n = read(fd, who, sizeof who - 1);
+	close(fd);
 	/* Unlinking is the taking: of two requests, one wins. */
-	if (unlink(path) < 0)
+	if (n <= 0 || unlink(path) < 0)
 		return 0;
+	who[n] = '\0';
+	char *end;
+	errno = 0;
+	long long id = strtoll(who, &end, 10);
+	if (errno != 0 || end == who || *end != '\n' || id < 0)
+		return 0;
+	*key_id = id;
 	clock_gettime(CLOCK_REALTIME, &now);
 	int64_t age_ms = ((int64_t)now.tv_sec - st.st_mtim.tv_sec) * 1000 +
 			 (now.tv_nsec - st.st_mtim.tv_nsec) / 1000000;
 	return age_ms >= -1000 && age_ms < AL_BUILDLOG_TOKEN_MS;
+}
+
+static int revoked_path(const al_config *cfg, long long key_id, char *out,
+			size_t outlen)
+{
+	int n = key_id < 0 ? -1
+			   : snprintf(out, outlen, "%s/run/revoked-keys/%lld",
+				      cfg->state_dir, key_id);
+	return n > 0 && (size_t)n < outlen ? 0 : -1;
+}
+
+int al_buildlog_key_revoke(const al_config *cfg, long long key_id, al_err *err)
+{
+	char path[AL_PATH_MAX + 64];
+	if (revoked_path(cfg, key_id, path, sizeof path) < 0)
+		return al_err_set(err, AL_EINVAL, 0, "invalid key id");
+	char *slash = strrchr(path, '/');
+	*slash = '\0';
+	if (mkdir(path, 0700) < 0 && errno != EEXIST)
+		return al_err_sys(err, AL_ESYS, errno, "mkdir %s", path);
+	*slash = '/';
+	int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (fd < 0)
+		return al_err_sys(err, AL_ESYS, errno, "mark key revoked");
+	close(fd);
+	return 0;
+}
+
+int al_buildlog_key_revoked(const al_config *cfg, long long key_id)
+{
+	char path[AL_PATH_MAX + 64];
+	return revoked_path(cfg, key_id, path, sizeof path) == 0 &&
+	       access(path, F_OK) == 0;
 }
 
 void al_buildlog_tokens_clear(const char *dir)

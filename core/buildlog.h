@@ -7,7 +7,11 @@
  *    /_airlock/stream/build-<id>/<token>;
  *  - fcgi issues one-time tokens as files in <build dir>/stream-tokens,
  *    each named after the sha256 of its token (the token itself is
- *    never stored); the streamer takes one by unlinking it. */
+ *    never stored) holding the id of the key it was issued to; the
+ *    streamer takes one by unlinking it;
+ *  - a revoked key is marked by fcgi as run/revoked-keys/<key id>: a
+ *    streamer ends (with an "unauthorized" error event) every stream of
+ *    a marked key within a tick, as shims end exec streams. */
 #ifndef AL_BUILDLOG_H
 #define AL_BUILDLOG_H
 
@@ -33,12 +37,19 @@ int al_buildlog_stream_name(const char *id, char *out, al_err *err);
 int al_buildlog_socket(const al_config *cfg, const char *id, char *out,
 		       size_t outlen, al_err *err);
 
-/* A fresh token for the log stream of the build in dir, recorded. */
-int al_buildlog_token_issue(const char *dir,
+/* A fresh token for the log stream of the build in dir, issued to
+ * key_id (>= 0), recorded. */
+int al_buildlog_token_issue(const char *dir, long long key_id,
 			    char token[AL_STREAM_TOKEN_LEN + 1], al_err *err);
 /* 1 when token was issued for dir less than AL_BUILDLOG_TOKEN_MS ago
- * and not taken yet (it is taken now), else 0. */
-int al_buildlog_token_take(const char *dir, const char *token);
+ * and not taken yet (it is taken now; *key_id is whose it was), else
+ * 0. */
+int al_buildlog_token_take(const char *dir, const char *token,
+			   long long *key_id);
+/* Mark key_id revoked for the streamers (idempotent). */
+int al_buildlog_key_revoke(const al_config *cfg, long long key_id, al_err *err);
+/* 1 once key_id is marked revoked. */
+int al_buildlog_key_revoked(const al_config *cfg, long long key_id);
 /* Forget every token of dir (the streamer ends). */
 void al_buildlog_tokens_clear(const char *dir);
 

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "buildlog.h"
 #include "json.h"
 #include "log.h"
 #include "project.h"
@@ -189,8 +190,11 @@ void al_api_key_delete(al_req *r)
 		return;
 	}
 	al_info("key %lld revoked", id);
-	/* Its streams are carried by nginx from the shims, where no key
-	 * check runs: they are told. */
+	/* Its streams are carried by nginx from the shims and the build
+	 * log streamers, where no key check runs: they are told. */
 	al_streams_end_key(r, id);
+	if (al_buildlog_key_revoke(r->cfg, id, &err) < 0)
+		al_warn("key %lld: ending its build log streams: %s", id,
+			err.msg);
 	al_http_no_content(r);
 }

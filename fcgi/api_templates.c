@@ -493,7 +493,7 @@ static int hand_over_stream(al_req *r, const char *dir, json_object **row,
 	}
 	char name[AL_BUILDLOG_NAME_MAX], token[AL_STREAM_TOKEN_LEN + 1];
 	if (al_buildlog_stream_name(r->id, name, err) < 0 ||
-	    al_buildlog_token_issue(dir, token, err) < 0)
+	    al_buildlog_token_issue(dir, r->who.key_id, token, err) < 0)
 		return -1;
 	char hdr[160 + AL_STREAM_TOKEN_LEN];
 	snprintf(hdr, sizeof hdr,
@@ -506,8 +506,8 @@ static int hand_over_stream(al_req *r, const char *dir, json_object **row,
 
 /* No fcgi worker is held for a stream: a live build's is the builder's,
  * a finished one's is written at once. A key revoked while its stream
- * is open does not end it (the stream's token was checked when it
- * began; exec streams are ended by al_streams_end_key). */
+ * is open ends it: the streamer watches for the key's mark
+ * (al_buildlog_key_revoke). */
 void al_api_build_logs(al_req *r)
 {
 	al_err err = {0};

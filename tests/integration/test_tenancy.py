@@ -403,6 +403,8 @@ def test_deleted_keys_build_log_ends(stack, api, world):
         took = time.monotonic() - t0
     assert took < 5, f"build log ran {took:.1f} s after its key was deleted"
     assert all(e.name != "status" for e in rest), rest
+    assert rest and rest[-1].name == "error", rest
+    assert rest[-1].data["code"] == "unauthorized"
 
 
 def test_existing_rows_belong_to_default(stack, api):

@@ -66,23 +66,26 @@ static void test_tokens_are_one_time_and_expire(void **state)
 	assert_non_null(mkdtemp(dir));
 	al_err err = {0};
 	char t1[AL_STREAM_TOKEN_LEN + 1], t2[AL_STREAM_TOKEN_LEN + 1];
-	assert_int_equal(al_buildlog_token_issue(dir, t1, &err), 0);
-	assert_int_equal(al_buildlog_token_issue(dir, t2, &err), 0);
+	assert_int_equal(al_buildlog_token_issue(dir, 7, t1, &err), 0);
+	assert_int_equal(al_buildlog_token_issue(dir, 8, t2, &err), 0);
 	assert_int_equal(strlen(t1), AL_STREAM_TOKEN_LEN);
 	assert_string_not_equal(t1, t2);
 	char forged[AL_STREAM_TOKEN_LEN + 1];
 	memset(forged, 'a', AL_STREAM_TOKEN_LEN);
 	forged[AL_STREAM_TOKEN_LEN] = '\0';
-	assert_int_equal(al_buildlog_token_take(dir, forged), 0);
-	assert_int_equal(al_buildlog_token_take(dir, t1), 1);
-	assert_int_equal(al_buildlog_token_take(dir, t1), 0);
+	long long key = -1;
+	assert_int_equal(al_buildlog_token_take(dir, forged, &key), 0);
+	assert_int_equal(al_buildlog_token_take(dir, t1, &key), 1);
+	/* The token says whose it was. */
+	assert_int_equal(key, 7);
+	assert_int_equal(al_buildlog_token_take(dir, t1, &key), 0);
 	/* The token's own text is nowhere on disk. */
 	char path[600];
 	snprintf(path, sizeof path, "%s/stream-tokens/%s", dir, t2);
 	assert_int_not_equal(access(path, F_OK), 0);
 	/* One left unused past its time is refused. */
 	char t3[AL_STREAM_TOKEN_LEN + 1];
-	assert_int_equal(al_buildlog_token_issue(dir, t3, &err), 0);
+	assert_int_equal(al_buildlog_token_issue(dir, 9, t3, &err), 0);
 	char tokens[200];
 	snprintf(tokens, sizeof tokens, "%s/stream-tokens", dir);
 	struct timespec old[2] = {{.tv_sec = time(NULL) - 60},
@@ -98,9 +101,36 @@ static void test_tokens_are_one_time_and_expire(void **state)
 		assert_int_equal(utimensat(AT_FDCWD, path, old, 0), 0);
 	}
 	closedir(d);
-	assert_int_equal(al_buildlog_token_take(dir, t3), 0);
+	assert_int_equal(al_buildlog_token_take(dir, t3, &key), 0);
 	al_buildlog_tokens_clear(dir);
 	assert_int_not_equal(access(tokens, F_OK), 0);
+	assert_int_equal(rmdir(dir), 0);
+}
+
+static void test_revoked_keys_are_marked(void **state)
+{
+	(void)state;
+	char dir[] = "/tmp/test_buildlog_state.XXXXXX";
+	assert_non_null(mkdtemp(dir));
+	char run[600];
+	snprintf(run, sizeof run, "%s/run", dir);
+	assert_int_equal(mkdir(run, 0700), 0);
+	al_config cfg = {0};
+	snprintf(cfg.state_dir, sizeof cfg.state_dir, "%s", dir);
+	al_err err = {0};
+	assert_int_equal(al_buildlog_key_revoked(&cfg, 5), 0);
+	assert_int_equal(al_buildlog_key_revoke(&cfg, 5, &err), 0);
+	assert_int_equal(al_buildlog_key_revoke(&cfg, 5, &err), 0);
+	assert_int_equal(al_buildlog_key_revoked(&cfg, 5), 1);
+	/* Another key is not. */
+	assert_int_equal(al_buildlog_key_revoked(&cfg, 6), 0);
+	assert_int_equal(al_buildlog_key_revoke(&cfg, -1, &err), -1);
+	char path[700];
+	snprintf(path, sizeof path, "%s/revoked-keys/5", run);
+	assert_int_equal(unlink(path), 0);
+	snprintf(path, sizeof path, "%s/revoked-keys", run);
+	assert_int_equal(rmdir(path), 0);
+	assert_int_equal(rmdir(run), 0);
 	assert_int_equal(rmdir(dir), 0);
 }
 
@@ -108,6 +138,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_lines_become_events),
+		cmocka_unit_test(test_revoked_keys_are_marked),
 		cmocka_unit_test(test_tokens_are_one_time_and_expire),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
