@@ -8,11 +8,14 @@
  * read /etc/ssl/certs/ca-certificates.crt (OpenSSL's default file);
  * update-ca-certificates, run by a later `apt-get install
  * ca-certificates`, rebuilds that file from /usr/local/share/
- * ca-certificates/ too, so the CA survives it. Node.js as shipped by
- * Debian uses the system store; a node built with its own bundle needs
+ * ca-certificates/ too, so the CA survives it. Debian's pip and requests
+ * use that bundle (Debian's certifi points there). Node.js, Debian's
+ * too (libnode108 carries 147 roots of its own and is built without
+ * --openssl-use-def-ca-store), does not: npm is pointed at the bundle by
+ * "cafile" in /etc/npmrc (the global config of Debian's npm; one the
+ * template wrote itself is left alone), and node programs need
  * NODE_EXTRA_CA_CERTS=/usr/local/share/ca-certificates/airlock-ca.crt
- * (docs/operations.md). Python's certifi/requests carries its own bundle:
- * REQUESTS_CA_BUNDLE / SSL_CERT_FILE point it at the system one. */
+ * (docs/operations.md). */
 #include "builder.h"
 
 #include <errno.h>
@@ -23,6 +26,40 @@
 #include "gw/ca.h"
 
 #define BUNDLE_MAX (8u << 20)
+
+/* Append text to the file abs of the layer (made when absent, mode 0644)
+ * unless it already holds marker. */
+static int append_once(const char *root, const char *abs, const char *text,
+		       size_t len, const char *marker, al_err *err)
+{
+	size_t blen = 0;
+	al_err tmp_err = {0};
+	char *old = fsroot_read_file(root, abs, BUNDLE_MAX, &blen, &tmp_err);
+	if (old == NULL && tmp_err.code != AL_ENOENT) {
+		*err = tmp_err;
+		return -1;
+	}
+	if (old != NULL && memmem(old, blen, marker, strlen(marker)) != NULL) {
+		free(old);
+		return 0;
+	}
+	int nl = blen > 0 && old[blen - 1] != '\n';
+	char *joined = malloc(blen + (size_t)nl + len);
+	if (joined == NULL) {
+		free(old);
+		return al_err_set(err, AL_ENOMEM, 0, "out of memory");
+	}
+	if (blen > 0)
+		memcpy(joined, old, blen);
+	if (nl)
+		joined[blen] = '\n';
+	memcpy(joined + blen + (size_t)nl, text, len);
+	int rc = fsroot_write_file(root, abs, joined, blen + (size_t)nl + len,
+				   0644, err);
+	free(joined);
+	free(old);
+	return rc;
+}
 
 int bld_trust_ca(const bld *b, const char *root, al_err *err)
 {
@@ -38,40 +75,15 @@ int bld_trust_ca(const bld *b, const char *root, al_err *err)
 	al_ca_close(ca);
 	if (pem == NULL)
 		return -1;
+	static const char npm[] = "cafile=" BLD_CA_BUNDLE "\n";
 	int rc = -1;
-	char *bundle = NULL, *joined = NULL;
-	if (fsroot_write_file(root, BLD_CA_FILE, pem, len, 0644, err) < 0)
-		goto out;
-	size_t blen = 0;
-	al_err tmp_err = {0};
-	bundle = fsroot_read_file(root, BLD_CA_BUNDLE, BUNDLE_MAX, &blen,
-				  &tmp_err);
-	if (bundle == NULL && tmp_err.code != AL_ENOENT) {
-		*err = tmp_err;
-		goto out;
-	}
-	if (bundle != NULL && memmem(bundle, blen, pem, len) != NULL) {
-		rc = 0; /* already trusted (a FROM template had it) */
-		goto out;
-	}
-	int nl = blen > 0 && bundle[blen - 1] != '\n';
-	joined = malloc(blen + (size_t)nl + len);
-	if (joined == NULL) {
-		al_err_set(err, AL_ENOMEM, 0, "out of memory");
-		goto out;
-	}
-	if (blen > 0)
-		memcpy(joined, bundle, blen);
-	if (nl)
-		joined[blen] = '\n';
-	memcpy(joined + blen + (size_t)nl, pem, len);
-	rc = fsroot_write_file(root, BLD_CA_BUNDLE, joined,
-			       blen + (size_t)nl + len, 0644, err);
-out:
+	if (fsroot_write_file(root, BLD_CA_FILE, pem, len, 0644, err) == 0 &&
+	    append_once(root, BLD_CA_BUNDLE, pem, len, pem, err) == 0 &&
+	    append_once(root, "/etc/npmrc", npm, sizeof npm - 1, "cafile",
+			err) == 0)
+		rc = 0;
 	if (rc < 0)
 		al_err_wrap(err, "installing the host CA");
-	free(joined);
-	free(bundle);
 	free(pem);
 	return rc;
 }

@@ -9,6 +9,8 @@
  *   airlock put ID LOCAL_FILE REMOTE_PATH
  *   airlock cat ID REMOTE_PATH
  *   airlock files ID REMOTE_DIR
+ *   airlock sandbox network ID --mode M [--allow P]... [--deny P]...
+ *   airlock sandbox egress ID [--limit N] [--before CURSOR]
  *   airlock template build DIR [--name N] [--no-cache]
  *   airlock template ls | show NAME | rm NAME
  *   airlock template pool NAME BOUND=N|default...
@@ -30,6 +32,7 @@
 
 #include "client.h"
 #include "cmd_project.h"
+#include "cmd_sandbox.h"
 #include "cmd_template.h"
 #include "sse.h"
 
@@ -125,6 +128,9 @@ static int usage(void)
 	      "[--timeout S] | ls | get ID | rm ID |\n"
 	      "       exec ID [--timeout S] -- CMD [ARG...] | "
 	      "put ID LOCAL REMOTE | cat ID REMOTE | files ID DIR |\n"
+	      "       sandbox network ID --mode none|allowlist|open "
+	      "[--allow P]... [--deny P]... |\n"
+	      "       sandbox egress ID [--limit N] [--before CURSOR] |\n"
 	      "       template build DIR [--name N] [--no-cache] | "
 	      "template ls | template show NAME | template rm NAME |\n"
 	      "       template pool NAME ns_min|ns_max|vm_min|vm_max=N|default... |\n"
@@ -193,6 +199,10 @@ int main(int argc, char **argv)
 	} else if (strcmp(cmd, "project") == 0 || strcmp(cmd, "key") == 0) {
 		rc = cmd[0] == 'p' ? cli_project(&c, argc - 1, argv + 1)
 				   : cli_key(&c, argc - 1, argv + 1);
+		if (rc == 100)
+			rc = usage();
+	} else if (strcmp(cmd, "sandbox") == 0) {
+		rc = cli_sandbox(&c, argc - 1, argv + 1);
 		if (rc == 100)
 			rc = usage();
 	} else if (strcmp(cmd, "ls") == 0) {

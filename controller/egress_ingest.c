@@ -1,6 +1,9 @@
 /* The egress log's ingest and retention (see egress_ingest.h). */
 #include "egress_ingest.h"
 
+#include <stdlib.h>
+#include <string.h>
+
 #include "egress.h"
 #include "egress_log.h"
 #include "log.h"
@@ -12,20 +15,44 @@
  * the loop. */
 #define INGEST_ROUNDS 8
 
+/* Empty directories of sandboxes that are not live any more go (one
+ * query for all of them). */
 static void tidy_dirs(const al_config *cfg, al_db *db, const al_egress_batch *b)
 {
+	if (b->n_empty == 0)
+		return;
+	char(*ids)[64] = NULL;
+	int n = 0;
+	al_err err = {0};
+	if (al_sandbox_list_live(db, &ids, &n, &err) < 0) {
+		al_warn("egress: %s", err.msg);
+		return;
+	}
 	for (size_t i = 0; i < b->n_empty; i++) {
-		al_sandbox sb;
+		int live = 0;
+		for (int k = 0; k < n && !live; k++)
+			live = strcmp(ids[k], b->empty[i]) == 0;
+		if (!live)
+			al_egress_dir_remove(cfg->run_dir, b->empty[i]);
+	}
+	free(ids);
+}
+
+/* A batch PostgreSQL refused while the connection works: file by file,
+ * so that one file it can never take does not hold back all the rest. */
+static void insert_one_by_one(const al_config *cfg, al_db *db,
+			      const al_egress_batch *b)
+{
+	for (size_t i = 0; i < b->n_files; i++) {
+		size_t first, n;
 		al_err err = {0};
-		if (al_sandbox_get(db, b->empty[i], &sb, &err) == 0) {
-			int live = sb.state != AL_ST_ERROR;
-			al_sandbox_free_fields(&sb);
-			if (live)
-				continue;
-		} else if (err.code != AL_ENOENT) {
-			continue;
-		}
-		al_egress_dir_remove(cfg->run_dir, b->empty[i]);
+		al_egress_batch_file(b, i, &first, &n);
+		if (al_egress_log_insert(db, b->recs + first, n, &err) == 0)
+			al_egress_ack_file(cfg->run_dir, b, i);
+		else if (al_db_ensure(db, NULL) == 0)
+			al_egress_reject_file(cfg->run_dir, b, i, err.msg);
+		else
+			return; /* the database went: next tick */
 	}
 }
 
@@ -45,10 +72,10 @@ void ctl_egress_ingest(const al_config *cfg, al_db *db, bool tidy)
 		if (files == 0)
 			return;
 		if (al_egress_log_insert(db, b.recs, b.n, &err) < 0) {
-			/* The files stay for the next try; a batch that
-			 * can never go in is found by its bad file
-			 * (every file was checked when read). */
 			al_warn("egress: %s", err.msg);
+			/* Down: the files stay for the next try. */
+			if (al_db_ensure(db, NULL) == 0)
+				insert_one_by_one(cfg, db, &b);
 			return;
 		}
 		al_egress_ack(cfg->run_dir, &b);

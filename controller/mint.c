@@ -121,7 +121,7 @@ static void reply_err(int fd, const al_err *err)
 static void cache_key(const al_mint_req *r, char *out, size_t outlen)
 {
 	unsigned char h[SHA256_DIGEST_LENGTH];
-	SHA256(r->spki, r->spki_len, h);
+	SHA256(r->point, sizeof r->point, h);
 	int n = snprintf(out, outlen, "%s|", r->name);
 	for (size_t i = 0; i < 16 && n > 0 && (size_t)n + 2 < outlen; i++)
 		n += snprintf(out + n, outlen - (size_t)n, "%02x", h[i]);
@@ -131,7 +131,6 @@ static void serve(al_mintd *m, conn *c)
 {
 	al_err err = {0};
 	al_mint_req req;
-	EVP_PKEY *pub = NULL;
 	if (c->slot == DENIED_SLOT) {
 		m->refused++;
 		al_err_set(&err, AL_EPERM, 0,
@@ -146,7 +145,7 @@ static void serve(al_mintd *m, conn *c)
 		reply_err(c->fd, &err);
 		return;
 	}
-	if (al_mint_req_unpack(c->buf, c->len, &req, &pub, &err) < 0) {
+	if (al_mint_req_unpack(c->buf, c->len, &req, &err) < 0) {
 		m->refused++;
 		reply_err(c->fd, &err);
 		return;
@@ -157,16 +156,14 @@ static void serve(al_mintd *m, conn *c)
 	if (x != NULL) {
 		m->cached++;
 	} else {
-		x = al_ca_mint(m->ca, req.name, pub, &err);
+		x = al_ca_mint_point(m->ca, req.name, req.point, &err);
 		if (x == NULL || al_leafcache_put(m->cache, key, x, &err) < 0) {
 			X509_free(x);
-			EVP_PKEY_free(pub);
 			reply_err(c->fd, &err);
 			return;
 		}
 		m->minted++;
 	}
-	EVP_PKEY_free(pub);
 	unsigned char *der = NULL;
 	int n = i2d_X509(x, &der);
 	X509_free(x);

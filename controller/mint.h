@@ -22,7 +22,7 @@
 #define AL_MINTD_PER_UID 4
 #define AL_MINTD_CONNS 64
 #define AL_MINTD_DEADLINE_MS 2000
-#define AL_MINTD_CACHE 8192
+#define AL_MINTD_CACHE 4096
 
 typedef struct al_mintd al_mintd;
 

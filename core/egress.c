@@ -76,7 +76,8 @@ static bool printable(const char *s, size_t n)
 
 static bool rec_valid(const al_egress_rec *r)
 {
-	return r->at_ms >= 0 && al_id_valid(r->sandbox) && r->port <= 65535 &&
+	return r->at_ms >= 0 && r->at_ms <= AL_EGRESS_AT_MS_MAX &&
+	       al_id_valid(r->sandbox) && r->port <= 65535 &&
 	       r->protocol >= 0 && r->protocol <= AL_EGRESS_PROTO_NONE &&
 	       printable(r->reason, strlen(r->reason)) &&
 	       printable(r->name, strlen(r->name)) &&
@@ -165,7 +166,8 @@ int al_egress_unpack(const void *line, size_t len, al_egress_rec *out,
 	int allow = 0;
 	int r = -1;
 	if (al_json_check_fields(o, fields, err) < 0 ||
-	    al_json_get_int(o, "at_ms", 0, INT64_MAX, &at, err) != 1 ||
+	    al_json_get_int(o, "at_ms", 0, AL_EGRESS_AT_MS_MAX, &at, err) !=
+		    1 ||
 	    str_into(o, "sandbox", true, sizeof out->sandbox - 1, out->sandbox,
 		     err) < 0 ||
 	    al_json_get_bool(o, "allow", &allow, err) != 1 ||
@@ -486,6 +488,7 @@ void al_egress_batch_free(al_egress_batch *b)
 {
 	free(b->recs);
 	free(b->files);
+	free(b->file_end);
 	free(b->empty);
 	memset(b, 0, sizeof *b);
 }
@@ -575,10 +578,13 @@ static int read_file(int edir, int d, uid_t owner, const char *sandbox,
 		return 0;
 	}
 	if (grow((void **)&b->files, &b->cap_files, b->n_files,
-		 sizeof *b->files) < 0) {
+		 sizeof *b->files) < 0 ||
+	    grow((void **)&b->file_end, &b->cap_ends, b->n_files,
+		 sizeof *b->file_end) < 0) {
 		b->n = first;
 		return -1;
 	}
+	b->file_end[b->n_files] = b->n;
 	snprintf(b->files[b->n_files++], sizeof b->files[0], "%.63s/%.32s",
 		 sandbox, name);
 	return 1;
@@ -623,14 +629,22 @@ static int read_dir(int edir, const char *sandbox, size_t max,
 				unlinkat(d, de->d_name, 0);
 			continue;
 		}
-		if (strlen(de->d_name) > 32 ||
-		    grow((void **)&names, &cap, n, sizeof *names) < 0)
+		if (strlen(de->d_name) > 32) {
+			/* No writer makes such a name. */
+			al_warn("egress: %s/%.40s...: not a batch name"
+				" (removed)",
+				sandbox, de->d_name);
+			unlinkat(d, de->d_name, 0);
+			continue;
+		}
+		if (grow((void **)&names, &cap, n, sizeof *names) < 0)
 			continue;
 		names[n] = strdup(de->d_name);
 		if (names[n] != NULL)
 			n++;
 	}
-	qsort(names, n, sizeof *names, name_cmp);
+	if (n > 1)
+		qsort(names, n, sizeof *names, name_cmp);
 	int rc = 0;
 	for (size_t i = 0; i < n; i++) {
 		if (rc >= 0 && b->n < max &&
@@ -682,14 +696,45 @@ int al_egress_read(const char *run_dir, size_t max_records, al_egress_batch *b,
 	return rc < 0 ? -1 : (int)b->n_files;
 }
 
-void al_egress_ack(const char *run_dir, const al_egress_batch *b)
+void al_egress_ack_file(const char *run_dir, const al_egress_batch *b, size_t i)
 {
 	char p[AL_PATH_MAX + 160];
-	for (size_t i = 0; i < b->n_files; i++) {
-		snprintf(p, sizeof p, "%s/egress/%s", run_dir, b->files[i]);
-		if (unlink(p) < 0 && errno != ENOENT)
-			al_warn("egress: unlink %s: %s", p, strerror(errno));
+	snprintf(p, sizeof p, "%s/egress/%s", run_dir, b->files[i]);
+	if (unlink(p) < 0 && errno != ENOENT)
+		al_warn("egress: unlink %s: %s", p, strerror(errno));
+}
+
+void al_egress_ack(const char *run_dir, const al_egress_batch *b)
+{
+	for (size_t i = 0; i < b->n_files; i++)
+		al_egress_ack_file(run_dir, b, i);
+}
+
+void al_egress_batch_file(const al_egress_batch *b, size_t i, size_t *first,
+			  size_t *n)
+{
+	*first = i > 0 ? b->file_end[i - 1] : 0;
+	*n = b->file_end[i] - *first;
+}
+
+void al_egress_reject_file(const char *run_dir, const al_egress_batch *b,
+			   size_t i, const char *why)
+{
+	char p[AL_PATH_MAX + 16];
+	snprintf(p, sizeof p, "%s/egress", run_dir);
+	int edir = open(p, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (edir < 0)
+		return;
+	/* files[i] is "<sandbox>/<seq>". */
+	char sandbox[64] = "";
+	const char *slash = strchr(b->files[i], '/');
+	size_t n = slash != NULL ? (size_t)(slash - b->files[i]) : 0;
+	if (n > 0 && n < sizeof sandbox) {
+		memcpy(sandbox, b->files[i], n);
+		sandbox[n] = '\0';
+		to_bad(edir, sandbox, slash + 1, why);
 	}
+	close(edir);
 }
 
 int al_egress_dir_remove(const char *run_dir, const char *sandbox)

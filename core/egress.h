@@ -38,6 +38,8 @@
 #define AL_EGRESS_BATCH_MAX 256 /* records per file */
 #define AL_EGRESS_FLUSH_MS 250	/* a record waits at most this long */
 #define AL_EGRESS_FILES_MAX 64	/* unconsumed files per sandbox */
+/* 9999-12-31T23:59:59.999Z: what PostgreSQL and RFC 3339 both take. */
+#define AL_EGRESS_AT_MS_MAX INT64_C(253402300799999)
 #define AL_EGRESS_FILE_MAX (AL_EGRESS_BATCH_MAX * AL_EGRESS_LINE_MAX + 4096)
 /* A protocol for the dropped-count record (not a policy protocol). */
 #define AL_EGRESS_PROTO_NONE AL_EGRESS_PROTO_MAX
@@ -125,7 +127,8 @@ typedef struct al_egress_batch {
 	al_egress_rec *recs;
 	size_t n, cap;
 	char (*files)[128]; /* "<sandbox>/<seq>" under run/egress */
-	size_t n_files, cap_files;
+	size_t *file_end;   /* file i's records end at recs[file_end[i]] */
+	size_t n_files, cap_files, cap_ends;
 	/* Sandbox directories found empty ("<sandbox>"): the controller
 	 * removes those whose sandbox is gone. */
 	char (*empty)[64];
@@ -143,6 +146,15 @@ int al_egress_read(const char *run_dir, size_t max_records, al_egress_batch *b,
 		   al_err *err);
 /* The batch's records are committed: unlink its files. */
 void al_egress_ack(const char *run_dir, const al_egress_batch *b);
+/* File i of the batch: its records (*first, *n) ... */
+void al_egress_batch_file(const al_egress_batch *b, size_t i, size_t *first,
+			  size_t *n);
+/* ... are in: unlink it; or PostgreSQL refuses them on their own: move
+ * it to bad/ (logged with why). */
+void al_egress_ack_file(const char *run_dir, const al_egress_batch *b,
+			size_t i);
+void al_egress_reject_file(const char *run_dir, const al_egress_batch *b,
+			   size_t i, const char *why);
 /* Put back to empty (keeping the allocations) / free. */
 void al_egress_batch_reset(al_egress_batch *b);
 void al_egress_batch_free(al_egress_batch *b);

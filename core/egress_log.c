@@ -36,15 +36,26 @@ int al_egress_log_insert(al_db *db, const al_egress_rec *recs, size_t n,
 	const char *params[] = {arr};
 	long long rows = al_db_exec_rows(
 		db,
-		"INSERT INTO egress_log (sandbox_id, at, allow, reason,"
-		" protocol, name, port, method, path, dropped)"
+		"WITH ins AS (INSERT INTO egress_log (sandbox_id, at, allow,"
+		" reason, protocol, name, port, method, path, dropped)"
 		" SELECT sandbox, to_timestamp(at_ms / 1000.0), allow, reason,"
 		" protocol, name, port, nullif(method, ''), nullif(path, ''),"
 		" coalesce(dropped, 0)"
 		" FROM jsonb_to_recordset($1::jsonb) AS x(at_ms bigint,"
 		" sandbox text, allow boolean, reason text, protocol text,"
 		" name text, port integer, method text, path text,"
-		" dropped bigint)",
+		" dropped bigint)"
+		" RETURNING sandbox_id, allow, dropped)"
+		/* The counts in the same statement: never off by a batch. */
+		" INSERT INTO egress_counts (sandbox_id, allowed, denied,"
+		" dropped)"
+		" SELECT sandbox_id, count(*) FILTER (WHERE allow),"
+		" count(*) FILTER (WHERE NOT allow AND dropped = 0),"
+		" sum(dropped) FROM ins GROUP BY sandbox_id"
+		" ON CONFLICT (sandbox_id) DO UPDATE SET"
+		" allowed = egress_counts.allowed + EXCLUDED.allowed,"
+		" denied = egress_counts.denied + EXCLUDED.denied,"
+		" dropped = egress_counts.dropped + EXCLUDED.dropped",
 		1, params, err);
 	free(arr);
 	if (rows < 0) {
@@ -146,6 +157,26 @@ int al_egress_log_list(al_db *db, const char *sandbox, int limit,
 	if (arr == NULL)
 		return al_err_set(err, AL_ENOMEM, ENOMEM, "out of memory");
 	*out = arr;
+	return 0;
+}
+
+int al_egress_log_counts(al_db *db, const char *sandbox, al_egress_counts *out,
+			 al_err *err)
+{
+	memset(out, 0, sizeof *out);
+	const char *params[] = {sandbox};
+	PGresult *res = al_db_exec(db,
+				   "SELECT allowed, denied, dropped FROM"
+				   " egress_counts WHERE sandbox_id = $1",
+				   1, params, err);
+	if (res == NULL)
+		return -1;
+	if (PQntuples(res) == 1) {
+		out->allowed = strtoull(PQgetvalue(res, 0, 0), NULL, 10);
+		out->denied = strtoull(PQgetvalue(res, 0, 1), NULL, 10);
+		out->dropped = strtoull(PQgetvalue(res, 0, 2), NULL, 10);
+	}
+	PQclear(res);
 	return 0;
 }
 

@@ -6,6 +6,7 @@
 #define AL_EGRESS_LOG_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include <json-c/json.h>
 
@@ -31,6 +32,14 @@ int al_egress_log_insert(al_db *db, const al_egress_rec *recs, size_t n,
 int al_egress_log_list(al_db *db, const char *sandbox, int limit,
 		       const char *before, json_object **out,
 		       char next[AL_EGRESS_CURSOR_MAX], al_err *err);
+
+/* Decisions of sandbox counted since it was created (retention does
+ * not lower them): allowed, denied, and dropped by its gateway unlogged. */
+typedef struct al_egress_counts {
+	uint64_t allowed, denied, dropped;
+} al_egress_counts;
+int al_egress_log_counts(al_db *db, const char *sandbox, al_egress_counts *out,
+			 al_err *err);
 
 /* Delete rows older than days, at most 10,000 a call; how many went (or
  * -1). */

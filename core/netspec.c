@@ -83,8 +83,7 @@ int al_netspec_copy(const al_netspec *in, al_netspec *out, al_err *err)
 	return 0;
 }
 
-/* s[0..n) is a canonical DNS name. */
-static bool name_valid(const char *s, size_t n)
+bool al_netspec_name_valid(const char *s, size_t n)
 {
 	if (n == 0 || n > NAME_MAX_LEN)
 		return false;
@@ -129,7 +128,7 @@ int al_netspec_pattern_canon(const char *in, size_t len,
 	if (len == 1 && out[0] == '*')
 		return 0;
 	size_t body = len >= 2 && out[0] == '*' && out[1] == '.' ? 2 : 0;
-	if (!name_valid(out + body, len - body))
+	if (!al_netspec_name_valid(out + body, len - body))
 		return al_err_set(err, AL_EINVAL, 0,
 				  "name pattern must be \"name\", \"*.name\""
 				  " or \"*\" (labels of 1-63 of a-z 0-9 - _,"

@@ -52,6 +52,11 @@ const char *al_net_mode_name(enum al_net_mode m);
 /* -1 if name is not one of "none", "allowlist", "open". */
 int al_net_mode_from_name(const char *name);
 
+/* 1 if s[0..n) is a canonical DNS name: labels of 1-63 bytes of
+ * [a-z0-9_-] separated by single dots, 253 bytes at most, no trailing dot
+ * (what al_policy_name_canon produces). */
+bool al_netspec_name_valid(const char *s, size_t n);
+
 /* The canonical form of one pattern into out (AL_NETSPEC_PATTERN_MAX
  * bytes): -1 (AL_EINVAL, saying what is wrong, not echoing it) unless it
  * is "*", "*.<name>" or "<name>" with name a DNS name (labels of 1-63

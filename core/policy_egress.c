@@ -7,22 +7,17 @@
 #include <lauxlib.h>
 #include <lua.h>
 
+#include "netspec.h"
 #include "policy.h"
 #include "policy_internal.h"
 
 #define NAME_MAX_LEN 253
-#define LABEL_MAX_LEN 63
 
 static const char *const proto_names[AL_EGRESS_PROTO_MAX] = {
 	"dns",
 	"http",
 	"https",
 	"tcp",
-};
-static const char *const mode_names[AL_NET_MODE_MAX] = {
-	"none",
-	"allowlist",
-	"open",
 };
 
 const char *al_policy_entry_name(enum al_policy_kind kind)
@@ -32,28 +27,6 @@ const char *al_policy_entry_name(enum al_policy_kind kind)
 }
 
 /* ---- names ---- */
-
-static bool name_valid(const char *s, size_t n)
-{
-	if (n == 0 || n > NAME_MAX_LEN)
-		return false;
-	size_t label = 0;
-	for (size_t i = 0; i < n; i++) {
-		char c = s[i];
-		if (c == '.') {
-			if (label == 0)
-				return false;
-			label = 0;
-			continue;
-		}
-		if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
-		      c == '-' || c == '_'))
-			return false;
-		if (++label > LABEL_MAX_LEN)
-			return false;
-	}
-	return label > 0;
-}
 
 int al_policy_name_canon(const char *in, char *out, size_t out_len, al_err *err)
 {
@@ -73,7 +46,7 @@ int al_policy_name_canon(const char *in, char *out, size_t out_len, al_err *err)
 		out[i] = (char)(c >= 'A' && c <= 'Z' ? c + 32 : c);
 	}
 	out[n] = '\0';
-	if (!name_valid(out, n))
+	if (!al_netspec_name_valid(out, n))
 		return al_err_set(err, AL_EINVAL, 0,
 				  "name: not a DNS name (labels of 1-63 of"
 				  " a-z 0-9 - _, 253 bytes at most)");
@@ -254,7 +227,7 @@ static int ask_policy(lua_State *L)
 	push_str(L, r->sandbox);
 	push_str(L, r->template_name);
 	push_str(L, r->project);
-	push_str(L, mode_names[r->mode]);
+	push_str(L, al_net_mode_name(r->mode));
 	lua_pushboolean(L, r->build);
 	lua_createtable(L, 0, (int)r->n_metadata);
 	for (size_t i = 0; i < r->n_metadata; i++) {
@@ -338,7 +311,7 @@ static const char *list_problem(const char *const *v, size_t n)
 static const char *req_problem(const al_egress_req *r)
 {
 	if (r->name == NULL ||
-	    !name_valid(r->name, strnlen(r->name, NAME_MAX_LEN + 1)))
+	    !al_netspec_name_valid(r->name, strnlen(r->name, NAME_MAX_LEN + 1)))
 		return "the name is not canonical";
 	if ((unsigned)r->protocol >= AL_EGRESS_PROTO_MAX)
 		return "unknown protocol";

@@ -134,8 +134,22 @@ void al_api_sandbox_egress(al_req *r)
 		al_http_error(r, &err);
 		return;
 	}
+	al_egress_counts cnt;
+	if (al_egress_log_counts(db, r->id, &cnt, &err) < 0) {
+		json_object_put(arr);
+		al_http_error(r, &err);
+		return;
+	}
+	json_object *counts = json_object_new_object();
+	json_object_object_add(counts, "allowed",
+			       json_object_new_int64((int64_t)cnt.allowed));
+	json_object_object_add(counts, "denied",
+			       json_object_new_int64((int64_t)cnt.denied));
+	json_object_object_add(counts, "dropped",
+			       json_object_new_int64((int64_t)cnt.dropped));
 	json_object *o = json_object_new_object();
 	json_object_object_add(o, "egress", arr);
+	json_object_object_add(o, "counts", counts);
 	json_object_object_add(o, "next",
 			       next[0] != '\0' ? json_object_new_string(next)
 					       : NULL);

@@ -105,8 +105,39 @@ void gw_log_flush(gw *g, bool force)
 	}
 }
 
+/* The guest can cause notes (failed dials, refused responses): at most
+ * this many a second reach the log, the rest are counted. */
+#define GW_NOTES_PER_S 20
+
+static bool note_allowed(gw *g)
+{
+	static int64_t window;
+	static unsigned n;
+	static unsigned long dropped;
+	int64_t now = al_now_ms() / 1000;
+	if (now != window) {
+		window = now;
+		n = 0;
+		if (dropped > 0) {
+			fprintf(stderr,
+				"airlock-gateway %s: %lu log lines "
+				"suppressed\n",
+				g->sandbox, dropped);
+			dropped = 0;
+		}
+	}
+	if (n >= GW_NOTES_PER_S) {
+		dropped++;
+		return false;
+	}
+	n++;
+	return true;
+}
+
 void gw_note(gw *g, const char *fmt, ...)
 {
+	if (!note_allowed(g))
+		return;
 	char line[768];
 	va_list ap;
 	va_start(ap, fmt);

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "dial.h"
+#include "tlssess.h"
 
 struct gw_dial {
 	gw *g;
@@ -94,6 +95,7 @@ static void on_resolved(const al_resolve_result *r, void *arg)
 			finish(d, NULL, "upstream TLS setup failed");
 			return;
 		}
+		gw_tlssess_offer(ssl, d->name);
 		bev = bufferevent_openssl_socket_new(g->base, -1, ssl,
 						     BUFFEREVENT_SSL_CONNECTING,
 						     BEV_OPT_CLOSE_ON_FREE);

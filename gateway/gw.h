@@ -31,9 +31,12 @@ struct event_base;
 struct evconnlistener;
 
 /* Bounds of one gateway (all charged to its sandbox). */
-#define GW_CONNS_MAX 512	  /* transparent connections open at once */
-#define GW_HEAD_TIMEOUT_MS 30000  /* a request head must arrive within */
-#define GW_IDLE_TIMEOUT_MS 120000 /* no byte either way for this long */
+#define GW_CONNS_MAX 512 /* transparent connections open at once */
+/* Defaults of g->head_ms (a TLS handshake and each request head must be
+ * complete within) and g->idle_ms (no byte either way for this long);
+ * AIRLOCK_GW_HEAD_TIMEOUT_MS and AIRLOCK_GW_IDLE_TIMEOUT_MS change them. */
+#define GW_HEAD_TIMEOUT_MS 30000
+#define GW_IDLE_TIMEOUT_MS 120000
 #define GW_CONNECT_TIMEOUT_MS 10000
 /* Bytes queued towards one side before the other side's reading stops. */
 #define GW_HIGH_WATER (256u << 10)
@@ -55,6 +58,7 @@ typedef struct gw {
 	al_dnsserv *dns;
 	struct evconnlistener *listener;
 	unsigned conns;
+	long head_ms, idle_ms;
 	unsigned long conns_total, conns_refused;
 } gw;
 

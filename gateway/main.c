@@ -8,7 +8,8 @@
  * AIRLOCK_STATE (state dir: run/mint.sock, run/egress/<id>/, the address
  * map's journal run/gw/<id>.fakeip), AIRLOCK_POLICIES
  * (egress.lua), AIRLOCK_UPSTREAM_DNS, AIRLOCK_UPSTREAM_HOSTS,
- * AIRLOCK_UPSTREAM_CA, AIRLOCK_UPSTREAM_ALLOW_CIDRS, AIRLOCK_NET_POOL.
+ * AIRLOCK_UPSTREAM_CA, AIRLOCK_UPSTREAM_ALLOW_CIDRS, AIRLOCK_NET_POOL,
+ * AIRLOCK_GW_HEAD_TIMEOUT_MS, AIRLOCK_GW_IDLE_TIMEOUT_MS (gw.h).
  *
  * Order: open everything it will need (policy, resolver, TLS contexts and
  * key, the egress log), install its syscall filter, then wait for the
@@ -33,6 +34,7 @@
 #include "net/gwlaunch.h"
 #include "net/pool.h"
 #include "sysfilter.h"
+#include "tlssess.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 /* LeakSanitizer stops the world with a clone the syscall filter refuses
@@ -88,6 +90,15 @@ static void on_term(evutil_socket_t fd, short what, void *arg)
 	event_base_loopbreak(arg);
 }
 
+/* A positive number of milliseconds from the environment, else dflt. */
+static long env_ms(const char *name, long dflt)
+{
+	const char *v = env(name);
+	char *end;
+	long n = v != NULL ? strtol(v, &end, 10) : 0;
+	return v != NULL && *end == '\0' && n > 0 && n <= 86400000 ? n : dflt;
+}
+
 static int slot_address(gw *g)
 {
 	struct sockaddr_in a;
@@ -110,6 +121,8 @@ int main(int argc, char **argv)
 		return 100;
 	}
 	g.sandbox = argv[2];
+	g.head_ms = env_ms("AIRLOCK_GW_HEAD_TIMEOUT_MS", GW_HEAD_TIMEOUT_MS);
+	g.idle_ms = env_ms("AIRLOCK_GW_IDLE_TIMEOUT_MS", GW_IDLE_TIMEOUT_MS);
 	signal(SIGPIPE, SIG_IGN);
 	al_err err;
 	const char *state = env("AIRLOCK_STATE");
@@ -158,6 +171,7 @@ int main(int argc, char **argv)
 	g.tls = al_gw_tls_new(&tc, &err);
 	if (g.tls == NULL)
 		die(&g, "TLS", &err);
+	gw_tlssess_init(al_gw_tls_upstream_ctx(g.tls));
 	char run[AL_PATH_MAX + 8], map[AL_PATH_MAX + 96];
 	snprintf(run, sizeof run, "%s/run", state);
 	if (al_gateway_map_path(run, g.sandbox, map, sizeof map) < 0)

@@ -33,15 +33,35 @@ static void on_accept(struct evconnlistener *l, evutil_socket_t fd,
 	(void)peer;
 	(void)peer_len;
 	gw *g = arg;
-	if (g->conns >= GW_CONNS_MAX) {
-		g->conns_refused++;
-		close(fd);
-		return;
-	}
 	struct sockaddr_in dst;
 	socklen_t len = sizeof dst;
 	if (getsockname(fd, (struct sockaddr *)&dst, &len) < 0 ||
 	    dst.sin_family != AF_INET) {
+		close(fd);
+		return;
+	}
+	uint32_t addr = ntohl(dst.sin_addr.s_addr);
+	unsigned port = ntohs(dst.sin_port);
+	static al_net_prefix synthetic;
+	if (synthetic.len == 0)
+		al_net_prefix_parse(AL_NET_SYNTHETIC, &synthetic, NULL);
+	bool is_synthetic = al_net_prefix_contains(&synthetic, addr);
+	const char *name = is_synthetic ? al_fakeip_name(g->fakeip, addr)
+					: NULL;
+	char ip[INET_ADDRSTRLEN];
+	inet_ntop(AF_INET, &dst.sin_addr, ip, sizeof ip);
+	if (g->conns >= GW_CONNS_MAX) {
+		g->conns_refused++;
+		gw_log(g, false, "too many connections", proto_of(port),
+		       name != NULL ? name : ip, port, NULL, NULL);
+		close(fd);
+		return;
+	}
+	if (name == NULL) {
+		gw_log(g, false,
+		       is_synthetic ? "synthetic address never given out"
+				    : "not a name the gateway resolved",
+		       proto_of(port), ip, port, NULL, NULL);
 		close(fd);
 		return;
 	}
@@ -50,26 +70,6 @@ static void on_accept(struct evconnlistener *l, evutil_socket_t fd,
 	/* What is relayed is written whole: Nagle would only delay it. */
 	int one = 1;
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-	uint32_t addr = ntohl(dst.sin_addr.s_addr);
-	unsigned port = ntohs(dst.sin_port);
-	static al_net_prefix synthetic;
-	if (synthetic.len == 0)
-		al_net_prefix_parse(AL_NET_SYNTHETIC, &synthetic, NULL);
-	const char *name = al_net_prefix_contains(&synthetic, addr)
-				   ? al_fakeip_name(g->fakeip, addr)
-				   : NULL;
-	if (name == NULL) {
-		char ip[INET_ADDRSTRLEN];
-		inet_ntop(AF_INET, &dst.sin_addr, ip, sizeof ip);
-		gw_log(g, false,
-		       al_net_prefix_contains(&synthetic, addr)
-			       ? "synthetic address never given out"
-			       : "not a name the gateway resolved",
-		       proto_of(port), ip, port, NULL, NULL);
-		close(fd);
-		gw_proxy_conn_closed(g);
-		return;
-	}
 	/* A changed policy file applies from the next connection on. */
 	al_policy_reload_if_changed(g->policy);
 	if (port == 80 || port == 443) {

@@ -13,15 +13,16 @@
  * name (dial.c) at the first allowed request, always to the same name
  * (a connection never changes name), and reused for the next request
  * only while both sides keep alive and the upstream has sent nothing
- * beyond the last response. Heads go upstream re-serialised from the
+ * beyond the last response (a safe request that finds it closed is sent
+ * once more on a new one). Heads go upstream re-serialised from the
  * parsed struct (never the guest's bytes), bodies re-framed after the
  * strict decoder (gw/httpbody); responses are parsed strictly and
  * re-serialised the same way. Expect: 100-continue is answered by the
  * gateway after the policy allowed the request (the upstream never sees
  * Expect); interim responses from upstream are dropped.
  *
- * Bounds: the head must arrive within GW_HEAD_TIMEOUT_MS, a connection
- * idle either way for GW_IDLE_TIMEOUT_MS is closed, and at most
+ * Bounds: the handshake and each head must arrive within g->head_ms, a
+ * connection idle either way for g->idle_ms is closed, and at most
  * GW_HIGH_WATER bytes queue towards either side before the other side
  * stops being read (backpressure). */
 #include <event2/buffer.h>
@@ -39,9 +40,7 @@
 #include "gw.h"
 #include "gw/http.h"
 #include "gw/httpbody.h"
-
-/* Body bytes decoded per step. */
-#define RELAY_STEP 16384
+#include "tlssess.h"
 
 typedef struct relay {
 	gw *g;
@@ -70,17 +69,28 @@ typedef struct relay {
 	bool have_resp;
 	al_httpbody respb;
 	bool close_after; /* the guest connection ends with this response */
+	bool up_reused;	  /* this request went on a kept upstream */
 } relay;
 
 static void try_head(relay *r);
+static void on_dialled(void *arg, struct bufferevent *bev, const char *error);
 static void pump_body(relay *r);
 static void pump_resp(relay *r);
+
+static void up_drop(relay *r)
+{
+	if (r->up != NULL) {
+		if (r->tls)
+			gw_tlssess_keep(bufferevent_openssl_get_ssl(r->up));
+		bufferevent_free(r->up);
+		r->up = NULL;
+	}
+}
 
 static void destroy(relay *r)
 {
 	gw_dial_cancel(r->dial);
-	if (r->up != NULL)
-		bufferevent_free(r->up);
+	up_drop(r);
 	if (r->down != NULL)
 		bufferevent_free(r->down);
 	if (r->tick != NULL)
@@ -119,14 +129,6 @@ static void relay_kill(relay *r)
 		}
 	event_del(r->tick);
 	event_active(r->reaper, 0, 0);
-}
-
-static void up_drop(relay *r)
-{
-	if (r->up != NULL) {
-		bufferevent_free(r->up);
-		r->up = NULL;
-	}
 }
 
 static void on_down_flushed(struct bufferevent *bev, void *arg)
@@ -227,22 +229,36 @@ static void put_framed(struct evbuffer *out, enum al_http_body framing,
 	}
 }
 
-/* Decode what in holds (one step) and write it to out re-framed, the
- * last chunk too when the body ends: the decoder's AL_AGAIN, 0 or -1. */
+/* Decode the first contiguous piece of in and write it to out re-framed,
+ * the last chunk too when the body ends: the decoder's AL_AGAIN, 0 or
+ * -1. Data that is the piece itself (a Content-Length or close-delimited
+ * body) moves to out without a copy. */
 static int forward_step(struct evbuffer *in, struct evbuffer *out,
 			al_httpbody *b, enum al_http_body framing, al_err *err)
 {
-	size_t len = evbuffer_get_length(in);
-	if (len > RELAY_STEP)
-		len = RELAY_STEP;
-	const char *p = (const char *)evbuffer_pullup(in, (ev_ssize_t)len);
+	struct evbuffer_iovec v;
+	if (evbuffer_peek(in, -1, NULL, &v, 1) < 1 || v.iov_len == 0) {
+		/* No contiguous piece at the front: make one. */
+		v.iov_len = evbuffer_get_length(in);
+		if (v.iov_len > 16384)
+			v.iov_len = 16384;
+		if (v.iov_len == 0)
+			return AL_AGAIN;
+		v.iov_base = evbuffer_pullup(in, (ev_ssize_t)v.iov_len);
+	}
+	const char *p = v.iov_base;
 	size_t used = 0, dlen = 0;
 	const char *data = NULL;
-	int rc = al_httpbody_feed(b, p, len, &used, &data, &dlen, err);
+	int rc = al_httpbody_feed(b, p, v.iov_len, &used, &data, &dlen, err);
 	if (rc < 0)
 		return -1;
-	put_framed(out, framing, data, dlen);
-	evbuffer_drain(in, used);
+	if (framing != AL_HTTP_BODY_CHUNKED && dlen == used &&
+	    (dlen == 0 || data == p)) {
+		evbuffer_remove_buffer(in, out, used);
+	} else {
+		put_framed(out, framing, data, dlen);
+		evbuffer_drain(in, used);
+	}
 	if (rc == 0 && framing == AL_HTTP_BODY_CHUNKED)
 		evbuffer_add(out, AL_HTTPBODY_LAST_CHUNK,
 			     strlen(AL_HTTPBODY_LAST_CHUNK));
@@ -266,7 +282,7 @@ static void response_done(relay *r)
 		return;
 	}
 	al_http_req_parser_init(&r->hp, r->tls);
-	r->head_deadline_ms = al_now_ms() + GW_HEAD_TIMEOUT_MS;
+	r->head_deadline_ms = al_now_ms() + r->g->head_ms;
 	bufferevent_enable(r->down, EV_READ);
 	try_head(r); /* a pipelined request may be waiting */
 }
@@ -430,7 +446,24 @@ static void on_up_event(struct bufferevent *bev, short what, void *arg)
 		response_done(r);
 		return;
 	}
+	/* A kept upstream that closed as this request came (its idle
+	 * timeout) most likely read none of it: a safe request (GET, HEAD,
+	 * OPTIONS: no effect if it did) without a body is sent again, once,
+	 * on a new connection, as browsers do. */
+	const char *m = r->req.method;
+	bool safe = strcmp(m, "GET") == 0 || strcmp(m, "HEAD") == 0 ||
+		    strcmp(m, "OPTIONS") == 0;
+	bool again = safe && !r->have_resp && r->up_reused &&
+		     r->rp.scanned == 0 && r->req.body == AL_HTTP_BODY_NONE &&
+		     evbuffer_get_length(bufferevent_get_input(r->up)) == 0;
 	up_drop(r);
+	if (again) {
+		r->up_reused = false;
+		r->dial = gw_dial_start(r->g, r->name, r->port, r->proto,
+					r->tls, on_dialled, r);
+		if (r->dial != NULL)
+			return;
+	}
 	if (!r->have_resp) {
 		respond(r, 502, "upstream closed before answering");
 		return;
@@ -448,8 +481,11 @@ static void on_dialled(void *arg, struct bufferevent *bev, const char *error)
 		return;
 	}
 	r->up = bev;
-	struct timeval idle = {GW_IDLE_TIMEOUT_MS / 1000, 0};
-	bufferevent_set_timeouts(bev, &idle, &idle);
+	/* Only a write that does not drain times out here: a long upload
+	 * reads nothing upstream, and idleness is the tick's (on_tick). */
+	struct timeval idle = {r->g->idle_ms / 1000,
+			       (r->g->idle_ms % 1000) * 1000};
+	bufferevent_set_timeouts(bev, NULL, &idle);
 	bufferevent_setwatermark(bev, EV_READ, 0, GW_HIGH_WATER);
 	bufferevent_setwatermark(bev, EV_WRITE, GW_HIGH_WATER / 2, 0);
 	bufferevent_setcb(bev, on_up_read, on_up_drained, on_up_event, r);
@@ -492,6 +528,7 @@ static void on_request(relay *r)
 	r->req_done = q->body == AL_HTTP_BODY_NONE ||
 		      al_httpbody_done(&r->reqb);
 	r->close_after = false;
+	r->up_reused = r->up != NULL;
 	if (r->up != NULL) {
 		send_head(r);
 		return;
@@ -566,6 +603,14 @@ static void on_down_event(struct bufferevent *bev, short what, void *arg)
 	}
 	if (!(what & (BEV_EVENT_EOF | BEV_EVENT_ERROR | BEV_EVENT_TIMEOUT)))
 		return;
+	if ((what & BEV_EVENT_EOF) && r->in_request && r->req_done &&
+	    !r->closing) {
+		/* The guest is done sending (a half-close): it still gets
+		 * the answer, then the connection ends. */
+		r->close_after = true;
+		bufferevent_disable(bev, EV_READ);
+		return;
+	}
 	if (r->tls && !r->handshaken) {
 		SSL *ssl = bufferevent_openssl_get_ssl(bev);
 		const char *why = al_gw_tls_server_refusal(ssl);
@@ -596,7 +641,7 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
 		relay_kill(r);
 		return;
 	}
-	if (now - r->last_ms > GW_IDLE_TIMEOUT_MS)
+	if (now - r->last_ms > r->g->idle_ms)
 		relay_kill(r);
 }
 
@@ -645,7 +690,7 @@ void gw_relay_start(gw *g, int fd, const char *name, unsigned port)
 	struct timeval second = {1, 0};
 	event_add(r->tick, &second);
 	touch(r);
-	r->head_deadline_ms = r->last_ms + GW_HEAD_TIMEOUT_MS;
+	r->head_deadline_ms = r->last_ms + g->head_ms;
 	al_http_req_parser_init(&r->hp, r->tls);
 	bufferevent_setwatermark(r->down, EV_READ, 0, GW_HIGH_WATER);
 	bufferevent_setwatermark(r->down, EV_WRITE, GW_HIGH_WATER / 2, 0);

@@ -3,7 +3,7 @@
  * (dial.c: the gateway's resolver, every address classified); bytes are
  * copied both ways unchanged, at most GW_HIGH_WATER queued per direction
  * (the other side is not read meanwhile); a side's EOF is passed on as a
- * shutdown once what it sent is delivered; idle for GW_IDLE_TIMEOUT_MS:
+ * shutdown once what it sent is delivered; idle for g->idle_ms:
  * closed. */
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
@@ -20,6 +20,8 @@ typedef struct splice {
 	gw *g;
 	struct bufferevent *down, *up;
 	gw_dial *dial;
+	struct event *tick; /* idleness: no byte either way for idle_ms */
+	int64_t last_ms;
 	bool down_eof, up_eof;
 } splice;
 
@@ -30,6 +32,8 @@ static void destroy(splice *s)
 		bufferevent_free(s->up);
 	if (s->down != NULL)
 		bufferevent_free(s->down);
+	if (s->tick != NULL)
+		event_free(s->tick);
 	gw_proxy_conn_closed(s->g);
 	free(s);
 }
@@ -42,6 +46,7 @@ static struct bufferevent *other(splice *s, struct bufferevent *b)
 static void on_read(struct bufferevent *b, void *arg)
 {
 	splice *s = arg;
+	s->last_ms = al_now_ms();
 	struct bufferevent *to = other(s, b);
 	struct evbuffer *out = bufferevent_get_output(to);
 	evbuffer_add_buffer(out, bufferevent_get_input(b));
@@ -95,10 +100,13 @@ static void on_dialled(void *arg, struct bufferevent *bev, const char *error)
 		return;
 	}
 	s->up = bev;
-	struct timeval idle = {GW_IDLE_TIMEOUT_MS / 1000, 0};
+	/* A one-way stream reads nothing on one side for long: only a
+	 * write that does not drain times out, idleness is the tick's. */
+	struct timeval idle = {s->g->idle_ms / 1000,
+			       (s->g->idle_ms % 1000) * 1000};
 	struct bufferevent *both[2] = {s->down, s->up};
 	for (int i = 0; i < 2; i++) {
-		bufferevent_set_timeouts(both[i], &idle, &idle);
+		bufferevent_set_timeouts(both[i], NULL, &idle);
 		bufferevent_setwatermark(both[i], EV_WRITE, GW_HIGH_WATER / 2,
 					 0);
 		bufferevent_setcb(both[i], on_read, on_write, on_event, s);
@@ -106,6 +114,15 @@ static void on_dialled(void *arg, struct bufferevent *bev, const char *error)
 	}
 	/* What the guest sent while the dial went on. */
 	on_read(s->down, s);
+}
+
+static void on_tick(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	splice *s = arg;
+	if (al_now_ms() - s->last_ms > s->g->idle_ms)
+		destroy(s);
 }
 
 void gw_splice_start(gw *g, int fd, const char *name, unsigned port)
@@ -117,9 +134,14 @@ void gw_splice_start(gw *g, int fd, const char *name, unsigned port)
 		return;
 	}
 	s->g = g;
+	s->last_ms = al_now_ms();
 	s->down = bufferevent_socket_new(g->base, fd, BEV_OPT_CLOSE_ON_FREE);
-	if (s->down == NULL) {
-		close(fd);
+	s->tick = event_new(g->base, -1, EV_PERSIST, on_tick, s);
+	struct timeval second = {1, 0};
+	if (s->down == NULL || s->tick == NULL ||
+	    event_add(s->tick, &second) < 0) {
+		if (s->down == NULL)
+			close(fd);
 		destroy(s);
 		return;
 	}

@@ -5,6 +5,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +15,7 @@
 
 #include <openssl/bn.h>
 #include <openssl/core_names.h>
+#include <openssl/ec.h>
 #include <openssl/err.h>
 #include <openssl/pem.h>
 #include <openssl/rand.h>
@@ -25,6 +27,13 @@
 
 #define CA_VALID_S (3650 * 86400L)
 #define CA_FILE_MAX (64u << 10)
+
+static EC_GROUP *p256_group;
+
+static void p256_group_init(void)
+{
+	p256_group = EC_GROUP_new_by_curve_name(NID_X9_62_prime256v1);
+}
 
 struct al_ca {
 	EVP_PKEY *key;
@@ -368,14 +377,62 @@ static int add_aki(X509 *x, const X509 *ca, al_err *err)
 	return 0;
 }
 
-X509 *al_ca_mint(al_ca *ca, const char *name, EVP_PKEY *leaf_pub, al_err *err)
+int al_ca_key_point(EVP_PKEY *key, unsigned char out[AL_CA_POINT_LEN],
+		    al_err *err)
+{
+	size_t len = 0;
+	if (!al_ca_key_is_p256(key) ||
+	    EVP_PKEY_get_octet_string_param(key,
+					    OSSL_PKEY_PARAM_ENCODED_PUBLIC_KEY,
+					    out, AL_CA_POINT_LEN, &len) != 1 ||
+	    len != AL_CA_POINT_LEN || out[0] != 0x04) {
+		ERR_clear_error();
+		return al_err_set(err, AL_EINVAL, 0,
+				  "a leaf key must be P-256");
+	}
+	return 0;
+}
+
+int al_ca_point_check(const unsigned char *point, size_t len, al_err *err)
+{
+	static pthread_once_t once = PTHREAD_ONCE_INIT;
+	pthread_once(&once, p256_group_init);
+	const EC_GROUP *group = p256_group; /* immutable once made */
+	EC_POINT *p = group != NULL ? EC_POINT_new(group) : NULL;
+	int ok = p != NULL && len == AL_CA_POINT_LEN && point[0] == 0x04 &&
+		 EC_POINT_oct2point(group, p, point, len, NULL) == 1 &&
+		 EC_POINT_is_on_curve(group, p, NULL) == 1;
+	EC_POINT_free(p);
+	ERR_clear_error();
+	if (!ok)
+		return al_err_set(err, AL_EINVAL, 0,
+				  "not an uncompressed P-256 point");
+	return 0;
+}
+
+/* The leaf's SubjectPublicKeyInfo: id-ecPublicKey, prime256v1, point. */
+static int set_point(X509 *x, const unsigned char *point, al_err *err)
+{
+	unsigned char *bits = OPENSSL_memdup(point, AL_CA_POINT_LEN);
+	if (bits == NULL ||
+	    X509_PUBKEY_set0_param(X509_get_X509_PUBKEY(x),
+				   OBJ_nid2obj(NID_X9_62_id_ecPublicKey),
+				   V_ASN1_OBJECT,
+				   OBJ_nid2obj(NID_X9_62_prime256v1), bits,
+				   AL_CA_POINT_LEN) != 1) {
+		OPENSSL_free(bits);
+		return al_gw_ossl_err(err, AL_ENOMEM, "leaf public key");
+	}
+	return 0;
+}
+
+/* The leaf for name with the key given as an EVP_PKEY (key) or else as
+ * its checked point. */
+static X509 *mint(al_ca *ca, const char *name, EVP_PKEY *key,
+		  const unsigned char *point, al_err *err)
 {
 	if (al_ca_name_check(name, err) < 0)
 		return NULL;
-	if (!al_ca_key_is_p256(leaf_pub)) {
-		al_err_set(err, AL_EINVAL, 0, "a leaf key must be P-256");
-		return NULL;
-	}
 	size_t nlen = strlen(name);
 	char san[8 + AL_POLICY_FIELD_MAX];
 	snprintf(san, sizeof san, "%sDNS:%s", nlen < 64 ? "" : "critical,",
@@ -389,9 +446,14 @@ X509 *al_ca_mint(al_ca *ca, const char *name, EVP_PKEY *leaf_pub, al_err *err)
 					0) != 1) ||
 	    X509_set_version(x, X509_VERSION_3) != 1 ||
 	    X509_set_subject_name(x, subj) != 1 ||
-	    X509_set_issuer_name(x, X509_get_subject_name(ca->cert)) != 1 ||
-	    X509_set_pubkey(x, leaf_pub) != 1) {
+	    X509_set_issuer_name(x, X509_get_subject_name(ca->cert)) != 1) {
 		al_gw_ossl_err(err, AL_ENOMEM, "leaf certificate");
+		goto fail;
+	}
+	if (key != NULL ? X509_set_pubkey(x, key) != 1
+			: set_point(x, point, err) < 0) {
+		if (key != NULL)
+			al_gw_ossl_err(err, AL_ENOMEM, "leaf public key");
 		goto fail;
 	}
 	X509V3_CTX ctx;
@@ -417,4 +479,21 @@ fail:
 	X509_NAME_free(subj);
 	X509_free(x);
 	return NULL;
+}
+
+X509 *al_ca_mint(al_ca *ca, const char *name, EVP_PKEY *leaf_pub, al_err *err)
+{
+	if (!al_ca_key_is_p256(leaf_pub)) {
+		al_err_set(err, AL_EINVAL, 0, "a leaf key must be P-256");
+		return NULL;
+	}
+	return mint(ca, name, leaf_pub, NULL, err);
+}
+
+X509 *al_ca_mint_point(al_ca *ca, const char *name,
+		       const unsigned char point[AL_CA_POINT_LEN], al_err *err)
+{
+	if (al_ca_point_check(point, AL_CA_POINT_LEN, err) < 0)
+		return NULL;
+	return mint(ca, name, NULL, point, err);
 }

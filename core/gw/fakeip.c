@@ -340,6 +340,38 @@ int al_fakeip_save(const al_fakeip *m, const char *path, al_err *err)
 	return 0;
 }
 
+/* The whole of fd (a regular file of at most AL_FAKEIP_FILE_MAX(cap)
+ * bytes), malloc'd; *len bytes. */
+static char *read_map(int fd, const char *path, uint32_t cap, size_t *len,
+		      al_err *err)
+{
+	struct stat st;
+	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) ||
+	    (uint64_t)st.st_size > AL_FAKEIP_FILE_MAX(cap)) {
+		al_err_set(err, AL_EINVAL, 0,
+			   "fakeip: %s: not a file or too large", path);
+		return NULL;
+	}
+	size_t size = (size_t)st.st_size;
+	char *buf = malloc(size + 1);
+	if (buf == NULL) {
+		al_err_set(err, AL_ENOMEM, ENOMEM, "fakeip: out of memory");
+		return NULL;
+	}
+	ssize_t r;
+	do
+		r = pread(fd, buf, size, 0);
+	while (r < 0 && errno == EINTR);
+	if (r != (ssize_t)size) {
+		al_err_sys(err, AL_ESYS, r < 0 ? errno : EIO, "fakeip: read %s",
+			   path);
+		free(buf);
+		return NULL;
+	}
+	*len = size;
+	return buf;
+}
+
 al_fakeip *al_fakeip_load(const char *path, uint32_t cap, al_err *err)
 {
 	al_autofd int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -348,38 +380,11 @@ al_fakeip *al_fakeip_load(const char *path, uint32_t cap, al_err *err)
 			   "fakeip: open %s", path);
 		return NULL;
 	}
-	struct stat st;
-	if (fstat(fd, &st) != 0) {
-		al_err_sys(err, AL_ESYS, errno, "fakeip: stat %s", path);
+	size_t len;
+	al_autofree char *buf = read_map(fd, path, cap, &len, err);
+	if (buf == NULL)
 		return NULL;
-	}
-	if (!S_ISREG(st.st_mode) ||
-	    (uint64_t)st.st_size > AL_FAKEIP_FILE_MAX(cap)) {
-		al_err_set(err, AL_EINVAL, 0,
-			   "fakeip: %s: not a file or too large", path);
-		return NULL;
-	}
-	size_t size = (size_t)st.st_size;
-	al_autofree char *buf = malloc(size + 1);
-	if (buf == NULL) {
-		al_err_set(err, AL_ENOMEM, ENOMEM, "fakeip: out of memory");
-		return NULL;
-	}
-	size_t got = 0;
-	while (got < size) {
-		ssize_t r = read(fd, buf + got, size - got);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r < 0) {
-			al_err_sys(err, AL_ESYS, errno, "fakeip: read %s",
-				   path);
-			return NULL;
-		}
-		if (r == 0)
-			break;
-		got += (size_t)r;
-	}
-	al_fakeip *m = al_fakeip_unpack(buf, got, cap, err);
+	al_fakeip *m = al_fakeip_unpack(buf, len, cap, err);
 	if (m == NULL)
 		al_err_wrap(err, "%s", path);
 	return m;
@@ -395,31 +400,22 @@ al_fakeip *al_fakeip_open(const char *path, uint32_t cap, al_err *err)
 		al_err_sys(err, AL_ESYS, errno, "fakeip: open %s", path);
 		return NULL;
 	}
-	struct stat st;
-	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) ||
-	    (uint64_t)st.st_size > AL_FAKEIP_FILE_MAX(cap)) {
-		al_err_set(err, AL_EINVAL, 0,
-			   "fakeip: %s: not a file or too large", path);
+	size_t size;
+	al_autofree char *buf = read_map(fd, path, cap, &size, err);
+	if (buf == NULL)
 		return NULL;
-	}
-	size_t size = (size_t)st.st_size;
 	if (size == 0) {
-		if (write(fd, HEADER, sizeof HEADER - 1) !=
-		    (ssize_t)(sizeof HEADER - 1)) {
+		/* A new journal: its header first. */
+		size = sizeof HEADER - 1;
+		if (write(fd, HEADER, size) != (ssize_t)size) {
 			al_err_sys(err, AL_ESYS, errno, "fakeip: write %s",
 				   path);
 			return NULL;
 		}
-		size = sizeof HEADER - 1;
-	}
-	al_autofree char *buf = malloc(size);
-	if (buf == NULL) {
-		al_err_set(err, AL_ENOMEM, ENOMEM, "fakeip: out of memory");
-		return NULL;
-	}
-	if (pread(fd, buf, size, 0) != (ssize_t)size) {
-		al_err_sys(err, AL_ESYS, errno, "fakeip: read %s", path);
-		return NULL;
+		free(buf);
+		buf = read_map(fd, path, cap, &size, err);
+		if (buf == NULL)
+			return NULL;
 	}
 	/* Whole lines only: what follows the last newline, and a line a
 	 * failed append ended early, are cut off. */

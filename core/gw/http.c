@@ -304,8 +304,7 @@ int al_http_length_parse(const char *v, size_t len, uint64_t *out,
 	return 0;
 }
 
-int al_http_conn_parse(char *v, const char **names, size_t *lens, size_t *n,
-		       size_t max, bool *close)
+int al_http_conn_parse(char *v, al_http_conn *c)
 {
 	char *s = v;
 	for (;;) {
@@ -320,17 +319,32 @@ int al_http_conn_parse(char *v, const char **names, size_t *lens, size_t *n,
 		if (*s != ',' && *s != '\0')
 			return -1;
 		if (tl > 0) {
-			if (*n >= max)
+			if (c->n >= AL_HTTP_CONN_NAMES_MAX)
 				return -1;
-			names[*n] = t;
-			lens[*n] = tl;
-			(*n)++;
+			c->name[c->n] = t;
+			c->len[c->n] = tl;
+			c->n++;
 			if (al_http_name_is(t, tl, "close"))
-				*close = true;
+				c->close = true;
 		}
 		if (*s == '\0')
 			return 0;
 		s++;
+	}
+}
+
+void al_http_fields_keep(al_http_fields *fs, const al_http_lines *l,
+			 const bool *keep, const al_http_conn *c)
+{
+	for (size_t i = 0; i < l->n; i++) {
+		const al_http_raw *f = &l->raw[i];
+		bool drop = !keep[i];
+		for (size_t k = 0; k < c->n && !drop; k++)
+			drop = c->len[k] == f->name_len &&
+			       strncasecmp(c->name[k], f->name, c->len[k]) == 0;
+		if (!drop)
+			al_http_fields_add(fs, f->name, f->name_len, f->value,
+					   f->value_len);
 	}
 }
 
@@ -475,7 +489,9 @@ char *al_http_out_finish(al_http_out *o, size_t *len, al_err *err)
 	return p;
 }
 
-const char *al_http_reason(int status)
+/* (fcgi/http.c has the API's own al_http_reason: this one is the
+ * gateway's, with the statuses it answers.) */
+static const char *own_reason(int status)
 {
 	switch (status) {
 	case 100:
@@ -540,7 +556,7 @@ char *al_http_own_response(int status, const char *text, bool close,
 	al_http_out o = {0};
 	char line[96];
 	snprintf(line, sizeof line, "HTTP/1.1 %03d %s\r\n", status,
-		 al_http_reason(status));
+		 own_reason(status));
 	al_http_out_str(&o, line);
 	if (status >= 200) {
 		size_t bl = text != NULL ? tl + 1 : 0;

@@ -11,8 +11,8 @@
  *  - at most AL_HTTP_REQ_FIELDS_MAX fields in AL_HTTP_REQ_HEAD_MAX bytes
  *    (431); responses AL_HTTP_RESP_FIELDS_MAX / AL_HTTP_RESP_HEAD_MAX;
  *  - request line "METHOD SP target SP HTTP/1.x": HTTP/1.1 and HTTP/1.0
- *    (1.0: no Transfer-Encoding, never kept alive); 0.9, 2.0 (the h2
- *    preface) and any other version: 505;
+ *    (1.0: no Transfer-Encoding, never kept alive); no version (0.9):
+ *    400; 2.0 (the h2 preface) and any other HTTP/d.d: 505;
  *  - target in origin-form ("/p?q") or absolute-form ("http://h:p/p?q",
  *    scheme http on a plain connection and https on a TLS one, no
  *    userinfo, no IPv6 literal); '#', space, non-ASCII, a '%' not
@@ -44,8 +44,11 @@
  * scans only what it has not seen and answers AL_AGAIN ("need more"),
  * 0 ("head done, its length is *head_len, the body starts there") or -1
  * (refused: err says why and p->status is the status to answer with).
- * A byte-by-byte feed gives the same result as one feed. The parsed
- * struct owns a copy of the head: the caller may drop its bytes. */
+ * A byte-by-byte feed gives the same result as one feed. After 0 or -1,
+ * init the parser again for the next message (a pipelined one starts at
+ * head_len plus the body). The parsed struct owns a copy of the head: the
+ * caller may drop its bytes; fields point into it, so never copy the
+ * struct, and free it only after a 0. */
 #ifndef AL_GW_HTTP_H
 #define AL_GW_HTTP_H
 
@@ -184,8 +187,6 @@ char *al_http_req_serialize(const al_http_req *req, bool close, size_t *len,
 char *al_http_resp_serialize(const al_http_resp *resp, bool close, size_t *len,
 			     al_err *err);
 
-/* The reason phrase of a status ("Bad Request"; "" if unknown). */
-const char *al_http_reason(int status);
 /* A whole response the gateway answers itself (a refusal, a 100): the
  * status line; for a final status Content-Type text/plain, the length,
  * "Connection: close" when close, and text plus a newline as the body

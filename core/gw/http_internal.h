@@ -73,11 +73,21 @@ bool al_http_name_reserved(enum al_http_kind k);
 int al_http_length_parse(const char *v, size_t len, uint64_t *out,
 			 bool *too_big);
 
-/* A Connection value: a comma list of tokens. Each token is appended to
- * names (at most max); *close when one is "close". -1 on bad syntax or
- * too many. */
-int al_http_conn_parse(char *v, const char **names, size_t *lens, size_t *n,
-		       size_t max, bool *close);
+/* The tokens of a message's Connection fields. */
+#define AL_HTTP_CONN_NAMES_MAX 32
+typedef struct al_http_conn {
+	const char *name[AL_HTTP_CONN_NAMES_MAX];
+	size_t len[AL_HTTP_CONN_NAMES_MAX];
+	size_t n;
+	bool close; /* one is "close" */
+} al_http_conn;
+
+/* Add a Connection value (a comma list of tokens) to c. -1 on bad syntax
+ * or more than AL_HTTP_CONN_NAMES_MAX tokens. */
+int al_http_conn_parse(char *v, al_http_conn *c);
+/* Add to fs the field lines of l marked in keep and not named by c. */
+void al_http_fields_keep(al_http_fields *fs, const al_http_lines *l,
+			 const bool *keep, const al_http_conn *c);
 
 /* Adds a field line to fs (pointers stay in the message's head). */
 void al_http_fields_add(al_http_fields *fs, const char *name, size_t nl,

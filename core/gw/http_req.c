@@ -9,9 +9,6 @@
 #include "gw/http_internal.h"
 #include "policy.h"
 
-/* Tokens a Connection field may name. */
-#define CONN_NAMES_MAX 32
-
 static unsigned default_port(bool tls)
 {
 	return tls ? 443u : 80u;
@@ -209,9 +206,7 @@ static int header_fields(al_http_parser *p, al_http_req *req, al_http_lines *l,
 {
 	const al_http_raw *host = NULL, *cl = NULL, *te = NULL, *expect = NULL;
 	size_t n_host = 0, n_cl = 0, n_te = 0, n_expect = 0;
-	const char *conn[CONN_NAMES_MAX];
-	size_t conn_len[CONN_NAMES_MAX], n_conn = 0;
-	bool close = false;
+	al_http_conn conn = {0};
 	bool keep[AL_HTTP_RESP_FIELDS_MAX] = {0};
 	for (size_t i = 0; i < l->n; i++) {
 		al_http_raw *f = &l->raw[i];
@@ -233,14 +228,12 @@ static int header_fields(al_http_parser *p, al_http_req *req, al_http_lines *l,
 			n_expect++;
 			break;
 		case AL_HTTP_K_CONNECTION:
-			if (al_http_conn_parse(f->value, conn, conn_len,
-					       &n_conn, CONN_NAMES_MAX,
-					       &close) < 0)
+			if (al_http_conn_parse(f->value, &conn) < 0)
 				return al_http_reject(p, 400, err,
 						      "Connection is not a"
 						      " list of at most %d"
 						      " tokens",
-						      CONN_NAMES_MAX);
+						      AL_HTTP_CONN_NAMES_MAX);
 			break;
 		case AL_HTTP_K_UPGRADE:
 			return al_http_reject(p, 400, err,
@@ -320,20 +313,8 @@ static int header_fields(al_http_parser *p, al_http_req *req, al_http_lines *l,
 		/* A 1.0 client does not wait for 100 (RFC 9110 10.1.1). */
 		req->expect_continue = req->version == 11;
 	}
-	req->keep_alive = req->version == 11 && !close;
-	for (size_t i = 0; i < l->n; i++) {
-		if (!keep[i])
-			continue;
-		bool named = false;
-		for (size_t k = 0; k < n_conn && !named; k++)
-			named = conn_len[k] == l->raw[i].name_len &&
-				strncasecmp(conn[k], l->raw[i].name,
-					    conn_len[k]) == 0;
-		if (!named)
-			al_http_fields_add(&req->fields, l->raw[i].name,
-					   l->raw[i].name_len, l->raw[i].value,
-					   l->raw[i].value_len);
-	}
+	req->keep_alive = req->version == 11 && !conn.close;
+	al_http_fields_keep(&req->fields, l, keep, &conn);
 	return 0;
 }
 

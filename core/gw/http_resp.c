@@ -46,16 +46,12 @@ static int status_line(al_http_parser *p, al_http_resp *resp,
 	return 0;
 }
 
-#define CONN_NAMES_MAX 32
-
 static int framing(al_http_parser *p, al_http_resp *resp,
 		   const al_http_req *req, al_http_lines *l, al_err *err)
 {
 	const al_http_raw *cl = NULL, *te = NULL;
 	size_t n_cl = 0, n_te = 0;
-	const char *conn[CONN_NAMES_MAX];
-	size_t conn_len[CONN_NAMES_MAX], n_conn = 0;
-	bool close = false;
+	al_http_conn conn = {0};
 	/* Kept: OTHER only. Hop-by-hop and framing are rewritten; Alt-Svc
 	 * would send clients to QUIC, which the gateway does not carry. */
 	bool keep[AL_HTTP_RESP_FIELDS_MAX] = {0};
@@ -75,12 +71,11 @@ static int framing(al_http_parser *p, al_http_resp *resp,
 			te = f;
 			n_te++;
 		} else if (k == AL_HTTP_K_CONNECTION &&
-			   al_http_conn_parse(f->value, conn, conn_len, &n_conn,
-					      CONN_NAMES_MAX, &close) < 0) {
+			   al_http_conn_parse(f->value, &conn) < 0) {
 			return al_http_reject(p, 502, err,
 					      "Connection is not a list of at"
 					      " most %d tokens",
-					      CONN_NAMES_MAX);
+					      AL_HTTP_CONN_NAMES_MAX);
 		}
 	}
 	int st = resp->status;
@@ -105,6 +100,10 @@ static int framing(al_http_parser *p, al_http_resp *resp,
 			return al_http_reject(p, 502, err,
 					      "Transfer-Encoding answering"
 					      " HTTP/1.0");
+		/* Its framing is faulty by definition (RFC 9112 6.1). */
+		if (resp->version == 10)
+			return al_http_reject(p, 502, err,
+					      "Transfer-Encoding in HTTP/1.0");
 		if (st < 200 || st == 204)
 			return al_http_reject(p, 502, err,
 					      "Transfer-Encoding in a %d", st);
@@ -138,18 +137,9 @@ static int framing(al_http_parser *p, al_http_resp *resp,
 	} else {
 		resp->body = AL_HTTP_BODY_CLOSE;
 	}
-	resp->keep_alive = resp->version == 11 && !close &&
+	resp->keep_alive = resp->version == 11 && !conn.close &&
 			   resp->body != AL_HTTP_BODY_CLOSE;
-	for (size_t i = 0; i < l->n; i++) {
-		const al_http_raw *f = &l->raw[i];
-		bool drop = !keep[i];
-		for (size_t k = 0; k < n_conn && !drop; k++)
-			drop = conn_len[k] == f->name_len &&
-			       strncasecmp(conn[k], f->name, conn_len[k]) == 0;
-		if (!drop)
-			al_http_fields_add(&resp->fields, f->name, f->name_len,
-					   f->value, f->value_len);
-	}
+	al_http_fields_keep(&resp->fields, l, keep, &conn);
 	return 0;
 }
 

@@ -13,9 +13,15 @@
 #include <openssl/err.h>
 
 #include "cleanup.h"
-#include "gw/ca.h"
 
 #define HDR 4 /* magic */
+
+static const unsigned char p256_spki_hdr[26] = {0x30, 0x59, 0x30, 0x13, 0x06,
+						0x07, 0x2a, 0x86, 0x48, 0xce,
+						0x3d, 0x02, 0x01, 0x06, 0x08,
+						0x2a, 0x86, 0x48, 0xce, 0x3d,
+						0x03, 0x01, 0x07, 0x03, 0x42,
+						0x00};
 
 int al_mint_req_pack(const char *name, EVP_PKEY *pub, unsigned char *out,
 		     size_t out_len, al_err *err)
@@ -24,12 +30,7 @@ int al_mint_req_pack(const char *name, EVP_PKEY *pub, unsigned char *out,
 	if (nlen == 0 || nlen > AL_MINT_NAME_MAX)
 		return al_err_set(err, AL_EINVAL, 0, "mint: name length %zu",
 				  nlen);
-	int klen = i2d_PUBKEY(pub, NULL);
-	if (klen <= 0 || klen > AL_MINT_SPKI_MAX) {
-		ERR_clear_error();
-		return al_err_set(err, AL_EINVAL, 0, "mint: public key");
-	}
-	size_t total = HDR + 1 + nlen + 2 + (size_t)klen;
+	size_t total = HDR + 1 + nlen + 2 + AL_MINT_SPKI_LEN;
 	if (total > out_len)
 		return al_err_set(err, AL_ETOOBIG, 0, "mint: request buffer");
 	unsigned char *p = out;
@@ -38,9 +39,11 @@ int al_mint_req_pack(const char *name, EVP_PKEY *pub, unsigned char *out,
 	*p++ = (unsigned char)nlen;
 	memcpy(p, name, nlen);
 	p += nlen;
-	*p++ = (unsigned char)(klen >> 8);
-	*p++ = (unsigned char)klen;
-	i2d_PUBKEY(pub, &p);
+	*p++ = 0;
+	*p++ = AL_MINT_SPKI_LEN;
+	memcpy(p, p256_spki_hdr, sizeof p256_spki_hdr);
+	if (al_ca_key_point(pub, p + sizeof p256_spki_hdr, err) < 0)
+		return -1;
 	return (int)total;
 }
 
@@ -59,9 +62,8 @@ size_t al_mint_req_need(const unsigned char *buf, size_t len)
 }
 
 int al_mint_req_unpack(const unsigned char *buf, size_t len, al_mint_req *req,
-		       EVP_PKEY **pub, al_err *err)
+		       al_err *err)
 {
-	*pub = NULL;
 	if (len > AL_MINT_REQ_MAX)
 		return al_err_set(err, AL_ETOOBIG, 0, "mint request too big");
 	if (len < HDR + 1 || memcmp(buf, AL_MINT_MAGIC, HDR) != 0)
@@ -76,29 +78,16 @@ int al_mint_req_unpack(const unsigned char *buf, size_t len, al_mint_req *req,
 	off += nlen;
 	size_t klen = ((size_t)buf[off] << 8) | buf[off + 1];
 	off += 2;
-	if (klen == 0 || klen > AL_MINT_SPKI_MAX || len - off != klen)
-		return al_err_set(err, AL_EINVAL, 0,
-				  "mint request: key length");
-	if (al_ca_name_check(req->name, err) < 0)
-		return -1;
-	memcpy(req->spki, buf + off, klen);
-	req->spki_len = klen;
-	/* DER, exactly: one key, nothing after it, and encoded the one way
-	 * it re-encodes (no BER leniency reaches the CA). */
-	const unsigned char *p = req->spki;
-	EVP_PKEY *k = d2i_PUBKEY(NULL, &p, (long)klen);
-	unsigned char *re = NULL;
-	int relen = k != NULL ? i2d_PUBKEY(k, &re) : -1;
-	int ok = k != NULL && p == req->spki + klen && relen == (int)klen &&
-		 memcmp(re, req->spki, klen) == 0 && al_ca_key_is_p256(k);
-	OPENSSL_free(re);
-	ERR_clear_error();
-	if (!ok) {
-		EVP_PKEY_free(k);
+	if (klen != AL_MINT_SPKI_LEN || len - off != klen ||
+	    memcmp(buf + off, p256_spki_hdr, sizeof p256_spki_hdr) != 0)
 		return al_err_set(err, AL_EINVAL, 0,
 				  "mint request: not a P-256 public key");
-	}
-	*pub = k;
+	if (al_ca_name_check(req->name, err) < 0)
+		return -1;
+	const unsigned char *point = buf + off + sizeof p256_spki_hdr;
+	if (al_ca_point_check(point, AL_CA_POINT_LEN, err) < 0)
+		return -1;
+	memcpy(req->point, point, AL_CA_POINT_LEN);
 	return 0;
 }
 

@@ -12,8 +12,10 @@
  *             else an al_code, data a printable message.
  *
  * Sizes are bounded and the parse is strict: the name must be canonical
- * and not an IP, the key a P-256 EC key whose DER re-encodes to exactly
- * the bytes sent, and nothing may follow. */
+ * and not an IP; the key must be the one DER form of a P-256 key (the
+ * fixed 26-byte id-ecPublicKey/prime256v1 header, then an uncompressed
+ * point on the curve: 91 bytes); nothing may follow. The key is never
+ * run through OpenSSL's decoders (see al_ca_mint_point). */
 #ifndef AL_GW_MINT_H
 #define AL_GW_MINT_H
 
@@ -24,12 +26,14 @@
 #include <openssl/x509.h>
 
 #include "err.h"
+#include "gw/ca.h"
 
 #define AL_MINT_SOCK "run/mint.sock" /* under the state dir */
 #define AL_MINT_MAGIC "ALM1"
 #define AL_MINT_NAME_MAX 253
-#define AL_MINT_SPKI_MAX 512
-#define AL_MINT_REQ_MAX (4 + 1 + AL_MINT_NAME_MAX + 2 + AL_MINT_SPKI_MAX)
+/* The DER SubjectPublicKeyInfo of a P-256 key. */
+#define AL_MINT_SPKI_LEN (26 + AL_CA_POINT_LEN)
+#define AL_MINT_REQ_MAX (4 + 1 + AL_MINT_NAME_MAX + 2 + AL_MINT_SPKI_LEN)
 #define AL_MINT_DATA_MAX 4096
 #define AL_MINT_RESP_MAX (4 + 1 + 2 + AL_MINT_DATA_MAX)
 /* How long a gateway waits for a leaf (it blocks its loop meanwhile). */
@@ -37,18 +41,17 @@
 
 typedef struct al_mint_req {
 	char name[AL_MINT_NAME_MAX + 1];
-	unsigned char spki[AL_MINT_SPKI_MAX];
-	size_t spki_len;
+	unsigned char point[AL_CA_POINT_LEN]; /* checked on the curve */
 } al_mint_req;
 
 /* Pack a request into out (AL_MINT_REQ_MAX bytes); returns its length,
  * or -1 when name or key are out of bounds. */
 int al_mint_req_pack(const char *name, EVP_PKEY *pub, unsigned char *out,
 		     size_t out_len, al_err *err);
-/* Parse buf[0..len) strictly into req; *pub gets the decoded key (caller
- * frees). -1: malformed (AL_EINVAL) or too big (AL_ETOOBIG). */
+/* Parse buf[0..len) strictly into req. -1: malformed (AL_EINVAL) or too
+ * big (AL_ETOOBIG). */
 int al_mint_req_unpack(const unsigned char *buf, size_t len, al_mint_req *req,
-		       EVP_PKEY **pub, al_err *err);
+		       al_err *err);
 /* The number of request bytes still needed before buf[0..len) can be
  * parsed (0: complete or already malformed; call unpack). */
 size_t al_mint_req_need(const unsigned char *buf, size_t len);

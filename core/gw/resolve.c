@@ -20,6 +20,7 @@
 #include <event2/util.h>
 
 #include "gw/resolve.h"
+#include "log.h"
 #include "policy.h"
 
 #define NAME_BUF 254 /* a canonical name and its NUL */
@@ -177,6 +178,22 @@ static int configure(al_resolver *r, const al_resolver_config *cfg, al_err *err)
 	return 0;
 }
 
+/* evdns's own lines in the process's log, with its format and rate
+ * limit, not libevent's bare stderr lines. Its debug lines can name what
+ * the guest asked for, so only warnings and the nameserver state changes
+ * ("Nameserver ... has failed", "... is back up": not warnings to evdns)
+ * pass at info level and above. */
+static void evdns_line(int is_warn, const char *msg)
+{
+	enum al_log_level level = AL_LOG_DEBUG;
+	if (is_warn)
+		level = AL_LOG_WARN;
+	else if (strncmp(msg, "Nameserver ", 11) == 0 ||
+		 strncmp(msg, "All nameservers", 15) == 0)
+		level = AL_LOG_INFO;
+	al_log(level, "resolve: evdns: %s", msg);
+}
+
 al_resolver *al_resolver_new(struct event_base *base,
 			     const al_resolver_config *cfg, al_err *err)
 {
@@ -196,6 +213,7 @@ al_resolver *al_resolver_new(struct event_base *base,
 					    : AL_RESOLVE_INFLIGHT_DEFAULT;
 	r->timeout_ms = cfg->timeout_ms ? cfg->timeout_ms
 					: AL_RESOLVE_TIMEOUT_MS_DEFAULT;
+	evdns_set_log_fn(evdns_line);
 	r->dns = evdns_base_new(base, 0);
 	if (r->dns == NULL) {
 		al_err_set(err, AL_ENOMEM, 0, "resolve: evdns_base_new");

@@ -13,7 +13,8 @@
  * IPv4 only (A records): the gateway dials no IPv6 upstream for now.
  * Lookups are bounded: at most max_inflight at once (past it a lookup
  * fails at once with AL_EQUOTA), each answered within about timeout_ms
- * (evdns retries included). */
+ * (evdns retries included). evdns's own messages go to al_log.
+ */
 #ifndef AL_GW_RESOLVE_H
 #define AL_GW_RESOLVE_H
 

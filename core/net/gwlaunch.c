@@ -25,7 +25,7 @@
 #include "net/nft.h"
 #include "net/nl.h"
 
-#define GW_CHILD_STACK (64 << 10)
+#define GW_CHILD_STACK (256 << 10) /* ASan frames are large */
 #define GW_CHILD_GUARD 4096
 #define GW_NSOCK 4 /* fds 3..6 */
 

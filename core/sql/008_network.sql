@@ -26,3 +26,13 @@ CREATE TABLE egress_log (
 CREATE INDEX egress_log_sandbox ON egress_log (sandbox_id, at DESC, id DESC);
 -- Retention deletes by age.
 CREATE INDEX egress_log_at ON egress_log (at);
+
+-- Decisions counted per sandbox since it was created (what metrics read;
+-- kept when retention deletes the rows they count), written by the same
+-- statement as the rows.
+CREATE TABLE egress_counts (
+	sandbox_id text PRIMARY KEY,
+	allowed    bigint NOT NULL DEFAULT 0,
+	denied     bigint NOT NULL DEFAULT 0,
+	dropped    bigint NOT NULL DEFAULT 0
+);

@@ -295,19 +295,22 @@ def test_debian(env, debian):
 
 
 def test_host_ca_installed(env, minimal):
-    """The host's CA certificate (when there is one) goes into every
-    version at /etc/airlock/ca.crt; the egress gateway's TLS needs it."""
-    keys = os.path.join(env.state, "keys")
-    os.makedirs(keys, exist_ok=True)
-    ca = os.path.join(keys, "ca.crt")
-    pem = "-----BEGIN CERTIFICATE-----\nMIIBtest\n-----END CERTIFICATE-----\n"
-    with open(ca, "w") as f:
-        f.write(pem)
-    try:
-        r = env.build_dir("withca", "FROM minimal\nRUN true\n")
-    finally:
-        os.unlink(ca)
+    """The host CA (made by controller --init) is in every version's trust
+    store, and already in the layer a RUN step runs in (its HTTPS goes
+    through the egress gateway, whose certificates that CA signs): once in
+    the bundle however many templates are stacked, npm pointed at it."""
+    pem = read(os.path.join(env.state, "keys", "ca.crt"))
+    assert pem.startswith("-----BEGIN CERTIFICATE-----")
+    r = env.build_dir("withca", (
+        "FROM minimal\n"
+        "RUN [\"/bin/sh\", \"-c\", \"grep -q 'BEGIN CERTIFICATE' "
+        "/etc/ssl/certs/ca-certificates.crt\"]\n"))
     assert r.rc == 0, r.output
-    path = os.path.join(env.rootfs("withca", 1), "etc/airlock/ca.crt")
+    root = env.rootfs("withca", 1)
+    path = os.path.join(root, "usr/local/share/ca-certificates/airlock-ca.crt")
     assert read(path) == pem
     assert os.stat(path).st_mode & 0o777 == 0o644
+    bundle = read(os.path.join(root, "etc/ssl/certs/ca-certificates.crt"))
+    assert bundle.count(pem) == 1
+    assert "cafile=/etc/ssl/certs/ca-certificates.crt" in \
+        read(os.path.join(root, "etc/npmrc"))

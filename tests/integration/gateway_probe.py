@@ -4,6 +4,7 @@ requests on ONE kept-alive connection through the gateway.
     gateway_probe.py SCHEME NAME CA HOST...
     gateway_probe.py raw SCHEME NAME CA PAYLOAD   (\\r\\n escapes)
     gateway_probe.py time SCHEME NAME CA N        (N requests, timed)
+    gateway_probe.py conns SCHEME NAME CA N       (N connections, 1 request)
 
 Connects to NAME (resolved through the guest's resolver: the gateway),
 port 443 with TLS verified by CA (SNI NAME) or port 80, then for each
@@ -12,7 +13,9 @@ HOST "wait" reads one line from stdin first (the test changes the
 gateway's config meanwhile) and sends nothing. Prints one JSON line per
 request: {"host": h, "status": N, "body": "..."} or {"host": h,
 "closed": true} when the gateway closed the connection instead. raw
-sends PAYLOAD as it is and prints the answer's status (or closed);
+sends PAYLOAD as it is and prints the first answer's status and body,
+and the statuses of every answer up to the first that is not 200 (or
+closed);
 time prints the per-request latencies' p50 and p99 in microseconds."""
 import json
 import socket
@@ -51,11 +54,21 @@ def send_raw(scheme, name, ca, payload):
     conn = connect(scheme, name, ca)
     conn.sendall(payload.encode("latin-1").decode("unicode_escape")
                  .encode("latin-1"))
-    try:
-        r = read_response(conn.makefile("rb"))
-    except (OSError, ssl.SSLError):
-        r = None
-    out = {"closed": True} if r is None else {"status": r[0], "body": r[1]}
+    f = conn.makefile("rb")
+    answers = []
+    while True:
+        try:
+            r = read_response(f)
+        except (OSError, ssl.SSLError, ValueError, IndexError):
+            r = None
+        if r is None:
+            break
+        answers.append(r)
+        if r[0] != 200 or len(answers) == 8:
+            break
+    out = {"closed": True} if not answers else \
+        {"status": answers[0][0], "body": answers[0][1],
+         "statuses": [a[0] for a in answers]}
     sys.stdout.write(json.dumps(out) + "\n")
 
 
@@ -76,7 +89,21 @@ def timed(scheme, name, ca, n):
         "p99_us": round(took[int(len(took) * 0.99) - 1] * 1e6)}) + "\n")
 
 
+def fresh(scheme, name, ca, n):
+    for _ in range(n):
+        conn = connect(scheme, name, ca)
+        conn.sendall(("GET /echo HTTP/1.1\r\nHost: %s\r\n"
+                      "Connection: close\r\n\r\n" % name).encode())
+        r = read_response(conn.makefile("rb"))
+        assert r is not None and r[0] == 200, r
+        conn.close()
+    sys.stdout.write(json.dumps({"done": n}) + "\n")
+
+
 def main():
+    if sys.argv[1] == "conns":
+        fresh(sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5]))
+        return
     if sys.argv[1] == "raw":
         send_raw(*sys.argv[2:6])
         return

@@ -9,7 +9,9 @@ the test made (nothing here listens anywhere else):
   own CA with every name as a SAN, so one address serves them all, as a
   CDN would): keep-alive HTTP/1.1; the answer to GET /echo tells which
   Host it got and which headers, the answer to POST /echo the body; every
-  request is printed as {"http": host, "path": p, "tls": bool};
+  request is printed as {"http": host, "path": p, "tls": bool,
+  (after GET /drop-next the connection's next request is dropped unanswered)
+  "resumed": bool (a resumed TLS session)};
 - a TCP echo service on ADDR:7000 (what a pass-through reaches).
 Prints {"ready": true} once all listen."""
 import json
@@ -93,9 +95,10 @@ class Handler(BaseHTTPRequestHandler):
         self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
     def answer(self, body):
+        tls = isinstance(self.connection, ssl.SSLSocket)
         log({"http": self.headers.get("Host"), "path": self.path,
-             "tls": isinstance(self.connection, ssl.SSLSocket),
-             "method": self.command})
+             "tls": tls, "method": self.command,
+             "resumed": tls and self.connection.session_reused})
         data = body.encode()
         self.send_response(200)
         self.send_header("Content-Type", "text/plain")
@@ -104,6 +107,14 @@ class Handler(BaseHTTPRequestHandler):
         self.wfile.write(data)
 
     def do_GET(self):
+        if getattr(self, "drop_next", False):
+            # An upstream whose keep-alive ran out just as the next
+            # request came: closed, nothing answered.
+            log({"dropped": self.headers.get("Host")})
+            self.close_connection = True
+            return
+        if self.path == "/drop-next":
+            self.drop_next = True
         if self.path.startswith("/big/"):
             n = int(self.path.split("/")[2])
             log({"http": self.headers.get("Host"), "path": self.path})

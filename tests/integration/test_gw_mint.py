@@ -176,3 +176,8 @@ def test_template_trusts_the_ca(stack, api, sandbox):
                   ["cat", "/etc/ssl/certs/ca-certificates.crt"])
     assert r["exit_code"] == 0, r
     assert r["stdout"].count(pem) == 1
+    # npm (Debian's reads /etc/npmrc) is pointed at that bundle: node
+    # does not read it by itself.
+    r = exec_json(api, sandbox["id"], ["cat", "/etc/npmrc"])
+    assert r["exit_code"] == 0, r
+    assert "cafile=/etc/ssl/certs/ca-certificates.crt" in r["stdout"]

@@ -121,6 +121,10 @@ OBJECT_REQUESTS = [
      {"params": {"path": "/etc/hostname"}}, 200),
     ("files list", "GET", "/v1/sandboxes/{sid}/files",
      {"params": {"path": "/", "list": "1"}}, 200),
+    ("egress list", "GET", "/v1/sandboxes/{sid}/egress", {}, 200),
+    # none applies whether or not the sandbox has a gateway.
+    ("network put", "PUT", "/v1/sandboxes/{sid}/network",
+     {"json": {"mode": "none"}}, 200),
     ("template get", "GET", "/v1/templates/{tpl}", {}, 200),
     ("build get", "GET", "/v1/templates/builds/{build}", {}, 200),
     ("build logs", "GET", "/v1/templates/builds/{build}/logs",

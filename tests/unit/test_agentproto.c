@@ -233,8 +233,9 @@ static void test_oversized_rejected_before_alloc(void **state)
 static void test_unknown_type(void **state)
 {
 	(void)state;
-	static const uint16_t bad[] = {0, 16, 31, 39, 0x100, 0xffff};
-	static const uint16_t good[] = {1, 8, 15, 32, 33, 34, 35, 36, 37, 38};
+	static const uint16_t bad[] = {0, 16, 31, 43, 0x100, 0xffff};
+	static const uint16_t good[] = {1,  8,	15, 32, 33, 34, 35,
+					36, 37, 38, 39, 40, 41, 42};
 	uint8_t h[AL_FRAME_HDR_LEN];
 	al_err err;
 	al_frame_reader r;

@@ -87,6 +87,9 @@ static void test_pack_unpack(void **state)
 		"{\"at_ms\":1,\"sandbox\":\"s\",\"allow\":false,"
 		"\"reason\":\"r\",\"protocol\":\"dns\",\"name\":\"a\","
 		"\"port\":0,\"extra\":1}",
+		"{\"at_ms\":253402300800000,\"sandbox\":\"s\",\"allow\":false,"
+		"\"reason\":\"r\",\"protocol\":\"dns\",\"name\":\"a\","
+		"\"port\":0}",
 	};
 	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
 		err.code = AL_OK;
@@ -215,6 +218,77 @@ static void test_writer_drops_past_cap(void **state)
 	al_egress_writer_close(w);
 }
 
+static void put(const char *rel, const char *text)
+{
+	char p[160];
+	snprintf(p, sizeof p, "%s/egress/%s", run_dir, rel);
+	FILE *f = fopen(p, "w");
+	assert_non_null(f);
+	fputs(text, f);
+	fclose(f);
+}
+
+static int exists(const char *rel)
+{
+	char p[160];
+	snprintf(p, sizeof p, "%s/egress/%s", run_dir, rel);
+	return access(p, F_OK) == 0;
+}
+
+static void test_reader(void **state)
+{
+	(void)state;
+	al_err err = {0};
+	al_egress_writer *w = al_egress_writer_open(run_dir, "sbx3", NULL,
+						    &err);
+	assert_non_null(w);
+	add_n(w, 300, 0); /* one file of 256, then 44 at close */
+	al_egress_writer_close(w);
+	/* A directory with nothing in it, and a gateway's bad files. */
+	al_egress_writer_close(al_egress_writer_open(run_dir, "idle", NULL,
+						     &err));
+	w = al_egress_writer_open(run_dir, "sbx4", NULL, &err);
+	al_egress_writer_close(w);
+	put("sbx4/00000000000000000001", "garbage\n");
+	put("sbx4/00000000000000000002",
+	    "{\"at_ms\":1,\"sandbox\":\"sbx3\",\"allow\":true,"
+	    "\"reason\":\"r\",\"protocol\":\"dns\",\"name\":\"a\","
+	    "\"port\":0}\n");
+	char p[160];
+	snprintf(p, sizeof p, "%s/egress/sbx4/00000000000000000003", run_dir);
+	assert_int_equal(symlink("/etc/passwd", p), 0);
+
+	al_egress_batch b = {0};
+	int files = al_egress_read(run_dir, 10000, &b, &err);
+	assert_int_equal(files, 2);
+	assert_int_equal(b.n, 300);
+	/* Oldest first within a sandbox. */
+	assert_int_equal(b.recs[0].at_ms, 1000);
+	assert_int_equal(b.recs[299].at_ms, 1000 + 299);
+	assert_string_equal(b.recs[0].sandbox, "sbx3");
+	bool idle_seen = false;
+	for (size_t i = 0; i < b.n_empty; i++)
+		idle_seen |= strcmp(b.empty[i], "idle") == 0;
+	assert_true(idle_seen);
+	assert_true(exists("bad/sbx4.00000000000000000001"));
+	assert_true(exists("bad/sbx4.00000000000000000002"));
+	assert_true(exists("bad/sbx4.00000000000000000003"));
+	/* Nothing is gone before the ack; everything after it. */
+	assert_int_equal(al_egress_read(run_dir, 10000, &b, &err), 2);
+	al_egress_ack(run_dir, &b);
+	assert_int_equal(al_egress_read(run_dir, 10000, &b, &err), 0);
+	assert_int_equal(b.n, 0);
+	assert_int_equal(al_egress_dir_remove(run_dir, "idle"), 0);
+	assert_false(exists("idle"));
+	/* A small batch takes whole files only. */
+	w = al_egress_writer_open(run_dir, "sbx3", NULL, &err);
+	add_n(w, 300, 0);
+	al_egress_writer_close(w);
+	assert_int_equal(al_egress_read(run_dir, 10, &b, &err), 1);
+	assert_int_equal(b.n, 256);
+	al_egress_batch_free(&b);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -223,6 +297,7 @@ int main(void)
 						teardown),
 		cmocka_unit_test_setup_teardown(test_writer_drops_past_cap,
 						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_reader, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

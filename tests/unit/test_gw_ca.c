@@ -118,7 +118,8 @@ static void test_created_once_with_modes_and_reloaded(void **state)
 	al_ca_close(ca);
 }
 
-static void test_key_file_with_wrong_mode_or_symlink_is_refused(void **state)
+static void
+test_key_file_with_wrong_mode_owner_or_symlink_is_refused(void **state)
 {
 	(void)state;
 	char d[128], p[192], q[192];
@@ -131,6 +132,16 @@ static void test_key_file_with_wrong_mode_or_symlink_is_refused(void **state)
 	assert_int_equal(err.code, AL_EPERM);
 	assert_non_null(strstr(err.msg, "0600"));
 	assert_int_equal(chmod(p, 0600), 0);
+	if (geteuid() == 0) { /* another owner, mode right */
+		assert_int_equal(chown(p, 1234, 0), 0);
+		memset(&err, 0, sizeof err);
+		assert_null(al_ca_open(d, &err));
+		assert_int_equal(err.code, AL_EPERM);
+		assert_int_equal(chown(p, 0, 0), 0);
+	}
+	al_ca *ok = al_ca_open(d, &err); /* and back: loads */
+	assert_non_null(ok);
+	al_ca_close(ok);
 	snprintf(q, sizeof q, "%s/real.key", d);
 	assert_int_equal(rename(p, q), 0);
 	assert_int_equal(symlink(q, p), 0);
@@ -268,6 +279,47 @@ static void test_leaf_verifies_strictly_for_its_name_only(void **state)
 	al_ca_close(ca);
 }
 
+/* The mint service's path: the key as its point, the leaf as DER. */
+static void test_leaf_from_a_point_is_the_same_leaf(void **state)
+{
+	(void)state;
+	char d[128];
+	keys_dir("k7", d, sizeof d);
+	al_err err = {0};
+	al_ca *ca = al_ca_open(d, &err);
+	assert_non_null(ca);
+	EVP_PKEY *k = p256();
+	unsigned char point[AL_CA_POINT_LEN];
+	assert_int_equal(al_ca_key_point(k, point, &err), 0);
+	X509 *x = al_ca_mint_point(ca, "deb.debian.org", point, &err);
+	assert_non_null(x);
+	unsigned char *der = NULL;
+	int n = i2d_X509(x, &der);
+	assert_true(n > 0);
+	X509_free(x);
+	const unsigned char *p = der;
+	x = d2i_X509(NULL, &p, n);
+	assert_non_null(x);
+	assert_int_equal(X509_check_private_key(x, k), 1);
+	assert_int_equal(verify_leaf(al_ca_cert(ca), x, "deb.debian.org"),
+			 X509_V_OK);
+	assert_int_equal(
+		ASN1_OCTET_STRING_cmp(X509_get0_authority_key_id(x),
+				      X509_get0_subject_key_id(al_ca_cert(ca))),
+		0);
+	X509_free(x);
+	OPENSSL_free(der);
+	/* A point off the curve, compressed, or short is refused. */
+	point[40] ^= 1;
+	assert_null(al_ca_mint_point(ca, "deb.debian.org", point, &err));
+	point[40] ^= 1;
+	point[0] = 0x02;
+	assert_null(al_ca_mint_point(ca, "deb.debian.org", point, &err));
+	assert_int_equal(err.code, AL_EINVAL);
+	EVP_PKEY_free(k);
+	al_ca_close(ca);
+}
+
 static void test_mint_refuses_bad_names_and_keys(void **state)
 {
 	(void)state;
@@ -304,10 +356,11 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_created_once_with_modes_and_reloaded),
 		cmocka_unit_test(
-			test_key_file_with_wrong_mode_or_symlink_is_refused),
+			test_key_file_with_wrong_mode_owner_or_symlink_is_refused),
 		cmocka_unit_test(test_lone_key_from_a_crash_is_replaced),
 		cmocka_unit_test(test_concurrent_starters_agree),
 		cmocka_unit_test(test_leaf_verifies_strictly_for_its_name_only),
+		cmocka_unit_test(test_leaf_from_a_point_is_the_same_leaf),
 		cmocka_unit_test(test_mint_refuses_bad_names_and_keys),
 	};
 	return cmocka_run_group_tests_name("gw_ca", tests, setup, teardown);

@@ -442,6 +442,47 @@ static void test_post_with_length_and_pipelining(void **state)
 	al_http_req_free(&req);
 }
 
+/* A chunked POST, its body decoded up to the last chunk; what follows is
+ * the next request, however the body tries to look like one. */
+static void test_chunked_post_then_next_request(void **state)
+{
+	(void)state;
+	const char *s =
+		"POST /c HTTP/1.1\r\n" H "Transfer-Encoding: chunked\r\n"
+		"Expect: 100-continue\r\n\r\n"
+		"23\r\nGET /smuggled HTTP/1.1\r\nHost: x\r\n\r\n\r\n0\r\n\r\n"
+		"GET /next HTTP/1.1\r\n" H "\r\n";
+	size_t len = strlen(s);
+	al_http_req req;
+	outcome o = parse_req(s, len, false, &req);
+	assert_int_equal(o.rc, 0);
+	assert_int_equal(req.body, AL_HTTP_BODY_CHUNKED);
+	assert_true(req.expect_continue);
+	assert_serialized(&req, false,
+			  "POST /c HTTP/1.1\r\nHost: a.example\r\n"
+			  "Transfer-Encoding: chunked\r\n\r\n");
+	al_http_req_free(&req);
+
+	al_httpbody b;
+	al_httpbody_init(&b, AL_HTTP_BODY_CHUNKED, 0);
+	size_t off = o.head_len, used, dl;
+	const char *data;
+	al_err err;
+	int rc;
+	do {
+		rc = al_httpbody_feed(&b, s + off, len - off, &used, &data, &dl,
+				      &err);
+		assert_true(rc >= 0);
+		if (dl > 0)
+			assert_memory_equal(data, "GET /smuggled", 13);
+		off += used;
+	} while (rc == AL_AGAIN);
+	o = parse_req(s + off, len - off, false, &req);
+	assert_int_equal(o.rc, 0);
+	assert_string_equal(req.path, "/next");
+	al_http_req_free(&req);
+}
+
 static void test_hop_by_hop_fields_are_consumed(void **state)
 {
 	(void)state;
@@ -565,7 +606,9 @@ static outcome parse_resp(const char *s, const al_http_req *req,
 	for (size_t n = 1; n <= len && split.rc == AL_AGAIN; n++)
 		split.rc = al_http_resp_parse(&p, s, n, req, &r2,
 					      &split.head_len, &err);
+	split.status = p.status;
 	assert_int_equal(one.rc, split.rc);
+	assert_int_equal(one.status, split.status);
 	if (split.rc == 0) {
 		assert_int_equal(one.head_len, split.head_len);
 		al_http_resp_free(&r2);
@@ -703,6 +746,8 @@ static void test_bad_responses_are_502(void **state)
 		{"CL sign", "HTTP/1.1 200 OK\r\nContent-Length: +3\r\n\r\n"},
 		{"TE gzip",
 		 "HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\n\r\n"},
+		{"TE in HTTP/1.0",
+		 "HTTP/1.0 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"},
 		{"TE gzip, chunked",
 		 "HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\n\r\n"},
 		{"101",
@@ -912,6 +957,7 @@ int main(void)
 		cmocka_unit_test(test_get_is_parsed_and_reserialised),
 		cmocka_unit_test(test_ports_and_absolute_form),
 		cmocka_unit_test(test_post_with_length_and_pipelining),
+		cmocka_unit_test(test_chunked_post_then_next_request),
 		cmocka_unit_test(test_hop_by_hop_fields_are_consumed),
 		cmocka_unit_test(test_set_field_replaces_and_refuses_injection),
 		cmocka_unit_test(test_set_field_removes_underscore_spellings),

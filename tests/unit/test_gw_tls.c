@@ -115,11 +115,17 @@ typedef struct hs {
 	const char *expect; /* al_gw_tls_server_expect, NULL: not called */
 	const unsigned char *alpn;
 	unsigned alpn_len;
+	int max_version; /* 0: the library's */
 } hs;
 
 static int try_hs(al_gw_tls *t, const hs *h, SSL **srv_out)
 {
 	SSL_CTX *cc = client_ctx();
+	if (h->max_version != 0) {
+		SSL_CTX_set_min_proto_version(cc, TLS1_VERSION);
+		SSL_CTX_set_max_proto_version(cc, h->max_version);
+		SSL_CTX_set_security_level(cc, 0); /* let it offer TLS 1.1 */
+	}
 	SSL *cli = SSL_new(cc);
 	SSL *srv = SSL_new(al_gw_tls_server_ctx(t));
 	assert_non_null(cli);
@@ -182,6 +188,11 @@ static void test_sni_handshake_verifies_and_speaks_http11(void **state)
 	/* No ALPN at all: still HTTP/1.1. */
 	h.alpn = NULL;
 	assert_true(try_hs(t, &h, NULL));
+	/* TLS 1.2 works (ECDHE-ECDSA); TLS 1.1 is refused. */
+	h.max_version = TLS1_2_VERSION;
+	assert_true(try_hs(t, &h, NULL));
+	h.max_version = TLS1_1_VERSION;
+	assert_false(try_hs(t, &h, NULL));
 	al_gw_tls_free(t);
 }
 
@@ -295,10 +306,8 @@ static int pack(const char *name, EVP_PKEY *k, unsigned char *buf)
 static int unpack(const unsigned char *buf, size_t n, al_code *code)
 {
 	al_mint_req req;
-	EVP_PKEY *pub = NULL;
 	al_err err = {0};
-	int rc = al_mint_req_unpack(buf, n, &req, &pub, &err);
-	EVP_PKEY_free(pub);
+	int rc = al_mint_req_unpack(buf, n, &req, &err);
 	*code = err.code;
 	return rc;
 }
@@ -311,14 +320,19 @@ static void test_mint_request_parser_is_strict(void **state)
 	int n = pack("pypi.org", k, buf);
 	al_code code;
 	al_mint_req req;
-	EVP_PKEY *pub = NULL;
 	al_err err = {0};
 	assert_int_equal(al_mint_req_need(buf, (size_t)n), 0);
-	assert_int_equal(al_mint_req_unpack(buf, (size_t)n, &req, &pub, &err),
-			 0);
+	assert_int_equal(al_mint_req_unpack(buf, (size_t)n, &req, &err), 0);
 	assert_string_equal(req.name, "pypi.org");
-	assert_int_equal(EVP_PKEY_eq(pub, k), 1);
-	EVP_PKEY_free(pub);
+	unsigned char point[AL_CA_POINT_LEN];
+	assert_int_equal(al_ca_key_point(k, point, &err), 0);
+	assert_memory_equal(req.point, point, sizeof point);
+	/* The same DER from OpenSSL's own encoder. */
+	unsigned char *der = NULL;
+	int dlen = i2d_PUBKEY(k, &der);
+	assert_int_equal(dlen, AL_MINT_SPKI_LEN);
+	assert_memory_equal(buf + n - dlen, der, (size_t)dlen);
+	OPENSSL_free(der);
 	/* Every strict prefix is incomplete and refused. */
 	for (int i = 0; i < n; i++) {
 		assert_true(al_mint_req_need(buf, (size_t)i) > 0);
@@ -331,10 +345,14 @@ static void test_mint_request_parser_is_strict(void **state)
 	buf[0] = 'X';
 	assert_int_equal(unpack(buf, (size_t)n, &code), -1);
 	buf[0] = 'A';
-	/* A key byte flipped inside the DER (the point). */
+	/* A key byte flipped: off the curve; in the header: not P-256. */
 	buf[n - 5] ^= 0x55;
 	assert_int_equal(unpack(buf, (size_t)n, &code), -1);
 	buf[n - 5] ^= 0x55;
+	buf[n - 70] ^= 0x01;
+	assert_int_equal(unpack(buf, (size_t)n, &code), -1);
+	buf[n - 70] ^= 0x01;
+	assert_int_equal(unpack(buf, (size_t)n, &code), 0);
 	/* NUL inside the name, a non-canonical name, an IP. */
 	buf[6] = '\0';
 	assert_int_equal(unpack(buf, (size_t)n, &code), -1);
@@ -343,10 +361,21 @@ static void test_mint_request_parser_is_strict(void **state)
 	assert_int_equal(code, AL_EINVAL);
 	n = pack("192.168.1.1", k, buf);
 	assert_int_equal(unpack(buf, (size_t)n, &code), -1);
-	/* A P-384 key. */
+	/* A P-384 key cannot even be packed; sent raw, it is refused. */
 	EVP_PKEY *k384 = EVP_EC_gen("P-384");
-	n = pack("pypi.org", k384, buf);
+	assert_int_equal(al_mint_req_pack("pypi.org", k384, buf,
+					  AL_MINT_REQ_MAX, &err),
+			 -1);
+	unsigned char *d384 = NULL;
+	int l384 = i2d_PUBKEY(k384, &d384);
+	n = 4 + 1 + 8;
+	memcpy(buf, "ALM1\x08pypi.org", (size_t)n);
+	buf[n++] = (unsigned char)(l384 >> 8);
+	buf[n++] = (unsigned char)l384;
+	memcpy(buf + n, d384, (size_t)l384);
+	n += l384;
 	assert_int_equal(unpack(buf, (size_t)n, &code), -1);
+	OPENSSL_free(d384);
 	EVP_PKEY_free(k384);
 	/* Too big. */
 	assert_int_equal(unpack(buf, AL_MINT_REQ_MAX + 1, &code), -1);
@@ -407,11 +436,10 @@ static void test_mint_client_over_a_socket(void **state)
 			len += (size_t)r;
 		}
 		al_mint_req req;
-		EVP_PKEY *pub;
 		al_err err = {0};
-		if (al_mint_req_unpack(buf, len, &req, &pub, &err) < 0)
+		if (al_mint_req_unpack(buf, len, &req, &err) < 0)
 			_exit(2);
-		X509 *x = al_ca_mint(ca, req.name, pub, &err);
+		X509 *x = al_ca_mint_point(ca, req.name, req.point, &err);
 		unsigned char *der = NULL;
 		int dlen = i2d_X509(x, &der);
 		unsigned char out[AL_MINT_RESP_MAX];

@@ -1,0 +1,215 @@
+/* Gateway TLS costs: a leaf minted by the host CA (al_ca_mint, in the
+ * controller; as the mint service does it, from the key's point), a
+ * leaf fetched over the mint socket (miss: signed; hit:
+ * the controller's cache), and the gateway's CPU for one full TLS 1.3
+ * handshake with a guest (server side only, its thread's CPU time, leaf
+ * from the gateway's cache; X25519 + one P-256 signature). The guest's
+ * client runs in the same thread over a BIO pair; its CPU is not counted.
+ * CPU times are the thread's own (the machine may be shared); the
+ * socket round trips are wall time, so they include scheduling delays.
+ * p50/p99 in microseconds; the issue's goal is <= 1 ms of gateway CPU per
+ * new TLS connection (guest side + upstream side).
+ *
+ *   gw_tls [-n iterations]   (default 2000) */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+
+#include "gw/ca.h"
+#include "gw/mint.h"
+#include "gw/tls.h"
+#include "mint.h"
+
+static al_ca *ca;
+
+static double now_us(clockid_t c)
+{
+	struct timespec ts;
+	clock_gettime(c, &ts);
+	return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
+}
+
+static int cmp_d(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return x < y ? -1 : x > y;
+}
+
+static void report(const char *what, double *v, int n)
+{
+	qsort(v, (size_t)n, sizeof *v, cmp_d);
+	double sum = 0;
+	for (int i = 0; i < n; i++)
+		sum += v[i];
+	printf("  %-44s p50 %7.1f us  p99 %7.1f us  mean %7.1f us\n", what,
+	       v[n / 2], v[(n * 99) / 100], sum / n);
+}
+
+static X509 *mint_direct(void *arg, const char *name, EVP_PKEY *pub,
+			 al_err *err)
+{
+	(void)arg;
+	return al_ca_mint(ca, name, pub, err);
+}
+
+static int die(const char *what, const al_err *err)
+{
+	fprintf(stderr, "gw_tls: %s: %s\n", what, err != NULL ? err->msg : "");
+	exit(1);
+}
+
+/* One handshake; returns the server's CPU microseconds, < 0 on failure. */
+static double handshake(al_gw_tls *t, SSL_CTX *cc, const char *name)
+{
+	SSL *cli = SSL_new(cc), *srv = SSL_new(al_gw_tls_server_ctx(t));
+	BIO *a, *b;
+	BIO_new_bio_pair(&a, 0, &b, 0);
+	SSL_set_bio(cli, a, a);
+	SSL_set_bio(srv, b, b);
+	SSL_set_tlsext_host_name(cli, name);
+	SSL_set1_host(cli, name);
+	SSL_set_connect_state(cli);
+	SSL_set_accept_state(srv);
+	double cpu = 0;
+	al_err err = {0};
+	double t0 = now_us(CLOCK_THREAD_CPUTIME_ID);
+	int ok = al_gw_tls_server_expect(t, srv, name, &err) == 0;
+	cpu += now_us(CLOCK_THREAD_CPUTIME_ID) - t0;
+	int cdone = 0, sdone = 0;
+	for (int i = 0; ok && i < 50 && !(cdone && sdone); i++) {
+		if (!cdone) {
+			int r = SSL_do_handshake(cli);
+			cdone = r == 1;
+			if (r != 1 &&
+			    SSL_get_error(cli, r) != SSL_ERROR_WANT_READ)
+				ok = 0;
+		}
+		if (!sdone) {
+			t0 = now_us(CLOCK_THREAD_CPUTIME_ID);
+			int r = SSL_do_handshake(srv);
+			cpu += now_us(CLOCK_THREAD_CPUTIME_ID) - t0;
+			sdone = r == 1;
+			if (r != 1 &&
+			    SSL_get_error(srv, r) != SSL_ERROR_WANT_READ)
+				ok = 0;
+		}
+	}
+	ok = ok && cdone && sdone && SSL_get_verify_result(cli) == X509_V_OK;
+	SSL_free(cli);
+	SSL_free(srv);
+	return ok ? cpu : -1;
+}
+
+int main(int argc, char **argv)
+{
+	int n = 2000;
+	if (argc == 3 && strcmp(argv[1], "-n") == 0)
+		n = atoi(argv[2]);
+	if (n < 10) {
+		fprintf(stderr, "usage: gw_tls [-n iterations >= 10]\n");
+		return 100;
+	}
+	char dir[] = "/tmp/al-bench-gwtls-XXXXXX";
+	if (mkdtemp(dir) == NULL)
+		return 111;
+	char keys[64], run[64], crt[96];
+	snprintf(keys, sizeof keys, "%s/keys", dir);
+	snprintf(run, sizeof run, "%s/run", dir);
+	snprintf(crt, sizeof crt, "%s/ca.crt", keys);
+	mkdir(keys, 0700);
+	mkdir(run, 0711);
+	al_err err = {0};
+	ca = al_ca_open(keys, &err);
+	if (ca == NULL)
+		die("CA", &err);
+	double *v = calloc((size_t)n, sizeof *v);
+	EVP_PKEY *k = EVP_EC_gen("P-256");
+	char name[64];
+
+	printf("gateway TLS (%d iterations)\n", n);
+	for (int i = 0; i < n; i++) {
+		snprintf(name, sizeof name, "m%d.example.com", i);
+		double t0 = now_us(CLOCK_THREAD_CPUTIME_ID);
+		X509 *x = al_ca_mint(ca, name, k, &err);
+		v[i] = now_us(CLOCK_THREAD_CPUTIME_ID) - t0;
+		if (x == NULL)
+			die("mint", &err);
+		X509_free(x);
+	}
+	report("al_ca_mint, CPU (EVP_PKEY key: tests, tools)", v, n);
+	unsigned char point[AL_CA_POINT_LEN];
+	if (al_ca_key_point(k, point, &err) < 0)
+		die("point", &err);
+	for (int i = 0; i < n; i++) {
+		snprintf(name, sizeof name, "p%d.example.com", i);
+		double t0 = now_us(CLOCK_THREAD_CPUTIME_ID);
+		X509 *x = al_ca_mint_point(ca, name, point, &err);
+		unsigned char *der = NULL;
+		int len = x != NULL ? i2d_X509(x, &der) : -1;
+		v[i] = now_us(CLOCK_THREAD_CPUTIME_ID) - t0;
+		if (len <= 0)
+			die("mint", &err);
+		OPENSSL_free(der);
+		X509_free(x);
+	}
+	report("al_ca_mint_point + DER, CPU (mint service)", v, n);
+
+	al_mintd *m = al_mintd_start(dir, ca, &err);
+	if (m == NULL)
+		die("mint service", &err);
+	char sock[96];
+	snprintf(sock, sizeof sock, "%s/%s", dir, AL_MINT_SOCK);
+	for (int hit = 0; hit < 2; hit++) {
+		/* Both passes within the per-uid burst: none rate limited. */
+		int cnt = n < 120 ? n : 120;
+		for (int i = 0; i < cnt; i++) {
+			snprintf(name, sizeof name, "s%d.example.com", i);
+			X509 *x = NULL;
+			double t0 = now_us(CLOCK_MONOTONIC);
+			if (al_mint_fetch(sock, name, k, 2000, &x, &err) < 0)
+				die("fetch", &err);
+			v[i] = now_us(CLOCK_MONOTONIC) - t0;
+			X509_free(x);
+		}
+		report(hit ? "mint.sock round trip, wall, controller cache hit"
+			   : "mint.sock round trip, wall, signed (miss)",
+		       v, cnt);
+	}
+	al_mintd_stop(m);
+
+	al_gw_tls_config cfg = {.mint = mint_direct, .upstream_ca = crt};
+	al_gw_tls *t = al_gw_tls_new(&cfg, &err);
+	if (t == NULL)
+		die("gateway TLS", &err);
+	SSL_CTX *cc = SSL_CTX_new(TLS_client_method());
+	SSL_CTX_load_verify_locations(cc, crt, NULL);
+	SSL_CTX_set_verify(cc, SSL_VERIFY_PEER, NULL);
+	for (int i = 0; i < n; i++) {
+		v[i] = handshake(t, cc, "pypi.org");
+		if (v[i] < 0)
+			die("handshake", NULL);
+	}
+	report("guest handshake, gateway CPU (leaf cached)", v, n);
+	int cnt = n < 500 ? n : 500;
+	for (int i = 0; i < cnt; i++) {
+		snprintf(name, sizeof name, "h%d.example.com", i);
+		v[i] = handshake(t, cc, name);
+		if (v[i] < 0)
+			die("handshake", NULL);
+	}
+	report("guest handshake + mint, new name (in-process)", v, cnt);
+	SSL_CTX_free(cc);
+	al_gw_tls_free(t);
+	EVP_PKEY_free(k);
+	free(v);
+	al_ca_close(ca);
+	char cmd[128];
+	snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+	return system(cmd) == 0 ? 0 : 111;
+}
