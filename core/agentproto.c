@@ -648,6 +648,8 @@ static int get_str_into(json_object *o, const char *key, int required,
 		al_err_set(e, AL_EINVAL, 0, "field \"%s\" is required", key);
 	else if (v != NULL && n >= outlen)
 		al_err_set(e, AL_EINVAL, 0, "field \"%s\" is too long", key);
+	else if (v != NULL && n == 0)
+		al_err_set(e, AL_EINVAL, 0, "field \"%s\" is empty", key);
 	if (e->code != AL_OK)
 		return -1;
 	out[0] = '\0';

@@ -256,7 +256,8 @@ int al_disk_grow_unpack(const void *payload, size_t len, al_disk_grow *out,
 /* IDENTITY (vm): what a restored or claimed machine becomes. Unpack
  * checks the shape (known fields, types, lengths, time_ms a unix ms
  * before the year 10000); the agent checks each value's form before
- * it applies any. mac and net are optional ("" when absent); net is
+ * it applies any. mac and net are optional ("" when absent; present,
+ * neither may be empty, nor may any string); net is
  * the NIC's network in the GO line's form ("a.b.c.d/len,gateway" or
  * "none", guest/nic.h). */
 typedef struct al_vm_identity {

@@ -342,10 +342,13 @@ static void identity(agent *a, const al_frame *f)
 			rc = -1;
 		}
 	}
+	const char *step;
 	if (rc == 0 && id.mac[0] != '\0')
-		rc = al_nic_set_mac(nic, mac, &what);
-	if (rc == 0 && net.on)
-		rc = al_nic_net_apply(nic, &net, &what);
+		rc = al_nic_set_mac(nic, mac, &step);
+	if (rc == 0 && net.on) {
+		what = "configuring the network";
+		rc = al_nic_net_apply(nic, &net, &step);
+	}
 	if (rc == 0) {
 		what = "clock_settime";
 		rc = clock_settime(CLOCK_REALTIME, &ts);

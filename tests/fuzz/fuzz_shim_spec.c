@@ -17,6 +17,7 @@ static void check_spec(const al_sandbox *sb, const al_template_version *tv,
 		       int has_boot)
 {
 	if ((sb->id[0] != '\0' && !al_id_valid(sb->id)) ||
+	    (sb->project[0] != '\0' && !al_id_valid(sb->project)) ||
 	    !al_id_valid(sb->template_name) || !al_id_valid(sb->driver) ||
 	    sb->template_version < 0 || sb->env == NULL ||
 	    (sb->limits.disk_bytes != 0 &&
@@ -37,6 +38,9 @@ static void check_spec(const al_sandbox *sb, const al_template_version *tv,
 	    again.template_version != sb->template_version ||
 	    memcmp(&again.limits, &sb->limits, sizeof sb->limits) != 0 ||
 	    !json_object_equal(again.env, sb->env) || boot2 != has_boot ||
+	    strcmp(again.project, sb->project) != 0 ||
+	    !json_object_equal(again.metadata, sb->metadata) ||
+	    !json_object_equal(again.network, sb->network) ||
 	    (has_boot && (strcmp(tv2.workdir, tv->workdir) != 0 ||
 			  strcmp(tv2.user, tv->user) != 0 ||
 			  !json_object_equal(tv2.env, tv->env) ||

@@ -1,5 +1,6 @@
 """What a sandbox sees of the machine, and that one sandbox's abuse of
 processes and memory does not reach another."""
+import ipaddress
 import os
 import socket
 import threading
@@ -36,16 +37,25 @@ def test_own_hostname(api, sandbox):
     assert res["stdout"].strip() != socket.gethostname()
 
 
-def test_loopback_only_network(api, sandbox):
+def test_network_is_only_its_slot(api, sandbox):
     res = sh(api, sandbox["id"],
              "tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' ';"
              "echo ROUTES; tail -n +2 /proc/net/route")
     names, _, routes = res["stdout"].partition("ROUTES")
-    # A vm sandbox also has its NIC, attached to nothing until the egress
-    # gateway lands; neither driver has a route anywhere.
-    want = ["eth0", "lo"] if sandbox["driver"] == "vm" else ["lo"]
-    assert sorted(names.split()) == want, res
-    assert routes.strip() == "", res
+    # Loopback and the slot's link (test_network.py checks its address;
+    # mode none, loopback only: test_network_none.py). Every route goes
+    # through eth0 and stays in the slot pool: the /30 and the default
+    # via the gateway, nothing toward the host's networks.
+    assert sorted(names.split()) == ["eth0", "lo"], res
+    rows = [r.split() for r in routes.strip().splitlines()]
+    assert rows, res
+    pool = ipaddress.ip_network("10.200.0.0/16")
+    for r in rows:
+        dest = ipaddress.ip_address(bytes.fromhex(r[1])[::-1])
+        gw = ipaddress.ip_address(bytes.fromhex(r[2])[::-1])
+        assert r[0] == "eth0", res
+        assert (dest == ipaddress.ip_address("0.0.0.0") and gw in pool) or \
+            (dest in pool and int(gw) == 0), res
 
 
 def test_no_host_filesystem(api, sandbox, stack):

@@ -322,3 +322,45 @@ def test_cli_network_and_egress(stack, api, made):
     assert [e["name"] for e in json.loads(p.stdout)["egress"]] == [
         "host0.example"]
     assert cli(stack, "sandbox", "network", sid).returncode == 100
+
+
+@pytest.fixture(scope="module")
+def pstack(tmp_path_factory):
+    """A stack whose egress policy is a copy the test may break."""
+    from conftest import REPO, running_stack
+    d = tmp_path_factory.mktemp("policies")
+    src = os.path.join(REPO, "policies", "egress.lua")
+    with open(src) as f:
+        (d / "egress.lua").write_text(f.read())
+    yield from running_stack(env={"AIRLOCK_POLICIES": str(d),
+                                  "AIRLOCK_DRIVERS": "ns",
+                                  "AIRLOCK_WARM_POOL": "0",
+                                  "AIRLOCK_WARM_POOL_VM": "0"},
+                             prefix="airlock-pol-")
+
+
+def test_info_says_why_a_changed_policy_is_refused(pstack):
+    s = session(pstack, pstack.key)
+    path = os.path.join(pstack.env["AIRLOCK_POLICIES"], "egress.lua")
+    pol = s.get(f"{s.base}/v1/info", timeout=TIMEOUT).json()[
+        "policies"]["egress"]
+    assert pol["path"] == path and pol["loaded"] is True, pol
+    assert pol["reload_error"] is None and pol["reloads"] == 0, pol
+    good = open(path).read()
+    # A change with a mistake on line 3: the last good policy stays.
+    with open(path, "w") as f:
+        f.write("-- broken\n\nfunction egress(req) return allow(\n")
+    os.utime(path, (time.time() + 5, time.time() + 5))
+    pol = s.get(f"{s.base}/v1/info", timeout=TIMEOUT).json()[
+        "policies"]["egress"]
+    assert pol["loaded"] is True, pol
+    assert pol["reload_error"] and "egress.lua" in pol["reload_error"], pol
+    assert RFC3339.match(pol["reload_error_at"]), pol
+    print(f"\nrefused change: {pol['reload_error']!r}")
+    # Fixed again: in use, the error gone.
+    with open(path, "w") as f:
+        f.write(good)
+    os.utime(path, (time.time() + 10, time.time() + 10))
+    pol = s.get(f"{s.base}/v1/info", timeout=TIMEOUT).json()[
+        "policies"]["egress"]
+    assert pol["reload_error"] is None and pol["reloads"] == 1, pol

@@ -316,13 +316,15 @@ def mac_for_id(sid):
     return ":".join(f"{b:02x}" for b in b"\x02" + h[:5])
 
 
-def test_each_sandbox_has_its_own_mac_and_no_network(stack, api, vms):
+def test_each_sandbox_has_its_own_mac_on_its_slots_tap(stack, api, vms):
     """After a restore every sandbox has its own MAC: set by the guest
     init from the GO line (a create restored from the snapshot) or by the
     agent from IDENTITY (a claimed warm standby, which had the standby's).
     The API reports it, it is derived from the id, no two sandboxes and
-    no sandbox and its template share one, and the NIC is attached to
-    nothing: no route, no QEMU network backend."""
+    no sandbox and its template share one, and the NIC is on the network
+    slot's tap (QEMU's only network backend, a descriptor) with the
+    default route via the slot's gateway (test_network.py checks the
+    addresses)."""
     deadline = time.monotonic() + 60
     while len(vm_standbys(stack)) < 2 and time.monotonic() < deadline:
         time.sleep(0.2)
@@ -364,19 +366,21 @@ def test_each_sandbox_has_its_own_mac_and_no_network(stack, api, vms):
         assert lines[:-1] == ["eth0", "lo"], res
         assert lines[-1] == mac, (sid, lines[-1], mac)
         macs[sid] = mac
-        # No usable network: no route at all (the kernel lists none, not
-        # even a header, while the main table is empty) ...
+        # The default route goes via the slot's gateway ...
         res = sh(api, sid, "cat /proc/net/route")
         assert res["exit_code"] == 0, res
-        routes = [l for l in res["stdout"].splitlines()
+        routes = [l.split() for l in res["stdout"].splitlines()
                   if l.strip() and not l.startswith("Iface")]
-        assert routes == [], res
-        # ... and QEMU gives the NIC no backend to send through.
+        assert [r[:2] for r in routes if r[1] == "00000000"] == \
+            [["eth0", "00000000"]], res
+        # ... through the tap QEMU got as a descriptor, its only backend.
         qemu = qemu_of(stack, sid)
         assert qemu is not None
         argv = cmdline(qemu)
-        assert f"virtio-net-device,id=net0,mac={TEMPLATE_MAC}" in argv, argv
-        assert "-netdev" not in argv and "-nic " not in argv, argv
+        assert "-netdev tap,id=tap0,fd=9 " in argv, argv
+        assert ("virtio-net-device,id=net0,netdev=tap0,"
+                f"mac={TEMPLATE_MAC}") in argv, argv
+        assert argv.count("-netdev") == 1 and "-nic " not in argv, argv
     assert len(set(macs.values())) == 2, macs
     assert TEMPLATE_MAC not in macs.values(), macs
     # An ns sandbox has no NIC of its own to report.

@@ -110,6 +110,8 @@ static void test_identity_refused(void **state)
 		"{\"hostname\":\"h\",\"entropy\":\"00\",\"time_ms\":1,"
 		"\"net\":\"0123456789012345678901234567890123456789\"}",
 		"{\"entropy\":\"00\",\"time_ms\":1}",
+		"{\"hostname\":\"h\",\"entropy\":\"00\",\"time_ms\":1,"
+		"\"mac\":\"\"}",
 		"[]",
 	};
 	for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {

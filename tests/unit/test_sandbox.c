@@ -137,7 +137,9 @@ static const char cold_spec[] =
 	"\"pids\":256,\"cpu_shares\":1024,\"disk_bytes\":4294967296},"
 	"\"env\":{\"SECRET\":\"s3\"},\"boot\":{\"env\":{\"PATH\":\"/bin\"},"
 	"\"workdir\":\"/work\",\"user\":\"app\",\"start\":[\"sleep\",\"9\"],"
-	"\"ready\":[\"true\"]}}";
+	"\"ready\":[\"true\"]},\"project\":\"team-a\","
+	"\"metadata\":{\"k\":\"v\"},\"network\":{\"mode\":\"open\","
+	"\"deny\":[\"Bad.Example.\"]}}";
 
 static void test_spec_round_trip(void **state)
 {
@@ -162,6 +164,12 @@ static void test_spec_round_trip(void **state)
 	assert_string_equal(tv.user, "app");
 	assert_int_equal(json_object_array_length(tv.start), 2);
 	assert_int_equal(json_object_array_length(tv.ready), 1);
+	/* What the gateway is told of the sandbox; the network canonical. */
+	assert_string_equal(sb.project, "team-a");
+	assert_non_null(strstr(al_json_compact(sb.metadata), "\"k\""));
+	assert_string_equal(al_json_compact(sb.network),
+			    "{\"mode\":\"open\",\"allow\":[],"
+			    "\"deny\":[\"bad.example\"]}");
 	/* A claim carries no boot: the standby has it. */
 	char *claim = al_shim_spec_pack(&sb, NULL, &err);
 	assert_non_null(claim);
@@ -173,6 +181,9 @@ static void test_spec_round_trip(void **state)
 			 0);
 	assert_false(boot);
 	assert_true(json_object_equal(again.env, sb.env));
+	assert_true(json_object_equal(again.network, sb.network));
+	assert_true(json_object_equal(again.metadata, sb.metadata));
+	assert_string_equal(again.project, sb.project);
 	assert_memory_equal(&again.limits, &sb.limits, sizeof sb.limits);
 	free(claim);
 	al_sandbox_free_fields(&again);
@@ -224,6 +235,12 @@ static void test_spec_rejects(void **state)
 		"{\"template\":\"minimal\",\"driver\":\"ns\",\"boot\":"
 		"{\"start\":[1]}}",
 		"{\"template\":\"minimal\",\"driver\":\"ns\"} x",
+		"{\"template\":\"minimal\",\"driver\":\"ns\",\"network\":"
+		"{\"allow\":[]}}",
+		"{\"template\":\"minimal\",\"driver\":\"ns\",\"network\":"
+		"{\"mode\":\"open\",\"allow\":[\"a..b\"]}}",
+		"{\"template\":\"minimal\",\"driver\":\"ns\",\"project\":"
+		"\"A B\"}",
 	};
 	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
 		al_sandbox sb;
