@@ -374,6 +374,10 @@ RAW = [
      400),
     ("obs-fold", r"GET /echo HTTP/1.1\r\nHost: allowed.test\r\nX: a\r\n b\r\n\r\n",
      400),
+    # Refused as the upstream connects: the gateway used to crash here.
+    ("bad chunk size as the body's first bytes",
+     r"POST /echo HTTP/1.1\r\nHost: allowed.test\r\nTransfer-Encoding: "
+     r"chunked\r\n\r\nffffffffffffffff1\r\n\r\n", 400),
     ("HTTP/2 preface", r"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", 505),
 ]
 

@@ -171,8 +171,9 @@ def pytest_terminal_summary(terminalreporter):
                                                           "ESCAPED")]
         ok = [r for r in ROWS if r[1] == drv and r[4] in ("works",
                                                          "BROKEN")]
-        tr.write_line(
-            f"{drv}: {len(att)} attempts, "
-            f"{sum(r[4] == 'held' for r in att)} blocked; "
-            f"{sum(r[4] == 'works' for r in ok)} of {len(ok)} allowed "
-            f"cases working")
+        line = (f"{drv}: {len(att)} attempts, "
+                f"{sum(r[4] == 'held' for r in att)} blocked")
+        if ok:
+            line += (f"; {sum(r[4] == 'works' for r in ok)} of {len(ok)} "
+                     f"allowed cases working")
+        tr.write_line(line)
