@@ -352,6 +352,8 @@ static int dns(const char *server, int port, const char *proto,
 	return 1;
 }
 
+static void http_print(const char *buf, size_t n, int closed);
+
 static void print_reply(const char *what, const char *buf, ssize_t n)
 {
 	printf("%s: reply %zd bytes: ", what, n);
@@ -383,7 +385,15 @@ static int stream(const char *proto, const char *addr, int port,
 		close(fd);
 		return 0;
 	}
+	/* TCP: all of it, until the peer closes or goes quiet; an HTTP
+	 * answer is framed as for tls. */
+	ssize_t more = 0;
+	while (!udp && (size_t)r < sizeof in &&
+	       (more = recv(fd, in + r, sizeof in - (size_t)r, 0)) > 0)
+		r += more;
 	print_reply(proto, in, r);
+	if (r > 7 && memcmp(in, "HTTP/1.", 7) == 0)
+		http_print(in, (size_t)r, more == 0);
 	close(fd);
 	return 1;
 }
