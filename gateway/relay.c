@@ -335,6 +335,10 @@ static int resp_head(relay *r, struct evbuffer *in, struct evbuffer *out)
 
 static void pump_resp(relay *r)
 {
+	/* The request's body may have been refused just now (send_head's
+	 * pump_body): the upstream is gone then. */
+	if (r->up == NULL || r->dead || r->closing)
+		return;
 	struct evbuffer *in = bufferevent_get_input(r->up);
 	struct evbuffer *out = bufferevent_get_output(r->down);
 	al_err err;

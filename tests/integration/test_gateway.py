@@ -20,13 +20,14 @@ carry traffic; 203.0.113.10 (TEST-NET-3) is never routed anywhere."""
 import glob
 import json
 import os
-import select
 import shutil
 import subprocess
 import tempfile
 import time
 
 import pytest
+
+from upstream_world import Lines, upstream_world
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
@@ -42,99 +43,11 @@ pytestmark = pytest.mark.skipif(os.geteuid() != 0,
                                 reason="network namespaces need root")
 
 
-def run(*args, **kw):
-    return subprocess.run(list(args), check=True, capture_output=True,
-                          text=True, timeout=60, **kw)
-
-
-class Lines:
-    """JSON lines of a child's stdout, with a timeout."""
-
-    def __init__(self, p):
-        self.p, self.buf = p, b""
-
-    def next(self, timeout=30):
-        deadline = time.monotonic() + timeout
-        while b"\n" not in self.buf:
-            left = deadline - time.monotonic()
-            r, _, _ = select.select([self.p.stdout], [], [], max(left, 0))
-            if not r:
-                raise AssertionError("no line from %s" % self.p.args[:3])
-            chunk = os.read(self.p.stdout.fileno(), 65536)
-            if not chunk:
-                raise AssertionError("%s exited: %s" % (
-                    self.p.args[:3], self.p.stderr.read().decode()))
-            self.buf += chunk
-        line, self.buf = self.buf.split(b"\n", 1)
-        return json.loads(line)
-
-    def drain(self, wait=0.3):
-        """Every line that comes within wait seconds of the last."""
-        out = []
-        while True:
-            try:
-                out.append(self.next(wait))
-            except AssertionError:
-                return out
-
-
-def make_certs(d):
-    """A test CA and one leaf for every upstream name."""
-    ca_key, ca = os.path.join(d, "up-ca.key"), os.path.join(d, "up-ca.crt")
-    run("openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
-        "ec_paramgen_curve:P-256", "-nodes", "-keyout", ca_key, "-out", ca,
-        "-days", "2", "-subj", "/CN=gw-proxy test upstream CA")
-    key, csr, crt = (os.path.join(d, n) for n in
-                     ("up.key", "up.csr", "up.crt"))
-    run("openssl", "req", "-newkey", "ec", "-pkeyopt",
-        "ec_paramgen_curve:P-256", "-nodes", "-keyout", key, "-out", csr,
-        "-subj", "/CN=allowed.test")
-    ext = os.path.join(d, "up.ext")
-    with open(ext, "w") as f:
-        f.write("subjectAltName=DNS:allowed.test,DNS:forbidden.test,"
-                "DNS:private.test\n")
-    run("openssl", "x509", "-req", "-in", csr, "-CA", ca, "-CAkey", ca_key,
-        "-CAcreateserial", "-out", crt, "-days", "2", "-extfile", ext)
-    for p in (ca, crt, key):
-        os.chmod(p, 0o644)
-    return ca, crt, key
-
-
 @pytest.fixture(scope="module")
 def world():
-    d = tempfile.mkdtemp(prefix="gw-proxy-world-")
-    os.chmod(d, 0o711)
-    ns = "gwp-up-%d" % os.getpid()
-    host_if, up_if = "gwph%d" % (os.getpid() % 100000), \
-        "gwpu%d" % (os.getpid() % 100000)
-    up = None
-    try:
-        ca, crt, key = make_certs(d)
-        run("ip", "netns", "add", ns)
-        run("ip", "link", "add", host_if, "type", "veth", "peer", "name",
-            up_if, "netns", ns)
-        run("ip", "addr", "add", HOST_ADDR + "/24", "dev", host_if)
-        run("ip", "link", "set", host_if, "up")
-        run("ip", "-n", ns, "addr", "add", UP_ADDR + "/24", "dev", up_if)
-        run("ip", "-n", ns, "link", "set", up_if, "up")
-        run("ip", "-n", ns, "link", "set", "lo", "up")
-        names = {"allowed.test": UP_ADDR, "forbidden.test": UP_ADDR,
-                 "private.test": "127.0.0.1"}
-        up = subprocess.Popen(
-            ["ip", "netns", "exec", ns, PY,
-             os.path.join(HERE, "gateway_upstream.py"), UP_ADDR, crt, key,
-             json.dumps(names)], stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE)
-        lines = Lines(up)
-        assert lines.next() == {"ready": True}
-        yield {"dir": d, "ca": ca, "log": lines}
-    finally:
-        if up is not None:
-            up.kill()
-            up.wait()
-        subprocess.run(["ip", "link", "del", host_if], capture_output=True)
-        subprocess.run(["ip", "netns", "del", ns], capture_output=True)
-        shutil.rmtree(d, ignore_errors=True)
+    names = {"allowed.test": UP_ADDR, "forbidden.test": UP_ADDR,
+             "private.test": "127.0.0.1"}
+    yield from upstream_world("gwp", HOST_ADDR, UP_NET, [UP_ADDR], names)
 
 
 POLICY_PORTS = """
@@ -461,6 +374,10 @@ RAW = [
      400),
     ("obs-fold", r"GET /echo HTTP/1.1\r\nHost: allowed.test\r\nX: a\r\n b\r\n\r\n",
      400),
+    # Refused as the upstream connects: the gateway used to crash here.
+    ("bad chunk size as the body's first bytes",
+     r"POST /echo HTTP/1.1\r\nHost: allowed.test\r\nTransfer-Encoding: "
+     r"chunked\r\n\r\nffffffffffffffff1\r\n\r\n", 400),
     ("HTTP/2 preface", r"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", 505),
 ]
 
@@ -468,12 +385,12 @@ RAW = [
 @pytest.mark.parametrize("what,payload,status", RAW, ids=[r[0] for r in RAW])
 def test_framing_and_binding_tricks_are_refused(gw, world, what, payload,
                                                 status):
-    world["log"].drain(0.1)
+    world["log"][UP_ADDR].drain(0.1)
     r = guest(gw, PY, PROBE, "raw", "https", "allowed.test", gw["ca"],
               payload)
     out = json.loads(r.stdout)
     assert out.get("status") == status, (what, out, r.stderr)
-    seen = world["log"].drain()
+    seen = world["log"][UP_ADDR].drain()
     assert not [e for e in seen if "http" in e], (what, seen)
 
 
@@ -489,12 +406,12 @@ def test_a_request_smuggled_in_a_body_stays_a_body(gw, world):
     inner = "GET /echo HTTP/1.1\r\nHost: forbidden.test\r\n\r\n"
     payload = ("POST /echo HTTP/1.1\r\nHost: allowed.test\r\n"
                "Content-Length: %d\r\n\r\n%s" % (len(inner), inner))
-    world["log"].drain(0.1)
+    world["log"][UP_ADDR].drain(0.1)
     r = guest(gw, PY, PROBE, "raw", "https", "allowed.test", gw["ca"],
               payload.replace("\r\n", r"\r\n"))
     out = json.loads(r.stdout)
     assert out["status"] == 200 and out["body"].startswith("posted 44"), out
-    hosts = [e["http"] for e in world["log"].drain() if "http" in e]
+    hosts = [e["http"] for e in world["log"][UP_ADDR].drain() if "http" in e]
     assert hosts == ["allowed.test"]
 
 
@@ -624,7 +541,7 @@ def test_slow_heads_and_silent_connections_are_closed(gw):
 
 
 def test_pipelined_requests_are_each_checked(gw, world):
-    world["log"].drain(0.1)
+    world["log"][UP_ADDR].drain(0.1)
     payload = (r"GET /echo HTTP/1.1\r\nHost: allowed.test\r\n\r\n"
                r"GET /echo HTTP/1.1\r\nHost: forbidden.test\r\n\r\n"
                r"GET /echo HTTP/1.1\r\nHost: allowed.test\r\n\r\n")
@@ -632,7 +549,7 @@ def test_pipelined_requests_are_each_checked(gw, world):
               payload)
     out = json.loads(r.stdout)
     assert out["statuses"] == [200, 403], out
-    hosts = [e["http"] for e in world["log"].drain() if "http" in e]
+    hosts = [e["http"] for e in world["log"][UP_ADDR].drain() if "http" in e]
     assert hosts == ["allowed.test"]
 
 
@@ -690,13 +607,13 @@ def test_gateway_cpu_figures(gw, world):
     and per MB of an HTTPS download. The upstream handshakes resume the
     gateway's last session for the name."""
     n = 200
-    world["log"].drain(0.1)
+    world["log"][UP_ADDR].drain(0.1)
     c0 = gateway_cpu_ms(gw)
     r = guest(gw, PY, PROBE, "conns", "https", "allowed.test", gw["ca"],
               str(n), timeout=120)
     assert json.loads(r.stdout) == {"done": n}, r.stderr
     per_conn = (gateway_cpu_ms(gw) - c0) / n
-    seen = [e for e in world["log"].drain() if "http" in e]
+    seen = [e for e in world["log"][UP_ADDR].drain() if "http" in e]
     assert len(seen) == n
     assert sum(1 for e in seen if e["resumed"]) >= n - 1, seen[:3]
     size = 48 << 20
@@ -742,12 +659,12 @@ def test_gateway_dies_with_its_launcher(world):
 
 
 def test_a_kept_upstream_that_closed_is_dialled_again(gw, world):
-    world["log"].drain(0.1)
+    world["log"][UP_ADDR].drain(0.1)
     payload = (r"GET /drop-next HTTP/1.1\r\nHost: allowed.test\r\n\r\n"
                r"GET /echo HTTP/1.1\r\nHost: allowed.test\r\n\r\n")
     r = guest(gw, PY, PROBE, "raw", "https", "allowed.test", gw["ca"],
               payload)
     out = json.loads(r.stdout)
     assert out["statuses"] == [200, 200], out
-    seen = world["log"].drain()
+    seen = world["log"][UP_ADDR].drain()
     assert {"dropped": "allowed.test"} in seen, seen

@@ -4,11 +4,19 @@ fixtures: tests/integration/conftest.py). Every attempt is recorded as a
 row (attempt, driver, expected, result) and the table is printed at the
 end; a test fails when its attempt succeeded.
 
+The stack's gateways reach an upstream world of this suite's own
+(tests/integration/upstream_world.py: a network namespace behind a veth
+in WORLD_NET, the one private range they may dial): a resolver, HTTP,
+HTTPS and a TCP echo for allowed.test and forbidden.test on addresses of
+their own, one address serving front.test and hidden.test (a CDN), and
+allowed names whose upstream answer is private. Nothing else is dialled.
+
 Environment: as tests/integration (AIRLOCK_TEST_BUILD,
 AIRLOCK_TEST_VM_CACHE)."""
 import importlib.util
 import os
 import subprocess
+import sys
 import tempfile
 
 import pytest
@@ -20,8 +28,48 @@ _spec = importlib.util.spec_from_file_location(
 it = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(it)
 
-# The integration suite's stack, re-exported as this suite's fixtures.
-stack = it.stack
+sys.path.insert(0, os.path.join(_HERE, "..", "integration"))
+from upstream_world import upstream_world  # noqa: E402
+
+WORLD_NET, WORLD_HOST = "10.251.78.0/24", "10.251.78.1"
+RESOLVER = "10.251.78.2"   # the gateways' upstream DNS; allowed.test's
+FORBIDDEN = "10.251.78.3"  # forbidden.test's
+CDN = "10.251.78.4"        # front.test (allowed), hidden.test (not)
+NAMES = {"allowed.test": RESOLVER, "forbidden.test": FORBIDDEN,
+         "front.test": CDN, "hidden.test": CDN,
+         "xn--bcher-kva.test": RESOLVER,     # bücher.test, allowed
+         "private.test": "192.168.77.7",     # allowed, private upstream
+         "loop.test": "127.0.0.1",           # allowed, loopback upstream
+         "meta.test": "169.254.169.254"}     # allowed, metadata upstream
+# What the policy lets through besides 443 and 80: allowed.test's echo.
+POLICY_PORTS = 'extra_ports = {\n  ["allowed.test"] = { 7000 },\n}'
+
+
+@pytest.fixture(scope="session")
+def world():
+    yield from upstream_world("rtw", WORLD_HOST, WORLD_NET,
+                              [RESOLVER, FORBIDDEN, CDN], NAMES, sniff=True)
+
+
+@pytest.fixture(scope="session")
+def stack(world):
+    """The integration suite's stack, its gateways pointed at the world."""
+    policies = os.path.join(world["dir"], "policies")
+    os.makedirs(policies, mode=0o755)
+    with open(os.path.join(it.REPO, "policies", "egress.lua")) as f:
+        src = f.read()
+    start = src.index("extra_ports = {")
+    end = src.index("}", start) + 1
+    with open(os.path.join(policies, "egress.lua"), "w") as f:
+        f.write(src[:start] + POLICY_PORTS + src[end:])
+    yield from it.running_stack(env={
+        "AIRLOCK_POLICIES": policies,
+        "AIRLOCK_UPSTREAM_DNS": RESOLVER + ":53",
+        "AIRLOCK_UPSTREAM_CA": world["ca"],
+        "AIRLOCK_UPSTREAM_ALLOW_CIDRS": WORLD_NET,
+        "AIRLOCK_UPSTREAM_HOSTS": ""}, prefix="airlock-rt-")
+
+
 api = it.api
 info = it.info
 
@@ -52,6 +100,12 @@ class Redteam:
                      "ESCAPED" if escaped else "held"))
         return escaped
 
+    def works(self, case, driver, result, ok):
+        """A row for what must work; the caller asserts ok."""
+        ROWS.append((case, driver, "works", result,
+                     "works" if ok else "BROKEN"))
+        return ok
+
 
 @pytest.fixture(scope="session")
 def rt(api):
@@ -64,7 +118,9 @@ def probe():
     d = tempfile.mkdtemp(prefix="airlock-redteam-")
     out = os.path.join(d, "probe")
     subprocess.run(["gcc", "-static", "-O1", "-Wall", "-Wextra", "-Werror",
-                    "-o", out, os.path.join(_HERE, "probe.c")], check=True)
+                    "-o", out, os.path.join(_HERE, "probe.c"),
+                    "-lssl", "-lcrypto", "-lpthread"],
+                   check=True, capture_output=True, text=True)
     with open(out, "rb") as f:
         data = f.read()
     os.unlink(out)
@@ -109,3 +165,15 @@ def pytest_terminal_summary(terminalreporter):
     tr.write_line(line(["-" * w for w in widths]))
     for r in ROWS:
         tr.write_line(line(r))
+    tr.write_line("")
+    for drv in sorted({r[1] for r in ROWS}):
+        att = [r for r in ROWS if r[1] == drv and r[4] in ("held",
+                                                          "ESCAPED")]
+        ok = [r for r in ROWS if r[1] == drv and r[4] in ("works",
+                                                         "BROKEN")]
+        line = (f"{drv}: {len(att)} attempts, "
+                f"{sum(r[4] == 'held' for r in att)} blocked")
+        if ok:
+            line += (f"; {sum(r[4] == 'works' for r in ok)} of {len(ok)} "
+                     f"allowed cases working")
+        tr.write_line(line)

@@ -1,0 +1,129 @@
+"""An upstream world in a network namespace of the test's own, for the
+gateway's tests (test_gateway.py) and the red-team suite
+(tests/redteam/test_egress.py): a namespace reached from the host through
+a veth, one or more addresses in it each served by gateway_upstream.py
+(DNS, HTTP, HTTPS with a leaf of a test CA naming every name, a TCP echo
+on 7000), and optionally a sniffer (upstream_sniff.py) that reports every
+packet arriving from anywhere but the host's end of the veth. Nothing
+here listens outside that namespace."""
+import json
+import os
+import select
+import shutil
+import subprocess
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PY = "/usr/bin/python3"
+
+
+def run(*args, **kw):
+    return subprocess.run(list(args), check=True, capture_output=True,
+                          text=True, timeout=60, **kw)
+
+
+class Lines:
+    """JSON lines of a child's stdout, with a timeout."""
+
+    def __init__(self, p):
+        self.p, self.buf = p, b""
+
+    def next(self, timeout=30):
+        deadline = time.monotonic() + timeout
+        while b"\n" not in self.buf:
+            left = deadline - time.monotonic()
+            r, _, _ = select.select([self.p.stdout], [], [], max(left, 0))
+            if not r:
+                raise AssertionError("no line from %s" % self.p.args[:3])
+            chunk = os.read(self.p.stdout.fileno(), 65536)
+            if not chunk:
+                raise AssertionError("%s exited: %s" % (
+                    self.p.args[:3], self.p.stderr.read().decode()))
+            self.buf += chunk
+        line, self.buf = self.buf.split(b"\n", 1)
+        return json.loads(line)
+
+    def drain(self, wait=0.3):
+        """Every line that comes within wait seconds of the last."""
+        out = []
+        while True:
+            try:
+                out.append(self.next(wait))
+            except AssertionError:
+                return out
+
+
+def make_certs(d, names):
+    """A test CA and one leaf with every name as a SAN."""
+    ca_key, ca = os.path.join(d, "up-ca.key"), os.path.join(d, "up-ca.crt")
+    run("openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
+        "ec_paramgen_curve:P-256", "-nodes", "-keyout", ca_key, "-out", ca,
+        "-days", "2", "-subj", "/CN=airlock test upstream CA")
+    key, csr, crt = (os.path.join(d, n) for n in
+                     ("up.key", "up.csr", "up.crt"))
+    run("openssl", "req", "-newkey", "ec", "-pkeyopt",
+        "ec_paramgen_curve:P-256", "-nodes", "-keyout", key, "-out", csr,
+        "-subj", "/CN=" + names[0])
+    ext = os.path.join(d, "up.ext")
+    with open(ext, "w") as f:
+        f.write("subjectAltName=%s\n" % ",".join("DNS:" + n for n in names))
+    run("openssl", "x509", "-req", "-in", csr, "-CA", ca, "-CAkey", ca_key,
+        "-CAcreateserial", "-out", crt, "-days", "2", "-extfile", ext)
+    for p in (ca, crt, key):
+        os.chmod(p, 0o644)
+    return ca, crt, key
+
+
+def upstream_world(tag, host_addr, net, servers, names, sniff=False):
+    """Generator (for a fixture): the namespace <tag>-up-<pid>, the host's
+    end of the veth at host_addr (prefix of net), one gateway_upstream.py
+    per address of servers (each answering DNS for names, {name: ip}).
+    Yields {"dir", "ca", "ns", "log": {addr: Lines}, "sniff": Lines}."""
+    d = tempfile.mkdtemp(prefix=tag + "-world-")
+    os.chmod(d, 0o711)
+    pid = os.getpid() % 100000
+    ns = "%s-up-%d" % (tag, os.getpid())
+    host_if, up_if = "%sh%d" % (tag[:4], pid), "%su%d" % (tag[:4], pid)
+    plen = net.split("/")[1]
+    procs = []
+    try:
+        ca, crt, key = make_certs(d, sorted(names))
+        run("ip", "netns", "add", ns)
+        run("ip", "link", "add", host_if, "type", "veth", "peer", "name",
+            up_if, "netns", ns)
+        run("ip", "addr", "add", "%s/%s" % (host_addr, plen), "dev",
+            host_if)
+        run("ip", "link", "set", host_if, "up")
+        for a in servers:
+            run("ip", "-n", ns, "addr", "add", "%s/%s" % (a, plen), "dev",
+                up_if)
+        run("ip", "-n", ns, "link", "set", up_if, "up")
+        run("ip", "-n", ns, "link", "set", "lo", "up")
+        logs, sniffer = {}, None
+        for a in servers:
+            p = subprocess.Popen(
+                ["ip", "netns", "exec", ns, PY,
+                 os.path.join(HERE, "gateway_upstream.py"), a, crt, key,
+                 json.dumps(names)], stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE)
+            procs.append(p)
+            logs[a] = Lines(p)
+            assert logs[a].next() == {"ready": True}
+        if sniff:
+            p = subprocess.Popen(
+                ["ip", "netns", "exec", ns, PY,
+                 os.path.join(HERE, "upstream_sniff.py"), up_if, host_addr],
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            procs.append(p)
+            sniffer = Lines(p)
+            assert sniffer.next() == {"ready": True}
+        yield {"dir": d, "ca": ca, "ns": ns, "log": logs, "sniff": sniffer,
+               "host_if": host_if}
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
+        subprocess.run(["ip", "link", "del", host_if], capture_output=True)
+        subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+        shutil.rmtree(d, ignore_errors=True)
