@@ -402,6 +402,22 @@ kill_jail_leftovers() {
 	fi
 }
 
+# Network slots nobody removed (a controller stopped with SIGKILL
+# cannot drain its ready ones; a killed shim leaves its leased one for
+# the next controller's reconcile, and there is none after down): each
+# is a bind mount of a namespace under run/net, which keeps the
+# namespace, its links and its rules alive.
+remove_net_slots() {
+	local m n=0
+	[ -d "$RUN/net" ] || return 0
+	while read -r m; do
+		umount -l "$m" 2>/dev/null && n=$((n + 1))
+	done < <(awk -v d="$RUN/net/" 'index($5, d) == 1 { print $5 }' \
+		/proc/self/mountinfo)
+	[ $n -eq 0 ] || log "removed $n leftover network slot mount(s)"
+	rm -rf "${RUN:?}/net"
+}
+
 # ---------------------------------------------------------------- daemons
 
 component_pids() {
@@ -681,6 +697,7 @@ do_down() {
 	stop_fcgi
 	stop_shims
 	kill_jail_leftovers
+	remove_net_slots
 	stop_pg
 	stop_pool
 }
