@@ -147,8 +147,10 @@ int bld_trust_ca(const bld *b, const char *root, al_err *err);
 /* Start the log streamer of b (a process of its own that outlives a
  * killed builder; it exits a little after the builder). */
 int logstream_start(const bld *b, al_err *err);
-/* "airlock-builder --log-stream ID": the streamer itself. */
-int logstream_main(const char *id);
+/* "airlock-builder --log-stream ID BUILDER_PID": the streamer itself.
+ * The builder's pid comes from the builder: one the streamer read with
+ * getppid() would be its reaper's when the builder died first. */
+int logstream_main(const char *id, pid_t builder);
 
 /* ---- finish.c ---- */
 int finish_publish(bld *b, int *version, al_err *err);

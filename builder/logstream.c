@@ -1,7 +1,8 @@
 /* The build log's streams, carried by nginx (core/buildlog.h).
  *
  * The builder starts this at once as its own process
- * ("airlock-builder --log-stream ID", the listening socket on fd 3), so
+ * ("airlock-builder --log-stream ID BUILDER_PID", the listening socket
+ * on fd 3), so
  * that a builder killed mid-build still gets its streams ended with an
  * error event rather than cut. For each request nginx sends with a
  * token fcgi issued, it tails log.jsonl from the start as SSE events,
@@ -300,14 +301,14 @@ static void serve(ls *l)
 	}
 }
 
-int logstream_main(const char *id)
+int logstream_main(const char *id, pid_t builder)
 {
 	static ls l;
 	al_err err = {0};
 	al_config *cfg = &l.cfg;
 	l.id = id;
 	l.listen_fd = 3;
-	l.builder = getppid();
+	l.builder = builder;
 	for (int i = 0; i < LS_STREAMS_MAX; i++)
 		l.st[i].fd = l.st[i].logfd = -1;
 	for (int k = 0; k < LS_PENDING_MAX; k++)
@@ -345,11 +346,13 @@ int logstream_start(const bld *b, al_err *err)
 	int fd = al_streamhttp_listen(sa.sun_path, err);
 	if (fd < 0)
 		return -1;
+	char me[24];
+	snprintf(me, sizeof me, "%ld", (long)getpid());
 	pid_t pid = fork();
 	if (pid == 0) {
 		if ((fd == 3 ? fcntl(fd, F_SETFD, 0) : dup2(fd, 3)) < 0)
 			_exit(111);
-		char *const argv[] = {prog, "--log-stream", (char *)b->id,
+		char *const argv[] = {prog, "--log-stream", (char *)b->id, me,
 				      NULL};
 		execv(prog, argv);
 		_exit(111);

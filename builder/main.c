@@ -18,6 +18,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -305,8 +306,8 @@ static void fail_build(bld *b, int line, const al_err *err)
 static int usage(void)
 {
 	fprintf(stderr, "usage: airlock-builder --build ID\n"
-			"       airlock-builder --log-stream ID (fd 3: its "
-			"socket)\n");
+			"       airlock-builder --log-stream ID BUILDER_PID "
+			"(fd 3: its socket)\n");
 	return 100;
 }
 
@@ -317,9 +318,19 @@ int main(int argc, char **argv)
 	memset(&b, 0, sizeof b);
 	b.logfd = -1;
 
-	int streamer = argc == 3 && strcmp(argv[1], "--log-stream") == 0;
-	if (argc != 3 || (strcmp(argv[1], "--build") != 0 && !streamer))
+	int streamer = argc == 4 && strcmp(argv[1], "--log-stream") == 0;
+	if (!streamer && (argc != 3 || strcmp(argv[1], "--build") != 0))
 		return usage();
+	pid_t builder = 0;
+	if (streamer) {
+		char *end;
+		errno = 0;
+		long v = strtol(argv[3], &end, 10);
+		if (errno != 0 || end == argv[3] || *end != '\0' || v <= 1 ||
+		    v > INT_MAX)
+			return usage();
+		builder = (pid_t)v;
+	}
 	if (!al_id_valid(argv[2]))
 		return usage();
 	snprintf(b.id, sizeof b.id, "%s", argv[2]);
@@ -328,7 +339,7 @@ int main(int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 	umask(022);
 	if (streamer) {
-		int rc = logstream_main(b.id);
+		int rc = logstream_main(b.id, builder);
 		al_log_flush();
 		return rc;
 	}
