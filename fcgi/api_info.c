@@ -11,8 +11,9 @@
 #include "vm/probe.h"
 
 /* The egress policy as this process loads it (the gateways load their
- * own copies the same way): opened at the first /v1/info, reloaded when
- * the file changes. One handle, one thread at a time. */
+ * own copies the same way): opened at the worker's start
+ * (al_api_info_init; again at a /v1/info while it never loaded),
+ * reloaded when the file changes. One handle, one thread at a time. */
 static pthread_mutex_t policy_lock = PTHREAD_MUTEX_INITIALIZER;
 static al_policy *egress_policy;
 
@@ -26,10 +27,27 @@ static json_object *time_json(time_t t)
 	return json_object_new_string(buf);
 }
 
+static void egress_policy_path(const al_config *cfg, char *out, size_t len)
+{
+	snprintf(out, len, "%s/egress.lua", cfg->policies_dir);
+}
+
+void al_api_info_init(const al_config *cfg)
+{
+	char path[AL_PATH_MAX + 16];
+	egress_policy_path(cfg, path, sizeof path);
+	al_err err = {0};
+	pthread_mutex_lock(&policy_lock);
+	if (egress_policy == NULL)
+		egress_policy = al_policy_open(path, AL_POLICY_EGRESS, NULL,
+					       &err);
+	pthread_mutex_unlock(&policy_lock);
+}
+
 static json_object *egress_policy_status(const al_config *cfg)
 {
 	char path[AL_PATH_MAX + 16];
-	snprintf(path, sizeof path, "%s/egress.lua", cfg->policies_dir);
+	egress_policy_path(cfg, path, sizeof path);
 	json_object *o = json_object_new_object();
 	pthread_mutex_lock(&policy_lock);
 	al_err err = {0};
