@@ -26,14 +26,13 @@ typedef struct al_audit_rec {
 	const char *action;	/* use|create|rotate|delete|denied_placeholder|
 				 * rate_limited|failed_access|dropped */
 	const char *host, *method, *path;
-	int status; /* upstream status */
+	int status;	      /* upstream status */
 	const char *decision; /* allow|deny */
 	const char *reason;
 } al_audit_rec;
 
 /* n records in one statement. */
-int al_audit_insert(al_db *db, const al_audit_rec *recs, size_t n,
-		    al_err *err);
+int al_audit_insert(al_db *db, const al_audit_rec *recs, size_t n, al_err *err);
 
 #define AL_AUDIT_LIST_DEFAULT 100
 #define AL_AUDIT_LIST_MAX 1000

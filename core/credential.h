@@ -36,13 +36,13 @@ typedef enum al_cred_scope {
 const char *al_cred_scope_name(al_cred_scope s);
 int al_cred_scope_from_name(const char *name);
 
-#define AL_CRED_NAME_MAX 64    /* [a-z0-9_-]{1,64} */
-#define AL_CRED_HOSTS_MAX 16   /* per credential */
-#define AL_CRED_HOST_MAX 253   /* canonical name, or "*." + name */
-#define AL_CRED_HEADER_MAX 64  /* an HTTP token */
-#define AL_CRED_FORMAT_MAX 256 /* contains "{value}" */
-#define AL_CRED_VALUE_MAX 8192 /* bytes, no NUL, CR or LF */
-#define AL_CRED_ID_LEN 23      /* "cr_" + 20 hex */
+#define AL_CRED_NAME_MAX 64	      /* [a-z0-9_-]{1,64} */
+#define AL_CRED_HOSTS_MAX 16	      /* per credential */
+#define AL_CRED_HOST_MAX 253	      /* canonical name, or "*." + name */
+#define AL_CRED_HEADER_MAX 64	      /* an HTTP token */
+#define AL_CRED_FORMAT_MAX 256	      /* contains "{value}" */
+#define AL_CRED_VALUE_MAX 8192	      /* bytes, no NUL, CR or LF */
+#define AL_CRED_ID_LEN 23	      /* "cr_" + 20 hex */
 #define AL_CRED_BODY_MAX (64u * 1024) /* API bodies: 413 above */
 #define AL_CRED_RATE_MAX 1000000      /* requests, and per_seconds */
 
@@ -79,7 +79,7 @@ typedef struct al_sandbox_ref {
 	char id[64];
 	char project[64];
 	char template_name[64];
-	json_object *metadata; /* object; owned (NULL: none) */
+	json_object *metadata;	  /* object; owned (NULL: none) */
 	long long created_by_key; /* 0: unknown */
 } al_sandbox_ref;
 
@@ -103,8 +103,8 @@ void al_credential_env_name(const char *name, char out[AL_CRED_ENV_MAX]);
 /* Add AIRLOCK_CRED_<N>=airlock-cred:<name> for every name applying to
  * sb to env (an object of strings), replacing what the caller put
  * under those names. */
-int al_credential_env_add(al_db *db, const al_sandbox_ref *sb,
-			  json_object *env, al_err *err);
+int al_credential_env_add(al_db *db, const al_sandbox_ref *sb, json_object *env,
+			  al_err *err);
 
 /* ---- the API's model ---- */
 
@@ -119,10 +119,10 @@ int al_credential_env_add(al_db *db, const al_sandbox_ref *sb,
  * A PUT (rotate) body has "value" and optionally "inject" and
  * "rate_limit" (replacing them; "rate_limit":null removes it). */
 typedef struct al_cred_spec {
-	al_cred c;	      /* name, scope, hosts, header, format, rate */
-	int has_project;      /* "project" named */
+	al_cred c;	 /* name, scope, hosts, header, format, rate */
+	int has_project; /* "project" named */
 	char project[64];
-	char scope_value[64]; /* template or sandbox */
+	char scope_value[64];	     /* template or sandbox */
 	json_object *scope_metadata; /* owned */
 	int has_inject, has_rate;    /* (PUT) present */
 	char *value;		     /* malloc'ed; wiped by _free */
