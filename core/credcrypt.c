@@ -21,8 +21,7 @@
  * n, or 0 for any other name. */
 static int key_file_id(const char *name)
 {
-	if (strncmp(name, "master-", 7) != 0 || name[7] < '1' ||
-	    name[7] > '9')
+	if (strncmp(name, "master-", 7) != 0 || name[7] < '1' || name[7] > '9')
 		return 0;
 	char *end = NULL;
 	long n = strtol(name + 7, &end, 10);
@@ -90,10 +89,9 @@ static int make_key(int dirfd, int id, al_err *err)
 	if (!ok)
 		rc = al_err_sys(err, AL_ESYS, e, "write keys/%s", tmp);
 	else if (linkat(dirfd, tmp, dirfd, name, 0) < 0)
-		rc = errno == EEXIST
-			     ? 1
-			     : al_err_sys(err, AL_ESYS, errno,
-					  "link keys/%s", name);
+		rc = errno == EEXIST ? 1
+				     : al_err_sys(err, AL_ESYS, errno,
+						  "link keys/%s", name);
 	unlinkat(dirfd, tmp, 0);
 	if (rc == 0 && fsync(dirfd) < 0)
 		return al_err_sys(err, AL_ESYS, errno, "fsync keys");
@@ -142,6 +140,10 @@ static int load_all(int dirfd, al_keyring *kr, al_err *err)
 		return -1;
 	}
 	qsort(kr->keys, (size_t)kr->n, sizeof kr->keys[0], cmp_key);
+	struct stat st;
+	if (fstat(dirfd, &st) == 0)
+		kr->seen_ns = (long long)st.st_mtim.tv_sec * 1000000000LL +
+			      st.st_mtim.tv_nsec;
 	kr->current = kr->n > 0 ? kr->keys[kr->n - 1].id : 0;
 	return 0;
 }
@@ -177,6 +179,21 @@ int al_keyring_load(al_keyring *kr, const char *state_dir, int create,
 	if (make_key(dirfd, 1, err) < 0 || load_all(dirfd, kr, err) < 0)
 		return -1;
 	return 0;
+}
+
+int al_keyring_refresh(al_keyring *kr, al_err *err)
+{
+	struct stat st;
+	if (stat(kr->dir, &st) < 0)
+		return al_err_sys(err, AL_ESYS, errno, "stat %s", kr->dir);
+	long long ns = (long long)st.st_mtim.tv_sec * 1000000000LL +
+		       st.st_mtim.tv_nsec;
+	if (ns == kr->seen_ns)
+		return 0;
+	al_autofd int dirfd = open_dir(kr, 0, err);
+	if (dirfd < 0)
+		return -1;
+	return load_all(dirfd, kr, err);
 }
 
 int al_keyring_add(al_keyring *kr, al_err *err)
@@ -235,17 +252,16 @@ static int gcm(int enc, const unsigned char *key, const unsigned char *nonce,
 	if (len > INT_MAX)
 		return -1;
 	EVP_CIPHER_CTX *ctx = EVP_CIPHER_CTX_new();
-	int n = 0, ok = ctx != NULL &&
-			EVP_CipherInit_ex(ctx, EVP_aes_256_gcm(), NULL, NULL,
-					  NULL, enc) == 1 &&
-			EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_GCM_SET_IVLEN,
-					    AL_SEAL_NONCE_LEN, NULL) == 1 &&
-			EVP_CipherInit_ex(ctx, NULL, NULL, key, nonce, enc) ==
-				1 &&
-			EVP_CipherUpdate(ctx, NULL, &n,
-					 (const unsigned char *)aad,
-					 (int)strlen(aad)) == 1 &&
-			EVP_CipherUpdate(ctx, out, &n, in, (int)len) == 1;
+	int n = 0,
+	    ok = ctx != NULL &&
+		 EVP_CipherInit_ex(ctx, EVP_aes_256_gcm(), NULL, NULL, NULL,
+				   enc) == 1 &&
+		 EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_GCM_SET_IVLEN,
+				     AL_SEAL_NONCE_LEN, NULL) == 1 &&
+		 EVP_CipherInit_ex(ctx, NULL, NULL, key, nonce, enc) == 1 &&
+		 EVP_CipherUpdate(ctx, NULL, &n, (const unsigned char *)aad,
+				  (int)strlen(aad)) == 1 &&
+		 EVP_CipherUpdate(ctx, out, &n, in, (int)len) == 1;
 	if (ok && !enc)
 		ok = EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_GCM_SET_TAG,
 					 AL_SEAL_TAG_LEN, tag) == 1;

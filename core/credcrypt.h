@@ -33,7 +33,8 @@ typedef struct al_keyring {
 	int n;	     /* keys loaded, ascending by id */
 	int current; /* id of the newest key (seals new values) */
 	al_master_key keys[AL_KEYRING_MAX];
-	char dir[512]; /* <state>/keys */
+	char dir[512];	   /* <state>/keys */
+	long long seen_ns; /* the dir's mtime at the last load */
 } al_keyring;
 
 /* Load every master-<n>.key of <state_dir>/keys. With create, a missing
@@ -44,6 +45,11 @@ typedef struct al_keyring {
  * exactly 32 bytes or readable by others is refused (AL_EPERM). */
 int al_keyring_load(al_keyring *kr, const char *state_dir, int create,
 		    al_err *err);
+/* Load again if keys/ changed since (a rotation added or dropped a
+ * key): a long-lived holder (the controller's channel) calls it before
+ * sealing or opening, so it never seals with a key a rotation is
+ * retiring nor misses the new one. */
+int al_keyring_refresh(al_keyring *kr, al_err *err);
 /* Make master-<current+1>.key and make it current. */
 int al_keyring_add(al_keyring *kr, al_err *err);
 /* Remove key id's file and drop it from kr (never the current key:

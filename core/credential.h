@@ -38,7 +38,7 @@ int al_cred_scope_from_name(const char *name);
 
 #define AL_CRED_NAME_MAX 64	      /* [a-z0-9_-]{1,64} */
 #define AL_CRED_HOSTS_MAX 16	      /* per credential */
-#define AL_CRED_HOST_MAX 253	      /* canonical name, or "*." + name */
+#define AL_CRED_HOST_MAX 255	      /* canonical name, or "*." + name */
 #define AL_CRED_HEADER_MAX 64	      /* an HTTP token */
 #define AL_CRED_FORMAT_MAX 256	      /* contains "{value}" */
 #define AL_CRED_VALUE_MAX 8192	      /* bytes, no NUL, CR or LF */

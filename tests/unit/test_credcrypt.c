@@ -42,8 +42,9 @@ static void seal(const al_keyring *kr, const char *aad, const char *v,
 		 unsigned char **ct, size_t *len, int *kid)
 {
 	al_err err;
-	assert_int_equal(
-		al_cred_seal(kr, aad, v, strlen(v), ct, len, kid, &err), 0);
+	assert_int_equal(al_cred_seal(kr, aad, v, strlen(v), ct, len, kid,
+				      &err),
+			 0);
 	assert_int_equal(*len, strlen(v) + AL_SEAL_OVERHEAD);
 }
 
@@ -138,8 +139,7 @@ static void test_tamper_aad_key(void **st)
 				      &err),
 			 -1);
 	/* A key id not in the ring. */
-	assert_int_equal(al_cred_open(&kr, 7, "cr_1:2", ct, len, &pt, &n,
-				      &err),
+	assert_int_equal(al_cred_open(&kr, 7, "cr_1:2", ct, len, &pt, &n, &err),
 			 -1);
 	assert_int_equal(err.code, AL_ENOENT);
 	/* Another key under the same id (another host's keys/). */
@@ -194,8 +194,7 @@ static void test_rotation(void **st)
 	assert_int_equal(al_keyring_load(&kr2, state, 1, &err), 0);
 	assert_int_equal(kr2.n, 1);
 	assert_int_equal(kr2.current, 2);
-	assert_int_equal(al_cred_open(&kr2, 2, "a:1", neu, len2, &pt, &n,
-				      &err),
+	assert_int_equal(al_cred_open(&kr2, 2, "a:1", neu, len2, &pt, &n, &err),
 			 0);
 	assert_string_equal(pt, "new");
 	al_secret_free(pt, n);
