@@ -79,8 +79,8 @@ int ctl_rotate_master_key(const al_config *cfg, al_db *db)
 	 * for the next rotation. */
 	int ids[AL_KEYRING_MAX], nids = 0;
 	for (int i = 0; i < kr.n; i++)
-		if (kr.keys[i].id != kr.current &&
-		    kr.keys[i].id < 64 && !(used & (1ull << kr.keys[i].id)))
+		if (kr.keys[i].id != kr.current && kr.keys[i].id < 64 &&
+		    !(used & (1ull << kr.keys[i].id)))
 			ids[nids++] = kr.keys[i].id;
 	int rc = 0;
 	for (int i = 0; i < nids; i++) {

@@ -14,15 +14,21 @@ static json_object *rec_json(const al_audit_rec *r)
 	const struct {
 		const char *k, *v;
 	} strs[] = {
-		{"project", r->project}, {"sandbox", r->sandbox},
-		{"credential", r->credential}, {"action", r->action},
-		{"host", r->host}, {"method", r->method}, {"path", r->path},
-		{"decision", r->decision}, {"reason", r->reason},
+		{"project", r->project},
+		{"sandbox", r->sandbox},
+		{"credential", r->credential},
+		{"action", r->action},
+		{"host", r->host},
+		{"method", r->method},
+		{"path", r->path},
+		{"decision", r->decision},
+		{"reason", r->reason},
 	};
 	for (size_t i = 0; i < sizeof strs / sizeof strs[0]; i++)
 		if (strs[i].v != NULL)
 			json_object_object_add(
-				o, strs[i].k, json_object_new_string(strs[i].v));
+				o, strs[i].k,
+				json_object_new_string(strs[i].v));
 	if (r->at_us > 0)
 		json_object_object_add(o, "at_us",
 				       json_object_new_int64(r->at_us));
@@ -35,8 +41,7 @@ static json_object *rec_json(const al_audit_rec *r)
 	return o;
 }
 
-int al_audit_insert(al_db *db, const al_audit_rec *recs, size_t n,
-		    al_err *err)
+int al_audit_insert(al_db *db, const al_audit_rec *recs, size_t n, al_err *err)
 {
 	if (n == 0)
 		return 0;
@@ -77,12 +82,12 @@ int al_audit_insert(al_db *db, const al_audit_rec *recs, size_t n,
 }
 
 static const al_db_col cols[] = {
-	{"id", AL_DB_INT},	   {"at", AL_DB_STR},
-	{"project", AL_DB_STR},	   {"sandbox", AL_DB_STR},
-	{"key_id", AL_DB_INT},	   {"credential", AL_DB_STR},
-	{"action", AL_DB_STR},	   {"host", AL_DB_STR},
-	{"method", AL_DB_STR},	   {"path", AL_DB_STR},
-	{"status", AL_DB_INT},	   {"decision", AL_DB_STR},
+	{"id", AL_DB_INT},	{"at", AL_DB_STR},
+	{"project", AL_DB_STR}, {"sandbox", AL_DB_STR},
+	{"key_id", AL_DB_INT},	{"credential", AL_DB_STR},
+	{"action", AL_DB_STR},	{"host", AL_DB_STR},
+	{"method", AL_DB_STR},	{"path", AL_DB_STR},
+	{"status", AL_DB_INT},	{"decision", AL_DB_STR},
 	{"reason", AL_DB_STR},
 };
 #define NCOLS ((int)(sizeof cols / sizeof cols[0]))
@@ -106,9 +111,13 @@ int al_audit_list(al_db *db, const al_audit_filter *f, int limit,
 	if (f->since_us > 0)
 		snprintf(since, sizeof since, "%" PRId64, f->since_us);
 	const char *params[] = {
-		f->project,	   f->credential, f->sandbox,
-		since[0] ? since : NULL,	  us[0] ? us : NULL,
-		id[0] ? id : NULL, lim,
+		f->project,
+		f->credential,
+		f->sandbox,
+		since[0] ? since : NULL,
+		us[0] ? us : NULL,
+		id[0] ? id : NULL,
+		lim,
 	};
 	PGresult *res = al_db_exec(
 		db,

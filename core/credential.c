@@ -12,12 +12,12 @@
 #include "config.h"
 
 /* The columns of a view, in row_view's order. */
-#define VIEW_COLS                                                             \
-	"id, name, project, scope_kind, coalesce(scope_template,"            \
+#define VIEW_COLS                                                              \
+	"id, name, project, scope_kind, coalesce(scope_template,"              \
 	" scope_sandbox, scope_metadata::text), array_to_string(hosts, ' '),"  \
-	" header, format, rate_requests, rate_per_seconds, version, key_id,"  \
-	" to_char(created_at AT TIME ZONE 'UTC',"                            \
-	" 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"'), to_char(updated_at AT TIME ZONE" \
+	" header, format, rate_requests, rate_per_seconds, version, key_id,"   \
+	" to_char(created_at AT TIME ZONE 'UTC',"                              \
+	" 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"'), to_char(updated_at AT TIME ZONE"  \
 	" 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"')"
 
 static json_object *str_or_null(const PGresult *res, int i, int c)
@@ -48,9 +48,9 @@ static json_object *row_view(const PGresult *res, int i)
 	json_object_object_add(o, "id", str_or_null(res, i, 0));
 	json_object_object_add(o, "name", str_or_null(res, i, 1));
 	json_object_object_add(o, "project", str_or_null(res, i, 2));
-	json_object_object_add(
-		o, "scope",
-		scope_view(PQgetvalue(res, i, 3), PQgetvalue(res, i, 4)));
+	json_object_object_add(o, "scope",
+			       scope_view(PQgetvalue(res, i, 3),
+					  PQgetvalue(res, i, 4)));
 	json_object *inj = json_object_new_object();
 	json_object *hosts = json_object_new_array();
 	char *h = strdup(PQgetvalue(res, i, 5)), *save = NULL;
@@ -144,12 +144,11 @@ int al_sandbox_ref_load(al_db *db, const char *id, al_sandbox_ref *out,
 	if (!al_id_valid(id))
 		return al_err_set(err, AL_ENOENT, 0, "no such sandbox");
 	const char *params[] = {id};
-	PGresult *res = al_db_exec(
-		db,
-		"SELECT project, template, metadata::text,"
-		" coalesce(created_by_key, 0) FROM sandboxes"
-		" WHERE id = $1 AND state <> 'deleted'",
-		1, params, err);
+	PGresult *res = al_db_exec(db,
+				   "SELECT project, template, metadata::text,"
+				   " coalesce(created_by_key, 0) FROM sandboxes"
+				   " WHERE id = $1 AND state <> 'deleted'",
+				   1, params, err);
 	if (res == NULL)
 		return -1;
 	int rc = 0;
@@ -175,11 +174,11 @@ int al_sandbox_ref_load(al_db *db, const char *id, al_sandbox_ref *out,
 static PGresult *effective_rows(al_db *db, const al_sandbox_ref *sb,
 				al_err *err)
 {
-	const char *meta = sb->metadata != NULL
-				   ? json_object_to_json_string_ext(
-					     sb->metadata,
-					     JSON_C_TO_STRING_PLAIN)
-				   : "{}";
+	const char *meta =
+		sb->metadata != NULL
+			? json_object_to_json_string_ext(sb->metadata,
+							 JSON_C_TO_STRING_PLAIN)
+			: "{}";
 	const char *params[] = {sb->project, sb->template_name, sb->id, meta};
 	return al_db_exec(
 		db,
@@ -259,8 +258,8 @@ int al_credential_names(al_db *db, const al_sandbox_ref *sb,
 	if (res == NULL)
 		return -1;
 	int rows = PQntuples(res);
-	if (rows > 0 && (*names = calloc((size_t)rows, sizeof **names)) ==
-				NULL) {
+	if (rows > 0 &&
+	    (*names = calloc((size_t)rows, sizeof **names)) == NULL) {
 		PQclear(res);
 		return al_err_set(err, AL_ENOMEM, ENOMEM, "out of memory");
 	}
@@ -272,10 +271,10 @@ int al_credential_names(al_db *db, const al_sandbox_ref *sb,
 	return 0;
 }
 
-int al_credential_env_add(al_db *db, const al_sandbox_ref *sb,
-			  json_object *env, al_err *err)
+int al_credential_env_add(al_db *db, const al_sandbox_ref *sb, json_object *env,
+			  al_err *err)
 {
-	char (*names)[AL_CRED_NAME_MAX + 1] = NULL;
+	char(*names)[AL_CRED_NAME_MAX + 1] = NULL;
 	size_t n = 0;
 	if (al_credential_names(db, sb, &names, &n, err) < 0)
 		return -1;
@@ -414,7 +413,8 @@ static int resolve(al_db *db, const al_cred_who *who, const char *ref,
 	 * global ones. By name: the project's, else a global one. */
 	PGresult *res = al_db_exec(
 		db,
-		"SELECT " VIEW_COLS ", (id = $1 AND ($2::bool OR project IS NULL"
+		"SELECT " VIEW_COLS
+		", (id = $1 AND ($2::bool OR project IS NULL"
 		" OR project = $3)) OR (name = $1 AND (project = $3 OR"
 		" project IS NULL)) AS visible FROM credentials"
 		" WHERE id = $1 OR name = $1"
@@ -451,8 +451,7 @@ static int resolve(al_db *db, const al_cred_who *who, const char *ref,
 		if (hidden != NULL)
 			*hidden = rows > 0;
 		PQclear(res);
-		return al_err_set(err, AL_ENOENT, 0, "no credential '%s'",
-				  ref);
+		return al_err_set(err, AL_ENOENT, 0, "no credential '%s'", ref);
 	}
 	if (nvis > 1) {
 		PQclear(res);
@@ -483,8 +482,8 @@ json_object *al_credential_get(al_db *db, const al_cred_who *who,
 
 /* Resolve ref for a change: a global row only for admins. */
 static int resolve_write(al_db *db, const al_cred_who *who, const char *ref,
-			 int *hidden, char id[AL_CRED_ID_LEN + 1],
-			 int *version, al_err *err)
+			 int *hidden, char id[AL_CRED_ID_LEN + 1], int *version,
+			 al_err *err)
 {
 	PGresult *res = NULL;
 	int i = resolve(db, who, ref, hidden, &res, err);
@@ -652,8 +651,9 @@ long long al_credential_reseal(al_db *db, const al_keyring *kr, int batch,
 int al_credential_keys_used(al_db *db, unsigned long long *used, al_err *err)
 {
 	*used = 0;
-	PGresult *res = al_db_exec(db, "SELECT DISTINCT key_id FROM credentials",
-				   0, NULL, err);
+	PGresult *res = al_db_exec(db,
+				   "SELECT DISTINCT key_id FROM credentials", 0,
+				   NULL, err);
 	if (res == NULL)
 		return -1;
 	for (int i = 0; i < PQntuples(res); i++) {

@@ -72,11 +72,17 @@ static int token_valid(const char *s, size_t n)
 /* Headers that frame or route the request: the gateway owns them. */
 static int header_reserved(const char *h)
 {
-	static const char *const names[] = {
-		"host",	      "content-length", "transfer-encoding",
-		"connection", "upgrade",	"te",
-		"trailer",    "keep-alive",	"proxy-connection",
-		"expect",     NULL};
+	static const char *const names[] = {"host",
+					    "content-length",
+					    "transfer-encoding",
+					    "connection",
+					    "upgrade",
+					    "te",
+					    "trailer",
+					    "keep-alive",
+					    "proxy-connection",
+					    "expect",
+					    NULL};
 	for (size_t i = 0; names[i] != NULL; i++)
 		if (strcasecmp(h, names[i]) == 0)
 			return 1;
@@ -95,8 +101,7 @@ static int format_valid(const char *s, size_t n)
 
 static int parse_inject(json_object *o, al_cred *c, al_err *err)
 {
-	static const char *const fields[] = {"hosts", "header", "format",
-					     NULL};
+	static const char *const fields[] = {"hosts", "header", "format", NULL};
 	if (!json_object_is_type(o, json_type_object))
 		return al_err_set(err, AL_EINVAL, 0,
 				  "'inject' must be an object");
@@ -116,10 +121,10 @@ static int parse_inject(json_object *o, al_cred *c, al_err *err)
 	for (size_t i = 0; i < c->nhosts; i++) {
 		json_object *h = json_object_array_get_idx(hosts, i);
 		char canon[AL_NETSPEC_PATTERN_MAX];
-		if (al_netspec_pattern_canon(json_object_get_string(h),
-					     (size_t)json_object_get_string_len(
-						     h),
-					     canon, err) < 0) {
+		if (al_netspec_pattern_canon(
+			    json_object_get_string(h),
+			    (size_t)json_object_get_string_len(h), canon,
+			    err) < 0) {
 			al_err_wrap(err, "inject.hosts[%zu]: ", i);
 			return -1;
 		}
@@ -260,9 +265,10 @@ static int parse_value(json_object *o, al_cred_spec *s, al_err *err)
 int al_cred_spec_parse(const char *buf, size_t len, int rotate,
 		       al_cred_spec *out, al_err *err)
 {
-	static const char *const create_fields[] = {
-		"name", "value", "scope", "project", "inject", "rate_limit",
-		NULL};
+	static const char *const create_fields[] = {"name",   "value",
+						    "scope",  "project",
+						    "inject", "rate_limit",
+						    NULL};
 	static const char *const rotate_fields[] = {"value", "inject",
 						    "rate_limit", NULL};
 	memset(out, 0, sizeof *out);

@@ -80,8 +80,8 @@ void al_api_audit(al_req *r)
 	json_object *arr = NULL;
 	char next[AL_AUDIT_CURSOR_MAX];
 	al_db *db = al_req_db(r, &err);
-	if (db == NULL || al_audit_list(db, &f, (int)limit, before, &arr, next,
-					&err) < 0) {
+	if (db == NULL ||
+	    al_audit_list(db, &f, (int)limit, before, &arr, next, &err) < 0) {
 		al_http_error(r, &err);
 		return;
 	}

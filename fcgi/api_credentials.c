@@ -175,12 +175,10 @@ void al_api_credential_rotate(al_req *r)
 	}
 	al_cred_who w = who_of(r);
 	al_db *db = al_req_db(r, &err);
-	int rc = db != NULL &&
-				 al_keyring_load(&kr, r->cfg->state_dir, 1,
-						 &err) == 0
-			 ? al_credential_rotate(db, &kr, &w, r->id, &spec,
-						&hidden, &view, &err)
-			 : -1;
+	int rc = -1;
+	if (db != NULL && al_keyring_load(&kr, r->cfg->state_dir, 1, &err) == 0)
+		rc = al_credential_rotate(db, &kr, &w, r->id, &spec, &hidden,
+					  &view, &err);
 	al_keyring_wipe(&kr);
 	al_cred_spec_free(&spec);
 	if (rc < 0) {
