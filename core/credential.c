@@ -367,9 +367,6 @@ int al_credential_create(al_db *db, const al_keyring *kr, const char *project,
 				   "a credential '%s' with that scope exists"
 				   " (PUT rotates it)",
 				   c->name);
-		else if (err->code == AL_EDB && project != NULL)
-			/* Most likely the foreign key: no such project. */
-			al_err_wrap(err, "credential '%s': ", c->name);
 		return -1;
 	}
 	*out = row_view(res, 0);

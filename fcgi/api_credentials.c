@@ -12,6 +12,7 @@
 #include "credcrypt.h"
 #include "credential.h"
 #include "log.h"
+#include "project.h"
 
 /* Whose credentials r acts on: its key's project, or for an admin the
  * ?project= it names. */
@@ -110,8 +111,18 @@ void al_api_credential_create(al_req *r)
 		      err.msg);
 		goto fail;
 	}
-	if ((db = al_req_db(r, &err)) == NULL ||
-	    al_keyring_load(&kr, r->cfg->state_dir, 1, &err) < 0 ||
+	if ((db = al_req_db(r, &err)) == NULL)
+		goto fail;
+	if (project != NULL && strcmp(project, r->who.project) != 0) {
+		int exists = al_project_exists(db, project, &err);
+		if (exists <= 0) {
+			if (exists == 0)
+				al_err_set(&err, AL_EINVAL, 0,
+					   "no project '%s'", project);
+			goto fail;
+		}
+	}
+	if (al_keyring_load(&kr, r->cfg->state_dir, 1, &err) < 0 ||
 	    al_credential_create(db, &kr, project, &spec, &view, &err) < 0)
 		goto fail;
 	al_keyring_wipe(&kr);
