@@ -154,13 +154,5 @@ int al_audit_list(al_db *db, const al_audit_filter *f, int limit,
 
 long long al_audit_prune(al_db *db, unsigned days, al_err *err)
 {
-	char d[16];
-	snprintf(d, sizeof d, "%u", days);
-	const char *params[] = {d};
-	/* A bounded bite per call, so one call never holds the table long. */
-	return al_db_exec_rows(db,
-			       "DELETE FROM audit_log WHERE id IN (SELECT id"
-			       " FROM audit_log WHERE at < now() -"
-			       " make_interval(days => $1::int) LIMIT 10000)",
-			       1, params, err);
+	return al_db_prune_older(db, "audit_log", days, err);
 }

@@ -408,3 +408,16 @@ int al_db_cursor_parse(const char *c, char us[24], char id[24])
 	memcpy(id, dash + 1, b + 1);
 	return 0;
 }
+
+long long al_db_prune_older(al_db *db, const char *table, unsigned days,
+			    al_err *err)
+{
+	char sql[256], d[16];
+	snprintf(sql, sizeof sql,
+		 "DELETE FROM %s WHERE id IN (SELECT id FROM %s WHERE at <"
+		 " now() - make_interval(days => $1::int) LIMIT 10000)",
+		 table, table);
+	snprintf(d, sizeof d, "%u", days);
+	const char *params[] = {d};
+	return al_db_exec_rows(db, sql, 1, params, err);
+}

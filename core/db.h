@@ -43,6 +43,12 @@ json_object *al_db_row_json(const PGresult *res, int i, const al_db_col *cols,
 /* Every row of res so, as an array. */
 json_object *al_db_rows_json(const PGresult *res, const al_db_col *cols,
 			     int ncols);
+/* Delete the rows of table (a constant of the caller's: it is pasted
+ * into the statement) whose column "at" is older than days, at most
+ * 10,000 a call so one call never holds the table long; how many went,
+ * or -1. */
+long long al_db_prune_older(al_db *db, const char *table, unsigned days,
+			    al_err *err);
 /* A page cursor "<unix µs>-<row id>" (the last row of a page, newest
  * first) into its decimal parts; -1 if malformed. */
 int al_db_cursor_parse(const char *c, char us[24], char id[24]);

@@ -167,13 +167,5 @@ int al_egress_log_counts(al_db *db, const char *sandbox, al_egress_counts *out,
 
 long long al_egress_log_prune(al_db *db, unsigned days, al_err *err)
 {
-	char d[16];
-	snprintf(d, sizeof d, "%u", days);
-	const char *params[] = {d};
-	/* A bounded bite per call, so one call never holds the table long. */
-	return al_db_exec_rows(db,
-			       "DELETE FROM egress_log WHERE id IN (SELECT id"
-			       " FROM egress_log WHERE at < now() -"
-			       " make_interval(days => $1::int) LIMIT 10000)",
-			       1, params, err);
+	return al_db_prune_older(db, "egress_log", days, err);
 }

@@ -45,16 +45,9 @@ void al_api_audit(al_req *r)
 	const char *before = NULL;
 	for (int i = 0; i < r->query.n; i++) {
 		const char *k = r->query.q[i].key, *v = r->query.q[i].val;
-		char *end = NULL;
 		if (strcmp(k, "limit") == 0) {
-			limit = strtoll(v, &end, 10);
-			if (v[0] < '0' || v[0] > '9' || *end != '\0' ||
-			    limit < 1 || limit > AL_AUDIT_LIST_MAX) {
-				al_http_errorf(r, AL_EINVAL,
-					       "'limit' must be 1 to %d",
-					       AL_AUDIT_LIST_MAX);
+			if (al_req_limit(r, v, AL_AUDIT_LIST_MAX, &limit) < 0)
 				return;
-			}
 		} else if (strcmp(k, "before") == 0) {
 			before = v;
 		} else if (strcmp(k, "credential") == 0) {

@@ -124,6 +124,18 @@ const char *al_req_list_project(al_req *r)
 	return r->who.project;
 }
 
+int al_req_limit(al_req *r, const char *v, int max, int64_t *out)
+{
+	char *end = NULL;
+	long long n = strtoll(v, &end, 10);
+	if (v[0] < '0' || v[0] > '9' || *end != '\0' || n < 1 || n > max) {
+		al_http_errorf(r, AL_EINVAL, "'limit' must be 1 to %d", max);
+		return -1;
+	}
+	*out = n;
+	return 0;
+}
+
 const char *al_http_reason(int status)
 {
 	/* clang-format off */

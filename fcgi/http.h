@@ -60,6 +60,10 @@ const char *al_req_scope(const al_req *r);
  * project's); a member's own project's only, whatever it asks. */
 const char *al_req_list_project(al_req *r);
 
+/* A page's ?limit= value v: 1..max into *out, else 400 answered here
+ * and -1. */
+int al_req_limit(al_req *r, const char *v, int max, int64_t *out);
+
 /* Responses. Each sends the status line and headers once. */
 const char *al_http_reason(int status);
 int al_http_head(al_req *r, int status, const char *content_type,

@@ -429,7 +429,7 @@ def test_cli(world, stack, tmp_path):
     p = run_cli(stack, "credential", "delete", c["id"])
     assert p.returncode == 0, p.stderr
     p = run_cli(stack, "credential", "show", c["id"])
-    assert p.returncode == 1 and "not_found" in p.stderr
+    assert p.returncode == 1 and "404" in p.stderr
     p = run_cli(stack, "credential", "create", "x", "--host", "a.test",
                 stdin="")
     assert p.returncode != 0
@@ -455,9 +455,13 @@ def test_zz_value_nowhere(world, stack, tmp_path):
                        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                        timeout=1200)
     assert p.stdout == b"", p.stdout
-    # Only files that went while grep walked may fail to open.
+    # Only files that went while grep walked may fail to open, and the
+    # network slots' namespace mounts (run/net/<i>.gw|guest) hold no data.
+    netns = os.path.join(stack.state, "run", "net") + "/"
     errs = [x for x in p.stderr.decode().splitlines()
-            if "No such file or directory" not in x]
+            if "No such file or directory" not in x and
+            not (x.startswith("grep: " + netns) and
+                 x.endswith("Invalid argument"))]
     assert p.returncode in (1, 2) and errs == [], (p.returncode, errs)
     # grep got as far as every file: the logs at the least were read.
     logs = os.listdir(os.path.join(stack.state, "log"))
