@@ -435,6 +435,32 @@ def test_cli(world, stack, tmp_path):
     assert p.returncode != 0
 
 
+def psql(stack, sql):
+    p = subprocess.run(["psql", "-h", f"{stack.state}/run/pg", "-U", "airlock",
+                        "-d", "airlock", "-At", "-c", sql],
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                       text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    return p.stdout.strip()
+
+
+def test_audit_retention(world, stack):
+    """The controller deletes rows older than AIRLOCK_AUDIT_RETENTION_DAYS
+    (90 by default) on its reconcile clock, and keeps younger ones."""
+    tag = secrets.token_hex(4)
+    psql(stack, "INSERT INTO audit_log (at, action, credential) VALUES"
+         f" (now() - interval '91 days', 'use', 'old-{tag}'),"
+         f" (now() - interval '89 days', 'use', 'young-{tag}')")
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        left = psql(stack, "SELECT credential FROM audit_log WHERE"
+                    f" credential LIKE '%-{tag}' ORDER BY 1")
+        if left == f"young-{tag}":
+            break
+        time.sleep(1)
+    assert left == f"young-{tag}"
+
+
 def encodings(v):
     return [v.encode(), base64.b64encode(v.encode()),
             v.encode().hex().encode()]
@@ -475,3 +501,17 @@ def test_zz_value_nowhere(world, stack, tmp_path):
     assert b"\\\\x" in dump.stdout  # the ciphertexts, as bytea hex
     for n in needles:
         assert n not in dump.stdout
+
+
+def test_env_placeholder_each_driver(world, sandboxes):
+    """Both drivers: the placeholder in the sandbox's environment (a cold
+    start or a claimed standby alike), never the value."""
+    s = world.key["a"]
+    v = world.value()
+    r = post(s, body("drv-cred", v, scope={"metadata": {"drv": "1"}}))
+    assert r.status_code == 201, r.text
+    sandboxes.api = s
+    sb = sandboxes.create(timeout=600, metadata={"drv": "1"})
+    out = exec_json(s, sb["id"], ["env"])["stdout"]
+    assert "AIRLOCK_CRED_DRV_CRED=airlock-cred:drv-cred\n" in out
+    assert v not in out
