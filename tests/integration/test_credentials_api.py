@@ -508,10 +508,12 @@ def test_env_placeholder_each_driver(world, sandboxes):
     start or a claimed standby alike), never the value."""
     s = world.key["a"]
     v = world.value()
-    r = post(s, body("drv-cred", v, scope={"metadata": {"drv": "1"}}))
+    name = f"drv-{sandboxes.driver}"
+    r = post(s, body(name, v, scope={"metadata": {"drv": sandboxes.driver}}))
     assert r.status_code == 201, r.text
     sandboxes.api = s
-    sb = sandboxes.create(timeout=600, metadata={"drv": "1"})
+    sb = sandboxes.create(timeout=600, metadata={"drv": sandboxes.driver})
     out = exec_json(s, sb["id"], ["env"])["stdout"]
-    assert "AIRLOCK_CRED_DRV_CRED=airlock-cred:drv-cred\n" in out
+    var = "AIRLOCK_CRED_DRV_" + sandboxes.driver.upper()
+    assert f"{var}=airlock-cred:{name}\n" in out
     assert v not in out
