@@ -9,14 +9,13 @@
 
 #include "cleanup.h"
 
-int al_file_replace(const char *path, const void *data, size_t len,
-		    mode_t mode, al_err *err)
+int al_file_replace(const char *path, const void *data, size_t len, mode_t mode,
+		    al_err *err)
 {
 	char tmp[PATH_MAX];
 	if (snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid()) >=
 	    (int)sizeof tmp)
-		return al_err_set(err, AL_EINVAL, 0, "%s: path too long",
-				  path);
+		return al_err_set(err, AL_EINVAL, 0, "%s: path too long", path);
 	unlink(tmp);
 	al_autofd int fd = open(tmp,
 				O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC |

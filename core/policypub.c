@@ -16,8 +16,7 @@
 
 static int file_path(const char *run_dir, char *out, size_t len, al_err *err)
 {
-	if (snprintf(out, len, "%s/%s", run_dir, AL_POLICYPUB_FILE) >=
-	    (int)len)
+	if (snprintf(out, len, "%s/%s", run_dir, AL_POLICYPUB_FILE) >= (int)len)
 		return al_err_set(err, AL_EINVAL, 0, "run dir path too long");
 	return 0;
 }
@@ -39,11 +38,11 @@ static json_object *pack_one(const al_policypub *v)
 		/* Never loaded: every gateway denies everything. */
 		json_object_object_add(o, "path",
 				       json_object_new_string(v->path));
-		json_object_object_add(o, "loaded",
-				       json_object_new_boolean(0));
-		json_object_object_add(
-			o, "error",
-			json_object_new_string(v->error ? v->error : ""));
+		json_object_object_add(o, "loaded", json_object_new_boolean(0));
+		json_object_object_add(o, "error",
+				       json_object_new_string(v->error
+								      ? v->error
+								      : ""));
 		return o;
 	}
 	al_policy_stat st;
@@ -54,9 +53,9 @@ static json_object *pack_one(const al_policypub *v)
 	json_object_object_add(o, "loaded_at", time_json(st.loaded_at));
 	json_object_object_add(o, "reloads",
 			       json_object_new_int64((int64_t)st.reloads));
-	json_object_object_add(
-		o, "reload_error",
-		refused ? json_object_new_string(st.reload_error) : NULL);
+	json_object_object_add(o, "reload_error",
+			       refused ? json_object_new_string(st.reload_error)
+				       : NULL);
 	json_object_object_add(o, "reload_error_at",
 			       refused ? time_json(st.reload_error_at) : NULL);
 	return o;
@@ -74,9 +73,8 @@ int al_policypub_write(const char *run_dir, const al_policypub *v, int n,
 	size_t len = 0;
 	const char *text = json_object_to_json_string_length(
 		all, JSON_C_TO_STRING_PLAIN, &len);
-	int rc = text != NULL
-			 ? al_file_replace(path, text, len, 0600, err)
-			 : al_err_set(err, AL_ENOMEM, 0, "policy status");
+	int rc = text != NULL ? al_file_replace(path, text, len, 0600, err)
+			      : al_err_set(err, AL_ENOMEM, 0, "policy status");
 	json_object_put(all);
 	return rc;
 }

@@ -23,10 +23,10 @@
 #define AL_POLICYPUB_MAX (64u << 10)
 
 typedef struct al_policypub {
-	const char *name;      /* "egress" */
-	const char *path;      /* the file */
-	const al_policy *p;    /* NULL: it never loaded */
-	const char *error;     /* why, when p is NULL */
+	const char *name;   /* "egress" */
+	const char *path;   /* the file */
+	const al_policy *p; /* NULL: it never loaded */
+	const char *error;  /* why, when p is NULL */
 } al_policypub;
 
 /* Write the n policies' status to <run_dir>/policies.json (mode 0600). */

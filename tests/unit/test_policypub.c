@@ -51,18 +51,19 @@ static void test_loaded_and_never_loaded(void **state)
 	assert_string_equal(
 		json_object_get_string(json_object_object_get(e, "path")),
 		"/p/egress.lua");
-	assert_true(
-		json_object_get_boolean(json_object_object_get(e, "loaded")));
-	assert_int_equal(
-		json_object_get_int(json_object_object_get(e, "reloads")), 0);
+	assert_true(json_object_get_boolean(json_object_object_get(e,
+								   "loaded")));
+	assert_int_equal(json_object_get_int(json_object_object_get(e,
+								    "reloads")),
+			 0);
 	json_object *t = json_object_object_get(e, "loaded_at");
 	assert_int_equal(strlen(json_object_get_string(t)), 20);
 	/* Present and null: nothing was refused. */
 	assert_true(json_object_object_get_ex(e, "reload_error", &t));
 	assert_null(t);
 	json_object *x = json_object_object_get(o, "other");
-	assert_false(
-		json_object_get_boolean(json_object_object_get(x, "loaded")));
+	assert_false(json_object_get_boolean(json_object_object_get(x,
+								    "loaded")));
 	assert_string_equal(
 		json_object_get_string(json_object_object_get(x, "error")),
 		"/p/other.lua:3: unexpected symbol");
