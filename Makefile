@@ -102,11 +102,13 @@ $(B)/airlock-builder: $(BLD_OBJ) $(LIBAL)
 	$(CC) $(LDFLAGS) -o $@ $^ $(CORE_LIBS)
 $(B)/airlock-gateway: $(GW_OBJ) $(LIBAL)
 	$(CC) $(LDFLAGS) -o $@ $^ $(CORE_LIBS)
-# Its gateway command plays the controller's mint service too.
+# Its gateway command plays the controller's mint service too
+# (tests/integration/gwhost.c, which bench/gwrun.c builds from as well).
 $(B)/netslot-tool: tests/integration/netslot_tool.c \
+                   tests/integration/gwhost.c tests/integration/gwhost.h \
                    $(B)/obj/controller/mint.o $(LIBAL)
-	$(CC) $(CPPFLAGS) -Icontroller $(CFLAGS) $(LDFLAGS) -o $@ $^ \
-	  $(CORE_LIBS)
+	$(CC) $(CPPFLAGS) -Icontroller $(CFLAGS) $(LDFLAGS) -o $@ \
+	  $(filter-out %.h,$^) $(CORE_LIBS)
 $(B)/egress-tool: tests/integration/egress_tool.c $(LIBAL)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(CORE_LIBS)
 $(B)/netslot-bench: bench/netslot.c $(LIBAL)

@@ -344,7 +344,8 @@ gateway_leg() {
 	libs="$libs -lluajit-5.1 -lpthread -lmnl -lnftnl -lssl -levent_openssl -levent"
 	# shellcheck disable=SC2086
 	if ! cc -std=gnu17 -O2 -g -Wall -Wextra -Werror -D_GNU_SOURCE -Icore \
-		-I/usr/include/luajit-2.1 -o "$WORK/bin/gwrun" bench/gwrun.c \
+		-Icontroller -Itests/integration -I/usr/include/luajit-2.1 \
+		-o "$WORK/bin/gwrun" bench/gwrun.c tests/integration/gwhost.c \
 		controller/mint.c "$BUILD/libairlock.a" $libs \
 		2>"$WORK/gwrun-cc.log"; then
 		GW_WHY="bench/gwrun does not build: $(grep -m1 error "$WORK/gwrun-cc.log")"
