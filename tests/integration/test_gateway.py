@@ -27,20 +27,17 @@ import time
 
 import pytest
 
+from conftest import BUILD, NETSLOT_TOOL as TOOL, REPO, needs_root
 from upstream_world import Lines, upstream_world
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.dirname(os.path.dirname(HERE))
-BUILD = os.environ.get("AIRLOCK_TEST_BUILD", os.path.join(REPO, "build-san"))
-TOOL = os.path.join(BUILD, "netslot-tool")
 GATEWAY = os.path.join(BUILD, "airlock-gateway")
 PY = "/usr/bin/python3"
 UP_ADDR, HOST_ADDR, UP_NET = "10.251.77.2", "10.251.77.1", "10.251.77.0/24"
 SANDBOX = "sbx-gwtest"
 HEAD_TIMEOUT_MS = 3000
 
-pytestmark = pytest.mark.skipif(os.geteuid() != 0,
-                                reason="network namespaces need root")
+pytestmark = needs_root
 
 
 @pytest.fixture(scope="module")
