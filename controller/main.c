@@ -766,12 +766,13 @@ int main(int argc, char **argv)
 			al_warn("mint service: %s", err.msg);
 	}
 
-	/* Snapshots made ahead for the starts of a burst (core/spare.h). */
-	if (!once)
-		spares_start(&cfg);
 	/* The policies' status GET /v1/info shows (core/policypub.h). */
 	if (!once)
 		policywatch_start(&cfg);
+
+	/* Snapshots made ahead for the starts of a burst (core/spare.h). */
+	if (!once)
+		spares_start(&cfg);
 
 	/* A shim's spooled event wakes the loop; the tick's scan catches
 	 * whatever the watch missed (or all of them, without one). */
