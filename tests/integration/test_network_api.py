@@ -279,21 +279,6 @@ def test_bad_egress_files_go_to_bad(stack, api, made):
     assert body["counts"] == {"allowed": 1, "denied": 0, "dropped": 7}
 
 
-def egress_policy_once(s, settled, seconds=10):
-    """The egress policy's status in /v1/info once settled(status) holds:
-    the controller publishes it when it (re)loads the file, a moment after
-    the stack starts or the file changes."""
-    deadline = time.monotonic() + seconds
-    while True:
-        r = s.get(f"{s.base}/v1/info", timeout=TIMEOUT)
-        assert r.status_code == 200, r.text
-        pol = r.json()["policies"].get("egress")
-        if (pol is not None and settled(pol)) or \
-                time.monotonic() > deadline:
-            return pol
-        time.sleep(0.1)
-
-
 def test_info_shows_the_egress_policy(api, other):
     pol = egress_policy_once(api, lambda p: p.get("loaded"))
     assert pol is not None, "no egress policy status"
@@ -336,6 +321,21 @@ def test_cli_network_and_egress(stack, api, made):
     assert [e["name"] for e in json.loads(p.stdout)["egress"]] == [
         "host0.example"]
     assert cli(stack, "sandbox", "network", sid).returncode == 100
+
+
+def egress_policy_once(s, settled, seconds=10):
+    """The egress policy's status in /v1/info once settled(status) holds:
+    the controller publishes it when it (re)loads the file, a moment after
+    the stack starts or the file changes."""
+    deadline = time.monotonic() + seconds
+    while True:
+        r = s.get(f"{s.base}/v1/info", timeout=TIMEOUT)
+        assert r.status_code == 200, r.text
+        pol = r.json()["policies"].get("egress")
+        if (pol is not None and settled(pol)) or \
+                time.monotonic() > deadline:
+            return pol
+        time.sleep(0.1)
 
 
 @pytest.fixture(scope="module")
