@@ -57,7 +57,7 @@ fi
 base=${NET%/*}
 HOST_IP=${base%.*}.$((${base##*.} + 1))
 UP_IP=${base%.*}.$((${base##*.} + 2))
-if ip -4 -o addr show | grep -q "inet ${base%.*}\."; then
+if ip -4 -o addr show | grep -qE "inet ($HOST_IP|$UP_IP)/"; then
 	echo "bench: gateway: $NET is in use on this host; set BENCH_GW_NET" >&2
 	exit 1
 fi

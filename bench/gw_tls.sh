@@ -17,7 +17,8 @@ SAN=
 case "$BUILD" in *-san) SAN="-fsanitize=address,undefined" ;; esac
 mkdir -p "$BUILD/bench"
 cc -std=gnu17 -O2 -g -Wall -Wextra -Werror -D_GNU_SOURCE $SAN -Icore \
-	-Icontroller -o "$BUILD/bench/gw_tls" bench/gw_tls.c \
+	-Icontroller -Igateway -o "$BUILD/bench/gw_tls" bench/gw_tls.c \
+	gateway/tlssess.c \
 	"$BUILD/obj/controller/mint.o" "$BUILD/libairlock.a" \
 	-lpq -ljson-c -lbtrfsutil -lcap -lcrypto -larchive -lluajit-5.1 -lpthread \
 	-lmnl -lnftnl -lssl -levent_openssl -levent

@@ -28,6 +28,7 @@
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
 #include <event2/bufferevent_ssl.h>
+#include <event2/bufferevent_struct.h>
 #include <event2/event.h>
 #include <openssl/ssl.h>
 #include <stdio.h>
@@ -179,6 +180,19 @@ static void touch(relay *r)
 	r->last_ms = al_now_ms();
 }
 
+/* OpenSSL reads ahead (gw/tls): the next records may sit in its buffer
+ * while the socket shows nothing more, and libevent reads a TLS socket
+ * only when the socket is readable. So after each read, and whenever
+ * reading resumes, what OpenSSL holds is read at once (the bufferevent's
+ * own read event, run now; its watermark still bounds it). */
+static void read_buffered(struct bufferevent *bev)
+{
+	SSL *ssl = bev != NULL ? bufferevent_openssl_get_ssl(bev) : NULL;
+	if (ssl != NULL && SSL_has_pending(ssl) &&
+	    (bufferevent_get_enabled(bev) & EV_READ))
+		event_active(&bev->ev_read, EV_READ, 1);
+}
+
 /* ---- backpressure: the side written to is full, stop reading the other
  * one until it drains ---- */
 
@@ -189,6 +203,7 @@ static void on_up_drained(struct bufferevent *bev, void *arg)
 	if (!r->closing) {
 		bufferevent_enable(r->down, EV_READ);
 		pump_body(r);
+		read_buffered(r->down);
 	}
 }
 
@@ -203,6 +218,7 @@ static void on_down_drained(struct bufferevent *bev, void *arg)
 	if (r->up != NULL) {
 		bufferevent_enable(r->up, EV_READ);
 		pump_resp(r);
+		read_buffered(r->up);
 	}
 }
 
@@ -285,6 +301,7 @@ static void response_done(relay *r)
 	r->head_deadline_ms = al_now_ms() + r->g->head_ms;
 	bufferevent_enable(r->down, EV_READ);
 	try_head(r); /* a pipelined request may be waiting */
+	read_buffered(r->down);
 }
 
 /* The response head, parsed and re-serialised for the guest: 0, or -1
@@ -414,6 +431,7 @@ static void send_head(relay *r)
 	bufferevent_enable(r->up, EV_READ | EV_WRITE);
 	pump_body(r);
 	pump_resp(r);
+	read_buffered(r->up);
 }
 
 static void on_up_read(struct bufferevent *bev, void *arg)
@@ -427,6 +445,7 @@ static void on_up_read(struct bufferevent *bev, void *arg)
 		return;
 	}
 	pump_resp(r);
+	read_buffered(r->up);
 }
 
 static void on_up_event(struct bufferevent *bev, short what, void *arg)
@@ -579,6 +598,7 @@ static void on_down_read(struct bufferevent *bev, void *arg)
 		pump_body(r);
 	else
 		try_head(r);
+	read_buffered(r->down);
 }
 
 static void on_down_event(struct bufferevent *bev, short what, void *arg)
@@ -603,6 +623,7 @@ static void on_down_event(struct bufferevent *bev, short what, void *arg)
 		r->handshaken = true;
 		touch(r);
 		try_head(r);
+		read_buffered(r->down);
 		return;
 	}
 	if (!(what & (BEV_EVENT_EOF | BEV_EVENT_ERROR | BEV_EVENT_TIMEOUT)))
