@@ -228,6 +228,19 @@ static bool full(struct bufferevent *bev)
 	       GW_HIGH_WATER;
 }
 
+/* libevent writes each piece of a TLS bufferevent's output as a TLS
+ * record and a write() of its own: a short message in pieces (a head,
+ * then its body) is made one piece first, so that it goes as one record,
+ * one segment, one read for the peer. At most a record's worth. */
+static void coalesce(struct bufferevent *bev)
+{
+	struct evbuffer *out = bufferevent_get_output(bev);
+	size_t len = evbuffer_get_length(out);
+	if (len > 0 && len <= 16384 &&
+	    evbuffer_peek(out, -1, NULL, NULL, 0) > 1)
+		evbuffer_pullup(out, -1);
+}
+
 /* Write one decoded piece re-framed: chunked gets a chunk of its own. */
 static void put_framed(struct evbuffer *out, enum al_http_body framing,
 		       const char *data, size_t len)
@@ -430,6 +443,8 @@ static void send_head(relay *r)
 	al_http_resp_parser_init(&r->rp);
 	bufferevent_enable(r->up, EV_READ | EV_WRITE);
 	pump_body(r);
+	if (r->up != NULL)
+		coalesce(r->up);
 	pump_resp(r);
 	read_buffered(r->up);
 }
@@ -445,6 +460,7 @@ static void on_up_read(struct bufferevent *bev, void *arg)
 		return;
 	}
 	pump_resp(r);
+	coalesce(r->down);
 	read_buffered(r->up);
 }
 
