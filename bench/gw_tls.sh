@@ -11,6 +11,6 @@ set -euo pipefail
 
 N=${BENCH_GW_TLS_N:-2000}
 # shellcheck disable=SC2086
-bench_cc gw_tls -Icontroller bench/gw_tls.c "$BUILD/obj/controller/mint.o" \
+bench_cc gw_tls -Icontroller -Igateway bench/gw_tls.c gateway/tlssess.c "$BUILD/obj/controller/mint.o" \
 	"$BUILD/libairlock.a" $AL_LIBS
 "$BUILD/bench/gw_tls" -n "$N"

@@ -550,6 +550,16 @@ def test_pipelined_requests_are_each_checked(gw, world):
     assert hosts == ["allowed.test"]
 
 
+def test_requests_read_with_the_handshake_are_answered(gw):
+    # The client's Finished and its requests in one write: the gateway's
+    # TLS reads them in one go (read-ahead), so the requests wait in
+    # OpenSSL's buffer, not on the socket, and must still be served.
+    r = guest(gw, PY, PROBE, "oneflight", "allowed.test", gw["ca"], "3",
+              timeout=30)
+    assert json.loads(r.stdout) == {"statuses": [200, 200, 200]}, \
+        r.stdout + r.stderr[-300:]
+
+
 def test_expect_continue_is_answered_after_the_decision(gw):
     r = guest(gw, "curl", "-sS", "--max-time", "20", "--cacert", gw["ca"],
               "-H", "Expect: 100-continue", "--data-binary", "@-",
