@@ -365,8 +365,6 @@ int main(int argc, char **argv)
 	al_keyring_wipe(&kr);
 	if (krc < 0)
 		die(EXIT_TEMP, "master key: %s", err.msg);
-	/* The policy as a gateway starting now would load it. */
-	al_api_info_init(&cfg);
 
 	if (FCGX_Init() != 0)
 		die(EXIT_TEMP, "FCGX_Init failed");
