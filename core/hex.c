@@ -1,5 +1,7 @@
 #include "hex.h"
 
+#include <stdbool.h>
+
 int al_hex_digit(unsigned char c)
 {
 	if (c >= '0' && c <= '9')
@@ -11,16 +13,27 @@ int al_hex_digit(unsigned char c)
 	return -1;
 }
 
-int al_hex_decode(const char *s, size_t n, uint8_t *out)
+static int decode(const char *s, size_t n, uint8_t *out, bool lower)
 {
-	for (size_t i = 0; i < n; i++) {
-		int hi = al_hex_digit((unsigned char)s[2 * i]);
-		if (hi < 0)
+	for (size_t i = 0; i < 2 * n; i++) {
+		unsigned char c = (unsigned char)s[i];
+		int v = al_hex_digit(c);
+		if (v < 0 || (lower && c >= 'A' && c <= 'F'))
 			return -1;
-		int lo = al_hex_digit((unsigned char)s[2 * i + 1]);
-		if (lo < 0)
-			return -1;
-		out[i] = (uint8_t)(hi << 4 | lo);
+		if (i % 2 == 0)
+			out[i / 2] = (uint8_t)(v << 4);
+		else
+			out[i / 2] |= (uint8_t)v;
 	}
 	return 0;
+}
+
+int al_hex_decode(const char *s, size_t n, uint8_t *out)
+{
+	return decode(s, n, out, false);
+}
+
+int al_hex_decode_lower(const char *s, size_t n, uint8_t *out)
+{
+	return decode(s, n, out, true);
 }

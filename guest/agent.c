@@ -306,8 +306,9 @@ static void identity(agent *a, const al_frame *f)
 		goto bad;
 	}
 	if (strlen(id.entropy) != 2 * sizeof seed ||
-	    al_hex_decode(id.entropy, sizeof seed, seed) < 0) {
-		al_err_set(&err, AL_EINVAL, 0, "entropy must be 64 hex digits");
+	    al_hex_decode_lower(id.entropy, sizeof seed, seed) < 0) {
+		al_err_set(&err, AL_EINVAL, 0,
+			   "entropy must be 64 lowercase hex digits");
 		goto bad;
 	}
 

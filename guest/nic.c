@@ -22,7 +22,7 @@ bool al_nic_mac_parse(const char *s, uint8_t mac[6])
 	if (strlen(s) != 17)
 		return false;
 	for (int i = 0; i < 6; i++) {
-		if (al_hex_decode(s + 3 * i, 1, &mac[i]) < 0 ||
+		if (al_hex_decode_lower(s + 3 * i, 1, &mac[i]) < 0 ||
 		    (i < 5 && s[3 * i + 2] != ':'))
 			return false;
 	}

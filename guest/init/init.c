@@ -306,7 +306,7 @@ static bool parse_go(const char *s, go_msg *g)
 	g->hostname[hl] = '\0';
 	if (hl == 0 || *s++ != ' ')
 		return false;
-	if (al_hex_decode(s, sizeof g->seed, g->seed) < 0)
+	if (al_hex_decode_lower(s, sizeof g->seed, g->seed) < 0)
 		return false;
 	s += 2 * sizeof g->seed;
 	if (*s++ != ' ')
