@@ -179,7 +179,6 @@ int main(int argc, char **argv)
 		.prog = prog,
 		.env = env,
 		.run_dir = run_dir, /* egress directory and address journal */
-		.cgroup_fd = -1,
 	};
 	al_gateway_proc gw;
 	if (al_gateway_launch(&spec, &gw, &e) < 0)

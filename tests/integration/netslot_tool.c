@@ -235,7 +235,6 @@ static int gateway_cmd(al_netpool *pool, const char *state, const char *prog,
 		.prog = prog,
 		.env = environ,
 		.run_dir = run,
-		.cgroup_fd = -1,
 	};
 	al_gateway_proc gp;
 	int64_t t0 = al_now_ms();
