@@ -78,7 +78,8 @@ static long segment(const char *t, size_t i, size_t end, char *out,
 		unsigned char v =
 			(unsigned char)(al_http_hexval((unsigned char)t[i + 1])
 						<< 4 |
-					al_http_hexval((unsigned char)t[i + 2]));
+					al_http_hexval((unsigned char)
+							       t[i + 2]));
 		i += 3;
 		if (v == '/' || v == '\\') {
 			*why = "an encoded '/' or '\\' in the path";
@@ -108,7 +109,8 @@ not_utf8:
 
 static bool is_dots(const char *s, size_t n)
 {
-	return (n == 1 && s[0] == '.') || (n == 2 && s[0] == '.' && s[1] == '.');
+	return (n == 1 && s[0] == '.') ||
+	       (n == 2 && s[0] == '.' && s[1] == '.');
 }
 
 /* "." or ".." before parameters (";", or its encoding, which some
@@ -116,15 +118,13 @@ static bool is_dots(const char *s, size_t n)
 static bool dots_with_params(const char *s, size_t n)
 {
 	for (size_t k = 0; k < n; k++)
-		if (s[k] == ';' ||
-		    (s[k] == '%' && k + 2 < n && s[k + 1] == '3' &&
-		     s[k + 2] == 'B'))
+		if (s[k] == ';' || (s[k] == '%' && k + 2 < n &&
+				    s[k + 1] == '3' && s[k + 2] == 'B'))
 			return is_dots(s, k);
 	return false;
 }
 
-int al_urlpath_normalize(char *t, size_t len, size_t *out_len,
-			 const char **why)
+int al_urlpath_normalize(char *t, size_t len, size_t *out_len, const char **why)
 {
 	if (len == 0 || t[0] != '/') {
 		*why = "the path does not start with '/'";

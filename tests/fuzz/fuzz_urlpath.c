@@ -21,8 +21,8 @@ static int target_ok(const char *t, size_t n)
 		if (c <= 0x20 || c >= 0x7f || c == '#' || c == '\\')
 			return 0;
 		if (c == '%') {
-			if (i + 2 >= n || !strchr("0123456789abcdefABCDEF",
-						  t[i + 1]) ||
+			if (i + 2 >= n ||
+			    !strchr("0123456789abcdefABCDEF", t[i + 1]) ||
 			    !strchr("0123456789abcdefABCDEF", t[i + 2]) ||
 			    t[i + 1] == '\0' || t[i + 2] == '\0')
 				return 0;

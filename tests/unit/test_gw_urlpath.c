@@ -76,8 +76,7 @@ static void test_normal_forms(void **state)
 		const char *got = norm(cases[i].in, buf, sizeof buf);
 		if (got == NULL || strcmp(got, cases[i].out) != 0)
 			fail_msg("%s: got %s, want %s", cases[i].in,
-				 got != NULL ? got : "(refused)",
-				 cases[i].out);
+				 got != NULL ? got : "(refused)", cases[i].out);
 	}
 }
 
