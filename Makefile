@@ -35,7 +35,8 @@ BLD_OBJ  := $(patsubst %.c,$(B)/obj/%.o,$(wildcard builder/*.c))
 GW_OBJ   := $(patsubst %.c,$(B)/obj/%.o,$(wildcard gateway/*.c))
 # The agent runs inside sandboxes: static, no sanitizers, only the codec
 # and error modules of core.
-AGENT_SRC := $(wildcard guest/*.c) core/agentproto.c core/err.c core/log.c
+AGENT_SRC := $(wildcard guest/*.c) core/agentproto.c core/err.c core/log.c \
+             core/hex.c
 
 UNIT_SRC := $(wildcard tests/unit/test_*.c)
 UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(B)/tests/%)
@@ -101,11 +102,13 @@ $(B)/airlock-builder: $(BLD_OBJ) $(LIBAL)
 	$(CC) $(LDFLAGS) -o $@ $^ $(CORE_LIBS)
 $(B)/airlock-gateway: $(GW_OBJ) $(LIBAL)
 	$(CC) $(LDFLAGS) -o $@ $^ $(CORE_LIBS)
-# Its gateway command plays the controller's mint service too.
+# Its gateway command plays the controller's mint service too
+# (tests/integration/gwhost.c, which bench/gwrun.c builds from as well).
 $(B)/netslot-tool: tests/integration/netslot_tool.c \
+                   tests/integration/gwhost.c tests/integration/gwhost.h \
                    $(B)/obj/controller/mint.o $(LIBAL)
-	$(CC) $(CPPFLAGS) -Icontroller $(CFLAGS) $(LDFLAGS) -o $@ $^ \
-	  $(CORE_LIBS)
+	$(CC) $(CPPFLAGS) -Icontroller $(CFLAGS) $(LDFLAGS) -o $@ \
+	  $(filter-out %.h,$^) $(CORE_LIBS)
 $(B)/egress-tool: tests/integration/egress_tool.c $(LIBAL)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(CORE_LIBS)
 $(B)/netslot-bench: bench/netslot.c $(LIBAL)
@@ -114,7 +117,7 @@ $(B)/airlock: $(CLI_OBJ) $(LIBAL)
 	$(CC) $(LDFLAGS) -o $@ $^ -lcurl $(CORE_LIBS)
 
 $(B)/airlock-agent: $(AGENT_SRC) guest/nic.h core/agentproto.h core/err.h \
-                   core/log.h | $(DEPS_OK)
+                   core/log.h core/hex.h | $(DEPS_OK)
 	@mkdir -p $(dir $@)
 	$(CC) $(CSTD) -O2 -g $(WARN) -fstack-protector-strong \
 	  -D_FORTIFY_SOURCE=2 -D_GNU_SOURCE -Icore -static -o $@ \

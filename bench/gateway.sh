@@ -24,7 +24,8 @@
 # (handshake + one GET each; the proxy's utime+stime from /proc around
 # them, per connection), both in BENCH_GW_ROUNDS (10) rounds that
 # alternate the legs, and BENCH_GW_BULK_RUNS (3) downloads of the 100 MB
-# file, alternating too (median MB/s). Beside them, how long each proxy
+# file, alternating too (median MB/s, and the proxy's CPU per 100 MB:
+# on a loaded machine a steadier figure than MB/s). Beside them, how long each proxy
 # waited runnable for a CPU per kept-alive request (schedstat): on a
 # loaded machine, the tail is mostly that. Then the ratios to direct and issue 10's
 # goals, met / NOT met. A leg that cannot run says "not run: <why>", one
@@ -57,7 +58,7 @@ fi
 base=${NET%/*}
 HOST_IP=${base%.*}.$((${base##*.} + 1))
 UP_IP=${base%.*}.$((${base##*.} + 2))
-if ip -4 -o addr show | grep -q "inet ${base%.*}\."; then
+if ip -4 -o addr show | grep -qE "inet ($HOST_IP|$UP_IP)/"; then
 	echo "bench: gateway: $NET is in use on this host; set BENCH_GW_NET" >&2
 	exit 1
 fi
@@ -259,6 +260,12 @@ phase() {
 			printf 'cpu_ticks=%d\ncpu_conns=%d\n' $((t1 - t0)) "$4" \
 				>>"$WORK/$leg.out"
 		fi
+		if [ -n "$pids" ] && [ "$1 $2" = "--mode bulk" ]; then
+			t1=$(cpu_ticks $pids)
+			printf 'bulk_cpu_ticks=%d\nbulk_cpu_bytes=%s\n' $((t1 - t0)) \
+				"$(sed -n 's/^bulk_bytes=//p' "$WORK/$leg.phase")" \
+				>>"$WORK/$leg.out"
+		fi
 		if [ -n "$pids" ] && [ "$1 $2" = "--mode keepalive" ]; then
 			printf 'wait_ns=%d\nwait_reqs=%d\n' \
 				$(($(run_delay_ns $pids) - w0)) "$4" >>"$WORK/$leg.out"
@@ -344,7 +351,8 @@ gateway_leg() {
 	libs="$libs -lluajit-5.1 -lpthread -lmnl -lnftnl -lssl -levent_openssl -levent"
 	# shellcheck disable=SC2086
 	if ! cc -std=gnu17 -O2 -g -Wall -Wextra -Werror -D_GNU_SOURCE -Icore \
-		-I/usr/include/luajit-2.1 -o "$WORK/bin/gwrun" bench/gwrun.c \
+		-Icontroller -Itests/integration -I/usr/include/luajit-2.1 \
+		-o "$WORK/bin/gwrun" bench/gwrun.c tests/integration/gwhost.c \
 		controller/mint.c "$BUILD/libairlock.a" $libs \
 		2>"$WORK/gwrun-cc.log"; then
 		GW_WHY="bench/gwrun does not build: $(grep -m1 error "$WORK/gwrun-cc.log")"
@@ -432,6 +440,11 @@ for leg in "${LEGS[@]}"; do
 				$1 == "cpu_conns" { n += $2 }
 				END { printf "cpu_per_conn_us=%.1f\n", t / hz * 1e6 / n }' \
 				"$OUT_FILE"
+			awk -F= -v hz="$HZ" '
+				$1 == "bulk_cpu_ticks" { t += $2 }
+				$1 == "bulk_cpu_bytes" { n += $2 }
+				END { printf "cpu_per_100mb_ms=%.0f\n", t / hz * 1e3 * 1e8 / n }' \
+				"$OUT_FILE"
 			awk -F= '
 				$1 == "wait_ns" { t += $2 }
 				$1 == "wait_reqs" { n += $2 }
@@ -450,20 +463,21 @@ ge() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a >= b) }'; }
 
 echo "bench: upstream nginx (1 worker) in namespace $UPNS at $UP_IP, name $NAME;"
 echo "  TLS 1.3, P-256 certificates everywhere; ${BIG_MB} MB file; client bench/httpsload"
-printf '%-8s %12s %12s %12s %12s %12s %12s %14s\n' leg "ka p50 us" \
+printf '%-8s %12s %12s %12s %12s %12s %12s %14s %14s\n' leg "ka p50 us" \
 	"ka p99 us" "ka max us" "conn p50 us" "conn/s" "cpu/conn us" \
-	"bulk MB/s"
+	"bulk MB/s" "cpu/100MB ms"
 for leg in direct squid gateway; do
 	if ! have "$leg"; then
 		printf '%-8s %s\n' "$leg" "${WHY[$leg]:-}"
 		continue
 	fi
 	cpu=$(fig "$leg" cpu_per_conn_us)
-	printf '%-8s %12s %12s %12s %12s %12s %12s %14s\n' "$leg" \
+	bcpu=$(fig "$leg" cpu_per_100mb_ms)
+	printf '%-8s %12s %12s %12s %12s %12s %12s %14s %14s\n' "$leg" \
 		"$(fig "$leg" keepalive_p50_us)" "$(fig "$leg" keepalive_p99_us)" \
 		"$(fig "$leg" keepalive_max_us)" "$(fig "$leg" conns_p50_us)" \
 		"$(fig "$leg" conns_per_s)" "${cpu:--}" \
-		"$(fig "$leg" bulk_mbs)"
+		"$(fig "$leg" bulk_mbs)" "${bcpu:--}"
 done
 
 d50=$(fig direct keepalive_p50_us)
@@ -485,7 +499,9 @@ if have gateway && have squid; then
 	echo "gateway vs squid: bulk $(ratio "$(fig gateway bulk_mbs)" \
 		"$(fig squid bulk_mbs)")x, CPU per new connection" \
 		"$(ratio "$(fig gateway cpu_per_conn_us)" \
-			"$(fig squid cpu_per_conn_us)")x"
+			"$(fig squid cpu_per_conn_us)")x, CPU per 100 MB" \
+		"$(ratio "$(fig gateway cpu_per_100mb_ms)" \
+			"$(fig squid cpu_per_100mb_ms)")x"
 fi
 
 goal() {

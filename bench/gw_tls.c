@@ -7,10 +7,16 @@
  * client runs in the same thread over a BIO pair; its CPU is not counted.
  * CPU times are the thread's own (the machine may be shared); the
  * socket round trips are wall time, so they include scheduling delays.
+ * Then the upstream side: the gateway's client handshake with a server
+ * holding a leaf of the same CA, full and resumed (gateway/tlssess: the
+ * session of the name's last connection offered; its CPU only), and
+ * the CPU of setting up the contexts at a gateway's start, with the
+ * system's CAs (AIRLOCK_UPSTREAM_CA unset) and with a one-CA bundle.
  * p50/p99 in microseconds; the issue's goal is <= 1 ms of gateway CPU per
  * new TLS connection (guest side + upstream side).
  *
  *   gw_tls [-n iterations]   (default 2000) */
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,6 +31,7 @@
 #include "gw/mint.h"
 #include "gw/tls.h"
 #include "mint.h"
+#include "tlssess.h"
 
 static al_ca *ca;
 
@@ -64,10 +71,14 @@ static int die(const char *what, const al_err *err)
 	exit(1);
 }
 
-/* One handshake; returns the server's CPU microseconds, < 0 on failure. */
-static double handshake(al_gw_tls *t, SSL_CTX *cc, const char *name)
+/* One handshake; returns the CPU microseconds of the server (or, with
+ * upstream, of the client), < 0 on failure. */
+static double handshake_side(al_gw_tls *t, SSL_CTX *cc, const char *name,
+			     bool upstream)
 {
 	SSL *cli = SSL_new(cc), *srv = SSL_new(al_gw_tls_server_ctx(t));
+	if (upstream)
+		gw_tlssess_offer(cli, name);
 	BIO *a, *b;
 	BIO_new_bio_pair(&a, 0, &b, 0);
 	SSL_set_bio(cli, a, a);
@@ -76,7 +87,7 @@ static double handshake(al_gw_tls *t, SSL_CTX *cc, const char *name)
 	SSL_set1_host(cli, name);
 	SSL_set_connect_state(cli);
 	SSL_set_accept_state(srv);
-	double cpu = 0;
+	double cpu = 0, ccpu = 0;
 	al_err err = {0};
 	double t0 = now_us(CLOCK_THREAD_CPUTIME_ID);
 	int ok = al_gw_tls_server_expect(t, srv, name, &err) == 0;
@@ -84,7 +95,9 @@ static double handshake(al_gw_tls *t, SSL_CTX *cc, const char *name)
 	int cdone = 0, sdone = 0;
 	for (int i = 0; ok && i < 50 && !(cdone && sdone); i++) {
 		if (!cdone) {
+			t0 = now_us(CLOCK_THREAD_CPUTIME_ID);
 			int r = SSL_do_handshake(cli);
+			ccpu += now_us(CLOCK_THREAD_CPUTIME_ID) - t0;
 			cdone = r == 1;
 			if (r != 1 &&
 			    SSL_get_error(cli, r) != SSL_ERROR_WANT_READ)
@@ -101,9 +114,43 @@ static double handshake(al_gw_tls *t, SSL_CTX *cc, const char *name)
 		}
 	}
 	ok = ok && cdone && sdone && SSL_get_verify_result(cli) == X509_V_OK;
+	if (ok && upstream) {
+		/* The server's tickets come after the handshake (TLS 1.3):
+		 * read them as the gateway does with the response. */
+		char c;
+		SSL_write(srv, "x", 1);
+		t0 = now_us(CLOCK_THREAD_CPUTIME_ID);
+		ok = SSL_read(cli, &c, 1) == 1;
+		gw_tlssess_keep(cli);
+		ccpu += now_us(CLOCK_THREAD_CPUTIME_ID) - t0;
+	}
 	SSL_free(cli);
 	SSL_free(srv);
-	return ok ? cpu : -1;
+	return ok ? (upstream ? ccpu : cpu) : -1;
+}
+
+static double handshake(al_gw_tls *t, SSL_CTX *cc, const char *name)
+{
+	return handshake_side(t, cc, name, false);
+}
+
+/* CPU of the gateway's TLS setup at its start (upstream_ca NULL: the
+ * system's CAs), median of reps. */
+static void start_cost(const char *what, const char *upstream_ca, double *v,
+		       int reps)
+{
+	al_err err = {0};
+	for (int i = 0; i < reps; i++) {
+		al_gw_tls_config cfg = {.mint = mint_direct,
+					.upstream_ca = upstream_ca};
+		double t0 = now_us(CLOCK_THREAD_CPUTIME_ID);
+		al_gw_tls *t = al_gw_tls_new(&cfg, &err);
+		v[i] = now_us(CLOCK_THREAD_CPUTIME_ID) - t0;
+		if (t == NULL)
+			die("gateway TLS", &err);
+		al_gw_tls_free(t);
+	}
+	report(what, v, reps);
 }
 
 int main(int argc, char **argv)
@@ -205,7 +252,39 @@ int main(int argc, char **argv)
 	}
 	report("guest handshake + mint, new name (in-process)", v, cnt);
 	SSL_CTX_free(cc);
+
+	/* Upstream: the gateway's client context, the server another
+	 * gateway's (a leaf of the same CA, as the bench's upstream has). */
+	al_gw_tls *up = al_gw_tls_new(&cfg, &err);
+	if (up == NULL)
+		die("gateway TLS", &err);
+	SSL_CTX *uc = al_gw_tls_upstream_ctx(up);
+	SSL_CTX *sc = al_gw_tls_server_ctx(t);
+	/* Tickets on, as public servers have them (the gateway's own
+	 * server side never resumes). */
+	SSL_CTX_clear_options(sc, SSL_OP_NO_TICKET);
+	SSL_CTX_set_num_tickets(sc, 1);
+	for (int i = 0; i < cnt; i++) {
+		snprintf(name, sizeof name, "u%d.example.com", i);
+		v[i] = handshake_side(t, uc, name, true);
+		if (v[i] < 0)
+			die("upstream handshake", NULL);
+	}
+	report("upstream handshake, gateway CPU (full)", v, cnt);
+	gw_tlssess_init(uc);
+	handshake_side(t, uc, "pypi.org", true); /* its first session */
+	for (int i = 0; i < n; i++) {
+		v[i] = handshake_side(t, uc, "pypi.org", true);
+		if (v[i] < 0)
+			die("upstream handshake", NULL);
+	}
+	report("upstream handshake, gateway CPU (resumed)", v, n);
+	al_gw_tls_free(up);
 	al_gw_tls_free(t);
+
+	int reps = n < 20 ? n : 20;
+	start_cost("gateway start: TLS contexts, system CAs", NULL, v, reps);
+	start_cost("gateway start: TLS contexts, one-CA bundle", crt, v, reps);
 	EVP_PKEY_free(k);
 	free(v);
 	al_ca_close(ca);

@@ -6,17 +6,10 @@
 # Env: BENCH_POLICY_DECISIONS (100000), AIRLOCK_BUILD (build: its
 # libairlock.a is linked).
 set -euo pipefail
+# shellcheck source=bench/lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-cd "$REPO"
-BUILD=$(realpath -m -- "${AIRLOCK_BUILD:-$REPO/build}")
 N=${BENCH_POLICY_DECISIONS:-100000}
-[ -f "$BUILD/libairlock.a" ] || { echo "no $BUILD/libairlock.a (make)" >&2; exit 1; }
-
-SAN=
-case "$BUILD" in *-san) SAN="-fsanitize=address,undefined" ;; esac
-mkdir -p "$BUILD/bench"
-cc -std=gnu17 -O2 -g -Wall -Wextra -Werror -D_GNU_SOURCE $SAN -Icore \
-	-o "$BUILD/bench/policy" bench/policy.c "$BUILD/libairlock.a" \
-	-lluajit-5.1
+# shellcheck disable=SC2086
+bench_cc policy bench/policy.c "$BUILD/libairlock.a" $AL_LIBS
 "$BUILD/bench/policy" -n "$N" policies/egress.lua

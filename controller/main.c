@@ -39,7 +39,10 @@
  *     reconcile removes the slots of shims that died; at stop the ready
  *     ones are removed;
  *   - a thread serves STATE/run/mint.sock: TLS leaves for the sandboxes'
- *     gateways, signed with the host CA (controller/mint.h).
+ *     gateways, signed with the host CA (controller/mint.h);
+ *   - a thread loads the operator's policies, reloads them as their files
+ *     change and publishes their status for GET /v1/info in
+ *     STATE/run/policies.json (controller/policywatch.h).
  * Exit codes: 0 ok, 100 usage, 111 temporary failure (database down). */
 #include <dirent.h>
 #include <errno.h>
@@ -62,6 +65,7 @@
 #include "log.h"
 #include "mint.h"
 #include "net/pool.h"
+#include "policywatch.h"
 #include "reap.h"
 #include "sandbox.h"
 #include "shimctl.h"
@@ -762,6 +766,10 @@ int main(int argc, char **argv)
 			al_warn("mint service: %s", err.msg);
 	}
 
+	/* The policies' status GET /v1/info shows (core/policypub.h). */
+	if (!once)
+		policywatch_start(&cfg);
+
 	/* Snapshots made ahead for the starts of a burst (core/spare.h). */
 	if (!once)
 		spares_start(&cfg);
@@ -820,6 +828,7 @@ int main(int argc, char **argv)
 	if (watch >= 0)
 		close(watch);
 	spares_stop();
+	policywatch_stop();
 	if (net_ok && !once) {
 		/* Leased slots stay with their sandboxes; ready ones are
 		 * nobody's once no controller keeps them. */

@@ -13,6 +13,7 @@
 #include <openssl/evp.h>
 
 #include "cleanup.h"
+#include "file.h"
 #include "log.h"
 
 #define BOOTSTRAP_LOCK_KEY "1095324237"
@@ -130,44 +131,6 @@ int al_auth_new_key(char key[AL_AUTH_KEY_LEN + 1], char hash[65], al_err *err)
 	return al_auth_hash(key, hash, err);
 }
 
-/* Write data to path atomically with mode 0600: temp file in the same
- * directory, fsync, rename. */
-static int write_key_file(const char *path, const char *data, al_err *err)
-{
-	char tmp[PATH_MAX];
-	if (snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid()) >=
-	    (int)sizeof tmp)
-		return al_err_set(err, AL_EINVAL, 0, "key file path too long");
-	unlink(tmp);
-	al_autofd int fd = open(tmp,
-				O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC |
-					O_NOFOLLOW,
-				0600);
-	if (fd < 0)
-		return al_err_sys(err, AL_ESYS, errno, "create %s", tmp);
-	/* The umask could only have narrowed it, but be explicit. */
-	if (fchmod(fd, 0600) < 0)
-		goto fail_sys;
-	size_t len = strlen(data), off = 0;
-	while (off < len) {
-		ssize_t n = write(fd, data + off, len - off);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			goto fail_sys;
-		off += (size_t)n;
-	}
-	if (fsync(fd) < 0)
-		goto fail_sys;
-	if (rename(tmp, path) < 0)
-		goto fail_sys;
-	return 0;
-fail_sys:;
-	int e = errno;
-	unlink(tmp);
-	return al_err_sys(err, AL_ESYS, e, "write %s", path);
-}
-
 int al_auth_bootstrap(al_db *db, const char *key_file, int *created,
 		      al_err *err)
 {
@@ -204,7 +167,7 @@ int al_auth_bootstrap(al_db *db, const char *key_file, int *created,
 	 * block the next bootstrap from creating a usable one. */
 	key[AL_AUTH_KEY_LEN] = '\n';
 	key[AL_AUTH_KEY_LEN + 1] = '\0';
-	if (write_key_file(key_file, key, err) < 0)
+	if (al_file_replace(key_file, key, strlen(key), 0600, err) < 0)
 		goto unlock;
 	key[AL_AUTH_KEY_LEN] = '\0';
 

@@ -3,16 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int hexval(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
+#include "hex.h"
 
 /* Percent-decode s[0..n) (and '+' as space) into a new string; NULL when
  * malformed or when it would hold a NUL byte. */
@@ -25,8 +16,12 @@ static char *pct_decode(const char *s, size_t n)
 	for (size_t i = 0; i < n; i++) {
 		char c = s[i];
 		if (c == '%') {
-			int a = i + 2 < n ? hexval(s[i + 1]) : -1;
-			int b = i + 2 < n ? hexval(s[i + 2]) : -1;
+			int a = i + 2 < n
+					? al_hex_digit((unsigned char)s[i + 1])
+					: -1;
+			int b = i + 2 < n
+					? al_hex_digit((unsigned char)s[i + 2])
+					: -1;
 			if (a < 0 || b < 0 || (a == 0 && b == 0)) {
 				free(out);
 				return NULL;

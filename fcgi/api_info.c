@@ -1,86 +1,28 @@
 /* GET /v1/info: which drivers this host can run now, the default one, and
  * the accelerator vm sandboxes get. Also the driver decision that create
  * shares with it, so both always agree. */
-#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 
 #include "http.h"
-#include "policy.h"
+#include "policypub.h"
 #include "vm/probe.h"
 
-/* The egress policy as this process loads it (the gateways load their
- * own copies the same way): opened at the worker's start
- * (al_api_info_init; again at a /v1/info while it never loaded),
- * reloaded when the file changes. One handle, one thread at a time. */
-static pthread_mutex_t policy_lock = PTHREAD_MUTEX_INITIALIZER;
-static al_policy *egress_policy;
-
-static json_object *time_json(time_t t)
+/* The controller's view, one for every worker (core/policypub.h). */
+static json_object *policies_status(const al_config *cfg)
 {
-	char buf[32];
-	struct tm tm;
-	if (t == 0 || gmtime_r(&t, &tm) == NULL)
-		return NULL;
-	strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-	return json_object_new_string(buf);
-}
-
-static void egress_policy_path(const al_config *cfg, char *out, size_t len)
-{
-	snprintf(out, len, "%s/egress.lua", cfg->policies_dir);
-}
-
-void al_api_info_init(const al_config *cfg)
-{
-	char path[AL_PATH_MAX + 16];
-	egress_policy_path(cfg, path, sizeof path);
 	al_err err = {0};
-	pthread_mutex_lock(&policy_lock);
-	if (egress_policy == NULL)
-		egress_policy = al_policy_open(path, AL_POLICY_EGRESS, NULL,
-					       &err);
-	pthread_mutex_unlock(&policy_lock);
-}
-
-static json_object *egress_policy_status(const al_config *cfg)
-{
-	char path[AL_PATH_MAX + 16];
-	egress_policy_path(cfg, path, sizeof path);
-	json_object *o = json_object_new_object();
-	pthread_mutex_lock(&policy_lock);
-	al_err err = {0};
-	if (egress_policy == NULL)
-		egress_policy = al_policy_open(path, AL_POLICY_EGRESS, NULL,
-					       &err);
-	else
-		al_policy_reload_if_changed(egress_policy);
-	if (egress_policy == NULL) {
-		/* Never loaded: every gateway denies everything. */
-		json_object_object_add(o, "path", json_object_new_string(path));
-		json_object_object_add(o, "loaded", json_object_new_boolean(0));
-		json_object_object_add(o, "error",
-				       json_object_new_string(err.msg));
-		pthread_mutex_unlock(&policy_lock);
+	json_object *o = al_policypub_read(cfg->run_dir, &err);
+	if (o != NULL)
 		return o;
-	}
-	al_policy_stat st;
-	al_policy_status(egress_policy, &st);
-	json_object_object_add(o, "path", json_object_new_string(st.path));
-	json_object_object_add(o, "loaded", json_object_new_boolean(1));
-	json_object_object_add(o, "loaded_at", time_json(st.loaded_at));
-	json_object_object_add(o, "reloads",
-			       json_object_new_int64((int64_t)st.reloads));
-	json_object_object_add(o, "reload_error",
-			       st.reload_error[0] != '\0'
-				       ? json_object_new_string(st.reload_error)
-				       : NULL);
-	json_object_object_add(o, "reload_error_at",
-			       st.reload_error[0] != '\0'
-				       ? time_json(st.reload_error_at)
-				       : NULL);
-	pthread_mutex_unlock(&policy_lock);
+	o = json_object_new_object();
+	json_object_object_add(
+		o, "error",
+		json_object_new_string(err.code == AL_ENOENT
+					       ? "no status published:"
+						 " airlock-controller is not"
+						 " running"
+					       : err.msg));
 	return o;
 }
 
@@ -133,13 +75,10 @@ void al_api_info(al_req *r)
 	else
 		json_object_object_add(o, "vm_unavailable_reason",
 				       json_object_new_string(st.vm_why));
-	/* The operator's files and their errors: for admin keys. */
-	if (r->who.role == AL_ROLE_ADMIN) {
-		json_object *pol = json_object_new_object();
-		json_object_object_add(pol, "egress",
-				       egress_policy_status(r->cfg));
-		json_object_object_add(o, "policies", pol);
-	}
+	/* The operator's files and their errors, as the controller loaded
+	 * them: for admin keys. */
+	if (r->who.role == AL_ROLE_ADMIN)
+		json_object_object_add(o, "policies", policies_status(r->cfg));
 	al_http_json(r, 200, o);
 	json_object_put(o);
 }

@@ -89,11 +89,6 @@ typedef struct al_driver_status {
 } al_driver_status;
 void al_api_driver_status(const al_config *cfg, al_driver_status *st);
 
-/* Load the egress policy at the worker's start, so that /v1/info then
- * reports a later change with a mistake as refused (the last good one
- * kept), as every running gateway does, whichever worker answers. */
-void al_api_info_init(const al_config *cfg);
-
 /* Handlers. */
 void al_api_health(al_req *r);
 void al_api_info(al_req *r);

@@ -356,9 +356,6 @@ int main(int argc, char **argv)
 		setup(migrate, key_file);
 	if (setup_only)
 		return 0;
-	/* The policy as a gateway starting now would load it. */
-	al_api_info_init(&cfg);
-
 	if (FCGX_Init() != 0)
 		die(EXIT_TEMP, "FCGX_Init failed");
 	struct stat st;

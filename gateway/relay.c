@@ -28,6 +28,7 @@
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
 #include <event2/bufferevent_ssl.h>
+#include <event2/bufferevent_struct.h>
 #include <event2/event.h>
 #include <openssl/ssl.h>
 #include <stdio.h>
@@ -179,6 +180,19 @@ static void touch(relay *r)
 	r->last_ms = al_now_ms();
 }
 
+/* OpenSSL reads ahead (gw/tls): the next records may sit in its buffer
+ * while the socket shows nothing more, and libevent reads a TLS socket
+ * only when the socket is readable. So after each read, and whenever
+ * reading resumes, what OpenSSL holds is read at once (the bufferevent's
+ * own read event, run now; its watermark still bounds it). */
+static void read_buffered(struct bufferevent *bev)
+{
+	SSL *ssl = bev != NULL ? bufferevent_openssl_get_ssl(bev) : NULL;
+	if (ssl != NULL && SSL_has_pending(ssl) &&
+	    (bufferevent_get_enabled(bev) & EV_READ))
+		event_active(&bev->ev_read, EV_READ, 1);
+}
+
 /* ---- backpressure: the side written to is full, stop reading the other
  * one until it drains ---- */
 
@@ -189,6 +203,7 @@ static void on_up_drained(struct bufferevent *bev, void *arg)
 	if (!r->closing) {
 		bufferevent_enable(r->down, EV_READ);
 		pump_body(r);
+		read_buffered(r->down);
 	}
 }
 
@@ -203,6 +218,7 @@ static void on_down_drained(struct bufferevent *bev, void *arg)
 	if (r->up != NULL) {
 		bufferevent_enable(r->up, EV_READ);
 		pump_resp(r);
+		read_buffered(r->up);
 	}
 }
 
@@ -210,6 +226,19 @@ static bool full(struct bufferevent *bev)
 {
 	return evbuffer_get_length(bufferevent_get_output(bev)) >=
 	       GW_HIGH_WATER;
+}
+
+/* libevent writes each piece of a TLS bufferevent's output as a TLS
+ * record and a write() of its own: a short message in pieces (a head,
+ * then its body) is made one piece first, so that it goes as one record,
+ * one segment, one read for the peer. At most a record's worth. */
+static void coalesce(struct bufferevent *bev)
+{
+	struct evbuffer *out = bufferevent_get_output(bev);
+	size_t len = evbuffer_get_length(out);
+	if (len > 0 && len <= 16384 &&
+	    evbuffer_peek(out, -1, NULL, NULL, 0) > 1)
+		evbuffer_pullup(out, -1);
 }
 
 /* Write one decoded piece re-framed: chunked gets a chunk of its own. */
@@ -285,6 +314,7 @@ static void response_done(relay *r)
 	r->head_deadline_ms = al_now_ms() + r->g->head_ms;
 	bufferevent_enable(r->down, EV_READ);
 	try_head(r); /* a pipelined request may be waiting */
+	read_buffered(r->down);
 }
 
 /* The response head, parsed and re-serialised for the guest: 0, or -1
@@ -413,7 +443,10 @@ static void send_head(relay *r)
 	al_http_resp_parser_init(&r->rp);
 	bufferevent_enable(r->up, EV_READ | EV_WRITE);
 	pump_body(r);
+	if (r->up != NULL)
+		coalesce(r->up);
 	pump_resp(r);
+	read_buffered(r->up);
 }
 
 static void on_up_read(struct bufferevent *bev, void *arg)
@@ -427,6 +460,8 @@ static void on_up_read(struct bufferevent *bev, void *arg)
 		return;
 	}
 	pump_resp(r);
+	coalesce(r->down);
+	read_buffered(r->up);
 }
 
 static void on_up_event(struct bufferevent *bev, short what, void *arg)
@@ -579,6 +614,7 @@ static void on_down_read(struct bufferevent *bev, void *arg)
 		pump_body(r);
 	else
 		try_head(r);
+	read_buffered(r->down);
 }
 
 static void on_down_event(struct bufferevent *bev, short what, void *arg)
@@ -603,6 +639,7 @@ static void on_down_event(struct bufferevent *bev, short what, void *arg)
 		r->handshaken = true;
 		touch(r);
 		try_head(r);
+		read_buffered(r->down);
 		return;
 	}
 	if (!(what & (BEV_EVENT_EOF | BEV_EVENT_ERROR | BEV_EVENT_TIMEOUT)))

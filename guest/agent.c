@@ -32,6 +32,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "hex.h"
 #include "log.h"
 #include "nic.h"
 
@@ -260,15 +261,6 @@ al_code agent_code_from_errno(int e)
 
 /* ---- identity (vm restore) ---- */
 
-static int hexval(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	return -1;
-}
-
 /* IDENTITY: a machine restored from a template snapshot, or a warm
  * standby being claimed, takes the sandbox's hostname, fresh entropy,
  * the host's clock and, when "mac" is given (the vm driver always sends
@@ -313,20 +305,10 @@ static void identity(agent *a, const al_frame *f)
 			   "hostname must be 1-63 of [a-z0-9-]");
 		goto bad;
 	}
-	if (strlen(id.entropy) != 2 * sizeof seed) {
-		al_err_set(&err, AL_EINVAL, 0,
-			   "entropy must be 64 lowercase hex digits");
+	if (strlen(id.entropy) != 2 * sizeof seed ||
+	    al_hex_decode(id.entropy, sizeof seed, seed) < 0) {
+		al_err_set(&err, AL_EINVAL, 0, "entropy must be 64 hex digits");
 		goto bad;
-	}
-	for (size_t i = 0; i < sizeof seed; i++) {
-		int hi = hexval(id.entropy[2 * i]),
-		    lo = hexval(id.entropy[2 * i + 1]);
-		if (hi < 0 || lo < 0) {
-			al_err_set(&err, AL_EINVAL, 0,
-				   "entropy must be 64 lowercase hex digits");
-			goto bad;
-		}
-		seed[i] = (uint8_t)(hi << 4 | lo);
 	}
 
 	struct timespec ts = {.tv_sec = id.time_ms / 1000,

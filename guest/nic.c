@@ -15,24 +15,16 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-static int hexdigit(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	return -1;
-}
+#include "hex.h"
 
 bool al_nic_mac_parse(const char *s, uint8_t mac[6])
 {
 	if (strlen(s) != 17)
 		return false;
 	for (int i = 0; i < 6; i++) {
-		int hi = hexdigit(s[3 * i]), lo = hexdigit(s[3 * i + 1]);
-		if (hi < 0 || lo < 0 || (i < 5 && s[3 * i + 2] != ':'))
+		if (al_hex_decode(s + 3 * i, 1, &mac[i]) < 0 ||
+		    (i < 5 && s[3 * i + 2] != ':'))
 			return false;
-		mac[i] = (uint8_t)(hi << 4 | lo);
 	}
 	if (mac[0] & 0x01)
 		return false;

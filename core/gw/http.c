@@ -102,17 +102,6 @@ bool al_http_tchar(unsigned char c)
 	return tchars[c];
 }
 
-int al_http_hexval(unsigned char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
 static bool ows(unsigned char c)
 {
 	return c == ' ' || c == '\t';

@@ -9,6 +9,7 @@
 
 #include "err.h"
 #include "gw/http.h"
+#include "hex.h"
 
 /* A field line of a head, before the message's own rules apply. */
 typedef struct al_http_raw {
@@ -43,8 +44,6 @@ int al_http_lines_parse(al_http_parser *p, const char *buf, size_t head_len,
 			al_err *err);
 
 bool al_http_tchar(unsigned char c);
-/* 0..15 for a hex digit, else -1. */
-int al_http_hexval(unsigned char c);
 /* Equal without ASCII case (b NUL-terminated). */
 bool al_http_name_is(const char *a, size_t a_len, const char *b);
 /* Equal without case and with '_' read as '-': CGI-style upstreams map

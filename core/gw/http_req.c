@@ -70,8 +70,8 @@ static int check_target(al_http_parser *p, const char *t, size_t len,
 			return al_http_reject(p, 400, err, "'%c' in the target",
 					      c);
 		if (c == '%' && (i + 2 >= len ||
-				 al_http_hexval((unsigned char)t[i + 1]) < 0 ||
-				 al_http_hexval((unsigned char)t[i + 2]) < 0))
+				 al_hex_digit((unsigned char)t[i + 1]) < 0 ||
+				 al_hex_digit((unsigned char)t[i + 2]) < 0))
 			return al_http_reject(p, 400, err,
 					      "'%%' not followed by two hex"
 					      " digits in the target");

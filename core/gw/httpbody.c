@@ -47,7 +47,7 @@ static int chunked_byte(al_httpbody *b, unsigned char c, al_err *err)
 {
 	switch (b->state) {
 	case CH_SIZE: {
-		int h = al_http_hexval(c);
+		int h = al_hex_digit(c);
 		if (h >= 0) {
 			if (++b->digits > 15)
 				return al_err_set(err, AL_ETOOBIG, 0,

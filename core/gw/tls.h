@@ -18,10 +18,15 @@
  * is up).
  *
  * Client side (towards upstream): verifies the server against the PEM
- * bundle at upstream_ca (AIRLOCK_UPSTREAM_CA) or else the system default
- * paths, TLS 1.2+, ALPN http/1.1; al_gw_tls_upstream_prepare() sets SNI
- * and the hostname check (SSL_set1_host) for the name the gateway dials.
- */
+ * bundle at upstream_ca (AIRLOCK_UPSTREAM_CA) or else the system's hashed
+ * CA directory (SSL_CERT_DIR, else OpenSSL's default; a CA is read when a
+ * chain needs it), TLS 1.2+, ALPN http/1.1; al_gw_tls_upstream_prepare()
+ * sets SNI and the hostname check (SSL_set1_host) for the name the
+ * gateway dials.
+ *
+ * Both sides prefer AES-128-GCM and X25519 and read ahead (several TLS
+ * records per read()): a bufferevent over such an SSL must be read on
+ * while SSL_has_pending() (gateway/relay.c). */
 #ifndef AL_GW_TLS_H
 #define AL_GW_TLS_H
 

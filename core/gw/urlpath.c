@@ -5,7 +5,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "gw/http_internal.h"
+#include "hex.h"
 
 static bool unreserved(unsigned char c)
 {
@@ -76,10 +76,9 @@ static long segment(const char *t, size_t i, size_t end, char *out,
 			continue;
 		}
 		unsigned char v =
-			(unsigned char)(al_http_hexval((unsigned char)t[i + 1])
+			(unsigned char)(al_hex_digit((unsigned char)t[i + 1])
 						<< 4 |
-					al_http_hexval((unsigned char)
-							       t[i + 2]));
+					al_hex_digit((unsigned char)t[i + 2]));
 		i += 3;
 		if (v == '/' || v == '\\') {
 			*why = "an encoded '/' or '\\' in the path";
@@ -171,8 +170,8 @@ int al_urlpath_normalize(char *t, size_t len, size_t *out_len, const char **why)
 	 * server decoding twice would decode again). */
 	for (size_t k = 0; k + 4 < w; k++)
 		if (memcmp(t + k, "%25", 3) == 0 &&
-		    al_http_hexval((unsigned char)t[k + 3]) >= 0 &&
-		    al_http_hexval((unsigned char)t[k + 4]) >= 0) {
+		    al_hex_digit((unsigned char)t[k + 3]) >= 0 &&
+		    al_hex_digit((unsigned char)t[k + 4]) >= 0) {
 			*why = "an encoded '%' starting another encoding in "
 			       "the path";
 			return -1;

@@ -139,88 +139,196 @@ static void set_elem(batch *b, const uint8_t *mac)
 		nftnl_set_free(s);
 }
 
-/* ---- expressions ---- */
+/* ---- the slot's rules, as data ---- */
 
-static void add(struct nftnl_rule *r, struct nftnl_expr *e, bool *oom)
+/* What a match loads into register 1. */
+enum field {
+	F_NONE,	     /* ends a rule's matches */
+	F_ETH_SRC,   /* source MAC */
+	F_ETHERTYPE, /* link-layer protocol */
+	F_ARP_SHA,   /* ARP sender MAC */
+	F_ARP_SPA,   /* ARP sender address */
+	F_IP_SRC,
+	F_IP_DST,
+	F_DPORT, /* transport destination port */
+	F_IIF,	 /* input interface index */
+	F_NFPROTO,
+	F_L4PROTO,
+};
+
+/* Packet fields are in network order; meta iif is a host-order int. */
+static const struct {
+	bool meta;
+	uint32_t base_or_key, off, len;
+} fields[] = {
+	[F_ETH_SRC] = {false, NFT_PAYLOAD_LL_HEADER, 6, 6},
+	[F_ETHERTYPE] = {false, NFT_PAYLOAD_LL_HEADER, 12, 2},
+	[F_ARP_SHA] = {false, NFT_PAYLOAD_NETWORK_HEADER, 8, 6},
+	[F_ARP_SPA] = {false, NFT_PAYLOAD_NETWORK_HEADER, 14, 4},
+	[F_IP_SRC] = {false, NFT_PAYLOAD_NETWORK_HEADER, 12, 4},
+	[F_IP_DST] = {false, NFT_PAYLOAD_NETWORK_HEADER, 16, 4},
+	[F_DPORT] = {false, NFT_PAYLOAD_TRANSPORT_HEADER, 2, 2},
+	[F_IIF] = {true, NFT_META_IIF, 0, 4},
+	[F_NFPROTO] = {true, NFT_META_NFPROTO, 0, 1},
+	[F_L4PROTO] = {true, NFT_META_L4PROTO, 0, 1},
+};
+
+enum op { EQ, NEQ, IN_MAC, NOT_IN_MAC };
+
+/* What a field is compared with: constants, the slot's own addresses,
+ * or (V_DENY) the never-list entry the rule is repeated for, masked to
+ * its length. */
+enum value {
+	V_NONE, /* for the MAC set lookups */
+	V_ETH_ARP,
+	V_ETH_IP,
+	V_IPV4,
+	V_TCP,
+	V_UDP,
+	V_DNS_PORT,
+	V_IIF,
+	V_GUEST,
+	V_GATEWAY,
+	V_DENY,
+};
+
+typedef struct match {
+	uint8_t field, op, value;
+} match;
+
+enum verdict { ACCEPT, DROP, TPROXY }; /* TPROXY: to the gateway, accept */
+
+typedef struct rule_spec {
+	bool l2;       /* netdev ingress; else inet prerouting */
+	bool per_deny; /* once for each never-list entry */
+	match m[3];    /* up to the first F_NONE */
+	bool counter;
+	uint8_t verdict;
+} rule_spec;
+
+/* The ruleset, in order (the comment in nft.h says why each holds). */
+static const rule_spec rules[] = {
+	/* Another source MAC: drop (also while no MAC is set yet). */
+	{.l2 = true,
+	 .m = {{F_ETH_SRC, NOT_IN_MAC, V_NONE}},
+	 .counter = true,
+	 .verdict = DROP},
+	/* ARP: only the guest's own MAC and address as its sender, so it
+	 * cannot claim another address on the link. */
+	{.l2 = true,
+	 .m = {{F_ETHERTYPE, EQ, V_ETH_ARP},
+	       {F_ARP_SHA, IN_MAC, V_NONE},
+	       {F_ARP_SPA, EQ, V_GUEST}},
+	 .verdict = ACCEPT},
+	/* IPv4 from the guest's address; anything else hits the policy. */
+	{.l2 = true,
+	 .m = {{F_ETHERTYPE, EQ, V_ETH_IP}, {F_IP_SRC, EQ, V_GUEST}},
+	 .verdict = ACCEPT},
+	/* Only the guest's link is filtered here (lo is the gateway's). */
+	{.m = {{F_IIF, NEQ, V_IIF}}, .verdict = ACCEPT},
+	{.m = {{F_NFPROTO, NEQ, V_IPV4}}, .counter = true, .verdict = DROP},
+	/* The L2 chain checked this already; a second check costs one
+	 * compare and holds if that chain is ever bypassed. */
+	{.m = {{F_IP_SRC, NEQ, V_GUEST}}, .counter = true, .verdict = DROP},
+	/* DNS to the gateway, before any drop of private ranges (the
+	 * gateway's address is in one). */
+	{.m = {{F_IP_DST, EQ, V_GATEWAY},
+	       {F_L4PROTO, EQ, V_UDP},
+	       {F_DPORT, EQ, V_DNS_PORT}},
+	 .verdict = ACCEPT},
+	{.m = {{F_IP_DST, EQ, V_GATEWAY},
+	       {F_L4PROTO, EQ, V_TCP},
+	       {F_DPORT, EQ, V_DNS_PORT}},
+	 .verdict = ACCEPT},
+	/* DNS over TCP to anyone else never reaches even the gateway's
+	 * TCP listener (UDP elsewhere falls to the last rule). */
+	{.m = {{F_L4PROTO, EQ, V_TCP}, {F_DPORT, EQ, V_DNS_PORT}},
+	 .counter = true,
+	 .verdict = DROP},
+	{.per_deny = true,
+	 .m = {{F_IP_DST, EQ, V_DENY}},
+	 .counter = true,
+	 .verdict = DROP},
+	/* Every other TCP connection: to the gateway's listener. If none
+	 * listens, tproxy does not match and the last rule drops. */
+	{.m = {{F_L4PROTO, EQ, V_TCP}}, .verdict = TPROXY},
+	{.counter = true, .verdict = DROP},
+};
+
+static struct nftnl_expr *expr(struct nftnl_rule *r, const char *name,
+			       bool *oom)
 {
+	struct nftnl_expr *e = nftnl_expr_alloc(name);
 	if (e == NULL)
 		*oom = true;
 	else
 		nftnl_rule_add_expr(r, e);
+	return e;
 }
 
-static void e_meta(struct nftnl_rule *r, uint32_t key, bool *oom)
+static void e_load(struct nftnl_rule *r, uint8_t f, bool *oom)
 {
-	struct nftnl_expr *e = nftnl_expr_alloc("meta");
-	if (e != NULL) {
-		nftnl_expr_set_u32(e, NFTNL_EXPR_META_KEY, key);
+	struct nftnl_expr *e = expr(r, fields[f].meta ? "meta" : "payload",
+				    oom);
+	if (e == NULL)
+		return;
+	if (fields[f].meta) {
+		nftnl_expr_set_u32(e, NFTNL_EXPR_META_KEY,
+				   fields[f].base_or_key);
 		nftnl_expr_set_u32(e, NFTNL_EXPR_META_DREG, NFT_REG_1);
+		return;
 	}
-	add(r, e, oom);
+	nftnl_expr_set_u32(e, NFTNL_EXPR_PAYLOAD_BASE, fields[f].base_or_key);
+	nftnl_expr_set_u32(e, NFTNL_EXPR_PAYLOAD_OFFSET, fields[f].off);
+	nftnl_expr_set_u32(e, NFTNL_EXPR_PAYLOAD_LEN, fields[f].len);
+	nftnl_expr_set_u32(e, NFTNL_EXPR_PAYLOAD_DREG, NFT_REG_1);
 }
 
-static void e_payload(struct nftnl_rule *r, uint32_t base, uint32_t off,
-		      uint32_t len, bool *oom)
+static void e_lookup_mac(struct nftnl_rule *r, bool invert, bool *oom)
 {
-	struct nftnl_expr *e = nftnl_expr_alloc("payload");
-	if (e != NULL) {
-		nftnl_expr_set_u32(e, NFTNL_EXPR_PAYLOAD_BASE, base);
-		nftnl_expr_set_u32(e, NFTNL_EXPR_PAYLOAD_OFFSET, off);
-		nftnl_expr_set_u32(e, NFTNL_EXPR_PAYLOAD_LEN, len);
-		nftnl_expr_set_u32(e, NFTNL_EXPR_PAYLOAD_DREG, NFT_REG_1);
-	}
-	add(r, e, oom);
-}
-
-static void e_cmp(struct nftnl_rule *r, uint32_t op, const void *data,
-		  uint32_t len, bool *oom)
-{
-	struct nftnl_expr *e = nftnl_expr_alloc("cmp");
-	if (e != NULL) {
-		nftnl_expr_set_u32(e, NFTNL_EXPR_CMP_SREG, NFT_REG_1);
-		nftnl_expr_set_u32(e, NFTNL_EXPR_CMP_OP, op);
-		nftnl_expr_set(e, NFTNL_EXPR_CMP_DATA, data, len);
-	}
-	add(r, e, oom);
+	struct nftnl_expr *e = expr(r, "lookup", oom);
+	if (e == NULL)
+		return;
+	nftnl_expr_set_u32(e, NFTNL_EXPR_LOOKUP_SREG, NFT_REG_1);
+	nftnl_expr_set_str(e, NFTNL_EXPR_LOOKUP_SET, AL_NFT_SET_MAC);
+	nftnl_expr_set_u32(e, NFTNL_EXPR_LOOKUP_SET_ID, MAC_SET_ID);
+	if (invert)
+		nftnl_expr_set_u32(e, NFTNL_EXPR_LOOKUP_FLAGS,
+				   NFT_LOOKUP_F_INV);
 }
 
 static void e_mask(struct nftnl_rule *r, uint32_t mask_be, bool *oom)
 {
 	uint32_t zero = 0;
-	struct nftnl_expr *e = nftnl_expr_alloc("bitwise");
-	if (e != NULL) {
-		nftnl_expr_set_u32(e, NFTNL_EXPR_BITWISE_SREG, NFT_REG_1);
-		nftnl_expr_set_u32(e, NFTNL_EXPR_BITWISE_DREG, NFT_REG_1);
-		nftnl_expr_set_u32(e, NFTNL_EXPR_BITWISE_LEN, 4);
-		nftnl_expr_set(e, NFTNL_EXPR_BITWISE_MASK, &mask_be, 4);
-		nftnl_expr_set(e, NFTNL_EXPR_BITWISE_XOR, &zero, 4);
-	}
-	add(r, e, oom);
+	struct nftnl_expr *e = expr(r, "bitwise", oom);
+	if (e == NULL)
+		return;
+	nftnl_expr_set_u32(e, NFTNL_EXPR_BITWISE_SREG, NFT_REG_1);
+	nftnl_expr_set_u32(e, NFTNL_EXPR_BITWISE_DREG, NFT_REG_1);
+	nftnl_expr_set_u32(e, NFTNL_EXPR_BITWISE_LEN, 4);
+	nftnl_expr_set(e, NFTNL_EXPR_BITWISE_MASK, &mask_be, 4);
+	nftnl_expr_set(e, NFTNL_EXPR_BITWISE_XOR, &zero, 4);
 }
 
-static void e_lookup_mac(struct nftnl_rule *r, bool invert, bool *oom)
+static void e_cmp(struct nftnl_rule *r, uint32_t op, const void *data,
+		  uint32_t len, bool *oom)
 {
-	struct nftnl_expr *e = nftnl_expr_alloc("lookup");
-	if (e != NULL) {
-		nftnl_expr_set_u32(e, NFTNL_EXPR_LOOKUP_SREG, NFT_REG_1);
-		nftnl_expr_set_str(e, NFTNL_EXPR_LOOKUP_SET, AL_NFT_SET_MAC);
-		nftnl_expr_set_u32(e, NFTNL_EXPR_LOOKUP_SET_ID, MAC_SET_ID);
-		if (invert)
-			nftnl_expr_set_u32(e, NFTNL_EXPR_LOOKUP_FLAGS,
-					   NFT_LOOKUP_F_INV);
-	}
-	add(r, e, oom);
+	struct nftnl_expr *e = expr(r, "cmp", oom);
+	if (e == NULL)
+		return;
+	nftnl_expr_set_u32(e, NFTNL_EXPR_CMP_SREG, NFT_REG_1);
+	nftnl_expr_set_u32(e, NFTNL_EXPR_CMP_OP, op);
+	nftnl_expr_set(e, NFTNL_EXPR_CMP_DATA, data, len);
 }
 
 static void e_imm(struct nftnl_rule *r, uint32_t dreg, const void *data,
 		  uint32_t len, bool *oom)
 {
-	struct nftnl_expr *e = nftnl_expr_alloc("immediate");
-	if (e != NULL) {
-		nftnl_expr_set_u32(e, NFTNL_EXPR_IMM_DREG, dreg);
-		nftnl_expr_set(e, NFTNL_EXPR_IMM_DATA, data, len);
-	}
-	add(r, e, oom);
+	struct nftnl_expr *e = expr(r, "immediate", oom);
+	if (e == NULL)
+		return;
+	nftnl_expr_set_u32(e, NFTNL_EXPR_IMM_DREG, dreg);
+	nftnl_expr_set(e, NFTNL_EXPR_IMM_DATA, data, len);
 }
 
 static void e_tproxy(struct nftnl_rule *r, uint32_t addr, uint16_t port,
@@ -230,222 +338,120 @@ static void e_tproxy(struct nftnl_rule *r, uint32_t addr, uint16_t port,
 	uint16_t p = htons(port);
 	e_imm(r, NFT_REG_1, &a, 4, oom);
 	e_imm(r, NFT_REG_2, &p, 2, oom);
-	struct nftnl_expr *e = nftnl_expr_alloc("tproxy");
-	if (e != NULL) {
-		nftnl_expr_set_u32(e, NFTNL_EXPR_TPROXY_FAMILY, NFPROTO_IPV4);
-		nftnl_expr_set_u32(e, NFTNL_EXPR_TPROXY_REG_ADDR, NFT_REG_1);
-		nftnl_expr_set_u32(e, NFTNL_EXPR_TPROXY_REG_PORT, NFT_REG_2);
-	}
-	add(r, e, oom);
-}
-
-static void e_counter(struct nftnl_rule *r, bool *oom)
-{
-	add(r, nftnl_expr_alloc("counter"), oom);
+	struct nftnl_expr *e = expr(r, "tproxy", oom);
+	if (e == NULL)
+		return;
+	nftnl_expr_set_u32(e, NFTNL_EXPR_TPROXY_FAMILY, NFPROTO_IPV4);
+	nftnl_expr_set_u32(e, NFTNL_EXPR_TPROXY_REG_ADDR, NFT_REG_1);
+	nftnl_expr_set_u32(e, NFTNL_EXPR_TPROXY_REG_PORT, NFT_REG_2);
 }
 
 static void e_verdict(struct nftnl_rule *r, int verdict, bool *oom)
 {
-	struct nftnl_expr *e = nftnl_expr_alloc("immediate");
-	if (e != NULL) {
-		nftnl_expr_set_u32(e, NFTNL_EXPR_IMM_DREG, NFT_REG_VERDICT);
-		nftnl_expr_set_u32(e, NFTNL_EXPR_IMM_VERDICT,
-				   (uint32_t)verdict);
+	struct nftnl_expr *e = expr(r, "immediate", oom);
+	if (e == NULL)
+		return;
+	nftnl_expr_set_u32(e, NFTNL_EXPR_IMM_DREG, NFT_REG_VERDICT);
+	nftnl_expr_set_u32(e, NFTNL_EXPR_IMM_VERDICT, (uint32_t)verdict);
+}
+
+/* Value v as a host-order number. */
+static uint32_t value_of(uint8_t v, const al_nft_spec *s,
+			 const al_net_prefix *deny)
+{
+	switch ((enum value)v) {
+	case V_ETH_ARP:
+		return ETH_P_ARP;
+	case V_ETH_IP:
+		return ETH_P_IP;
+	case V_IPV4:
+		return NFPROTO_IPV4;
+	case V_TCP:
+		return IPPROTO_TCP;
+	case V_UDP:
+		return IPPROTO_UDP;
+	case V_DNS_PORT:
+		return 53;
+	case V_IIF:
+		return (uint32_t)s->ifindex;
+	case V_GUEST:
+		return s->guest;
+	case V_GATEWAY:
+		return s->gateway;
+	case V_DENY:
+		return deny->addr;
+	case V_NONE:
+		break;
 	}
-	add(r, e, oom);
+	return 0;
 }
 
-static struct nftnl_rule *rule_new(uint16_t family, const char *table,
-				   const char *chain)
+static void e_match(struct nftnl_rule *r, const match *m, const al_nft_spec *s,
+		    const al_net_prefix *deny, bool *oom)
 {
+	e_load(r, m->field, oom);
+	if (m->op == IN_MAC || m->op == NOT_IN_MAC) {
+		e_lookup_mac(r, m->op == NOT_IN_MAC, oom);
+		return;
+	}
+	if (m->value == V_DENY && deny->len < 32)
+		e_mask(r, htonl(al_net_prefix_mask(deny->len)), oom);
+	uint32_t v = value_of(m->value, s, deny), len = fields[m->field].len;
+	uint32_t be32 = htonl(v);
+	uint16_t be16 = htons((uint16_t)v);
+	uint8_t u8 = (uint8_t)v;
+	const void *data = len == 1		   ? (const void *)&u8
+			   : len == 2		   ? (const void *)&be16
+			   : fields[m->field].meta ? (const void *)&v
+						   : (const void *)&be32;
+	e_cmp(r, m->op == EQ ? NFT_CMP_EQ : NFT_CMP_NEQ, data, len, oom);
+}
+
+/* Append one rule built from rs (deny: the never-list entry, for
+ * per_deny rules) to the batch. */
+static void rule_add(batch *b, const rule_spec *rs, const al_nft_spec *s,
+		     const al_net_prefix *deny)
+{
+	uint16_t family = rs->l2 ? NFPROTO_NETDEV : NFPROTO_INET;
 	struct nftnl_rule *r = nftnl_rule_alloc();
-	if (r == NULL)
-		return NULL;
-	nftnl_rule_set_u32(r, NFTNL_RULE_FAMILY, family);
-	nftnl_rule_set_str(r, NFTNL_RULE_TABLE, table);
-	nftnl_rule_set_str(r, NFTNL_RULE_CHAIN, chain);
-	return r;
-}
-
-/* Append rule r (taking it) to the batch. */
-static void rule_put(batch *b, struct nftnl_rule *r, bool oom)
-{
-	if (r == NULL || oom) {
+	struct nlmsghdr *h = msg(b, NFT_MSG_NEWRULE, family,
+				 NLM_F_CREATE | NLM_F_APPEND);
+	bool oom = r == NULL || h == NULL;
+	if (!oom) {
+		nftnl_rule_set_u32(r, NFTNL_RULE_FAMILY, family);
+		nftnl_rule_set_str(r, NFTNL_RULE_TABLE,
+				   rs->l2 ? AL_NFT_TABLE_L2 : AL_NFT_TABLE);
+		nftnl_rule_set_str(r, NFTNL_RULE_CHAIN,
+				   rs->l2 ? "ingress" : "prerouting");
+		for (size_t i = 0; i < 3 && rs->m[i].field != F_NONE; i++)
+			e_match(r, &rs->m[i], s, deny, &oom);
+		if (rs->counter)
+			expr(r, "counter", &oom);
+		if (rs->verdict == TPROXY)
+			e_tproxy(r, s->gateway, s->tproxy_port, &oom);
+		e_verdict(r, rs->verdict == DROP ? NF_DROP : NF_ACCEPT, &oom);
+	}
+	if (oom) {
 		b->oom = true;
 	} else {
-		uint16_t family = (uint16_t)
-			nftnl_rule_get_u32(r, NFTNL_RULE_FAMILY);
-		struct nlmsghdr *h = msg(b, NFT_MSG_NEWRULE, family,
-					 NLM_F_CREATE | NLM_F_APPEND);
-		if (h == NULL) {
-			b->oom = true;
-		} else {
-			nftnl_rule_nlmsg_build_payload(h, r);
-			next(b);
-		}
+		nftnl_rule_nlmsg_build_payload(h, r);
+		next(b);
 	}
 	if (r != NULL)
 		nftnl_rule_free(r);
 }
 
-/* ---- the slot's rules ---- */
-
-static void l2_rules(batch *b, const al_nft_spec *s)
+static void rules_add(batch *b, const al_nft_spec *s, bool l2)
 {
-	uint32_t guest = htonl(s->guest);
-	uint16_t arp = htons(ETH_P_ARP), ip = htons(ETH_P_IP);
-	bool oom = false;
-	struct nftnl_rule *r;
-
-	/* Another source MAC: drop (also while no MAC is set yet). */
-	r = rule_new(NFPROTO_NETDEV, AL_NFT_TABLE_L2, "ingress");
-	if (r != NULL) {
-		e_payload(r, NFT_PAYLOAD_LL_HEADER, 6, 6, &oom);
-		e_lookup_mac(r, true, &oom);
-		e_counter(r, &oom);
-		e_verdict(r, NF_DROP, &oom);
+	for (size_t i = 0; i < sizeof rules / sizeof rules[0]; i++) {
+		if (rules[i].l2 != l2)
+			continue;
+		if (!rules[i].per_deny)
+			rule_add(b, &rules[i], s, NULL);
+		else
+			for (size_t k = 0; k < s->ndeny; k++)
+				rule_add(b, &rules[i], s, &s->deny[k]);
 	}
-	rule_put(b, r, oom);
-
-	/* ARP: only the guest's own MAC and address as its sender, so it
-	 * cannot claim another address on the link. */
-	oom = false;
-	r = rule_new(NFPROTO_NETDEV, AL_NFT_TABLE_L2, "ingress");
-	if (r != NULL) {
-		e_payload(r, NFT_PAYLOAD_LL_HEADER, 12, 2, &oom);
-		e_cmp(r, NFT_CMP_EQ, &arp, 2, &oom);
-		e_payload(r, NFT_PAYLOAD_NETWORK_HEADER, 8, 6, &oom);
-		e_lookup_mac(r, false, &oom);
-		e_payload(r, NFT_PAYLOAD_NETWORK_HEADER, 14, 4, &oom);
-		e_cmp(r, NFT_CMP_EQ, &guest, 4, &oom);
-		e_verdict(r, NF_ACCEPT, &oom);
-	}
-	rule_put(b, r, oom);
-
-	/* IPv4 from the guest's address; anything else hits the policy. */
-	oom = false;
-	r = rule_new(NFPROTO_NETDEV, AL_NFT_TABLE_L2, "ingress");
-	if (r != NULL) {
-		e_payload(r, NFT_PAYLOAD_LL_HEADER, 12, 2, &oom);
-		e_cmp(r, NFT_CMP_EQ, &ip, 2, &oom);
-		e_payload(r, NFT_PAYLOAD_NETWORK_HEADER, 12, 4, &oom);
-		e_cmp(r, NFT_CMP_EQ, &guest, 4, &oom);
-		e_verdict(r, NF_ACCEPT, &oom);
-	}
-	rule_put(b, r, oom);
-}
-
-static void dns_rule(batch *b, const al_nft_spec *s, uint8_t proto)
-{
-	uint32_t gw = htonl(s->gateway);
-	uint16_t port = htons(53);
-	bool oom = false;
-	struct nftnl_rule *r = rule_new(NFPROTO_INET, AL_NFT_TABLE,
-					"prerouting");
-	if (r != NULL) {
-		e_payload(r, NFT_PAYLOAD_NETWORK_HEADER, 16, 4, &oom);
-		e_cmp(r, NFT_CMP_EQ, &gw, 4, &oom);
-		e_meta(r, NFT_META_L4PROTO, &oom);
-		e_cmp(r, NFT_CMP_EQ, &proto, 1, &oom);
-		e_payload(r, NFT_PAYLOAD_TRANSPORT_HEADER, 2, 2, &oom);
-		e_cmp(r, NFT_CMP_EQ, &port, 2, &oom);
-		e_verdict(r, NF_ACCEPT, &oom);
-	}
-	rule_put(b, r, oom);
-}
-
-static void l3_rules(batch *b, const al_nft_spec *s)
-{
-	uint32_t iif = (uint32_t)s->ifindex;
-	uint8_t v4 = NFPROTO_IPV4, tcp = IPPROTO_TCP;
-	uint32_t guest = htonl(s->guest);
-	bool oom = false;
-	struct nftnl_rule *r;
-
-	/* Only the guest's link is filtered here (lo is the gateway's). */
-	r = rule_new(NFPROTO_INET, AL_NFT_TABLE, "prerouting");
-	if (r != NULL) {
-		e_meta(r, NFT_META_IIF, &oom);
-		e_cmp(r, NFT_CMP_NEQ, &iif, 4, &oom);
-		e_verdict(r, NF_ACCEPT, &oom);
-	}
-	rule_put(b, r, oom);
-
-	oom = false;
-	r = rule_new(NFPROTO_INET, AL_NFT_TABLE, "prerouting");
-	if (r != NULL) {
-		e_meta(r, NFT_META_NFPROTO, &oom);
-		e_cmp(r, NFT_CMP_NEQ, &v4, 1, &oom);
-		e_counter(r, &oom);
-		e_verdict(r, NF_DROP, &oom);
-	}
-	rule_put(b, r, oom);
-
-	/* The L2 chain checked this already; a second check costs one
-	 * compare and holds if that chain is ever bypassed. */
-	oom = false;
-	r = rule_new(NFPROTO_INET, AL_NFT_TABLE, "prerouting");
-	if (r != NULL) {
-		e_payload(r, NFT_PAYLOAD_NETWORK_HEADER, 12, 4, &oom);
-		e_cmp(r, NFT_CMP_NEQ, &guest, 4, &oom);
-		e_counter(r, &oom);
-		e_verdict(r, NF_DROP, &oom);
-	}
-	rule_put(b, r, oom);
-
-	dns_rule(b, s, IPPROTO_UDP);
-	dns_rule(b, s, IPPROTO_TCP);
-
-	/* DNS over TCP to anyone else never reaches even the gateway's
-	 * TCP listener (UDP elsewhere falls to the last rule). */
-	uint16_t dns = htons(53);
-	oom = false;
-	r = rule_new(NFPROTO_INET, AL_NFT_TABLE, "prerouting");
-	if (r != NULL) {
-		e_meta(r, NFT_META_L4PROTO, &oom);
-		e_cmp(r, NFT_CMP_EQ, &tcp, 1, &oom);
-		e_payload(r, NFT_PAYLOAD_TRANSPORT_HEADER, 2, 2, &oom);
-		e_cmp(r, NFT_CMP_EQ, &dns, 2, &oom);
-		e_counter(r, &oom);
-		e_verdict(r, NF_DROP, &oom);
-	}
-	rule_put(b, r, oom);
-
-	for (size_t i = 0; i < s->ndeny; i++) {
-		uint32_t mask = htonl(al_net_prefix_mask(s->deny[i].len));
-		uint32_t net = htonl(s->deny[i].addr);
-		oom = false;
-		r = rule_new(NFPROTO_INET, AL_NFT_TABLE, "prerouting");
-		if (r != NULL) {
-			e_payload(r, NFT_PAYLOAD_NETWORK_HEADER, 16, 4, &oom);
-			if (s->deny[i].len < 32)
-				e_mask(r, mask, &oom);
-			e_cmp(r, NFT_CMP_EQ, &net, 4, &oom);
-			e_counter(r, &oom);
-			e_verdict(r, NF_DROP, &oom);
-		}
-		rule_put(b, r, oom);
-	}
-
-	/* Every other TCP connection: to the gateway's listener. If none
-	 * listens, tproxy does not match and the last rule drops. */
-	oom = false;
-	r = rule_new(NFPROTO_INET, AL_NFT_TABLE, "prerouting");
-	if (r != NULL) {
-		e_meta(r, NFT_META_L4PROTO, &oom);
-		e_cmp(r, NFT_CMP_EQ, &tcp, 1, &oom);
-		e_tproxy(r, s->gateway, s->tproxy_port, &oom);
-		e_verdict(r, NF_ACCEPT, &oom);
-	}
-	rule_put(b, r, oom);
-
-	oom = false;
-	r = rule_new(NFPROTO_INET, AL_NFT_TABLE, "prerouting");
-	if (r != NULL) {
-		e_counter(r, &oom);
-		e_verdict(r, NF_DROP, &oom);
-	}
-	rule_put(b, r, oom);
 }
 
 static int batch_start(batch *b, char *buf, size_t cap, al_err *err)
@@ -498,13 +504,13 @@ int al_nft_build(const al_nft_spec *s, char *buf, size_t cap, size_t *len,
 		set_elem(&b, s->mac);
 	chain_add(&b, NFPROTO_NETDEV, AL_NFT_TABLE_L2, "ingress",
 		  NF_NETDEV_INGRESS, 0, NF_DROP, s->ifname);
-	l2_rules(&b, s);
+	rules_add(&b, s, true);
 	table_add(&b, NFPROTO_INET, AL_NFT_TABLE);
 	chain_add(&b, NFPROTO_INET, AL_NFT_TABLE, "prerouting",
 		  NF_INET_PRE_ROUTING, -150, NF_ACCEPT, NULL);
 	chain_add(&b, NFPROTO_INET, AL_NFT_TABLE, "forward", NF_INET_FORWARD, 0,
 		  NF_DROP, NULL);
-	l3_rules(&b, s);
+	rules_add(&b, s, false);
 	return batch_finish(&b, len, err);
 }
 

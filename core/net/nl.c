@@ -10,6 +10,7 @@
 #include <linux/veth.h>
 #include <net/if.h>
 #include <sched.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -66,11 +67,13 @@ void al_nl_close(al_nl *nl)
 	nl->sock = NULL;
 }
 
-/* Send one request with NLM_F_ACK and wait for its answer. */
-static int talk(al_nl *nl, struct nlmsghdr *h, const char *what, al_err *err)
+/* Send request h and run cb (NULL: none) over the answers until the
+ * last one: the ack of a request, the end of a dump. */
+static int exchange(al_nl *nl, struct nlmsghdr *h, mnl_cb_t cb, void *data,
+		    const char *what, al_err *err)
 {
 	char buf[AL_NL_BUF];
-	h->nlmsg_flags |= NLM_F_REQUEST | NLM_F_ACK;
+	h->nlmsg_flags |= NLM_F_REQUEST;
 	h->nlmsg_seq = ++nl->seq;
 	if (mnl_socket_sendto(nl->sock, h, h->nlmsg_len) < 0)
 		return al_err_sys(err, AL_ESYS, errno, "netlink send (%s)",
@@ -81,12 +84,19 @@ static int talk(al_nl *nl, struct nlmsghdr *h, const char *what, al_err *err)
 			return al_err_sys(err, AL_ESYS, errno,
 					  "netlink receive (%s)", what);
 		int rc = mnl_cb_run(buf, (size_t)n, h->nlmsg_seq, nl->portid,
-				    NULL, NULL);
+				    cb, data);
 		if (rc < 0)
 			return al_err_sys(err, AL_ESYS, errno, "%s", what);
 		if (rc == MNL_CB_STOP)
 			return 0;
 	}
+}
+
+/* One change, acknowledged. */
+static int talk(al_nl *nl, struct nlmsghdr *h, const char *what, al_err *err)
+{
+	h->nlmsg_flags |= NLM_F_ACK;
+	return exchange(nl, h, NULL, NULL, what, err);
 }
 
 int al_nl_veth_add(al_nl *nl, const char *name, const char *peer,
@@ -178,80 +188,65 @@ int al_nl_route_add(al_nl *nl, int type, uint32_t dst, int prefix, uint32_t gw,
 typedef struct walk_ctx {
 	al_nl_prefix_fn fn;
 	void *arg;
+	int kind; /* 'r': routes, 'a': addresses */
 	int stop;
 } walk_ctx;
 
-static int walk_route(const struct nlmsghdr *h, void *data)
+/* One route or address of a dump: rtmsg and ifaddrmsg differ in size
+ * and in the attribute that holds the prefix's address. */
+static int walk_one(const struct nlmsghdr *h, void *data)
 {
 	walk_ctx *w = data;
+	bool route = w->kind == 'r';
+	size_t hdr = route ? sizeof(struct rtmsg) : sizeof(struct ifaddrmsg);
+	if (w->stop || mnl_nlmsg_get_payload_len(h) < hdr)
+		return MNL_CB_OK;
 	const struct rtmsg *rt = mnl_nlmsg_get_payload(h);
-	if (w->stop || rt->rtm_family != AF_INET || rt->rtm_dst_len == 0)
-		return MNL_CB_OK;
-	const struct nlattr *a;
-	mnl_attr_for_each(a, h, sizeof *rt)
-	{
-		if (mnl_attr_get_type(a) == RTA_DST &&
-		    mnl_attr_get_payload_len(a) == 4)
-			w->stop = w->fn(w->arg, 'r', ntohl(mnl_attr_get_u32(a)),
-					rt->rtm_dst_len);
-	}
-	return MNL_CB_OK;
-}
-
-static int walk_addr(const struct nlmsghdr *h, void *data)
-{
-	walk_ctx *w = data;
 	const struct ifaddrmsg *ifa = mnl_nlmsg_get_payload(h);
-	if (w->stop || ifa->ifa_family != AF_INET)
+	int family = route ? rt->rtm_family : ifa->ifa_family;
+	int prefix = route ? rt->rtm_dst_len : ifa->ifa_prefixlen;
+	/* A default route overlaps everything: not a pool's concern. */
+	if (family != AF_INET || (route && prefix == 0))
 		return MNL_CB_OK;
+	uint16_t type = route ? RTA_DST : IFA_LOCAL;
 	const struct nlattr *a;
-	mnl_attr_for_each(a, h, sizeof *ifa)
+	mnl_attr_for_each(a, h, hdr)
 	{
-		if (mnl_attr_get_type(a) == IFA_LOCAL &&
+		if (mnl_attr_get_type(a) == type &&
 		    mnl_attr_get_payload_len(a) == 4)
-			w->stop = w->fn(w->arg, 'a', ntohl(mnl_attr_get_u32(a)),
-					ifa->ifa_prefixlen);
+			w->stop = w->fn(w->arg, w->kind,
+					ntohl(mnl_attr_get_u32(a)), prefix);
 	}
 	return MNL_CB_OK;
 }
 
-static int dump(al_nl *nl, int type, mnl_cb_t cb, walk_ctx *w, al_err *err)
+/* Every IPv4 route (kind 'r') or address ('a') of the namespace. */
+static int dump(al_nl *nl, walk_ctx *w, al_err *err)
 {
 	char buf[AL_NL_BUF];
 	struct nlmsghdr *h = mnl_nlmsg_put_header(buf);
-	h->nlmsg_type = (uint16_t)type;
-	h->nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP;
-	h->nlmsg_seq = ++nl->seq;
-	if (type == RTM_GETROUTE) {
+	h->nlmsg_flags = NLM_F_DUMP;
+	if (w->kind == 'r') {
+		h->nlmsg_type = RTM_GETROUTE;
 		struct rtmsg *rt = mnl_nlmsg_put_extra_header(h, sizeof *rt);
 		rt->rtm_family = AF_INET;
 	} else {
+		h->nlmsg_type = RTM_GETADDR;
 		struct ifaddrmsg *ifa = mnl_nlmsg_put_extra_header(h,
 								   sizeof *ifa);
 		ifa->ifa_family = AF_INET;
 	}
-	if (mnl_socket_sendto(nl->sock, h, h->nlmsg_len) < 0)
-		return al_err_sys(err, AL_ESYS, errno, "netlink dump send");
-	for (;;) {
-		ssize_t n = mnl_socket_recvfrom(nl->sock, buf, sizeof buf);
-		if (n < 0)
-			return al_err_sys(err, AL_ESYS, errno,
-					  "netlink dump receive");
-		int rc = mnl_cb_run(buf, (size_t)n, h->nlmsg_seq, nl->portid,
-				    cb, w);
-		if (rc < 0)
-			return al_err_sys(err, AL_ESYS, errno, "netlink dump");
-		if (rc == MNL_CB_STOP)
-			return 0;
-	}
+	return exchange(nl, h, walk_one, w,
+			w->kind == 'r' ? "dump routes" : "dump addresses", err);
 }
 
 int al_nl_ipv4_walk(al_nl *nl, al_nl_prefix_fn fn, void *arg, al_err *err)
 {
-	walk_ctx w = {.fn = fn, .arg = arg};
-	if (dump(nl, RTM_GETROUTE, walk_route, &w, err) < 0)
+	walk_ctx w = {.fn = fn, .arg = arg, .kind = 'r'};
+	if (dump(nl, &w, err) < 0)
 		return -1;
-	return dump(nl, RTM_GETADDR, walk_addr, &w, err);
+	w.kind = 'a';
+	return dump(nl, &w, err);
 }
 
 int al_nl_sysctl(const char *key, const char *value, al_err *err)

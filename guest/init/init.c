@@ -56,6 +56,7 @@
 #include <unistd.h>
 
 #include "../nic.h"
+#include "hex.h"
 
 #define INIT_MARKER "AIRLOCK-INIT 1\n"
 #define INIT_PROBE_OK "AIRLOCK-PROBE-OK"
@@ -268,15 +269,6 @@ static bool read_line(int fd, char *buf, size_t len)
 	return false;
 }
 
-static int hexval(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	return -1;
-}
-
 typedef struct go_msg {
 	int64_t unix_ms;
 	char hostname[64];
@@ -314,13 +306,8 @@ static bool parse_go(const char *s, go_msg *g)
 	g->hostname[hl] = '\0';
 	if (hl == 0 || *s++ != ' ')
 		return false;
-	for (size_t i = 0; i < sizeof g->seed; i++) {
-		int hi = hexval(s[2 * i]),
-		    lo = hi < 0 ? -1 : hexval(s[2 * i + 1]);
-		if (hi < 0 || lo < 0)
-			return false;
-		g->seed[i] = (uint8_t)(hi << 4 | lo);
-	}
+	if (al_hex_decode(s, sizeof g->seed, g->seed) < 0)
+		return false;
 	s += 2 * sizeof g->seed;
 	if (*s++ != ' ')
 		return false;

@@ -34,6 +34,9 @@ from urllib3.util.retry import Retry
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 STACK = os.path.join(REPO, "scripts", "stack.sh")
+BUILD = os.environ.get("AIRLOCK_TEST_BUILD", os.path.join(REPO, "build-san"))
+# Leases network slots and stands gateways alone (netslot_tool.c).
+NETSLOT_TOOL = os.path.join(BUILD, "netslot-tool")
 RFC3339 = re.compile(
     r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$")
 TIMEOUT = (5, 60)  # connect, read
@@ -235,10 +238,8 @@ def _cleanup_state(stack, log):
 def running_stack(env=None, prefix="airlock-it-"):
     """A stack in a fresh state directory, up until the generator is
     closed; env: variables on top of the defaults (operator settings)."""
-    build = os.environ.get("AIRLOCK_TEST_BUILD",
-                           os.path.join(REPO, "build-san"))
     state = tempfile.mkdtemp(prefix=prefix)
-    st = Stack(state, build, free_port(), free_port())
+    st = Stack(state, BUILD, free_port(), free_port())
     st.env.update(env or {})
     log = []
     try:
@@ -254,13 +255,9 @@ def running_stack(env=None, prefix="airlock-it-"):
         _cleanup_state(st, log)
 
 
-@pytest.fixture(scope="session")
-def stack():
-    yield from running_stack()
-
-
-@pytest.fixture(scope="session")
-def api(stack):
+def api_session(stack, key=None):
+    """A requests session on stack's API with key (default: the admin
+    key); s.base is the API's URL."""
     s = requests.Session()
     # A kept-alive connection the server closes just as a request goes
     # out ends in "Remote end closed connection without response"; HTTP
@@ -271,19 +268,61 @@ def api(stack):
                   raise_on_status=False)
     s.mount("http://", HTTPAdapter(max_retries=retry))
     s.mount("https://", HTTPAdapter(max_retries=retry))
-    s.headers["Authorization"] = f"Bearer {stack.key}"
+    s.headers["Authorization"] = f"Bearer {key or stack.key}"
     s.base = stack.base
     return s
 
 
-@pytest.fixture(scope="session")
-def info(api):
+def info_of(api):
     """GET /v1/info, or None when the stack does not answer it (then
     test_api.test_info fails, and only ns, which every host has, runs)."""
     r = api.get(api.base + "/v1/info", timeout=TIMEOUT)
     if r.status_code != 200:
         return None
     return r.json()
+
+
+@pytest.fixture(scope="session")
+def stack():
+    yield from running_stack()
+
+
+@pytest.fixture(scope="session")
+def api(stack):
+    return api_session(stack)
+
+
+@pytest.fixture(scope="session")
+def info(api):
+    return info_of(api)
+
+
+def private_stack(env, prefix):
+    """The fixtures stack, api and info of a module that runs a stack of
+    its own (env: its operator settings), for the module to bind by those
+    names: conftest's driver, sandboxes and sandbox then use its stack.
+
+        stack, api, info = private_stack({"AIRLOCK_X": "1"}, "airlock-x-")
+    """
+    @pytest.fixture(scope="module", name="stack")
+    def private_stack_():
+        yield from running_stack(env=env, prefix=prefix)
+
+    @pytest.fixture(scope="module", name="api")
+    def private_api(stack):
+        return api_session(stack)
+
+    @pytest.fixture(scope="module", name="info")
+    def private_info(api):
+        return info_of(api)
+
+    return private_stack_, private_api, private_info
+
+
+# Network slots, namespaces and nftables rules are root's to make.
+needs_root = pytest.mark.skipif(os.geteuid() != 0,
+                                reason="network slots and namespaces need "
+                                "root")
 
 
 def usable_drivers(info):

@@ -5,6 +5,8 @@ requests on ONE kept-alive connection through the gateway.
     gateway_probe.py raw SCHEME NAME CA PAYLOAD   (\\r\\n escapes)
     gateway_probe.py time SCHEME NAME CA N        (N requests, timed)
     gateway_probe.py conns SCHEME NAME CA N       (N connections, 1 request)
+    gateway_probe.py oneflight NAME CA N          (TLS: Finished + N requests
+                                                   in one write)
 
 Connects to NAME (resolved through the guest's resolver: the gateway),
 port 443 with TLS verified by CA (SNI NAME) or port 80, then for each
@@ -16,8 +18,12 @@ request: {"host": h, "status": N, "body": "..."} or {"host": h,
 sends PAYLOAD as it is and prints the first answer's status and body,
 and the statuses of every answer up to the first that is not 200 (or
 closed);
-time prints the per-request latencies' p50 and p99 in microseconds."""
+time prints the per-request latencies' p50 and p99 in microseconds;
+oneflight sends its handshake's last flight and N pipelined requests in
+one write (so the gateway reads them together) and prints the statuses
+of the answers."""
 import json
+import re
 import socket
 import ssl
 import sys
@@ -100,7 +106,44 @@ def fresh(scheme, name, ca, n):
     sys.stdout.write(json.dumps({"done": n}) + "\n")
 
 
+def oneflight(name, ca, n):
+    ctx = ssl.create_default_context(cafile=ca)
+    inc, out = ssl.MemoryBIO(), ssl.MemoryBIO()
+    tls = ctx.wrap_bio(inc, out, server_hostname=name)
+    raw = socket.create_connection((name, 443), timeout=20)
+    while True:
+        try:
+            tls.do_handshake()
+            break
+        except ssl.SSLWantReadError:
+            raw.sendall(out.read())
+            data = raw.recv(65536)
+            if not data:
+                raise SystemExit("closed during the handshake")
+            inc.write(data)
+    for _ in range(n):
+        tls.write(("GET /echo HTTP/1.1\r\nHost: %s\r\n\r\n" %
+                   name).encode())
+    raw.sendall(out.read())  # Finished and the requests: one write
+    got = b""
+    while got.count(b"HTTP/1.1 ") < n or not got.endswith(b"\n"):
+        try:
+            got += tls.read(65536)
+            continue
+        except ssl.SSLWantReadError:
+            pass
+        data = raw.recv(65536)
+        if not data:
+            break
+        inc.write(data)
+    statuses = [int(c) for c in re.findall(rb"HTTP/1\.1 (\d{3}) ", got)]
+    sys.stdout.write(json.dumps({"statuses": statuses}) + "\n")
+
+
 def main():
+    if sys.argv[1] == "oneflight":
+        oneflight(sys.argv[2], sys.argv[3], int(sys.argv[4]))
+        return
     if sys.argv[1] == "conns":
         fresh(sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5]))
         return

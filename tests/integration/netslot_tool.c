@@ -25,7 +25,6 @@
  * kernel gives it (getsockname: the guest's original destination). */
 #include <arpa/inet.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
@@ -33,18 +32,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include "agentproto.h"
-#include "gw/ca.h"
-#include "mint.h"
-#include "net/gwlaunch.h"
+#include "gwhost.h"
 #include "net/nft.h"
 #include "net/pool.h"
 #include "net/slot.h"
-#include "netspec.h"
 #include "uidrange.h"
 
 static void die(const char *what, const al_err *e)
@@ -163,15 +156,12 @@ static int parse_mac(const char *t, uint8_t mac[6])
 extern char **environ;
 
 /* One network line from stdin as GW_CONFIG; the ACK as a JSON line. */
-static void configure(int ctl, uint32_t id, const char *sandbox,
-		      const char *gateway, const char *line)
+static void configure(gwhost *h, uint32_t id, const char *line)
 {
 	al_err e;
 	al_gw_config c = {0};
-	snprintf(c.sandbox, sizeof c.sandbox, "%s", sandbox);
 	snprintf(c.template_name, sizeof c.template_name, "base");
 	snprintf(c.project, sizeof c.project, "test");
-	snprintf(c.gateway, sizeof c.gateway, "%s", gateway);
 	json_object *o = json_tokener_parse(line);
 	if (o == NULL ||
 	    al_netspec_from_json(o, "network", true, &c.network, &e) < 0) {
@@ -180,97 +170,41 @@ static void configure(int ctl, uint32_t id, const char *sandbox,
 		return;
 	}
 	json_object_put(o);
-	char *p = al_gw_config_pack(&c, &e);
-	al_netspec_free(&c.network);
-	if (p == NULL ||
-	    al_frame_send(ctl, AL_F_GW_CONFIG, id, p, strlen(p), &e) < 0)
-		die("send GW_CONFIG", &e);
-	free(p);
-	al_frame_reader r;
 	al_frame f;
-	al_frame_reader_init(&r);
-	if (al_frame_recv(ctl, &r, &f, al_now_ms() + 10000, &e) < 0)
-		die("GW_ACK", &e);
-	if (f.type != AL_F_GW_ACK || f.id != id) {
-		fprintf(stderr, "netslot-tool: frame %u id %u, not GW_ACK\n",
-			f.type, f.id);
-		exit(111);
-	}
+	int rc = gwhost_configure(h, &c, id, &f, &e);
+	al_netspec_free(&c.network);
+	if (rc < 0)
+		die("GW_CONFIG", &e);
 	printf("%.*s\n", (int)f.len, (const char *)f.payload);
 	al_frame_free(&f);
-	al_frame_reader_free(&r);
 }
 
 static int gateway_cmd(al_netpool *pool, const char *state, const char *prog,
 		       const char *sandbox)
 {
 	al_err e;
-	al_netlease l;
-	int rc = al_netpool_take(pool, AL_NETSLOT_NS, &l, &e);
-	if (rc == AL_DECLINED) {
-		if (al_netpool_prepare(pool, AL_NETSLOT_NS, &e) < 0)
-			die("prepare", &e);
-		rc = al_netpool_take(pool, AL_NETSLOT_NS, &l, &e);
-	}
-	if (rc != 0)
-		die("take", &e);
-	char keys[600], run[600];
-	snprintf(keys, sizeof keys, "%s/keys", state);
-	snprintf(run, sizeof run, "%s/run", state);
-	mkdir(keys, 0700);
-	al_ca *ca = al_ca_open(keys, &e);
-	if (ca == NULL)
-		die("CA", &e);
-	al_mintd *mint = al_mintd_start(state, ca, &e);
-	if (mint == NULL)
-		die("mint service", &e);
-	al_uidrange uid;
-	if (al_uidrange_take(&al_uidrange_gw, sandbox, &uid, &e) < 0)
-		die("gateway uid", &e);
-	al_gateway_spec spec = {
-		.slot = &l.slot,
-		.uid = uid.base,
-		.gid = uid.base,
-		.sandbox = sandbox,
-		.prog = prog,
-		.env = environ,
-		.run_dir = run,
-	};
-	al_gateway_proc gp;
-	int64_t t0 = al_now_ms();
-	if (al_gateway_launch(&spec, &gp, &e) < 0)
-		die("launch", &e);
-	int64_t launch_ms = al_now_ms() - t0;
-	/* The tool's own blocking frames. */
-	int fl = fcntl(gp.control_fd, F_GETFL);
-	fcntl(gp.control_fd, F_SETFL, fl & ~O_NONBLOCK);
-	char g[INET_ADDRSTRLEN], s[INET_ADDRSTRLEN];
+	gwhost h;
+	if (gwhost_start(&h, pool, state, prog, sandbox, environ, &e) < 0)
+		die("gateway", &e);
+	const al_netslot *sl = &h.lease.slot;
+	char s[INET_ADDRSTRLEN];
 	printf("{\"index\":%u,\"gw_ns\":\"%s\",\"guest_ns\":\"%s\","
 	       "\"gateway\":\"%s\",\"guest\":\"%s\",\"pid\":%d,"
 	       "\"uid\":%u,\"launch_ms\":%lld}\n",
-	       l.slot.index, l.slot.gw_path, l.slot.guest_path,
-	       ip(l.slot.addr.gateway, g), ip(l.slot.addr.guest, s),
-	       (int)gp.pid, (unsigned)uid.base, (long long)launch_ms);
+	       sl->index, sl->gw_path, sl->guest_path, h.gateway,
+	       ip(sl->addr.guest, s), (int)h.proc.pid, (unsigned)h.uid.base,
+	       (long long)h.launch_ms);
 	fflush(stdout);
 	char line[65536];
 	uint32_t id = 1;
 	while (fgets(line, sizeof line, stdin) != NULL) {
-		configure(gp.control_fd, id++, sandbox, g, line);
+		configure(&h, id++, line);
 		fflush(stdout);
 	}
 	/* EOF of its control channel: the gateway exits by itself. */
-	close(gp.control_fd);
-	siginfo_t si = {0};
-	if (waitid(P_PIDFD, (id_t)gp.pidfd, &si, WEXITED) < 0)
-		perror("waitid");
-	fprintf(stderr, "netslot-tool: gateway exited, code %d status %d\n",
-		si.si_code, si.si_status);
-	al_gateway_state_remove(run, sandbox);
-	al_uidrange_drop(&uid);
-	al_mintd_stop(mint);
-	al_ca_close(ca);
-	al_netpool_release(pool, &l);
-	return si.si_code == CLD_EXITED && si.si_status == 0 ? 0 : 1;
+	int status = gwhost_stop(&h, 0);
+	fprintf(stderr, "netslot-tool: gateway exited, status %d\n", status);
+	return status == 0 ? 0 : 1;
 }
 
 int main(int argc, char **argv)

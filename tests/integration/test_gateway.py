@@ -27,20 +27,17 @@ import time
 
 import pytest
 
+from conftest import BUILD, NETSLOT_TOOL as TOOL, REPO, needs_root
 from upstream_world import Lines, upstream_world
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.dirname(os.path.dirname(HERE))
-BUILD = os.environ.get("AIRLOCK_TEST_BUILD", os.path.join(REPO, "build-san"))
-TOOL = os.path.join(BUILD, "netslot-tool")
 GATEWAY = os.path.join(BUILD, "airlock-gateway")
 PY = "/usr/bin/python3"
 UP_ADDR, HOST_ADDR, UP_NET = "10.251.77.2", "10.251.77.1", "10.251.77.0/24"
 SANDBOX = "sbx-gwtest"
 HEAD_TIMEOUT_MS = 3000
 
-pytestmark = pytest.mark.skipif(os.geteuid() != 0,
-                                reason="network namespaces need root")
+pytestmark = needs_root
 
 
 @pytest.fixture(scope="module")
@@ -558,6 +555,16 @@ def test_pipelined_requests_are_each_checked(gw, world):
     assert out["statuses"] == [200, 403], out
     hosts = [e["http"] for e in world["log"][UP_ADDR].drain() if "http" in e]
     assert hosts == ["allowed.test"]
+
+
+def test_requests_read_with_the_handshake_are_answered(gw):
+    # The client's Finished and its requests in one write: the gateway's
+    # TLS reads them in one go (read-ahead), so the requests wait in
+    # OpenSSL's buffer, not on the socket, and must still be served.
+    r = guest(gw, PY, PROBE, "oneflight", "allowed.test", gw["ca"], "3",
+              timeout=30)
+    assert json.loads(r.stdout) == {"statuses": [200, 200, 200]}, \
+        r.stdout + r.stderr[-300:]
 
 
 def test_expect_continue_is_answered_after_the_decision(gw):

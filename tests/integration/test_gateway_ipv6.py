@@ -6,10 +6,9 @@ HTTPS and HTTP servers speak IPv6 only). From the slot's guest namespace
 whose AAAA is loopback, IPv4-mapped, NAT64 or a ULA outside the operator's
 range are refused after the lookup and logged; the guest itself still
 gets no IPv6 answer. Only namespaces made here carry traffic."""
-import os
-
 import pytest
 
+from conftest import needs_root
 from test_gateway import curl, egress, gateway, guest
 from upstream_world import upstream_world
 
@@ -20,8 +19,7 @@ NAMES = {"v6.test": UP,
          "nat64.test": "64:ff9b::7f00:1",
          "ula6.test": "fd00:a1:85::2"}
 
-pytestmark = pytest.mark.skipif(os.geteuid() != 0,
-                                reason="network namespaces need root")
+pytestmark = needs_root
 
 
 @pytest.fixture(scope="module")

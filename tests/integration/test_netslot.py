@@ -19,16 +19,14 @@ import time
 
 import pytest
 
+from conftest import NETSLOT_TOOL as TOOL, needs_root
+
 HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.dirname(os.path.dirname(HERE))
-BUILD = os.environ.get("AIRLOCK_TEST_BUILD", os.path.join(REPO, "build-san"))
-TOOL = os.path.join(BUILD, "netslot-tool")
 PROBE = os.path.join(HERE, "netslot_probe.py")
 PY = "/usr/bin/python3"
 HOST_ADDR = None  # filled from the host's first global address
 
-pytestmark = pytest.mark.skipif(os.geteuid() != 0,
-                                reason="network slots need root")
+pytestmark = needs_root
 
 
 def host_ipv4():

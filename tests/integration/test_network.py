@@ -21,34 +21,13 @@ import subprocess
 import time
 
 import pytest
-import requests
 
-from conftest import TIMEOUT, exec_json, running_stack, shim_of
+from conftest import TIMEOUT, exec_json, needs_root, private_stack, shim_of
 
-pytestmark = pytest.mark.skipif(os.geteuid() != 0,
-                                reason="network slots need root")
+pytestmark = needs_root
 
-
-
-@pytest.fixture(scope="module")
-def stack():
-    yield from running_stack(
-        env={"AIRLOCK_GATEWAY": "/nonexistent/airlock-gateway"},
-        prefix="airlock-it-net-")
-
-
-@pytest.fixture(scope="module")
-def api(stack):
-    s = requests.Session()
-    s.headers["Authorization"] = f"Bearer {stack.key}"
-    s.base = stack.base
-    return s
-
-
-@pytest.fixture(scope="module")
-def info(api):
-    r = api.get(api.base + "/v1/info", timeout=TIMEOUT)
-    return r.json() if r.status_code == 200 else None
+stack, api, info = private_stack(
+    {"AIRLOCK_GATEWAY": "/nonexistent/airlock-gateway"}, "airlock-it-net-")
 
 
 def sh(api, sid, script, **kw):

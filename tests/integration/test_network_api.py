@@ -335,9 +335,8 @@ def test_egress_file_read_again_after_a_crash_is_recorded_once(stack, api,
 
 
 def test_info_shows_the_egress_policy(api, other):
-    r = api.get(f"{api.base}/v1/info", timeout=TIMEOUT)
-    assert r.status_code == 200
-    pol = r.json()["policies"]["egress"]
+    pol = egress_policy_once(api, lambda p: p.get("loaded"))
+    assert pol is not None, "no egress policy status"
     assert pol["path"].endswith("/egress.lua"), pol
     assert pol["loaded"] is True, pol
     assert RFC3339.match(pol["loaded_at"]), pol
@@ -379,6 +378,21 @@ def test_cli_network_and_egress(stack, api, made):
     assert cli(stack, "sandbox", "network", sid).returncode == 100
 
 
+def egress_policy_once(s, settled, seconds=10):
+    """The egress policy's status in /v1/info once settled(status) holds:
+    the controller publishes it when it (re)loads the file, a moment after
+    the stack starts or the file changes."""
+    deadline = time.monotonic() + seconds
+    while True:
+        r = s.get(f"{s.base}/v1/info", timeout=TIMEOUT)
+        assert r.status_code == 200, r.text
+        pol = r.json()["policies"].get("egress")
+        if (pol is not None and settled(pol)) or \
+                time.monotonic() > deadline:
+            return pol
+        time.sleep(0.1)
+
+
 @pytest.fixture(scope="module")
 def pstack(tmp_path_factory):
     """A stack whose egress policy is a copy the test may break."""
@@ -397,8 +411,7 @@ def pstack(tmp_path_factory):
 def test_info_says_why_a_changed_policy_is_refused(pstack):
     s = session(pstack, pstack.key)
     path = os.path.join(pstack.env["AIRLOCK_POLICIES"], "egress.lua")
-    pol = s.get(f"{s.base}/v1/info", timeout=TIMEOUT).json()[
-        "policies"]["egress"]
+    pol = egress_policy_once(s, lambda p: p.get("loaded"))
     assert pol["path"] == path and pol["loaded"] is True, pol
     assert pol["reload_error"] is None and pol["reloads"] == 0, pol
     good = open(path).read()
@@ -406,8 +419,7 @@ def test_info_says_why_a_changed_policy_is_refused(pstack):
     with open(path, "w") as f:
         f.write("-- broken\n\nfunction egress(req) return allow(\n")
     os.utime(path, (time.time() + 5, time.time() + 5))
-    pol = s.get(f"{s.base}/v1/info", timeout=TIMEOUT).json()[
-        "policies"]["egress"]
+    pol = egress_policy_once(s, lambda p: p["reload_error"])
     assert pol["loaded"] is True, pol
     assert pol["reload_error"] and "egress.lua" in pol["reload_error"], pol
     assert RFC3339.match(pol["reload_error_at"]), pol
@@ -416,6 +428,9 @@ def test_info_says_why_a_changed_policy_is_refused(pstack):
     with open(path, "w") as f:
         f.write(good)
     os.utime(path, (time.time() + 10, time.time() + 10))
-    pol = s.get(f"{s.base}/v1/info", timeout=TIMEOUT).json()[
-        "policies"]["egress"]
+    pol = egress_policy_once(s, lambda p: p["reload_error"] is None)
     assert pol["reload_error"] is None and pol["reloads"] == 1, pol
+    # Every worker answers from the one status the controller published.
+    seen = {json.dumps(s.get(f"{s.base}/v1/info", timeout=TIMEOUT).json()[
+        "policies"], sort_keys=True) for _ in range(16)}
+    assert len(seen) == 1, seen

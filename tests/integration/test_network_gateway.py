@@ -10,49 +10,17 @@ import os
 import signal
 import time
 
-import pytest
-import requests
-
-from conftest import (TIMEOUT, Sandboxes, children, cmdline, exec_json,
-                      running_stack, shim_of, usable_drivers)
+from conftest import (TIMEOUT, children, cmdline, exec_json, needs_root,
+                      private_stack, shim_of)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 FAKE = os.path.join(HERE, "fake_gateway.py")
 ANSWER = "198.18.0.77"
 GW_UID_BASE = 1900065536
 
-pytestmark = pytest.mark.skipif(os.geteuid() != 0,
-                                reason="network slots need root")
+pytestmark = needs_root
 
-
-@pytest.fixture(scope="module")
-def gstack():
-    yield from running_stack(env={"AIRLOCK_GATEWAY": FAKE},
-                             prefix="airlock-it-gw-")
-
-
-@pytest.fixture(scope="module")
-def gapi(gstack):
-    s = requests.Session()
-    s.headers["Authorization"] = f"Bearer {gstack.key}"
-    s.base = gstack.base
-    return s
-
-
-@pytest.fixture(scope="module", params=("ns", "vm"))
-def gdriver(request, gapi):
-    r = gapi.get(gapi.base + "/v1/info", timeout=TIMEOUT)
-    info = r.json() if r.status_code == 200 else None
-    if request.param not in usable_drivers(info):
-        pytest.skip(f"driver {request.param!r} is not usable here: {info}")
-    return request.param
-
-
-@pytest.fixture
-def gsandboxes(gapi, gdriver):
-    s = Sandboxes(gapi, gdriver)
-    yield s
-    s.cleanup()
+stack, api, info = private_stack({"AIRLOCK_GATEWAY": FAKE}, "airlock-it-gw-")
 
 
 def gateway_of(stack, sid):
@@ -82,10 +50,10 @@ def lookup(api, sid):
     return r["stdout"]
 
 
-def test_gateway_answers_the_sandbox_through_its_slot(gapi, gstack,
-                                                      gsandboxes):
-    sb = gsandboxes.create()
-    pid = wait_gateway(gstack, sb["id"])
+def test_gateway_answers_the_sandbox_through_its_slot(api, stack,
+                                                      sandboxes):
+    sb = sandboxes.create()
+    pid = wait_gateway(stack, sb["id"])
     assert pid is not None, "the shim started no gateway"
     # Its own uid, from the gateway range; no capabilities.
     with open(f"/proc/{pid}/status") as f:
@@ -95,25 +63,25 @@ def test_gateway_answers_the_sandbox_through_its_slot(gapi, gstack,
     assert GW_UID_BASE <= uid < GW_UID_BASE + 65536, status["Uid"]
     assert int(status["CapEff"], 16) == 0, status["CapEff"]
     assert int(status["NoNewPrivs"]) == 1
-    assert ANSWER in lookup(gapi, sb["id"])
+    assert ANSWER in lookup(api, sb["id"])
 
 
-def test_a_dead_gateway_is_restarted(gapi, gstack, gsandboxes):
-    sb = gsandboxes.create()
-    pid = wait_gateway(gstack, sb["id"])
+def test_a_dead_gateway_is_restarted(api, stack, sandboxes):
+    sb = sandboxes.create()
+    pid = wait_gateway(stack, sb["id"])
     assert pid is not None
-    assert ANSWER in lookup(gapi, sb["id"])
+    assert ANSWER in lookup(api, sb["id"])
     os.kill(pid, signal.SIGKILL)
-    new = wait_gateway(gstack, sb["id"], not_pid=pid)
+    new = wait_gateway(stack, sb["id"], not_pid=pid)
     assert new is not None, "no new gateway after the first was killed"
-    assert ANSWER in lookup(gapi, sb["id"])
+    assert ANSWER in lookup(api, sb["id"])
 
 
-def test_delete_ends_the_gateway(gapi, gstack, gsandboxes):
-    sb = gsandboxes.create()
-    pid = wait_gateway(gstack, sb["id"])
+def test_delete_ends_the_gateway(api, stack, sandboxes):
+    sb = sandboxes.create()
+    pid = wait_gateway(stack, sb["id"])
     assert pid is not None
-    r = gapi.delete(f"{gapi.base}/v1/sandboxes/{sb['id']}", timeout=TIMEOUT)
+    r = api.delete(f"{api.base}/v1/sandboxes/{sb['id']}", timeout=TIMEOUT)
     assert r.status_code in (200, 204), r.text
     deadline = time.time() + 10
     while time.time() < deadline and os.path.exists(f"/proc/{pid}"):

@@ -293,6 +293,39 @@ static void test_upstream_verifies_against_bundle_and_name(void **state)
 	assert_null(al_gw_tls_new(&cfg, &err));
 }
 
+/* The system's CAs are a hashed directory looked up when a chain needs
+ * one: nothing is read at start, and a CA found there verifies. */
+static void test_system_cas_are_looked_up_lazily(void **state)
+{
+	(void)state;
+	char hashed[160], link[200];
+	snprintf(hashed, sizeof hashed, "%s/hashed", dir);
+	assert_int_equal(mkdir(hashed, 0700), 0);
+	FILE *f = fopen(ca_path, "r");
+	assert_non_null(f);
+	X509 *cax = PEM_read_X509(f, NULL, NULL, NULL);
+	fclose(f);
+	assert_non_null(cax);
+	snprintf(link, sizeof link, "%s/%08lx.0", hashed,
+		 X509_subject_name_hash(cax));
+	X509_free(cax);
+	assert_int_equal(symlink(ca_path, link), 0);
+	const char *var = X509_get_default_cert_dir_env();
+	assert_int_equal(setenv(var, hashed, 1), 0);
+
+	al_gw_tls_config cfg = {.mint = mint_direct};
+	al_err err = {0};
+	al_gw_tls *t = al_gw_tls_new(&cfg, &err);
+	assert_non_null(t);
+	X509_STORE *st = SSL_CTX_get_cert_store(al_gw_tls_upstream_ctx(t));
+	assert_int_equal(sk_X509_OBJECT_num(X509_STORE_get0_objects(st)), 0);
+	assert_true(upstream_hs(t, "mirror.test", "mirror.test"));
+	assert_false(upstream_hs(t, "mirror.test", "other.test"));
+	assert_int_equal(sk_X509_OBJECT_num(X509_STORE_get0_objects(st)), 1);
+	al_gw_tls_free(t);
+	unsetenv(var);
+}
+
 /* ---- mint wire ---- */
 
 static int pack(const char *name, EVP_PKEY *k, unsigned char *buf)
@@ -508,6 +541,7 @@ int main(void)
 		cmocka_unit_test(test_ip_sni_gets_no_leaf),
 		cmocka_unit_test(
 			test_upstream_verifies_against_bundle_and_name),
+		cmocka_unit_test(test_system_cas_are_looked_up_lazily),
 		cmocka_unit_test(test_mint_request_parser_is_strict),
 		cmocka_unit_test(test_mint_response_round_trip),
 		cmocka_unit_test(test_mint_client_over_a_socket),

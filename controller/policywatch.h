@@ -1,0 +1,16 @@
+/* policywatch: the controller's thread that loads the operator's policies
+ * (core/policy) from the policies directory, reloads them when a file
+ * changes (inotify on the directory, and a look every second for what a
+ * watch misses) and publishes their status for the API on each (re)load
+ * (core/policypub.h). */
+#ifndef AL_CONTROLLER_POLICYWATCH_H
+#define AL_CONTROLLER_POLICYWATCH_H
+
+#include "config.h"
+
+/* Load and publish once, then start the thread. cfg must outlive it. */
+int policywatch_start(const al_config *cfg);
+/* Stop the thread, close the policies and withdraw their status. */
+void policywatch_stop(void);
+
+#endif
