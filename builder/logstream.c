@@ -49,7 +49,8 @@ typedef struct ls_stream {
 	al_buf out;
 	int done; /* nothing more to add: close once out is written */
 	int64_t last_write_ms;
-	long long key_id;	/* whose token opened it */
+	long long key_id;		     /* whose token opened it */
+	char lease[AL_STREAM_LEASE_LEN + 1]; /* its project stream lease */
 	int64_t key_checked_ms; /* when its key was last looked at */
 } ls_stream;
 
@@ -65,8 +66,12 @@ typedef struct ls {
 	al_streamhttp_conn conn[LS_PENDING_MAX];
 } ls;
 
-static void stream_close(ls_stream *st)
+static void stream_close(const ls *l, ls_stream *st)
 {
+	/* Its lease is over: the next stream start of the project may
+	 * drop it (core/buildlog.h). */
+	if (st->lease[0] != '\0')
+		al_buildlog_lease_end(l->dir, st->lease);
 	if (st->fd >= 0)
 		close(st->fd);
 	if (st->logfd >= 0)
@@ -162,13 +167,13 @@ static void stream_fill(ls *l, ls_stream *st, int gone)
 	}
 }
 
-static void stream_write(ls_stream *st, int64_t now)
+static void stream_write(const ls *l, ls_stream *st, int64_t now)
 {
 	al_err err = {0};
 	if (al_buf_pending(&st->out) > 0) {
 		int rc = al_buf_flush(&st->out, st->fd, &err);
 		if (rc < 0) {
-			stream_close(st);
+			stream_close(l, st);
 			return;
 		}
 		st->last_write_ms = now;
@@ -176,7 +181,7 @@ static void stream_write(ls_stream *st, int64_t now)
 			return;
 	}
 	if (st->done)
-		stream_close(st);
+		stream_close(l, st);
 }
 
 static void conn_request(ls *l, al_streamhttp_conn *c, int64_t now)
@@ -186,16 +191,19 @@ static void conn_request(ls *l, al_streamhttp_conn *c, int64_t now)
 	if (r == AL_STREAMHTTP_INCOMPLETE || r == AL_STREAMHTTP_CLOSED)
 		return;
 	long long key_id = -1;
+	char lease[AL_STREAM_LEASE_LEN + 1] = "";
 	int ok = r == AL_STREAMHTTP_OK &&
-		 al_buildlog_token_take(l->dir, token, &key_id);
+		 al_buildlog_token_take(l->dir, token, &key_id, lease);
 	explicit_bzero(token, sizeof token);
 	int i = 0;
 	while (ok && i < LS_STREAMS_MAX && l->st[i].fd >= 0)
 		i++;
 	if (!ok || i == LS_STREAMS_MAX) {
-		if (ok)
+		if (ok) {
 			al_warn("build %s: %d log streams open, one refused",
 				l->id, LS_STREAMS_MAX);
+			al_buildlog_lease_end(l->dir, lease);
+		}
 		al_streamhttp_refuse(c->fd, r == AL_STREAMHTTP_BAD ? 400 : 404);
 		c->fd = -1;
 		return;
@@ -204,6 +212,7 @@ static void conn_request(ls *l, al_streamhttp_conn *c, int64_t now)
 	st->fd = c->fd;
 	st->last_write_ms = now;
 	st->key_id = key_id;
+	memcpy(st->lease, lease, sizeof st->lease);
 	st->key_checked_ms = now;
 	al_buf_init(&st->out, 0);
 	al_err err = {0};
@@ -251,7 +260,7 @@ static void serve(ls *l)
 				al_err err = {0};
 				al_sse_keepalive(&st->out, &err);
 			}
-			stream_write(st, now);
+			stream_write(l, st, now);
 			if (st->fd < 0)
 				continue;
 			short ev = POLLIN | POLLRDHUP;
@@ -290,12 +299,12 @@ static void serve(ls *l)
 			} else {
 				ls_stream *st = &l->st[who[j]];
 				if (st->fd >= 0 && (pfd[j].revents & POLLOUT))
-					stream_write(st, now);
+					stream_write(l, st, now);
 				if (st->fd >= 0 &&
 				    (pfd[j].revents & (POLLIN | POLLRDHUP |
 						       POLLHUP | POLLERR)) &&
 				    al_streamhttp_client_gone(st->fd))
-					stream_close(st);
+					stream_close(l, st);
 			}
 		}
 	}

@@ -46,6 +46,7 @@
  * Exit codes: 0 ok, 100 usage, 111 temporary failure (database down). */
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -545,12 +546,19 @@ static uint32_t recent_by_kind[2];
 /* Ready network slots: at least NET_READY_MIN of a kind (a standby
  * start or a cold create takes one each), up to NET_READY_MAX while
  * creates come; NET_PREPARES_PER_TICK prepares (4 to 8 ms each) a tick
- * at most, so the tick stays short. Not more: every ready ns slot is two
- * mounts in the host's mount namespace, which each jail's clone copies,
- * and a burst past them costs its creates one prepare each. */
-#define NET_READY_MIN 4
-#define NET_READY_MAX 16
+ * at most, so the tick stays short. A burst past them costs its creates
+ * one prepare each, and 32 prepares at once queue on the kernel's
+ * namespace and rtnl locks (the largest step of a burst's starts, 130
+ * to 350 ms each). Not more: a ready slot holds two namespaces (about
+ * 0.2 MiB of kernel memory each here) and two mounts in the host's
+ * mount namespace, which each jail's clone copies. */
+#define NET_READY_MIN 32
+#define NET_READY_MAX 64
 #define NET_PREPARES_PER_TICK 8
+
+/* 1 once the ready ns slots reached their target (the first fill after
+ * the start is done). */
+static int net_filled;
 
 static void refill_net(al_netpool *p)
 {
@@ -559,8 +567,11 @@ static void refill_net(al_netpool *p)
 						     NET_READY_MAX,
 						     recent_by_kind[kind]);
 		uint32_t start, extra;
-		al_warmpool_plan(al_netpool_ready(p, (al_netslot_kind)kind),
-				 target, NET_PREPARES_PER_TICK, &start, &extra);
+		uint32_t have = al_netpool_ready(p, (al_netslot_kind)kind);
+		if (kind == AL_NETSLOT_NS && have >= target)
+			net_filled = 1;
+		al_warmpool_plan(have, target, NET_PREPARES_PER_TICK, &start,
+				 &extra);
 		for (uint32_t i = 0; i < start && !stop_requested; i++) {
 			al_err err = {0};
 			if (al_netpool_prepare(p, (al_netslot_kind)kind, &err) <
@@ -584,6 +595,23 @@ static void reconcile_net(al_netpool *p)
 	if (cleaned > 0)
 		al_info("network slots: removed %u left by ended shims",
 			cleaned);
+}
+
+/* run/controller.ready, once the first fill of the spare snapshots and
+ * network slots after the start is done: `scripts/stack.sh up` waits
+ * for it, so a burst right after it finds them. */
+static void mark_ready(const al_config *cfg, int net_ok)
+{
+	static int marked;
+	if (marked || !spares_filled() || (net_ok && !net_filled))
+		return;
+	char path[AL_PATH_MAX + 32];
+	snprintf(path, sizeof path, "%s/controller.ready", cfg->run_dir);
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd >= 0)
+		close(fd);
+	marked = 1;
+	al_info("spare snapshots and network slots ready");
 }
 
 /* Keep the configured standbys ready for each template and driver, so a
@@ -771,8 +799,13 @@ int main(int argc, char **argv)
 		policywatch_start(&cfg);
 
 	/* Snapshots made ahead for the starts of a burst (core/spare.h). */
-	if (!once)
+	if (!once) {
+		char ready[AL_PATH_MAX + 32];
+		snprintf(ready, sizeof ready, "%s/controller.ready",
+			 cfg.run_dir);
+		unlink(ready);
 		spares_start(&cfg);
+	}
 
 	/* A shim's spooled event wakes the loop; the tick's scan catches
 	 * whatever the watch missed (or all of them, without one). */
@@ -820,6 +853,8 @@ int main(int argc, char **argv)
 		refill_pool(&cfg, db);
 		if (net_ok && !once)
 			refill_net(&netpool);
+		if (!once)
+			mark_ready(&cfg, net_ok);
 		if (once)
 			break;
 		struct pollfd p = {.fd = watch, .events = POLLIN};

@@ -26,6 +26,7 @@ static struct {
 	pthread_cond_t cv;
 	pthread_t thread;
 	int running, stop, known; /* known: spares_set was called */
+	int filled;		  /* a look found none short */
 	const al_config *cfg;
 	int n;
 	char name[SPARES_TEMPLATES][64];
@@ -75,6 +76,8 @@ static int make_one(const al_config *cfg)
 		version = sp.version[i];
 		found = 1;
 	}
+	if (!found && sp.known)
+		sp.filled = 1;
 	pthread_mutex_unlock(&sp.mu);
 	if (!found)
 		return 0;
@@ -157,6 +160,14 @@ void spares_set(const char (*name)[64], const int *version,
 	sp.known = 1;
 	pthread_cond_signal(&sp.cv);
 	pthread_mutex_unlock(&sp.mu);
+}
+
+int spares_filled(void)
+{
+	pthread_mutex_lock(&sp.mu);
+	int f = sp.filled || !sp.running;
+	pthread_mutex_unlock(&sp.mu);
+	return f;
 }
 
 void spares_stop(void)

@@ -7,12 +7,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "auth.h"
+#include "cleanup.h"
 #include "sse.h"
+#include "template.h"
 
 static int finished(json_object *o)
 {
@@ -78,48 +82,126 @@ static int token_path(const char *dir, const char *token, char *out,
 	return 0;
 }
 
+/* <dir>/stream-leases/<lease>.<state>; -1 for a bad lease. */
+static int lease_path(const char *dir, const char *lease, const char *state,
+		      char *out, size_t outlen)
+{
+	if (!al_hex_id_valid(lease, AL_STREAM_LEASE_LEN))
+		return -1;
+	int n = state != NULL ? snprintf(out, outlen, "%s/stream-leases/%s.%s",
+					 dir, lease, state)
+			      : snprintf(out, outlen, "%s/stream-leases", dir);
+	return n > 0 && (size_t)n < outlen ? 0 : -1;
+}
+
+static int lease_mark(const char *dir, const char *lease, al_err *err)
+{
+	char path[AL_PATH_MAX + 128];
+	if (lease_path(dir, lease, NULL, path, sizeof path) < 0)
+		return al_err_set(err, AL_EINVAL, 0, "invalid stream lease");
+	if (mkdir(path, 0700) < 0 && errno != EEXIST)
+		return al_err_sys(err, AL_ESYS, errno, "mkdir %s", path);
+	lease_path(dir, lease, "issued", path, sizeof path);
+	int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return al_err_sys(err, AL_ESYS, errno, "mark a stream lease");
+	close(fd);
+	return 0;
+}
+
+void al_buildlog_lease_end(const char *dir, const char *lease)
+{
+	char path[AL_PATH_MAX + 128];
+	if (lease_path(dir, lease, "issued", path, sizeof path) == 0)
+		unlink(path);
+	if (lease_path(dir, lease, "open", path, sizeof path) == 0)
+		unlink(path);
+}
+
+int al_buildlog_streamer_up(const al_config *cfg, const char *id)
+{
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	if (al_buildlog_socket(cfg, id, sa.sun_path, sizeof sa.sun_path, NULL) <
+	    0)
+		return 0;
+	al_autofd int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	return fd >= 0 &&
+	       connect(fd, (const struct sockaddr *)&sa, sizeof sa) == 0;
+}
+
+static int64_t age_ms(const struct stat *st)
+{
+	struct timespec now;
+	clock_gettime(CLOCK_REALTIME, &now);
+	return ((int64_t)now.tv_sec - st->st_mtim.tv_sec) * 1000 +
+	       (now.tv_nsec - st->st_mtim.tv_nsec) / 1000000;
+}
+
+int al_buildlog_lease_live(const al_config *cfg, const char *id,
+			   const char *lease)
+{
+	char dir[AL_PATH_MAX], path[AL_PATH_MAX + 128];
+	struct stat st;
+	if (al_build_dir(cfg, id, dir, sizeof dir, NULL) < 0 ||
+	    lease_path(dir, lease, "open", path, sizeof path) < 0 ||
+	    !al_buildlog_streamer_up(cfg, id))
+		return 0;
+	if (stat(path, &st) == 0)
+		return 1;
+	lease_path(dir, lease, "issued", path, sizeof path);
+	return stat(path, &st) == 0 && age_ms(&st) < AL_BUILDLOG_TOKEN_MS;
+}
+
 int al_buildlog_token_issue(const char *dir, long long key_id,
+			    const char *lease,
 			    char token[AL_STREAM_TOKEN_LEN + 1], al_err *err)
 {
 	if (key_id < 0)
 		return al_err_set(err, AL_EINVAL, 0, "invalid key id");
+	if (lease_mark(dir, lease, err) < 0)
+		return -1;
 	char path[AL_PATH_MAX + 128];
 	snprintf(path, sizeof path, "%s/stream-tokens", dir);
 	if (mkdir(path, 0700) < 0 && errno != EEXIST)
 		return al_err_sys(err, AL_ESYS, errno, "mkdir %s", path);
 	if (al_hex_random(token, AL_STREAM_TOKEN_LEN, err) < 0 ||
-	    token_path(dir, token, path, sizeof path, err) < 0)
+	    token_path(dir, token, path, sizeof path, err) < 0) {
+		al_buildlog_lease_end(dir, lease);
 		return -1;
+	}
 	int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
 	if (fd < 0) {
+		int e = errno;
 		explicit_bzero(token, AL_STREAM_TOKEN_LEN + 1);
-		return al_err_sys(err, AL_ESYS, errno, "create a stream token");
+		al_buildlog_lease_end(dir, lease);
+		return al_err_sys(err, AL_ESYS, e, "create a stream token");
 	}
-	char who[24];
-	int n = snprintf(who, sizeof who, "%lld\n", key_id);
+	char who[24 + AL_STREAM_LEASE_LEN];
+	int n = snprintf(who, sizeof who, "%lld %s\n", key_id, lease);
 	int ok = write(fd, who, (size_t)n) == n;
 	int e = errno;
 	close(fd);
 	if (!ok) {
 		unlink(path);
 		explicit_bzero(token, AL_STREAM_TOKEN_LEN + 1);
+		al_buildlog_lease_end(dir, lease);
 		return al_err_sys(err, AL_ESYS, e, "write a stream token");
 	}
 	return 0;
 }
 
 int al_buildlog_token_take(const char *dir, const char *token,
-			   long long *key_id)
+			   long long *key_id,
+			   char lease[AL_STREAM_LEASE_LEN + 1])
 {
-	char path[AL_PATH_MAX + 128];
+	char path[AL_PATH_MAX + 128], open_path[AL_PATH_MAX + 128];
 	struct stat st;
-	struct timespec now;
 	if (token_path(dir, token, path, sizeof path, NULL) < 0)
 		return 0;
 	int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
 	if (fd < 0)
 		return 0;
-	char who[24] = "";
+	char who[24 + AL_STREAM_LEASE_LEN + 8] = "";
 	ssize_t n = -1;
 	if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode))
 		n = read(fd, who, sizeof who - 1);
@@ -131,13 +213,20 @@ int al_buildlog_token_take(const char *dir, const char *token,
 	char *end;
 	errno = 0;
 	long long id = strtoll(who, &end, 10);
-	if (errno != 0 || end == who || *end != '\n' || id < 0)
+	if (errno != 0 || end == who || *end != ' ' || id < 0 ||
+	    strlen(end + 1) != AL_STREAM_LEASE_LEN + 1 ||
+	    end[1 + AL_STREAM_LEASE_LEN] != '\n')
+		return 0;
+	memcpy(lease, end + 1, AL_STREAM_LEASE_LEN);
+	lease[AL_STREAM_LEASE_LEN] = '\0';
+	int64_t age = age_ms(&st);
+	if (age < -1000 || age >= AL_BUILDLOG_TOKEN_MS ||
+	    lease_path(dir, lease, "issued", path, sizeof path) < 0 ||
+	    lease_path(dir, lease, "open", open_path, sizeof open_path) < 0 ||
+	    rename(path, open_path) < 0)
 		return 0;
 	*key_id = id;
-	clock_gettime(CLOCK_REALTIME, &now);
-	int64_t age_ms = ((int64_t)now.tv_sec - st.st_mtim.tv_sec) * 1000 +
-			 (now.tv_nsec - st.st_mtim.tv_nsec) / 1000000;
-	return age_ms >= -1000 && age_ms < AL_BUILDLOG_TOKEN_MS;
+	return 1;
 }
 
 static int revoked_path(const al_config *cfg, long long key_id, char *out,
@@ -173,10 +262,10 @@ int al_buildlog_key_revoked(const al_config *cfg, long long key_id)
 	       access(path, F_OK) == 0;
 }
 
-void al_buildlog_tokens_clear(const char *dir)
+static void clear_dir(const char *dir, const char *sub)
 {
 	char path[AL_PATH_MAX + 128];
-	snprintf(path, sizeof path, "%s/stream-tokens", dir);
+	snprintf(path, sizeof path, "%s/%s", dir, sub);
 	int dfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
 	if (dfd < 0)
 		return;
@@ -191,4 +280,10 @@ void al_buildlog_tokens_clear(const char *dir)
 			unlinkat(dfd, e->d_name, 0);
 	closedir(d);
 	rmdir(path);
+}
+
+void al_buildlog_tokens_clear(const char *dir)
+{
+	clear_dir(dir, "stream-tokens");
+	clear_dir(dir, "stream-leases");
 }

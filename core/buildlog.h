@@ -11,7 +11,16 @@
  *    streamer takes one by unlinking it;
  *  - a revoked key is marked by fcgi as run/revoked-keys/<key id>: a
  *    streamer ends (with an "unauthorized" error event) every stream of
- *    a marked key within a tick, as shims end exec streams. */
+ *    a marked key within a tick, as shims end exec streams;
+ *  - each stream holds one of its project's stream leases
+ *    (core/project.h; its sandbox_id is the stream's name), as exec
+ *    streams do: fcgi records the lease and marks it
+ *    <build dir>/stream-leases/<lease>.issued beside the token that
+ *    names it; the streamer renames the mark <lease>.open when nginx
+ *    takes the token and removes it when the stream ends. A start that
+ *    finds the project's leases at the limit drops those
+ *    al_buildlog_lease_live says are over (a streamer that died, with
+ *    its builder or killed, holds none). */
 #ifndef AL_BUILDLOG_H
 #define AL_BUILDLOG_H
 
@@ -38,19 +47,31 @@ int al_buildlog_socket(const al_config *cfg, const char *id, char *out,
 		       size_t outlen, al_err *err);
 
 /* A fresh token for the log stream of the build in dir, issued to
- * key_id (>= 0), recorded. */
+ * key_id (>= 0) for the stream of lease (marked issued), recorded. */
 int al_buildlog_token_issue(const char *dir, long long key_id,
+			    const char *lease,
 			    char token[AL_STREAM_TOKEN_LEN + 1], al_err *err);
 /* 1 when token was issued for dir less than AL_BUILDLOG_TOKEN_MS ago
- * and not taken yet (it is taken now; *key_id is whose it was), else
- * 0. */
+ * and not taken yet (it is taken now; *key_id is whose it was, lease
+ * its lease, now marked open), else 0. */
 int al_buildlog_token_take(const char *dir, const char *token,
-			   long long *key_id);
+			   long long *key_id,
+			   char lease[AL_STREAM_LEASE_LEN + 1]);
+/* The stream of lease ended (the streamer), or was never handed over
+ * (fcgi): its mark goes. */
+void al_buildlog_lease_end(const char *dir, const char *lease);
+/* 1 while the stream of lease on build id may be open: the build's
+ * streamer accepts connections and the lease is marked open, or issued
+ * less than AL_BUILDLOG_TOKEN_MS ago. */
+int al_buildlog_lease_live(const al_config *cfg, const char *id,
+			   const char *lease);
+/* 1 when the build's streamer accepts connections. */
+int al_buildlog_streamer_up(const al_config *cfg, const char *id);
 /* Mark key_id revoked for the streamers (idempotent). */
 int al_buildlog_key_revoke(const al_config *cfg, long long key_id, al_err *err);
 /* 1 once key_id is marked revoked. */
 int al_buildlog_key_revoked(const al_config *cfg, long long key_id);
-/* Forget every token of dir (the streamer ends). */
+/* Forget every token and lease mark of dir (the streamer ends). */
 void al_buildlog_tokens_clear(const char *dir);
 
 #endif

@@ -171,7 +171,7 @@ static void exec_stream(al_req *r, const al_exec_req *req, json_object *env)
 	char token[AL_STREAM_TOKEN_LEN + 1];
 	al_frame_reader rd;
 	al_frame_reader_init(&rd);
-	if (al_streams_acquire(r, lease, &err) < 0) {
+	if (al_streams_acquire(r, r->id, lease, &err) < 0) {
 		al_http_error(r, &err);
 		return;
 	}

@@ -35,6 +35,7 @@
 #include "spawn.h"
 #include "sse.h"
 #include "store.h"
+#include "streams.h"
 #include "template.h"
 
 #define AIRLOCKFILE_MAX (1024 * 1024)
@@ -415,15 +416,6 @@ static int build_finished(json_object *b)
 	return build_status_is(b, "succeeded") || build_status_is(b, "failed");
 }
 
-/* The builder's log streamer accepts connections (it serves every
- * stream of a build that is not over, and a few seconds past its end). */
-static int streamer_reachable(const struct sockaddr_un *sa)
-{
-	al_autofd int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	return fd >= 0 &&
-	       connect(fd, (const struct sockaddr *)sa, sizeof *sa) == 0;
-}
-
 /* The log as it is stored, as one answer: what a client gets once the
  * build is over (or its builder is gone). It ends with the build's
  * status: the log's own status line, else the row's (a builder that
@@ -469,18 +461,20 @@ static void serve_stored_log(al_req *r, const char *path, json_object *row)
 }
 
 /* A build that is not over: its stream is the builder's (nginx carries
- * it, builder/logstream.c); this answer hands it over. 1 when handed
+ * it, builder/logstream.c); this answer hands it over, with one of the
+ * project's stream leases (AL_EQUOTA when none is left). 1 when handed
  * over, 0 when the builder is not there (still starting: waited for;
- * gone), -1 (err). */
+ * gone), -1 (err). The streamer serves every stream of a build that is
+ * not over, and a few seconds past its end. */
 static int hand_over_stream(al_req *r, const char *dir, json_object **row,
 			    al_err *err)
 {
-	struct sockaddr_un sa = {.sun_family = AF_UNIX};
-	if (al_buildlog_socket(r->cfg, r->id, sa.sun_path, sizeof sa.sun_path,
-			       err) < 0)
+	char name[AL_BUILDLOG_NAME_MAX], token[AL_STREAM_TOKEN_LEN + 1];
+	char lease[AL_STREAM_LEASE_LEN + 1];
+	if (al_buildlog_stream_name(r->id, name, err) < 0)
 		return -1;
 	int64_t deadline = al_now_ms() + BUILDER_START_MS;
-	while (!streamer_reachable(&sa)) {
+	while (!al_buildlog_streamer_up(r->cfg, r->id)) {
 		/* Only a queued build's builder may still come. */
 		if (!build_status_is(*row, "queued") || al_now_ms() >= deadline)
 			return 0;
@@ -491,9 +485,17 @@ static int hand_over_stream(al_req *r, const char *dir, json_object **row,
 		json_object_put(*row);
 		*row = again;
 	}
-	char name[AL_BUILDLOG_NAME_MAX], token[AL_STREAM_TOKEN_LEN + 1];
-	if (al_buildlog_stream_name(r->id, name, err) < 0 ||
-	    al_buildlog_token_issue(dir, r->who.key_id, token, err) < 0)
+	if (al_streams_acquire(r, name, lease, err) < 0)
+		return -1;
+	/* Recorded before it is handed over: a lease fcgi could not
+	 * record never opens a stream (its token goes unused). */
+	int ok = al_buildlog_token_issue(dir, r->who.key_id, lease, token,
+					 err) == 0;
+	if (al_streams_done(r, ok, err) < 0 && ok) {
+		al_buildlog_lease_end(dir, lease);
+		ok = 0;
+	}
+	if (!ok)
 		return -1;
 	char hdr[160 + AL_STREAM_TOKEN_LEN];
 	snprintf(hdr, sizeof hdr,

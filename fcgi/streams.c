@@ -3,11 +3,15 @@
 
 #include <string.h>
 
+#include "buildlog.h"
 #include "log.h"
 #include "project.h"
 #include "upstream.h"
 
 #define SHIM_ANSWER_MS 3000
+/* The holder of a build-log stream's lease: its stream's name
+ * (al_buildlog_stream_name); sandbox ids have no '-'. */
+#define BUILD_PREFIX "build-"
 
 /* Ask sandbox's shim about n leases (ending them with end unless
  * AL_OK) and drop the leases of those it no longer has. */
@@ -16,6 +20,16 @@ static void check_group(al_req *r, const char *sandbox,
 			al_code end, const char *message)
 {
 	al_err err = {0};
+	if (strncmp(sandbox, BUILD_PREFIX, sizeof BUILD_PREFIX - 1) == 0) {
+		/* A build's log streams: its streamer ends them itself
+		 * (a revoked key's too); only the ended ones go here. */
+		for (size_t i = 0; i < n; i++)
+			if (!al_buildlog_lease_live(
+				    r->cfg, sandbox + sizeof BUILD_PREFIX - 1,
+				    lease[i]))
+				al_project_stream_release(*r->dbp, lease[i]);
+		return;
+	}
 	al_frame f;
 	char *req = al_streams_pack(lease, n, end, message, &err);
 	if (req == NULL)
@@ -85,14 +99,14 @@ static void check_leases(al_req *r, json_object *arr, al_code end,
 	free(lease);
 }
 
-int al_streams_acquire(al_req *r, char lease[AL_STREAM_LEASE_LEN + 1],
-		       al_err *err)
+int al_streams_acquire(al_req *r, const char *holder,
+		       char lease[AL_STREAM_LEASE_LEN + 1], al_err *err)
 {
 	al_db *db = al_req_db(r, err);
 	if (db == NULL || al_hex_random(lease, AL_STREAM_LEASE_LEN, err) < 0 ||
 	    al_project_begin_stream(db, r->cfg, r->who.project, err) < 0)
 		return -1;
-	int rc = al_project_stream_add(db, r->cfg, r->who.project, r->id,
+	int rc = al_project_stream_add(db, r->cfg, r->who.project, holder,
 				       r->who.key_id, lease, err);
 	if (rc < 0 && err->code == AL_EQUOTA) {
 		/* Under the row lock every lease is a stream its shim knows
@@ -103,7 +117,7 @@ int al_streams_acquire(al_req *r, char lease[AL_STREAM_LEASE_LEN + 1],
 			check_leases(r, arr, AL_OK, NULL);
 			json_object_put(arr);
 			rc = al_project_stream_add(db, r->cfg, r->who.project,
-						   r->id, r->who.key_id, lease,
+						   holder, r->who.key_id, lease,
 						   err);
 		} else {
 			rc = -1;

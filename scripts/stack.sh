@@ -632,6 +632,19 @@ wait_health() {
 	return 1
 }
 
+# The controller's first fill of spare snapshots and network slots
+# (run/controller.ready): a burst right after `up` finds them instead of
+# making its own. A few seconds on a fresh pool; not waited for past 30 s.
+wait_pools() {
+	local i
+	for ((i = 0; i < 300; i++)); do
+		[ -e "$RUN/controller.ready" ] && return 0
+		pid_alive "$(read_pidfile "$RUN/controller.pid")" || break
+		sleep 0.1
+	done
+	log "the controller's spare snapshots and network slots are not all ready yet (see $LOG/controller.log)"
+}
+
 print_banner() {
 	local host=$BIND
 	case "$host" in 0.0.0.0 | ::) host=127.0.0.1 ;; esac
@@ -684,6 +697,7 @@ do_up() {
 	if ! wait_health; then
 		die "the stack did not come up; stop it with: scripts/stack.sh down"
 	fi
+	wait_pools
 	print_banner
 }
 

@@ -30,6 +30,8 @@ void shim_gwproc_init(shim_gwproc *g)
 	memset(g, 0, sizeof *g);
 	g->uid.lock_fd = -1;
 	g->pidfd = -1;
+	for (int i = 0; i < 3; i++)
+		g->socks[i] = -1;
 }
 
 /* Kill and reap the running one (if any). */
@@ -94,6 +96,7 @@ static void launch(shim *s)
 		 * leaf after the sandbox (a claimed standby's is renamed
 		 * before it goes live). */
 		.cgroup = s->sb.id,
+		.sockets = g->socks[0] >= 0 ? g->socks : NULL,
 	};
 	al_gateway_proc p;
 	al_err err = {0};
@@ -133,14 +136,43 @@ int shim_gwproc_begin(shim *s, const al_netslot *slot, al_err *err)
 		return -1;
 	g->on = 1;
 	g->backoff_ms = SHIM_GW_BACKOFF_MIN_MS;
-	/* Off the create's path: the relay's first turn starts it, once
-	 * the starter has its answer. */
-	g->next_start_ms = al_now_ms();
+	al_err sock_err = {0};
+	if (al_gateway_sockets(slot, g->socks, &sock_err) < 0) {
+		/* Each launch makes its own, the first at the relay's next
+		 * turn (after the create is answered). */
+		al_warn("sandbox %s: gateway sockets: %s (the gateway starts "
+			"now)",
+			s->sb.id, sock_err.msg);
+		g->next_start_ms = al_now_ms();
+	}
 	return 0;
+}
+
+/* Not started yet: waiting for the guest's first use of the sockets. */
+static int dormant(const shim_gwproc *g)
+{
+	return g->on && g->starts == 0 && g->pid <= 0 && g->socks[0] >= 0;
+}
+
+int shim_gwproc_wake(shim *s)
+{
+	shim_gwproc *g = &s->gwproc;
+	if (!dormant(g))
+		return 0;
+	launch(s);
+	return g->pid > 0;
 }
 
 int shim_gwproc_poll(shim *s, struct pollfd *pfd, int *who, int n)
 {
+	if (dormant(&s->gwproc)) {
+		for (int i = 0; i < 3; i++) {
+			pfd[n] = (struct pollfd){.fd = s->gwproc.socks[i],
+						 .events = POLLIN};
+			who[n++] = SHIM_WHO_GWPROC;
+		}
+		return n;
+	}
 	if (s->gwproc.pid <= 0)
 		return n;
 	pfd[n] = (struct pollfd){.fd = s->gwproc.pidfd, .events = POLLIN};
@@ -153,6 +185,11 @@ int shim_gwproc_poll(shim *s, struct pollfd *pfd, int *who, int n)
 void shim_gwproc_event(shim *s, short revents)
 {
 	shim_gwproc *g = &s->gwproc;
+	if (revents != 0 && dormant(g)) {
+		/* The guest's first query or connection waits for it. */
+		launch(s);
+		return;
+	}
 	if (g->pid <= 0 || revents == 0)
 		return;
 	int64_t ran = al_now_ms() - g->started_ms;
@@ -189,6 +226,11 @@ void shim_gwproc_end(shim *s)
 		return;
 	shim_netctl_detach(s, "the sandbox ended");
 	proc_end(g);
+	for (int i = 0; i < 3; i++)
+		if (g->socks[i] >= 0) {
+			close(g->socks[i]);
+			g->socks[i] = -1;
+		}
 	al_uidrange_drop(&g->uid);
 	al_gateway_state_remove(s->cfg.run_dir, s->sb.id);
 	g->on = 0;

@@ -3,16 +3,26 @@
  *
  * Once the sandbox is live (a start, or a claim: a standby has no
  * sandbox to configure its gateway for), the shim takes a gateway uid
- * (al_uidrange_gw, held for the sandbox's life) and starts
- * airlock-gateway on the sandbox's slot (core/net/gwlaunch.h). Its
+ * (al_uidrange_gw, held for the sandbox's life) and makes the gateway's
+ * sockets on the sandbox's slot (al_gateway_sockets), which it holds
+ * for the sandbox's life. The gateway itself starts when the guest
+ * first uses them (a DNS query or a connection waits in one) or when a
+ * network change needs it, not on the create's path: a burst of
+ * creates pays no gateway exec, library load and policy load each
+ * (about a third of a create's CPU here), and a sandbox that never
+ * reaches out never runs one. What the guest sent first waits in the
+ * sockets' queues and is the new gateway's first read; until then
+ * nothing is forwarded anywhere: fail closed.
+ * airlock-gateway runs on those sockets (core/net/gwlaunch.h). Its
  * control fd goes to netctl.c (shim_netctl_attach), which sends the
  * first GW_CONFIG and every later one. The gateway is watched through
  * its pidfd. When it dies it is detached and started again after
  * 200 ms, then twice as long each time up to 30 s; the delay goes back
  * to 200 ms once one has run for a minute: bounded restarts. While none
- * runs, nothing listens on the gateway's sockets, so the slot's rules
- * drop every packet of the guest: no egress, fail closed. At the end it
- * is killed and reaped before the slot is released. */
+ * runs, the guest's packets wait in the held sockets (or are dropped
+ * once their queues are full) and nothing is forwarded: no egress, fail
+ * closed. At the end it is killed and reaped before the slot is
+ * released. */
 #ifndef AL_SHIM_GATEWAY_H
 #define AL_SHIM_GATEWAY_H
 
@@ -32,7 +42,9 @@
 #define SHIM_GW_STABLE_MS 60000
 /* The poll loop's part (relay.c): the gateway's pidfd. */
 #define SHIM_WHO_GWPROC (-7)
-#define SHIM_GWPROC_POLL_MAX 1
+/* The pidfd of a running gateway, or the three sockets before the first
+ * starts. */
+#define SHIM_GWPROC_POLL_MAX 3
 
 typedef struct shim_gwproc {
 	int on; /* the sandbox has a gateway (begun, not ended) */
@@ -45,16 +57,22 @@ typedef struct shim_gwproc {
 	int64_t started_ms, next_start_ms;
 	int backoff_ms;
 	unsigned starts;
+	/* The slot's gateway sockets (held for the sandbox's life), -1 when
+	 * they could not be made (each launch then makes its own). */
+	int socks[3];
 } shim_gwproc;
 
 struct shim;
 
 void shim_gwproc_init(shim_gwproc *g);
-/* The sandbox's gateway on slot: the uid taken, the first start due at
- * the relay's next turn (after the create is answered; a failed start
+/* The sandbox's gateway on slot: the uid taken and its sockets made; the
+ * first start waits for the guest's first use of them (a failed start
  * is logged and retried, as a death is). -1 when no uid can be had
  * (the start fails). */
 int shim_gwproc_begin(struct shim *s, const al_netslot *slot, al_err *err);
+/* Start it now if it has not started yet (a network change must reach
+ * it); 1 when it was started by this call and runs. */
+int shim_gwproc_wake(struct shim *s);
 int shim_gwproc_poll(struct shim *s, struct pollfd *pfd, int *who, int n);
 void shim_gwproc_event(struct shim *s, short revents);
 /* ms until the next start is due, or -1. */

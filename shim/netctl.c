@@ -149,6 +149,18 @@ int shim_netctl_attach(shim *s, int fd, const char *gateway_addr, int build,
 	return 0;
 }
 
+/* A gateway not started yet (it waits for the guest's first use of its
+ * sockets) starts now with network as its first config; 1 when that
+ * config is on its way (its ACK answers the change). */
+static int wake_with(shim *s, json_object *network)
+{
+	json_object *was = s->sb.network;
+	s->sb.network = network;
+	int woke = shim_gwproc_wake(s);
+	s->sb.network = was;
+	return woke && s->gw.fd >= 0 && s->gw.wait_id != 0;
+}
+
 void shim_netctl_request(shim *s, int client, const al_frame *f)
 {
 	shim_gwctl *g = &s->gw;
@@ -165,6 +177,13 @@ void shim_netctl_request(shim *s, int client, const al_frame *f)
 	if (network == NULL) {
 		shim_client_error(s, client, gen, f->id, AL_ENOMEM,
 				  "out of memory");
+		return;
+	}
+	if (g->fd < 0 && wake_with(s, network)) {
+		g->pending = network;
+		g->client = client;
+		g->client_gen = gen;
+		g->client_id = f->id;
 		return;
 	}
 	if (g->fd < 0) {

@@ -96,7 +96,7 @@ static int listener(uint32_t addr, int type, uint16_t port, int transparent,
 	return fd;
 }
 
-static int slot_sockets(const al_netslot *s, int fds[3], al_err *err)
+int al_gateway_sockets(const al_netslot *s, int fds[3], al_err *err)
 {
 	int saved = al_nl_enter(s->gw_fd, err);
 	if (saved < 0)
@@ -117,6 +117,19 @@ static int slot_sockets(const al_netslot *s, int fds[3], al_err *err)
 	if (rc < 0)
 		close_all(fds, 3);
 	return rc;
+}
+
+/* The caller's sockets stay the caller's: the launch closes copies. */
+static int dup_sockets(const int *in, int fds[3], al_err *err)
+{
+	for (int i = 0; i < 3; i++)
+		if ((fds[i] = fcntl(in[i], F_DUPFD_CLOEXEC, 3)) < 0) {
+			int e = errno;
+			close_all(fds, (size_t)i);
+			return al_err_sys(err, AL_ESYS, e,
+					  "copy of gateway socket %d", i);
+		}
+	return 0;
 }
 
 __attribute__((noreturn)) static void child_fail(child_args *a,
@@ -279,7 +292,9 @@ int al_gateway_launch(const al_gateway_spec *spec, al_gateway_proc *out,
 		if (ncg < 0)
 			return -1;
 	}
-	if (slot_sockets(spec->slot, fds, err) < 0) {
+	if (spec->sockets != NULL
+		    ? dup_sockets(spec->sockets, fds, err) < 0
+		    : al_gateway_sockets(spec->slot, fds, err) < 0) {
 		close_all(cg_fds, (size_t)ncg);
 		return -1;
 	}

@@ -73,6 +73,10 @@ typedef struct al_gateway_spec {
 	 * joins before its first instruction (AL_CGROUP_JOIN_LIMITS), or
 	 * NULL: it stays in the caller's. */
 	const char *cgroup;
+	/* The three slot sockets (al_gateway_sockets), which the caller
+	 * keeps and may pass again to the next launch, or NULL: the
+	 * launcher makes them for this gateway alone. */
+	const int *sockets;
 } al_gateway_spec;
 
 typedef struct al_gateway_proc {
@@ -86,6 +90,13 @@ int al_gateway_map_path(const char *run_dir, const char *sandbox, char *out,
 			size_t outlen);
 /* The sandbox is gone: its journal goes too (harmless if missing). */
 void al_gateway_state_remove(const char *run_dir, const char *sandbox);
+
+/* The gateway's three sockets of slot, fds 3, 4 and 5 above, in that
+ * order (close-on-exec, non-blocking). A caller that holds them before
+ * any gateway runs can start one when the guest first uses them (a
+ * datagram or a connection waits in them), and keep what a restarted
+ * gateway would otherwise lose. */
+int al_gateway_sockets(const al_netslot *slot, int fds[3], al_err *err);
 
 /* Start the gateway of spec->slot. On success out is filled and the
  * caller owns pidfd and control_fd (and must reap pid). On failure

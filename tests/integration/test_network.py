@@ -84,6 +84,10 @@ class GatewaySide:
         path = os.path.join(net_dir(stack), f"{i}.gw")
         code = ("import socket,sys\n"
                 "s=socket.socket(socket.AF_INET,socket.SOCK_DGRAM)\n"
+                # Beside the socket the shim holds for the gateway
+                # (which never starts here): the later bind gets the
+                # datagrams.
+                "s.setsockopt(socket.SOL_SOCKET,socket.SO_REUSEADDR,1)\n"
                 f"s.bind(('{gw}',53))\n"
                 "print('ready',flush=True)\n"
                 "while True:\n"

@@ -3,8 +3,9 @@
 shims start tests/integration/fake_gateway.py as the gateway
 (AIRLOCK_GATEWAY): it answers DNS, on the descriptors the shim gave it,
 only once it got a GW_CONFIG for its sandbox. From inside a sandbox,
-`nslookup` through /etc/resolv.conf then gets its answer; after the
-gateway is killed the shim starts another; mode "none" has no gateway
+`nslookup` through /etc/resolv.conf then gets its answer. The gateway
+starts on the guest's first use of its sockets, not with the create;
+after it is killed the shim starts another; mode "none" has no gateway
 and no network; after delete, nothing of the gateway is left."""
 import os
 import signal
@@ -50,10 +51,23 @@ def lookup(api, sid):
     return r["stdout"]
 
 
+def started_gateway(api, stack, sid):
+    """The guest's first lookup starts the gateway and is answered by
+    it; the gateway's pid."""
+    assert ANSWER in lookup(api, sid)
+    return wait_gateway(stack, sid)
+
+
 def test_gateway_answers_the_sandbox_through_its_slot(api, stack,
                                                       sandboxes):
     sb = sandboxes.create()
-    pid = wait_gateway(stack, sb["id"])
+    # Nothing in the guest has used the network yet: no gateway runs.
+    time.sleep(0.5)
+    assert gateway_of(stack, sb["id"]) is None, \
+        "a gateway started before the guest used its network"
+    # The first query waits in the gateway's socket for the gateway the
+    # shim starts for it, and is answered.
+    pid = started_gateway(api, stack, sb["id"])
     assert pid is not None, "the shim started no gateway"
     # Its own uid, from the gateway range; no capabilities.
     with open(f"/proc/{pid}/status") as f:
@@ -64,13 +78,13 @@ def test_gateway_answers_the_sandbox_through_its_slot(api, stack,
     assert int(status["CapEff"], 16) == 0, status["CapEff"]
     assert int(status["NoNewPrivs"]) == 1
     assert ANSWER in lookup(api, sb["id"])
+    assert wait_gateway(stack, sb["id"]) == pid, "one gateway, kept"
 
 
 def test_a_dead_gateway_is_restarted(api, stack, sandboxes):
     sb = sandboxes.create()
-    pid = wait_gateway(stack, sb["id"])
+    pid = started_gateway(api, stack, sb["id"])
     assert pid is not None
-    assert ANSWER in lookup(api, sb["id"])
     os.kill(pid, signal.SIGKILL)
     new = wait_gateway(stack, sb["id"], not_pid=pid)
     assert new is not None, "no new gateway after the first was killed"
@@ -79,7 +93,7 @@ def test_a_dead_gateway_is_restarted(api, stack, sandboxes):
 
 def test_delete_ends_the_gateway(api, stack, sandboxes):
     sb = sandboxes.create()
-    pid = wait_gateway(stack, sb["id"])
+    pid = started_gateway(api, stack, sb["id"])
     assert pid is not None
     r = api.delete(f"{api.base}/v1/sandboxes/{sb['id']}", timeout=TIMEOUT)
     assert r.status_code in (200, 204), r.text

@@ -18,8 +18,7 @@ pytestmark = pytest.mark.skipif(os.geteuid() != 0,
 def test_real_gateway_answers_dns(api, stack, sandboxes):
     sb = sandboxes.create()
     shim = shim_of(stack, sb["id"])
-    assert any("airlock-gateway" in cmdline(p) for p in children(shim)), \
-        "the shim runs no airlock-gateway"
+    # The gateway starts on the guest's first use of its sockets.
     r = exec_json(api, sb["id"], ["/bin/sh", "-c",
                                   "timeout 5 nslookup not-allowed.example "
                                   "2>&1; echo rc=$?"], timeout=20)
@@ -27,6 +26,8 @@ def test_real_gateway_answers_dns(api, stack, sandboxes):
     # busybox nslookup says NXDOMAIN when a server answered so; a
     # timeout (no gateway, or one the rules cannot reach) is rc=143.
     assert "NXDOMAIN" in out, out
+    assert any("airlock-gateway" in cmdline(p) for p in children(shim)), \
+        "the shim runs no airlock-gateway"
 
 
 def cgroup_path(ctrl, sid, v1_file, v2_file):
@@ -48,9 +49,8 @@ def memory_charged(sid):
 
 
 def gateway_of(stack, sid, other_than=None):
-    """The shim's airlock-gateway child (its first start is on the
-    relay's first turn after the create, a restart 200 ms after a
-    death)."""
+    """The shim's airlock-gateway child (started on the guest's first
+    use, restarted 200 ms after a death)."""
     shim = shim_of(stack, sid)
     deadline = time.monotonic() + 15
     while time.monotonic() < deadline:
@@ -78,12 +78,15 @@ def rss_anon_bytes(pid):
     raise AssertionError("no RssAnon")
 
 
-def test_gateway_is_charged_to_its_sandbox(stack, sandboxes):
+def test_gateway_is_charged_to_its_sandbox(api, stack, sandboxes):
     """A guest that makes its gateway work pays from its own limits: the
     gateway runs in the sandbox's memory, pids and cpu cgroup (a
     restarted one too), not in its freezer (a paused sandbox's gateway
     still answers the shim), and its memory is charged there."""
     sid = sandboxes.create()["id"]
+    # It starts on the guest's first use of its sockets.
+    exec_json(api, sid, ["/bin/sh", "-c", "timeout 5 nslookup x.example "
+                         ">/dev/null 2>&1; true"], timeout=20)
     gw = gateway_of(stack, sid)
     for ctrl in ("pids", "memory", "cpu"):
         assert gw in cgroup_pids(ctrl, sid), \
@@ -101,6 +104,8 @@ def test_gateway_is_charged_to_its_sandbox(stack, sandboxes):
         time.sleep(0.002)
     after = memory_charged(sid)
     assert before - after >= anon // 2, (before, after, anon)
+    exec_json(api, sid, ["/bin/sh", "-c", "timeout 5 nslookup y.example "
+                         ">/dev/null 2>&1; true"], timeout=20)
     again = gateway_of(stack, sid, other_than=gw)
     for ctrl in ("pids", "memory", "cpu"):
         assert again in cgroup_pids(ctrl, sid), \

@@ -16,7 +16,7 @@ import time
 import pytest
 import requests
 
-from conftest import REPO, TIMEOUT, assert_error, sse_events
+from conftest import REPO, TIMEOUT, assert_error, cmdline, sse_events
 from test_templates import cli, follow, submit
 
 KEYS = ("a", "b", "admin")
@@ -652,6 +652,69 @@ def test_stream_quota(world):
         for t in threads:
             t.join(30)
         quota(api, world.project["a"], concurrent_streams=None)
+
+
+def builder_of(build_id):
+    """The pid of the airlock-builder running build_id (not its log
+    streamer), or None."""
+    for d in os.listdir("/proc"):
+        if d.isdigit() and cmdline(d).split()[1:3] == ["--build", build_id]:
+            return int(d)
+    return None
+
+
+def test_build_log_streams_hold_stream_leases(stack, api):
+    """A build's log stream takes one of its project's stream slots, as
+    an exec stream does, and gives it back once it ends: when its
+    client leaves, and when the builder is killed under it."""
+    project = make_project(api, "tbl")
+    _, s = make_key(stack, api, project)
+    r = create(s, timeout=120)
+    assert r.status_code == 201, r.text
+    sid = r.json()["id"]
+    sse = {"Accept": "text/event-stream"}
+
+    def exec_stream():
+        return s.post(f"{s.base}/v1/sandboxes/{sid}/exec",
+                      json={"cmd": ["true"]}, headers=sse, timeout=TIMEOUT)
+
+    quota(api, project, concurrent_streams=1)
+    b = submit(s, unique("lease"), "FROM minimal\nRUN sleep 60\n")
+    assert b.status_code == 202, b.text
+    bid = b.json()["build_id"]
+    url = f"{s.base}/v1/templates/builds/{bid}/logs"
+    try:
+        for end in ("client leaves", "builder killed"):
+            with s.get(url, headers=sse, stream=True,
+                       timeout=TIMEOUT) as logs:
+                assert logs.status_code == 200, logs.text
+                events = sse_events(logs)
+                assert next(events).name == "step"
+                # The one slot is the log stream's.
+                e = assert_error(exec_stream(), 429, "quota_exceeded")
+                assert e["message"] == "concurrent streams: 1 of 1"
+                e = assert_error(s.get(url, headers=sse, timeout=TIMEOUT),
+                                 429, "quota_exceeded")
+                if end == "builder killed":
+                    pid = builder_of(bid)
+                    assert pid is not None, "no builder runs the build"
+                    os.kill(pid, 9)
+                    rest = list(events)
+                    assert rest and rest[-1].name == "error", rest
+            # Ended: the slot is free again.
+            deadline = time.monotonic() + 10
+            while True:
+                r = exec_stream()
+                if r.status_code == 200 or time.monotonic() > deadline:
+                    break
+                time.sleep(0.2)
+            assert r.status_code == 200, f"after {end}: {r.text}"
+    finally:
+        pid = builder_of(bid)
+        if pid is not None:
+            os.kill(pid, 9)
+        quota(api, project, concurrent_streams=None)
+        s.delete(f"{s.base}/v1/sandboxes/{sid}", timeout=TIMEOUT)
 
 
 def test_request_maxima(api):

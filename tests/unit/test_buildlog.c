@@ -66,26 +66,42 @@ static void test_tokens_are_one_time_and_expire(void **state)
 	assert_non_null(mkdtemp(dir));
 	al_err err = {0};
 	char t1[AL_STREAM_TOKEN_LEN + 1], t2[AL_STREAM_TOKEN_LEN + 1];
-	assert_int_equal(al_buildlog_token_issue(dir, 7, t1, &err), 0);
-	assert_int_equal(al_buildlog_token_issue(dir, 8, t2, &err), 0);
+	char l1[] = "11111111111111111111111111111111";
+	char l2[] = "22222222222222222222222222222222";
+	char l3[] = "33333333333333333333333333333333";
+	char lease[AL_STREAM_LEASE_LEN + 1] = "";
+	/* A lease that is no lease name gets no token. */
+	assert_int_equal(al_buildlog_token_issue(dir, 7, "../x", t1, &err), -1);
+	assert_int_equal(al_buildlog_token_issue(dir, 7, l1, t1, &err), 0);
+	assert_int_equal(al_buildlog_token_issue(dir, 8, l2, t2, &err), 0);
 	assert_int_equal(strlen(t1), AL_STREAM_TOKEN_LEN);
 	assert_string_not_equal(t1, t2);
 	char forged[AL_STREAM_TOKEN_LEN + 1];
 	memset(forged, 'a', AL_STREAM_TOKEN_LEN);
 	forged[AL_STREAM_TOKEN_LEN] = '\0';
 	long long key = -1;
-	assert_int_equal(al_buildlog_token_take(dir, forged, &key), 0);
-	assert_int_equal(al_buildlog_token_take(dir, t1, &key), 1);
-	/* The token says whose it was. */
+	char mark[600];
+	snprintf(mark, sizeof mark, "%s/stream-leases/%s.issued", dir, l1);
+	assert_int_equal(access(mark, F_OK), 0);
+	assert_int_equal(al_buildlog_token_take(dir, forged, &key, lease), 0);
+	assert_int_equal(al_buildlog_token_take(dir, t1, &key, lease), 1);
+	/* The token says whose it was and which lease it holds, now open. */
 	assert_int_equal(key, 7);
-	assert_int_equal(al_buildlog_token_take(dir, t1, &key), 0);
+	assert_string_equal(lease, l1);
+	assert_int_not_equal(access(mark, F_OK), 0);
+	snprintf(mark, sizeof mark, "%s/stream-leases/%s.open", dir, l1);
+	assert_int_equal(access(mark, F_OK), 0);
+	assert_int_equal(al_buildlog_token_take(dir, t1, &key, lease), 0);
+	/* The stream ended: its mark goes. */
+	al_buildlog_lease_end(dir, l1);
+	assert_int_not_equal(access(mark, F_OK), 0);
 	/* The token's own text is nowhere on disk. */
 	char path[600];
 	snprintf(path, sizeof path, "%s/stream-tokens/%s", dir, t2);
 	assert_int_not_equal(access(path, F_OK), 0);
 	/* One left unused past its time is refused. */
 	char t3[AL_STREAM_TOKEN_LEN + 1];
-	assert_int_equal(al_buildlog_token_issue(dir, 9, t3, &err), 0);
+	assert_int_equal(al_buildlog_token_issue(dir, 9, l3, t3, &err), 0);
 	char tokens[200];
 	snprintf(tokens, sizeof tokens, "%s/stream-tokens", dir);
 	struct timespec old[2] = {{.tv_sec = time(NULL) - 60},
@@ -101,9 +117,11 @@ static void test_tokens_are_one_time_and_expire(void **state)
 		assert_int_equal(utimensat(AT_FDCWD, path, old, 0), 0);
 	}
 	closedir(d);
-	assert_int_equal(al_buildlog_token_take(dir, t3, &key), 0);
+	assert_int_equal(al_buildlog_token_take(dir, t3, &key, lease), 0);
 	al_buildlog_tokens_clear(dir);
 	assert_int_not_equal(access(tokens, F_OK), 0);
+	snprintf(path, sizeof path, "%s/stream-leases", dir);
+	assert_int_not_equal(access(path, F_OK), 0);
 	assert_int_equal(rmdir(dir), 0);
 }
 
