@@ -392,8 +392,8 @@ int al_cgroup_attach(const char *name, pid_t pid, al_err *err)
 	return 0;
 }
 
-int al_cgroup_join_open(const char *name, int fds[AL_CGROUP_JOIN_FDS],
-			al_err *err)
+int al_cgroup_join_open(const char *name, al_cgroup_join_kind kind,
+			int fds[AL_CGROUP_JOIN_FDS], al_err *err)
 {
 	char dir[CG_PATH_MAX], path[CG_PATH_MAX];
 	if (cg_name_ok(name, err) < 0)
@@ -401,8 +401,12 @@ int al_cgroup_join_open(const char *name, int fds[AL_CGROUP_JOIN_FDS],
 	int ver = al_cgroup_version(err);
 	if (ver < 0)
 		return -1;
-	int n = ver == 2 ? 1 : (int)V1_NCTRL;
-	for (int i = 0; i < n; i++) {
+	size_t nctrl = ver == 2 ? 1 : V1_NCTRL;
+	int n = 0;
+	for (size_t i = 0; i < nctrl; i++) {
+		if (ver == 1 && kind == AL_CGROUP_JOIN_LIMITS &&
+		    strcmp(v1_ctrls[i], "freezer") == 0)
+			continue;
 		if (cg_dir(ver, v1_ctrls[i], name, dir, sizeof dir, err) < 0)
 			goto fail;
 		int w = snprintf(path, sizeof path, "%s/%s", dir,
@@ -411,18 +415,18 @@ int al_cgroup_join_open(const char *name, int fds[AL_CGROUP_JOIN_FDS],
 			al_err_set(err, AL_EINVAL, 0, "cgroup path too long");
 			goto fail;
 		}
-		fds[i] = open(path, O_WRONLY | O_CLOEXEC);
-		if (fds[i] < 0) {
+		int fd = open(path, O_WRONLY | O_CLOEXEC);
+		if (fd < 0) {
 			al_err_sys(err, AL_ESYS, errno, "open %s", path);
 			goto fail;
 		}
-		continue;
-fail:
-		while (i-- > 0)
-			close(fds[i]);
-		return -1;
+		fds[n++] = fd;
 	}
 	return n;
+fail:
+	while (n > 0)
+		close(fds[--n]);
+	return -1;
 }
 
 int al_cgroup_join(const int *fds, int n)

@@ -48,10 +48,19 @@ int al_cgroup_attach(const char *name, pid_t pid, al_err *err);
  * child, before it runs anything of the sandbox), writes "0" to each:
  * on v1 moving only the caller skips the lock. It only makes write(2)
  * calls (async-signal-safe); 0, or -1 with errno. The caller closes
- * the fds. */
+ * the fds.
+ * AL_CGROUP_JOIN_ALL is for the sandbox's own tasks. AL_CGROUP_JOIN_LIMITS
+ * is for a helper that works for the sandbox (its gateway): charged to
+ * its memory, pids and cpu, but on v1 not in its freezer, so that a
+ * paused sandbox's helper still answers its supervisor (on v2 there is
+ * one leaf: it freezes too). */
 #define AL_CGROUP_JOIN_FDS 4
-int al_cgroup_join_open(const char *name, int fds[AL_CGROUP_JOIN_FDS],
-			al_err *err);
+typedef enum al_cgroup_join_kind {
+	AL_CGROUP_JOIN_ALL,
+	AL_CGROUP_JOIN_LIMITS,
+} al_cgroup_join_kind;
+int al_cgroup_join_open(const char *name, al_cgroup_join_kind kind,
+			int fds[AL_CGROUP_JOIN_FDS], al_err *err);
 int al_cgroup_join(const int *fds, int n);
 /* Freeze (1) or thaw (0) every task of the leaf; waits (bounded) until
  * the kernel reports the leaf frozen. */

@@ -825,7 +825,7 @@ static int ns_start(const al_sandbox_spec *spec, al_driver_handle *h,
 	if (al_cgroup_create(spec->id, &lim, err) < 0)
 		goto fail;
 	cg_made = 1;
-	ncg = al_cgroup_join_open(spec->id, cg_fds, err);
+	ncg = al_cgroup_join_open(spec->id, AL_CGROUP_JOIN_ALL, cg_fds, err);
 	if (ncg < 0) {
 		ncg = 0;
 		goto fail;

@@ -268,6 +268,57 @@ int al_egress_dir_prepare(const char *run_dir, const char *sandbox, uid_t uid,
 	return r;
 }
 
+#define SEQ_DIGITS 20
+
+static void seq_name(char *out, size_t outlen, uint64_t seq, bool tmp)
+{
+	snprintf(out, outlen, tmp ? ".%020" PRIu64 ".tmp" : "%020" PRIu64, seq);
+}
+
+/* A batch file's name back to its seq: exactly SEQ_DIGITS digits, at
+ * most INT64_MAX (PostgreSQL's bigint); -1 otherwise. */
+static int seq_parse(const char *name, uint64_t *seq)
+{
+	uint64_t v = 0;
+	size_t i = 0;
+	for (; name[i] >= '0' && name[i] <= '9'; i++) {
+		unsigned d = (unsigned)(name[i] - '0');
+		if (v > ((uint64_t)INT64_MAX - d) / 10)
+			return -1;
+		v = v * 10 + d;
+	}
+	if (i != SEQ_DIGITS || name[i] != '\0')
+		return -1;
+	*seq = v;
+	return 0;
+}
+
+/* The first seq of a new writer: now in µs, or past every file still
+ * in the directory (a clock that went back must not reuse a name the
+ * controller may have recorded already). */
+static uint64_t first_seq(int dirfd)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	uint64_t next = (uint64_t)ts.tv_sec * 1000000u +
+			(uint64_t)ts.tv_nsec / 1000u;
+	int fd = dup(dirfd);
+	DIR *dir = fd >= 0 ? fdopendir(fd) : NULL;
+	if (dir == NULL) {
+		if (fd >= 0)
+			close(fd);
+		return next;
+	}
+	struct dirent *de;
+	while ((de = readdir(dir)) != NULL) {
+		uint64_t seq;
+		if (seq_parse(de->d_name, &seq) == 0 && seq >= next)
+			next = seq + 1;
+	}
+	closedir(dir);
+	return next;
+}
+
 al_egress_writer *al_egress_writer_open(const char *run_dir,
 					const char *sandbox,
 					const al_egress_writer_limits *limits,
@@ -304,10 +355,7 @@ al_egress_writer *al_egress_writer_open(const char *run_dir,
 	}
 	snprintf(w->sandbox, sizeof w->sandbox, "%s", sandbox);
 	w->lim = *l;
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	w->next_seq = (uint64_t)ts.tv_sec * 1000000u +
-		      (uint64_t)ts.tv_nsec / 1000u;
+	w->next_seq = first_seq(w->dirfd);
 	return w;
 fail:
 	if (w != NULL) {
@@ -316,11 +364,6 @@ fail:
 		free(w);
 	}
 	return NULL;
-}
-
-static void seq_name(char *out, size_t outlen, uint64_t seq, bool tmp)
-{
-	snprintf(out, outlen, tmp ? ".%020" PRIu64 ".tmp" : "%020" PRIu64, seq);
 }
 
 /* Forget the files the controller has consumed (unlinked); how many are
@@ -524,6 +567,11 @@ static void to_bad(int edir, const char *sandbox, const char *name,
 static int read_file(int edir, int d, uid_t owner, const char *sandbox,
 		     const char *name, al_egress_batch *b)
 {
+	uint64_t seq;
+	if (seq_parse(name, &seq) < 0) {
+		to_bad(edir, sandbox, name, "not a batch name");
+		return 0;
+	}
 	int fd = openat(d, name,
 			O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
 	struct stat st;
@@ -567,8 +615,11 @@ static int read_file(int edir, int d, uid_t owner, const char *sandbox,
 			why = "a line is not an egress record";
 		else if (strcmp(b->recs[b->n].sandbox, sandbox) != 0)
 			why = "a record names another sandbox";
-		else
+		else {
+			b->recs[b->n].seq = seq;
+			b->recs[b->n].idx = (unsigned)(b->n - first);
 			b->n++;
+		}
 		off += len + 1;
 	}
 	free(text);

@@ -10,8 +10,12 @@
  *   run/egress/<sandbox>/.<seq>.tmp being written (then renamed)
  *   run/egress/bad/                 files the controller could not parse
  *
- * seq is a zero-padded decimal, increasing within a writer (unix µs at
- * its start, then +1 per file), so names sort in write order.
+ * seq is a zero-padded decimal of 20 digits, increasing within a
+ * sandbox's directory (unix µs at the writer's start, or past the
+ * highest name still there if the clock went back; then +1 per file),
+ * so names sort in write order and a name is never reused: the
+ * controller records (sandbox, seq, line index) once, so a file read
+ * again after a crash between its commit and its unlink adds nothing.
  *
  * One record, one line:
  *   {"at_ms":N,"sandbox":"<id>","allow":bool,"reason":"...",
@@ -56,6 +60,11 @@ typedef struct al_egress_rec {
 	char method[AL_EGRESS_METHOD_MAX + 1]; /* "" when none */
 	char path[AL_EGRESS_PATH_MAX + 1];     /* "" when none */
 	uint64_t dropped;		       /* > 0: a dropped-count record */
+	/* Where the reader found it (not in the line): its file's seq and
+	 * its line's index there, the key that records it once however
+	 * often the file is read (a crash before the unlink). */
+	uint64_t seq;
+	unsigned idx;
 } al_egress_rec;
 
 const char *al_egress_proto_name(int protocol);

@@ -9,13 +9,17 @@
 
 #include "config.h"
 
+/* What a record's place adds to its line: ,"seq":<20>,"idx":<10>} */
+#define PLACE_MAX 48
+
 int al_egress_log_insert(al_db *db, const al_egress_rec *recs, size_t n,
 			 al_err *err)
 {
 	if (n == 0)
 		return 0;
-	/* One JSON array of the records' own lines: one round trip. */
-	size_t cap = n * AL_EGRESS_LINE_MAX + 2;
+	/* One JSON array of the records' own lines, each with its place
+	 * (seq, idx) added: one round trip. */
+	size_t cap = n * (AL_EGRESS_LINE_MAX + PLACE_MAX) + 2;
 	char *arr = malloc(cap);
 	if (arr == NULL)
 		return al_err_set(err, AL_ENOMEM, ENOMEM, "out of memory");
@@ -29,7 +33,17 @@ int al_egress_log_insert(al_db *db, const al_egress_rec *recs, size_t n,
 			free(arr);
 			return -1;
 		}
-		len += (size_t)k - 1; /* without its newline */
+		/* Its closing brace (before the newline) opens again. */
+		len += (size_t)k - 2;
+		int w = snprintf(arr + len, cap - len,
+				 ",\"seq\":%" PRIu64 ",\"idx\":%u}",
+				 recs[i].seq, recs[i].idx);
+		if (w < 0 || (size_t)w >= cap - len) {
+			free(arr);
+			return al_err_set(err, AL_EINTERNAL, 0,
+					  "egress record too long");
+		}
+		len += (size_t)w;
 	}
 	arr[len++] = ']';
 	arr[len] = '\0';
@@ -37,14 +51,18 @@ int al_egress_log_insert(al_db *db, const al_egress_rec *recs, size_t n,
 	long long rows = al_db_exec_rows(
 		db,
 		"WITH ins AS (INSERT INTO egress_log (sandbox_id, at, allow,"
-		" reason, protocol, name, port, method, path, dropped)"
+		" reason, protocol, name, port, method, path, dropped, seq,"
+		" idx)"
 		" SELECT sandbox, to_timestamp(at_ms / 1000.0), allow, reason,"
 		" protocol, name, port, nullif(method, ''), nullif(path, ''),"
-		" coalesce(dropped, 0)"
+		" coalesce(dropped, 0), seq, idx"
 		" FROM jsonb_to_recordset($1::jsonb) AS x(at_ms bigint,"
 		" sandbox text, allow boolean, reason text, protocol text,"
 		" name text, port integer, method text, path text,"
-		" dropped bigint)"
+		" dropped bigint, seq bigint, idx integer)"
+		/* A file read again after a crash between its commit and
+		 * its unlink: its rows are there, and counted, already. */
+		" ON CONFLICT (sandbox_id, seq, idx) DO NOTHING"
 		" RETURNING sandbox_id, allow, dropped)"
 		/* The counts in the same statement: never off by a batch. */
 		" INSERT INTO egress_counts (sandbox_id, allowed, denied,"

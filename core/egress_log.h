@@ -1,7 +1,7 @@
 /* egress_log: the egress decisions in PostgreSQL (table egress_log,
- * core/sql/008_network.sql): written in batches by the controller from
- * the gateways' files (core/egress.h), listed by the API newest first,
- * pruned by age. */
+ * core/sql/008_network.sql and 010_egress_once.sql): written in batches
+ * by the controller from the gateways' files (core/egress.h), exactly
+ * once each, listed by the API newest first, pruned by age. */
 #ifndef AL_EGRESS_LOG_H
 #define AL_EGRESS_LOG_H
 
@@ -14,7 +14,9 @@
 #include "egress.h"
 #include "err.h"
 
-/* n records in one statement (its own transaction). */
+/* n records in one statement (its own transaction). A record whose
+ * place (sandbox, seq, idx) is in already is skipped, rows and counts:
+ * inserting a batch again changes nothing. */
 int al_egress_log_insert(al_db *db, const al_egress_rec *recs, size_t n,
 			 al_err *err);
 

@@ -1,6 +1,7 @@
 /* dial: an upstream connection to a name, never to an address the guest
  * chose: the gateway's own resolver answers, every address is classified
- * (gw/upaddr) and the first one allowed is dialled. An allowed name
+ * (gw/upaddr) and the first one allowed is dialled (IPv4 or IPv6: the
+ * same checks for both). An allowed name
  * whose every address is refused (private, loopback, metadata, ...) is a
  * denial, logged. TLS upstreams verify the server for that name against
  * AIRLOCK_UPSTREAM_CA (gw/tls); the callback comes after the handshake. */
@@ -107,15 +108,14 @@ static void on_resolved(const al_resolve_result *r, void *arg)
 		finish(d, NULL, "out of memory");
 		return;
 	}
-	struct sockaddr_in sin = {.sin_family = AF_INET,
-				  .sin_port = htons((uint16_t)d->port),
-				  .sin_addr = {htonl(r->first_allowed->addr)}};
+	struct sockaddr_storage sa;
+	socklen_t sl = al_resolve_addr_sockaddr(r->first_allowed, d->port, &sa);
 	struct timeval t = {GW_CONNECT_TIMEOUT_MS / 1000, 0};
 	bufferevent_set_timeouts(bev, &t, &t);
 	bufferevent_setcb(bev, NULL, NULL, on_event, d);
 	d->bev = bev;
-	if (bufferevent_socket_connect(bev, (struct sockaddr *)&sin,
-				       sizeof sin) < 0) {
+	if (bufferevent_socket_connect(bev, (struct sockaddr *)&sa, (int)sl) <
+	    0) {
 		/* The event callback has not run: fail here. */
 		d->bev = NULL;
 		bufferevent_free(bev);

@@ -91,9 +91,11 @@ static void launch(shim *s)
 		.prog = g->prog,
 		.env = env,
 		.run_dir = s->cfg.run_dir,
-		/* Not the sandbox's cgroup: the guest would share the
-		 * gateway's memory and pids limits, and could starve it. */
-		.cgroup_fd = -1,
+		/* Charged to the sandbox: what its guest makes the gateway
+		 * spend comes out of its own limits. Both drivers name the
+		 * leaf after the sandbox (a claimed standby's is renamed
+		 * before it goes live). */
+		.cgroup = s->sb.id,
 		.sockets = g->socks[0] >= 0 ? g->socks : NULL,
 	};
 	al_gateway_proc p;

@@ -135,13 +135,15 @@ void shim_teardown(shim *s, al_event ev, const char *detail)
 {
 	al_err err = {0};
 	close_control(s);
+	/* The gateway first: it sits in the sandbox's cgroup, which the
+	 * driver's stop removes (and would have to kill it for). */
+	shim_gwproc_end(s);
 	if (s->driver != NULL && s->started) {
 		if (s->driver->stop(&s->h, &err) < 0)
 			al_warn("sandbox %s: stop: %s", s->sb.id, err.msg);
 		s->started = 0;
 	}
 	/* After the machine: nothing of the sandbox uses the slot now. */
-	shim_gwproc_end(s);
 	shim_net_release(&s->net);
 	if (s->rootfs[0] != '\0') {
 		if (al_store_subvol_delete(s->rootfs, &err) < 0)

@@ -17,7 +17,11 @@
  *    scheme http on a plain connection and https on a TLS one, no
  *    userinfo, no IPv6 literal); '#', space, non-ASCII, a '%' not
  *    followed by two hex digits: 400; longer than AL_HTTP_TARGET_MAX: 414;
- *    asterisk- and authority-form: 400; a method not of A-Z 0-9 - _
+ *    asterisk- and authority-form: 400; the path is rewritten into its
+ *    normal form (gw/urlpath.h: dot segments, %2e, duplicate slashes),
+ *    which is what the policy sees and the serialiser sends; a path
+ *    servers read differently (%2F, %5C, %00, encoded bytes that are not
+ *    UTF-8, "..;", %252e): 400; a method not of A-Z 0-9 - _
  *    ("head" might be HEAD upstream and not here): 400; CONNECT, and
  *    TRACE/TRACK (they echo the request, injected credentials too): 405;
  *  - Host: exactly one, even in HTTP/1.0, a DNS name or IPv4 address and
@@ -97,7 +101,8 @@ typedef struct al_http_fields {
 typedef struct al_http_req {
 	char *head;	    /* owned copy of the head (fields point in) */
 	const char *method; /* a token, case as received ("GET") */
-	const char *path;   /* origin-form target: "/p?q", never empty */
+	const char *path;   /* origin-form target: "/p?q", never empty, its
+			     * path in normal form (gw/urlpath.h) */
 	char host[AL_HTTP_HOST_MAX]; /* canonical (al_policy_name_canon) */
 	unsigned port;		     /* explicit or the scheme's default */
 	bool tls;		     /* the connection (and scheme) is https */

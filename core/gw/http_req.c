@@ -7,6 +7,7 @@
 
 #include "gw/http.h"
 #include "gw/http_internal.h"
+#include "gw/urlpath.h"
 #include "policy.h"
 
 static unsigned default_port(bool tls)
@@ -192,13 +193,19 @@ static int request_line(al_http_parser *p, al_http_req *req,
 	*sp1 = '\0';
 	*sp2 = '\0';
 	req->method = line;
-	if (t[0] == '/') {
+	if (t[0] == '/')
 		req->path = t;
-		return 0;
-	}
-	if (tl == 1 && t[0] == '*')
+	else if (tl == 1 && t[0] == '*')
 		return al_http_reject(p, 400, err, "asterisk-form target");
-	return parse_absolute(p, req, t, tl, path_out, err);
+	else if (parse_absolute(p, req, t, tl, path_out, err) < 0)
+		return -1;
+	/* The policy judges, and the upstream gets, the normal form. */
+	const char *why;
+	size_t nl;
+	char *path = (char *)req->path;
+	if (al_urlpath_normalize(path, strlen(path), &nl, &why) < 0)
+		return al_http_reject(p, 400, err, "%s", why);
+	return 0;
 }
 
 static int header_fields(al_http_parser *p, al_http_req *req, al_http_lines *l,

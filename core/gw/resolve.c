@@ -123,7 +123,12 @@ static int configure(al_resolver *r, const al_resolver_config *cfg, al_err *err)
 		 (r->timeout_ms / 2) % 1000);
 	if (evdns_base_set_option(r->dns, "timeout:", secs) != 0 ||
 	    evdns_base_set_option(r->dns, "attempts:", "3") != 0 ||
-	    evdns_base_set_option(r->dns, "randomize-case:", "1") != 0)
+	    evdns_base_set_option(r->dns, "randomize-case:", "1") != 0 ||
+	    /* A and AAAA are asked at once: once one is answered, the
+	     * other gets this long (not evdns's 3 s) before the lookup
+	     * goes on with what it has. */
+	    evdns_base_set_option(r->dns, "getaddrinfo-allow-skew:", "0.5") !=
+		    0)
 		return al_err_set(err, AL_EINTERNAL, 0,
 				  "resolve: evdns refused an option");
 	evdns_base_search_clear(r->dns);
@@ -297,28 +302,56 @@ size_t al_resolver_inflight(const al_resolver *r)
 	return r->inflight;
 }
 
+socklen_t al_resolve_addr_sockaddr(const al_resolve_addr *a, unsigned port,
+				   struct sockaddr_storage *out)
+{
+	memset(out, 0, sizeof *out);
+	if (a->family == AF_INET6) {
+		struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)out;
+		s6->sin6_family = AF_INET6;
+		s6->sin6_port = htons((uint16_t)port);
+		memcpy(s6->sin6_addr.s6_addr, a->addr6, 16);
+		return sizeof *s6;
+	}
+	struct sockaddr_in *s4 = (struct sockaddr_in *)out;
+	s4->sin_family = AF_INET;
+	s4->sin_port = htons((uint16_t)port);
+	s4->sin_addr.s_addr = htonl(a->addr);
+	return sizeof *s4;
+}
+
+/* One answer's address, unless it is there already or there is no room. */
+static void add_addr(al_resolve_req *q, const struct sockaddr *sa)
+{
+	al_resolve_result *res = &q->res;
+	al_resolve_addr a = {.family = sa->sa_family};
+	if (sa->sa_family == AF_INET)
+		a.addr = ntohl(
+			((const struct sockaddr_in *)sa)->sin_addr.s_addr);
+	else
+		memcpy(a.addr6,
+		       ((const struct sockaddr_in6 *)sa)->sin6_addr.s6_addr,
+		       16);
+	for (size_t i = 0; i < res->n; i++)
+		if (res->addrs[i].family == a.family &&
+		    res->addrs[i].addr == a.addr &&
+		    memcmp(res->addrs[i].addr6, a.addr6, 16) == 0)
+			return;
+	if (res->n >= AL_RESOLVE_ADDRS_MAX)
+		return;
+	a.deny = al_upaddr_check(q->r->classify, sa);
+	res->addrs[res->n++] = a;
+}
+
 static void fill(al_resolve_req *q, int result, struct evutil_addrinfo *ai)
 {
 	al_resolve_result *res = &q->res;
-	if (result == 0) {
-		for (; ai != NULL && res->n < AL_RESOLVE_ADDRS_MAX;
-		     ai = ai->ai_next) {
-			if (ai->ai_family != AF_INET)
-				continue;
-			const struct sockaddr_in *s4 =
-				(const struct sockaddr_in *)ai->ai_addr;
-			uint32_t a = ntohl(s4->sin_addr.s_addr);
-			bool dup = false;
-			for (size_t i = 0; i < res->n; i++)
-				dup |= res->addrs[i].addr == a;
-			if (dup)
-				continue;
-			res->addrs[res->n].addr = a;
-			res->addrs[res->n].deny =
-				al_upaddr_check4(q->r->classify, a);
-			res->n++;
-		}
-	}
+	/* IPv4 first, then IPv6. */
+	static const int families[] = {AF_INET, AF_INET6};
+	for (size_t f = 0; result == 0 && f < 2; f++)
+		for (struct evutil_addrinfo *i = ai; i != NULL; i = i->ai_next)
+			if (i->ai_family == families[f] && i->ai_addr != NULL)
+				add_addr(q, i->ai_addr);
 	if (res->n > 0) {
 		res->status = 0;
 		for (size_t i = 0; i < res->n; i++)
@@ -334,7 +367,7 @@ static void fill(al_resolve_req *q, int result, struct evutil_addrinfo *ai)
 	case EVUTIL_EAI_NODATA:
 	case EVUTIL_EAI_ADDRFAMILY:
 		res->status = AL_ENOENT;
-		res->error = "no such name (or no IPv4 address)";
+		res->error = "no such name (or no address)";
 		break;
 	case EVUTIL_EAI_MEMORY:
 		res->status = AL_ENOMEM;
@@ -437,7 +470,7 @@ al_resolve_req *al_resolve(al_resolver *r, const char *name, al_resolve_cb cb,
 	t->req = q;
 	q->tok = t;
 	struct evutil_addrinfo hints = {
-		.ai_family = AF_INET,
+		.ai_family = AF_UNSPEC,
 		.ai_socktype = SOCK_STREAM,
 		.ai_protocol = IPPROTO_TCP,
 	};

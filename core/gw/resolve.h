@@ -10,8 +10,13 @@
  *      "[IPv6]:PORT") when set, else the nameservers of /etc/resolv.conf
  *      (only them: its search list and the host's /etc/hosts are not
  *      used, a name is always absolute).
- * IPv4 only (A records): the gateway dials no IPv6 upstream for now.
- * Lookups are bounded: at most max_inflight at once (past it a lookup
+ * Both A and AAAA records are asked for; IPv4 addresses come first (in
+ * the upstream's order), then IPv6 ones (a host without an IPv6 route
+ * still reaches a name that has both), each classified the same way by
+ * al_upaddr (IPv6: loopback, link-local, ULA, mapped and embedded IPv4
+ * forms, NAT64, ... refused unless AIRLOCK_UPSTREAM_ALLOW_CIDRS allows).
+ * The guest's side stays IPv4 only (gw/dnsserv answers its AAAA with no
+ * data). Lookups are bounded: at most max_inflight at once (past it a lookup
  * fails at once with AL_EQUOTA), each answered within about timeout_ms
  * (evdns retries included). evdns's own messages go to al_log.
  */
@@ -23,6 +28,8 @@
 
 #include "err.h"
 #include "gw/upaddr.h"
+
+#include <sys/socket.h>
 
 struct event_base;
 
@@ -43,13 +50,20 @@ typedef struct al_resolver_config {
 } al_resolver_config;
 
 typedef struct al_resolve_addr {
-	uint32_t addr;	  /* IPv4, host order */
-	const char *deny; /* NULL: may be dialled; else al_upaddr's reason */
+	int family;	   /* AF_INET or AF_INET6 */
+	uint32_t addr;	   /* AF_INET: the address, host order */
+	uint8_t addr6[16]; /* AF_INET6: the address */
+	const char *deny;  /* NULL: may be dialled; else al_upaddr's reason */
 } al_resolve_addr;
 
+/* a with port as a sockaddr for connect(): its length. */
+socklen_t al_resolve_addr_sockaddr(const al_resolve_addr *a, unsigned port,
+				   struct sockaddr_storage *out);
+
 typedef struct al_resolve_result {
-	/* 0: n addresses (n >= 1, in the upstream's order); else the error
-	 * code: AL_ENOENT (no such name or no A record), AL_ETIMEDOUT,
+	/* 0: n addresses (n >= 1: IPv4 then IPv6, each in the upstream's
+	 * order); else the error code: AL_ENOENT (no such name, or neither
+	 * an A nor an AAAA record), AL_ETIMEDOUT,
 	 * AL_EUNAVAIL (the upstream failed), AL_EQUOTA (too many lookups
 	 * at once). */
 	int status;

@@ -200,6 +200,9 @@ static const char *check6(const al_upaddr *u, const uint8_t *a)
 						0x9b, 0,    0x01};
 	static const uint8_t sixto4[16] = {0x20, 0x02};
 	static const uint8_t teredo[16] = {0x20, 0x01};
+	static const uint8_t ietf[16] = {0x20, 0x01};
+	static const uint8_t doc[16] = {0x20, 0x01, 0x0d, 0xb8};
+	static const uint8_t doc2[16] = {0x3f, 0xff};
 	static const uint8_t ula[16] = {0xfc};
 	static const uint8_t ll[16] = {0xfe, 0x80};
 	static const uint8_t global[16] = {0x20};
@@ -217,6 +220,10 @@ static const char *check6(const al_upaddr *u, const uint8_t *a)
 		return "6to4 (2002::/16)";
 	if (in6(a, teredo, 32))
 		return "teredo (2001::/32)";
+	if (in6(a, ietf, 23))
+		return "ietf assignments (2001::/23)";
+	if (in6(a, doc, 32) || in6(a, doc2, 20))
+		return "documentation (2001:db8::/32, 3fff::/20)";
 	if (!in6(a, global, 3))
 		return "not global unicast";
 	return NULL;

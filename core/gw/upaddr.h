@@ -13,8 +13,9 @@
  *   IPv6: everything outside global unicast 2000::/3, and in it the
  *   forms that embed an IPv4 address (NAT64 64:ff9b::/96 is outside
  *   already; 6to4 2002::/16, Teredo 2001::/32), plus ::ffff:0:0/96
- *   (mapped), ULA fc00::/7, link-local fe80::/10, multicast ff00::/8,
- *   documentation 2001:db8::/32.
+ *   (mapped), ::/96 (compatible), ULA fc00::/7, link-local fe80::/10,
+ *   multicast ff00::/8, the IETF's 2001::/23 (benchmarking, ORCHID,
+ *   ... beside Teredo), documentation 2001:db8::/32 and 3fff::/20.
  * The operator's ranges (AIRLOCK_UPSTREAM_ALLOW_CIDRS, e.g. an internal
  * mirror) lift those denials for the addresses inside them, except the
  * ones that can never be an upstream: unspecified, multicast, broadcast,

@@ -20,6 +20,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "cgroup.h"
 #include "config.h"
 #include "egress.h"
 #include "net/nft.h"
@@ -43,6 +44,8 @@ typedef struct child_args {
 	char *const *argv;
 	int fds[GW_NSOCK]; /* to 3..6 */
 	int null_fd;
+	const int *cg_fds; /* al_cgroup_join_open's */
+	int ncg;
 	pid_t parent;
 	/* Written by the child before it exits instead of exec'ing; the
 	 * parent reads them once clone returns (CLONE_VFORK). */
@@ -159,14 +162,10 @@ __attribute__((noreturn)) static int child_entry(void *arg)
 		sa.sa_handler = SIG_DFL;
 		sigaction(sig, &sa, NULL);
 	}
-	if (spec->cgroup_fd >= 0) {
-		/* "0" moves the writer itself: charged from its first step. */
-		int cg = openat(spec->cgroup_fd, "cgroup.procs",
-				O_WRONLY | O_CLOEXEC);
-		if (cg < 0 || write(cg, "0", 1) != 1)
-			child_fail(a, "join the gateway's cgroup");
-		close(cg);
-	}
+	/* Charged to the sandbox from its first step (this child is one
+	 * thread: moving it is moving the process). */
+	if (al_cgroup_join(a->cg_fds, a->ncg) < 0)
+		child_fail(a, "join the sandbox's cgroup");
 	if (set_limit(RLIMIT_NOFILE, AL_GWLAUNCH_NOFILE) < 0 ||
 	    set_limit(RLIMIT_CORE, 0) < 0 ||
 	    set_limit(RLIMIT_FSIZE, AL_GWLAUNCH_FSIZE) < 0)
@@ -285,10 +284,20 @@ int al_gateway_launch(const al_gateway_spec *spec, al_gateway_proc *out,
 	/* fds: the three slot sockets, the gateway's control end, ours. */
 	int fds[5] = {-1, -1, -1, -1, -1};
 	int null_fd = -1;
+	int cg_fds[AL_CGROUP_JOIN_FDS];
+	int ncg = 0;
+	if (spec->cgroup != NULL) {
+		ncg = al_cgroup_join_open(spec->cgroup, AL_CGROUP_JOIN_LIMITS,
+					  cg_fds, err);
+		if (ncg < 0)
+			return -1;
+	}
 	if (spec->sockets != NULL
 		    ? dup_sockets(spec->sockets, fds, err) < 0
-		    : al_gateway_sockets(spec->slot, fds, err) < 0)
+		    : al_gateway_sockets(spec->slot, fds, err) < 0) {
+		close_all(cg_fds, (size_t)ncg);
 		return -1;
+	}
 	int sp[2];
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp) < 0) {
 		al_err_sys(err, AL_ESYS, errno, "gateway control socketpair");
@@ -312,6 +321,8 @@ int al_gateway_launch(const al_gateway_spec *spec, al_gateway_proc *out,
 		.argv = argv,
 		.fds = {fds[0], fds[1], fds[2], fds[3]},
 		.null_fd = null_fd,
+		.cg_fds = cg_fds,
+		.ncg = ncg,
 		.parent = getpid(),
 	};
 	void *stack = mmap(NULL, GW_CHILD_STACK, PROT_READ | PROT_WRITE,
@@ -357,6 +368,7 @@ int al_gateway_launch(const al_gateway_spec *spec, al_gateway_proc *out,
 		goto fail;
 	}
 	close_all(fds, 4);
+	close_all(cg_fds, (size_t)ncg);
 	close(null_fd);
 	out->pid = pid;
 	out->pidfd = pidfd;
@@ -364,6 +376,7 @@ int al_gateway_launch(const al_gateway_spec *spec, al_gateway_proc *out,
 	return 0;
 fail:
 	close_all(fds, 5);
+	close_all(cg_fds, (size_t)ncg);
 	if (null_fd >= 0)
 		close(null_fd);
 	return -1;

@@ -22,8 +22,10 @@
  * (al_egress_dir_prepare), and the journal of its synthetic address map
  * (gw/fakeip.h: a restarted gateway gives no cached address to another
  * name), <run>/gw/<sandbox>.fakeip, kept for the sandbox's life: the
- * caller removes it with al_gateway_state_remove when the sandbox goes. Before the exec the child, still root: joins cgroup_fd (when given),
- * sets rlimits (NOFILE, CORE 0, FSIZE; AS and DATA except in a sanitizer
+ * caller removes it with al_gateway_state_remove when the sandbox goes.
+ * Before the exec the child, still root: joins the sandbox's cgroup
+ * (when named: its memory, pids and cpu, so that a guest that makes its
+ * gateway work pays from its own limits; not its freezer), sets rlimits (NOFILE, CORE 0, FSIZE; AS and DATA except in a sanitizer
  * build, whose shadow memory would not fit), empties its capability
  * bounding set, drops to uid:gid with no supplementary groups (which
  * clears every other capability set), asks for SIGKILL when the caller
@@ -67,10 +69,10 @@ typedef struct al_gateway_spec {
 	 * (core/egress.h) and the synthetic address journal
 	 * al_gateway_map_path() the gateway's own before it starts. */
 	const char *run_dir;
-	/* A cgroup directory fd the gateway starts in (its CPU and memory
-	 * are charged there), or -1. It must not be one the sandbox can
-	 * write to. */
-	int cgroup_fd;
+	/* The sandbox's cgroup leaf (core/cgroup.h name), which the gateway
+	 * joins before its first instruction (AL_CGROUP_JOIN_LIMITS), or
+	 * NULL: it stays in the caller's. */
+	const char *cgroup;
 	/* The three slot sockets (al_gateway_sockets), which the caller
 	 * keeps and may pass again to the next launch, or NULL: the
 	 * launcher makes them for this gateway alone. */

@@ -3,8 +3,8 @@ the test made (nothing here listens anywhere else):
 
     gateway_upstream.py ADDR CERT KEY NAMES_JSON
 
-- DNS on ADDR:53 (UDP): A records from NAMES_JSON {"name": "ip"}; any
-  other name NXDOMAIN; every question is printed as {"dns": name};
+- DNS on ADDR:53 (UDP): A (or, for an IPv6 address, AAAA) records from
+  NAMES_JSON {"name": "ip"}; any other name NXDOMAIN; ADDR may be IPv6; every question is printed as {"dns": name};
 - HTTP on ADDR:80 and HTTPS on ADDR:443 (CERT/KEY, a leaf of the test's
   own CA with every name as a SAN, so one address serves them all, as a
   CDN would): keep-alive HTTP/1.1; the answer to GET /echo tells which
@@ -45,17 +45,27 @@ def dns_answer(msg, names):
     log({"dns": name, "type": qtype})
     ip = names.get(name)
     rcode = 0 if ip is not None else 3
-    an = 1 if ip is not None and qtype == 1 else 0
+    # A for an IPv4 address, AAAA for an IPv6 one; the other type has
+    # no data.
+    family = socket.AF_INET6 if ip is not None and ":" in ip else \
+        socket.AF_INET
+    rtype = 28 if family == socket.AF_INET6 else 1
+    an = 1 if ip is not None and qtype == rtype else 0
     head = struct.pack("!HHHHHH", qid, 0x8180 | rcode, 1, an, 0, 0)
     body = question
     if an:
-        body += struct.pack("!HHHIH", 0xC00C, 1, 1, 30, 4)
-        body += socket.inet_aton(ip)
+        data = socket.inet_pton(family, ip)
+        body += struct.pack("!HHHIH", 0xC00C, rtype, 1, 30, len(data))
+        body += data
     return head + body
 
 
+def family(addr):
+    return socket.AF_INET6 if ":" in addr else socket.AF_INET
+
+
 def serve_dns(addr, names):
-    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s = socket.socket(family(addr), socket.SOCK_DGRAM)
     s.bind((addr, 53))
     while True:
         msg, peer = s.recvfrom(4096)
@@ -65,7 +75,7 @@ def serve_dns(addr, names):
 
 
 def serve_echo(addr):
-    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s = socket.socket(family(addr), socket.SOCK_STREAM)
     s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     s.bind((addr, 7000))
     s.listen(16)
@@ -163,8 +173,10 @@ def main():
     threading.Thread(target=serve_dns, args=(addr, names),
                      daemon=True).start()
     threading.Thread(target=serve_echo, args=(addr,), daemon=True).start()
-    plain = ThreadingHTTPServer((addr, 80), Handler)
-    tls = ThreadingHTTPServer((addr, 443), Handler)
+    server = type("Server", (ThreadingHTTPServer,),
+                  {"address_family": family(addr)})
+    plain = server((addr, 80), Handler)
+    tls = server((addr, 443), Handler)
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     ctx.load_cert_chain(cert, key)
     tls.socket = ctx.wrap_socket(tls.socket, server_side=True)

@@ -56,7 +56,6 @@ int gwhost_start(gwhost *h, al_netpool *pool, const char *state,
 		.prog = prog,
 		.env = env,
 		.run_dir = h->run_dir, /* egress directory, address journal */
-		.cgroup_fd = -1,
 	};
 	int64_t t0 = al_now_ms();
 	if (al_gateway_launch(&spec, &h->proc, err) < 0)

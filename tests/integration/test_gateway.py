@@ -56,6 +56,14 @@ extra_ports = {
 
 @pytest.fixture(scope="module")
 def gw(world):
+    yield from gateway(world, UP_ADDR + ":53", UP_NET,
+                       ["allowed.test", "private.test"])
+
+
+def gateway(world, dns, allow_cidrs, allow):
+    """Generator (for a fixture): the gateway on a slot of its own,
+    resolving through dns, allowed to dial allow_cidrs, configured in
+    allowlist mode for the names allow."""
     state = tempfile.mkdtemp(prefix="gw-proxy-state-")
     os.chmod(state, 0o711)
     os.makedirs(os.path.join(state, "run"), mode=0o755)
@@ -71,9 +79,9 @@ def gw(world):
         f.write(src[:start] + POLICY_PORTS.strip() + src[end:])
     env = dict(os.environ,
                AIRLOCK_STATE=state, AIRLOCK_POLICIES=policies,
-               AIRLOCK_UPSTREAM_DNS=UP_ADDR + ":53",
+               AIRLOCK_UPSTREAM_DNS=dns,
                AIRLOCK_UPSTREAM_CA=world["ca"],
-               AIRLOCK_UPSTREAM_ALLOW_CIDRS=UP_NET,
+               AIRLOCK_UPSTREAM_ALLOW_CIDRS=allow_cidrs,
                AIRLOCK_GW_HEAD_TIMEOUT_MS=str(HEAD_TIMEOUT_MS))
     env.pop("AIRLOCK_UPSTREAM_HOSTS", None)
     p = subprocess.Popen([TOOL, state, "gateway", GATEWAY, SANDBOX],
@@ -92,8 +100,7 @@ def gw(world):
             p.stdin.flush()
             return lines.next()
 
-        ack = configure({"mode": "allowlist",
-                         "allow": ["allowed.test", "private.test"]})
+        ack = configure({"mode": "allowlist", "allow": allow})
         assert ack == {"ok": True}, ack
         yield {"state": state, "info": info, "resolv": resolv,
            "policy": os.path.join(policies, "egress.lua"),

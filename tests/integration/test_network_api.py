@@ -279,6 +279,61 @@ def test_bad_egress_files_go_to_bad(stack, api, made):
     assert body["counts"] == {"allowed": 1, "denied": 0, "dropped": 7}
 
 
+def put_batch(d, name, text):
+    with open(os.path.join(d, "." + name + ".tmp"), "w") as f:
+        f.write(text)
+    os.rename(os.path.join(d, "." + name + ".tmp"), os.path.join(d, name))
+
+
+def test_egress_file_read_again_after_a_crash_is_recorded_once(stack, api,
+                                                               made):
+    """A controller that dies after committing a file's rows and before
+    unlinking it finds the file again on its next start: the state is
+    exactly "rows in, file still there", which this test makes by
+    putting the same file back once it was ingested. The egress log and
+    its counts take it once; a new file beside it still counts."""
+    r = create(api, made, network={"mode": "none"})
+    assert r.status_code == 201, r.text
+    sid = r.json()["id"]
+    d = egress_dir(stack, sid)
+    os.makedirs(d, mode=0o700, exist_ok=True)
+    at = int(time.time() * 1000)
+    rec = {"at_ms": at, "sandbox": sid, "allow": True, "reason": "ok",
+           "protocol": "https", "name": "a.example", "port": 443,
+           "method": "GET", "path": "/"}
+    text = json.dumps(rec) + "\n" + json.dumps(
+        dict(rec, at_ms=at + 1, allow=False, reason="no",
+             name="b.example")) + "\n"
+    first = "%020d" % (at * 1000)
+    url = f"{api.base}/v1/sandboxes/{sid}/egress"
+
+    def listed():
+        r = api.get(url, timeout=TIMEOUT)
+        assert r.status_code == 200, r.text
+        body = r.json()
+        return [e["name"] for e in body["egress"]], body["counts"]
+
+    put_batch(d, first, text)
+    wait_ingested(stack, sid)
+    once = (["b.example", "a.example"], {"allowed": 1, "denied": 1,
+                                         "dropped": 0})
+    assert listed() == once
+    # The crash: the same file (name and bytes) is there again.
+    put_batch(d, first, text)
+    wait_ingested(stack, sid)
+    assert listed() == once
+    # Again, now beside a file the controller has not seen: that one
+    # counts, the old one still does not.
+    put_batch(d, first, text)
+    put_batch(d, "%020d" % (at * 1000 + 1),
+              json.dumps(dict(rec, at_ms=at + 2, name="c.example")) + "\n")
+    wait_ingested(stack, sid)
+    assert listed() == (["c.example", "b.example", "a.example"],
+                        {"allowed": 2, "denied": 1, "dropped": 0})
+    assert not [f for f in os.listdir(os.path.join(egress_dir(stack), "bad"))
+                if f.startswith(sid)]
+
+
 def test_info_shows_the_egress_policy(api, other):
     pol = egress_policy_once(api, lambda p: p.get("loaded"))
     assert pol is not None, "no egress policy status"

@@ -92,12 +92,15 @@ def upstream_world(tag, host_addr, net, servers, names, sniff=False):
         run("ip", "netns", "add", ns)
         run("ip", "link", "add", host_if, "type", "veth", "peer", "name",
             up_if, "netns", ns)
+        # IPv6 addresses skip duplicate address detection: usable at
+        # once, not a second later.
+        nodad = ["nodad"] if ":" in host_addr else []
         run("ip", "addr", "add", "%s/%s" % (host_addr, plen), "dev",
-            host_if)
+            host_if, *nodad)
         run("ip", "link", "set", host_if, "up")
         for a in servers:
             run("ip", "-n", ns, "addr", "add", "%s/%s" % (a, plen), "dev",
-                up_if)
+                up_if, *nodad)
         run("ip", "-n", ns, "link", "set", up_if, "up")
         run("ip", "-n", ns, "link", "set", "lo", "up")
         logs, sniffer = {}, None

@@ -40,9 +40,22 @@ NAMES = {"allowed.test": RESOLVER, "forbidden.test": FORBIDDEN,
          "xn--bcher-kva.test": RESOLVER,     # bücher.test, allowed
          "private.test": "192.168.77.7",     # allowed, private upstream
          "loop.test": "127.0.0.1",           # allowed, loopback upstream
-         "meta.test": "169.254.169.254"}     # allowed, metadata upstream
+         "meta.test": "169.254.169.254",     # allowed, metadata upstream
+         "paths.test": RESOLVER}             # allowed, only /allowed/...
 # What the policy lets through besides 443 and 80: allowed.test's echo.
 POLICY_PORTS = 'extra_ports = {\n  ["allowed.test"] = { 7000 },\n}'
+# paths.test: requests only under /allowed/ (the path rules a policy may
+# have, which the path tricks of test_egress.py try to get around).
+POLICY_PATHS = """
+local egress_of_names = egress
+function egress(req)
+  if req.name == "paths.test" and req.path ~= nil and
+     req.path:sub(1, 9) ~= "/allowed/" then
+    return deny("paths.test: only /allowed/")
+  end
+  return egress_of_names(req)
+end
+"""
 
 
 @pytest.fixture(scope="session")
@@ -61,7 +74,7 @@ def stack(world):
     start = src.index("extra_ports = {")
     end = src.index("}", start) + 1
     with open(os.path.join(policies, "egress.lua"), "w") as f:
-        f.write(src[:start] + POLICY_PORTS + src[end:])
+        f.write(src[:start] + POLICY_PORTS + src[end:] + POLICY_PATHS)
     yield from it.running_stack(env={
         "AIRLOCK_POLICIES": policies,
         "AIRLOCK_UPSTREAM_DNS": RESOLVER + ":53",

@@ -33,7 +33,7 @@ pytestmark = pytest.mark.skipif(os.geteuid() != 0,
                                 reason="network slots need root")
 
 ALLOW = ["allowed.test", "front.test", "xn--bcher-kva.test",
-         "private.test", "loop.test", "meta.test"]
+         "private.test", "loop.test", "meta.test", "paths.test"]
 TRUST = "/etc/ssl/certs/ca-certificates.crt"  # the guest's trust store
 PROBE = "/tmp/probe"
 SYNTHETIC = re.compile(r"answer (198\.1[89]\.\d+\.\d+)")
@@ -473,6 +473,82 @@ def test_smuggling_and_framing(rt, boxes, seen, what, payload):
                                                      "421", "505")
     held(rt, boxes, "smuggling/framing: " + what, "gateway's 4xx/505, "
          "nothing upstream", out.replace("\n", "; ")[:80], bad, (out, hit))
+
+
+# The policy lets paths.test serve /allowed/... only (conftest.py). Each
+# path either means /forbidden/... once normalised (the policy's 403) or
+# is a form servers read differently (the gateway's 400); nothing of it
+# reaches the upstream.
+PATH_TRICKS = [
+    ("dot segments", "/allowed/../forbidden/{m}", "403"),
+    ("encoded dots", "/allowed/%2e%2e/forbidden/{m}", "403"),
+    ("encoded dots, upper case", "/allowed/%2E%2E/forbidden/{m}", "403"),
+    ("half-encoded dots", "/allowed/.%2e/forbidden/{m}", "403"),
+    ("double slash", "//forbidden/{m}", "403"),
+    ("double slash after the prefix", "/allowed//../forbidden/{m}", "403"),
+    ("absolute-form with dot segments",
+     "https://paths.test/allowed/./../forbidden/{m}", "403"),
+    ("encoded slash", "/allowed/..%2fforbidden/{m}", "400"),
+    ("encoded dots and slash", "/allowed/%2e%2e%2fforbidden/{m}", "400"),
+    ("encoded backslash", "/allowed/..%5cforbidden/{m}", "400"),
+    ("backslash", "/allowed/..\\forbidden/{m}", "400"),
+    ("encoded NUL", "/allowed/%00/../../forbidden/{m}", "400"),
+    ("overlong UTF-8 dots", "/allowed/%c0%ae%c0%ae/forbidden/{m}", "400"),
+    ("Tomcat path parameter", "/allowed/..;/forbidden/{m}", "400"),
+    ("double encoding", "/allowed/%252e%252e/forbidden/{m}", "400"),
+]
+
+
+@pytest.mark.parametrize("what,path,status", PATH_TRICKS,
+                         ids=[t[0] for t in PATH_TRICKS])
+def test_path_tricks_against_a_path_policy(rt, boxes, seen, what, path,
+                                           status):
+    a = boxes["a"]
+    s = a.synthetic("paths.test")
+    m = mark()
+
+    def denies():
+        # A refused head has no path in the log (it was never judged):
+        # its deny is told by count.
+        return a.egress(lambda e: not e["allow"] and
+                        e["name"] == "paths.test" and e["protocol"] ==
+                        "https" and (status == "400" or
+                                     m in (e.get("path") or "")),
+                        timeout=0)
+    before = len(denies())
+    out = a.probe("tls", s, "443", "paths.test", TRUST,
+                  crlf(get("paths.test", path.replace("{m}", m))))
+    hit = seen.of(m)
+    st = re.search(r"statuses:([ \d]*)", out)
+    codes = st.group(1).split() if st else []
+    deadline = time.monotonic() + 10
+    while len(denies()) <= before and time.monotonic() < deadline:
+        time.sleep(0.25)
+    logged = len(denies()) > before
+    bad = bool(hit) or codes[:1] != [status] or not logged
+    held(rt, boxes, "path trick vs a /allowed/-only policy: " + what,
+         f"gateway's {status}, logged, nothing upstream",
+         out.replace("\n", "; ")[:80], bad, (out, hit, logged))
+
+
+def test_path_the_policy_judged_is_the_path_sent(rt, boxes, seen):
+    """Within /allowed/, a path with dot segments, encoded unreserved
+    characters and doubled slashes is allowed, and the upstream gets the
+    normal form the policy judged, not the guest's spelling."""
+    a, drv = boxes["a"], boxes["driver"]
+    s = a.synthetic("paths.test")
+    m = mark()
+    out = a.probe("tls", s, "443", "paths.test", TRUST,
+                  crlf(get("paths.test",
+                           "/allowed/x/..//%7e%2D/./" + m + "?q=/../")))
+    want = "/allowed/~-/" + m + "?q=/../"
+    got = [e.get("path") for e in seen.of(m) if "http" in e]
+    logged = a.egress(lambda e: e["allow"] and e.get("path") == want)
+    ok = "statuses: 200" in out and got == [want] and bool(logged)
+    rt.works("path normalised within /allowed/: upstream gets what the "
+             "policy judged", drv, "%s; upstream %s" % (
+                 out.replace("\n", "; ")[:60], got), ok)
+    assert ok, (out, got, logged)
 
 
 def test_dns_to_outside_resolvers(rt, boxes, seen):

@@ -289,6 +289,58 @@ static void test_reader(void **state)
 	al_egress_batch_free(&b);
 }
 
+/* Every record carries its place: its file's seq and its line's index,
+ * the same however often the file is read; a name that is not a seq is
+ * set aside; a new writer never reuses a name still in the directory,
+ * even when the clock says an earlier time. */
+static void test_reader_places(void **state)
+{
+	(void)state;
+	al_err err = {0};
+	al_egress_writer *w = al_egress_writer_open(run_dir, "sbx5", NULL,
+						    &err);
+	assert_non_null(w);
+	add_n(w, 300, 0);
+	al_egress_writer_close(w);
+	al_egress_batch b = {0};
+	assert_int_equal(al_egress_read(run_dir, 10000, &b, &err), 2);
+	uint64_t seq0 = b.recs[0].seq;
+	assert_true(seq0 > 0);
+	assert_int_equal(b.recs[0].idx, 0);
+	assert_int_equal(b.recs[255].seq, seq0);
+	assert_int_equal(b.recs[255].idx, 255);
+	assert_int_equal(b.recs[256].seq, seq0 + 1);
+	assert_int_equal(b.recs[256].idx, 0);
+	assert_int_equal(b.recs[299].idx, 43);
+	/* Read again (no ack: a controller that died before its unlink):
+	 * the same places. */
+	assert_int_equal(al_egress_read(run_dir, 10000, &b, &err), 2);
+	assert_int_equal(b.recs[0].seq, seq0);
+	assert_int_equal(b.recs[299].seq, seq0 + 1);
+	assert_int_equal(b.recs[299].idx, 43);
+	/* A file from the future (a clock set back since): the next writer
+	 * starts past it. */
+	put("sbx5/09000000000000000000",
+	    "{\"at_ms\":1,\"sandbox\":\"sbx5\",\"allow\":true,"
+	    "\"reason\":\"r\",\"protocol\":\"dns\",\"name\":\"a\","
+	    "\"port\":0}\n");
+	put("sbx5/123", "{}\n");
+	put("sbx5/99999999999999999999", "{}\n"); /* past a bigint */
+	w = al_egress_writer_open(run_dir, "sbx5", NULL, &err);
+	add_n(w, 1, 0);
+	al_egress_writer_close(w);
+	char names[16][32];
+	assert_int_equal(list_files("sbx5", names, 16), 6);
+	assert_string_equal(names[5], "99999999999999999999");
+	assert_string_equal(names[3], "09000000000000000001");
+	assert_int_equal(al_egress_read(run_dir, 10000, &b, &err), 4);
+	assert_true(exists("bad/sbx5.123"));
+	assert_true(exists("bad/sbx5.99999999999999999999"));
+	assert_int_equal(b.recs[b.n - 1].seq, 9000000000000000001ull);
+	assert_int_equal(b.recs[b.n - 2].seq, 9000000000000000000ull);
+	al_egress_batch_free(&b);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -298,6 +350,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_writer_drops_past_cap,
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_reader, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_reader_places, setup,
+						teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,6 +1,6 @@
 /* gw/resolve: the gateway's upstream lookups against a small fake DNS
- * server on 127.0.0.1 in the same event loop: addresses come back
- * classified, the hosts file wins over DNS, failures and timeouts are
+ * server on 127.0.0.1 in the same event loop: addresses (A and AAAA)
+ * come back classified, the hosts file wins over DNS, failures and timeouts are
  * told apart, lookups are bounded and cancellable, configuration errors
  * show at start. */
 #include <arpa/inet.h>
@@ -32,6 +32,7 @@ typedef struct world {
 	struct event *ev;
 	char addr[32]; /* "127.0.0.1:port" */
 	unsigned queries;
+	unsigned qtypes[2]; /* A, AAAA queries seen */
 	char last[AL_DNS_NAME_MAX * 4 + 1];
 	al_upaddr *classify;
 	char dir[64];
@@ -69,7 +70,10 @@ static void on_query(evutil_socket_t fd, short what, void *arg)
 	snprintf(w->last, sizeof w->last, "%s", dq.name);
 	uint32_t addrs[4];
 	size_t na = 0;
+	uint8_t addrs6[4][16];
+	size_t na6 = 0;
 	unsigned rcode = 0;
+	w->qtypes[dq.qtype == AL_DNS_T_AAAA]++;
 	if (strcmp(dq.name, "two.test") == 0) {
 		addrs[na++] = IP(10, 0, 0, 1);
 		addrs[na++] = IP(93, 184, 216, 34);
@@ -78,6 +82,21 @@ static void on_query(evutil_socket_t fd, short what, void *arg)
 		addrs[na++] = IP(10, 1, 2, 3);
 	} else if (strcmp(dq.name, "hosts.test") == 0) {
 		addrs[na++] = IP(93, 184, 216, 34);
+	} else if (strcmp(dq.name, "v6.test") == 0) {
+		/* IPv6 only: a global address after the refused forms. */
+		static const char *const v6[] = {"::1", "64:ff9b::a00:1",
+						 "::ffff:93.184.216.34",
+						 "2606:4700:4700::1111"};
+		for (size_t i = 0; i < 4; i++)
+			inet_pton(AF_INET6, v6[i], addrs6[na6++]);
+	} else if (strcmp(dq.name, "dual.test") == 0) {
+		addrs[na++] = IP(93, 184, 216, 34);
+		inet_pton(AF_INET6, "2606:2800:220:1::1", addrs6[na6++]);
+	} else if (strcmp(dq.name, "inward6.test") == 0) {
+		static const char *const v6[] = {"fe80::1", "fd00::1",
+						 "2002:a00:1::1"};
+		for (size_t i = 0; i < 3; i++)
+			inet_pton(AF_INET6, v6[i], addrs6[na6++]);
 	} else if (strcmp(dq.name, "fail.test") == 0) {
 		rcode = AL_DNS_SERVFAIL;
 	} else if (strcmp(dq.name, "slow.test") == 0) {
@@ -87,10 +106,12 @@ static void on_query(evutil_socket_t fd, short what, void *arg)
 	}
 	if (dq.qtype != AL_DNS_T_A)
 		na = 0;
+	if (dq.qtype != AL_DNS_T_AAAA)
+		na6 = 0;
 	put16(a, dq.id);
 	put16(a + 2, 0x8180u | rcode);
 	put16(a + 4, 1);
-	put16(a + 6, (unsigned)na);
+	put16(a + 6, (unsigned)(na + na6));
 	put16(a + 8, 0);
 	put16(a + 10, 0);
 	size_t o = 12;
@@ -109,6 +130,16 @@ static void on_query(evutil_socket_t fd, short what, void *arg)
 		put16(a + o + 12, addrs[i] >> 16);
 		put16(a + o + 14, addrs[i] & 0xffff);
 		o += 16;
+	}
+	for (size_t i = 0; i < na6; i++) {
+		put16(a + o, 0xc00c);
+		put16(a + o + 2, AL_DNS_T_AAAA);
+		put16(a + o + 4, 1);
+		put16(a + o + 6, 0);
+		put16(a + o + 8, 30);
+		put16(a + o + 10, 16);
+		memcpy(a + o + 12, addrs6[i], 16);
+		o += 28;
 	}
 	sendto(fd, a, o, 0, (struct sockaddr *)&from, fl);
 }
@@ -230,10 +261,11 @@ static void test_classified_answers(void **state)
 	assert_non_null(o.r.error);
 	o = lookup(w, r, "fail.test");
 	assert_int_equal(o.r.status, AL_EUNAVAIL);
-	/* The search list is never applied: one query per name. */
+	/* The search list is never applied: one query per name and type
+	 * (A, AAAA). */
 	unsigned before = w->queries;
 	o = lookup(w, r, "nx.test");
-	assert_int_equal(w->queries, before + 1);
+	assert_int_equal(w->queries, before + 2);
 	assert_string_equal(w->last, "nx.test");
 	assert_int_equal(al_resolver_inflight(r), 0);
 	/* Only canonical names */
@@ -242,6 +274,73 @@ static void test_classified_answers(void **state)
 	assert_int_equal(err.code, AL_EINVAL);
 	assert_null(al_resolve(r, "two.test.", on_done, &o, &err));
 	al_resolver_free(r);
+}
+
+static const char *addr6_text(const al_resolve_addr *a, char *buf)
+{
+	assert_int_equal(a->family, AF_INET6);
+	return inet_ntop(AF_INET6, a->addr6, buf, INET6_ADDRSTRLEN);
+}
+
+/* AAAA answers are asked for and classified like A ones: an IPv6-only
+ * name is dialled at its global address, past loopback, NAT64 and
+ * mapped forms; IPv4 comes first where a name has both; an inward-only
+ * IPv6 name has nothing to dial; the operator's IPv6 range lifts the
+ * denial for its addresses. */
+static void test_ipv6_answers(void **state)
+{
+	world *w = *state;
+	al_resolver *r = resolver(w, NULL, 0, 2000);
+	unsigned aaaa = w->qtypes[1];
+	outcome o = lookup(w, r, "v6.test");
+	assert_true(w->qtypes[1] > aaaa);
+	assert_int_equal(o.r.status, 0);
+	assert_int_equal(o.r.n, 4);
+	char t[INET6_ADDRSTRLEN];
+	assert_string_equal(addr6_text(&o.r.addrs[0], t), "::1");
+	assert_string_equal(o.r.addrs[0].deny, "loopback");
+	assert_non_null(strstr(o.r.addrs[1].deny, "nat64"));
+	assert_non_null(strstr(o.r.addrs[2].deny, "mapped"));
+	assert_null(o.r.addrs[3].deny);
+	assert_int_equal(o.first, 3);
+	struct sockaddr_storage ss;
+	socklen_t sl = al_resolve_addr_sockaddr(&o.r.addrs[3], 443, &ss);
+	assert_int_equal(sl, sizeof(struct sockaddr_in6));
+	const struct sockaddr_in6 *s6 = (const struct sockaddr_in6 *)&ss;
+	assert_int_equal(s6->sin6_family, AF_INET6);
+	assert_int_equal(ntohs(s6->sin6_port), 443);
+	assert_string_equal(inet_ntop(AF_INET6, &s6->sin6_addr, t, sizeof t),
+			    "2606:4700:4700::1111");
+	o = lookup(w, r, "dual.test");
+	assert_int_equal(o.r.n, 2);
+	assert_int_equal(o.r.addrs[0].family, AF_INET);
+	assert_int_equal(o.r.addrs[0].addr, IP(93, 184, 216, 34));
+	assert_string_equal(addr6_text(&o.r.addrs[1], t), "2606:2800:220:1::1");
+	assert_int_equal(o.first, 0);
+	sl = al_resolve_addr_sockaddr(&o.r.addrs[0], 80, &ss);
+	assert_int_equal(sl, sizeof(struct sockaddr_in));
+	o = lookup(w, r, "inward6.test");
+	assert_int_equal(o.r.n, 3);
+	assert_string_equal(o.r.addrs[0].deny, "link-local");
+	assert_non_null(strstr(o.r.addrs[1].deny, "unique local"));
+	assert_non_null(strstr(o.r.addrs[2].deny, "6to4"));
+	assert_int_equal(o.first, SIZE_MAX);
+	al_resolver_free(r);
+	/* An operator's range: its addresses may be dialled, no others. */
+	al_upaddr *mine = al_upaddr_new("fd00::/64", NULL, NULL);
+	assert_non_null(mine);
+	al_resolver_config cfg = {.upstream_dns = w->addr,
+				  .classify = mine,
+				  .timeout_ms = 2000};
+	r = al_resolver_new(w->base, &cfg, NULL);
+	assert_non_null(r);
+	o = lookup(w, r, "inward6.test");
+	assert_int_equal(o.first, 1);
+	assert_null(o.r.addrs[1].deny);
+	assert_string_equal(o.r.addrs[0].deny, "link-local");
+	al_resolver_free(r);
+	pump(w, NULL, 50);
+	al_upaddr_free(mine);
 }
 
 static void test_timeout(void **state)
@@ -284,7 +383,7 @@ static void test_hosts_first(void **state)
 	/* Names not in it go to DNS */
 	o = lookup(w, r, "two.test");
 	assert_int_equal(o.r.n, 2);
-	assert_int_equal(w->queries, before + 1);
+	assert_int_equal(w->queries, before + 2);
 	al_resolver_free(r);
 }
 
@@ -389,7 +488,7 @@ static void test_resolv_conf(void **state)
 	unsigned before = w->queries;
 	outcome o = lookup(w, r, "nx.test");
 	assert_int_equal(o.r.status, AL_ENOENT);
-	assert_int_equal(w->queries, before + 1);
+	assert_int_equal(w->queries, before + 2);
 	assert_string_equal(w->last, "nx.test");
 	o = lookup(w, r, "two.test");
 	assert_int_equal(o.first, 1);
@@ -400,6 +499,8 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_classified_answers, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_ipv6_answers, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_timeout, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_hosts_first, setup,

@@ -90,6 +90,19 @@ static const row defaults[] = {
 	{"ff02::1", "multicast"},
 	{"100::1", "not global"},
 	{"fec0::1", "not global"},
+	{"2001:db8::1", "documentation"},
+	{"3fff:fff:ffff::1", "documentation"},
+	{"3fff:1000::1", NULL},		  /* past 3fff::/20 */
+	{"2001:2::1", "ietf"},		  /* benchmarking */
+	{"2001:1ff:ffff::1", "ietf"},	  /* the end of 2001::/23 */
+	{"2001:200::1", NULL},		  /* past it: global */
+	{"2001:4860:4860::8888", NULL},	  /* a public resolver */
+	{"::ffff:0:a00:1", "not global"}, /* IPv4-translated */
+	{"::ffff:169.254.169.254", "mapped"},
+	{"64:ff9b::a9fe:a9fe", "nat64"}, /* metadata, through NAT64 */
+	{"2002:a9fe:a9fe::1", "6to4"},	 /* metadata, through 6to4 */
+	{"5f00::1", "not global"},	 /* SRv6 SIDs */
+	{"ff0e::1", "multicast"},
 };
 
 static void test_defaults(void **state)
