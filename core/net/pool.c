@@ -344,6 +344,24 @@ int al_netpool_take(al_netpool *p, al_netslot_kind kind, al_netlease *l,
 	return rc;
 }
 
+int al_netpool_lease(al_netpool *p, al_netslot_kind kind, al_netlease *l,
+		     int *prepared, al_err *err)
+{
+	*prepared = 0;
+	int rc = al_netpool_take(p, kind, l, err);
+	if (rc != AL_DECLINED)
+		return rc;
+	*prepared = 1;
+	if (al_netpool_prepare(p, kind, err) < 0)
+		return -1;
+	rc = al_netpool_take(p, kind, l, err);
+	if (rc == AL_DECLINED)
+		return al_err_set(err, AL_EUNAVAIL, 0,
+				  "the network slot prepared for this "
+				  "sandbox was taken by another");
+	return rc;
+}
+
 void al_netpool_release(al_netpool *p, al_netlease *l)
 {
 	if (l == NULL || l->lock_fd < 0)

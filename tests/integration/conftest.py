@@ -261,6 +261,11 @@ def stack():
 
 @pytest.fixture(scope="session")
 def api(stack):
+    return api_session(stack)
+
+
+def api_session(stack):
+    """A requests session on stack's API with its admin key."""
     s = requests.Session()
     # A kept-alive connection the server closes just as a request goes
     # out ends in "Remote end closed connection without response"; HTTP

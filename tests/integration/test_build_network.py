@@ -1,0 +1,221 @@
+"""Template builds get network (issue 10): RUN steps reach what the
+shipped policy lets builds reach (build_registries: the host's Debian
+mirror and the npm registry) through a gateway of the build's own, and
+nothing else; a RUN that fetches a forbidden name fails with a build-log
+line saying what was denied, and the build's egress log
+(GET /v1/templates/builds/{id}/egress) has every decision.
+
+The world (upstream_world.py, 10.251.82.0/24) plays deb.debian.org and
+registry.npmjs.org, serving a one-package apt repository and npm registry
+(host_clients.make_repos) over HTTP and HTTPS; forbidden.test is served
+too but no policy allows it. Real clients: apt-get and npm of the CLIENTS
+template (host_clients.py: the host's Debian 12 binaries). In sandboxes
+of that template (both drivers), curl, python urllib, node https, npm and
+apt-get download from allowed.test over HTTPS through the sandbox's
+gateway, verified by the guest's trust store."""
+import hashlib
+import os
+import tempfile
+
+import pytest
+
+from conftest import (TIMEOUT, Sandboxes, api_session, exec_json,
+                      running_stack, usable_drivers)
+import host_clients
+from test_templates import delete_template, follow, unique
+from upstream_world import upstream_world
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0,
+                                reason="network slots need root")
+
+NET, HOST = "10.251.82.0/24", "10.251.82.1"
+REGISTRY, FORBIDDEN = "10.251.82.2", "10.251.82.3"
+NAMES = {"deb.debian.org": REGISTRY, "security.debian.org": REGISTRY,
+         "registry.npmjs.org": REGISTRY, "allowed.test": REGISTRY,
+         "forbidden.test": FORBIDDEN}
+
+
+@pytest.fixture(scope="module")
+def world():
+    files = tempfile.mkdtemp(prefix="bnw-files-")
+    os.chmod(files, 0o755)
+    for host in ("deb.debian.org", "registry.npmjs.org"):
+        host_clients.make_repos(files, host)
+    host_clients.make_repos(files, "allowed.test", npm_prefix="/npm")
+    yield from upstream_world("bnw", HOST, NET, [REGISTRY, FORBIDDEN], NAMES,
+                              files=files)
+
+
+@pytest.fixture(scope="module")
+def bstack(world):
+    """A stack with the shipped policies, its gateways' upstream the
+    world."""
+    yield from running_stack(env={
+        "AIRLOCK_UPSTREAM_DNS": REGISTRY + ":53",
+        "AIRLOCK_UPSTREAM_CA": world["ca"],
+        "AIRLOCK_UPSTREAM_ALLOW_CIDRS": NET,
+        "AIRLOCK_UPSTREAM_HOSTS": ""}, prefix="airlock-it-bn-")
+
+
+@pytest.fixture(scope="module")
+def bapi(bstack):
+    return api_session(bstack)
+
+
+def build(api, name, airlockfile, context=None):
+    """(build id, log events) of a build through the API."""
+    parts = {"name": (None, name), "airlockfile": (None, airlockfile)}
+    if context is not None:
+        parts["context"] = ("context.tar", context, "application/x-tar")
+    r = api.post(f"{api.base}/v1/templates", files=parts, timeout=300)
+    assert r.status_code == 202, r.text
+    bid = r.json()["build_id"]
+    return bid, follow(api, bid, seconds=1200)
+
+
+def outputs(events):
+    return "".join(e.data.get("data", "") for e in events
+                   if e.name == "output")
+
+
+def infos(events):
+    return [e.data["message"] for e in events if e.name == "info"]
+
+
+def build_egress(api, bid):
+    r = api.get(f"{api.base}/v1/templates/builds/{bid}/egress",
+                params={"limit": 1000}, timeout=TIMEOUT)
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+@pytest.fixture(scope="module")
+def clients(bapi):
+    """The CLIENTS template (host_clients.py), built once."""
+    name = unique("clients")
+    bid, events = build(bapi, name, host_clients.AIRLOCKFILE,
+                        host_clients.context_tar())
+    assert events[-1].data["status"] == "succeeded", events[-12:]
+    yield name
+    delete_template(bapi, name)
+
+
+def test_run_reaches_the_debian_mirror(bapi):
+    """busybox wget over HTTP from a RUN step: deb.debian.org is the
+    host's mirror (its apt sources) and in the policy's
+    build_registries."""
+    name = unique("bnet")
+    bid, events = build(bapi, name, "FROM minimal\nRUN wget -q -O - "
+                        "http://deb.debian.org/debian/dists/bookworm/Release\n")
+    try:
+        assert events[-1].data["status"] == "succeeded", events
+        assert "Codename: bookworm" in outputs(events)
+        log = build_egress(bapi, bid)
+        allowed = [e for e in log["egress"]
+                   if e["allow"] and e["name"] == "deb.debian.org"]
+        assert {e["protocol"] for e in allowed} >= {"dns", "http"}, log
+        http = [e for e in allowed if e["protocol"] == "http"][0]
+        assert http["path"] == "/debian/dists/bookworm/Release"
+        assert log["counts"]["allowed"] >= 2
+    finally:
+        delete_template(bapi, name)
+
+
+def test_run_fetching_a_forbidden_name_fails_and_says_why(bapi, world):
+    name = unique("bdeny")
+    bid, events = build(bapi, name, "FROM minimal\n"
+                        "RUN wget -q -O - http://forbidden.test/x\n")
+    status = events[-1].data
+    assert status["status"] == "failed" and status["line"] == 2, events
+    lines = infos(events)
+    assert any(m.startswith("egress denied: DNS lookup of forbidden.test")
+               for m in lines), lines
+    assert any(f"/v1/templates/builds/{bid}/egress" in m for m in lines)
+    log = build_egress(bapi, bid)
+    denied = [e for e in log["egress"]
+              if not e["allow"] and e["name"] == "forbidden.test"]
+    assert denied and denied[0]["protocol"] == "dns", log
+    assert log["counts"]["denied"] >= 1
+    # Nothing of it reached the world.
+    for lines in world["log"].values():
+        assert not [e for e in lines.drain(0.1)
+                    if "forbidden" in repr(e)]
+    # A build's log is its project's: another project's key sees 404.
+    r = bapi.get(f"{bapi.base}/v1/templates/builds/nosuchbuild/egress",
+                 timeout=TIMEOUT)
+    assert r.status_code == 404, r.text
+    r = bapi.get(f"{bapi.base}/v1/templates/builds/{bid}/egress",
+                 params={"limit": 0}, timeout=TIMEOUT)
+    assert r.status_code == 400, r.text
+
+
+def test_run_apt_get_install_and_npm_install(bapi, clients):
+    """apt-get (GnuTLS) and npm (node's TLS) in RUN steps install from
+    the host's Debian mirror and the npm registry over HTTPS, verified
+    against the host CA the builder put in the layer's trust store."""
+    name = unique("bpkg")
+    bid, events = build(bapi, name, (
+        "FROM %s\n"
+        "RUN echo 'deb [trusted=yes] https://deb.debian.org/debian "
+        "bookworm main' >/etc/apt/sources.list && apt-get update && "
+        "apt-get install -y %s && cat /usr/share/%s/hello.txt\n"
+        "WORKDIR /app\n"
+        "RUN npm install --no-audit --no-fund %s && node -e "
+        "'process.stdout.write(require(\"%s\"))'\n") % (
+            clients, host_clients.PKG, host_clients.PKG, host_clients.PKG,
+            host_clients.PKG))
+    try:
+        out = outputs(events)
+        assert events[-1].data["status"] == "succeeded", (events[-12:], out)
+        assert out.count(host_clients.HELLO) == 2, out
+        log = build_egress(bapi, bid)
+        https = {(e["name"], e["path"]) for e in log["egress"]
+                 if e["allow"] and e["protocol"] == "https"}
+        assert ("deb.debian.org", "/debian/dists/bookworm/Release") in \
+            https, https
+        assert ("registry.npmjs.org", "/" + host_clients.PKG) in https, https
+    finally:
+        delete_template(bapi, name)
+
+
+CURL = "curl -sS https://allowed.test/echo"
+PYTHON = ("python3 -c \"import urllib.request,hashlib; d=urllib.request."
+          "urlopen('https://allowed.test/big/1048576').read(); "
+          "print(hashlib.sha256(d).hexdigest())\"")
+NODE = ("node -e \"require('https').get('https://allowed.test/npm/%s',"
+        "r=>{let b='';r.on('data',c=>b+=c);r.on('end',()=>console.log("
+        "r.statusCode,JSON.parse(b).name))}).on('error',e=>{"
+        "console.log(e.message);process.exit(1)})\"" % host_clients.PKG)
+NPM = ("mkdir -p /tmp/n && cd /tmp/n && npm install --no-audit --no-fund "
+       "--registry https://allowed.test/npm/ %s >/dev/null && "
+       "cat node_modules/%s/index.js" % (host_clients.PKG, host_clients.PKG))
+APT = ("echo 'deb [trusted=yes] https://allowed.test/debian bookworm main' "
+       ">/etc/apt/sources.list && apt-get -q update >/dev/null && "
+       "apt-get -q install -y %s >/dev/null && "
+       "cat /usr/share/%s/hello.txt" % (host_clients.PKG, host_clients.PKG))
+
+
+@pytest.fixture(scope="module", params=("ns", "vm"))
+def client_box(request, bapi, clients):
+    r = bapi.get(bapi.base + "/v1/info", timeout=TIMEOUT)
+    if request.param not in usable_drivers(r.json()):
+        pytest.skip(f"driver {request.param!r} is not usable here")
+    made = Sandboxes(bapi, request.param)
+    sb = made.create(template=clients, timeout=1800,
+                     network={"mode": "allowlist", "allow": ["allowed.test"]})
+    yield sb["id"]
+    made.cleanup()
+
+
+@pytest.mark.parametrize("what,cmd,want", [
+    ("curl", CURL, "hello allowed.test /echo"),
+    ("python urllib", PYTHON, hashlib.sha256(b"x" * (1 << 20))
+     .hexdigest()),
+    ("node https", NODE, "200 " + host_clients.PKG),
+    ("npm install", NPM, host_clients.HELLO.strip()),
+    ("apt-get install", APT, host_clients.HELLO.strip()),
+], ids=["curl", "python", "node", "npm", "apt"])
+def test_real_clients_in_a_sandbox(bapi, client_box, what, cmd, want):
+    r = exec_json(bapi, client_box, ["sh", "-c", cmd], timeout=300)
+    out = (r["stdout"] + r["stderr"]).strip()
+    assert r["exit_code"] == 0 and want in out, (what, out)
