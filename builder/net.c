@@ -256,10 +256,11 @@ const al_netslot *bld_net_up(bld *b, al_err *err)
 			n->pool_open = 1;
 		}
 		int prepared;
-		if (al_gateway_prog(b->cfg.libexec_dir, n->prog,
-				    sizeof n->prog, err) < 0 ||
-		    al_uidrange_take(&al_uidrange_gw, b->id, &n->uid, err) <
-			    0 ||
+		if (al_gateway_prog(b->cfg.libexec_dir, n->prog, sizeof n->prog,
+				    err) < 0 ||
+		    (n->uid.lock_fd < 0 &&
+		     al_uidrange_take(&al_uidrange_gw, b->id, &n->uid, err) <
+			     0) ||
 		    al_netpool_lease(&n->pool, AL_NETSLOT_NS, &n->lease,
 				     &prepared, err) < 0)
 			goto fail;
@@ -301,8 +302,8 @@ static void explain_one(bld *b, json_object *e)
 		blog_info(b, "egress denied: DNS lookup of %s (%s)", f[1],
 			  f[2]);
 	else
-		blog_info(b, "egress denied: %s %s:%d%s (%s)", f[0], f[1],
-			  port, strcmp(f[3], "?") != 0 ? f[3] : "", f[2]);
+		blog_info(b, "egress denied: %s %s:%d%s (%s)", f[0], f[1], port,
+			  strcmp(f[3], "?") != 0 ? f[3] : "", f[2]);
 }
 
 void bld_net_explain(bld *b, uint64_t before)
@@ -318,8 +319,8 @@ void bld_net_explain(bld *b, uint64_t before)
 	json_object *arr = NULL;
 	char next[AL_EGRESS_CURSOR_MAX];
 	al_err tmp_err = {0};
-	if (al_egress_log_list(b->db, b->id, 100, NULL, &arr, next,
-			       &tmp_err) < 0)
+	if (al_egress_log_list(b->db, b->id, 100, NULL, &arr, next, &tmp_err) <
+	    0)
 		return;
 	uint64_t want = now - before, shown = 0;
 	size_t len = json_object_array_length(arr);
@@ -333,10 +334,11 @@ void bld_net_explain(bld *b, uint64_t before)
 		}
 	}
 	json_object_put(arr);
-	blog_info(b, "a template build reaches only what policies/egress.lua "
-		     "allows builds (build_registries) and the host's package "
-		     "registries; the build's egress log: GET "
-		     "/v1/templates/builds/%s/egress",
+	blog_info(b,
+		  "a template build reaches only what policies/egress.lua "
+		  "allows builds (build_registries) and the host's package "
+		  "registries; the build's egress log: GET "
+		  "/v1/templates/builds/%s/egress",
 		  b->id);
 }
 

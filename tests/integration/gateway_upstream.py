@@ -16,7 +16,7 @@ the test made (nothing here listens anywhere else):
 - with UPSTREAM_FILES=DIR in the environment, GET of a path for which
   DIR/<host>/<path> is a file (or a directory with a file "index")
   answers that file (package indexes and packages for apt- and npm-style
-  clients).
+  clients), and any other path below a directory DIR/<host>/<top> 404.
 Prints {"ready": true} once all listen."""
 import json
 import os
@@ -151,11 +151,21 @@ class Handler(BaseHTTPRequestHandler):
         path = self.path.split("?")[0]
         if not root or not host or ".." in path or "/" in host:
             return False
+        top = path.lstrip("/").split("/")[0]
+        if not top or not os.path.isdir(os.path.join(root, host, top)):
+            return False
         f = os.path.join(root, host, path.lstrip("/"))
         if os.path.isdir(f):
             f = os.path.join(f, "index")
         if not os.path.isfile(f):
-            return False
+            # Below a served directory, what is not there is not there
+            # (apt asks for InRelease first).
+            log({"http": self.headers.get("Host"), "path": self.path,
+                 "file": False})
+            self.send_response(404)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return True
         with open(f, "rb") as fh:
             data = fh.read()
         log({"http": self.headers.get("Host"), "path": self.path,

@@ -36,7 +36,7 @@ BINARIES = [
     "/usr/bin/dpkg-divert", "/usr/bin/dpkg-trigger", "/usr/bin/tar",
     "/usr/sbin/ldconfig", "/usr/sbin/start-stop-daemon", "/usr/bin/openssl",
 ]
-TREES = ["/usr/lib/python3.11", "/usr/lib/node_modules/npm",
+TREES = ["/usr/lib/python3.11", "/usr/lib/node_modules/npm", "/usr/share/dpkg",
          "/usr/lib/apt/methods"]
 SKIP = {"test", "idlelib", "tkinter", "turtledemo", "lib2to3", "ensurepip",
         "pydoc_data", "__pycache__", "tests"}
@@ -52,7 +52,7 @@ FILES = ["/etc/ssl/openssl.cnf"]
 AIRLOCKFILE = """FROM minimal
 RUN ["/bin/busybox", "sh", "-c", "ln -s usr/lib /lib && ln -s usr/lib64 /lib64"]
 COPY root/ /
-RUN ["/bin/sh", "-c", "mkdir -p /var/lib/dpkg/info /var/lib/dpkg/updates /var/lib/dpkg/triggers /var/lib/apt/lists/partial /var/cache/apt/archives/partial /etc/apt/sources.list.d /etc/apt/apt.conf.d /etc/dpkg/dpkg.cfg.d /var/log/apt && touch /var/lib/dpkg/status /var/lib/dpkg/available && ldconfig"]
+RUN ["/bin/sh", "-c", "mkdir -p /var/lib/dpkg/info /var/lib/dpkg/updates /var/lib/dpkg/triggers /var/lib/apt/lists/partial /var/cache/apt/archives/partial /etc/apt/sources.list.d /etc/apt/apt.conf.d /etc/apt/preferences.d /etc/dpkg/dpkg.cfg.d /var/log/apt && touch /var/lib/dpkg/status /var/lib/dpkg/available && ldconfig"]
 ENV NODE_EXTRA_CA_CERTS=/usr/local/share/ca-certificates/airlock-ca.crt
 """
 
@@ -122,6 +122,13 @@ def context_files():
     return out
 
 
+class Tar(bytes):
+    """A context tar whose repr (in a failing test's traceback) is short."""
+
+    def __repr__(self):
+        return "<context tar of %d bytes>" % len(self)
+
+
 def context_tar():
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w") as tar:
@@ -137,7 +144,7 @@ def context_tar():
             info.uname = info.gname = ""
             with open(data, "rb") as fh:
                 tar.addfile(info, fh)
-    return buf.getvalue()
+    return Tar(buf.getvalue())
 
 
 def _deb(d):
@@ -222,3 +229,41 @@ def make_repos(root, host, npm_prefix=""):
     _write(os.path.join(npm, PKG, "index"), json.dumps(doc))
     _write(os.path.join(npm, PKG, "-", "%s-1.0.0.tgz" % PKG), tgz)
     return {"deb": deb, "tgz": tgz}
+
+
+def client_cases(host, npm_prefix):
+    """(what, shell command, what its output holds) of each real client
+    downloading from host over HTTPS (make_repos(root, host, npm_prefix)
+    serves the packages; gateway_upstream.py /echo and /big/N the rest),
+    verified by the template's trust store."""
+    npm = "https://%s%s/" % (host, npm_prefix)
+    return [
+        ("curl", "curl -sS https://%s/echo" % host,
+         "hello %s /echo" % host),
+        # Debian's busybox wget runs `openssl s_client` for TLS (so it
+        # cannot in minimal, which has no openssl).
+        ("busybox wget", "busybox wget -q -O - https://%s/echo" % host,
+         "hello %s /echo" % host),
+        ("python urllib",
+         "python3 -c \"import urllib.request,hashlib; d=urllib.request."
+         "urlopen('https://%s/big/1048576').read(); "
+         "print(hashlib.sha256(d).hexdigest())\"" % host,
+         hashlib.sha256(b"x" * (1 << 20)).hexdigest()),
+        ("node https",
+         "node -e \"require('https').get('%s%s',r=>{let b='';"
+         "r.on('data',c=>b+=c);r.on('end',()=>console.log(r.statusCode,"
+         "JSON.parse(b).name))}).on('error',e=>{console.log(e.message);"
+         "process.exit(1)})\"" % (npm, PKG),
+         "200 " + PKG),
+        ("npm install",
+         "mkdir -p /tmp/n && cd /tmp/n && npm install --no-audit --no-fund "
+         "--registry %s %s >/dev/null && cat node_modules/%s/index.js" % (
+             npm, PKG, PKG),
+         HELLO.strip()),
+        ("apt-get install",
+         "echo 'deb [trusted=yes] https://%s/debian bookworm main' "
+         ">/etc/apt/sources.list && apt-get -q update >/dev/null && "
+         "apt-get -q install -y %s >/dev/null && "
+         "cat /usr/share/%s/hello.txt" % (host, PKG, PKG),
+         HELLO.strip()),
+    ]

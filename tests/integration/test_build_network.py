@@ -13,8 +13,8 @@ template (host_clients.py: the host's Debian 12 binaries). In sandboxes
 of that template (both drivers), curl, python urllib, node https, npm and
 apt-get download from allowed.test over HTTPS through the sandbox's
 gateway, verified by the guest's trust store."""
-import hashlib
 import os
+import shutil
 import tempfile
 
 import pytest
@@ -22,7 +22,7 @@ import pytest
 from conftest import (TIMEOUT, Sandboxes, api_session, exec_json,
                       running_stack, usable_drivers)
 import host_clients
-from test_templates import delete_template, follow, unique
+from test_templates import build, delete_template, unique
 from upstream_world import upstream_world
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0,
@@ -32,7 +32,10 @@ NET, HOST = "10.251.82.0/24", "10.251.82.1"
 REGISTRY, FORBIDDEN = "10.251.82.2", "10.251.82.3"
 NAMES = {"deb.debian.org": REGISTRY, "security.debian.org": REGISTRY,
          "registry.npmjs.org": REGISTRY, "allowed.test": REGISTRY,
-         "forbidden.test": FORBIDDEN}
+         "npm.mirror.test": REGISTRY, "forbidden.test": FORBIDDEN}
+# The operator's npm registry: not in the policy's build_registries, so
+# only the builder's reading of the host's configuration lets builds in.
+NPM_MIRROR = "https://npm.mirror.test/"
 
 
 @pytest.fixture(scope="module")
@@ -42,8 +45,11 @@ def world():
     for host in ("deb.debian.org", "registry.npmjs.org"):
         host_clients.make_repos(files, host)
     host_clients.make_repos(files, "allowed.test", npm_prefix="/npm")
-    yield from upstream_world("bnw", HOST, NET, [REGISTRY, FORBIDDEN], NAMES,
-                              files=files)
+    try:
+        yield from upstream_world("bnw", HOST, NET, [REGISTRY, FORBIDDEN],
+                                  NAMES, files=files)
+    finally:
+        shutil.rmtree(files, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")
@@ -54,23 +60,13 @@ def bstack(world):
         "AIRLOCK_UPSTREAM_DNS": REGISTRY + ":53",
         "AIRLOCK_UPSTREAM_CA": world["ca"],
         "AIRLOCK_UPSTREAM_ALLOW_CIDRS": NET,
-        "AIRLOCK_UPSTREAM_HOSTS": ""}, prefix="airlock-it-bn-")
+        "AIRLOCK_UPSTREAM_HOSTS": "",
+        "AIRLOCK_NPM_REGISTRY": NPM_MIRROR}, prefix="airlock-it-bn-")
 
 
 @pytest.fixture(scope="module")
 def bapi(bstack):
     return api_session(bstack)
-
-
-def build(api, name, airlockfile, context=None):
-    """(build id, log events) of a build through the API."""
-    parts = {"name": (None, name), "airlockfile": (None, airlockfile)}
-    if context is not None:
-        parts["context"] = ("context.tar", context, "application/x-tar")
-    r = api.post(f"{api.base}/v1/templates", files=parts, timeout=300)
-    assert r.status_code == 202, r.text
-    bid = r.json()["build_id"]
-    return bid, follow(api, bid, seconds=1200)
 
 
 def outputs(events):
@@ -94,7 +90,7 @@ def clients(bapi):
     """The CLIENTS template (host_clients.py), built once."""
     name = unique("clients")
     bid, events = build(bapi, name, host_clients.AIRLOCKFILE,
-                        host_clients.context_tar())
+                        context=host_clients.context_tar())
     assert events[-1].data["status"] == "succeeded", events[-12:]
     yield name
     delete_template(bapi, name)
@@ -117,6 +113,23 @@ def test_run_reaches_the_debian_mirror(bapi):
         http = [e for e in allowed if e["protocol"] == "http"][0]
         assert http["path"] == "/debian/dists/bookworm/Release"
         assert log["counts"]["allowed"] >= 2
+    finally:
+        delete_template(bapi, name)
+
+
+def test_run_reaches_the_hosts_npm_registry(bapi):
+    """AIRLOCK_NPM_REGISTRY names the host's npm registry: the builder
+    puts its host on the build's allow list."""
+    name = unique("bnpm")
+    bid, events = build(bapi, name, "FROM minimal\nRUN wget -q -O - "
+                        "http://npm.mirror.test/echo\n")
+    try:
+        assert events[-1].data["status"] == "succeeded", events
+        assert "hello npm.mirror.test /echo" in outputs(events)
+        log = build_egress(bapi, bid)
+        assert [e for e in log["egress"] if e["allow"] and
+                e["name"] == "npm.mirror.test" and e["protocol"] == "http"
+                and e["reason"] == "on the allow list"], log
     finally:
         delete_template(bapi, name)
 
@@ -178,23 +191,6 @@ def test_run_apt_get_install_and_npm_install(bapi, clients):
         delete_template(bapi, name)
 
 
-CURL = "curl -sS https://allowed.test/echo"
-PYTHON = ("python3 -c \"import urllib.request,hashlib; d=urllib.request."
-          "urlopen('https://allowed.test/big/1048576').read(); "
-          "print(hashlib.sha256(d).hexdigest())\"")
-NODE = ("node -e \"require('https').get('https://allowed.test/npm/%s',"
-        "r=>{let b='';r.on('data',c=>b+=c);r.on('end',()=>console.log("
-        "r.statusCode,JSON.parse(b).name))}).on('error',e=>{"
-        "console.log(e.message);process.exit(1)})\"" % host_clients.PKG)
-NPM = ("mkdir -p /tmp/n && cd /tmp/n && npm install --no-audit --no-fund "
-       "--registry https://allowed.test/npm/ %s >/dev/null && "
-       "cat node_modules/%s/index.js" % (host_clients.PKG, host_clients.PKG))
-APT = ("echo 'deb [trusted=yes] https://allowed.test/debian bookworm main' "
-       ">/etc/apt/sources.list && apt-get -q update >/dev/null && "
-       "apt-get -q install -y %s >/dev/null && "
-       "cat /usr/share/%s/hello.txt" % (host_clients.PKG, host_clients.PKG))
-
-
 @pytest.fixture(scope="module", params=("ns", "vm"))
 def client_box(request, bapi, clients):
     r = bapi.get(bapi.base + "/v1/info", timeout=TIMEOUT)
@@ -207,14 +203,10 @@ def client_box(request, bapi, clients):
     made.cleanup()
 
 
-@pytest.mark.parametrize("what,cmd,want", [
-    ("curl", CURL, "hello allowed.test /echo"),
-    ("python urllib", PYTHON, hashlib.sha256(b"x" * (1 << 20))
-     .hexdigest()),
-    ("node https", NODE, "200 " + host_clients.PKG),
-    ("npm install", NPM, host_clients.HELLO.strip()),
-    ("apt-get install", APT, host_clients.HELLO.strip()),
-], ids=["curl", "python", "node", "npm", "apt"])
+CASES = host_clients.client_cases("allowed.test", "/npm")
+
+
+@pytest.mark.parametrize("what,cmd,want", CASES, ids=[c[0] for c in CASES])
 def test_real_clients_in_a_sandbox(bapi, client_box, what, cmd, want):
     r = exec_json(bapi, client_box, ["sh", "-c", cmd], timeout=300)
     out = (r["stdout"] + r["stderr"]).strip()
