@@ -1,13 +1,8 @@
 /* shim gateway: the sandbox's egress gateway process (gateway.h). */
 #include "gateway.h"
 
-#include <errno.h>
-#include <signal.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <sys/syscall.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "log.h"

@@ -55,7 +55,10 @@ def submit(api, name, airlockfile, files=None, no_cache=False, context=None):
         parts["context"] = ("context.tar", context, "application/x-tar")
     if no_cache:
         parts["no_cache"] = (None, "true")
-    return api.post(f"{api.base}/v1/templates", files=parts, timeout=TIMEOUT)
+    # A large context takes a loaded host a while to take in.
+    timeout = TIMEOUT if context is None or len(context) < (16 << 20) \
+        else (5, 900)
+    return api.post(f"{api.base}/v1/templates", files=parts, timeout=timeout)
 
 
 def follow(api, build_id, seconds=600):
