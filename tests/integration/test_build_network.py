@@ -208,6 +208,7 @@ CASES = host_clients.client_cases("allowed.test", "/npm")
 
 @pytest.mark.parametrize("what,cmd,want", CASES, ids=[c[0] for c in CASES])
 def test_real_clients_in_a_sandbox(bapi, client_box, what, cmd, want):
-    r = exec_json(bapi, client_box, ["sh", "-c", cmd], timeout=300)
+    r = exec_json(bapi, client_box, ["sh", "-c", cmd], timeout=300,
+                  http_timeout=(5, 330))
     out = (r["stdout"] + r["stderr"]).strip()
     assert r["exit_code"] == 0 and want in out, (what, out)

@@ -321,7 +321,8 @@ def test_allowed_real_clients(rt, boxes, client_box, what, cmd, want):
     """Real clients (host_clients.py) download over HTTPS through the
     gateway, verified by the template's trust store (and for node by
     NODE_EXTRA_CA_CERTS)."""
-    r = it.exec_json(rt.api, client_box, ["sh", "-c", cmd], timeout=300)
+    r = it.exec_json(rt.api, client_box, ["sh", "-c", cmd], timeout=300,
+                     http_timeout=(5, 330))
     out = (r["stdout"] + r["stderr"]).strip()
     ok = r["exit_code"] == 0 and want in out
     rt.works(f"{what} over HTTPS from allowed.test (clients template)",
