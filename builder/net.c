@@ -248,6 +248,8 @@ static int gateway_start(bld *b, al_err *err)
 const al_netslot *bld_net_up(bld *b, al_err *err)
 {
 	bld_net *n = &b->net;
+	int64_t t0 = al_now_ms();
+	int prepared = -1; /* -1: the slot was leased before */
 	if (n->lease.lock_fd < 0) {
 		if (!n->pool_open) {
 			if (al_netpool_open(&n->pool, b->cfg.state_dir, NULL,
@@ -255,7 +257,6 @@ const al_netslot *bld_net_up(bld *b, al_err *err)
 				goto fail;
 			n->pool_open = 1;
 		}
-		int prepared;
 		if (al_gateway_prog(b->cfg.libexec_dir, n->prog, sizeof n->prog,
 				    err) < 0 ||
 		    (n->uid.lock_fd < 0 &&
@@ -266,8 +267,17 @@ const al_netslot *bld_net_up(bld *b, al_err *err)
 			goto fail;
 	}
 	gateway_check(b);
-	if (n->pid <= 0 && gateway_start(b, err) < 0)
+	if (n->pid > 0)
+		return &n->lease.slot;
+	if (gateway_start(b, err) < 0)
 		goto fail;
+	al_info("build %s: network up in %lld ms (%s slot #%u, gateway pid "
+		"%d)",
+		b->id, (long long)(al_now_ms() - t0),
+		prepared < 0   ? "the build's"
+		: prepared > 0 ? "a prepared"
+			       : "a ready",
+		n->lease.slot.index, (int)n->pid);
 	return &n->lease.slot;
 fail:
 	al_err_wrap(err, "the build's network");
