@@ -45,6 +45,7 @@ typedef struct bld_net {
 	int pidfd;
 	int ctl; /* its control fd */
 	unsigned starts;
+	int down_noted; /* the build's log said it has no network */
 } bld_net;
 
 typedef struct bld {
@@ -152,7 +153,8 @@ int base_host_mirror(const char *suite, char *out, size_t outlen, al_err *err);
  * policy, with GW_CONFIG "build":true, the build's id as its sandbox
  * (so its decisions are in the egress log under the build's id), and
  * as its allow list the host's package registries (bld_net_registries).
- * NULL (err) when there can be no network: the step does not run. */
+ * NULL (err) when there can be no network: the step then runs with
+ * loopback only (fail closed), and the build's log says why. */
 void bld_net_init(bld_net *n);
 const al_netslot *bld_net_up(bld *b, al_err *err);
 /* Denials of the build's gateway in the egress log so far (0 without a

@@ -302,9 +302,16 @@ out:
 int run_step(bld *b, const al_af_step *st, size_t idx, const char *rootfs,
 	     al_err *err)
 {
-	const al_netslot *net = bld_net_up(b, err);
-	if (net == NULL)
-		return -1;
+	/* Without its network (no slot, no gateway) a step still runs, with
+	 * loopback only: nothing gets out, and the log says why. */
+	al_err net_err = {0};
+	const al_netslot *net = bld_net_up(b, &net_err);
+	if (net == NULL && !b->net.down_noted) {
+		blog_info(b, "RUN steps have no network (loopback only): %s",
+			  net_err.msg);
+		al_warn("build %s: %s", b->id, net_err.msg);
+		b->net.down_noted = 1;
+	}
 	/* /etc for the resolv.conf the jail writes (a FROM scratch layer
 	 * may have none yet). */
 	if (fsroot_ensure_sysdirs(rootfs, err) < 0 ||
@@ -357,7 +364,10 @@ int run_step(bld *b, const al_af_step *st, size_t idx, const char *rootfs,
 				b->id, tmp_err.msg);
 	}
 	free(payload);
-	resolv_restore(rootfs, net, &resolv);
+	if (net != NULL)
+		resolv_restore(rootfs, net, &resolv);
+	else
+		free(resolv.text);
 	al_err tmp_err = {0};
 	if (remove_agent(rootfs, &tmp_err) < 0 && rc == 0) {
 		*err = tmp_err;
