@@ -230,8 +230,7 @@ static int mirror_from_file(const char *path, const char *suite, char *out,
 	return mirror_from_list(text, suite, out, outlen);
 }
 
-/* AIRLOCK_DEBIAN_MIRROR, else the host's apt sources. */
-static int find_mirror(const char *suite, char *out, size_t outlen, al_err *err)
+int base_host_mirror(const char *suite, char *out, size_t outlen, al_err *err)
 {
 	const char *env = getenv("AIRLOCK_DEBIAN_MIRROR");
 	if (env != NULL && env[0] != '\0') {
@@ -436,7 +435,7 @@ static int from_debian(bld *b, al_err *err)
 	const al_af_step *st = &b->af->steps[0];
 	const al_af_from *fr = &st->from;
 	char mirror[1100];
-	if (find_mirror(fr->suite, mirror, sizeof mirror, err) < 0)
+	if (base_host_mirror(fr->suite, mirror, sizeof mirror, err) < 0)
 		return -1;
 
 	/* Sorted and deduplicated: the order written changes nothing. */

@@ -8,6 +8,7 @@
  *   run.c     RUN in a build sandbox (the ns jail + the agent)
  *   finish.c  the template version: agent, CA, publish, VM artefacts
  *   trust.c   the host CA in a layer's trust store
+ *   net.c     RUN steps' network: a slot and an egress gateway
  *   logstream.c  the log's SSE streams nginx carries (its own process)
  *
  * Layers are btrfs subvolumes in pool/layers/<key>. A step that makes
@@ -19,21 +20,40 @@
 
 #include <json-c/json.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 #include "airlockfile.h"
 #include "config.h"
 #include "db.h"
 #include "err.h"
+#include "net/pool.h"
 #include "template.h"
+#include "uidrange.h"
 
 #define BLD_MAX_TMP 8
+
+/* The build's network (net.c): one slot and one gateway for all its RUN
+ * steps, made at the first one and gone with the build. */
+typedef struct bld_net {
+	al_netpool pool;
+	int pool_open;
+	al_netlease lease; /* lock_fd -1: none held */
+	al_uidrange uid;   /* the gateway's */
+	char prog[AL_PATH_MAX];
+	pid_t pid; /* the gateway; 0 when none runs */
+	int pidfd;
+	int ctl; /* its control fd */
+	unsigned starts;
+	int down_noted; /* the build's log said it has no network */
+} bld_net;
 
 typedef struct bld {
 	al_config cfg;
 	al_db *db;
 	char id[64];
 	char name[64];
+	char project[64];
 	int no_cache;
 
 	char dir[AL_PATH_MAX + 80];    /* state/builds/<id> */
@@ -43,9 +63,9 @@ typedef struct bld {
 	al_airlockfile *af;
 
 	int logfd;
-	int step;	  /* 1-based index of the running step, 0 = none */
-	int steps;	  /* af->nsteps */
-	int run_noted;	  /* the no-network note was logged */
+	int step;  /* 1-based index of the running step, 0 = none */
+	int steps; /* af->nsteps */
+	bld_net net;
 	char carry[2][4]; /* incomplete UTF-8 sequence per stream */
 	size_t ncarry[2];
 	size_t output_logged; /* bytes of output events in log.jsonl */
@@ -122,6 +142,37 @@ int bld_layer_install(bld *b, const char *tmp, const char *final, al_err *err);
 /* ---- base.c ---- */
 /* Set b->parent and b->key from FROM (step 1). */
 int base_prepare(bld *b, al_err *err);
+/* The Debian mirror for suite: AIRLOCK_DEBIAN_MIRROR, else the host's apt
+ * sources (an http(s):// or file:/ URL). AL_ENOENT when there is none. */
+int base_host_mirror(const char *suite, char *out, size_t outlen, al_err *err);
+
+/* ---- net.c ---- */
+/* Make RUN steps' network ready before a step: the slot leased and the
+ * gateway running and configured (started again if it died). The
+ * gateway is airlock-gateway as every sandbox has, under the same
+ * policy, with GW_CONFIG "build":true, the build's id as its sandbox
+ * (so its decisions are in the egress log under the build's id), and
+ * as its allow list the host's package registries (bld_net_registries).
+ * NULL (err) when there can be no network: the step then runs with
+ * loopback only (fail closed), and the build's log says why. */
+void bld_net_init(bld_net *n);
+const al_netslot *bld_net_up(bld *b, al_err *err);
+/* Denials of the build's gateway in the egress log so far (0 without a
+ * gateway or a database answer). */
+uint64_t bld_net_denied(bld *b);
+/* After a RUN step that failed: the denials past before (bld_net_denied
+ * of the step's start), once the egress log has them (waiting up to 3
+ * s), as info lines of the build's log. */
+void bld_net_explain(bld *b, uint64_t before);
+/* Kill and reap the gateway, release the slot and uid. Idempotent. */
+void bld_net_down(bld *b);
+/* The host's package registries a build may reach besides the policy's
+ * build_registries, as name patterns (at most max, each < 256 bytes):
+ * the hosts of the host's Debian mirrors (base_host_mirror for its
+ * release, -updates and -security) and of npm's registry
+ * (AIRLOCK_NPM_REGISTRY, else "registry=" of /etc/npmrc or
+ * /usr/etc/npmrc, else registry.npmjs.org). */
+size_t bld_net_registries(char (*out)[256], size_t max);
 
 /* ---- run.c ---- */
 /* Run step st in a build sandbox on the layer at rootfs. Output goes to

@@ -152,8 +152,13 @@ static void remove_stale_tmp(const char *dir)
  * of a finished build) gets nothing. */
 static int claim_build(bld *b, al_err *err)
 {
-	return al_build_claim(b->db, b->id, (int)getpid(), b->name,
-			      sizeof b->name, &b->no_cache, err);
+	al_build_claimed c;
+	if (al_build_claim(b->db, b->id, (int)getpid(), &c, err) < 0)
+		return -1;
+	memcpy(b->name, c.name, sizeof b->name);
+	memcpy(b->project, c.project, sizeof b->project);
+	b->no_cache = c.no_cache;
+	return 0;
 }
 
 static int load_inputs(bld *b, int *line, al_err *err)
@@ -317,6 +322,7 @@ int main(int argc, char **argv)
 	bld b;
 	memset(&b, 0, sizeof b);
 	b.logfd = -1;
+	bld_net_init(&b.net);
 
 	int streamer = argc == 4 && strcmp(argv[1], "--log-stream") == 0;
 	if (!streamer && (argc != 3 || strcmp(argv[1], "--build") != 0))
@@ -410,6 +416,7 @@ int main(int argc, char **argv)
 		(long long)(al_now_ms() - t0));
 	rc = 0;
 out:
+	bld_net_down(&b);
 	tmp_cleanup(&b);
 	if (b.ctxdir[0] != '\0')
 		al_context_rmtree(b.ctxdir, NULL);

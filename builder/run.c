@@ -1,8 +1,9 @@
 /* RUN: the command runs inside a build sandbox, never on the host. The
  * sandbox is the ns jail every sandbox gets (namespaces, cgroups,
- * reduced capabilities, seccomp, a network namespace holding only lo),
- * rooted at the step's temporary layer, with the agent copied in at a
- * hidden path for the duration of the step. The builder speaks the agent
+ * reduced capabilities, seccomp, the build's network slot: egress only
+ * through the build's gateway, net.c), rooted at the step's temporary
+ * layer, with the agent copied in at a hidden path for the duration of
+ * the step. The builder speaks the agent
  * protocol to it like a shim does: HELLO, EXEC, output frames, EXIT. */
 #include "builder.h"
 
@@ -143,6 +144,42 @@ static int place_agent(bld *b, const char *rootfs, al_err *err)
 	return 0;
 }
 
+/* The jail points the layer's /etc/resolv.conf at the build's gateway;
+ * the layer keeps what it had unless the step wrote one of its own (one
+ * that had none keeps the gateway's line: every sandbox start, both
+ * drivers, writes its own). */
+typedef struct resolv_saved {
+	char *text; /* NULL: there was none */
+	size_t len;
+} resolv_saved;
+
+static void resolv_save(const char *rootfs, resolv_saved *r)
+{
+	al_err tmp_err = {0};
+	r->text = fsroot_read_file(rootfs, "/etc/resolv.conf", 1u << 16,
+				   &r->len, &tmp_err);
+}
+
+static void resolv_restore(const char *rootfs, const al_netslot *net,
+			   resolv_saved *r)
+{
+	char gw[AL_NET_ADDR_STRLEN], ours[64];
+	al_net_addr_format(net->addr.gateway, gw);
+	int n = snprintf(ours, sizeof ours, "nameserver %s\n", gw);
+	size_t len = 0;
+	al_err tmp_err = {0};
+	char *now = fsroot_read_file(rootfs, "/etc/resolv.conf", 1u << 16, &len,
+				     &tmp_err);
+	if (r->text != NULL && now != NULL && len == (size_t)n &&
+	    memcmp(now, ours, len) == 0 &&
+	    fsroot_write_file(rootfs, "/etc/resolv.conf", r->text, r->len, 0644,
+			      &tmp_err) < 0)
+		al_warn("restoring /etc/resolv.conf: %s", tmp_err.msg);
+	free(now);
+	free(r->text);
+	r->text = NULL;
+}
+
 static int remove_agent(const char *rootfs, al_err *err)
 {
 	return fsroot_remove_top(rootfs, BUILD_AGENT_DIR, err);
@@ -265,14 +302,20 @@ out:
 int run_step(bld *b, const al_af_step *st, size_t idx, const char *rootfs,
 	     al_err *err)
 {
-	if (!b->run_noted) {
-		blog_info(b, "RUN steps have no network yet (the build "
-			     "sandbox has only loopback until the egress "
-			     "gateway lands); put packages into FROM "
-			     "debian:bookworm --include=...");
-		b->run_noted = 1;
+	/* Without its network (no slot, no gateway) a step still runs, with
+	 * loopback only: nothing gets out, and the log says why. */
+	al_err net_err = {0};
+	const al_netslot *net = bld_net_up(b, &net_err);
+	if (net == NULL && !b->net.down_noted) {
+		blog_info(b, "RUN steps have no network (loopback only): %s",
+			  net_err.msg);
+		al_warn("build %s: %s", b->id, net_err.msg);
+		b->net.down_noted = 1;
 	}
+	/* /etc for the resolv.conf the jail writes (a FROM scratch layer
+	 * may have none yet). */
 	if (fsroot_ensure_sysdirs(rootfs, err) < 0 ||
+	    fsroot_mkdir_p(rootfs, "/etc", 0755, err) < 0 ||
 	    bld_trust_ca(b, rootfs, err) < 0 ||
 	    fsroot_mkdir_p(rootfs, run_workdir(b, idx), 0755, err) < 0)
 		return -1;
@@ -294,15 +337,21 @@ int run_step(bld *b, const al_af_step *st, size_t idx, const char *rootfs,
 		.limits = {.memory_bytes = BUILD_MEMORY,
 			   .pids_max = BUILD_PIDS,
 			   .cpu_shares = 1024},
+		.net = net,
 	};
 	al_driver_handle h;
 	memset(&h, 0, sizeof h);
 	h.agent_fd = -1;
 	int rc = -1;
+	uint64_t denied = bld_net_denied(b);
+	resolv_saved resolv;
+	resolv_save(rootfs, &resolv);
 	if (al_driver_ns.start(&spec, &h, err) < 0) {
 		al_err_wrap(err, "starting the build sandbox");
 	} else {
 		rc = converse(b, h.agent_fd, payload, err);
+		if (rc < 0)
+			bld_net_explain(b, denied);
 		al_err tmp_err = {0};
 		/* The kernel can take a moment to empty the cgroups. */
 		for (int i = 0; i < 50; i++) {
@@ -315,6 +364,10 @@ int run_step(bld *b, const al_af_step *st, size_t idx, const char *rootfs,
 				b->id, tmp_err.msg);
 	}
 	free(payload);
+	if (net != NULL)
+		resolv_restore(rootfs, net, &resolv);
+	else
+		free(resolv.text);
 	al_err tmp_err = {0};
 	if (remove_agent(rootfs, &tmp_err) < 0 && rc == 0) {
 		*err = tmp_err;

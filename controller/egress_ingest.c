@@ -8,6 +8,7 @@
 #include "egress_log.h"
 #include "log.h"
 #include "sandbox.h"
+#include "template.h"
 
 /* Records per INSERT (whole files: one file adds at most 256). */
 #define INGEST_BATCH 4096
@@ -15,27 +16,34 @@
  * the loop. */
 #define INGEST_ROUNDS 8
 
-/* Empty directories of sandboxes that are not live any more go (one
- * query for all of them). */
+/* Empty directories of sandboxes and builds (a build's gateway writes
+ * under the build's id) that are not live any more go (one query each
+ * for all of them). */
 static void tidy_dirs(const al_config *cfg, al_db *db, const al_egress_batch *b)
 {
 	if (b->n_empty == 0)
 		return;
 	char(*ids)[64] = NULL;
-	int n = 0;
+	int n = 0, nb = 0;
+	al_build_pending *builds = NULL;
 	al_err err = {0};
-	if (al_sandbox_list_live(db, &ids, &n, &err) < 0) {
+	if (al_sandbox_list_live(db, &ids, &n, &err) < 0 ||
+	    al_build_list_pending(db, &builds, &nb, &err) < 0) {
 		al_warn("egress: %s", err.msg);
+		free(ids);
 		return;
 	}
 	for (size_t i = 0; i < b->n_empty; i++) {
 		int live = 0;
 		for (int k = 0; k < n && !live; k++)
 			live = strcmp(ids[k], b->empty[i]) == 0;
+		for (int k = 0; k < nb && !live; k++)
+			live = strcmp(builds[k].id, b->empty[i]) == 0;
 		if (!live)
 			al_egress_dir_remove(cfg->run_dir, b->empty[i]);
 	}
 	free(ids);
+	free(builds);
 }
 
 /* A batch PostgreSQL refused while the connection works: file by file,

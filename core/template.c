@@ -811,8 +811,8 @@ static json_object *str_or_null(PGresult *res, int col)
 	return json_object_new_string(PQgetvalue(res, 0, col));
 }
 
-int al_build_claim(al_db *db, const char *id, int pid, char *name,
-		   size_t namelen, int *no_cache, al_err *err)
+int al_build_claim(al_db *db, const char *id, int pid, al_build_claimed *out,
+		   al_err *err)
 {
 	char pbuf[16];
 	snprintf(pbuf, sizeof pbuf, "%d", pid);
@@ -821,7 +821,7 @@ int al_build_claim(al_db *db, const char *id, int pid, char *name,
 		db,
 		"UPDATE template_builds SET status = 'running',"
 		" builder_pid = $2::int WHERE id = $1 AND status = 'queued'"
-		" RETURNING name, no_cache",
+		" RETURNING name, no_cache, project",
 		2, p, err);
 	if (res == NULL)
 		return -1;
@@ -830,8 +830,10 @@ int al_build_claim(al_db *db, const char *id, int pid, char *name,
 		return al_err_set(err, AL_ESTATE, 0,
 				  "build %s is unknown or not queued", id);
 	}
-	snprintf(name, namelen, "%s", PQgetvalue(res, 0, 0));
-	*no_cache = strcmp(PQgetvalue(res, 0, 1), "t") == 0;
+	snprintf(out->name, sizeof out->name, "%s", PQgetvalue(res, 0, 0));
+	out->no_cache = strcmp(PQgetvalue(res, 0, 1), "t") == 0;
+	snprintf(out->project, sizeof out->project, "%s",
+		 PQgetvalue(res, 0, 2));
 	PQclear(res);
 	return 0;
 }

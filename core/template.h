@@ -176,10 +176,16 @@ int al_build_insert(al_db *db, const char *id, const char *name,
 /* Progress and outcome; error may be NULL, version 0 = unknown. */
 int al_build_update(al_db *db, const char *id, al_build_status status, int step,
 		    int steps, int version, const char *error, al_err *err);
-/* queued -> running for builder pid, once: the build's template name
- * and no_cache flag; AL_ESTATE if it is unknown or not queued. */
-int al_build_claim(al_db *db, const char *id, int pid, char *name,
-		   size_t namelen, int *no_cache, al_err *err);
+/* What a builder learns of the build it claims. */
+typedef struct al_build_claimed {
+	char name[64];	  /* the template's */
+	char project[64]; /* the build's */
+	int no_cache;
+} al_build_claimed;
+/* queued -> running for builder pid, once; AL_ESTATE if it is unknown
+ * or not queued. */
+int al_build_claim(al_db *db, const char *id, int pid, al_build_claimed *out,
+		   al_err *err);
 /* A build that is queued or running, as reconciliation needs it. */
 typedef struct al_build_pending {
 	char id[64];

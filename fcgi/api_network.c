@@ -1,8 +1,10 @@
 /* A sandbox's network: PUT /v1/sandboxes/{id}/network (the setting, sent
  * to its shim, which hands it to the gateway) and GET
- * /v1/sandboxes/{id}/egress (the gateway's decisions, newest first). A
- * member key sees only its project's sandboxes: another project's is
- * answered exactly like an unknown id. */
+ * /v1/sandboxes/{id}/egress (the gateway's decisions, newest first); GET
+ * /v1/templates/builds/{id}/egress the same for a build's gateway (it
+ * logs under the build's id: builder/net.c). A member key sees only its
+ * project's sandboxes and builds: another project's is answered exactly
+ * like an unknown id. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +16,7 @@
 #include "log.h"
 #include "netspec.h"
 #include "sandbox.h"
+#include "template.h"
 #include "upstream.h"
 
 /* The gateway answers in SHIM_GW_ACK_MS (3 s); the shim in a little more. */
@@ -93,33 +96,13 @@ out:
 	free(payload);
 }
 
-void al_api_sandbox_egress(al_req *r)
+/* The egress log of id (a sandbox's, or a build's: its gateway logs
+ * under the build's id), once the caller has checked id is one of the
+ * key's. */
+static void egress_answer(al_req *r, al_db *db, int64_t limit,
+			  const char *before)
 {
 	al_err err = {0};
-	int64_t limit = AL_EGRESS_LIST_DEFAULT;
-	const char *before = NULL;
-	for (int i = 0; i < r->query.n; i++) {
-		const char *k = r->query.q[i].key, *v = r->query.q[i].val;
-		if (strcmp(k, "limit") == 0) {
-			if (al_req_limit(r, v, AL_EGRESS_LIST_MAX, &limit) < 0)
-				return;
-		} else if (strcmp(k, "before") == 0) {
-			before = v;
-		} else {
-			al_http_errorf(r, AL_EINVAL,
-				       "unknown query parameter (use limit=,"
-				       " before=)");
-			return;
-		}
-	}
-	al_sandbox sb;
-	al_db *db = al_req_db(r, &err);
-	if (db == NULL ||
-	    al_sandbox_get_in(db, r->id, al_req_scope(r), &sb, &err) < 0) {
-		al_http_error(r, &err);
-		return;
-	}
-	al_sandbox_free_fields(&sb);
 	json_object *arr = NULL;
 	char next[AL_EGRESS_CURSOR_MAX];
 	if (al_egress_log_list(db, r->id, (int)limit, before, &arr, next,
@@ -148,4 +131,71 @@ void al_api_sandbox_egress(al_req *r)
 					       : NULL);
 	al_http_json(r, 200, o);
 	json_object_put(o);
+}
+
+/* limit= and before= of an egress listing; -1 when answered (400). */
+static int egress_query(al_req *r, int64_t *limit, const char **before)
+{
+	*limit = AL_EGRESS_LIST_DEFAULT;
+	*before = NULL;
+	for (int i = 0; i < r->query.n; i++) {
+		const char *k = r->query.q[i].key, *v = r->query.q[i].val;
+		if (strcmp(k, "limit") == 0) {
+			if (al_req_limit(r, v, AL_EGRESS_LIST_MAX, limit) < 0)
+				return -1;
+		} else if (strcmp(k, "before") == 0) {
+			*before = v;
+		} else {
+			al_http_errorf(r, AL_EINVAL,
+				       "unknown query parameter (use limit=,"
+				       " before=)");
+			return -1;
+		}
+	}
+	return 0;
+}
+
+/* Whether r's key sees the sandbox or build r->id: 0, or -1 (err:
+ * another project's is AL_ENOENT like an unknown one). */
+static int sandbox_seen(al_req *r, al_db *db, al_err *err)
+{
+	al_sandbox sb;
+	if (al_sandbox_get_in(db, r->id, al_req_scope(r), &sb, err) < 0)
+		return -1;
+	al_sandbox_free_fields(&sb);
+	return 0;
+}
+
+static int build_seen(al_req *r, al_db *db, al_err *err)
+{
+	if (!al_id_valid(r->id))
+		return al_err_set(err, AL_ENOENT, 0, "no such build");
+	json_object *b = al_build_get(db, r->id, al_req_scope(r), err);
+	json_object_put(b);
+	return b != NULL ? 0 : -1;
+}
+
+static void egress_of(al_req *r, int (*seen)(al_req *, al_db *, al_err *))
+{
+	al_err err = {0};
+	int64_t limit;
+	const char *before;
+	if (egress_query(r, &limit, &before) < 0)
+		return;
+	al_db *db = al_req_db(r, &err);
+	if (db == NULL || seen(r, db, &err) < 0) {
+		al_http_error(r, &err);
+		return;
+	}
+	egress_answer(r, db, limit, before);
+}
+
+void al_api_sandbox_egress(al_req *r)
+{
+	egress_of(r, sandbox_seen);
+}
+
+void al_api_build_egress(al_req *r)
+{
+	egress_of(r, build_seen);
 }

@@ -105,6 +105,7 @@ void al_api_sandbox_get(al_req *r);
 void al_api_sandbox_delete(al_req *r);
 void al_api_sandbox_network_put(al_req *r);
 void al_api_sandbox_egress(al_req *r);
+void al_api_build_egress(al_req *r);
 void al_api_exec(al_req *r);
 void al_api_files_put(al_req *r);
 void al_api_files_get(al_req *r);

@@ -43,6 +43,7 @@ static const struct route {
 	{"POST", "/v1/templates", KEY, al_api_template_build},
 	{"GET", "/v1/templates/builds/{id}", KEY, al_api_build_get},
 	{"GET", "/v1/templates/builds/{id}/logs", KEY, al_api_build_logs},
+	{"GET", "/v1/templates/builds/{id}/egress", KEY, al_api_build_egress},
 	{"GET", "/v1/templates/{id}", KEY, al_api_template_get},
 	{"DELETE", "/v1/templates/{id}", KEY, al_api_template_delete},
 	{"PUT", "/v1/templates/{id}/warm_pool", ADMIN, al_api_template_pool},

@@ -41,10 +41,12 @@
 --   match_any(name, list)         true when any pattern of list matches
 --   log("text")                   a line in Airlock's log (rate-limited)
 
--- Package registries a template build may download from, besides its own
--- allow list. Debian: the mirrors of this host's apt sources
--- (/etc/apt/sources.list.d/debian.sources uses deb.debian.org); add yours
--- here if your host uses another one.
+-- Package registries a template build may download from. A build's own
+-- allow list (req.allow) already holds this host's package registries:
+-- the builder reads them from the host (the mirrors of its apt sources,
+-- or AIRLOCK_DEBIAN_MIRROR; npm's registry= or AIRLOCK_NPM_REGISTRY).
+-- The names here are added for every build: the usual public ones. Add
+-- a name to let builds reach it (an internal mirror, a Go proxy).
 build_registries = {
   "deb.debian.org", "security.debian.org",       -- Debian packages
   "registry.npmjs.org",                          -- npm
@@ -131,8 +133,14 @@ function self_test()
   if ask({ name = "example.com", port = 22, protocol = "tcp" }) then
     return false, "tcp port 22 is allowed"
   end
-  if not ask({ name = "pypi.org", build = true }) then
-    return false, "a build cannot reach pypi.org"
+  for _, name in ipairs({ "deb.debian.org", "registry.npmjs.org",
+                          "pypi.org" }) do
+    if not ask({ name = name, build = true, allow = {} }) then
+      return false, "a build cannot reach " .. name
+    end
+  end
+  if ask({ name = "other.example", build = true }) then
+    return false, "a build reaches a name off every list"
   end
   if ask({ name = "localhost", mode = "open" }) then
     return false, "open mode reaches localhost"

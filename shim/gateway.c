@@ -1,29 +1,13 @@
 /* shim gateway: the sandbox's egress gateway process (gateway.h). */
 #include "gateway.h"
 
-#include <errno.h>
-#include <signal.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <sys/syscall.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "log.h"
 #include "net/addr.h"
 #include "shim.h"
-
-/* What the gateway gets of the shim's environment (the gateway process
- * contract), and nothing else. AIRLOCK_STATE and AIRLOCK_POLICIES come
- * from the shim's configuration, their defaults resolved. */
-static const char *const gw_env_names[] = {
-	"AIRLOCK_UPSTREAM_DNS",
-	"AIRLOCK_UPSTREAM_HOSTS",
-	"AIRLOCK_UPSTREAM_CA",
-	"AIRLOCK_UPSTREAM_ALLOW_CIDRS",
-};
-#define GW_ENV_N (2 + sizeof gw_env_names / sizeof gw_env_names[0])
 
 void shim_gwproc_init(shim_gwproc *g)
 {
@@ -37,16 +21,7 @@ void shim_gwproc_init(shim_gwproc *g)
 /* Kill and reap the running one (if any). */
 static void proc_end(shim_gwproc *g)
 {
-	if (g->pid > 0) {
-		syscall(SYS_pidfd_send_signal, g->pidfd, SIGKILL, NULL, 0);
-		/* ECHILD: the relay's SIGCHLD loop reaped it already. */
-		siginfo_t si;
-		waitid(P_PIDFD, (id_t)g->pidfd, &si, WEXITED);
-	}
-	if (g->pidfd >= 0)
-		close(g->pidfd);
-	g->pid = 0;
-	g->pidfd = -1;
+	al_gateway_end(&g->pid, &g->pidfd);
 }
 
 /* The next start, later each time (bounded restarts). */
@@ -63,33 +38,17 @@ static void schedule(shim_gwproc *g)
 static void launch(shim *s)
 {
 	shim_gwproc *g = &s->gwproc;
-	char envbuf[GW_ENV_N][AL_PATH_MAX + 64];
-	char *env[GW_ENV_N + 1];
-	size_t ne = 0;
-	for (size_t i = 0; i < GW_ENV_N; i++) {
-		const char *name = i == 0   ? "AIRLOCK_STATE"
-				   : i == 1 ? "AIRLOCK_POLICIES"
-					    : gw_env_names[i - 2];
-		const char *v = i == 0	 ? s->cfg.state_dir
-				: i == 1 ? s->cfg.policies_dir
-					 : getenv(name);
-		if (v == NULL)
-			continue;
-		int w = snprintf(envbuf[ne], sizeof envbuf[ne], "%s=%s", name,
-				 v);
-		if (w > 0 && (size_t)w < sizeof envbuf[ne]) {
-			env[ne] = envbuf[ne];
-			ne++;
-		}
-	}
-	env[ne] = NULL;
+	/* AIRLOCK_STATE and AIRLOCK_POLICIES from the shim's configuration,
+	 * their defaults resolved. */
+	static al_gateway_env env;
+	al_gateway_env_fill(&env, s->cfg.state_dir, s->cfg.policies_dir);
 	al_gateway_spec spec = {
 		.slot = g->slot,
 		.uid = g->uid.base,
 		.gid = g->uid.base,
 		.sandbox = s->sb.id,
 		.prog = g->prog,
-		.env = env,
+		.env = env.env,
 		.run_dir = s->cfg.run_dir,
 		/* Charged to the sandbox: what its guest makes the gateway
 		 * spend comes out of its own limits. Both drivers name the
@@ -125,13 +84,9 @@ int shim_gwproc_begin(shim *s, const al_netslot *slot, al_err *err)
 		return 0;
 	g->slot = slot;
 	al_net_addr_format(slot->addr.gateway, g->addr);
-	const char *prog = getenv(SHIM_GW_PROG_ENV);
-	int w = prog != NULL && prog[0] == '/'
-			? snprintf(g->prog, sizeof g->prog, "%s", prog)
-			: snprintf(g->prog, sizeof g->prog,
-				   "%s/airlock-gateway", s->cfg.libexec_dir);
-	if (w < 0 || (size_t)w >= sizeof g->prog)
-		return al_err_set(err, AL_EINVAL, 0, "gateway path too long");
+	if (al_gateway_prog(s->cfg.libexec_dir, g->prog, sizeof g->prog, err) <
+	    0)
+		return -1;
 	if (al_uidrange_take(&al_uidrange_gw, s->sb.id, &g->uid, err) < 0)
 		return -1;
 	g->on = 1;

@@ -35,8 +35,6 @@
 #include "net/gwlaunch.h"
 #include "uidrange.h"
 
-/* The program, for tests and operators: default <libexec>/airlock-gateway. */
-#define SHIM_GW_PROG_ENV "AIRLOCK_GATEWAY"
 #define SHIM_GW_BACKOFF_MIN_MS 200
 #define SHIM_GW_BACKOFF_MAX_MS 30000
 #define SHIM_GW_STABLE_MS 60000

@@ -49,25 +49,8 @@ int shim_net_lease(shim_net *n, const al_config *cfg, int kind, al_err *err)
 		}
 		n->pool_open = 1;
 	}
-	int rc = al_netpool_take(&n->pool, (al_netslot_kind)kind, &n->lease,
-				 err);
-	/* The controller keeps slots ready; a burst past them (or no
-	 * controller) costs this start a prepare. What it prepared is
-	 * ready to anyone, and another start of the burst may take it
-	 * first: then it prepares again, a bounded number of times. */
-	for (int i = 0; rc == AL_DECLINED && i < SHIM_NET_PREPARES; i++) {
-		n->prepared = 1;
-		if (al_netpool_prepare(&n->pool, (al_netslot_kind)kind, err) <
-		    0)
-			return -1;
-		rc = al_netpool_take(&n->pool, (al_netslot_kind)kind, &n->lease,
-				     err);
-	}
-	if (rc == AL_DECLINED)
-		return al_err_set(err, AL_EUNAVAIL, 0,
-				  "the network slots this sandbox prepared "
-				  "were all taken by others");
-	if (rc < 0)
+	if (al_netpool_lease(&n->pool, (al_netslot_kind)kind, &n->lease,
+			     &n->prepared, err) < 0)
 		return -1;
 	n->lease_ms = ms_since(&t0);
 	return 0;

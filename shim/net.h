@@ -19,10 +19,6 @@
 #include "net/pool.h"
 #include "sandbox.h"
 
-/* Prepares one start may make when the ones it made are taken by other
- * starts of a burst before it takes them. */
-#define SHIM_NET_PREPARES 4
-
 typedef struct shim_net {
 	al_netpool pool;
 	int pool_open;

@@ -10,6 +10,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
@@ -216,6 +217,58 @@ __attribute__((noreturn)) static int child_entry(void *arg)
 	sigprocmask(SIG_SETMASK, &none, NULL);
 	execve(spec->prog, a->argv, spec->env);
 	child_fail(a, "exec the gateway");
+}
+
+int al_gateway_prog(const char *libexec_dir, char *out, size_t outlen,
+		    al_err *err)
+{
+	const char *prog = getenv(AL_GATEWAY_PROG_ENV);
+	int w = prog != NULL && prog[0] == '/'
+			? snprintf(out, outlen, "%s", prog)
+			: snprintf(out, outlen, "%s/airlock-gateway",
+				   libexec_dir);
+	if (w < 0 || (size_t)w >= outlen)
+		return al_err_set(err, AL_EINVAL, 0, "gateway path too long");
+	return 0;
+}
+
+void al_gateway_env_fill(al_gateway_env *e, const char *state_dir,
+			 const char *policies_dir)
+{
+	static const char *const names[AL_GATEWAY_ENV_N] = {
+		"AIRLOCK_STATE",	"AIRLOCK_POLICIES",
+		"AIRLOCK_UPSTREAM_DNS", "AIRLOCK_UPSTREAM_HOSTS",
+		"AIRLOCK_UPSTREAM_CA",	"AIRLOCK_UPSTREAM_ALLOW_CIDRS",
+	};
+	size_t ne = 0;
+	for (size_t i = 0; i < AL_GATEWAY_ENV_N; i++) {
+		const char *v = i == 0	 ? state_dir
+				: i == 1 ? policies_dir
+					 : getenv(names[i]);
+		if (v == NULL)
+			continue;
+		int w = snprintf(e->buf[ne], sizeof e->buf[ne], "%s=%s",
+				 names[i], v);
+		if (w > 0 && (size_t)w < sizeof e->buf[ne]) {
+			e->env[ne] = e->buf[ne];
+			ne++;
+		}
+	}
+	e->env[ne] = NULL;
+}
+
+void al_gateway_end(pid_t *pid, int *pidfd)
+{
+	if (*pid > 0) {
+		syscall(SYS_pidfd_send_signal, *pidfd, SIGKILL, NULL, 0);
+		/* ECHILD: a SIGCHLD loop of the caller reaped it already. */
+		siginfo_t si;
+		waitid(P_PIDFD, (id_t)*pidfd, &si, WEXITED);
+	}
+	if (*pidfd >= 0)
+		close(*pidfd);
+	*pid = 0;
+	*pidfd = -1;
 }
 
 int al_gateway_map_path(const char *run_dir, const char *sandbox, char *out,

@@ -85,6 +85,30 @@ typedef struct al_gateway_proc {
 	int control_fd; /* close-on-exec, non-blocking; the caller's end */
 } al_gateway_proc;
 
+/* The program: $AL_GATEWAY_PROG_ENV when it is an absolute path (tests,
+ * operators), else <libexec_dir>/airlock-gateway. */
+#define AL_GATEWAY_PROG_ENV "AIRLOCK_GATEWAY"
+int al_gateway_prog(const char *libexec_dir, char *out, size_t outlen,
+		    al_err *err);
+
+/* What a gateway gets of its starter's environment (the process
+ * contract), and nothing else: AIRLOCK_STATE and AIRLOCK_POLICIES from
+ * the starter's configuration (defaults resolved), AIRLOCK_UPSTREAM_*
+ * as the starter has them. env is the NULL-terminated list for
+ * al_gateway_spec.env, pointing into buf. */
+#define AL_GATEWAY_ENV_N 6
+typedef struct al_gateway_env {
+	char buf[AL_GATEWAY_ENV_N][AL_PATH_MAX + 64];
+	char *env[AL_GATEWAY_ENV_N + 1];
+} al_gateway_env;
+void al_gateway_env_fill(al_gateway_env *e, const char *state_dir,
+			 const char *policies_dir);
+
+/* Kill (SIGKILL through *pidfd) and reap a launched gateway, close its
+ * pidfd; *pid = 0 and *pidfd = -1 after. Harmless when none runs (*pid
+ * <= 0) or it was reaped already. */
+void al_gateway_end(pid_t *pid, int *pidfd);
+
 /* <run_dir>/gw/<sandbox>.fakeip into out; -1 if it does not fit. */
 int al_gateway_map_path(const char *run_dir, const char *sandbox, char *out,
 			size_t outlen);

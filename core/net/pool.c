@@ -344,6 +344,27 @@ int al_netpool_take(al_netpool *p, al_netslot_kind kind, al_netlease *l,
 	return rc;
 }
 
+int al_netpool_lease(al_netpool *p, al_netslot_kind kind, al_netlease *l,
+		     int *prepared, al_err *err)
+{
+	*prepared = 0;
+	int rc = al_netpool_take(p, kind, l, err);
+	/* What this caller prepared is ready to anyone, and another start
+	 * of a burst may take it first: then it prepares again, a bounded
+	 * number of times. */
+	for (int i = 0; rc == AL_DECLINED && i < AL_NETPOOL_PREPARES; i++) {
+		*prepared = 1;
+		if (al_netpool_prepare(p, kind, err) < 0)
+			return -1;
+		rc = al_netpool_take(p, kind, l, err);
+	}
+	if (rc == AL_DECLINED)
+		return al_err_set(err, AL_EUNAVAIL, 0,
+				  "the network slots prepared for this "
+				  "sandbox were all taken by others");
+	return rc;
+}
+
 void al_netpool_release(al_netpool *p, al_netlease *l)
 {
 	if (l == NULL || l->lock_fd < 0)

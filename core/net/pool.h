@@ -67,6 +67,14 @@ long al_netpool_prepare(al_netpool *p, al_netslot_kind kind, al_err *err);
  * caller prepares one, or waits); -1 on an error. */
 int al_netpool_take(al_netpool *p, al_netslot_kind kind, al_netlease *l,
 		    al_err *err);
+/* al_netpool_take; when none is ready, al_netpool_prepare one first and
+ * take that (*prepared = 1): the controller keeps slots ready, and a
+ * burst past them (or no controller) costs the caller one prepare.
+ * A slot prepared and taken by another meanwhile is prepared again, up
+ * to AL_NETPOOL_PREPARES times; then AL_EUNAVAIL. */
+#define AL_NETPOOL_PREPARES 4
+int al_netpool_lease(al_netpool *p, al_netslot_kind kind, al_netlease *l,
+		     int *prepared, al_err *err);
 /* Give the slot back: its namespaces are removed, its index is free. */
 void al_netpool_release(al_netpool *p, al_netlease *l);
 /* How many slots of kind are ready. */

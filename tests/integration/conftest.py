@@ -395,10 +395,14 @@ def sandbox(api, driver):
     s.cleanup()
 
 
-def exec_json(api, sid, cmd, **kw):
+def exec_json(api, sid, cmd, http_timeout=TIMEOUT, **kw):
+    """Run cmd to its end (kw: the exec body's other members); a command
+    that may run past a minute (node under TCG) needs a longer
+    http_timeout (connect, read)."""
     body = {"cmd": cmd, **kw}
     r = api.post(f"{api.base}/v1/sandboxes/{sid}/exec", json=body,
-                 headers={"Accept": "application/json"}, timeout=TIMEOUT)
+                 headers={"Accept": "application/json"},
+                 timeout=http_timeout)
     if r.status_code != 200:
         # Say why the sandbox is not running, when it is not.
         g = api.get(f"{api.base}/v1/sandboxes/{sid}", timeout=TIMEOUT)

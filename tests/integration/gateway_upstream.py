@@ -12,9 +12,14 @@ the test made (nothing here listens anywhere else):
   request is printed as {"http": host, "path": p, "tls": bool,
   (after GET /drop-next the connection's next request is dropped unanswered)
   "resumed": bool (a resumed TLS session)};
-- a TCP echo service on ADDR:7000 (what a pass-through reaches).
+- a TCP echo service on ADDR:7000 (what a pass-through reaches);
+- with UPSTREAM_FILES=DIR in the environment, GET of a path for which
+  DIR/<host>/<path> is a file (or a directory with a file "index")
+  answers that file (package indexes and packages for apt- and npm-style
+  clients), and any other path below a directory DIR/<host>/<top> 404.
 Prints {"ready": true} once all listen."""
 import json
+import os
 import socket
 import ssl
 import struct
@@ -123,6 +128,8 @@ class Handler(BaseHTTPRequestHandler):
             log({"dropped": self.headers.get("Host")})
             self.close_connection = True
             return
+        if self.serve_file():
+            return
         if self.path == "/drop-next":
             self.drop_next = True
         if self.path.startswith("/big/"):
@@ -147,6 +154,38 @@ class Handler(BaseHTTPRequestHandler):
             return
         self.answer("hello %s %s\n" % (self.headers.get("Host"),
                                        self.path))
+
+    def serve_file(self):
+        root = os.environ.get("UPSTREAM_FILES")
+        host = (self.headers.get("Host") or "").split(":")[0].lower()
+        path = self.path.split("?")[0]
+        if not root or not host or ".." in path or "/" in host:
+            return False
+        top = path.lstrip("/").split("/")[0]
+        if not top or not os.path.isdir(os.path.join(root, host, top)):
+            return False
+        f = os.path.join(root, host, path.lstrip("/"))
+        if os.path.isdir(f):
+            f = os.path.join(f, "index")
+        if not os.path.isfile(f):
+            # Below a served directory, what is not there is not there
+            # (apt asks for InRelease first).
+            log({"http": self.headers.get("Host"), "path": self.path,
+                 "file": False})
+            self.send_response(404)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return True
+        with open(f, "rb") as fh:
+            data = fh.read()
+        log({"http": self.headers.get("Host"), "path": self.path,
+             "tls": isinstance(self.connection, ssl.SSLSocket),
+             "method": self.command, "file": True})
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+        return True
 
     def do_POST(self):
         if self.headers.get("Transfer-Encoding") == "chunked":

@@ -45,13 +45,20 @@ def tar_of(files):
     return buf.getvalue()
 
 
-def submit(api, name, airlockfile, files=None, no_cache=False):
+def submit(api, name, airlockfile, files=None, no_cache=False, context=None):
+    """POST /v1/templates; the context is files ({path: text}) or
+    context (a tar, bytes)."""
     parts = {"name": (None, name), "airlockfile": (None, airlockfile)}
     if files is not None:
-        parts["context"] = ("context.tar", tar_of(files), "application/x-tar")
+        context = tar_of(files)
+    if context is not None:
+        parts["context"] = ("context.tar", context, "application/x-tar")
     if no_cache:
         parts["no_cache"] = (None, "true")
-    return api.post(f"{api.base}/v1/templates", files=parts, timeout=TIMEOUT)
+    # A large context takes a loaded host a while to take in.
+    timeout = TIMEOUT if context is None or len(context) < (16 << 20) \
+        else (5, 900)
+    return api.post(f"{api.base}/v1/templates", files=parts, timeout=timeout)
 
 
 def follow(api, build_id, seconds=600):
@@ -72,8 +79,8 @@ def follow(api, build_id, seconds=600):
     return events
 
 
-def build(api, name, airlockfile, files=None, no_cache=False):
-    r = submit(api, name, airlockfile, files, no_cache)
+def build(api, name, airlockfile, files=None, no_cache=False, context=None):
+    r = submit(api, name, airlockfile, files, no_cache, context)
     assert r.status_code == 202, r.text
     body = r.json()
     assert body["name"] == name and body["build_id"]

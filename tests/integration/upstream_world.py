@@ -75,10 +75,12 @@ def make_certs(d, names):
     return ca, crt, key
 
 
-def upstream_world(tag, host_addr, net, servers, names, sniff=False):
+def upstream_world(tag, host_addr, net, servers, names, sniff=False,
+                   files=None):
     """Generator (for a fixture): the namespace <tag>-up-<pid>, the host's
     end of the veth at host_addr (prefix of net), one gateway_upstream.py
-    per address of servers (each answering DNS for names, {name: ip}).
+    per address of servers (each answering DNS for names, {name: ip};
+    files: a directory of <host>/<path> files they serve, or None).
     Yields {"dir", "ca", "ns", "log": {addr: Lines}, "sniff": Lines}."""
     d = tempfile.mkdtemp(prefix=tag + "-world-")
     os.chmod(d, 0o711)
@@ -109,7 +111,8 @@ def upstream_world(tag, host_addr, net, servers, names, sniff=False):
                 ["ip", "netns", "exec", ns, PY,
                  os.path.join(HERE, "gateway_upstream.py"), a, crt, key,
                  json.dumps(names)], stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE)
+                stderr=subprocess.PIPE,
+                env=dict(os.environ, UPSTREAM_FILES=files or ""))
             procs.append(p)
             logs[a] = Lines(p)
             assert logs[a].next() == {"ready": True}

@@ -15,6 +15,7 @@ Environment: as tests/integration (AIRLOCK_TEST_BUILD,
 AIRLOCK_TEST_VM_CACHE)."""
 import importlib.util
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -29,6 +30,7 @@ it = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(it)
 
 sys.path.insert(0, os.path.join(_HERE, "..", "integration"))
+import host_clients  # noqa: E402
 from upstream_world import upstream_world  # noqa: E402
 
 WORLD_NET, WORLD_HOST = "10.251.78.0/24", "10.251.78.1"
@@ -60,8 +62,17 @@ end
 
 @pytest.fixture(scope="session")
 def world():
-    yield from upstream_world("rtw", WORLD_HOST, WORLD_NET,
-                              [RESOLVER, FORBIDDEN, CDN], NAMES, sniff=True)
+    """The world; allowed.test also serves an apt repository and an npm
+    registry (host_clients.make_repos) for the real clients."""
+    files = tempfile.mkdtemp(prefix="rtw-files-")
+    os.chmod(files, 0o755)
+    host_clients.make_repos(files, "allowed.test", npm_prefix="/npm")
+    try:
+        yield from upstream_world("rtw", WORLD_HOST, WORLD_NET,
+                                  [RESOLVER, FORBIDDEN, CDN], NAMES,
+                                  sniff=True, files=files)
+    finally:
+        shutil.rmtree(files, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")

@@ -13,8 +13,13 @@ world's logs tell whether any of it arrived. The allowed cases (HTTPS
 with the guest's trust store, package-style downloads checked by hash,
 TCP pass-through where the policy allows it) must work.
 
-The templates have busybox only: tests/redteam/probe.c (static, with
-OpenSSL) makes the attempts busybox cannot."""
+The attackers' template has busybox only: tests/redteam/probe.c
+(static, with OpenSSL) makes the attempts busybox cannot. The allowed
+cases also run real clients (curl, python urllib, node https, npm,
+apt-get) in the CLIENTS template (tests/integration/host_clients.py).
+busybox wget cannot do HTTPS in minimal: Debian's busybox hands TLS to an
+`openssl s_client` it runs, and minimal has no openssl (it works where
+there is one)."""
 import hashlib
 import itertools
 import os
@@ -28,6 +33,7 @@ import time
 import pytest
 
 from conftest import (CDN, FORBIDDEN, RESOLVER, WORLD_HOST, it)
+import host_clients
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0,
                                 reason="network slots need root")
@@ -283,6 +289,57 @@ def test_allowed_https_and_downloads(rt, boxes):
     ok = "statuses: 200" in out
     rt.works("Host in upper case with a trailing dot is the same name",
              drv, out.replace("\n", "; ")[:100], ok)
+    assert ok, out
+
+
+@pytest.fixture(scope="module")
+def clients(api):
+    """The CLIENTS template (host's curl, python3, node, npm, apt-get)."""
+    name = "rt-clients-%d" % os.getpid()
+    parts = {"name": (None, name),
+             "airlockfile": (None, host_clients.AIRLOCKFILE),
+             "context": ("context.tar", host_clients.context_tar(),
+                         "application/x-tar")}
+    r = api.post(f"{api.base}/v1/templates", files=parts, timeout=(5, 900))
+    assert r.status_code == 202, r.text
+    log = api.get(f"{api.base}/v1/templates/builds/{r.json()['build_id']}"
+                  "/logs", headers={"Accept": "text/event-stream"},
+                  stream=True, timeout=(5, 1200))
+    status = None
+    for e in it.sse_events(log):
+        if e.name == "status":
+            status = e.data
+            break
+    log.close()
+    assert status and status["status"] == "succeeded", status
+    yield name
+    api.delete(f"{api.base}/v1/templates/{name}", timeout=it.TIMEOUT)
+
+
+@pytest.fixture(scope="module")
+def client_box(api, boxes, clients):
+    """A sandbox of CLIENTS on the driver of boxes, allowed allowed.test."""
+    made = it.Sandboxes(api, boxes["driver"])
+    sb = made.create(template=clients, timeout=1800,
+                     network={"mode": "allowlist", "allow": ["allowed.test"]})
+    yield sb["id"]
+    made.cleanup()
+
+
+@pytest.mark.parametrize(
+    "what,cmd,want", host_clients.client_cases("allowed.test", "/npm"),
+    ids=[c[0] for c in host_clients.client_cases("allowed.test", "/npm")])
+def test_allowed_real_clients(rt, boxes, client_box, what, cmd, want):
+    """Real clients (host_clients.py) download over HTTPS through the
+    gateway, verified by the template's trust store (and for node by
+    NODE_EXTRA_CA_CERTS)."""
+    r = it.exec_json(rt.api, client_box, ["sh", "-c", cmd], timeout=300,
+                     http_timeout=(5, 330))
+    out = (r["stdout"] + r["stderr"]).strip()
+    ok = r["exit_code"] == 0 and want in out
+    shown = r["stdout"].strip() if want in r["stdout"] else out
+    rt.works(f"{what} over HTTPS from allowed.test (clients template)",
+             boxes["driver"], shown.replace("\n", "; ")[-100:], ok)
     assert ok, out
 
 
