@@ -27,8 +27,7 @@ static void set_roundtrip(const al_cred_set *s)
 		    a->n_hosts != b->n_hosts ||
 		    strcmp(a->header, b->header) != 0 ||
 		    a->rate_requests != b->rate_requests ||
-		    a->scope != b->scope ||
-		    al_cred_set_find(s, a->name) != a)
+		    a->scope != b->scope || al_cred_set_find(s, a->name) != a)
 			abort();
 	}
 	free(t);

@@ -121,9 +121,9 @@ static void test_set_refused(void **state)
 	for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
 		al_cred_set s;
 		al_err err = {0};
-		assert_int_equal(
-			al_cred_set_unpack(bad[i], strlen(bad[i]), &s, &err),
-			-1);
+		assert_int_equal(al_cred_set_unpack(bad[i], strlen(bad[i]), &s,
+						    &err),
+				 -1);
 		assert_int_equal(s.n, 0);
 		assert_null(strstr(err.msg, "X: y"));
 	}
@@ -198,9 +198,10 @@ static void test_small_messages(void **state)
 	assert_int_equal(tk2.req, 4000000000u);
 	assert_string_equal(tk2.id, "cred-1");
 	free(t);
-	assert_int_equal(al_cred_take_unpack("{\"req\":4294967296,\"id\":\"c\"}",
-					     27, &tk2, &err),
-			 -1);
+	assert_int_equal(
+		al_cred_take_unpack("{\"req\":4294967296,\"id\":\"c\"}", 27,
+				    &tk2, &err),
+		-1);
 
 	al_cred_grant g = {.req = 3, .ok = false, .retry_after = 5}, g2;
 	t = al_cred_grant_pack(&g, &err);
@@ -263,7 +264,8 @@ static void test_use(void **state)
 	assert_int_equal(al_cred_use_unpack(t, strlen(t), &u2, &err), 0);
 	free(t);
 	/* A guest's bytes in the path are made printable, not refused. */
-	assert_string_equal(u2.path, "/a?" "?/b");
+	assert_string_equal(u2.path, "/a?"
+				     "?/b");
 	assert_int_equal(u2.status, 200);
 	assert_true(u2.allow);
 	u.status = -1;
