@@ -20,7 +20,9 @@ int al_ratebucket_take(al_ratebucket *b, double burst, double rate,
 		return 1;
 	}
 	if (wait_ms != NULL)
-		*wait_ms = rate > 0 ? (int64_t)((1 - b->tokens) * 1000.0 / rate) + 1
+		*wait_ms = rate > 0 ? (int64_t)((1 - b->tokens) * 1000.0 /
+						rate) +
+					      1
 				    : INT64_MAX;
 	return 0;
 }

@@ -31,10 +31,11 @@ static void test_burst_then_refill(void **state)
 			 0);
 	/* Long idle: back to the burst, never above. */
 	for (int i = 0; i < 3; i++)
-		assert_int_equal(
-			al_ratebucket_take(&b, burst, rate, t + 10000000, &wait),
-			1);
-	assert_int_equal(al_ratebucket_take(&b, burst, rate, t + 10000000, &wait),
+		assert_int_equal(al_ratebucket_take(&b, burst, rate,
+						    t + 10000000, &wait),
+				 1);
+	assert_int_equal(al_ratebucket_take(&b, burst, rate, t + 10000000,
+					    &wait),
 			 0);
 }
 
