@@ -29,7 +29,7 @@ typedef enum conn_kind { C_NEW, C_CHAN, C_REFRESH } conn_kind;
 /* What a channel's TAKEs may draw on: the rated credentials of the set
  * it was sent last (no values kept). */
 typedef struct rated {
-	char id[AL_CRED_ID_MAX];
+	char id[AL_CRED_ID_LEN + 1];
 	uint32_t requests, per_seconds;
 } rated;
 
@@ -68,7 +68,7 @@ typedef struct refresh {
 } refresh;
 
 typedef struct bucket {
-	char id[AL_CRED_ID_MAX];
+	char id[AL_CRED_ID_LEN + 1];
 	uint32_t requests, per_seconds;
 	al_ratebucket rb;
 	int64_t used_ms;
@@ -265,8 +265,7 @@ static void refresh_answer(al_credsvc *s, refresh *r)
 		client->refresh = 0;
 		/* Closed by the loop once the answer is out. */
 		if (send_frame(client, AL_F_CRED_REFRESH_DONE, AL_REQ_ID_CLIENT,
-			       al_cred_refresh_done_pack(&d, NULL),
-			       false) < 0)
+			       al_cred_refresh_done_pack(&d, NULL), false) < 0)
 			client->dead = 1;
 	}
 	free(r->wait);
@@ -337,7 +336,8 @@ static void on_refresh(al_credsvc *s, conn *c, const al_frame *f)
 	for (size_t i = 0; i < s->nconns;) {
 		conn *ch = s->conns[i];
 		if (ch->kind != C_CHAN ||
-		    (project[0] != '\0' && strcmp(ch->sb.project, project) != 0)) {
+		    (project[0] != '\0' &&
+		     strcmp(ch->sb.project, project) != 0)) {
 			i++;
 			continue;
 		}
@@ -652,8 +652,8 @@ static void *loop(void *arg)
 			int gone = 0;
 			if (p[2 + i].revents & POLLOUT)
 				gone = flush(c) < 0;
-			if (!gone && (p[2 + i].revents & (POLLIN | POLLHUP |
-							  POLLERR)))
+			if (!gone &&
+			    (p[2 + i].revents & (POLLIN | POLLHUP | POLLERR)))
 				gone = read_conn(s, c);
 			if (gone) {
 				size_t j = index_of(s, c);

@@ -68,9 +68,8 @@ typedef struct al_credsvc_row {
 typedef struct al_credsvc_store {
 	/* The sandbox's applicable set (values decrypted) and its project
 	 * and key; AL_ENOENT when it does not exist (any more). */
-	int (*effective)(void *arg, const char *sandbox,
-			 al_credsvc_sandbox *sb, al_cred_set *out,
-			 al_err *err);
+	int (*effective)(void *arg, const char *sandbox, al_credsvc_sandbox *sb,
+			 al_cred_set *out, al_err *err);
 	/* Write n rows in one transaction. */
 	int (*audit)(void *arg, const al_credsvc_row *rows, size_t n,
 		     al_err *err);

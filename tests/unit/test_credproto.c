@@ -22,12 +22,12 @@ static al_cred cred(const char *id, const char *name, const char *value)
 	snprintf(c.name, sizeof c.name, "%s", name);
 	c.value = (char *)value;
 	c.value_len = strlen(value);
-	c.n_hosts = 2;
+	c.nhosts = 2;
 	snprintf(c.hosts[0], sizeof c.hosts[0], "api.github.com");
 	snprintf(c.hosts[1], sizeof c.hosts[1], "*.github.com");
 	snprintf(c.header, sizeof c.header, "Authorization");
 	snprintf(c.format, sizeof c.format, "Bearer {value}");
-	c.scope = AL_CRED_SCOPE_PROJECT;
+	c.scope = AL_CRED_PROJECT;
 	return c;
 }
 
@@ -42,7 +42,7 @@ static void test_set_roundtrip(void **state)
 	al_cred b = cred("c2", "npm", "npm_2");
 	b.header[0] = '\0';
 	snprintf(b.format, sizeof b.format, "{value}");
-	b.scope = AL_CRED_SCOPE_GLOBAL;
+	b.scope = AL_CRED_GLOBAL;
 	assert_int_equal(al_cred_set_add(&s, &a, &err), 0);
 	assert_int_equal(al_cred_set_add(&s, &b, &err), 0);
 	/* Names are unique in a set. */
@@ -59,7 +59,7 @@ static void test_set_roundtrip(void **state)
 	assert_string_equal(g->hosts[1], "*.github.com");
 	assert_int_equal(g->rate_requests, 100);
 	assert_int_equal(g->rate_per_seconds, 60);
-	assert_int_equal(g->scope, AL_CRED_SCOPE_PROJECT);
+	assert_int_equal(g->scope, AL_CRED_PROJECT);
 	const al_cred *n = al_cred_set_find_id(&back, "c2");
 	assert_non_null(n);
 	assert_string_equal(n->header, "");

@@ -29,7 +29,7 @@ static int fake_effective(void *arg, const char *sandbox,
 		return al_err_set(err, AL_ENOENT, 0, "no such sandbox");
 	snprintf(sb->project, sizeof sb->project, "p1");
 	snprintf(sb->key_id, sizeof sb->key_id, "key-%s", sandbox + 3);
-	al_cred c = {.n_hosts = 1, .rate_requests = 2, .rate_per_seconds = 60};
+	al_cred c = {.nhosts = 1, .rate_requests = 2, .rate_per_seconds = 60};
 	snprintf(c.id, sizeof c.id, "cred-gh");
 	snprintf(c.name, sizeof c.name, "github");
 	snprintf(c.hosts[0], sizeof c.hosts[0], "api.github.com");
@@ -43,8 +43,7 @@ static int fake_effective(void *arg, const char *sandbox,
 	return al_cred_set_add(out, &c, err);
 }
 
-static int fake_audit(void *arg, const al_credsvc_row *r, size_t n,
-		      al_err *err)
+static int fake_audit(void *arg, const al_credsvc_row *r, size_t n, al_err *err)
 {
 	(void)arg;
 	(void)err;
