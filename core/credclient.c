@@ -35,8 +35,7 @@ static int dial(const char *state_dir, al_err *err)
 	return fd;
 }
 
-int al_credclient_open(const char *state_dir, const char *sandbox,
-		       al_err *err)
+int al_credclient_open(const char *state_dir, const char *sandbox, al_err *err)
 {
 	char *hello = al_cred_hello_pack(sandbox, err);
 	if (hello == NULL)

@@ -4,7 +4,8 @@
  *
  * Started by core/net/gwlaunch (the shim, or a test) with fds 3 (DNS
  * UDP), 4 (DNS TCP), 5 (the transparent TCP listener) and 6 (control)
- * made in the sandbox's slot, its own uid and no capabilities. Env:
+ * made in the sandbox's slot, and 7 (its credential channel, when the
+ * shim could open one), its own uid and no capabilities. Env:
  * AIRLOCK_STATE (state dir: run/mint.sock, run/egress/<id>/, the address
  * map's journal run/gw/<id>.fakeip), AIRLOCK_POLICIES
  * (egress.lua), AIRLOCK_UPSTREAM_DNS, AIRLOCK_UPSTREAM_HOSTS,
@@ -19,6 +20,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <event2/event.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
@@ -29,6 +31,7 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "credchan.h"
 #include "gw.h"
 #include "net/addr.h"
 #include "net/gwlaunch.h"
@@ -189,6 +192,12 @@ int main(int argc, char **argv)
 		die(&g, "timers", NULL);
 	if (gw_control_start(&g, AL_GWLAUNCH_FD_CONTROL, serve) < 0)
 		die(&g, "control channel", NULL);
+	/* fd 7 when the shim had a channel for it; else it asks on fd 6. */
+	int cred_fd = fcntl(AL_GWLAUNCH_FD_CRED, F_GETFD) >= 0
+			      ? AL_GWLAUNCH_FD_CRED
+			      : -1;
+	if (gw_credchan_start(&g, cred_fd, &err) < 0)
+		die(&g, "credential channel", &err);
 
 	/* Everything is open: from here on the filter holds. */
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 ||
