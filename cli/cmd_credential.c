@@ -95,8 +95,8 @@ static int options(int argc, char **argv, int create, json_object *body,
 	json_object *inject = json_object_new_object(), *hosts = NULL;
 	int rc = 0, any_inject = 0;
 	for (int i = 0; rc == 0 && i < argc; i++) {
-		const char *opt = argv[i], *arg = i + 1 < argc ? argv[i + 1]
-							       : NULL;
+		const char *opt = argv[i],
+			   *arg = i + 1 < argc ? argv[i + 1] : NULL;
 		if (arg == NULL) {
 			rc = 100;
 			break;

@@ -221,6 +221,22 @@ static int push_set(al_credsvc *s, conn *c, al_err *err)
 	al_credsvc_sandbox sb = {0};
 	if (s->store.effective(s->store.arg, c->sandbox, &sb, &set, err) < 0)
 		return -1;
+	/* What the store holds but the wire refuses (it would fail the
+	 * whole set at the gateway) is left out, said once per push; moved
+	 * past n, and n put back before the set is freed (wiped). */
+	size_t all = set.n;
+	for (size_t i = 0; i < set.n;) {
+		const char *bad = al_cred_invalid(&set.creds[i]);
+		if (bad == NULL) {
+			i++;
+			continue;
+		}
+		al_warn("credentials: sandbox %s: %s left out (invalid %s)",
+			c->sandbox, set.creds[i].name, bad);
+		al_cred tmp = set.creds[i];
+		set.creds[i] = set.creds[--set.n];
+		set.creds[set.n] = tmp;
+	}
 	set.version = next_version(s);
 	rated *r = calloc(set.n > 0 ? set.n : 1, sizeof *r);
 	char *text = r != NULL ? al_cred_set_pack(&set, err) : NULL;
@@ -228,6 +244,7 @@ static int push_set(al_credsvc *s, conn *c, al_err *err)
 		if (r == NULL)
 			al_err_set(err, AL_ENOMEM, ENOMEM, "out of memory");
 		free(r);
+		set.n = all;
 		al_cred_set_free(&set);
 		return -1;
 	}
@@ -242,6 +259,7 @@ static int push_set(al_credsvc *s, conn *c, al_err *err)
 		n++;
 	}
 	uint64_t version = set.version;
+	set.n = all;
 	al_cred_set_free(&set);
 	free(c->rated);
 	c->rated = r;

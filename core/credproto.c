@@ -143,8 +143,7 @@ const al_cred *al_cred_set_find_id(const al_cred_set *s, const char *id)
 	return NULL;
 }
 
-/* Which field of c is wrong, or NULL. */
-static const char *cred_invalid(const al_cred *c)
+const char *al_cred_invalid(const al_cred *c)
 {
 	if (!al_cred_id_valid(c->id))
 		return "id";
@@ -174,7 +173,7 @@ static const char *cred_invalid(const al_cred *c)
 
 int al_cred_set_add(al_cred_set *s, const al_cred *c, al_err *err)
 {
-	const char *bad = cred_invalid(c);
+	const char *bad = al_cred_invalid(c);
 	if (bad != NULL)
 		return al_err_set(err, AL_EINVAL, 0, "credential: invalid %s",
 				  bad);

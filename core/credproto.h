@@ -97,6 +97,9 @@ void al_cred_set_free(al_cred_set *s);
 /* The credential of that name, or NULL. */
 const al_cred *al_cred_set_find(const al_cred_set *s, const char *name);
 const al_cred *al_cred_set_find_id(const al_cred_set *s, const char *id);
+/* Which field of c breaks the checks below ("value", "hosts", ...), or
+ * NULL when it may go on the wire. */
+const char *al_cred_invalid(const al_cred *c);
 /* Append one credential (copying c, value included) to s; the store
  * builds sets with it. AL_EINVAL if c does not pass the checks below or
  * its name is already in s, AL_ETOOBIG past AL_CRED_SET_MAX. */

@@ -57,8 +57,7 @@ static void wipe_buf(al_buf *b)
 
 static void tick_arm(struct gw_credchan *c);
 
-static void take_answer(take *t, bool ok,
-			uint32_t retry_after)
+static void take_answer(take *t, bool ok, uint32_t retry_after)
 {
 	t->answered = 1;
 	t->ok = ok;
@@ -324,9 +323,8 @@ static void on_ask(evutil_socket_t fd, short what, void *arg)
 	if (c->fd >= 0)
 		return;
 	al_err err;
-	if (al_frame_send_until(AL_GWLAUNCH_FD_CONTROL, AL_F_GW_CREDCHAN_REQ,
-				0, "", 0, al_now_ms() + ASK_SEND_MS,
-				&err) < 0)
+	if (al_frame_send_until(AL_GWLAUNCH_FD_CONTROL, AL_F_GW_CREDCHAN_REQ, 0,
+				"", 0, al_now_ms() + ASK_SEND_MS, &err) < 0)
 		gw_note(c->g, "credential channel: asking the shim: %s",
 			err.msg);
 	/* Asked again later unless a channel comes. */
@@ -412,8 +410,8 @@ void gw_cred_audit(gw *g, const al_cred_use *u)
 	struct gw_credchan *c = g->credchan;
 	if (c == NULL)
 		return;
-	al_cred_use *copy =
-		c->count < GW_CRED_AUDIT_MAX ? malloc(sizeof *copy) : NULL;
+	al_cred_use *copy = c->count < GW_CRED_AUDIT_MAX ? malloc(sizeof *copy)
+							 : NULL;
 	if (copy == NULL) {
 		c->dropped++;
 		return;

@@ -23,7 +23,8 @@ static json_object *cred_json(const al_cred *c)
 	json_object_object_add(o, "id", json_object_new_string(c->id));
 	json_object_object_add(o, "name", json_object_new_string(c->name));
 	json_object_object_add(
-		o, "scope", json_object_new_string(al_cred_scope_name(c->scope)));
+		o, "scope",
+		json_object_new_string(al_cred_scope_name(c->scope)));
 	json_object_object_add(o, "version", json_object_new_int(c->version));
 	json_object_object_add(o, "value",
 			       json_object_new_string_len(c->value,
