@@ -103,8 +103,7 @@ static int escape_more(al_credcodec_unescape *u, unsigned char c,
 }
 
 void al_credcodec_unescape_byte(al_credcodec_unescape *u, unsigned char c,
-				uint64_t at, al_credcodec_emit emit,
-				void *arg)
+				uint64_t at, al_credcodec_emit emit, void *arg)
 {
 	if (u->n > 0) {
 		if (escape_more(u, c, emit, arg))
@@ -120,8 +119,8 @@ void al_credcodec_unescape_byte(al_credcodec_unescape *u, unsigned char c,
 	emit(arg, c, at, 0);
 }
 
-void al_credcodec_unescape_end(al_credcodec_unescape *u,
-			       al_credcodec_emit emit, void *arg)
+void al_credcodec_unescape_end(al_credcodec_unescape *u, al_credcodec_emit emit,
+			       void *arg)
 {
 	pass_pending(u, emit, arg);
 }

@@ -62,11 +62,10 @@ typedef struct al_credcodec_b64 {
 void al_credcodec_unescape_init(al_credcodec_unescape *u);
 /* One raw byte at raw offset `at`. */
 void al_credcodec_unescape_byte(al_credcodec_unescape *u, unsigned char c,
-				uint64_t at, al_credcodec_emit emit,
-				void *arg);
+				uint64_t at, al_credcodec_emit emit, void *arg);
 /* End of the stream: an unfinished escape passes raw. */
-void al_credcodec_unescape_end(al_credcodec_unescape *u,
-			       al_credcodec_emit emit, void *arg);
+void al_credcodec_unescape_end(al_credcodec_unescape *u, al_credcodec_emit emit,
+			       void *arg);
 /* Raw offset of the oldest byte still pending inside u (an escape being
  * read), or `next` (the offset of the next raw byte) when none is. */
 uint64_t al_credcodec_unescape_pending(const al_credcodec_unescape *u,

@@ -9,8 +9,9 @@
 
 #include "gw/credcodec.h"
 
-/* View 0 is the raw bytes (only for values with '%' or '\\', which the
- * unescape view would decode), 1 the unescape view, 2.. base64. */
+/* View 0 is the raw bytes (the unescape view misses a plain value next
+ * to a '%' or '\\' it reads as an escape), 1 the unescape view, 2..
+ * base64. */
 #define VIEW_RAW 0
 #define VIEW_UNESCAPE 1
 #define VIEW_B64 2
@@ -20,7 +21,6 @@ typedef struct mval {
 	unsigned char *p;
 	size_t len;
 	size_t *fail; /* KMP failure function */
-	bool raw;     /* needs the raw view */
 	size_t q[VIEWS];
 } mval;
 
@@ -78,8 +78,6 @@ static int value_add(mval *x, const al_credmask_value *src)
 	if (x->p == NULL || x->fail == NULL)
 		return -1;
 	memcpy(x->p, src->p, x->len);
-	x->raw = memchr(x->p, '%', x->len) != NULL ||
-		 memchr(x->p, '\\', x->len) != NULL;
 	x->fail[0] = 0;
 	for (size_t i = 1, k = 0; i < x->len; i++) {
 		while (k > 0 && x->p[i] != x->p[k])
@@ -95,8 +93,9 @@ al_credmask *al_credmask_new(const al_credmask_value *values, size_t n,
 			     al_err *err)
 {
 	if (n > AL_CREDMASK_VALUES_MAX) {
-		al_err_set(err, AL_EINVAL, 0, "credmask: %zu values (at most %d)",
-			   n, AL_CREDMASK_VALUES_MAX);
+		al_err_set(err, AL_EINVAL, 0,
+			   "credmask: %zu values (at most %d)", n,
+			   AL_CREDMASK_VALUES_MAX);
 		return NULL;
 	}
 	size_t lmax = 1;
@@ -183,15 +182,12 @@ static void view_byte(al_credmask *m, int vi, unsigned char c, uint64_t at)
 		size_t q = x->q[vi];
 		if (q == 0 && c != x->p[0])
 			continue;
-		if (vi == VIEW_RAW && !x->raw)
-			continue;
 		while (q > 0 && c != x->p[q])
 			q = x->fail[q - 1];
 		if (c == x->p[q])
 			q++;
 		if (q == x->len) {
-			mask_range(m, w->starts[(w->j - q) & m->smask],
-				   m->cur);
+			mask_range(m, w->starts[(w->j - q) & m->smask], m->cur);
 			q = x->fail[q - 1];
 		}
 		x->q[vi] = q;

@@ -50,9 +50,8 @@ static void match_byte(al_credscan *s, al_credscan_match *m, unsigned char c,
 	}
 	if (m->pos == 0)
 		m->how = 0;
-	m->how |= flags | (c != (unsigned char)prefix[m->pos]
-				   ? AL_CREDSCAN_CASE
-				   : 0);
+	m->how |= flags |
+		  (c != (unsigned char)prefix[m->pos] ? AL_CREDSCAN_CASE : 0);
 	if (++m->pos == AL_CREDSCAN_PREFIX_LEN) {
 		m->nlen = 0;
 		m->hit.truncated = false;
