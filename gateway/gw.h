@@ -11,6 +11,8 @@
  *           bounds, pass-through for ports other than 80 and 443
  * relay.c   HTTP and HTTPS: TLS termination, the request loop of a
  *           kept-alive connection, upstream dial and forwarding
+ * credchan.c fd 7: the credential set, rate-limit tokens, audit records
+ *           (credchan.h)
  * The DNS server (fds 3 and 4) is core/gw/dnsserv. */
 #ifndef AL_GATEWAY_GW_H
 #define AL_GATEWAY_GW_H
@@ -29,6 +31,7 @@
 
 struct event_base;
 struct evconnlistener;
+struct gw_credchan;
 
 /* Bounds of one gateway (all charged to its sandbox). */
 #define GW_CONNS_MAX 512 /* transparent connections open at once */
@@ -56,6 +59,7 @@ typedef struct gw {
 	al_egress_writer *egress;
 	struct event *flush; /* pending while records wait (decide.c) */
 	al_dnsserv *dns;
+	struct gw_credchan *credchan; /* credchan.c */
 	struct evconnlistener *listener;
 	unsigned conns;
 	long head_ms, idle_ms;
