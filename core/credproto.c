@@ -48,9 +48,8 @@ static bool word_valid(const char *s, size_t max, bool alnum_first)
 		return false;
 	size_t i = 0;
 	for (; s[i] != '\0'; i++)
-		if (i + 1 >= max ||
-		    !(is_alnum(s[i]) || s[i] == '.' || s[i] == '_' ||
-		      s[i] == '-'))
+		if (i + 1 >= max || !(is_alnum(s[i]) || s[i] == '.' ||
+				      s[i] == '_' || s[i] == '-'))
 			return false;
 	return true;
 }
@@ -178,14 +177,15 @@ int al_cred_set_add(al_cred_set *s, const al_cred *c, al_err *err)
 {
 	const char *bad = cred_invalid(c);
 	if (bad != NULL)
-		return al_err_set(err, AL_EINVAL, 0,
-				  "credential: invalid %s", bad);
+		return al_err_set(err, AL_EINVAL, 0, "credential: invalid %s",
+				  bad);
 	if (al_cred_set_find(s, c->name) != NULL)
 		return al_err_set(err, AL_EINVAL, 0,
 				  "credential: name twice in one set");
 	if (s->n >= AL_CRED_SET_MAX)
 		return al_err_set(err, AL_ETOOBIG, 0,
-				  "credential set: more than %d", AL_CRED_SET_MAX);
+				  "credential set: more than %d",
+				  AL_CRED_SET_MAX);
 	al_cred *grown = realloc(s->creds, (s->n + 1) * sizeof *grown);
 	if (grown == NULL)
 		return al_err_set(err, AL_ENOMEM, ENOMEM, "out of memory");
@@ -232,8 +232,8 @@ static int str_field(json_object *o, const char *key, size_t max,
 	if (r < 0)
 		return -1;
 	if (r == 0 || (valid != NULL && !valid(v)))
-		return al_err_set(err, AL_EINVAL, 0, "'%s' is missing or invalid",
-				  key);
+		return al_err_set(err, AL_EINVAL, 0,
+				  "'%s' is missing or invalid", key);
 	snprintf(out, max, "%s", v);
 	return 0;
 }
@@ -308,17 +308,16 @@ static json_object *cred_to_json(const al_cred *c, json_object **value)
 	json_object *rate = NULL;
 	if (c->rate_requests > 0) {
 		rate = json_object_new_object();
-		json_object_object_add(
-			rate, "requests",
-			json_object_new_int64(c->rate_requests));
+		json_object_object_add(rate, "requests",
+				       json_object_new_int64(c->rate_requests));
 		json_object_object_add(
 			rate, "per_seconds",
 			json_object_new_int64(c->rate_per_seconds));
 	}
 	json_object_object_add(o, "rate", rate);
-	json_object_object_add(o, "scope",
-			       json_object_new_string(
-				       al_cred_scope_name(c->scope)));
+	json_object_object_add(
+		o, "scope",
+		json_object_new_string(al_cred_scope_name(c->scope)));
 	return o;
 }
 
@@ -374,17 +373,17 @@ done:
 
 static int cred_from_json(json_object *c, al_cred *out, al_err *err)
 {
-	static const char *const fields[] = {
-		"id",	  "name", "value", "hosts", "header",
-		"format", "rate", "scope", NULL};
+	static const char *const fields[] = {"id",    "name",	"value",
+					     "hosts", "header", "format",
+					     "rate",  "scope",	NULL};
 	static const char *const rate_fields[] = {"requests", "per_seconds",
 						  NULL};
 	memset(out, 0, sizeof *out);
 	if (!json_object_is_type(c, json_type_object))
 		return al_err_set(err, AL_EINVAL, 0, "creds[] are objects");
 	if (al_json_check_fields(c, fields, err) < 0 ||
-	    str_field(c, "id", AL_CRED_ID_MAX, al_cred_id_valid, out->id,
-		      err) < 0 ||
+	    str_field(c, "id", AL_CRED_ID_MAX, al_cred_id_valid, out->id, err) <
+		    0 ||
 	    str_field(c, "name", AL_CRED_NAME_MAX, al_cred_name_valid,
 		      out->name, err) < 0 ||
 	    str_field(c, "format", AL_CRED_FORMAT_MAX, al_cred_format_valid,
@@ -392,7 +391,8 @@ static int cred_from_json(json_object *c, al_cred *out, al_err *err)
 		return -1;
 	const char *v = NULL;
 	size_t vlen = 0;
-	if (al_json_get_str(c, "value", AL_CRED_VALUE_MAX, &v, &vlen, err) != 1 ||
+	if (al_json_get_str(c, "value", AL_CRED_VALUE_MAX, &v, &vlen, err) !=
+		    1 ||
 	    !al_cred_value_valid(v, vlen))
 		return al_err_set(err, AL_EINVAL, 0,
 				  "'value' is missing or invalid");
@@ -549,7 +549,8 @@ char *al_cred_grant_pack(const al_cred_grant *g, al_err *err)
 	json_object_object_add(o, "req", json_object_new_int64(g->req));
 	json_object_object_add(o, "ok", json_object_new_boolean(g->ok));
 	json_object_object_add(o, "retry_after",
-			       json_object_new_int64(g->ok ? 0 : g->retry_after));
+			       json_object_new_int64(g->ok ? 0
+							   : g->retry_after));
 	return al_json_pack(o, err);
 }
 
@@ -639,10 +640,9 @@ char *al_cred_use_pack(const al_cred_use *u, al_err *err)
 int al_cred_use_unpack(const void *payload, size_t len, al_cred_use *out,
 		       al_err *err)
 {
-	static const char *const fields[] = {
-		"name",	  "host",     "method", "path",
-		"status", "action", "decision", "reason",
-		NULL};
+	static const char *const fields[] = {"name",	 "host",   "method",
+					     "path",	 "status", "action",
+					     "decision", "reason", NULL};
 	memset(out, 0, sizeof *out);
 	out->status = -1;
 	json_object *o = parse(payload, len, fields, "CRED_USE", err);

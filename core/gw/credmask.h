@@ -30,7 +30,7 @@
 
 /* The longest value masked (gw/http sets headers of at most 8192). */
 #define AL_CREDMASK_VALUE_MAX 8192
-#define AL_CREDMASK_VALUES_MAX 64
+#define AL_CREDMASK_VALUES_MAX 128 /* AL_CRED_SET_MAX */
 
 typedef struct al_credmask al_credmask;
 

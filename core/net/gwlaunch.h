@@ -13,6 +13,8 @@
  *         guest's original destination)
  *   fd 6  control: AF_UNIX SOCK_STREAM to the caller (agentproto frames:
  *         AL_FRAME_GW_CONFIG in, AL_FRAME_GW_ACK out)
+ *   fd 7  the credential channel (gateway/credchan.h) when the caller
+ *         gives one (spec->cred_fd > 0)
  *   fd 0  /dev/null, fds 1 and 2 the caller's stderr (the gateway logs
  *         there)
  * and nothing else. The process itself stays in the caller's network
@@ -71,6 +73,9 @@ typedef struct al_gateway_spec {
 	 * are charged there), or -1. It must not be one the sandbox can
 	 * write to. */
 	int cgroup_fd;
+	/* The credential channel to pass as fd 7, or 0 / -1 for none (0:
+	 * a spec that does not set it). The caller keeps its own copy. */
+	int cred_fd;
 } al_gateway_spec;
 
 typedef struct al_gateway_proc {
