@@ -69,12 +69,7 @@ int al_policy_credentials_dry_run(al_policy_state *st, char *msg,
 	};
 	al_egress_decision d;
 	struct ask a = {&req, &d};
-	char why[AL_POLICY_ERROR_MAX - 32];
-	if (al_policy_run(st, ask_policy, &a, why, sizeof why) != 0) {
-		snprintf(msg, msg_len, "dry decision failed: %s", why);
-		return -1;
-	}
-	return 0;
+	return al_policy_run(st, ask_policy, &a, msg, msg_len);
 }
 
 static bool field_ok(const char *s)

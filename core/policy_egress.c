@@ -28,9 +28,15 @@ const char *al_policy_entry_name(enum al_policy_kind kind)
 int al_policy_dry_run(al_policy_state *st, enum al_policy_kind kind, char *msg,
 		      size_t msg_len)
 {
-	if (kind == AL_POLICY_CREDENTIALS)
-		return al_policy_credentials_dry_run(st, msg, msg_len);
-	return al_policy_egress_dry_run(st, msg, msg_len);
+	char why[AL_POLICY_ERROR_MAX - 32];
+	int rc = kind == AL_POLICY_CREDENTIALS
+			 ? al_policy_credentials_dry_run(st, why, sizeof why)
+			 : al_policy_egress_dry_run(st, why, sizeof why);
+	if (rc != 0) {
+		snprintf(msg, msg_len, "dry decision failed: %s", why);
+		return -1;
+	}
+	return 0;
 }
 
 /* ---- names ---- */
@@ -397,12 +403,7 @@ int al_policy_egress_dry_run(al_policy_state *st, char *msg, size_t msg_len)
 	};
 	al_egress_decision d;
 	struct ask a = {&req, &d};
-	char why[AL_POLICY_ERROR_MAX - 32];
-	if (al_policy_run(st, ask_policy, &a, why, sizeof why) != 0) {
-		snprintf(msg, msg_len, "dry decision failed: %s", why);
-		return -1;
-	}
-	return 0;
+	return al_policy_run(st, ask_policy, &a, msg, msg_len);
 }
 
 /* ---- the decision ---- */

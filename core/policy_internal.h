@@ -90,6 +90,7 @@ void al_policy_open_helpers(lua_State *L);
  * well-formed decision. */
 int al_policy_dry_run(al_policy_state *st, enum al_policy_kind kind, char *msg,
 		      size_t msg_len);
+/* Each kind's dry decision: al_policy_run's answer. */
 int al_policy_egress_dry_run(al_policy_state *st, char *msg, size_t msg_len);
 int al_policy_credentials_dry_run(al_policy_state *st, char *msg,
 				  size_t msg_len);

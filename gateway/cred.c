@@ -13,36 +13,17 @@
 #include "gw/http_internal.h"
 #include "policy.h"
 
-/* ---- a growable byte buffer for rewritten values ---- */
-
-typedef struct buf {
-	char *p;
-	size_t len, cap;
-	bool failed;
-} buf;
+/* Rewritten values are built in gw/http's output buffer (al_http_out)
+ * and wiped before free. */
+typedef al_http_out buf;
 
 static void buf_add(buf *b, const char *s, size_t n)
 {
-	if (b->failed)
-		return;
-	if (b->len + n + 1 > b->cap) {
-		size_t cap = b->cap ? b->cap * 2 : 256;
-		while (cap < b->len + n + 1)
-			cap *= 2;
-		char *p = realloc(b->p, cap);
-		if (p == NULL) {
-			b->failed = true;
-			return;
-		}
-		b->p = p;
-		b->cap = cap;
-	}
-	memcpy(b->p + b->len, s, n);
-	b->len += n;
-	b->p[b->len] = '\0';
+	al_http_out_add(b, s, n);
+	if (!b->failed)
+		b->p[b->len] = '\0';
 }
 
-/* Values pass through these buffers: wiped before free. */
 static void buf_free(buf *b)
 {
 	if (b->p != NULL)
@@ -312,8 +293,8 @@ static void on_left(void *arg, const al_credscan_hit *h)
 			 " controller yet");
 		return;
 	}
-	const al_cred *c = h->truncated ? NULL : al_cred_set_find(x->set,
-								   h->name);
+	const al_cred *c = h->truncated ? NULL
+					: al_cred_set_find(x->set, h->name);
 	if (c == NULL) {
 		x->status = 403;
 		snprintf(x->why, sizeof x->why,
@@ -406,7 +387,8 @@ int gw_cred_head(gw *g, gw_credreq *cr, al_http_req *q, int *status,
 		if (swap_text(&x, q->path, strlen(q->path), true, &t) > 0) {
 			if (t.failed || t.len > AL_HTTP_TARGET_MAX) {
 				buf_free(&t);
-				return refuse(g, cr, q, 414, "", "denied_placeholder",
+				return refuse(g, cr, q, 414, "",
+					      "denied_placeholder",
 					      "target too long after the swap",
 					      status, why);
 			}
@@ -422,8 +404,8 @@ int gw_cred_head(gw *g, gw_credreq *cr, al_http_req *q, int *status,
 			buf v = {0};
 			int n = al_http_name_is(f->name, f->name_len,
 						"authorization")
-					? swap_basic(&x, f->value,
-						     f->value_len, &v)
+					? swap_basic(&x, f->value, f->value_len,
+						     &v)
 					: 0;
 			if (n == 0)
 				n = swap_text(&x, f->value, f->value_len, false,
@@ -479,8 +461,8 @@ int gw_cred_head(gw *g, gw_credreq *cr, al_http_req *q, int *status,
 	if (gw_cred_carries(cr) &&
 	    al_http_fields_set(&q->fields, "Accept-Encoding", "identity",
 			       &err) < 0)
-		return refuse(g, cr, q, 431, "", "use", "too many fields", status,
-			      why);
+		return refuse(g, cr, q, 431, "", "use", "too many fields",
+			      status, why);
 	return 0;
 }
 
@@ -566,8 +548,8 @@ void gw_cred_body_start(gw_credreq *cr, const char *host)
 	al_credscan_init(&cr->scan, NULL, NULL);
 }
 
-int gw_cred_body(gw *g, gw_credreq *cr, const al_http_req *q,
-		 const char *data, size_t len, bool end, int *status,
+int gw_cred_body(gw *g, gw_credreq *cr, const al_http_req *q, const char *data,
+		 size_t len, bool end, int *status,
 		 char why[AL_POLICY_REASON_MAX])
 {
 	scanctx s = {.g = g, .set = gw_creds(g), .host = q->host, .body = true};
@@ -639,8 +621,7 @@ int gw_cred_response(gw *g, gw_credreq *cr, const al_http_req *q,
 	return 0;
 }
 
-int gw_cred_masker(gw *g, al_credmask **m, uint64_t *version,
-		   al_credmask **use)
+int gw_cred_masker(gw *g, al_credmask **m, uint64_t *version, al_credmask **use)
 {
 	const al_cred_set *set = gw_creds(g);
 	*use = NULL;

@@ -71,7 +71,7 @@ typedef struct gw_credreq {
 	uint32_t take;	  /* a pending gw_cred_take, 0 if none */
 	void (*rate_done)(void *arg, bool ok, uint32_t retry_after);
 	void *rate_arg;
-	char *path; /* the target after a swap (owned) */
+	char *path;		/* the target after a swap (owned) */
 	const char *guest_path; /* the target as the guest sent it */
 	const al_http_req *q;	/* gw_cred_rate's request */
 	bool audited;
@@ -108,8 +108,8 @@ bool gw_cred_rate(gw *g, gw_credreq *cr, const al_http_req *q,
 /* The request body: scan each decoded piece; end at its end. -1: a
  * placeholder denies (status, why: audited). */
 void gw_cred_body_start(gw_credreq *cr, const char *host);
-int gw_cred_body(gw *g, gw_credreq *cr, const al_http_req *q,
-		 const char *data, size_t len, bool end, int *status,
+int gw_cred_body(gw *g, gw_credreq *cr, const al_http_req *q, const char *data,
+		 size_t len, bool end, int *status,
 		 char why[AL_POLICY_REASON_MAX]);
 
 /* The response head: refuse (-1, why) a content-encoded answer to a

@@ -68,9 +68,8 @@ static void send_frame(credchan *c, uint16_t type, uint32_t id, char *p,
 	al_err err;
 	if (p == NULL)
 		return;
-	if (c->fd >= 0 &&
-	    al_frame_send_until(c->fd, type, id, p, strlen(p),
-				al_now_ms() + SEND_MS, &err) < 0)
+	if (c->fd >= 0 && al_frame_send_until(c->fd, type, id, p, strlen(p),
+					      al_now_ms() + SEND_MS, &err) < 0)
 		channel_gone(c, err.msg);
 	if (secret)
 		OPENSSL_cleanse(p, strlen(p));
@@ -130,8 +129,9 @@ static void on_readable(evutil_socket_t fd, short what, void *arg)
 		else if (f.type == AL_F_CRED_GRANT)
 			on_grant(c, &f);
 		else
-			gw_note(c->g, "credential channel: frame type %u"
-				      " ignored",
+			gw_note(c->g,
+				"credential channel: frame type %u"
+				" ignored",
 				f.type);
 		if (f.payload != NULL && f.len > 0)
 			OPENSSL_cleanse(f.payload, f.len);
