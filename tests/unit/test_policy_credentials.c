@@ -81,13 +81,14 @@ static void test_refinement_by_method_and_metadata(void **state)
 static void test_errors_mean_not_injected(void **state)
 {
 	(void)state;
-	al_policy *p = open_src("function credentials(req)\n"
-				"  if req.method == 'PUT' then error('boom') end\n"
-				"  if req.method == 'POST' then return 'yes' end\n"
-				"  if req.method == 'PATCH' then\n"
-				"    while true do end end\n"
-				"  return allow()\n"
-				"end\n");
+	al_policy *p =
+		open_src("function credentials(req)\n"
+			 "  if req.method == 'PUT' then error('boom') end\n"
+			 "  if req.method == 'POST' then return 'yes' end\n"
+			 "  if req.method == 'PATCH' then\n"
+			 "    while true do end end\n"
+			 "  return allow()\n"
+			 "end\n");
 	assert_non_null(p);
 	al_egress_decision d;
 	const char *bad[] = {"PUT", "POST", "PATCH"};
