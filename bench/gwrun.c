@@ -12,7 +12,9 @@
  * address journal under STATE/run) with AIRLOCK_STATE and the
  * AIRLOCK_POLICIES / AIRLOCK_UPSTREAM_* of its own environment, and
  * sends GW_CONFIG: mode allowlist, allow [ALLOW_NAME]. Once the gateway
- * acknowledges, prints one JSON line
+ * acknowledges (and, with GWRUN_CRED_SET set to a CRED_SET payload, once
+ * it acknowledged that set on its credential channel, fd 7, which gwrun
+ * holds as the controller would), prints one JSON line
  *   {"pid":N,"guest_ns":"...","gateway":"10.200.x.1"}
  * and waits for EOF on stdin, TERM or INT (or the gateway's exit:
  * status 1); then stops the gateway and releases everything. */
@@ -22,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -116,6 +119,28 @@ static void send_config(int fd, const char *sandbox, const char *gateway,
 	al_frame_reader_free(&r);
 }
 
+/* The controller's side of the credential channel: one CRED_SET, its
+ * ACK awaited. */
+static void push_set(int fd, const char *payload)
+{
+	al_err e;
+	if (al_frame_send(fd, AL_F_CRED_SET, 1, payload, strlen(payload), &e) <
+	    0)
+		die("send CRED_SET", &e);
+	al_frame_reader r;
+	al_frame_reader_init(&r);
+	al_frame f;
+	if (al_frame_recv(fd, &r, &f, al_now_ms() + ACK_TIMEOUT_MS, &e) < 0)
+		die("no CRED_SET_ACK", &e);
+	if (f.type != AL_F_CRED_SET_ACK) {
+		fprintf(stderr, "gwrun: answer to CRED_SET is type %u\n",
+			f.type);
+		exit(1);
+	}
+	al_frame_free(&f);
+	al_frame_reader_free(&r);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc != 4) {
@@ -181,6 +206,16 @@ int main(int argc, char **argv)
 		.run_dir = run_dir, /* egress directory and address journal */
 		.cgroup_fd = -1,
 	};
+	const char *cred_set = getenv("GWRUN_CRED_SET");
+	int chan[2] = {-1, -1};
+	if (cred_set != NULL) {
+		if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, chan) <
+		    0) {
+			perror("gwrun: socketpair");
+			return 1;
+		}
+		spec.cred_fd = chan[1];
+	}
 	al_gateway_proc gw;
 	if (al_gateway_launch(&spec, &gw, &e) < 0)
 		die("launch", &e);
@@ -189,6 +224,10 @@ int main(int argc, char **argv)
 	inet_ntop(AF_INET, &ga, gateway, sizeof gateway);
 	/* The control fd is non-blocking; the ACK is waited for here. */
 	send_config(gw.control_fd, sandbox, gateway, name);
+	if (cred_set != NULL) {
+		close(chan[1]);
+		push_set(chan[0], cred_set);
+	}
 	printf("{\"pid\":%d,\"guest_ns\":\"%s\",\"gateway\":\"%s\"}\n",
 	       (int)gw.pid, lease.slot.guest_path, gateway);
 	fflush(stdout);
@@ -215,6 +254,8 @@ int main(int argc, char **argv)
 	waitpid(gw.pid, NULL, 0);
 	close(gw.pidfd);
 	close(gw.control_fd);
+	if (chan[0] >= 0)
+		close(chan[0]);
 	al_gateway_state_remove(run_dir, sandbox);
 	al_uidrange_drop(&uid);
 	al_netpool_release(&pool, &lease);

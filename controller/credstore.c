@@ -14,7 +14,8 @@ static int effective(void *arg, const char *sandbox, al_credsvc_sandbox *sb,
 	ctl_credstore *cs = arg;
 	al_sandbox_ref ref;
 	memset(&ref, 0, sizeof ref);
-	if (al_db_ensure(cs->db, err) < 0 || al_keyring_refresh(&cs->kr, err) < 0 ||
+	if (al_db_ensure(cs->db, err) < 0 ||
+	    al_keyring_refresh(&cs->kr, err) < 0 ||
 	    al_sandbox_ref_load(cs->db, sandbox, &ref, err) < 0)
 		return -1;
 	int rc = al_credential_effective(cs->db, &cs->kr, &ref, out, err);

@@ -48,10 +48,11 @@ typedef struct gw {
 	struct event_base *base;
 	const char *sandbox; /* argv --sandbox */
 	al_policy *policy;
-	al_gw_config cfg; /* the last GW_CONFIG accepted */
-	bool configured;  /* a first GW_CONFIG came: serving */
-	uint32_t gateway; /* the gateway's address in the slot (fd 3) */
-	uint32_t guest;	  /* the guest's: gateway + 1 (net/addr.h) */
+	al_policy *cred_policy; /* credentials.lua, NULL when absent */
+	al_gw_config cfg;	/* the last GW_CONFIG accepted */
+	bool configured;	/* a first GW_CONFIG came: serving */
+	uint32_t gateway;	/* the gateway's address in the slot (fd 3) */
+	uint32_t guest;		/* the guest's: gateway + 1 (net/addr.h) */
 	al_fakeip *fakeip;
 	al_upaddr *upaddr;
 	al_resolver *resolver;

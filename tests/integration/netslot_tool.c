@@ -237,6 +237,10 @@ static int gateway_cmd(al_netpool *pool, const char *state, const char *prog,
 		.run_dir = run,
 		.cgroup_fd = -1,
 	};
+	/* A test's credential channel (an fd it passed us) as fd 7. */
+	const char *cred = getenv("AIRLOCK_TEST_CRED_FD");
+	if (cred != NULL)
+		spec.cred_fd = atoi(cred);
 	al_gateway_proc gp;
 	int64_t t0 = al_now_ms();
 	if (al_gateway_launch(&spec, &gp, &e) < 0)
