@@ -6,7 +6,8 @@ on a channel the shim passes on fd 6 after a GW_CREDCHAN_REQ, asked
 every 200 ms while it has none) are ACKed and reported, values never:
 /tmp/airlock-credgw-<sandbox>.json gets {"sets": n, "channels": n,
 "version": v, "creds": {name: sha256(value)}, "grants": n, "denials": n}.
-On its first set it takes TAKES tokens of every rated credential."""
+On its first set it takes TAKES tokens of every rated credential and
+reports one use of each credential (CRED_USE)."""
 import hashlib
 import json
 import os
@@ -17,7 +18,7 @@ import sys
 
 MAGIC = 0x414C4631
 GW_CONFIG, GW_ACK = 41, 42
-CRED_SET, CRED_SET_ACK, CRED_TAKE, CRED_GRANT = 51, 52, 53, 54
+CRED_SET, CRED_SET_ACK, CRED_TAKE, CRED_GRANT, CRED_USE = 51, 52, 53, 54, 55
 GW_CREDCHAN_REQ, GW_CREDCHAN = 59, 60
 ERROR = 15
 TAKES = 3
@@ -111,6 +112,14 @@ def main():
                     chan.sendall(pack(CRED_SET_ACK, 0, ack))
                     if not took:
                         took = True
+                        for c in s["creds"]:
+                            u = json.dumps({
+                                "name": c["name"], "host": c["hosts"][0],
+                                "method": "GET", "path": "/probe",
+                                "status": 200, "action": "use",
+                                "decision": "allow",
+                                "reason": "test"}).encode()
+                            chan.sendall(pack(CRED_USE, 0, u))
                         req = 0
                         for c in s["creds"]:
                             for _ in range(TAKES if c["rate"] else 0):

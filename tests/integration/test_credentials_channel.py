@@ -5,7 +5,8 @@ A sandbox's gateway gets its set at start; a rotation is in every
 affected gateway's set by the time the PUT has answered; the rate limit
 of a credential is one bucket for all sandboxes; after the controller is
 killed and started again each gateway gets a new channel and a set; a
-HELLO from a non-root peer is refused."""
+HELLO from a non-root peer is refused; a gateway's use records become
+audit rows."""
 import hashlib
 import json
 import os
@@ -89,6 +90,23 @@ def test_channel(cstack, capi):
                             TAKES) for sid in ids]
         assert sum(r["grants"] for r in reps) == RATE
         assert sum(r["denials"] for r in reps) == 2 * TAKES - RATE
+
+        # Each gateway's use is an audit row with its sandbox and project.
+        for sid in ids:
+            deadline = time.monotonic() + 10
+            rows = []
+            while not rows and time.monotonic() < deadline:
+                r = capi.get(f"{capi.base}/v1/audit?sandbox={sid}",
+                             timeout=TIMEOUT)
+                assert r.status_code == 200, r.text
+                rows = [a for a in r.json()["audit"]
+                        if a["action"] == "use"]
+                time.sleep(0.2)
+            assert rows, f"no use row for {sid}"
+            assert rows[0]["credential"] == "github"
+            assert rows[0]["path"] == "/probe"
+            assert rows[0]["status"] == 200
+            assert rows[0]["project"]
 
         # A rotation is there once the PUT has answered.
         v2 = "v2-" + secrets.token_hex(16)
