@@ -199,7 +199,10 @@ uint32_t shim_client_gen(const shim *s, int i);
  * (AL_ESTATE): the sandbox has no way out to let anything through. A
  * gateway that refuses its first config, breaks the protocol or does not
  * answer within SHIM_GW_ACK_MS is detached: its control fd closes, on
- * which it must exit (and the supervisor sees it go). */
+ * which it must exit (and the supervisor sees it go). A GW_CREDCHAN_REQ
+ * is answered with a fresh credential channel (core/credclient.h) passed
+ * by SCM_RIGHTS, at most SHIM_GW_CREDCHAN_BURST at once and
+ * SHIM_GW_CREDCHAN_RATE a second; otherwise {"ok":false}. */
 #define SHIM_WHO_GW (-5)
 void shim_netctl_init(shim *s);
 int shim_netctl_attach(shim *s, int fd, const char *gateway_addr, int build,
