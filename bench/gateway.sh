@@ -19,6 +19,10 @@
 #            the slot's guest namespace trusting <state>/keys/ca.crt: it
 #            resolves the name through the gateway's DNS to a synthetic
 #            address, which nftables sends to the gateway.
+#   gw-header, gw-placeholder  the same gateway with a credential set on
+#            its channel (bench/gwrun holds it): a header injection for
+#            the name, or a placeholder the client sends swapped in the
+#            head; responses masked (issue 11's cost of injection).
 # Figures per leg: BENCH_GW_REQUESTS (1000) small GETs on kept-alive
 # connections (p50/p99/max), BENCH_GW_CONNS (500) new TLS connections
 # (handshake + one GET each; the proxy's utime+stime from /proc around
@@ -226,6 +230,7 @@ CPU_direct=
 declare -A WHY=()
 
 fig() { sed -n "s/^$2=//p" "$WORK/$1.sum"; }
+have_leg() { [[ " ${LEGS[*]} " == *" $1 "* ]]; }
 
 # Drop a leg that failed (direct failing fails the bench).
 drop_leg() {
@@ -246,8 +251,8 @@ drop_leg() {
 phase() {
 	local leg
 	for leg in "${LEGS[@]}"; do
-		local -n cmd=LEG_$leg
-		local -n pids=CPU_$leg
+		local -n cmd=LEG_${leg//-/_}
+		local -n pids=CPU_${leg//-/_}
 		local t0=0 t1 w0=0
 		[ -n "$pids" ] && t0=$(cpu_ticks $pids) && w0=$(run_delay_ns $pids)
 		if ! "${cmd[@]}" "$@" >"$WORK/$leg.phase" 2>"$WORK/$leg.err"; then
@@ -335,6 +340,17 @@ EOF
 SQUID_WHY=
 if squid_leg; then LEGS+=(squid); else WHY[squid]="not run: $SQUID_WHY"; fi
 
+# The guest's lookup of $NAME through its gateway's DNS (the host's own
+# resolv.conf is replaced in a mount namespace of the lookup's own).
+guest_lookup() {
+	local guest_ns=$1 gw_ip=$2 resolv=$3
+	printf 'nameserver %s\noptions timeout:2 attempts:2\n' "$gw_ip" \
+		>"$resolv"
+	nsenter --net="$guest_ns" unshare -m sh -c \
+		'mount --bind "$1" /etc/resolv.conf && getent ahostsv4 "$2"' \
+		sh "$resolv" "$NAME" | awk 'NR == 1 { print $1 }'
+}
+
 # ---- leg 3: the Airlock gateway ----
 GW_WHY=
 GWRUN_PROC=
@@ -382,13 +398,7 @@ gateway_leg() {
 	gw_pid=$(sed -n 's/.*"pid":\([0-9]*\).*/\1/p' <<<"$info")
 	guest_ns=$(sed -n 's/.*"guest_ns":"\([^"]*\)".*/\1/p' <<<"$info")
 	gw_ip=$(sed -n 's/.*"gateway":"\([^"]*\)".*/\1/p' <<<"$info")
-	printf 'nameserver %s\noptions timeout:2 attempts:2\n' "$gw_ip" \
-		>"$WORK/resolv.conf"
-	# The guest's lookup, through the gateway's DNS (the host's own
-	# resolv.conf is replaced in a mount namespace of the lookup's own).
-	syn=$(nsenter --net="$guest_ns" unshare -m sh -c \
-		'mount --bind "$1" /etc/resolv.conf && getent ahostsv4 "$2"' \
-		sh "$WORK/resolv.conf" "$NAME" | awk 'NR == 1 { print $1 }')
+	syn=$(guest_lookup "$guest_ns" "$gw_ip" "$WORK/resolv.conf")
 	if [ -z "$syn" ]; then
 		GW_WHY="$NAME does not resolve through the gateway's DNS at $gw_ip"
 		return 1
@@ -399,6 +409,64 @@ gateway_leg() {
 	CPU_gateway=$gw_pid
 }
 if gateway_leg; then LEGS+=(gateway); else WHY[gateway]="not run: $GW_WHY"; fi
+
+# ---- legs 4 and 5: the gateway injecting a credential ----
+# Another gwrun each (its own slot and gateway), stdin a FIFO held open
+# here: closing it, or cleanup's TERM, stops it.
+CRED_WHY=
+LEG_gw_header=() LEG_gw_placeholder=()
+CPU_gw_header= CPU_gw_placeholder=
+cred_leg() {
+	local leg=$1 sandbox=$2 cred=$3 header=$4
+	[ -x "$WORK/bin/gwrun" ] || { CRED_WHY="no gwrun (see the gateway leg)"; return 1; }
+	mkfifo "$WORK/$leg.hold"
+	GWRUN_CRED_SET="{\"version\":1,\"creds\":[$cred]}" \
+		AIRLOCK_GATEWAY=$BUILD/airlock-gateway \
+		AIRLOCK_POLICIES=$REPO/policies \
+		AIRLOCK_UPSTREAM_HOSTS=$WORK/hosts \
+		AIRLOCK_UPSTREAM_DNS=$UP_IP:53 \
+		AIRLOCK_UPSTREAM_CA=$WORK/ca/ca.crt \
+		AIRLOCK_UPSTREAM_ALLOW_CIDRS=$NET \
+		"$WORK/bin/gwrun" "$WORK/state" "$sandbox" "$NAME" \
+		<"$WORK/$leg.hold" >"$WORK/$leg.info" 2>"$WORK/$leg.log" &
+	PIDS+=($!)
+	exec {hold}>"$WORK/$leg.hold"
+	local info= i
+	for i in $(seq 600); do
+		info=$(head -1 "$WORK/$leg.info" 2>/dev/null)
+		[ -n "$info" ] && break
+		sleep 0.1
+	done
+	if [ -z "$info" ]; then
+		CRED_WHY="its gateway did not start: $(tail -3 "$WORK/$leg.log" | tr '\n' ' ')"
+		return 1
+	fi
+	local gw_pid guest_ns gw_ip syn
+	gw_pid=$(sed -n 's/.*"pid":\([0-9]*\).*/\1/p' <<<"$info")
+	guest_ns=$(sed -n 's/.*"guest_ns":"\([^"]*\)".*/\1/p' <<<"$info")
+	gw_ip=$(sed -n 's/.*"gateway":"\([^"]*\)".*/\1/p' <<<"$info")
+	syn=$(guest_lookup "$guest_ns" "$gw_ip" "$WORK/$leg.resolv")
+	[ -n "$syn" ] || { CRED_WHY="$NAME does not resolve through $gw_ip"; return 1; }
+	local -n cmd=LEG_${leg//-/_}
+	cmd=(nsenter --net="$guest_ns" "$LOAD" --connect "$syn:443"
+		--name "$NAME" --ca "$WORK/state/keys/ca.crt")
+	[ -n "$header" ] && cmd+=(--header "$header")
+	local -n cpu=CPU_${leg//-/_}
+	cpu=$gw_pid
+}
+CRED_H="{\"id\":\"bench-h\",\"name\":\"benchh\",\"value\":\"bh_0123456789abcdefghijklmnopqrstuv\",\"hosts\":[\"$NAME\"],\"header\":\"Authorization\",\"format\":\"Bearer {value}\",\"rate\":null,\"scope\":\"project\"}"
+CRED_P="{\"id\":\"bench-p\",\"name\":\"benchp\",\"value\":\"bp_0123456789abcdefghijklmnopqrstuv\",\"hosts\":[\"$NAME\"],\"header\":null,\"format\":\"{value}\",\"rate\":null,\"scope\":\"project\"}"
+if have_leg gateway && cred_leg gw-header bench-gwh "$CRED_H" ""; then
+	LEGS+=(gw-header)
+else
+	WHY[gw-header]="not run: ${CRED_WHY:-no gateway leg}"
+fi
+if have_leg gateway && cred_leg gw-placeholder bench-gwp "$CRED_P" \
+	"X-Token: airlock-cred:benchp"; then
+	LEGS+=(gw-placeholder)
+else
+	WHY[gw-placeholder]="not run: ${CRED_WHY:-no gateway leg}"
+fi
 
 # ---- the phases ----
 # Rounds alternate the legs: each round is REQS/ROUNDS kept-alive
@@ -433,6 +501,9 @@ for leg in "${LEGS[@]}"; do
 		done
 		# The median round's rate, and the median bulk download.
 		echo "conns_per_s=$(pct conns_per_s 0.5)"
+		# Kept-alive requests per second: 1 / the mean sample.
+		sed -n 's/^keepalive_sample_us=//p' "$OUT_FILE" |
+			awk '{ t += $1; n++ } END { if (n) printf "ka_rps=%.0f\n", n * 1e6 / t }'
 		echo "bulk_mbs=$(pct bulk_best_mbs 0.5)"
 		if grep -q '^cpu_ticks=' "$OUT_FILE"; then
 			awk -F= -v hz="$HZ" '
@@ -466,7 +537,7 @@ echo "  TLS 1.3, P-256 certificates everywhere; ${BIG_MB} MB file; client bench/
 printf '%-8s %12s %12s %12s %12s %12s %12s %14s %14s\n' leg "ka p50 us" \
 	"ka p99 us" "ka max us" "conn p50 us" "conn/s" "cpu/conn us" \
 	"bulk MB/s" "cpu/100MB ms"
-for leg in direct squid gateway; do
+for leg in direct squid gateway gw-header gw-placeholder; do
 	if ! have "$leg"; then
 		printf '%-8s %s\n' "$leg" "${WHY[$leg]:-}"
 		continue
@@ -502,6 +573,26 @@ if have gateway && have squid; then
 			"$(fig squid cpu_per_conn_us)")x, CPU per 100 MB" \
 		"$(ratio "$(fig gateway cpu_per_100mb_ms)" \
 			"$(fig squid cpu_per_100mb_ms)")x"
+fi
+
+if have gateway; then
+	base=$(fig gateway ka_rps)
+	for leg in gw-header gw-placeholder; do
+		if ! have "$leg"; then
+			echo "injection: $leg ${WHY[$leg]:-}"
+			continue
+		fi
+		r=$(fig "$leg" ka_rps)
+		echo "injection: kept-alive requests/s gateway $base, $leg $r" \
+			"($(ratio "$r" "$base")x the gateway without injection); bulk" \
+			"$(fig "$leg" bulk_mbs) MB/s masked vs $(fig gateway bulk_mbs)"
+		ge "$(ratio "$r" "$base")" 0.9 && ok=1 || ok=0
+		if [ $ok = 1 ]; then
+			echo "Goal (issue 11): $leg <= 10 % slower: met"
+		else
+			echo "Goal (issue 11): $leg <= 10 % slower: NOT met"
+		fi
+	done
 fi
 
 goal() {

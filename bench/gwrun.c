@@ -11,8 +11,10 @@
  * uid, starts build*\/airlock-gateway ($AIRLOCK_GATEWAY) on the slot
  * through core/net/gwlaunch with AIRLOCK_STATE and the AIRLOCK_POLICIES /
  * AIRLOCK_UPSTREAM_* of its own environment, and sends GW_CONFIG: mode
- * allowlist, allow [ALLOW_NAME]. Once the gateway
- * acknowledges, prints one JSON line
+ * allowlist, allow [ALLOW_NAME]. Once the gateway acknowledges (and,
+ * with GWRUN_CRED_SET set to a CRED_SET payload, once it acknowledged that
+ * set on its credential channel, fd 7, which gwrun holds as the
+ * controller would), prints one JSON line
  *   {"pid":N,"guest_ns":"...","gateway":"10.200.x.1"}
  * and waits for EOF on stdin, TERM or INT (or the gateway's exit:
  * status 1); then stops the gateway and releases everything. */
@@ -22,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "gwhost.h"
@@ -88,6 +91,29 @@ static void send_config(gwhost *h, const char *allow_name)
 	}
 }
 
+/* The controller's side of the credential channel: one CRED_SET, its
+ * ACK awaited. */
+static void push_set(int fd, const char *payload)
+{
+	al_err e;
+	if (al_frame_send(fd, AL_F_CRED_SET, 1, payload, strlen(payload), &e) <
+	    0)
+		die("send CRED_SET", &e);
+	al_frame_reader r;
+	al_frame_reader_init(&r);
+	al_frame f;
+	if (al_frame_recv(fd, &r, &f, al_now_ms() + GWHOST_ACK_TIMEOUT_MS, &e) <
+	    0)
+		die("no CRED_SET_ACK", &e);
+	if (f.type != AL_F_CRED_SET_ACK) {
+		fprintf(stderr, "gwrun: answer to CRED_SET is type %u\n",
+			f.type);
+		exit(1);
+	}
+	al_frame_free(&f);
+	al_frame_reader_free(&r);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc != 4) {
@@ -119,10 +145,21 @@ int main(int argc, char **argv)
 			env[n++] = env_entry(passed[i], v);
 	}
 	env[n] = NULL;
+	const char *cred_set = getenv("GWRUN_CRED_SET");
+	int chan[2] = {-1, -1};
+	if (cred_set != NULL &&
+	    socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, chan) < 0) {
+		perror("gwrun: socketpair");
+		return 1;
+	}
 	gwhost h;
-	if (gwhost_start(&h, &pool, state, prog, sandbox, env, &e) < 0)
+	if (gwhost_start(&h, &pool, state, prog, sandbox, env, chan[1], &e) < 0)
 		die("gateway", &e);
 	send_config(&h, name);
+	if (cred_set != NULL) {
+		close(chan[1]);
+		push_set(chan[0], cred_set);
+	}
 	printf("{\"pid\":%d,\"guest_ns\":\"%s\",\"gateway\":\"%s\"}\n",
 	       (int)h.proc.pid, h.lease.slot.guest_path, h.gateway);
 	fflush(stdout);
@@ -146,6 +183,8 @@ int main(int argc, char **argv)
 			break;
 	}
 	gwhost_stop(&h, SIGTERM);
+	if (chan[0] >= 0)
+		close(chan[0]);
 	for (size_t i = 0; i < n; i++)
 		free(env[i]);
 	return status;

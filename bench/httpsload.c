@@ -10,11 +10,12 @@
  *
  *   httpsload --connect IP:PORT --name NAME --ca FILE [--proxy IP:PORT]
  *             [--small PATH] [--big PATH] [-n N] [--mode keepalive|conns|
- *             bulk] [--raw]
+ *             bulk] [--raw] [--header 'Name: value']
  *
  * --name is the SNI, the Host and the name the server's certificate is
  * verified for (against --ca only). --raw: every timed sample too, one
- * line each (<key>_sample_us=), for a caller that pools rounds. --proxy: an explicit proxy, reached
+ * line each (<key>_sample_us=), for a caller that pools rounds. --header:
+ * one more field in every request (a credential placeholder). --proxy: an explicit proxy, reached
  * at IP:PORT and asked with CONNECT NAME:PORT (PORT from --connect)
  * before TLS. Figures go to stdout as key=value lines for the script;
  * errors to stderr with exit 1. The responses come from the bench's own
@@ -53,7 +54,8 @@ typedef struct opts {
 	const char *big;
 	const char *mode;
 	long n;
-	bool raw; /* every sample too, as <key>_sample_us lines */
+	bool raw;	    /* every sample too, as <key>_sample_us lines */
+	const char *header; /* one more request field ("Name: value") */
 } opts;
 
 typedef struct conn {
@@ -271,8 +273,9 @@ static uint64_t get(conn *c, const opts *o, const char *path)
 	char req[1024];
 	int n = snprintf(req, sizeof req,
 			 "GET %s HTTP/1.1\r\nHost: %s\r\n"
-			 "User-Agent: airlock-httpsload\r\n\r\n",
-			 path, o->name);
+			 "User-Agent: airlock-httpsload\r\n%s%s\r\n",
+			 path, o->name, o->header ? o->header : "",
+			 o->header ? "\r\n" : "");
 	if (n < 0 || (size_t)n >= sizeof req || SSL_write(c->ssl, req, n) != n)
 		die("request write failed");
 	char *end;
@@ -415,7 +418,8 @@ static void usage(void)
 	fprintf(stderr,
 		"usage: httpsload --connect IP:PORT --name NAME --ca FILE"
 		" [--proxy IP:PORT] [--small PATH] [--big PATH] [-n N]"
-		" [--mode keepalive|conns|bulk] [--raw]\n");
+		" [--mode keepalive|conns|bulk] [--raw]"
+		" [--header 'Name: value']\n");
 	exit(2);
 }
 
@@ -435,6 +439,7 @@ int main(int argc, char **argv)
 		{"big", required_argument, NULL, 'b'},
 		{"mode", required_argument, NULL, 'm'},
 		{"raw", no_argument, NULL, 'r'},
+		{"header", required_argument, NULL, 'f'},
 		{NULL, 0, NULL, 0},
 	};
 	int ch;
@@ -470,6 +475,9 @@ int main(int argc, char **argv)
 			break;
 		case 'r':
 			o.raw = true;
+			break;
+		case 'f':
+			o.header = optarg;
 			break;
 		default:
 			usage();

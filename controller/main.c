@@ -67,6 +67,8 @@
 #include "cgroup.h"
 #include "config.h"
 #include "credentials.h"
+#include "credstore.h"
+#include "credsvc.h"
 #include "db.h"
 #include "egress_ingest.h"
 #include "gw/ca.h"
@@ -812,6 +814,18 @@ int main(int argc, char **argv)
 			al_warn("mint service: %s", err.msg);
 	}
 
+	/* Gateways get their credentials from here (credsvc.h); without
+	 * it they fail closed on every credential. */
+	static ctl_credstore credstore;
+	al_credsvc *credsvc = NULL;
+	if (!once) {
+		al_credsvc_store st;
+		if (ctl_credstore_open(&credstore, &cfg, &st, &err) == 0)
+			credsvc = al_credsvc_start(cfg.state_dir, &st, &err);
+		if (credsvc == NULL)
+			al_warn("credential service: %s", err.msg);
+	}
+
 	/* The policies' status GET /v1/info shows (core/policypub.h). */
 	if (!once)
 		policywatch_start(&cfg);
@@ -890,6 +904,8 @@ int main(int argc, char **argv)
 		al_netpool_drain(&netpool, AL_NETSLOT_VM);
 	}
 	al_vmmem_stop(vmmem);
+	al_credsvc_stop(credsvc);
+	ctl_credstore_close(&credstore);
 	al_mintd_stop(mintd);
 	al_ca_close(ca);
 	al_db_close(db);

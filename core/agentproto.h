@@ -139,6 +139,21 @@ enum al_frame_type {
 	 * {"ok":false,"error":"..."}; answers the GW_CONFIG of its id. */
 	AL_F_GW_ACK = 42,
 
+	/* The credential channel (issue 11); payloads packed and unpacked in
+	 * core/credproto.h, which documents each. */
+	AL_F_CRED_HELLO = 50,
+	AL_F_CRED_SET = 51,
+	AL_F_CRED_SET_ACK = 52,
+	AL_F_CRED_TAKE = 53,
+	AL_F_CRED_GRANT = 54,
+	AL_F_CRED_USE = 55,
+	AL_F_CRED_REFRESH = 56,
+	AL_F_CRED_REFRESH_DONE = 57,
+	/* gateway -> shim on fd 6: a fresh credential channel, please. */
+	AL_F_GW_CREDCHAN_REQ = 59,
+	/* shim -> gateway on fd 6: the answer, the fd by SCM_RIGHTS. */
+	AL_F_GW_CREDCHAN = 60,
+
 	AL_F_TYPE_MAX
 };
 

@@ -21,58 +21,14 @@
 
 #include "auth.h"
 #include "credcrypt.h"
+#include "credproto.h"
 #include "db.h"
 #include "err.h"
 
-typedef enum al_cred_scope {
-	AL_CRED_GLOBAL,
-	AL_CRED_PROJECT,
-	AL_CRED_TEMPLATE,
-	AL_CRED_METADATA,
-	AL_CRED_SANDBOX,
-} al_cred_scope; /* ascending by precedence */
-
-/* "global" ... "sandbox"; from_name -1 for anything else. */
-const char *al_cred_scope_name(al_cred_scope s);
-int al_cred_scope_from_name(const char *name);
-
-#define AL_CRED_NAME_MAX 64	      /* [a-z0-9_-]{1,64} */
-#define AL_CRED_HOSTS_MAX 16	      /* per credential */
-#define AL_CRED_HOST_MAX 255	      /* canonical name, or "*." + name */
-#define AL_CRED_HEADER_MAX 64	      /* an HTTP token */
-#define AL_CRED_FORMAT_MAX 256	      /* contains "{value}" */
-#define AL_CRED_VALUE_MAX 8192	      /* bytes, no NUL, CR or LF */
-#define AL_CRED_ID_LEN 23	      /* "cr_" + 20 hex */
+/* al_cred, al_cred_set, al_cred_scope and the field bounds are the
+ * channel's (core/credproto.h): one definition for the store, the
+ * controller and the gateway. */
 #define AL_CRED_BODY_MAX (64u * 1024) /* API bodies: 413 above */
-#define AL_CRED_RATE_MAX 1000000      /* requests, and per_seconds */
-
-/* One credential as the gateway uses it. value is set only by
- * al_credential_effective (malloc'ed, wiped by al_cred_set_free). */
-typedef struct al_cred {
-	char id[AL_CRED_ID_LEN + 1];
-	char name[AL_CRED_NAME_MAX + 1];
-	al_cred_scope scope;
-	int version; /* 1, +1 per rotation */
-	size_t nhosts;
-	char hosts[AL_CRED_HOSTS_MAX][AL_CRED_HOST_MAX + 1];
-	char header[AL_CRED_HEADER_MAX + 1]; /* "" = placeholder form only */
-	char format[AL_CRED_FORMAT_MAX + 1]; /* "Bearer {value}"; "{value}" */
-	int rate_requests;		     /* 0 = no rate limit */
-	int rate_per_seconds;
-	char *value;
-	size_t value_len;
-} al_cred;
-
-/* The credentials applying to one sandbox, one per name, sorted by
- * name. version is the pusher's (credsvc); 0 from this module. */
-typedef struct al_cred_set {
-	unsigned long long version;
-	size_t n;
-	al_cred *creds;
-} al_cred_set;
-
-/* Wipe every value and free the array; s itself is the caller's. */
-void al_cred_set_free(al_cred_set *s);
 
 /* What selects a sandbox's credentials. */
 typedef struct al_sandbox_ref {

@@ -13,31 +13,6 @@
 #include "json.h"
 #include "netspec.h"
 
-static const char *const scope_names[] = {"global", "project", "template",
-					  "metadata", "sandbox"};
-
-const char *al_cred_scope_name(al_cred_scope s)
-{
-	return (unsigned)s < 5 ? scope_names[s] : "?";
-}
-
-int al_cred_scope_from_name(const char *name)
-{
-	for (int i = 0; i < 5; i++)
-		if (name != NULL && strcmp(name, scope_names[i]) == 0)
-			return i;
-	return -1;
-}
-
-void al_cred_set_free(al_cred_set *s)
-{
-	for (size_t i = 0; s->creds != NULL && i < s->n; i++)
-		al_secret_free(s->creds[i].value, s->creds[i].value_len);
-	free(s->creds);
-	s->creds = NULL;
-	s->n = 0;
-}
-
 void al_sandbox_ref_free(al_sandbox_ref *sb)
 {
 	json_object_put(sb->metadata);

@@ -1,9 +1,12 @@
 #include "json.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include <json-c/printbuf.h>
+#include <openssl/crypto.h>
 #include <openssl/evp.h>
 
 #include "config.h"
@@ -29,7 +32,8 @@ static int is_ws(char c)
 	return c == ' ' || c == '\t' || c == '\n' || c == '\r';
 }
 
-json_object *al_json_parse_object(const char *buf, size_t len, al_err *err)
+static json_object *parse_object(const char *buf, size_t len, bool wipe,
+				 al_err *err)
 {
 	if (len > AL_JSON_BODY_MAX) {
 		al_err_set(err, AL_ETOOBIG, 0,
@@ -58,6 +62,9 @@ json_object *al_json_parse_object(const char *buf, size_t len, al_err *err)
 	json_object *obj = json_tokener_parse_ex(tok, buf, (int)len);
 	enum json_tokener_error jerr = json_tokener_get_error(tok);
 	size_t end = json_tokener_get_parse_end(tok);
+	/* The tokener's scratch buffer holds the last strings it read. */
+	if (wipe && tok->pb != NULL && tok->pb->buf != NULL)
+		OPENSSL_cleanse(tok->pb->buf, (size_t)tok->pb->size);
 	json_tokener_free(tok);
 
 	if (obj == NULL || jerr != json_tokener_success) {
@@ -82,6 +89,27 @@ json_object *al_json_parse_object(const char *buf, size_t len, al_err *err)
 		return NULL;
 	}
 	return obj;
+}
+
+json_object *al_json_parse_object(const char *buf, size_t len, al_err *err)
+{
+	return parse_object(buf, len, false, err);
+}
+
+json_object *al_json_parse_object_secret(const char *buf, size_t len,
+					 al_err *err)
+{
+	return parse_object(buf, len, true, err);
+}
+
+char *al_json_pack(json_object *o, al_err *err)
+{
+	const char *t = o != NULL ? al_json_compact(o) : NULL;
+	char *s = t != NULL ? strdup(t) : NULL;
+	json_object_put(o);
+	if (s == NULL)
+		al_err_set(err, AL_ENOMEM, ENOMEM, "out of memory packing");
+	return s;
 }
 
 int al_json_check_fields(json_object *obj, const char *const *allowed,

@@ -32,6 +32,14 @@ extern const al_json_map_limits al_json_metadata_limits;
  * AL_JSON_BODY_MAX, AL_EINVAL when malformed or not an object. An empty
  * body (len 0) parses as {}. Caller puts the result. */
 json_object *al_json_parse_object(const char *buf, size_t len, al_err *err);
+/* The same for text that holds secrets: the parser's scratch buffer is
+ * wiped (OPENSSL_cleanse) before it is freed. The caller wipes buf and
+ * the secret strings of the result. */
+json_object *al_json_parse_object_secret(const char *buf, size_t len,
+					 al_err *err);
+/* The compact text of o, malloc'ed; o is put (also on failure). NULL
+ * with AL_ENOMEM when o is NULL or memory ran out. */
+char *al_json_pack(json_object *o, al_err *err);
 
 /* -1 with AL_EINVAL if obj has a member not in allowed (NULL-terminated). */
 int al_json_check_fields(json_object *obj, const char *const *allowed,

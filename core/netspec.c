@@ -267,20 +267,6 @@ json_object *al_netspec_to_json(const al_netspec *ns)
 
 /* ---- frame payloads ---- */
 
-static char *pack(json_object *o, al_err *err)
-{
-	const char *t =
-		o != NULL ? json_object_to_json_string_ext(
-				    o, JSON_C_TO_STRING_PLAIN |
-					       JSON_C_TO_STRING_NOSLASHESCAPE)
-			  : NULL;
-	char *s = t != NULL ? strdup(t) : NULL;
-	json_object_put(o);
-	if (s == NULL)
-		al_err_set(err, AL_ENOMEM, ENOMEM, "out of memory packing");
-	return s;
-}
-
 /* The object o with its member "network" as ns (o consumed). */
 static char *pack_with_network(json_object *o, const al_netspec *ns,
 			       al_err *err)
@@ -289,10 +275,10 @@ static char *pack_with_network(json_object *o, const al_netspec *ns,
 	if (o == NULL || n == NULL) {
 		json_object_put(o);
 		json_object_put(n);
-		return pack(NULL, err);
+		return al_json_pack(NULL, err);
 	}
 	json_object_object_add(o, "network", n);
-	return pack(o, err);
+	return al_json_pack(o, err);
 }
 
 char *al_net_update_pack(const al_netspec *ns, al_err *err)
@@ -326,7 +312,7 @@ char *al_net_result_pack(bool gateway, al_err *err)
 	if (o != NULL)
 		json_object_object_add(o, "gateway",
 				       json_object_new_boolean(gateway));
-	return pack(o, err);
+	return al_json_pack(o, err);
 }
 
 int al_net_result_unpack(const void *payload, size_t len, bool *gateway,
@@ -353,7 +339,7 @@ char *al_gw_config_pack(const al_gw_config *c, al_err *err)
 	if (o == NULL || m == NULL) {
 		json_object_put(o);
 		json_object_put(m);
-		return pack(NULL, err);
+		return al_json_pack(NULL, err);
 	}
 	json_object_object_add(o, "sandbox",
 			       json_object_new_string(c->sandbox));
@@ -472,7 +458,7 @@ char *al_gw_ack_pack(bool ok, const char *error, al_err *err)
 {
 	json_object *o = json_object_new_object();
 	if (o == NULL)
-		return pack(NULL, err);
+		return al_json_pack(NULL, err);
 	json_object_object_add(o, "ok", json_object_new_boolean(ok));
 	if (!ok) {
 		char e[AL_GW_ACK_ERROR_MAX];
@@ -486,7 +472,7 @@ char *al_gw_ack_pack(bool ok, const char *error, al_err *err)
 			o, "error",
 			json_object_new_string(i > 0 ? e : "refused"));
 	}
-	return pack(o, err);
+	return al_json_pack(o, err);
 }
 
 int al_gw_ack_unpack(const void *payload, size_t len, al_gw_ack *out,

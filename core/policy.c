@@ -569,7 +569,7 @@ static bool same_file(const struct stat *a, const struct stat *b)
 static al_policy *policy_new(const char *name, enum al_policy_kind kind,
 			     const al_policy_limits *limits, al_err *err)
 {
-	if (name == NULL || (unsigned)kind > AL_POLICY_EGRESS) {
+	if (name == NULL || (unsigned)kind >= AL_POLICY_KIND_MAX) {
 		al_err_set(err, AL_EINVAL, 0, "policy: no file or bad kind");
 		return NULL;
 	}

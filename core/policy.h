@@ -42,7 +42,9 @@ typedef struct al_policy al_policy;
 /* What a policy file decides: the entry function it must define and the
  * dry decision its load is checked with. */
 enum al_policy_kind {
-	AL_POLICY_EGRESS, /* egress(req) -> allow/deny */
+	AL_POLICY_EGRESS,      /* egress(req) -> allow/deny */
+	AL_POLICY_CREDENTIALS, /* credentials(req) -> allow/deny */
+	AL_POLICY_KIND_MAX
 };
 
 typedef struct al_policy_limits {
@@ -166,6 +168,32 @@ typedef struct al_egress_decision {
  * malformed or the policy failed (logged, counted in the status). */
 int al_policy_egress(al_policy *p, const al_egress_req *req,
 		     al_egress_decision *out);
+
+/* ---- credentials ----
+ * Asked once per credential a request would carry, after the egress
+ * policy allowed the request. An error, false, deny() or anything but a
+ * well-formed decision means the credential is not injected (and the
+ * request is denied when it named the credential by a placeholder). The
+ * credential's own host list is checked in C before the policy is asked
+ * and whatever it answers: no policy can send a credential elsewhere. */
+typedef struct al_cred_req {
+	const char *credential; /* its name */
+	const char *form;	/* "header" or "placeholder" */
+	const char *scope;	/* "global", "project", ... */
+	const char *host;	/* canonical */
+	unsigned port;
+	const char *method, *path;
+	const char *sandbox;
+	const char *template_name;
+	const char *project;
+	const al_policy_kv *metadata;
+	size_t n_metadata;
+} al_cred_req;
+
+/* 0: decided; -1: not injected because the request was malformed or the
+ * policy failed (logged, counted). out is always filled. */
+int al_policy_credentials(al_policy *p, const al_cred_req *req,
+			  al_egress_decision *out);
 
 /* ---- names (also exposed to policies as match / match_any) ---- */
 

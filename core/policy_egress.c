@@ -22,8 +22,21 @@ static const char *const proto_names[AL_EGRESS_PROTO_MAX] = {
 
 const char *al_policy_entry_name(enum al_policy_kind kind)
 {
-	(void)kind; /* one kind so far */
-	return "egress";
+	return kind == AL_POLICY_CREDENTIALS ? "credentials" : "egress";
+}
+
+int al_policy_dry_run(al_policy_state *st, enum al_policy_kind kind, char *msg,
+		      size_t msg_len)
+{
+	char why[AL_POLICY_ERROR_MAX - 32];
+	int rc = kind == AL_POLICY_CREDENTIALS
+			 ? al_policy_credentials_dry_run(st, why, sizeof why)
+			 : al_policy_egress_dry_run(st, why, sizeof why);
+	if (rc != 0) {
+		snprintf(msg, msg_len, "dry decision failed: %s", why);
+		return -1;
+	}
+	return 0;
 }
 
 /* ---- names ---- */
@@ -210,7 +223,7 @@ static void push_list(lua_State *L, const char *const *v, size_t n)
 	}
 }
 
-static void push_metadata(lua_State *L, const al_policy_kv *kv, size_t n)
+void al_policy_push_metadata(lua_State *L, const al_policy_kv *kv, size_t n)
 {
 	lua_createtable(L, 0, (int)n);
 	for (size_t i = 0; i < n; i++) {
@@ -310,7 +323,7 @@ static void push_cached(lua_State *L, int *ref, const char *const *list,
 		*ref = LUA_NOREF;
 	}
 	if (kv != NULL)
-		push_metadata(L, kv, n);
+		al_policy_push_metadata(L, kv, n);
 	else
 		push_list(L, list, n);
 	lua_pushvalue(L, -1);
@@ -344,29 +357,35 @@ static int ask_policy(lua_State *L)
 	push_cached(L, &st->deny_ref, r->deny, NULL, r->n_deny);
 
 	int n = al_policy_pcall(L, REQUEST_NARGS);
-	if (n < 1 || n > 2 || lua_type(L, 1) != LUA_TBOOLEAN ||
-	    (n == 2 && !lua_isnil(L, 2) && lua_type(L, 2) != LUA_TSTRING))
-		return luaL_error(L,
-				  "egress() returned %d value(s) (%s), not"
-				  " allow(reason) or deny(reason)",
-				  n, n > 0 ? luaL_typename(L, 1) : "none");
-	a->out->allow = lua_toboolean(L, 1);
-	size_t len = 0;
-	const char *why = n == 2 ? lua_tolstring(L, 2, &len) : NULL;
-	if (why == NULL || len == 0)
-		snprintf(a->out->reason, sizeof a->out->reason, "%s",
-			 a->out->allow ? "policy allows" : "policy denies");
-	else
-		al_policy_copy_printable(a->out->reason, sizeof a->out->reason,
-					 why, len);
+	al_policy_read_decision(L, n, "egress()", a->out);
 	lua_settop(L, 0);
 	return 0;
 }
 
-int al_policy_dry_run(al_policy_state *st, enum al_policy_kind kind, char *msg,
-		      size_t msg_len)
+int al_policy_read_decision(lua_State *L, int n, const char *what,
+			    al_egress_decision *out)
 {
-	(void)kind;
+	if (n < 1 || n > 2 || lua_type(L, 1) != LUA_TBOOLEAN ||
+	    (n == 2 && !lua_isnil(L, 2) && lua_type(L, 2) != LUA_TSTRING))
+		return luaL_error(L,
+				  "%s returned %d value(s) (%s), not"
+				  " allow(reason) or deny(reason)",
+				  what, n,
+				  n > 0 ? luaL_typename(L, 1) : "none");
+	out->allow = lua_toboolean(L, 1);
+	size_t len = 0;
+	const char *why = n == 2 ? lua_tolstring(L, 2, &len) : NULL;
+	if (why == NULL || len == 0)
+		snprintf(out->reason, sizeof out->reason, "%s",
+			 out->allow ? "policy allows" : "policy denies");
+	else
+		al_policy_copy_printable(out->reason, sizeof out->reason, why,
+					 len);
+	return 0;
+}
+
+int al_policy_egress_dry_run(al_policy_state *st, char *msg, size_t msg_len)
+{
 	static const char *const allow[] = {"example.com"};
 	static const al_policy_kv meta[] = {{"dry_run", "1"}};
 	al_egress_req req = {
@@ -384,12 +403,7 @@ int al_policy_dry_run(al_policy_state *st, enum al_policy_kind kind, char *msg,
 	};
 	al_egress_decision d;
 	struct ask a = {&req, &d};
-	char why[AL_POLICY_ERROR_MAX - 32];
-	if (al_policy_run(st, ask_policy, &a, why, sizeof why) != 0) {
-		snprintf(msg, msg_len, "dry decision failed: %s", why);
-		return -1;
-	}
-	return 0;
+	return al_policy_run(st, ask_policy, &a, msg, msg_len);
 }
 
 /* ---- the decision ---- */

@@ -90,7 +90,18 @@ void al_policy_open_helpers(lua_State *L);
  * well-formed decision. */
 int al_policy_dry_run(al_policy_state *st, enum al_policy_kind kind, char *msg,
 		      size_t msg_len);
+/* Each kind's dry decision: al_policy_run's answer. */
+int al_policy_egress_dry_run(al_policy_state *st, char *msg, size_t msg_len);
+int al_policy_credentials_dry_run(al_policy_state *st, char *msg,
+				  size_t msg_len);
 /* The entry function a kind's file defines. */
 const char *al_policy_entry_name(enum al_policy_kind kind);
+/* Inside a call: push the sandbox's metadata as a table. */
+void al_policy_push_metadata(lua_State *L, const al_policy_kv *kv, size_t n);
+/* Read the (allow, reason) an entry returned (n results on the stack
+ * from index 1) into out; a Lua error when they are not a decision.
+ * what names the entry in the message. */
+int al_policy_read_decision(lua_State *L, int n, const char *what,
+			    al_egress_decision *out);
 
 #endif

@@ -9,6 +9,7 @@
 #include <openssl/crypto.h>
 
 #include "audit.h"
+#include "credclient.h"
 #include "credcrypt.h"
 #include "credential.h"
 #include "log.h"
@@ -48,6 +49,22 @@ static void audit(al_req *r, const char *action, const char *project,
 	if (db == NULL || al_audit_insert(db, &rec, 1, &err) < 0)
 		al_warn("audit %s of credential %s: %s", action,
 			credential != NULL ? credential : "-", err.msg);
+}
+
+/* A change committed: the controller pushes the new sets to the
+ * affected gateways and says when they have them, so the next request
+ * sees it. Bounded (core/credclient.h); the answer stands either way. */
+static void push(const al_req *r, const char *project)
+{
+	al_err err;
+	al_cred_refresh_done d;
+	if (al_credclient_refresh(r->cfg->state_dir, project, &d, &err) < 0)
+		al_warn("credential change not pushed to gateways (they get it "
+			"with their next channel): %s",
+			err.msg);
+	else if (d.acked < d.pushed)
+		al_warn("credential change: %u of %u gateways acknowledged",
+			d.acked, d.pushed);
 }
 
 /* A key asked for what it may not see: 404 to it, audited. */
@@ -130,6 +147,7 @@ void al_api_credential_create(al_req *r)
 		spec.c.name, al_cred_scope_name(spec.c.scope),
 		project != NULL ? project : "global");
 	audit(r, "create", project, spec.c.name, "allow", view_str(view, "id"));
+	push(r, project);
 	al_cred_spec_free(&spec);
 	answer_view(r, 201, view);
 	return;
@@ -203,6 +221,7 @@ void al_api_credential_rotate(al_req *r)
 		json_object_get_int(json_object_object_get(view, "version")));
 	audit(r, "rotate", view_str(view, "project"), view_str(view, "name"),
 	      "allow", view_str(view, "id"));
+	push(r, view_str(view, "project"));
 	answer_view(r, 200, view);
 }
 
@@ -224,6 +243,7 @@ void al_api_credential_delete(al_req *r)
 	al_info("credential %s deleted", view_str(view, "id"));
 	audit(r, "delete", view_str(view, "project"), view_str(view, "name"),
 	      "allow", view_str(view, "id"));
+	push(r, view_str(view, "project"));
 	json_object_put(view);
 	al_http_no_content(r);
 }

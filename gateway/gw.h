@@ -11,6 +11,8 @@
  *           bounds, pass-through for ports other than 80 and 443
  * relay.c   HTTP and HTTPS: TLS termination, the request loop of a
  *           kept-alive connection, upstream dial and forwarding
+ * credchan.c fd 7: the credential set, rate-limit tokens, audit records
+ *           (credchan.h)
  * The DNS server (fds 3 and 4) is core/gw/dnsserv. */
 #ifndef AL_GATEWAY_GW_H
 #define AL_GATEWAY_GW_H
@@ -29,6 +31,7 @@
 
 struct event_base;
 struct evconnlistener;
+struct gw_credchan;
 
 /* Bounds of one gateway (all charged to its sandbox). */
 #define GW_CONNS_MAX 512 /* transparent connections open at once */
@@ -45,10 +48,11 @@ typedef struct gw {
 	struct event_base *base;
 	const char *sandbox; /* argv --sandbox */
 	al_policy *policy;
-	al_gw_config cfg; /* the last GW_CONFIG accepted */
-	bool configured;  /* a first GW_CONFIG came: serving */
-	uint32_t gateway; /* the gateway's address in the slot (fd 3) */
-	uint32_t guest;	  /* the guest's: gateway + 1 (net/addr.h) */
+	al_policy *cred_policy; /* credentials.lua, NULL when absent */
+	al_gw_config cfg;	/* the last GW_CONFIG accepted */
+	bool configured;	/* a first GW_CONFIG came: serving */
+	uint32_t gateway;	/* the gateway's address in the slot (fd 3) */
+	uint32_t guest;		/* the guest's: gateway + 1 (net/addr.h) */
 	al_fakeip *fakeip;
 	al_upaddr *upaddr;
 	al_resolver *resolver;
@@ -56,6 +60,7 @@ typedef struct gw {
 	al_egress_writer *egress;
 	struct event *flush; /* pending while records wait (decide.c) */
 	al_dnsserv *dns;
+	struct gw_credchan *credchan; /* credchan.c */
 	struct evconnlistener *listener;
 	unsigned conns;
 	long head_ms, idle_ms;

@@ -4,10 +4,11 @@
  *
  * Started by core/net/gwlaunch (the shim, or a test) with fds 3 (DNS
  * UDP), 4 (DNS TCP), 5 (the transparent TCP listener) and 6 (control)
- * made in the sandbox's slot, its own uid and no capabilities. Env:
+ * made in the sandbox's slot, and 7 (its credential channel, when the
+ * shim could open one), its own uid and no capabilities. Env:
  * AIRLOCK_STATE (state dir: run/mint.sock, run/egress/<id>/, the address
  * map's journal run/gw/<id>.fakeip), AIRLOCK_POLICIES
- * (egress.lua), AIRLOCK_UPSTREAM_DNS, AIRLOCK_UPSTREAM_HOSTS,
+ * (egress.lua, and credentials.lua when present), AIRLOCK_UPSTREAM_DNS, AIRLOCK_UPSTREAM_HOSTS,
  * AIRLOCK_UPSTREAM_CA, AIRLOCK_UPSTREAM_ALLOW_CIDRS, AIRLOCK_NET_POOL,
  * AIRLOCK_GW_HEAD_TIMEOUT_MS, AIRLOCK_GW_IDLE_TIMEOUT_MS (gw.h).
  *
@@ -19,6 +20,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <event2/event.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
@@ -29,6 +31,7 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "credchan.h"
 #include "gw.h"
 #include "net/addr.h"
 #include "net/gwlaunch.h"
@@ -121,6 +124,9 @@ int main(int argc, char **argv)
 		return 100;
 	}
 	g.sandbox = argv[2];
+	/* Before anything here opens a descriptor that would take its
+	 * number: fd 7 is the credential channel only if it came open. */
+	int cred_fd = fcntl(GW_CREDCHAN_FD, F_GETFD) >= 0 ? GW_CREDCHAN_FD : -1;
 	g.head_ms = env_ms("AIRLOCK_GW_HEAD_TIMEOUT_MS", GW_HEAD_TIMEOUT_MS);
 	g.idle_ms = env_ms("AIRLOCK_GW_IDLE_TIMEOUT_MS", GW_IDLE_TIMEOUT_MS);
 	signal(SIGPIPE, SIG_IGN);
@@ -139,6 +145,14 @@ int main(int argc, char **argv)
 	g.policy = al_policy_open(path, AL_POLICY_EGRESS, NULL, &err);
 	if (g.policy == NULL)
 		die(&g, "egress policy", &err);
+	/* Optional: without it credentials go by their own records. */
+	snprintf(path, sizeof path, "%s/credentials.lua", policies);
+	if (access(path, F_OK) == 0) {
+		g.cred_policy = al_policy_open(path, AL_POLICY_CREDENTIALS,
+					       NULL, &err);
+		if (g.cred_policy == NULL)
+			die(&g, "credentials policy", &err);
+	}
 
 	al_net_prefix pool;
 	const char *pool_text = env(AL_NETPOOL_ENV);
@@ -189,6 +203,8 @@ int main(int argc, char **argv)
 		die(&g, "timers", NULL);
 	if (gw_control_start(&g, AL_GWLAUNCH_FD_CONTROL, serve) < 0)
 		die(&g, "control channel", NULL);
+	if (gw_credchan_start(&g, cred_fd, &err) < 0)
+		die(&g, "credential channel", &err);
 
 	/* Everything is open: from here on the filter holds. */
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 ||

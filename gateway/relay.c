@@ -37,6 +37,7 @@
 #include <unistd.h>
 
 #include "agentproto.h"
+#include "cred.h"
 #include "dial.h"
 #include "gw.h"
 #include "gw/http.h"
@@ -71,9 +72,16 @@ typedef struct relay {
 	al_httpbody respb;
 	bool close_after; /* the guest connection ends with this response */
 	bool up_reused;	  /* this request went on a kept upstream */
+
+	gw_credreq cr;	       /* the request's credentials (cred.h) */
+	al_credmask *mask;     /* this response's masker, NULL: none */
+	al_credmask *mask_own; /* the relay's, kept while the set is */
+	uint64_t mask_version; /* of the set mask_own was built for */
 } relay;
 
 static void try_head(relay *r);
+static void proceed(relay *r);
+static void on_rate(void *arg, bool ok, uint32_t retry_after);
 static void on_dialled(void *arg, struct bufferevent *bev, const char *error);
 static void pump_body(relay *r);
 static void pump_resp(relay *r);
@@ -98,8 +106,11 @@ static void destroy(relay *r)
 		event_free(r->tick);
 	if (r->reaper != NULL)
 		event_free(r->reaper);
-	if (r->in_request)
+	if (r->in_request) {
+		gw_credreq_end(r->g, &r->cr, &r->req);
 		al_http_req_free(&r->req);
+	}
+	al_credmask_free(r->mask_own);
 	if (r->have_resp)
 		al_http_resp_free(&r->resp);
 	gw_proxy_conn_closed(r->g);
@@ -258,12 +269,39 @@ static void put_framed(struct evbuffer *out, enum al_http_body framing,
 	}
 }
 
+/* Masked bytes on their way to the guest, re-framed. */
+typedef struct framed_out {
+	struct evbuffer *out;
+	enum al_http_body framing;
+} framed_out;
+
+static void put_masked(void *arg, const char *p, size_t n)
+{
+	framed_out *f = arg;
+	put_framed(f->out, f->framing, p, n);
+}
+
+/* What forward_step does to the data besides forwarding it: a request
+ * body is scanned for placeholders (cred), a response body masked. */
+typedef struct body_filter {
+	relay *r;
+	gw_credreq *scan;  /* request: scan (NULL: none) */
+	al_credmask *mask; /* response: mask (NULL: none) */
+	int status;	   /* after FORWARD_DENIED */
+	char why[AL_POLICY_REASON_MAX];
+} body_filter;
+
+/* A placeholder in a request body denies it (forward_step). */
+#define FORWARD_DENIED (-2)
+
 /* Decode the first contiguous piece of in and write it to out re-framed,
  * the last chunk too when the body ends: the decoder's AL_AGAIN, 0 or
- * -1. Data that is the piece itself (a Content-Length or close-delimited
- * body) moves to out without a copy. */
+ * -1, or FORWARD_DENIED (nothing of the piece forwarded). Data that is
+ * the piece itself (a Content-Length or close-delimited body) moves to
+ * out without a copy unless it is masked. */
 static int forward_step(struct evbuffer *in, struct evbuffer *out,
-			al_httpbody *b, enum al_http_body framing, al_err *err)
+			al_httpbody *b, enum al_http_body framing,
+			body_filter *flt, al_err *err)
 {
 	struct evbuffer_iovec v;
 	if (evbuffer_peek(in, -1, NULL, &v, 1) < 1 || v.iov_len == 0) {
@@ -281,8 +319,18 @@ static int forward_step(struct evbuffer *in, struct evbuffer *out,
 	int rc = al_httpbody_feed(b, p, v.iov_len, &used, &data, &dlen, err);
 	if (rc < 0)
 		return -1;
-	if (framing != AL_HTTP_BODY_CHUNKED && dlen == used &&
-	    (dlen == 0 || data == p)) {
+	if (flt->scan != NULL &&
+	    gw_cred_body(flt->r->g, flt->scan, &flt->r->req, data, dlen,
+			 rc == 0, &flt->status, flt->why) < 0)
+		return FORWARD_DENIED;
+	if (flt->mask != NULL) {
+		framed_out fo = {out, framing};
+		al_credmask_feed(flt->mask, data, dlen, put_masked, &fo);
+		if (rc == 0)
+			al_credmask_end(flt->mask, put_masked, &fo);
+		evbuffer_drain(in, used);
+	} else if (framing != AL_HTTP_BODY_CHUNKED && dlen == used &&
+		   (dlen == 0 || data == p)) {
 		evbuffer_remove_buffer(in, out, used);
 	} else {
 		put_framed(out, framing, data, dlen);
@@ -300,6 +348,8 @@ static void response_done(relay *r)
 {
 	bool reuse = !r->close_after && r->resp.keep_alive && r->up != NULL &&
 		     evbuffer_get_length(bufferevent_get_input(r->up)) == 0;
+	gw_credreq_end(r->g, &r->cr, &r->req);
+	r->mask = NULL;
 	al_http_req_free(&r->req);
 	r->in_request = false;
 	al_http_resp_free(&r->resp);
@@ -342,6 +392,16 @@ static int resp_head(relay *r, struct evbuffer *in, struct evbuffer *out)
 		al_http_resp_parser_init(&r->rp);
 		return 0;
 	}
+	char why[AL_POLICY_REASON_MAX];
+	if (gw_cred_masker(r->g, &r->mask_own, &r->mask_version, &r->mask) <
+		    0 ||
+	    gw_cred_response(r->g, &r->cr, &r->req, &r->resp, r->mask, why) <
+		    0) {
+		al_http_resp_free(&r->resp);
+		gw_note(r->g, "%s: %s", r->name, why);
+		respond(r, 502, "upstream response refused (credentials)");
+		return -1;
+	}
 	r->have_resp = true;
 	if (!r->req_done || !r->req.keep_alive || !r->resp.keep_alive ||
 	    r->resp.body == AL_HTTP_BODY_CLOSE)
@@ -379,7 +439,9 @@ static void pump_resp(relay *r)
 				return;
 			continue;
 		}
-		int rc = forward_step(in, out, &r->respb, r->resp.body, &err);
+		body_filter flt = {.r = r, .mask = r->mask};
+		int rc = forward_step(in, out, &r->respb, r->resp.body, &flt,
+				      &err);
 		if (rc < 0) {
 			/* Part of the response is with the guest already:
 			 * cut the connection, it cannot end cleanly. */
@@ -412,7 +474,20 @@ static void pump_body(relay *r)
 			bufferevent_disable(r->down, EV_READ);
 			return;
 		}
-		int rc = forward_step(in, out, &r->reqb, r->req.body, &err);
+		body_filter flt = {.r = r, .scan = &r->cr};
+		int rc = forward_step(in, out, &r->reqb, r->req.body, &flt,
+				      &err);
+		if (rc == FORWARD_DENIED) {
+			/* The upstream never gets the body's end. */
+			gw_log(r->g, false, flt.why, r->proto, r->name, r->port,
+			       r->req.method, gw_cred_path(&r->cr, &r->req));
+			if (r->have_resp) {
+				relay_kill(r);
+				return;
+			}
+			respond(r, flt.status, flt.why);
+			return;
+		}
 		if (rc < 0) {
 			if (r->have_resp) {
 				relay_kill(r);
@@ -481,6 +556,11 @@ static void on_up_event(struct bufferevent *bev, short what, void *arg)
 	al_err err;
 	if (r->have_resp && (what & BEV_EVENT_EOF) &&
 	    al_httpbody_eof(&r->respb, &err) == 0) {
+		if (r->mask != NULL) {
+			framed_out fo = {bufferevent_get_output(r->down),
+					 r->resp.body};
+			al_credmask_end(r->mask, put_masked, &fo);
+		}
 		up_drop(r);
 		response_done(r);
 		return;
@@ -531,29 +611,11 @@ static void on_dialled(void *arg, struct bufferevent *bev, const char *error)
 	send_head(r);
 }
 
-/* A head is in: bind it to the connection's name, ask the policy. */
-static void on_request(relay *r)
+/* Allowed and injected: answer an Expect, then send the head. */
+static void proceed(relay *r)
 {
 	gw *g = r->g;
 	al_http_req *q = &r->req;
-	r->head_deadline_ms = 0;
-	char why[AL_POLICY_REASON_MAX];
-	if (strcmp(q->host, r->name) != 0 || q->port != r->port) {
-		snprintf(why, sizeof why, "Host is not the destination %.90s",
-			 r->name);
-		gw_log(g, false, why, r->proto, q->host, q->port, q->method,
-		       q->path);
-		respond(r, 403, "Host is not the destination");
-		return;
-	}
-	if (!gw_decide(g, r->proto, r->name, r->port, q->method, q->path,
-		       why)) {
-		gw_log(g, false, why, r->proto, r->name, r->port, q->method,
-		       q->path);
-		respond(r, 403, why);
-		return;
-	}
-	gw_log(g, true, why, r->proto, r->name, r->port, q->method, q->path);
 	if (q->expect_continue) {
 		al_err err;
 		size_t len;
@@ -576,6 +638,64 @@ static void on_request(relay *r)
 				on_dialled, r);
 	if (r->dial == NULL)
 		respond(r, 502, "too many upstream lookups");
+}
+
+/* The rate-limit tokens (gw_cred_rate): over the limit, the gateway's
+ * own 429 and the upstream is never contacted. */
+static void on_rate(void *arg, bool ok, uint32_t retry_after)
+{
+	relay *r = arg;
+	if (r->dead || r->closing)
+		return;
+	if (ok) {
+		proceed(r);
+		return;
+	}
+	gw_log(r->g, false, "credential rate limit", r->proto, r->name, r->port,
+	       r->req.method, gw_cred_path(&r->cr, &r->req));
+	size_t len;
+	char *msg = gw_cred_429(retry_after, &len);
+	if (msg != NULL)
+		evbuffer_add(bufferevent_get_output(r->down), msg, len);
+	free(msg);
+	relay_close(r);
+}
+
+/* A head is in: bind it to the connection's name, ask the policy. */
+static void on_request(relay *r)
+{
+	gw *g = r->g;
+	al_http_req *q = &r->req;
+	r->head_deadline_ms = 0;
+	char why[AL_POLICY_REASON_MAX];
+	if (strcmp(q->host, r->name) != 0 || q->port != r->port) {
+		snprintf(why, sizeof why, "Host is not the destination %.90s",
+			 r->name);
+		gw_log(g, false, why, r->proto, q->host, q->port, q->method,
+		       q->path);
+		respond(r, 403, "Host is not the destination");
+		return;
+	}
+	if (!gw_decide(g, r->proto, r->name, r->port, q->method, q->path,
+		       why)) {
+		gw_log(g, false, why, r->proto, r->name, r->port, q->method,
+		       q->path);
+		respond(r, 403, why);
+		return;
+	}
+	int st;
+	char cwhy[AL_POLICY_REASON_MAX];
+	if (gw_cred_head(g, &r->cr, q, &st, cwhy) < 0) {
+		gw_log(g, false, cwhy, r->proto, r->name, r->port, q->method,
+		       gw_cred_path(&r->cr, q));
+		respond(r, st, cwhy);
+		return;
+	}
+	gw_log(g, true, why, r->proto, r->name, r->port, q->method,
+	       gw_cred_path(&r->cr, q));
+	gw_cred_body_start(&r->cr, r->name);
+	if (!gw_cred_rate(g, &r->cr, q, on_rate, r))
+		proceed(r);
 }
 
 static void try_head(relay *r)

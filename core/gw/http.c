@@ -377,20 +377,10 @@ size_t al_http_fields_remove(al_http_fields *fs, const char *name)
 	return removed;
 }
 
-int al_http_fields_set(al_http_fields *fs, const char *name, const char *value,
+/* A value the serialisers may write: field bytes, no edge whitespace. */
+static int value_check(const char *name, const char *value, size_t vl,
 		       al_err *err)
 {
-	size_t nl = strlen(name), vl = strnlen(value, SET_VALUE_MAX + 1);
-	if (nl == 0 || nl > 256)
-		return al_err_set(err, AL_EINVAL, 0,
-				  "http: field name of %zu bytes", nl);
-	for (size_t i = 0; i < nl; i++)
-		if (!al_http_tchar((unsigned char)name[i]))
-			return al_err_set(err, AL_EINVAL, 0,
-					  "http: field name is not a token");
-	if (al_http_name_reserved(al_http_name_kind(name, nl)))
-		return al_err_set(err, AL_EINVAL, 0,
-				  "http: %s is written by the gateway", name);
 	if (vl > SET_VALUE_MAX)
 		return al_err_set(err, AL_EINVAL, 0,
 				  "http: value of %s longer than %d bytes",
@@ -407,6 +397,51 @@ int al_http_fields_set(al_http_fields *fs, const char *name, const char *value,
 				  "http: value of %s starts or ends with"
 				  " whitespace",
 				  name);
+	if (memchr(value, '\0', vl) != NULL)
+		return al_err_set(err, AL_EINVAL, 0,
+				  "http: NUL in the value of %s", name);
+	return 0;
+}
+
+int al_http_fields_replace_value(al_http_fields *fs, size_t i,
+				 const char *value, size_t len, al_err *err)
+{
+	if (i >= fs->n)
+		return al_err_set(err, AL_EINVAL, 0, "http: no field %zu", i);
+	if (value_check(fs->f[i].name, value, len, err) < 0)
+		return -1;
+	if (fs->n_extra >= AL_HTTP_EXTRA_FIELDS_MAX)
+		return al_err_set(err, AL_ETOOBIG, 0,
+				  "http: more than %d fields set",
+				  AL_HTTP_EXTRA_FIELDS_MAX);
+	char *v = malloc(len + 1);
+	if (v == NULL)
+		return al_err_set(err, AL_ENOMEM, ENOMEM, "http: replace %s",
+				  fs->f[i].name);
+	memcpy(v, value, len);
+	v[len] = '\0';
+	fs->extra[fs->n_extra++] = v;
+	fs->f[i].value = v;
+	fs->f[i].value_len = len;
+	return 0;
+}
+
+int al_http_fields_set(al_http_fields *fs, const char *name, const char *value,
+		       al_err *err)
+{
+	size_t nl = strlen(name), vl = strnlen(value, SET_VALUE_MAX + 1);
+	if (nl == 0 || nl > 256)
+		return al_err_set(err, AL_EINVAL, 0,
+				  "http: field name of %zu bytes", nl);
+	for (size_t i = 0; i < nl; i++)
+		if (!al_http_tchar((unsigned char)name[i]))
+			return al_err_set(err, AL_EINVAL, 0,
+					  "http: field name is not a token");
+	if (al_http_name_reserved(al_http_name_kind(name, nl)))
+		return al_err_set(err, AL_EINVAL, 0,
+				  "http: %s is written by the gateway", name);
+	if (value_check(name, value, vl, err) < 0)
+		return -1;
 	if (fs->n_extra >= AL_HTTP_EXTRA_FIELDS_MAX)
 		return al_err_set(err, AL_ETOOBIG, 0,
 				  "http: more than %d fields set",

@@ -178,6 +178,12 @@ size_t al_http_fields_remove(al_http_fields *fs, const char *name);
 int al_http_fields_set(al_http_fields *fs, const char *name, const char *value,
 		       al_err *err);
 
+/* Replace the value of field i by a copy of value[0..len) (the same
+ * value rules as al_http_fields_set; the copy counts against
+ * AL_HTTP_EXTRA_FIELDS_MAX). */
+int al_http_fields_replace_value(al_http_fields *fs, size_t i,
+				 const char *value, size_t len, al_err *err);
+
 /* The canonical request head for upstream (malloc'd, *len bytes, NUL
  * after): "METHOD path HTTP/1.x", Host (port only if not the default),
  * the end-to-end fields, the framing field regenerated (Content-Length or

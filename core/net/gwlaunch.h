@@ -13,6 +13,9 @@
  *         guest's original destination)
  *   fd 6  control: AF_UNIX SOCK_STREAM to the caller (agentproto frames:
  *         AL_FRAME_GW_CONFIG in, AL_FRAME_GW_ACK out)
+ *   fd 7  the credential channel (spec->cred_fd, a connection to the
+ *         controller's run/cred.sock after CRED_HELLO; see
+ *         gateway/credchan.h), when the caller has one
  *   fd 0  /dev/null, fds 1 and 2 the caller's stderr (the gateway logs
  *         there)
  * and nothing else. The process itself stays in the caller's network
@@ -49,6 +52,7 @@
 #define AL_GWLAUNCH_FD_DNS_TCP 4
 #define AL_GWLAUNCH_FD_TPROXY 5
 #define AL_GWLAUNCH_FD_CONTROL 6
+#define AL_GWLAUNCH_FD_CRED 7
 
 /* Limits of one gateway process. */
 #define AL_GWLAUNCH_NOFILE 4096
@@ -77,6 +81,10 @@ typedef struct al_gateway_spec {
 	 * keeps and may pass again to the next launch, or NULL: the
 	 * launcher makes them for this gateway alone. */
 	const int *sockets;
+	/* > 0: the credential channel, the gateway's fd 7 (the caller
+	 * keeps its own copy and closes it); 0 or -1: none (the gateway
+	 * asks for one on fd 6). */
+	int cred_fd;
 } al_gateway_spec;
 
 typedef struct al_gateway_proc {

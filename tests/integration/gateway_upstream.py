@@ -121,7 +121,45 @@ class Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
 
+    def reflect(self, body=b""):
+        """An echo server: the request's head and body come back in the
+        body and each field as an X-Echo-<name> field, and the whole
+        request is logged (what the upstream received)."""
+        head = "%s %s\n" % (self.command, self.path) + "".join(
+            "%s: %s\n" % (k, v) for k, v in self.headers.items())
+        log({"reflect": self.headers.get("Host"), "path": self.path,
+             "headers": dict(self.headers.items()),
+             "body": body.decode("latin-1")})
+        data = head.encode("latin-1") + b"\n" + body
+        self.send_response(200)
+        for k, v in self.headers.items():
+            self.send_header("X-Echo-" + k, v)
+        if self.path.startswith("/reflect-gzip"):
+            self.send_header("Content-Encoding", "gzip")
+        if self.path.startswith("/reflect-chunked"):
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            for i in range(0, len(data), 7):
+                part = data[i:i + 7]
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(part), part))
+            self.wfile.write(b"0\r\n\r\n")
+            return
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
     def do_GET(self):
+        if self.path.startswith("/reflect"):
+            self.reflect()
+            return
+        if self.path.startswith("/redirect"):
+            log({"redirect": self.headers.get("Host"),
+                 "headers": dict(self.headers.items())})
+            self.send_response(302)
+            self.send_header("Location", "https://other.cred.test/reflect")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
         if getattr(self, "drop_next", False):
             # An upstream whose keep-alive ran out just as the next
             # request came: closed, nothing answered.
@@ -188,6 +226,10 @@ class Handler(BaseHTTPRequestHandler):
         return True
 
     def do_POST(self):
+        if self.path.startswith("/reflect"):
+            n = int(self.headers.get("Content-Length", "0"))
+            self.reflect(self.rfile.read(n))
+            return
         if self.headers.get("Transfer-Encoding") == "chunked":
             body, chunks = b"", 0
             while True:

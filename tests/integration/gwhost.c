@@ -10,8 +10,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#define GWHOST_ACK_TIMEOUT_MS 10000
-
 static int lease_slot(gwhost *h, al_err *err)
 {
 	int rc = al_netpool_take(h->pool, AL_NETSLOT_NS, &h->lease, err);
@@ -28,7 +26,7 @@ static int lease_slot(gwhost *h, al_err *err)
 
 int gwhost_start(gwhost *h, al_netpool *pool, const char *state,
 		 const char *prog, const char *sandbox, char *const *env,
-		 al_err *err)
+		 int cred_fd, al_err *err)
 {
 	memset(h, 0, sizeof *h);
 	h->pool = pool;
@@ -56,6 +54,7 @@ int gwhost_start(gwhost *h, al_netpool *pool, const char *state,
 		.prog = prog,
 		.env = env,
 		.run_dir = h->run_dir, /* egress directory, address journal */
+		.cred_fd = cred_fd,
 	};
 	int64_t t0 = al_now_ms();
 	if (al_gateway_launch(&spec, &h->proc, err) < 0)

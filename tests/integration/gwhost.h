@@ -18,6 +18,9 @@
 #include "netspec.h"
 #include "uidrange.h"
 
+/* How long a GW_ACK (or a CRED_SET_ACK) may take. */
+#define GWHOST_ACK_TIMEOUT_MS 10000
+
 typedef struct gwhost {
 	al_netpool *pool;
 	al_netlease lease;
@@ -32,11 +35,12 @@ typedef struct gwhost {
 } gwhost;
 
 /* Start prog as sandbox's gateway with env (NULL-terminated "K=V") on a
- * slot of pool, whose state directory is state. On failure what was
- * taken is released. */
+ * slot of pool, whose state directory is state, with cred_fd (> 0) as
+ * its credential channel (fd 7; the caller keeps its copy). On failure
+ * what was taken is released. */
 int gwhost_start(gwhost *h, al_netpool *pool, const char *state,
 		 const char *prog, const char *sandbox, char *const *env,
-		 al_err *err);
+		 int cred_fd, al_err *err);
 /* Send c (its sandbox and gateway filled in here) as GW_CONFIG with id and
  * wait up to 10 s for the gateway's answer: a GW_ACK of that id in *ack
  * (the caller frees it with al_frame_free). */

@@ -184,7 +184,10 @@ static int gateway_cmd(al_netpool *pool, const char *state, const char *prog,
 {
 	al_err e;
 	gwhost h;
-	if (gwhost_start(&h, pool, state, prog, sandbox, environ, &e) < 0)
+	/* A test's credential channel (an fd it passed us) as fd 7. */
+	const char *cred = getenv("AIRLOCK_TEST_CRED_FD");
+	if (gwhost_start(&h, pool, state, prog, sandbox, environ,
+			 cred != NULL ? atoi(cred) : -1, &e) < 0)
 		die("gateway", &e);
 	const al_netslot *sl = &h.lease.slot;
 	char s[INET_ADDRSTRLEN];

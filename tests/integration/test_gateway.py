@@ -140,10 +140,10 @@ def curl(gw, *args):
                  *args)
 
 
-def egress(gw, want, timeout=5):
+def egress(gw, want, timeout=5, sandbox=SANDBOX):
     """Egress records matching all of want's fields (waiting for the
     writer's flush)."""
-    d = os.path.join(gw["state"], "run", "egress", SANDBOX)
+    d = os.path.join(gw["state"], "run", "egress", sandbox)
     deadline = time.monotonic() + timeout
     while True:
         found = []

@@ -1,0 +1,84 @@
+/* gw/credcodec: the decodings credentials and their placeholders hide in,
+ * as streaming byte decoders that say where each decoded byte came from.
+ *
+ * gw/credscan (placeholders in requests) and gw/credmask (values in
+ * responses) both look for a text behind the encodings a client or an
+ * echoing server may apply. Each decoder turns the raw stream into a
+ * "view" and reports, for every decoded byte, the raw stream offset of
+ * the first raw byte it came from, so a match in the view maps back to
+ * a raw range:
+ *
+ *  - unescape: percent-encoding (%XX, either case, any mix with plain
+ *    bytes) and JSON string escapes (\uXXXX as UTF-8, \/ \\ \" \b \f \n
+ *    \r \t) undone in one pass; every other byte passes as it is, so the
+ *    view also holds the plain text. An escape that turns out not to be
+ *    one (a '%' not followed by two hex digits) passes its raw bytes.
+ *  - base64 at one of the 4 phases of a run: a run is a maximal string of
+ *    base64 characters (both alphabets, RFC 4648 4 and 5; CR and LF inside
+ *    a run are skipped, as MIME encoders insert them, but more than 2 in
+ *    a row end it, which bounds how far apart a run's characters lie;
+ *    '=' and any other byte end it); phase k decodes from the run's k-th character on, so
+ *    the 4 phases together decode an encoding that starts anywhere in a
+ *    run, and its decoded text holds the searched text at any of the 3
+ *    byte alignments. The end of a run is reported as a break (the view
+ *    is discontinuous there).
+ * State is a few bytes per decoder: nothing is buffered but an escape
+ * being read (at most 5 bytes). */
+#ifndef AL_GW_CREDCODEC_H
+#define AL_GW_CREDCODEC_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Bits of a decoded byte's origin (unescape). */
+#define AL_CREDCODEC_PERCENT 1u /* it was %XX */
+#define AL_CREDCODEC_JSON 2u	/* it was a JSON escape */
+#define AL_CREDCODEC_BASE64 4u	/* it came out of a base64 view */
+
+#define AL_CREDCODEC_B64_PHASES 4
+
+/* A decoded byte c, first raw byte at raw offset `at`, origin bits. */
+typedef void (*al_credcodec_emit)(void *arg, unsigned char c, uint64_t at,
+				  unsigned flags);
+/* The view is discontinuous here (a base64 run ended). */
+typedef void (*al_credcodec_break)(void *arg);
+
+typedef struct al_credcodec_unescape {
+	unsigned char pend[6]; /* an escape being read */
+	unsigned n;	       /* bytes in pend */
+	uint64_t at;	       /* raw offset of pend[0] */
+} al_credcodec_unescape;
+
+typedef struct al_credcodec_b64 {
+	unsigned phase; /* characters of a run skipped first */
+	unsigned run;	/* characters of the current run, up to phase */
+	uint32_t bits;
+	unsigned nbits;
+	unsigned crlf;	/* CR and LF in a row inside the run */
+	uint64_t first; /* raw offset of the oldest pending bits' char */
+} al_credcodec_b64;
+
+void al_credcodec_unescape_init(al_credcodec_unescape *u);
+/* One raw byte at raw offset `at`. */
+void al_credcodec_unescape_byte(al_credcodec_unescape *u, unsigned char c,
+				uint64_t at, al_credcodec_emit emit, void *arg);
+/* End of the stream: an unfinished escape passes raw. */
+void al_credcodec_unescape_end(al_credcodec_unescape *u, al_credcodec_emit emit,
+			       void *arg);
+/* Raw offset of the oldest byte still pending inside u (an escape being
+ * read), or `next` (the offset of the next raw byte) when none is. */
+uint64_t al_credcodec_unescape_pending(const al_credcodec_unescape *u,
+				       uint64_t next);
+
+void al_credcodec_b64_init(al_credcodec_b64 *b, unsigned phase);
+void al_credcodec_b64_byte(al_credcodec_b64 *b, unsigned char c, uint64_t at,
+			   al_credcodec_emit emit, al_credcodec_break brk,
+			   void *arg);
+void al_credcodec_b64_end(al_credcodec_b64 *b, al_credcodec_break brk,
+			  void *arg);
+uint64_t al_credcodec_b64_pending(const al_credcodec_b64 *b, uint64_t next);
+/* 0..63 for a character of either base64 alphabet, -1 otherwise. */
+int al_credcodec_b64_value(unsigned char c);
+
+#endif

@@ -1,0 +1,80 @@
+/* Fuzz gw/credmask on response bytes: the output has the input's length,
+ * is the same whatever the pieces, never holds a plain or base64
+ * occurrence of a value, and leaves bytes alone or makes them '*'. The
+ * first input byte picks a value length, its bytes follow. */
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <openssl/evp.h>
+
+#include "gw/credmask.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+typedef struct sink {
+	char *p;
+	size_t len, cap;
+} sink;
+
+static void to_sink(void *arg, const char *p, size_t n)
+{
+	sink *s = arg;
+	if (s->len + n > s->cap)
+		abort();
+	memcpy(s->p + s->len, p, n);
+	s->len += n;
+}
+
+static sink run(al_credmask *m, const char *buf, size_t len, size_t step)
+{
+	sink s = {.p = malloc(len + 1), .cap = len};
+	if (s.p == NULL)
+		abort();
+	if (step == 0)
+		step = len > 0 ? len : 1;
+	for (size_t i = 0; i < len; i += step)
+		al_credmask_feed(m, buf + i, len - i < step ? len - i : step,
+				 to_sink, &s);
+	al_credmask_end(m, to_sink, &s);
+	if (s.len != len)
+		abort();
+	return s;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	if (size < 2)
+		return 0;
+	size_t vl = 1 + data[0] % 24;
+	if (size < 1 + vl)
+		return 0;
+	al_credmask_value v = {(const char *)data + 1, vl};
+	al_err err;
+	al_credmask *m = al_credmask_new(&v, 1, &err);
+	if (m == NULL)
+		abort();
+	const char *buf = (const char *)data + 1 + vl;
+	size_t len = size - 1 - vl;
+	sink one = run(m, buf, len, 0);
+	for (size_t i = 0; i < len; i++)
+		if (one.p[i] != buf[i] && one.p[i] != '*')
+			abort();
+	if (memmem(one.p, len, v.p, vl) != NULL)
+		abort();
+	for (size_t step = 1; step <= 11; step += 5) {
+		sink k = run(m, buf, len, step);
+		if (memcmp(k.p, one.p, len) != 0)
+			abort();
+		free(k.p);
+	}
+	/* The value's base64, embedded in the output, is masked too. */
+	unsigned char enc[64];
+	int el = EVP_EncodeBlock(enc, (const unsigned char *)v.p, (int)vl);
+	if (vl >= 6 && memmem(one.p, len, enc, (size_t)el) != NULL)
+		abort();
+	free(one.p);
+	al_credmask_free(m);
+	return 0;
+}

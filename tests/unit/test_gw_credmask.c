@@ -1,0 +1,201 @@
+/* gw/credmask: a value echoed in any of its forms (plain, percent-
+ * encoded, JSON-escaped, base64 at every alignment, base64url) comes out
+ * as '*' of the same length, whatever the pieces the stream arrives in;
+ * other text is untouched and not held back; memory stays bounded. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+#include <openssl/evp.h>
+
+#include "gw/credmask.h"
+
+#define SECRET "ghp_S3cr3t/Value+42"
+
+typedef struct sink {
+	char *p;
+	size_t len;
+} sink;
+
+static void to_sink(void *arg, const char *p, size_t n)
+{
+	sink *s = arg;
+	s->p = realloc(s->p, s->len + n + 1);
+	assert_non_null(s->p);
+	memcpy(s->p + s->len, p, n);
+	s->len += n;
+	s->p[s->len] = '\0';
+}
+
+static al_credmask *masker(void)
+{
+	al_credmask_value v[] = {{SECRET, strlen(SECRET)},
+				 {"second-token-xyz", 16}};
+	al_err err;
+	al_credmask *m = al_credmask_new(v, 2, &err);
+	assert_non_null(m);
+	return m;
+}
+
+/* Mask s in one feed and in pieces of 1..9: the same output, of s's
+ * length. Returns the output (free it). */
+static char *mask(al_credmask *m, const char *s)
+{
+	size_t len = strlen(s);
+	sink one = {0};
+	al_credmask_feed(m, s, len, to_sink, &one);
+	al_credmask_end(m, to_sink, &one);
+	assert_int_equal(one.len, len);
+	for (size_t step = 1; step <= 9; step += 2) {
+		sink k = {0};
+		for (size_t i = 0; i < len; i += step)
+			al_credmask_feed(m, s + i,
+					 len - i < step ? len - i : step,
+					 to_sink, &k);
+		al_credmask_end(m, to_sink, &k);
+		assert_int_equal(k.len, len);
+		assert_memory_equal(k.p, one.p, len);
+		free(k.p);
+	}
+	return one.p != NULL ? one.p : strdup("");
+}
+
+static bool has_secret_form(const char *out)
+{
+	return strstr(out, "S3cr3t") != NULL || strstr(out, "S3cr3") != NULL;
+}
+
+static void test_plain_percent_json(void **state)
+{
+	(void)state;
+	al_credmask *m = masker();
+	char *o = mask(m, "{\"authorization\":\"Bearer " SECRET "\"}");
+	assert_string_equal(o, "{\"authorization\":\"Bearer "
+			       "*******************\"}");
+	free(o);
+	o = mask(m, "q=ghp_S3cr3t%2FValue%2b42&x=1");
+	assert_false(has_secret_form(o));
+	assert_non_null(strstr(o, "&x=1"));
+	assert_int_equal(o[0], 'q');
+	free(o);
+	o = mask(m, "%67%68%70%5f%53%33cr3t%2fValue%2B42");
+	assert_int_equal(strspn(o, "*"), strlen(o));
+	free(o);
+	o = mask(m, "\"ghp_S3cr3t\\/Value+42\" \"\\u0067hp_S3cr3t/Value+42\"");
+	assert_false(has_secret_form(o));
+	free(o);
+	o = mask(m, "second-token-xyz" SECRET "second-token-xyz");
+	assert_int_equal(strspn(o, "*"), strlen(o));
+	free(o);
+	o = mask(m, "nothing secret ghp_S3cr3t/Valu here");
+	assert_string_equal(o, "nothing secret ghp_S3cr3t/Valu here");
+	free(o);
+	al_credmask_free(m);
+}
+
+static void test_base64_every_alignment(void **state)
+{
+	(void)state;
+	al_credmask *m = masker();
+	const char *pre[] = {"", "u:", "us:", "Bearer "};
+	for (size_t i = 0; i < 4; i++) {
+		char plain[128], enc[256], s[300];
+		snprintf(plain, sizeof plain, "%s" SECRET " tail", pre[i]);
+		EVP_EncodeBlock((unsigned char *)enc,
+				(const unsigned char *)plain,
+				(int)strlen(plain));
+		snprintf(s, sizeof s, "echo: Basic %s.", enc);
+		char *o = mask(m, s);
+		unsigned char dec[300];
+		/* What is left of the base64 no longer decodes to the
+		 * value: its characters are masked. */
+		const char *e = o + strlen("echo: Basic ");
+		size_t el = strcspn(e, "*");
+		assert_true(el < strlen(enc));
+		assert_non_null(strchr(o, '*'));
+		int dl = EVP_DecodeBlock(dec, (const unsigned char *)e,
+					 (int)(el - el % 4));
+		assert_true(dl >= 0);
+		assert_null(memmem(dec, (size_t)dl, "S3cr3t", 6));
+		assert_int_equal(o[strlen(o) - 1], '.');
+		free(o);
+	}
+	al_credmask_free(m);
+}
+
+static void test_nothing_held_after_plain_text(void **state)
+{
+	(void)state;
+	al_credmask *m = masker();
+	sink s = {0};
+	const char *ev = "data: {\"delta\":\"hello\"}\n\n";
+	al_credmask_feed(m, ev, strlen(ev), to_sink, &s);
+	/* A streamed event leaves whole: nothing waits for more bytes. */
+	assert_int_equal(al_credmask_held(m), 0);
+	assert_string_equal(s.p, ev);
+	/* A value's beginning is held until it cannot be the value. */
+	al_credmask_feed(m, "ghp_S3c", 7, to_sink, &s);
+	assert_int_equal(al_credmask_held(m), 7);
+	al_credmask_feed(m, "!", 1, to_sink, &s);
+	assert_int_equal(al_credmask_held(m), 0);
+	al_credmask_end(m, to_sink, &s);
+	free(s.p);
+	al_credmask_free(m);
+}
+
+static void test_bounded_on_hostile_streams(void **state)
+{
+	(void)state;
+	al_credmask *m = masker();
+	/* A base64 run that never ends, and the value's prefix over and
+	 * over: what is held stays under the ring's bound. */
+	char buf[4096];
+	size_t max_held = 0, total = 0;
+	sink s = {0};
+	for (int r = 0; r < 64; r++) {
+		for (size_t i = 0; i < sizeof buf; i++)
+			buf[i] = "ghp_S3cr3t/Valu"[i % 15];
+		al_credmask_feed(m, buf, sizeof buf, to_sink, &s);
+		total += sizeof buf;
+		if (al_credmask_held(m) > max_held)
+			max_held = al_credmask_held(m);
+		free(s.p);
+		s = (sink){0};
+	}
+	assert_true(max_held <= 6 * strlen(SECRET) + 64 + 64);
+	al_credmask_end(m, to_sink, &s);
+	free(s.p);
+	al_credmask_free(m);
+}
+
+static void test_string_in_place_and_bad_values(void **state)
+{
+	(void)state;
+	al_credmask *m = masker();
+	char h[] = "X-Echo: " SECRET;
+	al_credmask_string(m, h, strlen(h));
+	assert_string_equal(h, "X-Echo: *******************");
+	assert_true(al_credmask_count(m) >= 1);
+	al_credmask_free(m);
+	al_err err;
+	al_credmask_value empty = {"", 0};
+	assert_null(al_credmask_new(&empty, 1, &err));
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_plain_percent_json),
+		cmocka_unit_test(test_base64_every_alignment),
+		cmocka_unit_test(test_nothing_held_after_plain_text),
+		cmocka_unit_test(test_bounded_on_hostile_streams),
+		cmocka_unit_test(test_string_in_place_and_bad_values),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
