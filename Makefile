@@ -45,7 +45,7 @@ PROGS := $(B)/airlock-fcgi $(B)/airlock-shim $(B)/airlock-controller \
          $(B)/airlock $(B)/airlock-agent \
          $(if $(BLD_OBJ),$(B)/airlock-builder) \
          $(if $(GW_OBJ),$(B)/airlock-gateway) $(B)/netslot-tool \
-         $(B)/netslot-bench $(B)/egress-tool
+         $(B)/netslot-bench $(B)/egress-tool $(B)/cred-tool
 
 .PHONY: all deps run up down test unit integration bench bench-scale fuzz lint clean
 all: $(PROGS)
@@ -107,6 +107,8 @@ $(B)/netslot-tool: tests/integration/netslot_tool.c \
 	$(CC) $(CPPFLAGS) -Icontroller $(CFLAGS) $(LDFLAGS) -o $@ $^ \
 	  $(CORE_LIBS)
 $(B)/egress-tool: tests/integration/egress_tool.c $(LIBAL)
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(CORE_LIBS)
+$(B)/cred-tool: tests/integration/cred_tool.c $(LIBAL)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(CORE_LIBS)
 $(B)/netslot-bench: bench/netslot.c $(LIBAL)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(CORE_LIBS)

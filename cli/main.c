@@ -17,6 +17,13 @@
  *   airlock project create NAME | ls | show NAME       (admin keys)
  *   airlock project quota NAME FIELD=N|default...
  *   airlock key create --project P [--role R] --name N | ls | rm ID
+ *   airlock credential create NAME --host H... [--header H] [--format F]
+ *                      [--scope S] [--project P] [--rate N/S]
+ *                      [--value-file F]          (value: stdin or F)
+ *   airlock credential ls [--project P] | show REF | delete REF |
+ *                      rotate REF [--value-file F] [options as create]
+ *   airlock audit [--credential N] [--sandbox ID] [--since T] [--limit N]
+ *                 [--before CURSOR] [--project P]
  *
  * AIRLOCK_URL (default http://127.0.0.1:8080) and AIRLOCK_API_KEY (default:
  * the contents of $AIRLOCK_STATE/api-key, or ./var/api-key).
@@ -31,6 +38,7 @@
 #include <openssl/evp.h>
 
 #include "client.h"
+#include "cmd_credential.h"
 #include "cmd_project.h"
 #include "cmd_sandbox.h"
 #include "cmd_template.h"
@@ -137,7 +145,19 @@ static int usage(void)
 	      "       project create NAME | project ls | project show NAME | "
 	      "project quota NAME FIELD=N|default... |\n"
 	      "       key create --project P [--role admin|member] --name N | "
-	      "key ls [--project P] | key rm ID\n",
+	      "key ls [--project P] | key rm ID |\n"
+	      "       credential create NAME --host H [--host H...] "
+	      "[--header H] [--format F]\n"
+	      "         [--scope global|project|template:T|sandbox:ID|"
+	      "metadata:K=V,...] [--project P]\n"
+	      "         [--rate N/SECONDS] [--value-file F] (value on stdin "
+	      "otherwise) |\n"
+	      "       credential ls [--project P] | credential show REF | "
+	      "credential delete REF |\n"
+	      "       credential rotate REF [--value-file F] [--host H...] "
+	      "[--rate N/S|none] |\n"
+	      "       audit [--credential N] [--sandbox ID] [--since T] "
+	      "[--limit N] [--before C] [--project P]\n",
 	      stderr);
 	return 100;
 }
@@ -199,6 +219,12 @@ int main(int argc, char **argv)
 	} else if (strcmp(cmd, "project") == 0 || strcmp(cmd, "key") == 0) {
 		rc = cmd[0] == 'p' ? cli_project(&c, argc - 1, argv + 1)
 				   : cli_key(&c, argc - 1, argv + 1);
+		if (rc == 100)
+			rc = usage();
+	} else if (strcmp(cmd, "credential") == 0 ||
+		   strcmp(cmd, "audit") == 0) {
+		rc = cmd[0] == 'c' ? cli_credential(&c, argc - 1, argv + 1)
+				   : cli_audit(&c, argc - 1, argv + 1);
 		if (rc == 100)
 			rc = usage();
 	} else if (strcmp(cmd, "sandbox") == 0) {

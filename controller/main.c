@@ -1,4 +1,4 @@
-/* airlock-controller [--init] [--once]
+/* airlock-controller [--init] [--once] [--rotate-master-key]
  *
  * --init  check that PostgreSQL, the logs, the keys and the sockets are
  *         not on the pool's filesystem and turn on the pool's disk
@@ -14,6 +14,9 @@
  *         it is logged and recorded as the reason the vm driver is
  *         unavailable (the ns driver does not need any of it). Exit.
  * --once  run one pass of the rules below and exit (tests).
+ * --rotate-master-key  make a new master key current, re-encrypt every
+ *         credential with it while the stack runs, remove the keys no
+ *         credential uses any more, exit (controller/credentials.h).
  * default: run the time-based rules until SIGTERM:
  *   - the shims' spooled transitions (core/spool.h: a sandbox ended) are
  *     recorded in batches, one transaction each, as they appear (inotify)
@@ -38,6 +41,9 @@
  *     from the create rate, prepared here off every create's path;
  *     reconcile removes the slots of shims that died; at stop the ready
  *     ones are removed;
+ *   - credential audit rows older than AIRLOCK_AUDIT_RETENTION_DAYS are
+ *     deleted; the first master key (STATE/keys/master-1.key) is made
+ *     at start if there is none;
  *   - a thread serves STATE/run/mint.sock: TLS leaves for the sandboxes'
  *     gateways, signed with the host CA (controller/mint.h).
  * Exit codes: 0 ok, 100 usage, 111 temporary failure (database down). */
@@ -56,6 +62,9 @@
 #include "auth.h"
 #include "cgroup.h"
 #include "config.h"
+#include "credentials.h"
+#include "credstore.h"
+#include "credsvc.h"
 #include "db.h"
 #include "egress_ingest.h"
 #include "gw/ca.h"
@@ -704,15 +713,17 @@ static void reconcile_builds(al_db *db)
 
 int main(int argc, char **argv)
 {
-	int init = 0, once = 0;
+	int init = 0, once = 0, rotate = 0;
 	for (int i = 1; i < argc; i++) {
 		if (strcmp(argv[i], "--init") == 0)
 			init = 1;
 		else if (strcmp(argv[i], "--once") == 0)
 			once = 1;
+		else if (strcmp(argv[i], "--rotate-master-key") == 0)
+			rotate = 1;
 		else {
-			fprintf(stderr,
-				"usage: airlock-controller [--init] [--once]\n");
+			fprintf(stderr, "usage: airlock-controller [--init]"
+					" [--once] [--rotate-master-key]\n");
 			return 100;
 		}
 	}
@@ -728,6 +739,15 @@ int main(int argc, char **argv)
 	al_db *db = al_db_open(cfg.db_conninfo, &err);
 	if (db == NULL) {
 		al_error("%s", err.msg);
+		return 111;
+	}
+	if (rotate) {
+		int rc = ctl_rotate_master_key(&cfg, db);
+		al_db_close(db);
+		return rc;
+	}
+	if (ctl_master_key_ensure(&cfg) < 0) {
+		al_db_close(db);
 		return 111;
 	}
 	if (init) {
@@ -760,6 +780,18 @@ int main(int argc, char **argv)
 			mintd = al_mintd_start(cfg.state_dir, ca, &err);
 		if (mintd == NULL)
 			al_warn("mint service: %s", err.msg);
+	}
+
+	/* Gateways get their credentials from here (credsvc.h); without
+	 * it they fail closed on every credential. */
+	static ctl_credstore credstore;
+	al_credsvc *credsvc = NULL;
+	if (!once) {
+		al_credsvc_store st;
+		if (ctl_credstore_open(&credstore, &cfg, &st, &err) == 0)
+			credsvc = al_credsvc_start(cfg.state_dir, &st, &err);
+		if (credsvc == NULL)
+			al_warn("credential service: %s", err.msg);
 	}
 
 	/* Snapshots made ahead for the starts of a burst (core/spare.h). */
@@ -807,6 +839,7 @@ int main(int argc, char **argv)
 				reconcile_net(&netpool);
 			al_vmmem_prune(vmmem);
 			ctl_egress_retain(&cfg, db);
+			ctl_audit_retain(&cfg, db);
 			last_reconcile = now;
 		}
 		refill_pool(&cfg, db);
@@ -827,6 +860,8 @@ int main(int argc, char **argv)
 		al_netpool_drain(&netpool, AL_NETSLOT_VM);
 	}
 	al_vmmem_stop(vmmem);
+	al_credsvc_stop(credsvc);
+	ctl_credstore_close(&credstore);
 	al_mintd_stop(mintd);
 	al_ca_close(ca);
 	al_db_close(db);

@@ -21,6 +21,7 @@
 #include "gw/leafcache.h"
 #include "gw/mint.h"
 #include "log.h"
+#include "ratebucket.h"
 #include "uidrange.h"
 
 /* Bucket index of a peer: its gateway slot, ROOT_SLOT for root, and
@@ -32,8 +33,7 @@
 #define LOG_EVERY_MS 60000
 
 typedef struct bucket {
-	double tokens;
-	int64_t at_ms;	      /* last refill; 0 = never seen (full) */
+	al_ratebucket rb;
 	int64_t logged_ms;    /* last "rate limited" line */
 	unsigned long denied; /* since that line */
 } bucket;
@@ -80,17 +80,9 @@ static int charge(al_mintd *m, uint32_t slot)
 {
 	bucket *b = &m->buckets[slot];
 	int64_t now = al_now_ms();
-	if (b->at_ms == 0)
-		b->tokens = AL_MINTD_BURST;
-	else
-		b->tokens += (double)(now - b->at_ms) * AL_MINTD_RATE / 1000.0;
-	if (b->tokens > AL_MINTD_BURST)
-		b->tokens = AL_MINTD_BURST;
-	b->at_ms = now;
-	if (b->tokens >= 1) {
-		b->tokens -= 1;
+	if (al_ratebucket_take(&b->rb, AL_MINTD_BURST, AL_MINTD_RATE, now,
+			       NULL))
 		return 1;
-	}
 	b->denied++;
 	if (now - b->logged_ms >= LOG_EVERY_MS) {
 		al_warn("mint: gateway uid %u over its rate (%d/s): %lu "

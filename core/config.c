@@ -316,6 +316,7 @@ int al_config_load_from(al_config *cfg, const char *(*lookup)(const char *),
 	cfg->default_disk_mb = 4096;
 	cfg->max_disk_mb = 65536;
 	cfg->egress_retention_days = 30;
+	cfg->audit_retention_days = 90;
 	cfg->pool_full_pct = 95;
 	cfg->default_timeout_s = 300;
 	cfg->max_timeout_s = 86400;
@@ -427,6 +428,13 @@ int al_config_load_from(al_config *cfg, const char *(*lookup)(const char *),
 			      err) < 0)
 			return -1;
 		cfg->egress_retention_days = (uint32_t)n;
+	}
+	v = lookup("AIRLOCK_AUDIT_RETENTION_DAYS");
+	if (v != NULL && v[0] != '\0') {
+		if (parse_u64("AIRLOCK_AUDIT_RETENTION_DAYS", v, 1, 3650, &n,
+			      err) < 0)
+			return -1;
+		cfg->audit_retention_days = (uint32_t)n;
 	}
 	v = lookup("AIRLOCK_DEFAULT_CPU_SHARES");
 	if (v != NULL && v[0] != '\0') {

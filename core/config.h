@@ -28,6 +28,9 @@
  *                       what one template build step may add (65536)
  *   AIRLOCK_EGRESS_RETENTION_DAYS  egress log rows older than this are
  *                       deleted by the controller (default 30, 1..3650)
+ *   AIRLOCK_AUDIT_RETENTION_DAYS  credential audit rows older than this
+ *                       are deleted by the controller (default 90,
+ *                       1..3650)
  *   AIRLOCK_POOL_FULL_PCT  pool use (percent) from which creates and
  *                       template builds answer 507 (default 95)
  *   AIRLOCK_DRIVERS     the drivers the operator allows: "ns", "vm" or
@@ -85,6 +88,7 @@ typedef struct al_config {
 	uint32_t max_disk_mb;
 	uint32_t pool_full_pct; /* creates and builds stop at this use */
 	uint32_t egress_retention_days; /* egress_log rows kept */
+	uint32_t audit_retention_days;	/* audit_log rows kept */
 	uint32_t default_timeout_s;	/* sandbox lifetime */
 	uint32_t max_timeout_s;
 	uint64_t max_memory_mb; /* per create request */

@@ -1,4 +1,6 @@
-/* credclient: the one client of CRED_REFRESH (fcgi after a credential
+/* credclient: the client side of <state>/run/cred.sock: opening a
+ * sandbox's channel (the shim, before it starts the gateway and when the
+ * gateway asks for a new one) and CRED_REFRESH (fcgi after a credential
  * create, rotate or delete commits; tests).
  *
  * Connects to <state>/run/cred.sock, sends CRED_REFRESH and waits for
@@ -13,6 +15,12 @@
 #include "err.h"
 
 #define AL_CREDCLIENT_TIMEOUT_MS 3000
+
+/* Connect and say CRED_HELLO for sandbox: the fd (blocking,
+ * close-on-exec) to hand to the gateway, whose first frame will be the
+ * controller's SET or ERROR. AL_EUNAVAIL when the controller is not
+ * there. */
+int al_credclient_open(const char *state_dir, const char *sandbox, al_err *err);
 
 /* project NULL: a global credential changed. out may be NULL. */
 int al_credclient_refresh(const char *state_dir, const char *project,

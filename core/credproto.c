@@ -13,22 +13,20 @@
 #include "json.h"
 #include "netspec.h"
 
-static const char *const scope_names[AL_CRED_SCOPE_MAX] = {
-	[AL_CRED_SCOPE_GLOBAL] = "global",
-	[AL_CRED_SCOPE_PROJECT] = "project",
-	[AL_CRED_SCOPE_TEMPLATE] = "template",
-	[AL_CRED_SCOPE_METADATA] = "metadata",
-	[AL_CRED_SCOPE_SANDBOX] = "sandbox",
+static const char *const scope_names[AL_CRED_SCOPES] = {
+	[AL_CRED_GLOBAL] = "global",	 [AL_CRED_PROJECT] = "project",
+	[AL_CRED_TEMPLATE] = "template", [AL_CRED_METADATA] = "metadata",
+	[AL_CRED_SANDBOX] = "sandbox",
 };
 
 const char *al_cred_scope_name(al_cred_scope s)
 {
-	return s < AL_CRED_SCOPE_MAX ? scope_names[s] : "unknown";
+	return (unsigned)s < AL_CRED_SCOPES ? scope_names[s] : "unknown";
 }
 
 int al_cred_scope_from_name(const char *name)
 {
-	for (int i = 0; name != NULL && i < AL_CRED_SCOPE_MAX; i++)
+	for (int i = 0; name != NULL && i < AL_CRED_SCOPES; i++)
 		if (strcmp(name, scope_names[i]) == 0)
 			return i;
 	return -1;
@@ -56,12 +54,12 @@ static bool word_valid(const char *s, size_t max, bool alnum_first)
 
 bool al_cred_id_valid(const char *s)
 {
-	return word_valid(s, AL_CRED_ID_MAX, false);
+	return word_valid(s, AL_CRED_ID_LEN + 1, false);
 }
 
 bool al_cred_name_valid(const char *s)
 {
-	return word_valid(s, AL_CRED_NAME_MAX, true);
+	return word_valid(s, AL_CRED_NAME_MAX + 1, true);
 }
 
 bool al_cred_value_valid(const char *s, size_t n)
@@ -89,7 +87,7 @@ bool al_cred_header_valid(const char *s)
 	if (s == NULL || s[0] == '\0')
 		return false;
 	for (size_t i = 0; s[i] != '\0'; i++)
-		if (i + 1 >= AL_CRED_HEADER_MAX ||
+		if (i >= AL_CRED_HEADER_MAX ||
 		    !(is_alnum(s[i]) || strchr(tchar, s[i]) != NULL))
 			return false;
 	return true;
@@ -100,7 +98,7 @@ bool al_cred_format_valid(const char *s)
 	if (s == NULL)
 		return false;
 	size_t n = strlen(s);
-	if (n >= AL_CRED_FORMAT_MAX)
+	if (n > AL_CRED_FORMAT_MAX)
 		return false;
 	for (size_t i = 0; i < n; i++)
 		if (s[i] < 0x20 || s[i] > 0x7e)
@@ -145,8 +143,7 @@ const al_cred *al_cred_set_find_id(const al_cred_set *s, const char *id)
 	return NULL;
 }
 
-/* Which field of c is wrong, or NULL. */
-static const char *cred_invalid(const al_cred *c)
+const char *al_cred_invalid(const al_cred *c)
 {
 	if (!al_cred_id_valid(c->id))
 		return "id";
@@ -155,27 +152,28 @@ static const char *cred_invalid(const al_cred *c)
 	if (c->value == NULL || strlen(c->value) != c->value_len ||
 	    !al_cred_value_valid(c->value, c->value_len))
 		return "value";
-	if (c->n_hosts == 0 || c->n_hosts > AL_CRED_HOSTS_MAX)
+	if (c->nhosts == 0 || c->nhosts > AL_CRED_HOSTS_MAX)
 		return "hosts";
-	for (size_t i = 0; i < c->n_hosts; i++)
+	for (size_t i = 0; i < c->nhosts; i++)
 		if (!al_cred_host_valid(c->hosts[i]))
 			return "hosts";
 	if (c->header[0] != '\0' && !al_cred_header_valid(c->header))
 		return "header";
 	if (!al_cred_format_valid(c->format))
 		return "format";
-	if (c->rate_requests > AL_CRED_RATE_MAX ||
+	if (c->rate_requests < 0 || c->rate_per_seconds < 0 ||
+	    c->rate_requests > AL_CRED_RATE_MAX ||
 	    c->rate_per_seconds > AL_CRED_RATE_MAX ||
 	    (c->rate_requests == 0) != (c->rate_per_seconds == 0))
 		return "rate";
-	if (c->scope >= AL_CRED_SCOPE_MAX)
+	if ((unsigned)c->scope >= AL_CRED_SCOPES)
 		return "scope";
 	return NULL;
 }
 
 int al_cred_set_add(al_cred_set *s, const al_cred *c, al_err *err)
 {
-	const char *bad = cred_invalid(c);
+	const char *bad = al_cred_invalid(c);
 	if (bad != NULL)
 		return al_err_set(err, AL_EINVAL, 0, "credential: invalid %s",
 				  bad);
@@ -296,7 +294,7 @@ static json_object *cred_to_json(const al_cred *c, json_object **value)
 	json_object_object_add(o, "id", json_object_new_string(c->id));
 	json_object_object_add(o, "name", json_object_new_string(c->name));
 	json_object_object_add(o, "value", *value);
-	for (size_t i = 0; i < c->n_hosts; i++)
+	for (size_t i = 0; i < c->nhosts; i++)
 		json_object_array_add(hosts,
 				      json_object_new_string(c->hosts[i]));
 	json_object_object_add(o, "hosts", hosts);
@@ -382,11 +380,11 @@ static int cred_from_json(json_object *c, al_cred *out, al_err *err)
 	if (!json_object_is_type(c, json_type_object))
 		return al_err_set(err, AL_EINVAL, 0, "creds[] are objects");
 	if (al_json_check_fields(c, fields, err) < 0 ||
-	    str_field(c, "id", AL_CRED_ID_MAX, al_cred_id_valid, out->id, err) <
-		    0 ||
-	    str_field(c, "name", AL_CRED_NAME_MAX, al_cred_name_valid,
+	    str_field(c, "id", AL_CRED_ID_LEN + 1, al_cred_id_valid, out->id,
+		      err) < 0 ||
+	    str_field(c, "name", AL_CRED_NAME_MAX + 1, al_cred_name_valid,
 		      out->name, err) < 0 ||
-	    str_field(c, "format", AL_CRED_FORMAT_MAX, al_cred_format_valid,
+	    str_field(c, "format", AL_CRED_FORMAT_MAX + 1, al_cred_format_valid,
 		      out->format, err) < 0)
 		return -1;
 	const char *v = NULL;
@@ -398,21 +396,20 @@ static int cred_from_json(json_object *c, al_cred *out, al_err *err)
 				  "'value' is missing or invalid");
 	json_object *hosts = NULL;
 	if (al_json_get_str_array(c, "hosts", 1, AL_CRED_HOSTS_MAX,
-				  AL_CRED_HOST_MAX - 1, &hosts, err) != 1)
+				  AL_CRED_HOST_MAX, &hosts, err) != 1)
 		return al_err_set(err, AL_EINVAL, 0,
 				  "'hosts' is missing or invalid");
-	out->n_hosts = json_object_array_length(hosts);
-	for (size_t i = 0; i < out->n_hosts; i++) {
+	out->nhosts = json_object_array_length(hosts);
+	for (size_t i = 0; i < out->nhosts; i++) {
 		const char *h = json_object_get_string(
 			json_object_array_get_idx(hosts, i));
 		if (!al_cred_host_valid(h))
 			return al_err_set(err, AL_EINVAL, 0,
 					  "'hosts' has an invalid name");
-		snprintf(out->hosts[i], AL_CRED_HOST_MAX, "%s", h);
+		snprintf(out->hosts[i], sizeof out->hosts[i], "%s", h);
 	}
 	const char *h = NULL;
-	int r = al_json_get_str(c, "header", AL_CRED_HEADER_MAX - 1, &h, NULL,
-				err);
+	int r = al_json_get_str(c, "header", AL_CRED_HEADER_MAX, &h, NULL, err);
 	if (r < 0 || (r == 1 && !al_cred_header_valid(h)))
 		return al_err_set(err, AL_EINVAL, 0, "'header' is invalid");
 	if (r == 1)
@@ -429,8 +426,8 @@ static int cred_from_json(json_object *c, al_cred *out, al_err *err)
 		    req == 0 || per == 0)
 			return al_err_set(err, AL_EINVAL, 0,
 					  "'rate' is invalid");
-		out->rate_requests = (uint32_t)req;
-		out->rate_per_seconds = (uint32_t)per;
+		out->rate_requests = (int)req;
+		out->rate_per_seconds = (int)per;
 	}
 	const char *scope = NULL;
 	if (al_json_get_str(c, "scope", 16, &scope, NULL, err) != 1 ||
@@ -534,7 +531,7 @@ int al_cred_take_unpack(const void *payload, size_t len, al_cred_take *out,
 	uint64_t req = 0;
 	int r = uint_field(o, "req", UINT32_MAX, &req, err);
 	if (r == 0)
-		r = str_field(o, "id", AL_CRED_ID_MAX, al_cred_id_valid,
+		r = str_field(o, "id", AL_CRED_ID_LEN + 1, al_cred_id_valid,
 			      out->id, err);
 	out->req = (uint32_t)req;
 	json_object_put(o);
@@ -651,10 +648,10 @@ int al_cred_use_unpack(const void *payload, size_t len, al_cred_use *out,
 	char decision[8];
 	int64_t status = -1;
 	int r = 0;
-	if (str_field(o, "name", AL_CRED_NAME_MAX, al_cred_name_valid,
+	if (str_field(o, "name", AL_CRED_NAME_MAX + 1, al_cred_name_valid,
 		      out->name, err) < 0 ||
-	    str_field(o, "host", AL_CRED_HOST_MAX, use_host_valid, out->host,
-		      err) < 0 ||
+	    str_field(o, "host", AL_CRED_HOST_MAX + 1, use_host_valid,
+		      out->host, err) < 0 ||
 	    str_field(o, "method", AL_CRED_USE_FIELD_MAX, printable_valid,
 		      out->method, err) < 0 ||
 	    str_field(o, "path", AL_CRED_USE_PATH_MAX, printable_valid,

@@ -36,27 +36,30 @@
 
 #include "err.h"
 
-#define AL_CRED_ID_MAX 64      /* bytes, with the NUL */
-#define AL_CRED_NAME_MAX 64    /* bytes, with the NUL */
-#define AL_CRED_VALUE_MAX 4096 /* bytes, without the NUL */
-#define AL_CRED_HOSTS_MAX 8
-#define AL_CRED_HOST_MAX 256 /* "*." and a 253-byte name, with the NUL */
-#define AL_CRED_HEADER_MAX 64
-#define AL_CRED_FORMAT_MAX 256
-#define AL_CRED_SET_MAX 128 /* credentials in one set */
-#define AL_CRED_RATE_MAX 1000000
-#define AL_CRED_USE_FIELD_MAX 256 /* method, action, reason */
+/* The types below are the store's (cred-store's core/credential.h had
+ * the same): one definition, here, so the gateway needs no store code.
+ * Lengths without the NUL. */
+#define AL_CRED_ID_LEN 23	  /* "cr_" + 20 hex (any [A-Za-z0-9._-]) */
+#define AL_CRED_NAME_MAX 64	  /* [a-z0-9_-], also A-Z and '.' */
+#define AL_CRED_HOSTS_MAX 16	  /* per credential */
+#define AL_CRED_HOST_MAX 255	  /* canonical name, or "*." + name */
+#define AL_CRED_HEADER_MAX 64	  /* an HTTP token */
+#define AL_CRED_FORMAT_MAX 256	  /* contains "{value}" */
+#define AL_CRED_VALUE_MAX 8192	  /* bytes, no control bytes */
+#define AL_CRED_RATE_MAX 1000000  /* requests, and per_seconds */
+#define AL_CRED_SET_MAX 64	  /* credentials in one set */
+#define AL_CRED_USE_FIELD_MAX 256 /* method, action, reason (with NUL) */
 #define AL_CRED_USE_PATH_MAX 2048 /* longer paths are cut by the packer */
 #define AL_CRED_RETRY_AFTER_MAX 86400
 
 typedef enum al_cred_scope {
-	AL_CRED_SCOPE_GLOBAL = 0,
-	AL_CRED_SCOPE_PROJECT,
-	AL_CRED_SCOPE_TEMPLATE,
-	AL_CRED_SCOPE_METADATA,
-	AL_CRED_SCOPE_SANDBOX,
-	AL_CRED_SCOPE_MAX
-} al_cred_scope;
+	AL_CRED_GLOBAL,
+	AL_CRED_PROJECT,
+	AL_CRED_TEMPLATE,
+	AL_CRED_METADATA,
+	AL_CRED_SANDBOX,
+} al_cred_scope; /* ascending by precedence */
+#define AL_CRED_SCOPES 5
 
 /* "global", "project", "template", "metadata", "sandbox". */
 const char *al_cred_scope_name(al_cred_scope s);
@@ -66,23 +69,27 @@ int al_cred_scope_from_name(const char *name);
 /* One credential as a gateway uses it. value is malloc'ed and wiped
  * (OPENSSL_cleanse) by al_cred_set_free. */
 typedef struct al_cred {
-	char id[AL_CRED_ID_MAX];
-	char name[AL_CRED_NAME_MAX];
-	char *value; /* value_len bytes + NUL */
-	size_t value_len;
-	size_t n_hosts; /* 1..AL_CRED_HOSTS_MAX */
-	char hosts[AL_CRED_HOSTS_MAX][AL_CRED_HOST_MAX];
-	char header[AL_CRED_HEADER_MAX]; /* "" = none (null on the wire) */
-	char format[AL_CRED_FORMAT_MAX]; /* contains "{value}" once */
-	uint32_t rate_requests;		 /* 0 = no rate limit (null) */
-	uint32_t rate_per_seconds;	 /* > 0 when rate_requests is */
+	char id[AL_CRED_ID_LEN + 1];
+	char name[AL_CRED_NAME_MAX + 1];
 	al_cred_scope scope;
+	int version;   /* the row's: 1, +1 per rotation (not on the wire) */
+	size_t nhosts; /* 1..AL_CRED_HOSTS_MAX */
+	char hosts[AL_CRED_HOSTS_MAX][AL_CRED_HOST_MAX + 1];
+	char header[AL_CRED_HEADER_MAX + 1]; /* "" = placeholder form only
+					      * (null on the wire) */
+	char format[AL_CRED_FORMAT_MAX + 1]; /* "{value}" exactly once */
+	int rate_requests;		     /* 0 = no rate limit (null) */
+	int rate_per_seconds;		     /* > 0 when rate_requests is */
+	char *value;			     /* value_len bytes + NUL */
+	size_t value_len;
 } al_cred;
 
+/* The credentials applying to one sandbox, one per name. version is
+ * the pusher's (credsvc); 0 from the store. */
 typedef struct al_cred_set {
-	uint64_t version;
+	unsigned long long version;
 	size_t n;
-	al_cred *creds; /* n entries, malloc'ed; names unique */
+	al_cred *creds; /* n entries, malloc'ed */
 } al_cred_set;
 
 /* Wipe every value and free; the set is empty after (safe twice). */
@@ -90,15 +97,18 @@ void al_cred_set_free(al_cred_set *s);
 /* The credential of that name, or NULL. */
 const al_cred *al_cred_set_find(const al_cred_set *s, const char *name);
 const al_cred *al_cred_set_find_id(const al_cred_set *s, const char *id);
+/* Which field of c breaks the checks below ("value", "hosts", ...), or
+ * NULL when it may go on the wire. */
+const char *al_cred_invalid(const al_cred *c);
 /* Append one credential (copying c, value included) to s; the store
  * builds sets with it. AL_EINVAL if c does not pass the checks below or
  * its name is already in s, AL_ETOOBIG past AL_CRED_SET_MAX. */
 int al_cred_set_add(al_cred_set *s, const al_cred *c, al_err *err);
 
 /* Field alphabets (NUL-terminated input). */
-/* [A-Za-z0-9._-], 1..AL_CRED_ID_MAX-1 bytes. */
+/* [A-Za-z0-9._-], 1..AL_CRED_ID_LEN bytes. */
 bool al_cred_id_valid(const char *s);
-/* [A-Za-z0-9_.-], 1..AL_CRED_NAME_MAX-1 bytes, starting alnum: what
+/* [A-Za-z0-9_.-], 1..AL_CRED_NAME_MAX bytes, starting alnum: what
  * follows "airlock-cred:" in a placeholder. */
 bool al_cred_name_valid(const char *s);
 /* 1..AL_CRED_VALUE_MAX bytes of 0x21..0x7e or space (no control bytes:
@@ -106,9 +116,9 @@ bool al_cred_name_valid(const char *s);
 bool al_cred_value_valid(const char *s, size_t n);
 /* A canonical DNS name (al_netspec_name_valid) or "*." and one. */
 bool al_cred_host_valid(const char *s);
-/* An HTTP token (RFC 9110 tchar), 1..AL_CRED_HEADER_MAX-1 bytes. */
+/* An HTTP token (RFC 9110 tchar), 1..AL_CRED_HEADER_MAX bytes. */
 bool al_cred_header_valid(const char *s);
-/* Printable ASCII, < AL_CRED_FORMAT_MAX bytes, "{value}" exactly once. */
+/* Printable ASCII, <= AL_CRED_FORMAT_MAX bytes, "{value}" exactly once. */
 bool al_cred_format_valid(const char *s);
 
 /* ---- CRED_HELLO ---- */
@@ -134,7 +144,7 @@ int al_cred_set_ack_unpack(const void *payload, size_t len, uint64_t *version,
 /* ---- CRED_TAKE ---- */
 typedef struct al_cred_take {
 	uint32_t req;
-	char id[AL_CRED_ID_MAX];
+	char id[AL_CRED_ID_LEN + 1];
 } al_cred_take;
 char *al_cred_take_pack(const al_cred_take *t, al_err *err);
 int al_cred_take_unpack(const void *payload, size_t len, al_cred_take *out,
@@ -155,8 +165,8 @@ int al_cred_grant_unpack(const void *payload, size_t len, al_cred_grant *out,
  * other byte by '?' and cuts to the bound, so a guest's path never breaks
  * the record), name al_cred_name_valid, host al_netspec_name_valid or "". */
 typedef struct al_cred_use {
-	char name[AL_CRED_NAME_MAX];
-	char host[AL_CRED_HOST_MAX];
+	char name[AL_CRED_NAME_MAX + 1];
+	char host[AL_CRED_HOST_MAX + 1];
 	char method[AL_CRED_USE_FIELD_MAX];
 	char path[AL_CRED_USE_PATH_MAX];
 	int status; /* upstream HTTP status 100..599, -1 = none (null) */

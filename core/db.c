@@ -394,3 +394,17 @@ out:
 		free(names[i]);
 	return rc;
 }
+
+int al_db_cursor_parse(const char *c, char us[24], char id[24])
+{
+	const char *dash = strchr(c, '-');
+	size_t a = dash != NULL ? (size_t)(dash - c) : 0;
+	size_t b = dash != NULL ? strlen(dash + 1) : 0;
+	if (a == 0 || a > 19 || b == 0 || b > 19 ||
+	    strspn(c, "0123456789") != a || strspn(dash + 1, "0123456789") != b)
+		return -1;
+	memcpy(us, c, a);
+	us[a] = '\0';
+	memcpy(id, dash + 1, b + 1);
+	return 0;
+}

@@ -43,6 +43,9 @@ json_object *al_db_row_json(const PGresult *res, int i, const al_db_col *cols,
 /* Every row of res so, as an array. */
 json_object *al_db_rows_json(const PGresult *res, const al_db_col *cols,
 			     int ncols);
+/* A page cursor "<unix µs>-<row id>" (the last row of a page, newest
+ * first) into its decimal parts; -1 if malformed. */
+int al_db_cursor_parse(const char *c, char us[24], char id[24]);
 /* Transactions. Rollback has nothing to report: a connection that broke
  * has no transaction left. */
 int al_db_begin(al_db *db, al_err *err);

@@ -65,21 +65,6 @@ int al_egress_log_insert(al_db *db, const al_egress_rec *recs, size_t n,
 	return 0;
 }
 
-/* "<µs>-<id>" into its parts. */
-static int cursor_parse(const char *c, char us[24], char id[24])
-{
-	const char *dash = strchr(c, '-');
-	size_t a = dash != NULL ? (size_t)(dash - c) : 0;
-	size_t b = dash != NULL ? strlen(dash + 1) : 0;
-	if (a == 0 || a > 19 || b == 0 || b > 19 ||
-	    strspn(c, "0123456789") != a || strspn(dash + 1, "0123456789") != b)
-		return -1;
-	memcpy(us, c, a);
-	us[a] = '\0';
-	memcpy(id, dash + 1, b + 1);
-	return 0;
-}
-
 int al_egress_log_list(al_db *db, const char *sandbox, int limit,
 		       const char *before, json_object **out,
 		       char next[AL_EGRESS_CURSOR_MAX], al_err *err)
@@ -88,7 +73,7 @@ int al_egress_log_list(al_db *db, const char *sandbox, int limit,
 	next[0] = '\0';
 	*out = NULL;
 	if (before != NULL && before[0] != '\0' &&
-	    cursor_parse(before, us, id) < 0)
+	    al_db_cursor_parse(before, us, id) < 0)
 		return al_err_set(err, AL_EINVAL, 0,
 				  "'before' is not a cursor from a previous"
 				  " page's 'next'");

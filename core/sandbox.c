@@ -50,8 +50,9 @@ int al_sandbox_insert(al_db *db, const al_sandbox *sb, int timeout_s,
 	if (sb->accel[0] != '\0' && strcmp(sb->accel, "kvm") != 0 &&
 	    strcmp(sb->accel, "tcg") != 0)
 		return al_err_set(err, AL_EINVAL, 0, "unknown accelerator");
-	char ver[16];
+	char ver[16], key[24];
 	snprintf(ver, sizeof ver, "%d", sb->template_version);
+	snprintf(key, sizeof key, "%lld", sb->created_by_key);
 	const char *params[] = {
 		sb->id,
 		sb->template_name,
@@ -70,6 +71,7 @@ int al_sandbox_insert(al_db *db, const al_sandbox *sb, int timeout_s,
 		 * unknown (0): the template's current one. */
 		sb->template_version > 0 ? ver : NULL,
 		sb->network != NULL ? plain_json(sb->network) : NULL,
+		sb->created_by_key > 0 ? key : NULL,
 	};
 	/* The row and its first event in one statement, so one commit. */
 	PGresult *res = al_db_exec(
@@ -77,7 +79,7 @@ int al_sandbox_insert(al_db *db, const al_sandbox *sb, int timeout_s,
 		"WITH s AS (INSERT INTO sandboxes (id, template, driver, state,"
 		" memory_bytes, pids_max, cpu_shares, env, metadata,"
 		" created_at, expires_at, updated_at, accel, template_version,"
-		" disk_bytes, project, network)"
+		" disk_bytes, project, network, created_by_key)"
 		" VALUES ($1, $2, $3, 'creating', $4, $5, $6, $7::jsonb,"
 		" $8::jsonb, now(), now() + make_interval(secs => $9::int),"
 		" now(), $10,"
@@ -85,11 +87,12 @@ int al_sandbox_insert(al_db *db, const al_sandbox *sb, int timeout_s,
 		" coalesce($13::int,"
 		" (SELECT version FROM templates WHERE name = $2)), $11, $12,"
 		/* NULL: the column's default (allowlist, empty lists). */
-		" coalesce($14::jsonb, " AL_SANDBOX_NETWORK_DEFAULT "))"
+		" coalesce($14::jsonb, " AL_SANDBOX_NETWORK_DEFAULT "),"
+		" $15::bigint)"
 		" RETURNING id)"
 		" INSERT INTO sandbox_events (sandbox_id, from_state, to_state,"
 		" event) SELECT id, NULL, 'creating', 'create' FROM s",
-		14, params, err);
+		15, params, err);
 	if (res == NULL) {
 		al_err_wrap(err, "inserting sandbox %s", sb->id);
 		return -1;

@@ -58,6 +58,7 @@ typedef struct al_sandbox {
 	/* The network object, canonical (core/netspec.h); owned. NULL is
 	 * the default (allowlist, empty lists). */
 	json_object *network;
+	long long created_by_key; /* the API key that created it; 0 unknown */
 } al_sandbox;
 
 void al_sandbox_free_fields(al_sandbox *sb);

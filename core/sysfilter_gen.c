@@ -159,7 +159,8 @@ static const char *const qemu_allow[] = {
 
 /* The egress gateway (gateway/), after it has opened its listeners:
  * one event loop on sockets it accepts and dials (IPv4, IPv6 for a
- * resolver, AF_UNIX for the mint service), the policy file it rereads,
+ * resolver, AF_UNIX for the mint service; recvmsg takes the credential
+ * channel the shim passes on fd 6 with SCM_RIGHTS), the policy file it rereads,
  * and the egress files it writes (tmp + rename) and counts. No new
  * processes, no exec, no bind: its listeners came from its launcher. */
 /* clang-format off */

@@ -8,6 +8,7 @@
 #include "agentproto.h"
 #include "capacity.h"
 #include "config.h"
+#include "credential.h"
 #include "http.h"
 #include "json.h"
 #include "log.h"
@@ -124,6 +125,27 @@ static int owner_of(al_req *r, const al_create_req *req, al_identity *owner,
 	return 0;
 }
 
+/* The placeholders of the credentials that apply to the new sandbox
+ * into its env (AIRLOCK_CRED_<NAME>=airlock-cred:<name>): the shim
+ * gets them in its spec, cold start or claimed standby alike. */
+static int add_credential_env(al_db *db, al_sandbox *sb, al_create_req *req,
+			      al_err *err)
+{
+	if (req->env == NULL) {
+		req->env = json_object_new_object();
+		json_object_object_add(req->root, "env", req->env);
+		sb->env = req->env;
+	}
+	al_sandbox_ref ref = {.metadata = json_object_get(req->metadata)};
+	snprintf(ref.id, sizeof ref.id, "%s", sb->id);
+	snprintf(ref.project, sizeof ref.project, "%s", sb->project);
+	snprintf(ref.template_name, sizeof ref.template_name, "%s",
+		 sb->template_name);
+	int rc = al_credential_env_add(db, &ref, req->env, err);
+	al_sandbox_ref_free(&ref);
+	return rc;
+}
+
 void al_api_sandbox_create(al_req *r)
 {
 	al_err err;
@@ -180,6 +202,9 @@ void al_api_sandbox_create(al_req *r)
 	sb.network = req.network;
 	sb.state = AL_ST_CREATING;
 	snprintf(sb.project, sizeof sb.project, "%s", owner.project);
+	sb.created_by_key = r->who.key_id;
+	if (add_credential_env(db, &sb, &req, &err) < 0)
+		goto fail;
 	if (al_project_begin_sandbox(db, r->cfg, sb.project,
 				     sb.limits.memory_bytes >> 20,
 				     sb.limits.disk_bytes >> 20, &retry_after,

@@ -18,6 +18,9 @@
 #include "vm/probe.h"
 
 #define AL_URI_PATH_MAX 2048
+/* A captured path segment: ids (al_id_valid, 63) and credential names
+ * (64) with their NUL. */
+#define AL_REQ_ID_MAX 80
 
 typedef struct al_req {
 	FCGX_Request *fcgi;
@@ -25,7 +28,7 @@ typedef struct al_req {
 	al_db **dbp; /* the thread's connection, opened lazily */
 	const char *method;
 	char path[AL_URI_PATH_MAX]; /* route path, prefix stripped */
-	char id[64];		    /* {id} captured by the router */
+	char id[AL_REQ_ID_MAX];	    /* {id} captured by the router */
 	al_query query;
 	al_identity who; /* the key's, on routes that need one */
 	char client[64]; /* for the access log */

@@ -32,6 +32,7 @@
 #include "agentproto.h"
 #include "auth.h"
 #include "config.h"
+#include "credcrypt.h"
 #include "db.h"
 #include "http.h"
 #include "log.h"
@@ -356,6 +357,14 @@ int main(int argc, char **argv)
 		setup(migrate, key_file);
 	if (setup_only)
 		return 0;
+	/* Credentials are sealed with it: made now (once, whichever of
+	 * the controller and this starts first) rather than on the first
+	 * create, so a start without a writable keys/ fails at once. */
+	al_keyring kr;
+	int krc = al_keyring_load(&kr, cfg.state_dir, 1, &err);
+	al_keyring_wipe(&kr);
+	if (krc < 0)
+		die(EXIT_TEMP, "master key: %s", err.msg);
 	/* The policy as a gateway starting now would load it. */
 	al_api_info_init(&cfg);
 

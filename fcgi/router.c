@@ -1,6 +1,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "api_credentials.h"
 #include "api_projects.h"
 #include "api_templates.h"
 #include "auth.h"
@@ -32,6 +33,12 @@ static const struct route {
 	{"POST", "/v1/keys", ADMIN, al_api_key_create},
 	{"DELETE", "/v1/keys/{id}", ADMIN, al_api_key_delete},
 	{"GET", "/v1/info", KEY, al_api_info},
+	{"POST", "/v1/credentials", KEY, al_api_credential_create},
+	{"GET", "/v1/credentials", KEY, al_api_credential_list},
+	{"GET", "/v1/credentials/{id}", KEY, al_api_credential_get},
+	{"PUT", "/v1/credentials/{id}", KEY, al_api_credential_rotate},
+	{"DELETE", "/v1/credentials/{id}", KEY, al_api_credential_delete},
+	{"GET", "/v1/audit", KEY, al_api_audit},
 	{"GET", "/v1/templates", KEY, al_api_templates},
 	{"POST", "/v1/templates", KEY, al_api_template_build},
 	{"GET", "/v1/templates/builds/{id}", KEY, al_api_build_get},
@@ -50,7 +57,7 @@ static const struct route {
 	{"GET", "/v1/sandboxes/{id}/files", KEY, al_api_files_get},
 };
 
-/* Match path against pattern; fills id (size 64) on a capture. */
+/* Match path against pattern; fills id (AL_REQ_ID_MAX) on a capture. */
 static int match(const char *pattern, const char *path, char *id)
 {
 	const char *p = pattern, *s = path;
@@ -58,7 +65,7 @@ static int match(const char *pattern, const char *path, char *id)
 	while (*p != '\0') {
 		if (strncmp(p, "{id}", 4) == 0) {
 			size_t n = strcspn(s, "/");
-			if (n == 0 || n >= 64)
+			if (n == 0 || n >= AL_REQ_ID_MAX)
 				return 0;
 			memcpy(id, s, n);
 			id[n] = '\0';
@@ -94,7 +101,7 @@ void al_route(al_req *r)
 	size_t nroutes = sizeof routes / sizeof routes[0];
 
 	for (size_t i = 0; i < nroutes; i++) {
-		char id[64] = "";
+		char id[AL_REQ_ID_MAX] = "";
 		if (!match(routes[i].pattern, r->path, id))
 			continue;
 		if (strcmp(routes[i].method, r->method) == 0) {

@@ -1,13 +1,17 @@
 /* control: the shim's frames on fd 6. GW_CONFIG in (the first one starts
  * serving; later ones replace metadata and network from the next
  * decision on, including on connections already open), one GW_ACK out
- * per GW_CONFIG. EOF: the shim is gone, and so is the gateway. */
+ * per GW_CONFIG; GW_CREDCHAN in, with the credential channel's
+ * descriptor (credchan.c asks for it). EOF: the shim is gone, and so is
+ * the gateway. */
 #include <arpa/inet.h>
 #include <event2/event.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "agentproto.h"
+#include "credchan.h"
+#include "fdpass.h"
 #include "gw.h"
 
 /* An ACK is a few bytes: a shim that takes none for this long is stuck. */
@@ -18,6 +22,7 @@ typedef struct control {
 	int fd;
 	struct event *ev;
 	al_frame_reader rd;
+	int passed; /* a descriptor the shim sent (SCM_RIGHTS), or -1 */
 	int (*first_config)(gw *g, al_err *err);
 } control;
 
@@ -98,8 +103,13 @@ static void on_readable(evutil_socket_t fd, short what, void *arg)
 	(void)fd;
 	(void)what;
 	control *c = arg;
-	al_err err;
-	int rc = al_frame_reader_fill(&c->rd, c->fd, &err);
+	al_err err = {0};
+	char buf[16384];
+	ssize_t n = al_fd_recv(c->fd, buf, sizeof buf, &c->passed, &err);
+	if (n < 0 && err.code == AL_OK)
+		return; /* EAGAIN */
+	int rc = n > 0 ? al_frame_reader_feed(&c->rd, buf, (size_t)n, &err) == 0
+		       : (int)n;
 	if (rc <= 0) {
 		gw_note(c->g, "control closed%s%s: exiting", rc < 0 ? ": " : "",
 			rc < 0 ? err.msg : "");
@@ -108,9 +118,16 @@ static void on_readable(evutil_socket_t fd, short what, void *arg)
 	}
 	al_frame f;
 	while ((rc = al_frame_next(&c->rd, &f, &err)) == 1) {
-		if (f.type == AL_F_GW_CONFIG)
+		bool ok = false;
+		if (f.type == AL_F_GW_CONFIG) {
 			on_config(c, &f);
-		else
+		} else if (f.type == AL_F_GW_CREDCHAN) {
+			if (al_gw_credchan_unpack(f.payload, f.len, &ok, &err) <
+			    0)
+				gw_note(c->g, "control: %s", err.msg);
+			gw_credchan_reply(c->g, ok, c->passed);
+			c->passed = -1;
+		} else
 			gw_note(c->g, "control: frame type %u ignored", f.type);
 		al_frame_free(&f);
 	}
@@ -128,6 +145,7 @@ int gw_control_start(gw *g, int fd, int (*first_config)(gw *g, al_err *err))
 	c->g = g;
 	c->fd = fd;
 	c->first_config = first_config;
+	c->passed = -1;
 	al_frame_reader_init(&c->rd);
 	evutil_make_socket_nonblocking(fd);
 	c->ev = event_new(g->base, fd, EV_READ | EV_PERSIST, on_readable, c);

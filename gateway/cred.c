@@ -36,7 +36,7 @@ static void buf_free(buf *b)
 
 static bool cred_for_host(const al_cred *c, const char *host)
 {
-	for (size_t i = 0; i < c->n_hosts; i++)
+	for (size_t i = 0; i < c->nhosts; i++)
 		if (al_policy_name_match(host, c->hosts[i]))
 			return true;
 	return false;
@@ -154,7 +154,7 @@ static int next_byte(const char *s, size_t len, size_t *i, bool pct)
 
 /* A placeholder starting at s[at]: its end and name. */
 static bool placeholder_at(const char *s, size_t len, size_t at, bool pct,
-			   size_t *end, char name[AL_CRED_NAME_MAX])
+			   size_t *end, char name[AL_CRED_NAME_MAX + 1])
 {
 	size_t i = at;
 	for (size_t k = 0; k < AL_CREDSCAN_PREFIX_LEN; k++)
@@ -168,7 +168,7 @@ static bool placeholder_at(const char *s, size_t len, size_t at, bool pct,
 			i = before;
 			break;
 		}
-		if (nl + 1 >= AL_CRED_NAME_MAX)
+		if (nl >= AL_CRED_NAME_MAX)
 			return false;
 		name[nl++] = (char)c;
 	}
@@ -201,7 +201,7 @@ static int swap_text(swapctx *x, const char *s, size_t len, bool pct, buf *out)
 	int n = 0;
 	size_t i = 0, copied = 0;
 	while (i < len) {
-		char name[AL_CRED_NAME_MAX];
+		char name[AL_CRED_NAME_MAX + 1];
 		size_t end;
 		const al_cred *c;
 		if ((s[i] == 'a' || (pct && s[i] == '%')) &&
@@ -276,7 +276,7 @@ typedef struct scanctx {
 	bool body; /* a body: a placeholder for this host may pass */
 	int status;
 	char why[AL_POLICY_REASON_MAX];
-	char name[AL_CRED_NAME_MAX];
+	char name[AL_CRED_NAME_MAX + 1];
 } scanctx;
 
 static void on_left(void *arg, const al_credscan_hit *h)
@@ -284,7 +284,7 @@ static void on_left(void *arg, const al_credscan_hit *h)
 	scanctx *x = arg;
 	if (x->status != 0)
 		return;
-	snprintf(x->name, sizeof x->name, "%.63s",
+	snprintf(x->name, sizeof x->name, "%.64s",
 		 al_cred_name_valid(h->name) && !h->truncated ? h->name : "");
 	if (x->set == NULL) {
 		x->status = 503;

@@ -58,8 +58,8 @@
 #define GW_CRED_PER_REQUEST_MAX 8
 
 typedef struct gw_cred_used {
-	char id[AL_CRED_ID_MAX];
-	char name[AL_CRED_NAME_MAX];
+	char id[AL_CRED_ID_LEN + 1];
+	char name[AL_CRED_NAME_MAX + 1];
 	bool rated;
 } gw_cred_used;
 
@@ -80,7 +80,7 @@ typedef struct gw_credreq {
 	const char *host;
 	int body_status; /* 0, or the status a placeholder denies with */
 	char body_why[AL_POLICY_REASON_MAX];
-	char body_name[AL_CRED_NAME_MAX];
+	char body_name[AL_CRED_NAME_MAX + 1];
 } gw_credreq;
 
 void gw_credreq_init(gw_credreq *cr);

@@ -47,11 +47,16 @@ typedef void (*gw_cred_take_cb)(void *arg, bool ok, uint32_t retry_after);
 /* Ask the controller for one token of credential id's bucket. cb is
  * called exactly once, later, from the loop (never from inside this
  * call), unless gw_cred_take_cancel(handle) comes first. Returns the
- * handle (> 0). */
+ * handle (> 0), or 0 when GW_CRED_TAKES_MAX are pending already: cb is
+ * then never called and the caller denies at once. */
 uint32_t gw_cred_take(gw *g, const char *id, gw_cred_take_cb cb, void *arg);
 /* The caller is going away: its cb will not be called. Unknown or
  * already answered handles are ignored. */
 void gw_cred_take_cancel(gw *g, uint32_t handle);
+
+/* control.c: the shim's GW_CREDCHAN answer, with the descriptor that
+ * came with it (-1: none); takes fd. */
+void gw_credchan_reply(gw *g, bool ok, int fd);
 
 /* Queue one audit record for the controller (sent as CRED_USE). Past
  * GW_CRED_AUDIT_MAX queued (the channel is down or slow), the record is

@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "credclient.h"
 #include "log.h"
 #include "net/addr.h"
 #include "shim.h"
@@ -97,7 +98,16 @@ static void launch(shim *s)
 	al_err err = {0};
 	g->starts++;
 	g->next_start_ms = 0;
-	if (al_gateway_launch(&spec, &p, &err) < 0) {
+	/* Its credential channel (fd 7); without a controller it starts
+	 * with none, fails closed on credentials and asks again (fd 6). */
+	spec.cred_fd = al_credclient_open(s->cfg.state_dir, s->sb.id, &err);
+	if (spec.cred_fd < 0)
+		al_info("sandbox %s: gateway starts without credentials: %s",
+			s->sb.id, err.msg);
+	int rc = al_gateway_launch(&spec, &p, &err);
+	if (spec.cred_fd >= 0)
+		close(spec.cred_fd);
+	if (rc < 0) {
 		al_warn("sandbox %s: gateway: %s (again in %d ms; no egress "
 			"until then)",
 			s->sb.id, err.msg, g->backoff_ms);

@@ -11,8 +11,12 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "credclient.h"
+#include "credproto.h"
+#include "fdpass.h"
 #include "log.h"
 #include "netspec.h"
+#include "ratebucket.h"
 #include "shim.h"
 
 void shim_netctl_init(shim *s)
@@ -221,12 +225,59 @@ int shim_netctl_poll(shim *s, struct pollfd *pfd, int *who, int n)
 	return n + 1;
 }
 
-/* One frame from the gateway: only the ACK of the config in flight. */
+/* GW_CREDCHAN_REQ: a fresh credential channel, passed with the answer
+ * (SCM_RIGHTS). The fd must travel with the answer's bytes, so it goes
+ * only when nothing else is queued; otherwise, over the rate, or without
+ * a controller the answer is ok:false and the gateway asks again later. */
+static int credchan(shim *s, const al_frame *f)
+{
+	shim_gwctl *g = &s->gw;
+	al_err err = {0};
+	if (al_gw_credchan_req_unpack(f->payload, f->len, &err) < 0)
+		return -1;
+	int fd = -1;
+	if (al_buf_pending(&g->out) == 0 &&
+	    al_ratebucket_take(&g->credchan_rate, SHIM_GW_CREDCHAN_BURST,
+			       SHIM_GW_CREDCHAN_RATE, al_now_ms(), NULL)) {
+		fd = al_credclient_open(s->cfg.state_dir, s->sb.id, &err);
+		if (fd < 0)
+			al_info("sandbox %s: no credential channel for the "
+				"gateway: %s",
+				s->sb.id, err.msg);
+	}
+	char *txt = al_gw_credchan_pack(fd >= 0, &err);
+	int rc = txt != NULL ? 0 : -1;
+	if (txt != NULL && fd >= 0) {
+		al_buf one;
+		al_buf_init(&one, 0);
+		rc = al_frame_encode(&one, AL_F_GW_CREDCHAN, f->id, txt,
+				     strlen(txt), &err);
+		if (rc == 0 && al_fd_send(g->fd, one.data + one.off,
+					  al_buf_pending(&one), fd, &err) < 0) {
+			al_info("sandbox %s: handing a credential channel: %s",
+				s->sb.id, err.msg);
+			rc = -1;
+		}
+		al_buf_free(&one);
+	} else if (txt != NULL) {
+		rc = al_frame_encode(&g->out, AL_F_GW_CREDCHAN, f->id, txt,
+				     strlen(txt), &err);
+	}
+	if (fd >= 0)
+		close(fd);
+	free(txt);
+	return rc;
+}
+
+/* One frame from the gateway: the ACK of the config in flight, or a
+ * request for a credential channel. */
 static int from_gateway(shim *s, const al_frame *f)
 {
 	shim_gwctl *g = &s->gw;
 	al_err err = {0};
 	al_gw_ack ack;
+	if (f->type == AL_F_GW_CREDCHAN_REQ)
+		return credchan(s, f);
 	if (f->type != AL_F_GW_ACK || f->id != g->wait_id || g->wait_id == 0 ||
 	    al_gw_ack_unpack(f->payload, f->len, &ack, &err) < 0)
 		return -1;

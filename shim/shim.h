@@ -15,6 +15,7 @@
 #include "driver.h"
 #include "gateway.h"
 #include "net.h"
+#include "ratebucket.h"
 #include "sandbox.h"
 #include "sse.h"
 #include "streamhttp.h"
@@ -87,6 +88,9 @@ typedef struct shim_route {
 /* The control channel to the sandbox's gateway (netctl.c). */
 #define SHIM_GW_ACK_MS 3000	     /* a GW_CONFIG unanswered by then fails */
 #define SHIM_GW_QUEUE_MAX (4u << 20) /* bytes queued toward the gateway */
+/* Credential channels a gateway may ask for (GW_CREDCHAN_REQ). */
+#define SHIM_GW_CREDCHAN_BURST 5
+#define SHIM_GW_CREDCHAN_RATE 1
 typedef struct shim_gwctl {
 	int fd;	       /* the shim's end of the gateway's fd 6; -1: none */
 	char addr[16]; /* the gateway's address in the slot */
@@ -100,7 +104,8 @@ typedef struct shim_gwctl {
 	 * itself (the first config, client -1). */
 	int client;
 	uint32_t client_gen, client_id;
-	json_object *pending; /* the network object it carries */
+	json_object *pending;	     /* the network object it carries */
+	al_ratebucket credchan_rate; /* GW_CREDCHAN_REQs answered */
 } shim_gwctl;
 
 typedef struct shim {

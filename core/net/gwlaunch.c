@@ -191,21 +191,21 @@ __attribute__((noreturn)) static int child_entry(void *arg)
 	for (int i = 0; i < GW_NSOCK; i++)
 		if ((high[i] = fcntl(a->fds[i], F_DUPFD, 16)) < 0)
 			child_fail(a, "dup a descriptor");
-	int null_high = fcntl(a->null_fd, F_DUPFD, 16);
-	if (null_high < 0 || dup2(null_high, 0) < 0 || dup2(2, 1) < 0)
-		child_fail(a, "place stdin and stdout");
 	int cred_high = spec->cred_fd > 0 ? fcntl(spec->cred_fd, F_DUPFD, 16)
 					  : -1;
 	if (spec->cred_fd > 0 && cred_high < 0)
 		child_fail(a, "dup the credential channel");
+	int null_high = fcntl(a->null_fd, F_DUPFD, 16);
+	if (null_high < 0 || dup2(null_high, 0) < 0 || dup2(2, 1) < 0)
+		child_fail(a, "place stdin and stdout");
 	for (int i = 0; i < GW_NSOCK; i++)
 		if (dup2(high[i], AL_GWLAUNCH_FD_DNS_UDP + i) < 0)
 			child_fail(a, "place a descriptor");
 	int last = AL_GWLAUNCH_FD_CONTROL;
 	if (cred_high >= 0) {
-		if (dup2(cred_high, AL_GWLAUNCH_FD_CONTROL + 1) < 0)
+		if (dup2(cred_high, AL_GWLAUNCH_FD_CRED) < 0)
 			child_fail(a, "place the credential channel");
-		last++;
+		last = AL_GWLAUNCH_FD_CRED;
 	}
 	if (syscall(SYS_close_range, last + 1, ~0u, 0) < 0)
 		child_fail(a, "close_range");

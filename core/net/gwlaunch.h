@@ -13,8 +13,9 @@
  *         guest's original destination)
  *   fd 6  control: AF_UNIX SOCK_STREAM to the caller (agentproto frames:
  *         AL_FRAME_GW_CONFIG in, AL_FRAME_GW_ACK out)
- *   fd 7  the credential channel (gateway/credchan.h) when the caller
- *         gives one (spec->cred_fd > 0)
+ *   fd 7  the credential channel (spec->cred_fd, a connection to the
+ *         controller's run/cred.sock after CRED_HELLO; see
+ *         gateway/credchan.h), when the caller has one
  *   fd 0  /dev/null, fds 1 and 2 the caller's stderr (the gateway logs
  *         there)
  * and nothing else. The process itself stays in the caller's network
@@ -49,6 +50,7 @@
 #define AL_GWLAUNCH_FD_DNS_TCP 4
 #define AL_GWLAUNCH_FD_TPROXY 5
 #define AL_GWLAUNCH_FD_CONTROL 6
+#define AL_GWLAUNCH_FD_CRED 7
 
 /* Limits of one gateway process. */
 #define AL_GWLAUNCH_NOFILE 4096
@@ -73,8 +75,9 @@ typedef struct al_gateway_spec {
 	 * are charged there), or -1. It must not be one the sandbox can
 	 * write to. */
 	int cgroup_fd;
-	/* The credential channel to pass as fd 7, or 0 / -1 for none (0:
-	 * a spec that does not set it). The caller keeps its own copy. */
+	/* > 0: the credential channel, the gateway's fd 7 (the caller
+	 * keeps its own copy and closes it); 0 or -1: none (the gateway
+	 * asks for one on fd 6). */
 	int cred_fd;
 } al_gateway_spec;
 

@@ -24,11 +24,10 @@ static void set_roundtrip(const al_cred_set *s)
 		if (strcmp(a->name, b->name) != 0 ||
 		    a->value_len != b->value_len ||
 		    memcmp(a->value, b->value, a->value_len) != 0 ||
-		    a->n_hosts != b->n_hosts ||
+		    a->nhosts != b->nhosts ||
 		    strcmp(a->header, b->header) != 0 ||
 		    a->rate_requests != b->rate_requests ||
-		    a->scope != b->scope ||
-		    al_cred_set_find(s, a->name) != a)
+		    a->scope != b->scope || al_cred_set_find(s, a->name) != a)
 			abort();
 	}
 	free(t);

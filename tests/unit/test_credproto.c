@@ -22,12 +22,12 @@ static al_cred cred(const char *id, const char *name, const char *value)
 	snprintf(c.name, sizeof c.name, "%s", name);
 	c.value = (char *)value;
 	c.value_len = strlen(value);
-	c.n_hosts = 2;
+	c.nhosts = 2;
 	snprintf(c.hosts[0], sizeof c.hosts[0], "api.github.com");
 	snprintf(c.hosts[1], sizeof c.hosts[1], "*.github.com");
 	snprintf(c.header, sizeof c.header, "Authorization");
 	snprintf(c.format, sizeof c.format, "Bearer {value}");
-	c.scope = AL_CRED_SCOPE_PROJECT;
+	c.scope = AL_CRED_PROJECT;
 	return c;
 }
 
@@ -42,7 +42,7 @@ static void test_set_roundtrip(void **state)
 	al_cred b = cred("c2", "npm", "npm_2");
 	b.header[0] = '\0';
 	snprintf(b.format, sizeof b.format, "{value}");
-	b.scope = AL_CRED_SCOPE_GLOBAL;
+	b.scope = AL_CRED_GLOBAL;
 	assert_int_equal(al_cred_set_add(&s, &a, &err), 0);
 	assert_int_equal(al_cred_set_add(&s, &b, &err), 0);
 	/* Names are unique in a set. */
@@ -59,7 +59,7 @@ static void test_set_roundtrip(void **state)
 	assert_string_equal(g->hosts[1], "*.github.com");
 	assert_int_equal(g->rate_requests, 100);
 	assert_int_equal(g->rate_per_seconds, 60);
-	assert_int_equal(g->scope, AL_CRED_SCOPE_PROJECT);
+	assert_int_equal(g->scope, AL_CRED_PROJECT);
 	const al_cred *n = al_cred_set_find_id(&back, "c2");
 	assert_non_null(n);
 	assert_string_equal(n->header, "");
@@ -121,9 +121,9 @@ static void test_set_refused(void **state)
 	for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
 		al_cred_set s;
 		al_err err = {0};
-		assert_int_equal(
-			al_cred_set_unpack(bad[i], strlen(bad[i]), &s, &err),
-			-1);
+		assert_int_equal(al_cred_set_unpack(bad[i], strlen(bad[i]), &s,
+						    &err),
+				 -1);
 		assert_int_equal(s.n, 0);
 		assert_null(strstr(err.msg, "X: y"));
 	}
@@ -198,9 +198,10 @@ static void test_small_messages(void **state)
 	assert_int_equal(tk2.req, 4000000000u);
 	assert_string_equal(tk2.id, "cred-1");
 	free(t);
-	assert_int_equal(al_cred_take_unpack("{\"req\":4294967296,\"id\":\"c\"}",
-					     27, &tk2, &err),
-			 -1);
+	assert_int_equal(
+		al_cred_take_unpack("{\"req\":4294967296,\"id\":\"c\"}", 27,
+				    &tk2, &err),
+		-1);
 
 	al_cred_grant g = {.req = 3, .ok = false, .retry_after = 5}, g2;
 	t = al_cred_grant_pack(&g, &err);
@@ -263,7 +264,8 @@ static void test_use(void **state)
 	assert_int_equal(al_cred_use_unpack(t, strlen(t), &u2, &err), 0);
 	free(t);
 	/* A guest's bytes in the path are made printable, not refused. */
-	assert_string_equal(u2.path, "/a?" "?/b");
+	assert_string_equal(u2.path, "/a?"
+				     "?/b");
 	assert_int_equal(u2.status, 200);
 	assert_true(u2.allow);
 	u.status = -1;

@@ -29,6 +29,7 @@
 
 #include <cmocka.h>
 
+#include "fdpass.h"
 #include "sysfilter.h"
 
 #define X32 0x40000000L
@@ -397,6 +398,17 @@ static void gateway_checks(void)
 	want_errno("chmod", chmod("/tmp", 0777), EPERM);
 	want_errno("ptrace", syscall(SYS_ptrace, 0, 0, 0, 0), EPERM);
 	want_errno("personality(PER_LINUX)", personality(PER_LINUX), EPERM);
+	/* Its credential channel comes over fd 6 with SCM_RIGHTS. */
+	int sp[2];
+	want_ok("socketpair", socketpair(AF_UNIX, SOCK_STREAM, 0, sp));
+	want_ok("al_fd_send", al_fd_send(sp[0], "x", 1, sp[0], NULL));
+	char c;
+	int got = -1;
+	want_ok("al_fd_recv", (int)al_fd_recv(sp[1], &c, 1, &got, NULL) - 1);
+	want_ok("a descriptor came", got >= 0 ? 0 : -1);
+	close(got);
+	close(sp[0]);
+	close(sp[1]);
 }
 
 /* Without a filter the same child sees io_uring and new namespaces:

@@ -1,0 +1,440 @@
+"""Credentials (issue 11, the store): /v1/credentials CRUD and its
+validation, tenancy (a member key manages its project's credentials and
+sees the global ones; another project's are answered like unknown ones;
+only admins make or change global ones), the effective set of a sandbox
+by scope precedence (through build*/cred-tool, which calls what the
+controller's channel calls), master key rotation, the audit log, the env
+placeholders a sandbox gets, and the value nowhere: not in an answer, a
+log, a file of the state dir (keys/ aside: keys, not values) or a
+pg_dump, where only its ciphertext is."""
+import base64
+import json
+import os
+import secrets
+import subprocess
+import time
+
+import pytest
+import requests
+
+from conftest import TIMEOUT, Sandboxes, assert_error, exec_json
+from test_tenancy import make_key, make_project
+
+
+def secret():
+    return "sekrit-" + secrets.token_hex(16)
+
+
+def body(name, value, **kw):
+    b = {"name": name, "value": value,
+         "inject": {"hosts": ["api.example.test"],
+                    "header": "Authorization",
+                    "format": "Bearer {value}"}}
+    b.update(kw)
+    return b
+
+
+def post(s, b):
+    return s.post(f"{s.base}/v1/credentials", json=b, timeout=TIMEOUT)
+
+
+def cred_url(s, ref):
+    return f"{s.base}/v1/credentials/{ref}"
+
+
+class World:
+    def __init__(self, stack, api):
+        self.stack = stack
+        self.api = api
+        self.project = {p: make_project(api, f"c{p}") for p in "ab"}
+        self.key = {}
+        self.key_id = {}
+        for p in "ab":
+            k, self.key[p] = make_key(stack, api, self.project[p])
+            self.key_id[p] = k["id"]
+        # Every value any test stored: none may show up anywhere.
+        self.values = []
+
+    def value(self):
+        v = secret()
+        self.values.append(v)
+        return v
+
+
+@pytest.fixture(scope="module")
+def world(stack, api):
+    return World(stack, api)
+
+
+def all_answers_free(w, resp):
+    for v in w.values:
+        assert v not in resp.text, "a credential value in an API answer"
+
+
+def test_create_list_get_rotate_delete(world):
+    s = world.key["a"]
+    v = world.value()
+    r = post(s, body("github", v, rate_limit={"requests": 100,
+                                               "per_seconds": 60}))
+    assert r.status_code == 201, r.text
+    c = r.json()
+    all_answers_free(world, r)
+    assert "value" not in c
+    assert c["id"].startswith("cr_") and c["name"] == "github"
+    assert c["project"] == world.project["a"]
+    assert c["scope"] == {"project": True}
+    assert c["inject"] == {"hosts": ["api.example.test"],
+                           "header": "Authorization",
+                           "format": "Bearer {value}"}
+    assert c["rate_limit"] == {"requests": 100, "per_seconds": 60}
+    assert c["version"] == 1
+
+    r = s.get(f"{s.base}/v1/credentials", timeout=TIMEOUT)
+    assert r.status_code == 200
+    all_answers_free(world, r)
+    assert c["id"] in [x["id"] for x in r.json()["credentials"]]
+
+    for ref in ("github", c["id"]):
+        r = s.get(cred_url(s, ref), timeout=TIMEOUT)
+        assert r.status_code == 200, r.text
+        assert r.json() == c
+
+    # The same (project, name, scope) again: 409.
+    r = post(s, body("github", world.value()))
+    assert_error(r, 409)
+
+    v2 = world.value()
+    r = s.put(cred_url(s, "github"), json={"value": v2}, timeout=TIMEOUT)
+    assert r.status_code == 200, r.text
+    all_answers_free(world, r)
+    assert r.json()["version"] == 2
+    assert r.json()["inject"] == c["inject"]
+    assert r.json()["rate_limit"] == c["rate_limit"]
+    # A rotation may change the injection and drop the rate limit.
+    r = s.put(cred_url(s, c["id"]),
+              json={"value": v2, "rate_limit": None,
+                    "inject": {"hosts": ["*.example.test"]}},
+              timeout=TIMEOUT)
+    assert r.status_code == 200, r.text
+    got = r.json()
+    assert got["version"] == 3 and got["rate_limit"] is None
+    assert got["inject"] == {"hosts": ["*.example.test"], "header": None,
+                             "format": "{value}"}
+
+    r = s.delete(cred_url(s, "github"), timeout=TIMEOUT)
+    assert r.status_code == 204, r.text
+    assert_error(s.get(cred_url(s, c["id"]), timeout=TIMEOUT), 404)
+    assert_error(s.delete(cred_url(s, c["id"]), timeout=TIMEOUT), 404)
+
+
+@pytest.mark.parametrize("bad,what", [
+    ({"name": "Git Hub"}, "name"),
+    ({"name": ""}, "name"),
+    ({"name": "x" * 65}, "name"),
+    ({"value": ""}, "value"),
+    ({"value": "a\r\nX-Evil: 1"}, "value"),
+    ({"value": None}, "value"),
+    ({"inject": {"hosts": []}}, "hosts"),
+    ({"inject": {"hosts": ["*"]}}, "hosts"),
+    ({"inject": {"hosts": ["bad host"]}}, "hosts"),
+    ({"inject": {"hosts": ["a.test"], "header": "Bad Header"}}, "header"),
+    ({"inject": {"hosts": ["a.test"], "header": "Host"}}, "header"),
+    ({"inject": {"hosts": ["a.test"], "format": "Bearer"}}, "format"),
+    ({"inject": {"hosts": ["a.test"], "format": "{value}{value}"}},
+     "format"),
+    ({"inject": {"hosts": ["a.test"], "extra": 1}}, "extra"),
+    ({"rate_limit": {"requests": 0, "per_seconds": 60}}, "rate_limit"),
+    ({"rate_limit": {"requests": 10}}, "rate_limit"),
+    ({"scope": {"template": "node", "project": True}}, "scope"),
+    ({"scope": {"metadata": {}}}, "metadata"),
+    ({"scope": {"sandbox": "Not An Id"}}, "sandbox"),
+    ({"scope": {"galaxy": True}}, "scope"),
+    ({"colour": "blue"}, "colour"),
+])
+def test_validation(world, bad, what):
+    s = world.key["a"]
+    v = world.value()
+    b = body("valid-name", v)
+    b.update(bad)
+    r = post(s, b)
+    assert_error(r, 400, "invalid_request")
+    assert what in r.json()["error"]["message"]
+    all_answers_free(world, r)
+
+
+def test_body_size_limit(world):
+    s = world.key["a"]
+    r = post(s, body("big", "v" * (70 * 1024)))
+    assert_error(r, 413)
+    r = post(s, body("big", "v" * 9000))
+    assert_error(r, 400)
+
+
+def test_tenancy(world, api):
+    a, b = world.key["a"], world.key["b"]
+    r = post(a, body("tenant", world.value()))
+    assert r.status_code == 201, r.text
+    cid = r.json()["id"]
+    # Another project's key: exactly like an unknown one, and audited.
+    for ref in (cid, "tenant"):
+        assert_error(b.get(cred_url(b, ref), timeout=TIMEOUT), 404)
+        assert_error(b.put(cred_url(b, ref), json={"value": "x"},
+                           timeout=TIMEOUT), 404)
+        assert_error(b.delete(cred_url(b, ref), timeout=TIMEOUT), 404)
+    r = b.get(f"{b.base}/v1/credentials", timeout=TIMEOUT)
+    assert cid not in [x["id"] for x in r.json()["credentials"]]
+    r = b.get(f"{b.base}/v1/credentials?project={world.project['a']}",
+              timeout=TIMEOUT)
+    assert cid not in [x["id"] for x in r.json()["credentials"]]
+    # A member names no other project and makes no global credential.
+    r = post(b, body("x", world.value(), project=world.project["a"]))
+    assert_error(r, 403)
+    r = post(b, body("x", world.value(), scope={"global": True}))
+    assert_error(r, 403)
+    # Admins: global ones, and any project's.
+    r = post(api, body("tenant-global", world.value(),
+                       scope={"global": True}))
+    assert r.status_code == 201, r.text
+    g = r.json()
+    assert g["project"] is None and g["scope"] == {"global": True}
+    r = post(api, body("for-b", world.value(), project=world.project["b"]))
+    assert r.status_code == 201 and r.json()["project"] == world.project["b"]
+    assert_error(post(api, body("x", world.value(), project="no-such-proj")),
+                 400)
+    # Members see the global one, cannot change it.
+    r = b.get(cred_url(b, "tenant-global"), timeout=TIMEOUT)
+    assert r.status_code == 200 and r.json()["id"] == g["id"]
+    assert_error(b.put(cred_url(b, g["id"]), json={"value": "x"},
+                       timeout=TIMEOUT), 403)
+    assert_error(b.delete(cred_url(b, g["id"]), timeout=TIMEOUT), 403)
+    assert api.get(cred_url(api, cid), timeout=TIMEOUT).status_code == 200
+    r = api.get(f"{api.base}/v1/audit?credential={cid}", timeout=TIMEOUT)
+    assert r.status_code == 200
+    fails = [x for x in r.json()["audit"] if x["action"] == "failed_access"]
+    assert len(fails) == 3, r.json()
+    assert all(x["key_id"] == world.key_id["b"] and x["decision"] == "deny"
+               for x in fails)
+    r = api.get(f"{api.base}/v1/audit?credential=tenant", timeout=TIMEOUT)
+    assert len([x for x in r.json()["audit"]
+                if x["action"] == "failed_access"]) == 3
+    # b's key sees the rows about its own project only.
+    r = b.get(f"{b.base}/v1/audit", timeout=TIMEOUT)
+    assert all(x["project"] == world.project["b"] for x in r.json()["audit"])
+    r = a.get(f"{a.base}/v1/audit?credential=tenant", timeout=TIMEOUT)
+    assert [x["action"] for x in r.json()["audit"]] == ["create"]
+
+
+def effective(stack, sid):
+    env = dict(stack.env)
+    env["AIRLOCK_DB"] = (f"host={stack.state}/run/pg dbname=airlock"
+                         " user=airlock")
+    p = subprocess.run([os.path.join(stack.build, "cred-tool"), "effective",
+                        sid], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                       text=True, timeout=60, env=env)
+    assert p.returncode == 0, p.stderr
+    return {c["name"]: c for c in json.loads(p.stdout)["creds"]}
+
+
+def test_precedence_env_and_rotation(world, stack, api):
+    s = world.key["a"]
+    proj = world.project["a"]
+    tmpl = "minimal"
+    # "prec" at each level; "solo" only globally; "other" for another
+    # template; "other-proj" in b.
+    vals = {k: world.value() for k in
+            ("global", "project", "template", "metadata", "metadata2",
+             "sandbox", "solo", "other", "otherproj")}
+    assert post(api, body("prec", vals["global"],
+                          scope={"global": True})).status_code == 201
+    assert post(api, body("solo", vals["solo"],
+                          scope={"global": True})).status_code == 201
+    assert post(s, body("prec", vals["project"])).status_code == 201
+    assert post(s, body("prec", vals["template"],
+                        scope={"template": tmpl})).status_code == 201
+    assert post(s, body("prec", vals["metadata"],
+                        scope={"metadata": {"team": "x"}})).status_code == 201
+    assert post(s, body("prec", vals["metadata2"],
+                        scope={"metadata": {"team": "x", "env": "ci"}})
+                ).status_code == 201
+    assert post(s, body("tmpl-only", vals["other"],
+                        scope={"template": "not-this-one"})
+                ).status_code == 201
+    assert post(world.key["b"], body("b-only", vals["otherproj"])
+                ).status_code == 201
+
+    sbs = Sandboxes(s, "ns")
+    try:
+        plain = sbs.create(timeout=600)
+        meta = sbs.create(timeout=600, metadata={"team": "x", "env": "ci"},
+                          env={"AIRLOCK_CRED_PREC": "mine"})
+        got = effective(stack, plain["id"])
+        # Other tests' credentials of the project apply as well.
+        assert {"prec", "solo"} <= set(got)
+        assert "tmpl-only" not in got and "b-only" not in got
+        assert got["prec"]["value"] == vals["template"]
+        assert got["prec"]["scope"] == "template"
+        assert got["solo"]["value"] == vals["solo"]
+        assert got["solo"]["scope"] == "global"
+        got = effective(stack, meta["id"])
+        # The metadata match with more keys wins.
+        assert got["prec"]["value"] == vals["metadata2"]
+        assert got["prec"]["hosts"] == ["api.example.test"]
+        assert got["prec"]["header"] == "Authorization"
+        assert got["prec"]["format"] == "Bearer {value}"
+        # Scope "sandbox" for that one id beats everything.
+        r = post(s, body("prec", vals["sandbox"],
+                         scope={"sandbox": meta["id"]}))
+        assert r.status_code == 201, r.text
+        assert effective(stack, meta["id"])["prec"]["value"] == \
+            vals["sandbox"]
+        assert effective(stack, plain["id"])["prec"]["value"] == \
+            vals["template"]
+
+        # Placeholders in the environment, never the value; the
+        # request's own AIRLOCK_CRED_PREC is replaced.
+        for sb in (plain, meta):
+            out = exec_json(s, sb["id"], ["env"])["stdout"]
+            assert "AIRLOCK_CRED_PREC=airlock-cred:prec\n" in out
+            assert "AIRLOCK_CRED_SOLO=airlock-cred:solo\n" in out
+            assert "B_ONLY" not in out and "TMPL_ONLY" not in out
+            for v in world.values:
+                assert v not in out
+        r = s.get(f"{s.base}/v1/sandboxes/{meta['id']}", timeout=TIMEOUT)
+        all_answers_free(world, r)
+
+        # Master key rotation while the stack runs: every value still
+        # opens, sealed with the new key; the old key file goes.
+        keys = os.path.join(stack.state, "keys")
+        before = sorted(f for f in os.listdir(keys) if f.startswith("master"))
+        p = stack_controller(stack, "--rotate-master-key")
+        assert p.returncode == 0, p.stdout
+        after = sorted(f for f in os.listdir(keys) if f.startswith("master"))
+        assert len(after) == 1 and after != before, (before, after)
+        assert oct(os.stat(os.path.join(keys, after[0])).st_mode & 0o777) \
+            == "0o600"
+        got = effective(stack, meta["id"])
+        assert got["prec"]["value"] == vals["sandbox"]
+        assert got["solo"]["value"] == vals["solo"]
+        r = s.get(f"{s.base}/v1/credentials", timeout=TIMEOUT)
+        n = int(after[0].split("-")[1].split(".")[0])
+        assert {c["master_key"] for c in r.json()["credentials"]} == {n}
+        # Written after the rotation: sealed with the new key too.
+        v = world.value()
+        own = [c for c in r.json()["credentials"] if c["project"]]
+        r = s.put(cred_url(s, own[0]["id"]), json={"value": v},
+                  timeout=TIMEOUT)
+        assert r.status_code == 200 and r.json()["master_key"] == n
+    finally:
+        sbs.cleanup()
+
+
+def stack_controller(stack, *args):
+    env = dict(stack.env)
+    env["AIRLOCK_DB"] = (f"host={stack.state}/run/pg dbname=airlock"
+                         " user=airlock")
+    env.setdefault("AIRLOCK_SQL_DIR", os.path.join(
+        os.path.dirname(__file__), "..", "..", "core", "sql"))
+    env.setdefault("AIRLOCK_LIBEXEC", stack.build)
+    return subprocess.run([os.path.join(stack.build, "airlock-controller"),
+                           *args], stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True, timeout=120,
+                          env=env)
+
+
+def test_audit_filters_and_paging(world, api):
+    s = world.key["a"]
+    t0 = int(time.time()) - 1
+    names = [f"aud-{i}" for i in range(5)]
+    for n in names:
+        assert post(s, body(n, world.value())).status_code == 201
+    assert s.put(cred_url(s, "aud-0"), json={"value": world.value()},
+                 timeout=TIMEOUT).status_code == 200
+    assert s.delete(cred_url(s, "aud-1"), timeout=TIMEOUT).status_code == 204
+    r = s.get(f"{s.base}/v1/audit?credential=aud-0", timeout=TIMEOUT)
+    assert r.status_code == 200, r.text
+    rows = r.json()["audit"]
+    assert [x["action"] for x in rows] == ["rotate", "create"]
+    assert all(x["key_id"] == world.key_id["a"] and
+               x["project"] == world.project["a"] for x in rows)
+    r = s.get(f"{s.base}/v1/audit?credential=aud-1", timeout=TIMEOUT)
+    assert [x["action"] for x in r.json()["audit"]] == ["delete", "create"]
+    # Paged newest first, two at a time, since t0.
+    seen, before = [], ""
+    for _ in range(10):
+        r = s.get(f"{s.base}/v1/audit", params={"since": str(t0),
+                                                "limit": 2,
+                                                "before": before},
+                  timeout=TIMEOUT)
+        assert r.status_code == 200, r.text
+        page = r.json()
+        assert len(page["audit"]) <= 2
+        seen += page["audit"]
+        if page["next"] is None:
+            break
+        before = page["next"]
+    mine = [x for x in seen if (x["credential"] or "").startswith("aud-")]
+    assert len(mine) == 7, mine
+    assert [x["id"] for x in seen] == sorted((x["id"] for x in seen),
+                                             reverse=True)
+    future = time.strftime("%Y-%m-%dT%H:%M:%SZ",
+                           time.gmtime(time.time() + 3600))
+    r = s.get(f"{s.base}/v1/audit?since={future}", timeout=TIMEOUT)
+    assert r.status_code == 200 and r.json()["audit"] == []
+    assert_error(s.get(f"{s.base}/v1/audit?since=yesterday",
+                       timeout=TIMEOUT), 400)
+    assert_error(s.get(f"{s.base}/v1/audit?before=nonsense",
+                       timeout=TIMEOUT), 400)
+    assert_error(s.get(f"{s.base}/v1/audit?colour=1", timeout=TIMEOUT), 400)
+    # Admin: every project's rows, or one project's.
+    r = api.get(f"{api.base}/v1/audit?project={world.project['b']}",
+                timeout=TIMEOUT)
+    assert all(x["project"] == world.project["b"] for x in r.json()["audit"])
+
+
+def encodings(v):
+    return [v.encode(), base64.b64encode(v.encode()),
+            v.encode().hex().encode()]
+
+
+def test_zz_value_nowhere(world, stack):
+    """Last: every value any test stored, in no file of the state dir but
+    the keys (logs, nginx temp files, PostgreSQL's data and WAL, the
+    pool), and a pg_dump shows ciphertext only."""
+    assert world.values
+    needles = [e for v in world.values for e in encodings(v)]
+    keys = os.path.join(stack.state, "keys")
+    hits, scanned = [], 0
+    for root, dirs, files in os.walk(stack.state):
+        if os.path.abspath(root) == os.path.abspath(keys):
+            dirs[:] = []
+            continue
+        for f in files:
+            p = os.path.join(root, f)
+            if not os.path.isfile(p) or os.path.islink(p):
+                continue
+            scanned += 1
+            try:
+                with open(p, "rb") as fh:
+                    tail = b""
+                    while True:
+                        chunk = fh.read(1 << 20)
+                        if not chunk:
+                            break
+                        buf = tail + chunk
+                        if any(n in buf for n in needles):
+                            hits.append(p)
+                            break
+                        tail = buf[-128:]
+            except OSError:
+                pass
+    assert scanned > 100
+    assert hits == [], hits
+    dump = subprocess.run(
+        ["pg_dump", "-h", f"{stack.state}/run/pg", "-U", "airlock",
+         "-d", "airlock", "--data-only", "-t", "credentials"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=120)
+    assert dump.returncode == 0, dump.stderr
+    assert b"COPY public.credentials" in dump.stdout
+    assert b"\\\\x" in dump.stdout  # the ciphertexts, as bytea hex
+    for n in needles:
+        assert n not in dump.stdout
