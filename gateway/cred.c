@@ -282,7 +282,7 @@ static void on_left(void *arg, const al_credscan_hit *h)
 	scanctx *x = arg;
 	if (x->status != 0)
 		return;
-	snprintf(x->name, sizeof x->name, "%.63s",
+	snprintf(x->name, sizeof x->name, "%.64s",
 		 al_cred_name_valid(h->name) && !h->truncated ? h->name : "");
 	if (x->set == NULL) {
 		x->status = 503;

@@ -124,9 +124,12 @@ int main(int argc, char **argv)
 		return 100;
 	}
 	g.sandbox = argv[2];
-	/* Before anything here opens a descriptor that would take its
-	 * number: fd 7 is the credential channel only if it came open. */
-	int cred_fd = fcntl(GW_CREDCHAN_FD, F_GETFD) >= 0 ? GW_CREDCHAN_FD : -1;
+	/* fd 7 when the shim had a channel for it (else credchan asks on
+	 * fd 6), checked before anything here opens a descriptor that would
+	 * take its number. */
+	int cred_fd = fcntl(AL_GWLAUNCH_FD_CRED, F_GETFD) >= 0
+			      ? AL_GWLAUNCH_FD_CRED
+			      : -1;
 	g.head_ms = env_ms("AIRLOCK_GW_HEAD_TIMEOUT_MS", GW_HEAD_TIMEOUT_MS);
 	g.idle_ms = env_ms("AIRLOCK_GW_IDLE_TIMEOUT_MS", GW_IDLE_TIMEOUT_MS);
 	signal(SIGPIPE, SIG_IGN);

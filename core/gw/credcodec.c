@@ -131,20 +131,29 @@ uint64_t al_credcodec_unescape_pending(const al_credcodec_unescape *u,
 	return u->n > 0 ? u->at : next;
 }
 
-/* Both alphabets: '+' and '-' are 62, '/' and '_' are 63. */
+/* Both alphabets: '+' and '-' are 62, '/' and '_' are 63 (a table:
+ * this is the hottest lookup of the masker). */
+static const signed char b64[256] = {
+	-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+	-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+	-1, -1, -1, -1, -1, -1, -1, 62, -1, 62, -1, 63, 52, 53, 54, 55, 56, 57,
+	58, 59, 60, 61, -1, -1, -1, -1, -1, -1, -1, 0,	1,  2,	3,  4,	5,  6,
+	7,  8,	9,  10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24,
+	25, -1, -1, -1, -1, 63, -1, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35, 36,
+	37, 38, 39, 40, 41, 42, 43, 44, 45, 46, 47, 48, 49, 50, 51, -1, -1, -1,
+	-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+	-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+	-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+	-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+	-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+	-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+	-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+	-1, -1, -1, -1,
+};
+
 int al_credcodec_b64_value(unsigned char c)
 {
-	if (c >= 'A' && c <= 'Z')
-		return c - 'A';
-	if (c >= 'a' && c <= 'z')
-		return c - 'a' + 26;
-	if (c >= '0' && c <= '9')
-		return c - '0' + 52;
-	if (c == '+' || c == '-')
-		return 62;
-	if (c == '/' || c == '_')
-		return 63;
-	return -1;
+	return b64[c];
 }
 
 void al_credcodec_b64_init(al_credcodec_b64 *b, unsigned phase)
@@ -167,7 +176,7 @@ void al_credcodec_b64_byte(al_credcodec_b64 *b, unsigned char c, uint64_t at,
 			   al_credcodec_emit emit, al_credcodec_break brk,
 			   void *arg)
 {
-	int v = al_credcodec_b64_value(c);
+	int v = b64[c];
 	if (v < 0) {
 		if ((c != '\r' && c != '\n') || ++b->crlf > 2)
 			run_end(b, brk, arg);
