@@ -22,12 +22,21 @@
  *                         frame with a forged source MAC (AF_PACKET)
  *   probe dnsd PORT IP SECS  a resolver on 127.0.0.1:PORT answering
  *                         every A query with IP, for SECS seconds
+ *   probe scan HEX        the bytes HEX encodes, looked for in every
+ *                         regular file (all of / but /proc, /sys and /dev
+ *                         apart from /dev/shm) and every other process's
+ *                         environ, cmdline and readable memory; exit 1
+ *                         on a hit (the credential tests: a value the
+ *                         guest must never hold)
+ * With PROBE_SAVE set, tls also writes everything it read there.
  * DATA and REQ take \r and \n escapes. ADDR may be IPv6, or a name
  * (from /etc/hosts, else the first nameserver of /etc/resolv.conf). */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <linux/if_packet.h>
 #include <net/ethernet.h>
 #include <net/if.h>
@@ -45,6 +54,7 @@
 #include <sys/ioctl.h>
 #include <sys/ptrace.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -506,6 +516,12 @@ static int tls(const char *addr, int port, const char *sni, const char *ca,
 		}
 		n += (size_t)r;
 	}
+	const char *save = getenv("PROBE_SAVE");
+	FILE *f = save != NULL ? fopen(save, "w") : NULL;
+	if (f != NULL) {
+		fwrite(in, 1, n, f);
+		fclose(f);
+	}
 	http_print(in, n, closed);
 	return 1;
 }
@@ -589,6 +605,156 @@ static int ether(const char *ifname, const char *srcmac, const char *src,
 	return 0;
 }
 
+/* ---- scan ---- */
+
+#define SCAN_CHUNK (1u << 20)
+#define SCAN_NEEDLE_MAX 256
+
+static struct {
+	unsigned char needle[SCAN_NEEDLE_MAX];
+	size_t len;
+	unsigned long files, procs, regions, unreadable, hits;
+	unsigned long long bytes;
+	char buf[SCAN_CHUNK + SCAN_NEEDLE_MAX];
+} sc;
+
+/* fd's bytes (mem: the limit bytes at off, by pread) searched for the
+ * needle, the last len - 1 bytes kept across reads: 1 on a hit, 0 when
+ * none, -1 when nothing could be read. */
+static int scan_fd(int fd, int mem, off_t off, size_t limit)
+{
+	size_t keep = 0, total = 0;
+	while (!mem || total < limit) {
+		size_t want = SCAN_CHUNK;
+		if (mem && limit - total < want)
+			want = limit - total;
+		ssize_t r = mem ? pread(fd, sc.buf + keep, want,
+					off + (off_t)total)
+				: read(fd, sc.buf + keep, want);
+		if (r < 0)
+			return total == 0 ? -1 : 0;
+		if (r == 0)
+			break;
+		total += (size_t)r;
+		sc.bytes += (size_t)r;
+		size_t have = keep + (size_t)r;
+		if (memmem(sc.buf, have, sc.needle, sc.len) != NULL)
+			return 1;
+		keep = have < sc.len - 1 ? have : sc.len - 1;
+		memmove(sc.buf, sc.buf + have - keep, keep);
+	}
+	return 0;
+}
+
+static void scan_path(const char *path, const char *what)
+{
+	int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	int r = fd < 0 ? -1 : scan_fd(fd, 0, 0, 0);
+	if (fd >= 0)
+		close(fd);
+	if (r < 0) {
+		sc.unreadable++;
+	} else if (r > 0) {
+		sc.hits++;
+		printf("hit: %s\n", what);
+	}
+}
+
+static int scan_entry(const char *path, const struct stat *st, int type,
+		      struct FTW *ftw)
+{
+	(void)ftw;
+	if (type == FTW_D &&
+	    (strcmp(path, "/proc") == 0 || strcmp(path, "/sys") == 0 ||
+	     strcmp(path, "/dev") == 0))
+		return FTW_SKIP_SUBTREE;
+	if (type == FTW_F && S_ISREG(st->st_mode)) {
+		sc.files++;
+		scan_path(path, path);
+	}
+	return FTW_CONTINUE;
+}
+
+/* Every process but this one (it holds the needle): environ, cmdline and
+ * each readable mapping of its memory. */
+static void scan_procs(void)
+{
+	DIR *d = opendir("/proc");
+	struct dirent *e;
+	while (d != NULL && (e = readdir(d)) != NULL) {
+		char *end;
+		long pid = strtol(e->d_name, &end, 10);
+		if (*end != '\0' || pid <= 0 || pid == (long)getpid())
+			continue;
+		sc.procs++;
+		char path[64], what[96];
+		static const char *const files[] = {"environ", "cmdline"};
+		for (size_t i = 0; i < 2; i++) {
+			snprintf(path, sizeof path, "/proc/%ld/%s", pid,
+				 files[i]);
+			snprintf(what, sizeof what, "pid %ld %s", pid,
+				 files[i]);
+			scan_path(path, what);
+		}
+		snprintf(path, sizeof path, "/proc/%ld/maps", pid);
+		FILE *maps = fopen(path, "re");
+		snprintf(path, sizeof path, "/proc/%ld/mem", pid);
+		int mem = open(path, O_RDONLY | O_CLOEXEC);
+		char line[512];
+		while (maps != NULL && mem >= 0 &&
+		       fgets(line, sizeof line, maps) != NULL) {
+			unsigned long long a, b;
+			char perm[5];
+			if (sscanf(line, "%llx-%llx %4s", &a, &b, perm) != 3 ||
+			    perm[0] != 'r' || b > 0x7fffffffffffffffULL)
+				continue;
+			sc.regions++;
+			int r = scan_fd(mem, 1, (off_t)a, (size_t)(b - a));
+			if (r < 0) {
+				sc.unreadable++;
+			} else if (r > 0) {
+				sc.hits++;
+				printf("hit: pid %ld memory %llx-%llx\n", pid,
+				       a, b);
+			}
+		}
+		if (maps == NULL || mem < 0)
+			sc.unreadable++;
+		if (maps != NULL)
+			fclose(maps);
+		if (mem >= 0)
+			close(mem);
+	}
+	if (d != NULL)
+		closedir(d);
+}
+
+static int scan(const char *hex)
+{
+	size_t n = strlen(hex);
+	if (n < 16 || n % 2 != 0 || n / 2 > SCAN_NEEDLE_MAX) {
+		fprintf(stderr, "scan: 8..%d bytes, as hex\n", SCAN_NEEDLE_MAX);
+		return 2;
+	}
+	for (size_t i = 0; i < n / 2; i++) {
+		unsigned v;
+		if (sscanf(hex + 2 * i, "%2x", &v) != 1) {
+			fprintf(stderr, "scan: not hex\n");
+			return 2;
+		}
+		sc.needle[i] = (unsigned char)v;
+	}
+	sc.len = n / 2;
+	nftw("/", scan_entry, 64, FTW_PHYS | FTW_ACTIONRETVAL);
+	nftw("/dev/shm", scan_entry, 64, FTW_PHYS | FTW_ACTIONRETVAL);
+	scan_procs();
+	printf("scan: %lu files, %lu processes, %lu memory regions, %llu "
+	       "bytes, %lu unreadable, %lu hits\n",
+	       sc.files, sc.procs, sc.regions, sc.bytes, sc.unreadable,
+	       sc.hits);
+	return sc.hits != 0;
+}
+
 int main(int argc, char **argv)
 {
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -609,9 +775,12 @@ int main(int argc, char **argv)
 		return spoof(argv[2], argv[3], atoi(argv[4]), argv[5]);
 	if (argc == 5 && strcmp(argv[1], "dnsd") == 0)
 		return dnsd(atoi(argv[2]), argv[3], atoi(argv[4]));
+	if (argc == 3 && strcmp(argv[1], "scan") == 0)
+		return scan(argv[2]);
 	if (argc == 7 && strcmp(argv[1], "ether") == 0)
 		return ether(argv[2], argv[3], argv[4], argv[5], argv[6]);
-	fprintf(stderr, "usage: probe handle | ptrace PID | inotify N SECS | "
-			"dns | tcp | udp | tls | spoof | ether (see above)\n");
+	fprintf(stderr,
+		"usage: probe handle | ptrace PID | inotify N SECS | "
+		"dns | tcp | udp | tls | spoof | ether | scan (see above)\n");
 	return 2;
 }
