@@ -177,8 +177,9 @@ def test_copy_dotdot_refused(env, minimal):
 
 def test_run_cannot_reach_the_host(env, minimal):
     """A listener on the host's loopback: the build sandbox has its own
-    network namespace with only its own lo, so the connection fails like
-    in any sandbox and the listener never sees it."""
+    network namespace (its own lo, and the slot's eth0 towards its
+    gateway), so the connection fails like in any sandbox and the
+    listener never sees it."""
     srv = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     srv.bind(("127.0.0.1", 0))
@@ -217,8 +218,6 @@ def test_run_cannot_reach_the_host(env, minimal):
     assert "Connection refused" in r.text()
     assert "reached" not in r.text()
     assert seen == []
-    assert any(e.get("event") == "info" and "no network" in e.get("message", "")
-               for e in r.events)
 
 
 def test_build_sandbox_isolation(env, minimal):
@@ -232,7 +231,10 @@ def test_build_sandbox_isolation(env, minimal):
     root = env.rootfs("isolated", 1)
     assert read(os.path.join(root, "etc/build-hostname")) == "build\n"
     assert int(read(os.path.join(root, "etc/build-nproc"))) < 10
-    assert read(os.path.join(root, "etc/build-netdev")) == "lo\n"
+    # Its own lo, and the eth0 of its network slot when its gateway
+    # started (else loopback only): none of the host's links.
+    devs = read(os.path.join(root, "etc/build-netdev")).split()
+    assert "lo" in devs and set(devs) <= {"lo", "eth0"}, devs
 
 
 def test_unknown_user_fails(env, minimal):

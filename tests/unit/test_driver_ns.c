@@ -258,9 +258,12 @@ static void test_namespaces(void **state)
 	 * no capability over the (host-owned) network namespace, so the
 	 * jail opens low ports to every uid of the sandbox. */
 	int up = jail_sh(&h,
-			 "(nc -l -p 80 > /tmp/got &); sleep 0.3; "
-			 "echo up | nc -w1 127.0.0.1 80; sleep 0.2; "
-			 "cat /tmp/got",
+			 "(nc -l -p 80 > /tmp/got &); i=0; "
+			 "while [ $i -lt 50 ] && "
+			 "! echo up | nc -w1 127.0.0.1 80 2>/dev/null; do "
+			 "sleep 0.1; i=$((i+1)); done; i=0; "
+			 "while [ $i -lt 50 ] && [ ! -s /tmp/got ]; do "
+			 "sleep 0.1; i=$((i+1)); done; cat /tmp/got",
 			 out, sizeof out, 5000);
 	if (up != 0)
 		print_message("loopback: %s\n", out);
