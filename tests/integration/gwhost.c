@@ -1,6 +1,8 @@
 /* gwhost: see gwhost.h. */
 #include "gwhost.h"
 
+#include "credproto.h"
+
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
@@ -77,6 +79,18 @@ fail_lease:
 	return -1;
 }
 
+/* The answer to a GW_CREDCHAN_REQ: ok false, no channel. */
+static int credchan_none(gwhost *h, uint32_t id, al_err *err)
+{
+	char *p = al_gw_credchan_pack(false, err);
+	if (p == NULL)
+		return -1;
+	int rc = al_frame_send(h->proc.control_fd, AL_F_GW_CREDCHAN, id, p,
+			       strlen(p), err);
+	free(p);
+	return rc;
+}
+
 int gwhost_configure(gwhost *h, al_gw_config *c, uint32_t id, al_frame *ack,
 		     al_err *err)
 {
@@ -92,8 +106,17 @@ int gwhost_configure(gwhost *h, al_gw_config *c, uint32_t id, al_frame *ack,
 		return -1;
 	al_frame_reader r;
 	al_frame_reader_init(&r);
-	rc = al_frame_recv(h->proc.control_fd, &r, ack,
-			   al_now_ms() + GWHOST_ACK_TIMEOUT_MS, err);
+	int64_t deadline = al_now_ms() + GWHOST_ACK_TIMEOUT_MS;
+	while ((rc = al_frame_recv(h->proc.control_fd, &r, ack, deadline,
+				   err)) == 0 &&
+	       ack->type == AL_F_GW_CREDCHAN_REQ) {
+		/* A gateway without a credential channel (fd 7) asks the shim
+		 * for one; standing alone there is none to give. */
+		rc = credchan_none(h, ack->id, err);
+		al_frame_free(ack);
+		if (rc < 0)
+			break;
+	}
 	al_frame_reader_free(&r);
 	if (rc < 0)
 		return -1;

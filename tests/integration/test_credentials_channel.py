@@ -18,7 +18,7 @@ import time
 import pytest
 import requests
 
-from conftest import TIMEOUT, Sandboxes, running_stack
+from conftest import TIMEOUT, Sandboxes, exec_json, running_stack
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 FAKE = os.path.join(HERE, "cred_gateway.py")
@@ -80,6 +80,12 @@ def test_channel(cstack, capi):
     try:
         net = {"mode": "allowlist", "allow": ["api.example.test"]}
         ids = [sbs.create(network=net)["id"] for _ in range(2)]
+        # A gateway starts on its guest's first use of the network: a
+        # lookup (which the stand-in does not answer) starts it.
+        for sid in ids:
+            exec_json(capi, sid, ["/bin/sh", "-c",
+                                  "timeout 2 nslookup api.example.test "
+                                  ">/dev/null 2>&1; true"], timeout=20)
         # Each gateway has the sandbox's set, with this value.
         for sid in ids:
             wait_report(sid, lambda r: r["creds"].get("github") ==
