@@ -468,6 +468,9 @@ char *al_gw_ack_pack(bool ok, const char *error, al_err *err)
 			e[i] = error[i] >= 0x20 && error[i] < 0x7f ? error[i]
 								   : '?';
 		e[i] = '\0';
+		/* A refusal always says something (the unpack insists). */
+		if (i == 0)
+			snprintf(e, sizeof e, "refused");
 		json_object_object_add(
 			o, "error",
 			json_object_new_string(i > 0 ? e : "refused"));
@@ -498,7 +501,7 @@ int al_gw_ack_unpack(const void *payload, size_t len, al_gw_ack *out,
 		if (e[i] < 0x20 || e[i] >= 0x7f)
 			r = al_err_set(err, AL_EINVAL, 0,
 				       "error must be printable ASCII");
-	if (r == 0 && !ok && e == NULL)
+	if (r == 0 && !ok && (e == NULL || elen == 0))
 		r = al_err_set(err, AL_EINVAL, 0,
 			       "an ack that is not ok says why (error)");
 	if (r == 0) {

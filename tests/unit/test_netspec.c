@@ -219,6 +219,15 @@ static void test_gw_ack(void **state)
 	assert_string_equal(a.error, "sandbox ?changed");
 	free(s);
 	assert_int_equal(al_gw_ack_unpack("{\"ok\":false}", 12, &a, &err), -1);
+	/* A refusal says why: an empty error is refused (fuzz_gw_config
+	 * found it taken), and the pack never writes one. */
+	assert_int_equal(al_gw_ack_unpack("{\"ok\":false,\"error\":\"\"}", 23,
+					  &a, &err),
+			 -1);
+	s = al_gw_ack_pack(false, "", &err);
+	assert_int_equal(al_gw_ack_unpack(s, strlen(s), &a, &err), 0);
+	assert_string_equal(a.error, "refused");
+	free(s);
 	assert_int_equal(al_gw_ack_unpack("{\"ok\":\"yes\"}", 12, &a, &err),
 			 -1);
 }
