@@ -168,5 +168,5 @@ stage "integration (pytest, private stack from build-san/, drivers ns and vm)"
 pytest_stage integration 3600 tests/integration
 
 stage "red team (pytest, private stack: attempts from root inside ns and vm sandboxes)"
-pytest_stage redteam 900 tests/redteam
+pytest_stage redteam 1500 tests/redteam
 finish
