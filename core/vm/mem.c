@@ -18,6 +18,7 @@
 #include "agentproto.h"
 #include "cleanup.h"
 #include "config.h"
+#include "fdpass.h"
 #include "log.h"
 
 /* ---- copies ---- */
@@ -148,25 +149,16 @@ static int ask_server(const char *run_dir, const char *vmdir, al_err *err)
 	if (send(s, vmdir, strlen(vmdir), MSG_NOSIGNAL) < 0)
 		return al_err_sys(err, AL_EUNAVAIL, errno, "send");
 	char reply[256];
-	union {
-		struct cmsghdr h;
-		char b[CMSG_SPACE(sizeof(int))];
-	} cm;
-	struct iovec iov = {reply, sizeof reply - 1};
-	struct msghdr m = {.msg_iov = &iov,
-			   .msg_iovlen = 1,
-			   .msg_control = cm.b,
-			   .msg_controllen = sizeof cm.b};
-	ssize_t n = recvmsg(s, &m, MSG_CMSG_CLOEXEC);
-	if (n <= 0)
+	int fd = -1;
+	al_err rerr = {0};
+	ssize_t n = al_fd_recv(s, reply, sizeof reply - 1, &fd, &rerr);
+	if (n <= 0) {
+		if (fd >= 0)
+			close(fd);
 		return al_err_sys(err, AL_EUNAVAIL, n < 0 ? errno : EPIPE,
 				  "no answer on %s", sa.sun_path);
+	}
 	reply[n] = '\0';
-	int fd = -1;
-	struct cmsghdr *c = CMSG_FIRSTHDR(&m);
-	if (c != NULL && c->cmsg_level == SOL_SOCKET &&
-	    c->cmsg_type == SCM_RIGHTS && c->cmsg_len == CMSG_LEN(sizeof(int)))
-		memcpy(&fd, CMSG_DATA(c), sizeof fd);
 	if (reply[0] != 'Y' || fd < 0) {
 		if (fd >= 0)
 			close(fd);
@@ -309,26 +301,14 @@ static void serve_one(al_vmmem_server *s, int c)
 			  fd >= 0 ? "" : err.msg);
 	if (rl < 0 || (size_t)rl >= sizeof reply)
 		rl = (int)sizeof reply - 1;
-	union {
-		struct cmsghdr h;
-		char b[CMSG_SPACE(sizeof(int))];
-	} cm;
-	memset(&cm, 0, sizeof cm);
-	struct iovec iov = {reply, (size_t)rl};
-	struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1};
-	if (fd >= 0) {
-		m.msg_control = cm.b;
-		m.msg_controllen = sizeof cm.b;
-		struct cmsghdr *h = CMSG_FIRSTHDR(&m);
-		h->cmsg_level = SOL_SOCKET;
-		h->cmsg_type = SCM_RIGHTS;
-		h->cmsg_len = CMSG_LEN(sizeof(int));
-		memcpy(CMSG_DATA(h), &fd, sizeof fd);
-	} else {
+	al_err serr = {0};
+	if (fd >= 0 && al_fd_send(c, reply, (size_t)rl, fd, &serr) < 0)
+		al_warn("vm-mem: reply: %s", serr.msg);
+	if (fd < 0) {
 		al_warn("vm-mem: refused: %s", err.msg);
+		if (send(c, reply, (size_t)rl, MSG_NOSIGNAL) < 0)
+			al_warn("vm-mem: reply: %s", strerror(errno));
 	}
-	if (sendmsg(c, &m, MSG_NOSIGNAL) < 0)
-		al_warn("vm-mem: reply: %s", strerror(errno));
 	if (fd >= 0)
 		close(fd);
 }
