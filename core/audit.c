@@ -96,18 +96,12 @@ int al_audit_list(al_db *db, const al_audit_filter *f, int limit,
 		  const char *before, json_object **out,
 		  char next[AL_AUDIT_CURSOR_MAX], al_err *err)
 {
-	char us[24] = "", id[24] = "", lim[16], since[24] = "";
+	char since[24] = "";
 	next[0] = '\0';
 	*out = NULL;
-	if (before != NULL && before[0] != '\0' &&
-	    al_db_cursor_parse(before, us, id) < 0)
-		return al_err_set(err, AL_EINVAL, 0,
-				  "'before' is not a cursor from a previous"
-				  " page's 'next'");
-	if (limit < 1 || limit > AL_AUDIT_LIST_MAX)
-		return al_err_set(err, AL_EINVAL, 0, "'limit' must be 1 to %d",
-				  AL_AUDIT_LIST_MAX);
-	snprintf(lim, sizeof lim, "%d", limit + 1);
+	al_db_page pg;
+	if (al_db_page_start(&pg, before, limit, AL_AUDIT_LIST_MAX, err) < 0)
+		return -1;
 	if (f->since_us > 0)
 		snprintf(since, sizeof since, "%" PRId64, f->since_us);
 	const char *params[] = {
@@ -115,9 +109,9 @@ int al_audit_list(al_db *db, const al_audit_filter *f, int limit,
 		f->credential,
 		f->sandbox,
 		since[0] ? since : NULL,
-		us[0] ? us : NULL,
-		id[0] ? id : NULL,
-		lim,
+		pg.us[0] ? pg.us : NULL,
+		pg.id[0] ? pg.id : NULL,
+		pg.lim,
 	};
 	PGresult *res = al_db_exec(
 		db,

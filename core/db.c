@@ -395,7 +395,7 @@ out:
 	return rc;
 }
 
-int al_db_cursor_parse(const char *c, char us[24], char id[24])
+static int cursor_parse(const char *c, char us[24], char id[24])
 {
 	const char *dash = strchr(c, '-');
 	size_t a = dash != NULL ? (size_t)(dash - c) : 0;
@@ -406,6 +406,22 @@ int al_db_cursor_parse(const char *c, char us[24], char id[24])
 	memcpy(us, c, a);
 	us[a] = '\0';
 	memcpy(id, dash + 1, b + 1);
+	return 0;
+}
+
+int al_db_page_start(al_db_page *p, const char *before, int limit, int max,
+		     al_err *err)
+{
+	memset(p, 0, sizeof *p);
+	if (before != NULL && before[0] != '\0' &&
+	    cursor_parse(before, p->us, p->id) < 0)
+		return al_err_set(err, AL_EINVAL, 0,
+				  "'before' is not a cursor from a previous"
+				  " page's 'next'");
+	if (limit < 1 || limit > max)
+		return al_err_set(err, AL_EINVAL, 0, "'limit' must be 1 to %d",
+				  max);
+	snprintf(p->lim, sizeof p->lim, "%d", limit + 1);
 	return 0;
 }
 

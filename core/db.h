@@ -49,9 +49,17 @@ json_object *al_db_rows_json(const PGresult *res, const al_db_col *cols,
  * or -1. */
 long long al_db_prune_older(al_db *db, const char *table, unsigned days,
 			    al_err *err);
-/* A page cursor "<unix µs>-<row id>" (the last row of a page, newest
- * first) into its decimal parts; -1 if malformed. */
-int al_db_cursor_parse(const char *c, char us[24], char id[24]);
+/* The arguments of one page of a newest-first listing: before is the
+ * previous page's cursor "<unix µs>-<row id>" (its last row), or NULL
+ * or "" for the first page; limit is 1..max. us and id are "" on the
+ * first page (pass NULL then); lim is limit + 1, so that a row past the
+ * page says there is a next one. -1 (AL_EINVAL) on a bad cursor or
+ * limit. */
+typedef struct al_db_page {
+	char us[24], id[24], lim[16];
+} al_db_page;
+int al_db_page_start(al_db_page *p, const char *before, int limit, int max,
+		     al_err *err);
 /* Transactions. Rollback has nothing to report: a connection that broke
  * has no transaction left. */
 int al_db_begin(al_db *db, al_err *err);

@@ -87,21 +87,13 @@ int al_egress_log_list(al_db *db, const char *sandbox, int limit,
 		       const char *before, json_object **out,
 		       char next[AL_EGRESS_CURSOR_MAX], al_err *err)
 {
-	char us[24] = "", id[24] = "", lim[16];
 	next[0] = '\0';
 	*out = NULL;
-	if (before != NULL && before[0] != '\0' &&
-	    al_db_cursor_parse(before, us, id) < 0)
-		return al_err_set(err, AL_EINVAL, 0,
-				  "'before' is not a cursor from a previous"
-				  " page's 'next'");
-	if (limit < 1 || limit > AL_EGRESS_LIST_MAX)
-		return al_err_set(err, AL_EINVAL, 0, "'limit' must be 1 to %d",
-				  AL_EGRESS_LIST_MAX);
-	/* One more than asked: whether there is a next page. */
-	snprintf(lim, sizeof lim, "%d", limit + 1);
-	const char *params[] = {sandbox, us[0] ? us : NULL, id[0] ? id : NULL,
-				lim};
+	al_db_page pg;
+	if (al_db_page_start(&pg, before, limit, AL_EGRESS_LIST_MAX, err) < 0)
+		return -1;
+	const char *params[] = {sandbox, pg.us[0] ? pg.us : NULL,
+				pg.id[0] ? pg.id : NULL, pg.lim};
 	PGresult *res = al_db_exec(
 		db,
 		"SELECT to_char(at AT TIME ZONE 'UTC',"
@@ -110,8 +102,9 @@ int al_egress_log_list(al_db *db, const char *sandbox, int limit,
 		" coalesce(path, ''), dropped,"
 		" (extract(epoch FROM at) * 1000000)::bigint, id"
 		" FROM egress_log WHERE sandbox_id = $1"
-		" AND ($2::bigint IS NULL OR (at, id) <"
-		" (to_timestamp($2::bigint / 1000000.0), $3::bigint))"
+		/* Exact µs: a float division could skip or repeat a row. */
+		" AND ($2::bigint IS NULL OR (at, id) < ('epoch'::timestamptz +"
+		" $2::bigint * interval '1 microsecond', $3::bigint))"
 		" ORDER BY at DESC, id DESC LIMIT $4::int",
 		4, params, err);
 	if (res == NULL)
