@@ -4,51 +4,18 @@
  *
  *   cred-tool effective <sandbox id>
  *
- * prints {"creds":[{"id","name","scope","version","value","hosts",
- * "header","format","rate"}]} from al_credential_effective (values
- * decrypted with the state dir's master keys). */
+ * prints the CRED_SET (core/credproto.h) the controller would push,
+ * from al_credential_effective (values decrypted with the state dir's
+ * master keys). */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
-
-#include <json-c/json.h>
 
 #include "config.h"
 #include "credcrypt.h"
 #include "credential.h"
+#include "credproto.h"
 #include "db.h"
-
-static json_object *cred_json(const al_cred *c)
-{
-	json_object *o = json_object_new_object();
-	json_object_object_add(o, "id", json_object_new_string(c->id));
-	json_object_object_add(o, "name", json_object_new_string(c->name));
-	json_object_object_add(
-		o, "scope",
-		json_object_new_string(al_cred_scope_name(c->scope)));
-	json_object_object_add(o, "version", json_object_new_int(c->version));
-	json_object_object_add(o, "value",
-			       json_object_new_string_len(c->value,
-							  (int)c->value_len));
-	json_object *h = json_object_new_array();
-	for (size_t i = 0; i < c->nhosts; i++)
-		json_object_array_add(h, json_object_new_string(c->hosts[i]));
-	json_object_object_add(o, "hosts", h);
-	json_object_object_add(o, "header",
-			       c->header[0] ? json_object_new_string(c->header)
-					    : NULL);
-	json_object_object_add(o, "format", json_object_new_string(c->format));
-	json_object *rate = NULL;
-	if (c->rate_requests > 0) {
-		rate = json_object_new_object();
-		json_object_object_add(rate, "requests",
-				       json_object_new_int(c->rate_requests));
-		json_object_object_add(
-			rate, "per_seconds",
-			json_object_new_int(c->rate_per_seconds));
-	}
-	json_object_object_add(o, "rate", rate);
-	return o;
-}
 
 int main(int argc, char **argv)
 {
@@ -79,13 +46,14 @@ int main(int argc, char **argv)
 		fprintf(stderr, "%s\n", err.msg);
 		return 1;
 	}
-	json_object *arr = json_object_new_array();
-	for (size_t i = 0; i < set.n; i++)
-		json_object_array_add(arr, cred_json(&set.creds[i]));
+	/* The very CRED_SET the controller would push (core/credproto). */
+	char *txt = al_cred_set_pack(&set, &err);
 	al_cred_set_free(&set);
-	json_object *o = json_object_new_object();
-	json_object_object_add(o, "creds", arr);
-	puts(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN));
-	json_object_put(o);
+	if (txt == NULL) {
+		fprintf(stderr, "%s\n", err.msg);
+		return 1;
+	}
+	puts(txt);
+	free(txt);
 	return 0;
 }
