@@ -26,7 +26,13 @@ count_line() {
 	skipped=$((skipped + ${s:-0}))
 }
 
-stage() { printf '\n==== %s\n' "$*"; }
+# stage TITLE: prints the title and starts the stage's clock; took prints
+# the seconds since, for the summary (where the time of a run goes).
+stage() {
+	stage_start=$(date +%s)
+	printf '\n==== %s\n' "$*"
+}
+took() { echo "$(($(date +%s) - stage_start)) s"; }
 
 finish() {
 	local line
@@ -45,6 +51,7 @@ if ! scripts/deps.sh; then
 	failed=$((failed + 1))
 	finish
 fi
+summary+=("deps: ok ($(took))")
 
 stage "build (ASan + UBSan) into build-san/"
 unit_bins=()
@@ -58,7 +65,7 @@ if ! make -s -j"$(nproc)" SAN=1 all "${unit_bins[@]}"; then
 	failed=$((failed + 1))
 	finish
 fi
-summary+=("build: ok")
+summary+=("build: ok ($(took))")
 # make run and make bench use the optimized build: its warnings differ
 # (-O2 without sanitizers sees other format truncations).
 if ! make -s -j"$(nproc)" all; then
@@ -104,7 +111,7 @@ stage "guest kernel for the vm driver (make vm-kernel, cached in build-san/vm-ca
 vm_cache=$REPO/build-san/vm-cache
 if make -s SAN=1 vm-kernel AIRLOCK_STATE="$vm_cache"; then
 	export AIRLOCK_TEST_VM_CACHE=$vm_cache
-	summary+=("vm kernel: ok ($(cat "$vm_cache/vm/kernel/version" 2>/dev/null))")
+	summary+=("vm kernel: ok ($(cat "$vm_cache/vm/kernel/version" 2>/dev/null), $(took))")
 else
 	summary+=("vm kernel: NOT fetched (make vm-kernel failed)")
 fi
@@ -122,7 +129,7 @@ else
 fi
 line=$(tail -n 1 "$out")
 count_line "$line"
-summary+=("unit: $line")
+summary+=("unit: $line in $(took)")
 
 stage "fuzz regression (libFuzzer)"
 fuzz_src=()
@@ -132,7 +139,7 @@ done
 scripts/fuzz.sh "${fuzz_src[@]}" | tee "$out"
 line=$(tail -n 1 "$out")
 count_line "$line"
-summary+=("$line")
+summary+=("$line in $(took)")
 
 # pytest_stage LABEL TIMEOUT DIR: run one pytest suite against the
 # sanitizer build; adds its totals (and, when it has one, the vm part's
@@ -142,7 +149,7 @@ pytest_stage() {
 	local label=$1 tmo=$2 dir=$3 junit rc lines line vmline
 	junit=$(mktemp --suffix=.xml)
 	AIRLOCK_TEST_BUILD=$REPO/build-san timeout --foreground -k 30 "$tmo" \
-		/usr/bin/python3 -m pytest -q -p no:cacheprovider -rs \
+		/usr/bin/python3 -m pytest -q -p no:cacheprovider -rs --durations=15 \
 		--junitxml="$junit" "$dir"
 	rc=$?
 	lines=$(/usr/bin/python3 scripts/junit-summary.py "$junit")
@@ -154,7 +161,7 @@ pytest_stage() {
 		line="${line/0 failed/1 failed}"
 	fi
 	count_line "$line"
-	summary+=("$label: $line")
+	summary+=("$label: $line in $(took)")
 	case "$vmline" in
 	*" 0 passed, 0 failed, 0 skipped"*) ;;
 	*) summary+=("  of which $vmline") ;;

@@ -35,7 +35,9 @@
 #include "spool.h"
 #include "store.h"
 
-#define HELLO_TIMEOUT_MS 10000
+/* A TCG guest restored while the host is busy with a burst of others can
+ * take seconds to say hello; past this the machine is taken as broken. */
+#define HELLO_TIMEOUT_MS 30000
 /* The spec is in a memfd written before the shim was started. */
 #define SPEC_TIMEOUT_MS 5000
 
