@@ -41,8 +41,30 @@ CFLAGS=(-std=gnu17 -O1 -g -fno-omit-frame-pointer -D_GNU_SOURCE
 LIBS=(-lpq -ljson-c -lbtrfsutil -lcap -lcrypto -larchive -lluajit-5.1 -lpthread
 	-lmnl -lnftnl -lssl -levent_openssl -levent)
 
-# core/ once, as an archive: each target pulls only what it uses.
+# core/ once, as an archive: each target pulls only what it uses. Objects
+# build and targets run $JOBS at a time (one per core).
+JOBS=$(nproc)
 mkdir -p "$OUT/obj" "$OUT/artifacts"
+
+# compile_core C O: one core object; a failure only drops it (targets
+# that need it then fail at link).
+compile_core() {
+	if ! clang "${CFLAGS[@]}" -c "$1" -o "$2" 2>"${2%.o}.log"; then
+		echo "fuzz: warning: $1 does not build with clang" \
+			"(see ${2%.o}.log)" >&2
+		rm -f "$2"
+		return
+	fi
+	rm -f "${2%.o}.log"
+}
+
+# throttle: wait while $JOBS background jobs run.
+throttle() {
+	while [ "$(jobs -rp | wc -l)" -ge "$JOBS" ]; do
+		wait -n
+	done
+}
+
 objs=()
 for c in core/*.c core/*/*.c; do
 	# A build tool with a main(), not library code (see the Makefile).
@@ -54,18 +76,18 @@ for c in core/*.c core/*/*.c; do
 	o=$OUT/obj/$n.o
 	if [ ! -e "$o" ] || [ "$c" -nt "$o" ] ||
 		[ -n "$(find core -name '*.h' -newer "$o" -print -quit)" ]; then
-		if ! clang "${CFLAGS[@]}" -c "$c" -o "$o" \
-			2>"$OUT/$n.log"; then
-			# Only targets that need this object fail (at link).
-			echo "fuzz: warning: $c does not build with clang" \
-				"(see $OUT/$n.log)" >&2
-			rm -f "$o"
-			continue
-		fi
-		rm -f "$OUT/$n.log"
+		rm -f "$o"
+		throttle
+		compile_core "$c" "$o" &
 	fi
 	objs+=("$o")
 done
+wait
+built=()
+for o in "${objs[@]}"; do
+	[ -e "$o" ] && built+=("$o")
+done
+objs=("${built[@]}")
 # The jails' seccomp programs are generated at build time (the Makefile's
 # sysfilter-gen); targets that reach a jail (fuzz_relay) link them.
 gen=build-san/gen/sysfilter_bpf.c
@@ -79,9 +101,13 @@ fi
 rm -f "$OUT/libairlock-fuzz.a"
 ar rcs "$OUT/libairlock-fuzz.a" "${objs[@]}"
 
-for src in "$@"; do
+# fuzz_one SRC: builds and runs one target; its verdict line goes to
+# $OUT/<name>.verdict (printed in order once all have run).
+fuzz_one() {
+	local src=$1 name bin extra h f corpus dirs log runs verdict
 	name=$(basename "${src%.c}")
 	bin=$OUT/$name
+	verdict=$OUT/$name.verdict
 	# Program-side parsers (cli/, fcgi/, shim/, ...) are linked in from
 	# the headers the target includes, plus any listed on a
 	# "fuzz-sources: a.c b.c" comment line.
@@ -95,10 +121,11 @@ for src in "$@"; do
 	if ! clang "${CFLAGS[@]}" -fsanitize=fuzzer -o "$bin" "$src" \
 		"${extra[@]}" "$OUT/libairlock-fuzz.a" "${LIBS[@]}" \
 		2>"$OUT/$name.build.log"; then
-		cat "$OUT/$name.build.log" >&2
-		echo "fuzz: FAIL: $name does not build"
-		failed=$((failed + 1))
-		continue
+		{
+			cat "$OUT/$name.build.log"
+			echo "fuzz: FAIL: $name does not build"
+		} >"$verdict"
+		return
 	fi
 	corpus=tests/fuzz/corpus-${name#fuzz_}
 	mkdir -p "$corpus"
@@ -111,11 +138,32 @@ for src in "$@"; do
 		-artifact_prefix="$OUT/artifacts/$name-" "${dirs[@]}" \
 		>"$log" 2>&1; then
 		runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log")
-		echo "fuzz: ok   $name (${runs:-?} runs)"
+		echo "fuzz: ok   $name (${runs:-?} runs)" >"$verdict"
+	else
+		{
+			tail -n 40 "$log"
+			echo "fuzz: FAIL $name (log $log, inputs in $OUT/artifacts/)"
+		} >"$verdict"
+	fi
+}
+
+for src in "$@"; do
+	rm -f "$OUT/$(basename "${src%.c}").verdict"
+	throttle
+	fuzz_one "$src" &
+done
+wait
+for src in "$@"; do
+	v=$OUT/$(basename "${src%.c}").verdict
+	if [ -s "$v" ]; then
+		cat "$v"
+	else
+		echo "fuzz: FAIL $(basename "${src%.c}") (no verdict)" >"$v"
+		cat "$v"
+	fi
+	if tail -n 1 "$v" | grep -q '^fuzz: ok '; then
 		passed=$((passed + 1))
 	else
-		tail -n 40 "$log" >&2
-		echo "fuzz: FAIL $name (log $log, inputs in $OUT/artifacts/)"
 		failed=$((failed + 1))
 	fi
 done

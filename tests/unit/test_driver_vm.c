@@ -295,11 +295,30 @@ static int cmp64(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
-static void test_restore_timing(void **state)
+/* Whether QEMU (pid) was started to load a migration stream, i.e. to
+ * restore a snapshot, rather than to boot a kernel. */
+static int qemu_restores(pid_t pid)
+{
+	char path[64], buf[8192];
+	snprintf(path, sizeof path, "/proc/%d/cmdline", (int)pid);
+	FILE *f = fopen(path, "r");
+	assert_non_null(f);
+	size_t n = fread(buf, 1, sizeof buf - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	for (size_t i = 0; i < n; i += strlen(buf + i) + 1)
+		if (strcmp(buf + i, "-incoming") == 0)
+			return 1;
+	return 0;
+}
+
+/* A template with a snapshot is restored, never booted. (How fast is
+ * bench/'s business; the figures are printed for the log only.) */
+static void test_restores_not_boots(void **state)
 {
 	(void)state;
 	NEED_VM();
-	enum { N = 7 };
+	enum { N = 3 };
 	int64_t ms[N];
 	char out[64];
 	for (int i = 0; i < N; i++) {
@@ -309,6 +328,7 @@ static void test_restore_timing(void **state)
 		al_driver_handle h;
 		al_frame_reader r;
 		start_vm(id, root, &h, &r, &ms[i]);
+		assert_true(qemu_restores(h.init_pid));
 		assert_int_equal(vm_exec(h.agent_fd, &r, 1, "true", out,
 					 sizeof out),
 				 0);
@@ -319,9 +339,6 @@ static void test_restore_timing(void **state)
 	printf("# restore to HELLO over %d runs: min %lld p50 %lld max %lld "
 	       "ms\n",
 	       N, (long long)ms[0], (long long)ms[N / 2], (long long)ms[N - 1]);
-	/* Generous: a cold boot takes seconds; a restore that is not one
-	 * stays far below this even on a loaded machine. */
-	assert_true(ms[N / 2] < 2000);
 }
 
 static void test_cold_boot_without_snapshot(void **state)
@@ -345,6 +362,7 @@ static void test_cold_boot_without_snapshot(void **state)
 				 sizeof out),
 			 0);
 	assert_string_equal(out, "sbx-cold\n");
+	assert_false(qemu_restores(h.init_pid));
 	stop_vm(&h, &r);
 }
 
@@ -372,6 +390,7 @@ static void test_unloadable_snapshot_boots_instead(void **state)
 				 sizeof out),
 			 0);
 	assert_string_equal(out, "sbx-badsnap\n");
+	assert_false(qemu_restores(h.init_pid));
 	stop_vm(&h, &r);
 }
 
@@ -831,7 +850,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_restore_runs_guest_kernel),
 		cmocka_unit_test(test_restored_siblings_independent),
-		cmocka_unit_test(test_restore_timing),
+		cmocka_unit_test(test_restores_not_boots),
 		cmocka_unit_test(test_cold_boot_without_snapshot),
 		cmocka_unit_test(test_unloadable_snapshot_boots_instead),
 		cmocka_unit_test(test_missing_template_image_is_clear_error),
