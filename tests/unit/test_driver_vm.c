@@ -521,7 +521,10 @@ static void test_idle_guest_is_quiet(void **state)
 	double pct = 100.0 * (double)used / (double)hz /
 		     ((double)(al_now_ms() - m0) / 1000.0);
 	printf("# idle QEMU: %.2f %% of a core\n", pct);
-	assert_true(pct < 2.0);
+	/* About 2 % here under TCG; a ticking guest cost 4-6 % on this host
+	 * and twice that on a host half as fast. The guest's own count below
+	 * is the sharp check; bench/vmidle.py measures the figure. */
+	assert_true(pct < 5.0);
 
 	const char *loc = "grep LOC: /proc/interrupts; sleep 4; "
 			  "grep LOC: /proc/interrupts";
