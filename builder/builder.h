@@ -44,6 +44,10 @@ typedef struct bld_net {
 	pid_t pid; /* the gateway; 0 when none runs */
 	int pidfd;
 	int ctl; /* its control fd */
+	/* Its cgroup leaf ("<build id>-gw", the build gateway's limits):
+	 * what the RUN steps make it spend is charged to the build, as a
+	 * sandbox's gateway is charged to the sandbox. Empty when none. */
+	char cgroup[80];
 	unsigned starts;
 	int down_noted; /* the build's log said it has no network */
 } bld_net;

@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "agentproto.h"
+#include "cgroup.h"
 #include "egress_log.h"
 #include "log.h"
 #include "net/gwlaunch.h"
@@ -151,6 +152,13 @@ static void gateway_end(bld_net *n)
 		close(n->ctl);
 	n->ctl = -1;
 	al_gateway_end(&n->pid, &n->pidfd);
+	if (n->cgroup[0] != '\0') {
+		al_err err = {0};
+		if (al_cgroup_destroy(n->cgroup, &err) < 0)
+			al_warn("build gateway cgroup %s: %s", n->cgroup,
+				err.msg);
+		n->cgroup[0] = '\0';
+	}
 }
 
 /* It exited (its pidfd is readable): reaped, to be started again. */
@@ -215,11 +223,26 @@ static int gateway_configure(bld *b, al_err *err)
 	return rc;
 }
 
+/* One process: memory for its TLS sessions, leaf certificates and
+ * buffers with room to spare, a CPU share like a RUN step's. */
+static const al_cgroup_limits bld_gateway_limits = {
+	.memory_bytes = 256ull << 20,
+	.pids_max = 16,
+	.cpu_shares = 1024,
+};
+
 static int gateway_start(bld *b, al_err *err)
 {
 	bld_net *n = &b->net;
 	static al_gateway_env env;
 	al_gateway_env_fill(&env, b->cfg.state_dir, b->cfg.policies_dir);
+	char cg[sizeof n->cgroup];
+	snprintf(cg, sizeof cg, "%.40s-gw", b->id);
+	if (al_cgroup_create(cg, &bld_gateway_limits, err) < 0) {
+		al_err_wrap(err, "the build gateway's cgroup");
+		return -1;
+	}
+	snprintf(n->cgroup, sizeof n->cgroup, "%s", cg);
 	al_gateway_spec spec = {
 		.slot = &n->lease.slot,
 		.uid = n->uid.base,
@@ -228,11 +251,14 @@ static int gateway_start(bld *b, al_err *err)
 		.prog = n->prog,
 		.env = env.env,
 		.run_dir = b->cfg.run_dir,
+		.cgroup = n->cgroup,
 	};
 	al_gateway_proc p;
 	n->starts++;
-	if (al_gateway_launch(&spec, &p, err) < 0)
+	if (al_gateway_launch(&spec, &p, err) < 0) {
+		gateway_end(n);
 		return -1;
+	}
 	n->pid = p.pid;
 	n->pidfd = p.pidfd;
 	n->ctl = p.control_fd;

@@ -520,6 +520,21 @@ def cmdline(pid):
         return ""
 
 
+def cgroup_path(ctrl, leaf, v1_file, v2_file):
+    """A file of airlock's cgroup leaf: v2's when that layout is in use,
+    else v1's under controller ctrl."""
+    v2 = f"/sys/fs/cgroup/airlock/{leaf}/{v2_file}"
+    if os.path.exists(v2):
+        return v2
+    return f"/sys/fs/cgroup/{ctrl}/airlock/{leaf}/{v1_file}"
+
+
+def cgroup_pids(ctrl, leaf):
+    """The pids in a cgroup leaf (v1: of controller ctrl)."""
+    with open(cgroup_path(ctrl, leaf, "tasks", "cgroup.procs")) as f:
+        return {int(p) for p in f.read().split()}
+
+
 def mem_kib(pid):
     """VmRSS and VmHWM of a process, KiB (the benches use it too)."""
     out = {}

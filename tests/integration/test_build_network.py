@@ -9,20 +9,21 @@ The world (upstream_world.py, 10.251.82.0/24) plays deb.debian.org and
 registry.npmjs.org, serving a one-package apt repository and npm registry
 (host_clients.make_repos) over HTTP and HTTPS; forbidden.test is served
 too but no policy allows it. Real clients: apt-get and npm of the CLIENTS
-template (host_clients.py: the host's Debian 12 binaries). In sandboxes
-of that template (both drivers), curl, python urllib, node https, npm and
-apt-get download from allowed.test over HTTPS through the sandbox's
-gateway, verified by the guest's trust store."""
+template (host_clients.py: the host's Debian 12 binaries) in RUN steps.
+(The same clients in sandboxes of both drivers are rows of the red
+team's table: tests/redteam/test_egress.py test_allowed_real_clients.)
+The build's gateway runs in a cgroup of the build's own."""
 import os
 import shutil
 import tempfile
+import time
 
 import pytest
 
-from conftest import (TIMEOUT, Sandboxes, api_session, exec_json,
-                      running_stack, usable_drivers)
+from conftest import (TIMEOUT, api_session, cgroup_path, cgroup_pids,
+                      cmdline, running_stack)
 import host_clients
-from test_templates import build, delete_template, unique
+from test_templates import build, delete_template, follow, submit, unique
 from upstream_world import upstream_world
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0,
@@ -136,6 +137,38 @@ def test_run_reaches_the_hosts_npm_registry(bapi):
             and e["reason"] == "on the allow list"], log
 
 
+def test_build_gateway_is_charged_to_a_cgroup_of_the_build(bapi):
+    """The build's gateway runs in a cgroup leaf of the build's own
+    ("<build id>-gw", with limits), as a sandbox's runs in the sandbox's;
+    the leaf goes with the build."""
+    name = unique("bcg")
+    r = submit(bapi, name, "FROM minimal\nRUN wget -q -O - "
+               "http://npm.mirror.test/echo && sleep 8\n")
+    assert r.status_code == 202, r.text
+    bid = r.json()["build_id"]
+    leaf = f"{bid}-gw"
+    try:
+        gw, deadline = None, time.monotonic() + 120
+        while gw is None and time.monotonic() < deadline:
+            try:
+                gw = next((p for p in cgroup_pids("pids", leaf)
+                           if "airlock-gateway" in cmdline(p)), None)
+            except OSError:
+                pass
+            time.sleep(0.1)
+        assert gw is not None, f"no airlock-gateway in cgroup {leaf}"
+        for ctrl in ("memory", "cpu"):
+            assert gw in cgroup_pids(ctrl, leaf), (ctrl, leaf)
+        with open(cgroup_path("memory", leaf, "memory.limit_in_bytes",
+                              "memory.max")) as f:
+            assert int(f.read()) == 256 << 20
+        events = follow(bapi, bid)
+        assert events[-1].data["status"] == "succeeded", events[-12:]
+        assert not os.path.exists(cgroup_path("pids", leaf, "", ""))
+    finally:
+        delete_template(bapi, name)
+
+
 def test_run_fetching_a_forbidden_name_fails_and_says_why(bapi, world):
     name = unique("bdeny")
     bid, events = build(bapi, name, "FROM minimal\n"
@@ -186,26 +219,3 @@ def test_run_apt_get_install_and_npm_install(bapi, clients):
     assert ("deb.debian.org", "/debian/dists/bookworm/Release") in https, \
         https
     assert ("registry.npmjs.org", "/" + host_clients.PKG) in https, https
-
-
-@pytest.fixture(scope="module", params=("ns", "vm"))
-def client_box(request, bapi, clients):
-    r = bapi.get(bapi.base + "/v1/info", timeout=TIMEOUT)
-    if request.param not in usable_drivers(r.json()):
-        pytest.skip(f"driver {request.param!r} is not usable here")
-    made = Sandboxes(bapi, request.param)
-    sb = made.create(template=clients, timeout=1800,
-                     network={"mode": "allowlist", "allow": ["allowed.test"]})
-    yield sb["id"]
-    made.cleanup()
-
-
-CASES = host_clients.client_cases("allowed.test", "/npm")
-
-
-@pytest.mark.parametrize("what,cmd,want", CASES, ids=[c[0] for c in CASES])
-def test_real_clients_in_a_sandbox(bapi, client_box, what, cmd, want):
-    r = exec_json(bapi, client_box, ["sh", "-c", cmd], timeout=300,
-                  http_timeout=(5, 330))
-    out = (r["stdout"] + r["stderr"]).strip()
-    assert r["exit_code"] == 0 and want in out, (what, out)

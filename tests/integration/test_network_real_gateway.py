@@ -9,7 +9,8 @@ import time
 
 import pytest
 
-from conftest import children, cmdline, exec_json, shim_of
+from conftest import (cgroup_path, cgroup_pids, children, cmdline,
+                      exec_json, shim_of)
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0,
                                 reason="network slots need root")
@@ -28,18 +29,6 @@ def test_real_gateway_answers_dns(api, stack, sandboxes):
     assert "NXDOMAIN" in out, out
     assert any("airlock-gateway" in cmdline(p) for p in children(shim)), \
         "the shim runs no airlock-gateway"
-
-
-def cgroup_path(ctrl, sid, v1_file, v2_file):
-    v2 = f"/sys/fs/cgroup/airlock/{sid}/{v2_file}"
-    if os.path.exists(v2):
-        return v2
-    return f"/sys/fs/cgroup/{ctrl}/airlock/{sid}/{v1_file}"
-
-
-def cgroup_pids(ctrl, sid):
-    with open(cgroup_path(ctrl, sid, "tasks", "cgroup.procs")) as f:
-        return {int(p) for p in f.read().split()}
 
 
 def memory_charged(sid):

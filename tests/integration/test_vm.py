@@ -14,9 +14,10 @@ import time
 
 import pytest
 
-from conftest import (TIMEOUT, Sandboxes, assert_error, cmdline, descendants,
-                      exec_json, is_qemu, listener_pid, pid_alive, qemu_of,
-                      qemu_rundir, shim_of, usable_drivers)
+from conftest import (TIMEOUT, Sandboxes, assert_error, cgroup_path, cmdline,
+                      descendants, exec_json, is_qemu, listener_pid,
+                      pid_alive, qemu_of, qemu_rundir, shim_of,
+                      usable_drivers)
 
 QEMU = "/usr/bin/qemu-system-x86_64"
 
@@ -272,12 +273,6 @@ def test_claim_takes_a_waiting_qemu_and_pool_refills(stack, api, vms):
     assert len(fresh) >= 2 and not fresh & waiting, (fresh, waiting)
 
 
-def cgroup_file(sid, v1_ctrl, v1_file, v2_file):
-    v2 = f"/sys/fs/cgroup/airlock/{sid}/{v2_file}"
-    v1 = f"/sys/fs/cgroup/{v1_ctrl}/airlock/{sid}/{v1_file}"
-    return v2 if os.path.exists(v2) else v1
-
-
 def test_qemu_runs_inside_the_sandboxs_limits(stack, api, vms):
     """QEMU itself is confined: a cgroup leaf named after the sandbox
     holds it, with memory = guest RAM + emulator overhead, a thread cap
@@ -289,10 +284,10 @@ def test_qemu_runs_inside_the_sandboxs_limits(stack, api, vms):
     with open(f"/proc/{pid}/cgroup") as f:
         groups = f.read()
     assert f"/airlock/{sid}\n" in groups, groups
-    with open(cgroup_file(sid, "memory", "memory.limit_in_bytes",
+    with open(cgroup_path("memory", sid, "memory.limit_in_bytes",
                           "memory.max")) as f:
         assert int(f.read()) == (256 + 512) << 20
-    with open(cgroup_file(sid, "pids", "pids.max", "pids.max")) as f:
+    with open(cgroup_path("pids", sid, "pids.max", "pids.max")) as f:
         assert f.read().strip() == "256"
     v1_shares = f"/sys/fs/cgroup/cpu/airlock/{sid}/cpu.shares"
     if os.path.exists(v1_shares):
@@ -301,7 +296,7 @@ def test_qemu_runs_inside_the_sandboxs_limits(stack, api, vms):
     r = api.delete(f"{api.base}/v1/sandboxes/{sid}", timeout=TIMEOUT)
     assert r.status_code == 204
     assert not os.path.exists(
-        cgroup_file(sid, "memory", "memory.limit_in_bytes", "memory.max"))
+        cgroup_path("memory", sid, "memory.limit_in_bytes", "memory.max"))
 
 
 # QEMU's mac= of every machine's NIC, the template's (core/vm/net.h).
