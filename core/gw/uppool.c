@@ -8,7 +8,9 @@
 
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
+#include <event2/bufferevent_ssl.h>
 #include <event2/event.h>
+#include <openssl/ssl.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -93,6 +95,16 @@ static void on_parked_event(struct bufferevent *bev, short what, void *arg)
 	drop(arg);
 }
 
+/* Bytes received and not yet read by the caller: in the bufferevent's
+ * input, or decrypted already inside OpenSSL (which no readable event
+ * would ever bring out while parked). */
+static bool unread(struct bufferevent *bev)
+{
+	SSL *ssl = bufferevent_openssl_get_ssl(bev);
+	return evbuffer_get_length(bufferevent_get_input(bev)) > 0 ||
+	       (ssl != NULL && SSL_has_pending(ssl));
+}
+
 void al_gw_uppool_put(al_gw_uppool *p, const al_gw_upkey *key,
 		      struct bufferevent *bev)
 {
@@ -100,8 +112,7 @@ void al_gw_uppool_put(al_gw_uppool *p, const al_gw_upkey *key,
 		return;
 	parked *e = NULL;
 	if (key->name != NULL && strlen(key->name) < AL_HTTP_HOST_MAX &&
-	    key->addr != NULL && key->addrlen <= sizeof e->addr &&
-	    evbuffer_get_length(bufferevent_get_input(bev)) == 0)
+	    key->addr != NULL && key->addrlen <= sizeof e->addr && !unread(bev))
 		e = calloc(1, sizeof *e);
 	if (e == NULL) {
 		bufferevent_setcb(bev, NULL, NULL, NULL, NULL);

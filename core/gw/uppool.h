@@ -29,8 +29,8 @@ struct event_base;
 typedef struct al_gw_uppool al_gw_uppool;
 
 typedef struct al_gw_uppool_config {
-	unsigned max;	  /* connections parked at most (>= 1) */
-	long idle_ms;	  /* a parked connection idle this long is closed */
+	unsigned max; /* connections parked at most (>= 1) */
+	long idle_ms; /* a parked connection idle this long is closed */
 	const al_upaddr *classify; /* not owned; NULL: no re-check */
 	/* How a dropped connection is freed (NULL: bufferevent_free); the
 	 * gateway keeps the TLS session resumable first. */
@@ -54,8 +54,8 @@ void al_gw_uppool_free(al_gw_uppool *p);
 
 /* Park bev under key: the pool owns it from now on (its callbacks and
  * timeouts are the pool's). A key whose name or address does not fit,
- * a bev with bytes in its input, or a pool that cannot, releases bev at
- * once. */
+ * a bev with bytes unread (in its input, or inside OpenSSL), or a pool
+ * that cannot, releases bev at once. */
 void al_gw_uppool_put(al_gw_uppool *p, const al_gw_upkey *key,
 		      struct bufferevent *bev);
 /* The most recently parked connection for name, port and tls whose

@@ -65,8 +65,8 @@ static struct bufferevent *conn(world *w, int *peer)
 	int sv[2];
 	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
 	evutil_make_socket_nonblocking(sv[0]);
-	struct bufferevent *bev =
-		bufferevent_socket_new(w->base, sv[0], BEV_OPT_CLOSE_ON_FREE);
+	struct bufferevent *bev = bufferevent_socket_new(w->base, sv[0],
+							 BEV_OPT_CLOSE_ON_FREE);
 	assert_non_null(bev);
 	*peer = sv[1];
 	return bev;
@@ -74,8 +74,7 @@ static struct bufferevent *conn(world *w, int *peer)
 
 static struct sockaddr_in addr4(const char *text)
 {
-	struct sockaddr_in sa = {.sin_family = AF_INET,
-				 .sin_port = htons(443)};
+	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(443)};
 	assert_int_equal(inet_pton(AF_INET, text, &sa.sin_addr), 1);
 	return sa;
 }
@@ -118,8 +117,8 @@ static void test_key(void **state)
 				      NULL));
 	assert_null(al_gw_uppool_take(w.pool, "a.example.com", 80, true, NULL,
 				      NULL));
-	assert_null(al_gw_uppool_take(w.pool, "a.example.com", 443, false,
-				      NULL, NULL));
+	assert_null(al_gw_uppool_take(w.pool, "a.example.com", 443, false, NULL,
+				      NULL));
 	/* The most recently parked first, with its address. */
 	put(&w, b, "a.example.com", 443, true, "93.184.216.35");
 	struct sockaddr_storage got;
@@ -207,8 +206,7 @@ static void test_unread_bytes_not_parked(void **state)
 	bufferevent_enable(a, EV_READ);
 	assert_int_equal(write(pa, "rest of a body", 14), 14);
 	run(&w, 30);
-	assert_int_equal(
-		evbuffer_get_length(bufferevent_get_input(a)) > 0, 1);
+	assert_int_equal(evbuffer_get_length(bufferevent_get_input(a)) > 0, 1);
 	bufferevent_disable(a, EV_READ);
 	put(&w, a, "a.example.com", 443, true, "93.184.216.34");
 	assert_int_equal(al_gw_uppool_count(w.pool), 0);
