@@ -91,6 +91,9 @@ static void on_config(control *c, const al_frame *f)
 		}
 	} else {
 		al_gw_config_free(&old);
+		/* Kept upstreams were reached under the old network: none
+		 * outlives it (each request is decided again anyway). */
+		al_gw_uppool_clear(g->uppool);
 	}
 	gw_note(g, "network %s (%zu allowed, %zu denied)",
 		al_net_mode_name(g->cfg.network.mode), g->cfg.network.n_allow,

@@ -3,6 +3,7 @@
 #define AL_GATEWAY_DIAL_H
 
 #include <stdbool.h>
+#include <sys/socket.h>
 
 #include "gw.h"
 #include "gw/http.h"
@@ -12,9 +13,11 @@ struct bufferevent;
 typedef struct gw_dial gw_dial;
 
 /* bev: connected (TLS: handshake done, server verified for the name),
- * owned by the callee from now on, no callbacks set; or NULL and error
- * (printable, for the guest's 502 and the log). */
+ * owned by the callee from now on, no callbacks or timeouts set, to the
+ * address addr (valid during the call); or NULL and error (printable,
+ * for the guest's 502 and the log). */
 typedef void (*gw_dial_cb)(void *arg, struct bufferevent *bev,
+			   const struct sockaddr *addr, socklen_t addrlen,
 			   const char *error);
 
 /* Resolve name and dial port; cb is called once, always later from the

@@ -26,6 +26,7 @@
 #include "gw/resolve.h"
 #include "gw/tls.h"
 #include "gw/upaddr.h"
+#include "gw/uppool.h"
 #include "netspec.h"
 #include "policy.h"
 
@@ -40,7 +41,14 @@ struct gw_credchan;
  * AIRLOCK_GW_HEAD_TIMEOUT_MS and AIRLOCK_GW_IDLE_TIMEOUT_MS change them. */
 #define GW_HEAD_TIMEOUT_MS 30000
 #define GW_IDLE_TIMEOUT_MS 120000
-#define GW_CONNECT_TIMEOUT_MS 10000
+#define GW_CONNECT_TIMEOUT_MS 10000 /* an upstream TLS handshake */
+/* Each resolved address of an upstream gets this long to accept TCP
+ * before the next one is tried (dial.c). */
+#define GW_CONNECT_ADDR_TIMEOUT_MS 3000
+/* Idle upstream connections kept for the next request (gw/uppool):
+ * at most this many per gateway, each for at most this long. */
+#define GW_UPPOOL_MAX 32
+#define GW_UPPOOL_IDLE_MS 15000
 /* Bytes queued towards one side before the other side's reading stops. */
 #define GW_HIGH_WATER (256u << 10)
 
@@ -57,6 +65,7 @@ typedef struct gw {
 	al_upaddr *upaddr;
 	al_resolver *resolver;
 	al_gw_tls *tls;
+	al_gw_uppool *uppool; /* idle upstream connections (relay.c) */
 	al_egress_writer *egress;
 	struct event *flush; /* pending while records wait (decide.c) */
 	al_dnsserv *dns;

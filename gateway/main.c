@@ -189,6 +189,16 @@ int main(int argc, char **argv)
 	if (g.tls == NULL)
 		die(&g, "TLS", &err);
 	gw_tlssess_init(al_gw_tls_upstream_ctx(g.tls));
+	al_gw_uppool_config pc = {
+		.max = GW_UPPOOL_MAX,
+		.idle_ms = GW_UPPOOL_IDLE_MS < g.idle_ms ? GW_UPPOOL_IDLE_MS
+							 : g.idle_ms,
+		.classify = g.upaddr,
+		.release = gw_tlssess_release,
+	};
+	g.uppool = al_gw_uppool_new(g.base, &pc, &err);
+	if (g.uppool == NULL)
+		die(&g, "upstream pool", &err);
 	char run[AL_PATH_MAX + 8], map[AL_PATH_MAX + 96];
 	snprintf(run, sizeof run, "%s/run", state);
 	if (al_gateway_map_path(run, g.sandbox, map, sizeof map) < 0)

@@ -9,12 +9,14 @@
  * method and path. A denial answers 403 and closes the connection; a
  * malformed head answers the parser's status and closes.
  *
- * Upstream: one upstream connection per guest connection, dialled by
- * name (dial.c) at the first allowed request, always to the same name
- * (a connection never changes name), and reused for the next request
- * only while both sides keep alive and the upstream has sent nothing
- * beyond the last response (a safe request that finds it closed is sent
- * once more on a new one). Heads go upstream re-serialised from the
+ * Upstream: each allowed request takes an idle upstream connection to
+ * its name, port and kind (TLS or plain) from the gateway's pool
+ * (gw/uppool), kept there by an earlier request of any of the sandbox's
+ * connections, or dials one by name (dial.c). A connection goes back to
+ * the pool only when its response was read to its end, both sides keep
+ * alive and the upstream has sent nothing beyond it; any other is
+ * closed (a safe request that finds a kept one closed is sent once more
+ * on a new one). Heads go upstream re-serialised from the
  * parsed struct (never the guest's bytes), bodies re-framed after the
  * strict decoder (gw/httpbody); responses are parsed strictly and
  * re-serialised the same way. Expect: 100-continue is answered by the
@@ -50,8 +52,10 @@ typedef struct relay {
 	unsigned port;
 	bool tls;
 	enum al_egress_proto proto;
-	struct bufferevent *down; /* the guest */
-	struct bufferevent *up;	  /* upstream, NULL until dialled */
+	struct bufferevent *down;	 /* the guest */
+	struct bufferevent *up;		 /* upstream, NULL between requests */
+	struct sockaddr_storage up_addr; /* what up is connected to */
+	socklen_t up_addrlen;
 	gw_dial *dial;
 	struct event *tick;
 	struct event *reaper;
@@ -71,7 +75,7 @@ typedef struct relay {
 	bool have_resp;
 	al_httpbody respb;
 	bool close_after; /* the guest connection ends with this response */
-	bool up_reused;	  /* this request went on a kept upstream */
+	bool up_reused;	  /* this request went on a pooled upstream */
 
 	gw_credreq cr;	       /* the request's credentials (cred.h) */
 	al_credmask *mask;     /* this response's masker, NULL: none */
@@ -82,18 +86,32 @@ typedef struct relay {
 static void try_head(relay *r);
 static void proceed(relay *r);
 static void on_rate(void *arg, bool ok, uint32_t retry_after);
-static void on_dialled(void *arg, struct bufferevent *bev, const char *error);
+static void on_dialled(void *arg, struct bufferevent *bev,
+		       const struct sockaddr *addr, socklen_t addrlen,
+		       const char *error);
 static void pump_body(relay *r);
 static void pump_resp(relay *r);
 
 static void up_drop(relay *r)
 {
-	if (r->up != NULL) {
-		if (r->tls)
-			gw_tlssess_keep(bufferevent_openssl_get_ssl(r->up));
-		bufferevent_free(r->up);
-		r->up = NULL;
-	}
+	gw_tlssess_release(r->up);
+	r->up = NULL;
+}
+
+/* The response ended cleanly: the upstream waits in the pool for the
+ * next request to the same key. */
+static void up_park(relay *r)
+{
+	al_gw_upkey key = {
+		.name = r->name,
+		.port = r->port,
+		.tls = r->tls,
+		.addr = (const struct sockaddr *)&r->up_addr,
+		.addrlen = r->up_addrlen,
+	};
+	bufferevent_setcb(r->up, NULL, NULL, NULL, NULL);
+	al_gw_uppool_put(r->g->uppool, &key, r->up);
+	r->up = NULL;
 }
 
 static void destroy(relay *r)
@@ -346,7 +364,11 @@ static int forward_step(struct evbuffer *in, struct evbuffer *out,
 
 static void response_done(relay *r)
 {
-	bool reuse = !r->close_after && r->resp.keep_alive && r->up != NULL &&
+	/* The upstream hop keeps alive whatever the guest's does: its
+	 * connection is reusable when the whole request went and the whole
+	 * response came, and nothing more. */
+	bool reuse = r->req_done && r->resp.keep_alive &&
+		     r->resp.body != AL_HTTP_BODY_CLOSE && r->up != NULL &&
 		     evbuffer_get_length(bufferevent_get_input(r->up)) == 0;
 	gw_credreq_end(r->g, &r->cr, &r->req);
 	r->mask = NULL;
@@ -354,7 +376,9 @@ static void response_done(relay *r)
 	r->in_request = false;
 	al_http_resp_free(&r->resp);
 	r->have_resp = false;
-	if (!reuse)
+	if (reuse)
+		up_park(r);
+	else
 		up_drop(r);
 	if (r->close_after) {
 		relay_close(r);
@@ -507,8 +531,9 @@ static void send_head(relay *r)
 {
 	al_err err;
 	size_t len;
-	char *head = al_http_req_serialize(&r->req, !r->req.keep_alive, &len,
-					   &err);
+	/* Keep-alive upstream even when the guest closes after this: the
+	 * connection can serve the sandbox's next request (gw/uppool). */
+	char *head = al_http_req_serialize(&r->req, false, &len, &err);
 	if (head == NULL) {
 		respond(r, 400, err.msg);
 		return;
@@ -529,11 +554,6 @@ static void on_up_read(struct bufferevent *bev, void *arg)
 	(void)bev;
 	relay *r = arg;
 	touch(r);
-	if (!r->in_request) {
-		/* Bytes nobody asked for: the upstream is out of step. */
-		up_drop(r);
-		return;
-	}
 	pump_resp(r);
 	coalesce(r->down);
 	read_buffered(r->up);
@@ -545,10 +565,6 @@ static void on_up_event(struct bufferevent *bev, short what, void *arg)
 	relay *r = arg;
 	if (!(what & (BEV_EVENT_EOF | BEV_EVENT_ERROR | BEV_EVENT_TIMEOUT)))
 		return;
-	if (!r->in_request) {
-		up_drop(r); /* a kept upstream went away while idle */
-		return;
-	}
 	/* What is still buffered first: a CLOSE body ends at EOF. */
 	pump_resp(r);
 	if (r->closing || !r->in_request)
@@ -565,7 +581,7 @@ static void on_up_event(struct bufferevent *bev, short what, void *arg)
 		response_done(r);
 		return;
 	}
-	/* A kept upstream that closed as this request came (its idle
+	/* A pooled upstream that closed as this request came (its idle
 	 * timeout) most likely read none of it: a safe request (GET, HEAD,
 	 * OPTIONS: no effect if it did) without a body is sent again, once,
 	 * on a new connection, as browsers do. */
@@ -590,15 +606,9 @@ static void on_up_event(struct bufferevent *bev, short what, void *arg)
 	relay_kill(r); /* the response was cut short */
 }
 
-static void on_dialled(void *arg, struct bufferevent *bev, const char *error)
+/* bev is this request's upstream now. */
+static void up_attach(relay *r, struct bufferevent *bev)
 {
-	relay *r = arg;
-	r->dial = NULL;
-	if (bev == NULL) {
-		gw_note(r->g, "%s:%u: %s", r->name, r->port, error);
-		respond(r, 502, error);
-		return;
-	}
 	r->up = bev;
 	/* Only a write that does not drain times out here: a long upload
 	 * reads nothing upstream, and idleness is the tick's (on_tick). */
@@ -609,6 +619,22 @@ static void on_dialled(void *arg, struct bufferevent *bev, const char *error)
 	bufferevent_setwatermark(bev, EV_WRITE, GW_HIGH_WATER / 2, 0);
 	bufferevent_setcb(bev, on_up_read, on_up_drained, on_up_event, r);
 	send_head(r);
+}
+
+static void on_dialled(void *arg, struct bufferevent *bev,
+		       const struct sockaddr *addr, socklen_t addrlen,
+		       const char *error)
+{
+	relay *r = arg;
+	r->dial = NULL;
+	if (bev == NULL) {
+		gw_note(r->g, "%s:%u: %s", r->name, r->port, error);
+		respond(r, 502, error);
+		return;
+	}
+	memcpy(&r->up_addr, addr, addrlen);
+	r->up_addrlen = addrlen;
+	up_attach(r, bev);
 }
 
 /* Allowed and injected: answer an Expect, then send the head. */
@@ -629,9 +655,13 @@ static void proceed(relay *r)
 	r->req_done = q->body == AL_HTTP_BODY_NONE ||
 		      al_httpbody_done(&r->reqb);
 	r->close_after = false;
-	r->up_reused = r->up != NULL;
-	if (r->up != NULL) {
-		send_head(r);
+	struct bufferevent *kept = al_gw_uppool_take(g->uppool, r->name,
+						     r->port, r->tls,
+						     &r->up_addr,
+						     &r->up_addrlen);
+	r->up_reused = kept != NULL;
+	if (kept != NULL) {
+		up_attach(r, kept);
 		return;
 	}
 	r->dial = gw_dial_start(g, r->name, r->port, r->proto, r->tls,

@@ -90,8 +90,12 @@ static void on_event(struct bufferevent *b, short what, void *arg)
 	on_write(to, s);
 }
 
-static void on_dialled(void *arg, struct bufferevent *bev, const char *error)
+static void on_dialled(void *arg, struct bufferevent *bev,
+		       const struct sockaddr *addr, socklen_t addrlen,
+		       const char *error)
 {
+	(void)addr;
+	(void)addrlen;
 	splice *s = arg;
 	s->dial = NULL;
 	if (bev == NULL) {

@@ -10,6 +10,8 @@
  * recently used gives way. Single-threaded. */
 #include "tlssess.h"
 
+#include <event2/bufferevent.h>
+#include <event2/bufferevent_ssl.h>
 #include <string.h>
 
 #include "gw/http.h"
@@ -68,4 +70,12 @@ void gw_tlssess_keep(SSL *ssl)
 	if (ssl != NULL)
 		SSL_set_shutdown(ssl,
 				 SSL_SENT_SHUTDOWN | SSL_RECEIVED_SHUTDOWN);
+}
+
+void gw_tlssess_release(struct bufferevent *bev)
+{
+	if (bev == NULL)
+		return;
+	gw_tlssess_keep(bufferevent_openssl_get_ssl(bev));
+	bufferevent_free(bev);
 }

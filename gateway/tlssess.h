@@ -5,6 +5,8 @@
 
 #include <openssl/ssl.h>
 
+struct bufferevent;
+
 /* Keep the sessions upstream servers give on ctx's connections. */
 void gw_tlssess_init(SSL_CTX *ctx);
 /* Before a connection to name: offer its last session, if any. */
@@ -13,5 +15,7 @@ void gw_tlssess_offer(SSL *ssl, const char *name);
  * resumable (OpenSSL drops the session of a connection freed without a
  * shutdown). */
 void gw_tlssess_keep(SSL *ssl);
+/* Free an upstream connection (TLS or plain), its session kept. */
+void gw_tlssess_release(struct bufferevent *bev);
 
 #endif

@@ -4,14 +4,16 @@ the test made (nothing here listens anywhere else):
     gateway_upstream.py ADDR CERT KEY NAMES_JSON
 
 - DNS on ADDR:53 (UDP): A (or, for an IPv6 address, AAAA) records from
-  NAMES_JSON {"name": "ip"}; any other name NXDOMAIN; ADDR may be IPv6; every question is printed as {"dns": name};
+  NAMES_JSON {"name": "ip"} or {"name": ["ip", ...]} (answered in that
+  order); any other name NXDOMAIN; ADDR may be IPv6; every question is printed as {"dns": name};
 - HTTP on ADDR:80 and HTTPS on ADDR:443 (CERT/KEY, a leaf of the test's
   own CA with every name as a SAN, so one address serves them all, as a
   CDN would): keep-alive HTTP/1.1; the answer to GET /echo tells which
   Host it got and which headers, the answer to POST /echo the body; every
   request is printed as {"http": host, "path": p, "tls": bool,
   (after GET /drop-next the connection's next request is dropped unanswered)
-  "resumed": bool (a resumed TLS session)};
+  "resumed": bool (a resumed TLS session), "peer": the client's port
+  (one per upstream connection)};
 - a TCP echo service on ADDR:7000 (what a pass-through reaches);
 - with UPSTREAM_FILES=DIR in the environment, GET of a path for which
   DIR/<host>/<path> is a file (or a directory with a file "index")
@@ -48,17 +50,17 @@ def dns_answer(msg, names):
     qtype = struct.unpack("!H", msg[i + 1:i + 3])[0]
     name = ".".join(labels).lower()
     log({"dns": name, "type": qtype})
-    ip = names.get(name)
-    rcode = 0 if ip is not None else 3
-    # A for an IPv4 address, AAAA for an IPv6 one; the other type has
-    # no data.
-    family = socket.AF_INET6 if ip is not None and ":" in ip else \
-        socket.AF_INET
+    ips = names.get(name)
+    rcode = 0 if ips is not None else 3
+    # One address or a list of them, in that order; A for IPv4
+    # addresses, AAAA for IPv6 ones: the other type has no data.
+    ips = [] if ips is None else ips if isinstance(ips, list) else [ips]
+    family = socket.AF_INET6 if ips and ":" in ips[0] else socket.AF_INET
     rtype = 28 if family == socket.AF_INET6 else 1
-    an = 1 if ip is not None and qtype == rtype else 0
-    head = struct.pack("!HHHHHH", qid, 0x8180 | rcode, 1, an, 0, 0)
+    ans = ips if qtype == rtype else []
+    head = struct.pack("!HHHHHH", qid, 0x8180 | rcode, 1, len(ans), 0, 0)
     body = question
-    if an:
+    for ip in ans:
         data = socket.inet_pton(family, ip)
         body += struct.pack("!HHHIH", 0xC00C, rtype, 1, 30, len(data))
         body += data
@@ -113,7 +115,8 @@ class Handler(BaseHTTPRequestHandler):
         tls = isinstance(self.connection, ssl.SSLSocket)
         log({"http": self.headers.get("Host"), "path": self.path,
              "tls": tls, "method": self.command,
-             "resumed": tls and self.connection.session_reused})
+             "resumed": tls and self.connection.session_reused,
+             "peer": self.client_address[1]})
         data = body.encode()
         self.send_response(200)
         self.send_header("Content-Type", "text/plain")
@@ -172,7 +175,8 @@ class Handler(BaseHTTPRequestHandler):
             self.drop_next = True
         if self.path.startswith("/big/"):
             n = int(self.path.split("/")[2])
-            log({"http": self.headers.get("Host"), "path": self.path})
+            log({"http": self.headers.get("Host"), "path": self.path,
+                 "peer": self.client_address[1]})
             self.send_response(200)
             self.send_header("Content-Length", str(n))
             self.end_headers()
