@@ -72,12 +72,21 @@ al_db *al_db_open(const char *conninfo, al_err *err)
 	return db;
 }
 
+/* The server forgets a connection's statements with it. */
+static void forget_prepared(al_db *db)
+{
+	for (int i = 0; i < db->nprepared; i++)
+		free(db->prepared[i].sql);
+	db->nprepared = 0;
+}
+
 void al_db_close(al_db *db)
 {
 	if (db == NULL)
 		return;
 	if (db->conn != NULL)
 		PQfinish(db->conn);
+	forget_prepared(db);
 	free(db);
 }
 
@@ -85,6 +94,7 @@ int al_db_ensure(al_db *db, al_err *err)
 {
 	if (PQstatus(db->conn) == CONNECTION_OK)
 		return 0;
+	forget_prepared(db);
 	PQreset(db->conn);
 	if (PQstatus(db->conn) != CONNECTION_OK)
 		return conn_err(db, AL_EUNAVAIL, "reconnecting to PostgreSQL",
@@ -93,11 +103,53 @@ int al_db_ensure(al_db *db, al_err *err)
 	return 0;
 }
 
+static unsigned long sql_hash(const char *s)
+{
+	unsigned long h = 5381;
+	while (*s != '\0')
+		h = h * 33 + (unsigned char)*s++;
+	return h;
+}
+
+/* The name sql is prepared under on db's connection ("al<i>"), preparing
+ * it now if it is new; 0 when it runs unprepared: the bound is reached,
+ * or the server refused it (the unprepared run then reports why). */
+static int prepared_name(al_db *db, const char *sql, int nparams, char name[16])
+{
+	unsigned long h = sql_hash(sql);
+	int i = 0;
+	while (i < db->nprepared && (db->prepared[i].hash != h ||
+				     strcmp(db->prepared[i].sql, sql) != 0))
+		i++;
+	snprintf(name, 16, "al%d", i);
+	if (i < db->nprepared)
+		return 1;
+	if (i == AL_DB_PREPARED_MAX)
+		return 0;
+	char *copy = strdup(sql);
+	if (copy == NULL)
+		return 0;
+	PGresult *res = PQprepare(db->conn, name, sql, nparams, NULL);
+	int ok = res != NULL && PQresultStatus(res) == PGRES_COMMAND_OK;
+	PQclear(res);
+	if (!ok) {
+		free(copy);
+		return 0;
+	}
+	db->prepared[i] = (al_db_stmt){.hash = h, .sql = copy};
+	db->nprepared++;
+	return 1;
+}
+
 static PGresult *exec_once(al_db *db, const char *sql, int nparams,
 			   const char *const *params, al_err *err)
 {
-	PGresult *res = PQexecParams(db->conn, sql, nparams, NULL, params, NULL,
-				     NULL, 0);
+	char name[16];
+	PGresult *res = prepared_name(db, sql, nparams, name)
+				? PQexecPrepared(db->conn, name, nparams,
+						 params, NULL, NULL, 0)
+				: PQexecParams(db->conn, sql, nparams, NULL,
+					       params, NULL, NULL, 0);
 	if (res == NULL) {
 		conn_err(db, AL_EDB, "query", err);
 		return NULL;

@@ -9,9 +9,21 @@
 
 #include "err.h"
 
+/* Statements al_db_exec prepared on this connection, by their text: a
+ * create runs a dozen, and parsing and planning each anew was half of
+ * PostgreSQL's time in a burst. Bounded (a statement past the bound
+ * runs unprepared); forgotten when the connection is made again. */
+#define AL_DB_PREPARED_MAX 128
+typedef struct al_db_stmt {
+	unsigned long hash;
+	char *sql;
+} al_db_stmt;
+
 typedef struct al_db {
 	PGconn *conn;
 	char conninfo[512];
+	al_db_stmt prepared[AL_DB_PREPARED_MAX];
+	int nprepared;
 } al_db;
 
 /* Connect; AL_EUNAVAIL when the server cannot be reached. */
@@ -22,8 +34,9 @@ int al_db_ensure(al_db *db, al_err *err);
 /* Apply pending migrations from sql_dir; serialized across processes
  * with an advisory lock. */
 int al_db_migrate(al_db *db, const char *sql_dir, al_err *err);
-/* Run a parameterized statement (text params, NULL = SQL NULL).
- * Returns the result for PGRES_TUPLES_OK / PGRES_COMMAND_OK, else NULL
+/* Run a parameterized statement (text params, NULL = SQL NULL),
+ * prepared on the connection at its first use (one statement per
+ * call, as PQexecParams takes). Returns the result for PGRES_TUPLES_OK / PGRES_COMMAND_OK, else NULL
  * with AL_EDB (or AL_EEXIST on unique violation). Caller PQclear()s. */
 PGresult *al_db_exec(al_db *db, const char *sql, int nparams,
 		     const char *const *params, al_err *err);
