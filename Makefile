@@ -94,14 +94,8 @@ $(LIBAL): $(CORE_OBJ)
 
 $(B)/airlock-fcgi: $(FCGI_OBJ) $(LIBAL)
 	$(CC) $(LDFLAGS) -o $@ $^ -lfcgi $(CORE_LIBS)
-# One shim is exec'd per create: with -z now the loader resolved the
-# 4,000 symbol relocations of libcrypto.so at each start (ld.so was a
-# tenth of the shims' CPU in a burst). The shim uses SHA-256, base64
-# and cleanse of it, parses nothing with it: those come from the static
-# archive (rebuild the shim for an OpenSSL fix of them).
-SHIM_LIBS := $(subst -lcrypto,-l:libcrypto.a,$(CORE_LIBS))
 $(B)/airlock-shim: $(SHIM_OBJ) $(LIBAL)
-	$(CC) $(LDFLAGS) -o $@ $^ $(SHIM_LIBS)
+	$(CC) $(LDFLAGS) -o $@ $^ $(CORE_LIBS)
 $(B)/airlock-controller: $(CTL_OBJ) $(LIBAL)
 	$(CC) $(LDFLAGS) -o $@ $^ $(CORE_LIBS)
 $(B)/airlock-builder: $(BLD_OBJ) $(LIBAL)
