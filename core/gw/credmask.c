@@ -1,10 +1,13 @@
 /* gw/credmask: KMP matchers of every value over the gw/credcodec views,
  * and a ring of the raw bytes not yet released. The views are what costs
- * per byte, so two shortcuts skip work that cannot find anything: a byte
+ * per byte, so shortcuts skip work that cannot find anything: a byte
  * that starts no value while no match is open is not fed to the raw and
  * unescape matchers, and a base64 run too short to decode the shortest
  * value (seen whole in the piece being fed) is not fed to the base64
- * decoders. Both leave every matcher as reading the byte would have. */
+ * decoders; both leave every matcher as reading the byte would have. A
+ * head's field (al_credmask_string) shorter than every value is left as
+ * it is, and one without an escape or a long run is searched for the
+ * plain values only (every other view of it is itself or too short). */
 #include "gw/credmask.h"
 
 #include <errno.h>
