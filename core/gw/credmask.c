@@ -1,5 +1,13 @@
 /* gw/credmask: KMP matchers of every value over the gw/credcodec views,
- * and a ring of the raw bytes not yet released. */
+ * and a ring of the raw bytes not yet released. The views are what costs
+ * per byte, so shortcuts skip work that cannot find anything: a byte
+ * that starts no value while no match is open is not fed to the raw and
+ * unescape matchers, and a base64 run too short to decode the shortest
+ * value (seen whole in the piece being fed) is not fed to the base64
+ * decoders; both leave every matcher as reading the byte would have. A
+ * head's field (al_credmask_string) shorter than every value is left as
+ * it is, and one without an escape or a long run is searched for the
+ * plain values only (every other view of it is itself or too short). */
 #include "gw/credmask.h"
 
 #include <errno.h>
@@ -27,7 +35,15 @@ typedef struct mval {
 typedef struct mview {
 	uint64_t *starts; /* raw start of the last decoded bytes (ring) */
 	uint64_t j;	  /* decoded bytes so far */
+	size_t open;	  /* values with a partial match (q > 0) */
 } mview;
+
+/* Where the base64 decoders are (see feed_b64). */
+enum b64_state {
+	B64_IDLE, /* between runs: every decoder at its start */
+	B64_SKIP, /* in a run too short for any value: not read */
+	B64_ON,	  /* in a run the decoders read */
+};
 
 struct al_credmask {
 	mval *v;
@@ -41,6 +57,12 @@ struct al_credmask {
 	uint64_t in, out; /* raw bytes fed; released */
 	uint64_t cur;	  /* raw offset of the byte being read */
 	unsigned long count;
+	bool first[256]; /* c is some value's first byte */
+	bool hot[256];	 /* first, or an escape's start */
+	size_t lmin;	 /* the shortest value's length */
+	size_t b64_min;	 /* run characters the shortest value needs */
+	enum b64_state b64_state;
+	uint64_t skip_end; /* B64_SKIP: raw offset of the run's end */
 };
 
 static size_t pow2_at_least(size_t n)
@@ -116,11 +138,21 @@ al_credmask *al_credmask_new(const al_credmask_value *values, size_t n,
 	m->v = calloc(n > 0 ? n : 1, sizeof *m->v);
 	if (m->v == NULL)
 		goto oom;
-	for (; m->n < n; m->n++)
+	size_t lmin = n > 0 ? values[0].len : 1;
+	for (; m->n < n; m->n++) {
 		if (value_add(&m->v[m->n], &values[m->n]) < 0) {
 			m->n++;
 			goto oom;
 		}
+		m->first[m->v[m->n].p[0]] = true;
+		m->hot[m->v[m->n].p[0]] = true;
+		if (values[m->n].len < lmin)
+			lmin = values[m->n].len;
+	}
+	m->lmin = lmin;
+	m->hot['%'] = m->hot['\\'] = true;
+	/* Phase 0 of a run of k characters decodes 6k/8 bytes. */
+	m->b64_min = (4 * lmin + 2) / 3;
 	size_t s = pow2_at_least(lmax);
 	m->smask = s - 1;
 	for (int k = 0; k < VIEWS; k++) {
@@ -151,6 +183,9 @@ void al_credmask_reset(al_credmask *m)
 		al_credcodec_b64_init(&m->b64[k], k);
 	for (size_t i = 0; i < m->n; i++)
 		memset(m->v[i].q, 0, sizeof m->v[i].q);
+	for (int k = 0; k < VIEWS; k++)
+		m->view[k].open = 0;
+	m->b64_state = B64_IDLE;
 }
 
 size_t al_credmask_held(const al_credmask *m)
@@ -172,11 +207,16 @@ static void mask_range(al_credmask *m, uint64_t from, uint64_t to)
 	m->count++;
 }
 
-static void view_byte(al_credmask *m, int vi, unsigned char c, uint64_t at)
+static inline void view_byte(al_credmask *m, int vi, unsigned char c,
+			     uint64_t at)
 {
 	mview *w = &m->view[vi];
+	/* Nothing open and no value starts here: no match to follow. */
+	if (w->open == 0 && !m->first[c])
+		return;
 	w->starts[w->j & m->smask] = at;
 	w->j++;
+	size_t open = 0;
 	for (size_t i = 0; i < m->n; i++) {
 		mval *x = &m->v[i];
 		size_t q = x->q[vi];
@@ -191,13 +231,16 @@ static void view_byte(al_credmask *m, int vi, unsigned char c, uint64_t at)
 			q = x->fail[q - 1];
 		}
 		x->q[vi] = q;
+		open += q > 0;
 	}
+	w->open = open;
 }
 
 static void view_break(al_credmask *m, int vi)
 {
 	for (size_t i = 0; i < m->n; i++)
 		m->v[i].q[vi] = 0;
+	m->view[vi].open = 0;
 }
 
 typedef struct vctx {
@@ -254,14 +297,123 @@ static void release(al_credmask *m, uint64_t upto, al_credmask_out out,
 	}
 }
 
+/* Base64 characters in the run starting at buf[0], up to its end (a
+ * byte that is neither base64 nor CR/LF) at buf[*end]; *end = len when
+ * the piece ends first. */
+static size_t run_length(const char *buf, size_t len, size_t *end)
+{
+	size_t k = 0, i = 0;
+	for (; i < len; i++) {
+		unsigned char c = (unsigned char)buf[i];
+		if (al_credcodec_b64_value(c) >= 0)
+			k++;
+		else if (c != '\r' && c != '\n')
+			break;
+	}
+	*end = i;
+	return k;
+}
+
+/* The base64 views of buf[i] (the rest of the piece, len - i bytes).
+ * A run (3 CR/LF in a row split it in two: counted as one it is only
+ * longer) of fewer than b64_min characters decodes nothing a value can
+ * match, and the decoders are back at their start after its end: when
+ * the whole run is in this piece, they skip it. */
+static void feed_b64(al_credmask *m, vctx *vb, const char *buf, size_t i,
+		     size_t len, unsigned char c, uint64_t at)
+{
+	if (m->b64_state == B64_SKIP) {
+		if (at < m->skip_end)
+			return;
+		m->b64_state = B64_IDLE; /* the run's end: nothing to do */
+		return;
+	}
+	if (m->b64_state == B64_IDLE) {
+		if (al_credcodec_b64_value(c) < 0)
+			return; /* the decoders stay at their start */
+		size_t end;
+		size_t k = run_length(buf + i, len - i, &end);
+		if (i + end < len && k < m->b64_min) {
+			m->b64_state = B64_SKIP;
+			m->skip_end = at + end;
+			return;
+		}
+		m->b64_state = B64_ON;
+	}
+	for (unsigned p = 0; p < AL_CREDCODEC_B64_PHASES; p++)
+		al_credcodec_b64_byte(&m->b64[p], c, at, on_emit, on_break,
+				      &vb[p]);
+	if (al_credcodec_b64_value(c) < 0 && c != '\r' && c != '\n')
+		m->b64_state = B64_IDLE; /* every decoder ended its run */
+}
+
+/* How many bytes from buf[0] leave every matcher and decoder as they
+ * are (quiet: no match open, no escape or run being read): bytes that
+ * start no value, no escape and (between runs) no run, as many as the
+ * ring has room for. */
+static size_t quiet_span(const al_credmask *m, const char *buf, size_t len)
+{
+	if (m->view[VIEW_RAW].open > 0 || m->view[VIEW_UNESCAPE].open > 0 ||
+	    m->un.n > 0 || m->b64_state == B64_ON)
+		return 0;
+	size_t room = m->rmask + 1 - (size_t)(m->in - m->out);
+	if (len > room)
+		len = room;
+	if (m->b64_state == B64_SKIP && m->skip_end - m->in < len)
+		len = (size_t)(m->skip_end - m->in); /* the run's end */
+	size_t i = 0;
+	if (m->b64_state == B64_IDLE) {
+		while (i < len && !m->hot[(unsigned char)buf[i]]) {
+			if (al_credcodec_b64_value((unsigned char)buf[i]) < 0) {
+				i++;
+				continue;
+			}
+			/* A run: skipped whole if short, ended here and
+			 * cold (else read byte by byte, see feed_b64). */
+			size_t end, j = i;
+			if (run_length(buf + i, len - i, &end) >= m->b64_min ||
+			    i + end >= len)
+				break;
+			while (j < i + end && !m->hot[(unsigned char)buf[j]])
+				j++;
+			if (j < i + end)
+				break;
+			i += end;
+		}
+	} else {
+		while (i < len && !m->hot[(unsigned char)buf[i]])
+			i++;
+	}
+	return i;
+}
+
+/* n quiet bytes into the ring (quiet_span made room). */
+static void ring_put(al_credmask *m, const char *buf, size_t n)
+{
+	while (n > 0) {
+		size_t at = (size_t)(m->in & m->rmask);
+		size_t k = m->rmask + 1 - at < n ? m->rmask + 1 - at : n;
+		memcpy(m->ring + at, buf, k);
+		m->in += k;
+		buf += k;
+		n -= k;
+	}
+}
+
 void al_credmask_feed(al_credmask *m, const char *buf, size_t len,
 		      al_credmask_out out, void *arg)
 {
-	vctx vr = {m, VIEW_RAW}, vu = {m, VIEW_UNESCAPE};
+	vctx vu = {m, VIEW_UNESCAPE};
 	vctx vb[AL_CREDCODEC_B64_PHASES];
 	for (unsigned p = 0; p < AL_CREDCODEC_B64_PHASES; p++)
 		vb[p] = (vctx){m, VIEW_B64 + (int)p};
 	for (size_t i = 0; i < len; i++) {
+		size_t q = quiet_span(m, buf + i, len - i);
+		if (q > 0) {
+			ring_put(m, buf + i, q);
+			i += q - 1;
+			continue;
+		}
 		if (m->in - m->out > m->rmask) {
 			uint64_t k = keep_from(m);
 			if (k == m->out) {
@@ -276,11 +428,12 @@ void al_credmask_feed(al_credmask *m, const char *buf, size_t len,
 		m->ring[at & m->rmask] = c;
 		m->in++;
 		m->cur = at;
-		on_emit(&vr, c, at, 0);
-		al_credcodec_unescape_byte(&m->un, c, at, on_emit, &vu);
-		for (unsigned p = 0; p < AL_CREDCODEC_B64_PHASES; p++)
-			al_credcodec_b64_byte(&m->b64[p], c, at, on_emit,
-					      on_break, &vb[p]);
+		view_byte(m, VIEW_RAW, c, at);
+		if (m->un.n == 0 && c != '%' && c != '\\')
+			view_byte(m, VIEW_UNESCAPE, c, at); /* as it is */
+		else
+			al_credcodec_unescape_byte(&m->un, c, at, on_emit, &vu);
+		feed_b64(m, vb, buf, i, len, c, at);
 	}
 	release(m, keep_from(m), out, arg);
 }
@@ -311,10 +464,59 @@ static void to_string(void *arg, const char *p, size_t n)
 	c->pos += n;
 }
 
+/* s holds no escape and no base64 run a value could be decoded from:
+ * every view but the raw one reads s itself or too little to match. */
+static bool plain_only(const al_credmask *m, const char *s, size_t len)
+{
+	if (memchr(s, '%', len) != NULL || memchr(s, '\\', len) != NULL)
+		return false;
+	for (size_t i = 0; i < len;) {
+		size_t end;
+		if (run_length(s + i, len - i, &end) >= m->b64_min)
+			return false;
+		i += end + 1;
+	}
+	return true;
+}
+
+#define STRING_HITS 16
+
+/* The raw occurrences of s, all found before any is masked (one may
+ * overlap another's); 0, or -1 when there are too many to keep. */
+static int mask_plain(al_credmask *m, char *s, size_t len)
+{
+	struct {
+		size_t at, len;
+	} hit[STRING_HITS];
+	size_t n = 0;
+	for (size_t i = 0; i < m->n; i++) {
+		const mval *x = &m->v[i];
+		for (size_t at = 0; at + x->len <= len;) {
+			const char *h = memmem(s + at, len - at, x->p, x->len);
+			if (h == NULL)
+				break;
+			if (n == STRING_HITS)
+				return -1;
+			hit[n].at = (size_t)(h - s);
+			hit[n++].len = x->len;
+			at = (size_t)(h - s) + 1;
+		}
+	}
+	for (size_t i = 0; i < n; i++)
+		memset(s + hit[i].at, '*', hit[i].len);
+	m->count += n;
+	return 0;
+}
+
 void al_credmask_string(al_credmask *m, char *s, size_t len)
 {
-	sctx c = {s, 0};
 	al_credmask_reset(m);
+	/* No view decodes more bytes than it reads. */
+	if (len < m->lmin)
+		return;
+	if (plain_only(m, s, len) && mask_plain(m, s, len) == 0)
+		return;
+	sctx c = {s, 0};
 	al_credmask_feed(m, s, len, to_string, &c);
 	al_credmask_end(m, to_string, &c);
 }

@@ -1,10 +1,13 @@
 /* Fuzz gw/credmask on response bytes: the output has the input's length,
- * is the same whatever the pieces, never holds a plain or base64
- * occurrence of a value, and leaves bytes alone or makes them '*'. The
- * first input byte picks a value length, its bytes follow. */
+ * is the same whatever the pieces and masked in place as a string (its
+ * shortcuts for a head's fields) alike, never holds a plain, base64 or
+ * percent-encoded occurrence of a value, and leaves bytes alone or makes
+ * them '*'. The first input byte picks a value length, its bytes
+ * follow. */
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -77,6 +80,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	int el = EVP_EncodeBlock(enc, (const unsigned char *)v.p, (int)vl);
 	if (!star && vl >= 6 && memmem(one.p, len, enc, (size_t)el) != NULL)
 		abort();
+	/* Every byte percent-encoded is masked too. */
+	char pct[3 * 24 + 1];
+	for (size_t i = 0; i < vl; i++)
+		snprintf(pct + 3 * i, 4, "%%%02X", (unsigned char)v.p[i]);
+	if (!star && memmem(one.p, len, pct, 3 * vl) != NULL)
+		abort();
+	char *s = malloc(len + 1);
+	if (s == NULL)
+		abort();
+	memcpy(s, buf, len);
+	al_credmask_string(m, s, len);
+	if (memcmp(s, one.p, len) != 0)
+		abort();
+	free(s);
 	free(one.p);
 	al_credmask_free(m);
 	return 0;

@@ -174,6 +174,60 @@ static void test_bounded_on_hostile_streams(void **state)
 	al_credmask_free(m);
 }
 
+/* The masker skips bytes that cannot be part of a value (short words,
+ * binary): each form is still masked in a long stream of them, in any
+ * pieces, and as a head's field. */
+static void test_every_form_among_skipped_bytes(void **state)
+{
+	(void)state;
+	al_credmask *m = masker();
+	char forms[8][128];
+	snprintf(forms[0], sizeof forms[0], "%s", SECRET);
+	snprintf(forms[1], sizeof forms[1], "%s",
+		 "%67%68%70_S3cr3t%2FValue%2B42");
+	snprintf(forms[2], sizeof forms[2], "%s",
+		 "\\u0067hp_S3cr3t\\/Value+42");
+	for (int a = 0; a < 3; a++) {
+		char plain[64];
+		snprintf(plain, sizeof plain, "%.*s%s", a, "xy", SECRET);
+		EVP_EncodeBlock((unsigned char *)forms[3 + a],
+				(const unsigned char *)plain,
+				(int)strlen(plain));
+	}
+	snprintf(forms[6], sizeof forms[6], "%s", forms[3]);
+	for (char *c = forms[6]; *c; c++)
+		*c = *c == '+' ? '-' : *c == '/' ? '_' : *c; /* base64url */
+	snprintf(forms[7], sizeof forms[7], "%s", "second-token-xyz");
+	char filler[600];
+	for (size_t i = 0; i < sizeof filler - 1; i++)
+		filler[i] = i % 7 == 6	  ? ' '
+			    : i % 50 < 40 ? "the quick fox "[i % 14]
+					  : (char)(0x80 + i % 100);
+	filler[sizeof filler - 1] = '\0';
+	for (int f = 0; f < 8; f++) {
+		char s[1400];
+		snprintf(s, sizeof s, "%s %s\r\n%s", filler, forms[f], filler);
+		char *o = mask(m, s);
+		const char *at = strstr(s, forms[f]);
+		size_t off = (size_t)(at - s);
+		/* The form's bytes are masked, the filler around left. */
+		assert_non_null(memchr(o + off, '*', strlen(forms[f])));
+		assert_null(memmem(o, strlen(o), forms[f], strlen(forms[f])));
+		assert_memory_equal(o, s, strlen(filler));
+		assert_string_equal(o + strlen(o) - strlen(filler), filler);
+		char *h = strdup(s);
+		al_credmask_string(m, h, strlen(h));
+		assert_string_equal(h, o);
+		free(h);
+		free(o);
+	}
+	/* A field too short to hold any value is left as it is. */
+	char h[] = "ghp_S3cr3t";
+	al_credmask_string(m, h, strlen(h));
+	assert_string_equal(h, "ghp_S3cr3t");
+	al_credmask_free(m);
+}
+
 static void test_string_in_place_and_bad_values(void **state)
 {
 	(void)state;
@@ -195,6 +249,7 @@ int main(void)
 		cmocka_unit_test(test_base64_every_alignment),
 		cmocka_unit_test(test_nothing_held_after_plain_text),
 		cmocka_unit_test(test_bounded_on_hostile_streams),
+		cmocka_unit_test(test_every_form_among_skipped_bytes),
 		cmocka_unit_test(test_string_in_place_and_bad_values),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
