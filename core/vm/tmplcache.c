@@ -124,7 +124,8 @@ static int put_xattrs(hasher *h)
 					  "%s: too many xattrs", h->path);
 		v[nv++] = names + i;
 	}
-	qsort(v, nv, sizeof *v, cmp_names);
+	if (nv > 1)
+		qsort(v, nv, sizeof *v, cmp_names);
 	for (size_t i = 0; i < nv; i++) {
 		ssize_t len = lgetxattr(h->path, v[i], val, sizeof val);
 		if (len < 0)
@@ -173,7 +174,8 @@ static int list_dir(hasher *h, char ***out, size_t *nout)
 		n++;
 	}
 	closedir(d);
-	qsort(v, n, sizeof *v, cmp_names);
+	if (n > 1)
+		qsort(v, n, sizeof *v, cmp_names);
 	*out = v;
 	*nout = n;
 	return 0;

@@ -50,6 +50,8 @@ static int setup(void **state)
 	assert_int_equal(mkdir(p, 0755), 0);
 	pathf(p, sizeof p, f->root, "etc/hostname");
 	write_file(p, "sandbox\n");
+	pathf(p, sizeof p, f->root, "tmp"); /* an empty directory */
+	assert_int_equal(mkdir(p, 01777), 0);
 	pathf(p, sizeof p, f->root, "bin");
 	assert_int_equal(mkdir(p, 0755), 0);
 	pathf(p, sizeof p, f->root, "bin/sh");
