@@ -18,6 +18,7 @@
 #include "store.h"
 #include "vm/probe.h"
 #include "vm/snapshot.h"
+#include "vm/tmplcache.h"
 
 static json_object *argv_json(const al_af_step *st)
 {
@@ -106,8 +107,13 @@ static void build_vm(bld *b, const char *name, int version)
 	blog_info(b, "building the VM disk image and base snapshot (%s)",
 		  al_vm_accel_name(accel));
 	int64_t t0 = al_now_ms();
-	if (al_vm_template_build(rootfs, vmdir, &k, accel, &err) < 0)
+	char key[AL_VM_TMPLCACHE_KEY_LEN + 1];
+	int cached = al_vm_template_build(rootfs, vmdir, &k, accel,
+					  b->cfg.vm_template_cache, key, &err);
+	if (cached < 0)
 		goto warn;
+	if (cached)
+		blog_info(b, "VM snapshot from the cache (%s)", key);
 	blog_info(b, "VM snapshot ready in %lld ms",
 		  (long long)(al_now_ms() - t0));
 	return;

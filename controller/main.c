@@ -242,7 +242,9 @@ static void vm_init(const al_config *cfg, al_db *db)
 			"(%s)",
 			name, al_vm_accel_name(accel));
 		t0 = al_now_ms();
-		if (al_vm_template_build(root, vmdir, &k, accel, &err) < 0) {
+		if (al_vm_template_build(root, vmdir, &k, accel,
+					 cfg->vm_template_cache, NULL,
+					 &err) < 0) {
 			al_warn("template %s: no vm sandboxes: %s", name,
 				err.msg);
 			if (failed++ == 0)

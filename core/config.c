@@ -310,6 +310,12 @@ int al_config_load_from(al_config *cfg, const char *(*lookup)(const char *),
 			 "/usr/libexec/airlock");
 	}
 
+	v = lookup("AIRLOCK_VM_TEMPLATE_CACHE");
+	if (v != NULL && v[0] != '\0' &&
+	    set_path(cfg->vm_template_cache, "AIRLOCK_VM_TEMPLATE_CACHE", v,
+		     err) < 0)
+		return -1;
+
 	cfg->default_memory_bytes = 512 * MIB;
 	cfg->default_pids = 512;
 	cfg->default_cpu_shares = 1024;

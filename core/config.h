@@ -81,7 +81,10 @@ typedef struct al_config {
 	char sql_dir[AL_PATH_MAX];
 	char policies_dir[AL_PATH_MAX]; /* the .lua policies (core/policy.h) */
 	char libexec_dir[AL_PATH_MAX];	/* airlock-shim, airlock-agent */
-	uint64_t default_memory_bytes;	/* per sandbox */
+	/* AIRLOCK_VM_TEMPLATE_CACHE: built VM template snapshots kept across
+	 * state dirs (vm/tmplcache.h); "" = none. */
+	char vm_template_cache[AL_PATH_MAX];
+	uint64_t default_memory_bytes; /* per sandbox */
 	uint32_t default_pids;
 	uint32_t default_cpu_shares; /* cgroup v1 cpu.shares scale (1024) */
 	uint32_t default_disk_mb;    /* new data a sandbox may write */

@@ -23,6 +23,11 @@
 #                        shims hold none, whatever the sandbox count)
 #   AIRLOCK_WARM_POOL(_VM), AIRLOCK_DRIVERS, AIRLOCK_DEFAULT_DRIVER
 #                        passed on to the daemons (see README.md)
+#   AIRLOCK_VM_TEMPLATE_CACHE  built VM template snapshots kept across
+#                        state directories (passed on; core/vm/tmplcache.h)
+#   AIRLOCK_PG_PRISTINE  a directory (root's alone) holding a fresh initdb
+#                        of ours: a new state dir's PostgreSQL starts from
+#                        a copy of it; made there by the first initdb
 #
 # When qemu-system-x86_64 is installed, `up` also fetches the guest kernel
 # for the vm driver (scripts/vm-kernel.sh, idempotent) before
@@ -235,6 +240,12 @@ start_pg() {
 	chown postgres: "$LOG/pg.log"
 	chmod 0640 "$LOG/pg.log"
 
+	local pristine=${AIRLOCK_PG_PRISTINE:-}
+	if [ ! -s "$PGDATA/PG_VERSION" ] && [ -n "$pristine" ] &&
+		[ -s "$pristine/data/PG_VERSION" ]; then
+		log "PostgreSQL data from $pristine"
+		cp -a "$pristine/data/." "$PGDATA/"
+	fi
 	if [ ! -s "$PGDATA/PG_VERSION" ]; then
 		log "initdb $PGDATA"
 		if ! (cd / && runuser -u postgres -- "$bin/initdb" -D "$PGDATA" \
@@ -242,6 +253,14 @@ start_pg() {
 			>"$LOG/initdb.log" 2>&1; then
 			tail_log "$LOG/initdb.log"
 			die "initdb failed"
+		fi
+		# Never started yet: a clean copy for the next state dir.
+		if [ -n "$pristine" ] && [ ! -e "$pristine/data" ]; then
+			local tmp=$pristine/data.tmp.$$
+			mkdir -p "$pristine" && chmod 0700 "$pristine" &&
+				cp -a "$PGDATA" "$tmp" &&
+				mv -T "$tmp" "$pristine/data" ||
+				{ rm -rf "$tmp"; log "warning: no copy in $pristine"; }
 		fi
 	fi
 	if ! pg_running; then

@@ -17,7 +17,8 @@
 # rebuilt only when one of its inputs is newer.
 #
 # Idempotent: nothing is downloaded when the version apt offers is already
-# there. Prints one line per thing done.
+# there, and apt is not even asked when its lists are no newer than the
+# version file. Prints one line per thing done.
 set -eu
 
 usage() {
@@ -39,25 +40,34 @@ WANT="virtio_mmio virtio_blk virtio_net virtio_console virtio-rng"
 mkdir -p "$state/vm"
 kdir=$state/vm/kernel
 
-# The image package the meta package points at, as apt sees it now.
-img=$(apt-cache show --no-all-versions "$meta" 2>/dev/null |
-	sed -n 's/^Depends: *\(linux-image-[^ ,]*\).*/\1/p' | head -n 1)
-ver=$(apt-cache show --no-all-versions "$meta" 2>/dev/null |
-	sed -n 's/^Version: *//p' | head -n 1)
-if [ -z "$img" ]; then
-	# apt lists may be missing on a fresh machine.
-	apt-get update -qq >/dev/null 2>&1 || true
-	img=$(apt-cache show --no-all-versions "$meta" 2>/dev/null |
-		sed -n 's/^Depends: *\(linux-image-[^ ,]*\).*/\1/p' | head -n 1)
-	ver=$(apt-cache show --no-all-versions "$meta" 2>/dev/null |
-		sed -n 's/^Version: *//p' | head -n 1)
-fi
-[ -n "$img" ] || die "apt does not offer $meta (apt-get update?)"
-
-if [ -f "$kdir/vmlinuz" ] && [ -f "$kdir/modules.list" ] &&
-	[ "$(cat "$kdir/version" 2>/dev/null)" = "$img $ver" ]; then
-	echo "vm kernel: up to date ($img $ver)"
-else
+lists=/var/lib/apt/lists
+# Complete: the image, its modules and the version they came from.
+kernel_complete() {
+	[ -f "$kdir/vmlinuz" ] && [ -f "$kdir/modules.list" ] &&
+		[ -s "$kdir/version" ] || return 1
+	for m in $(cat "$kdir/modules.list"); do
+		[ -f "$kdir/modules/$m" ] || return 1
+	done
+}
+# apt's answer can only change when its lists do: a lists dir with
+# nothing newer than our version file means apt would offer that version.
+lists_unchanged() {
+	[ -d "$lists" ] && [ -z "$(find "$lists" -maxdepth 1 \
+		-newer "$kdir/version" 2>/dev/null | head -n 1)" ]
+}
+# "IMAGE VERSION": the image package the meta package points at, as apt
+# sees it now (one apt-cache call for both fields).
+apt_offer() {
+	apt-cache show --no-all-versions "$meta" 2>/dev/null | awk '
+		/^Depends:/ && img == "" {
+			if (match($0, /linux-image-[^ ,]*/))
+				img = substr($0, RSTART, RLENGTH)
+		}
+		/^Version:/ && ver == "" { ver = $2 }
+		END { if (img != "") print img, ver }'
+}
+# Downloads image package $img into $kdir (replacing what is there).
+fetch_kernel() {
 	tmp=$(mktemp -d "$state/vm/.kernel.tmp.XXXXXX")
 	trap 'rm -rf "$tmp"' EXIT
 	(cd "$tmp" && apt-get download -q -o APT::Sandbox::User=root \
@@ -110,6 +120,27 @@ else
 	rm -rf "$kdir.old"
 	echo "vm kernel: $img $ver ($kver), modules:" \
 		$(cat "$kdir/modules.list")
+}
+
+if kernel_complete && lists_unchanged; then
+	echo "vm kernel: up to date ($(cat "$kdir/version"), apt lists unchanged)"
+else
+	offer=$(apt_offer)
+	if [ -z "$offer" ]; then
+		# apt lists may be missing on a fresh machine.
+		apt-get update -qq >/dev/null 2>&1 || true
+		offer=$(apt_offer)
+	fi
+	[ -n "$offer" ] || die "apt does not offer $meta (apt-get update?)"
+	img=${offer%% *}
+	ver=${offer#* }
+	if kernel_complete && [ "$(cat "$kdir/version")" = "$offer" ]; then
+		# Now newer than the lists: the next run need not ask apt.
+		touch "$kdir/version"
+		echo "vm kernel: up to date ($offer)"
+	else
+		fetch_kernel
+	fi
 fi
 
 [ -n "$init" ] || exit 0

@@ -19,6 +19,7 @@
 #include "vm/jail.h"
 #include "vm/machine.h"
 #include "vm/mem.h"
+#include "vm/tmplcache.h"
 
 int al_vm_template_dir(const al_config *cfg, const char *tmpl, char *out,
 		       size_t outlen, al_err *err)
@@ -311,19 +312,61 @@ static void remove_vmdir(const char *dir)
 	rmdir(dir);
 }
 
-int al_vm_template_build(const char *rootfs, const char *vmdir,
-			 const al_vm_kernel *k, al_vm_accel accel, al_err *err)
+/* The artefacts in nd: from the cache entry of rootfs's key (1) or built
+ * (0, and stored in the cache). A cache that fails is only logged: the
+ * build goes on without it. */
+static int make_artefacts(const char *rootfs, const char *nd,
+			  const al_vm_kernel *k, al_vm_accel accel,
+			  const char *cache, char *key, al_err *err)
 {
-	char nd[AL_PATH_MAX], disk[AL_PATH_MAX], link[AL_PATH_MAX];
-	char tmplink[AL_PATH_MAX], accel_p[AL_PATH_MAX], format_p[AL_PATH_MAX];
+	char disk[AL_PATH_MAX], accel_p[AL_PATH_MAX], format_p[AL_PATH_MAX];
+	char kbuf[AL_VM_TMPLCACHE_KEY_LEN + 1] = "";
+	if (al_vm_path(disk, sizeof disk, err, "%s/disk.ext4", nd) < 0 ||
+	    al_vm_path(accel_p, sizeof accel_p, err, "%s/accel", nd) < 0 ||
+	    al_vm_path(format_p, sizeof format_p, err, "%s/format", nd) < 0)
+		return -1;
+	al_err cerr = {0};
+	if (cache != NULL && cache[0] != '\0') {
+		if (al_vm_tmplcache_key(rootfs, k, accel, kbuf, &cerr) < 0) {
+			al_warn("vm template cache: no key for %s: %s", rootfs,
+				cerr.msg);
+			kbuf[0] = '\0';
+		} else {
+			int hit = al_vm_tmplcache_get(cache, kbuf, nd, &cerr);
+			if (hit < 0)
+				al_warn("vm template cache %s: %s", cache,
+					cerr.msg);
+			if (hit > 0) {
+				if (key != NULL)
+					memcpy(key, kbuf, sizeof kbuf);
+				return 1;
+			}
+		}
+	}
+	if (build_disk(rootfs, disk, err) < 0 ||
+	    snapshot_template(nd, k, accel, err) < 0 ||
+	    write_small(accel_p, al_vm_accel_name(accel), err) < 0 ||
+	    write_small(format_p, AL_VM_SNAPSHOT_FORMAT, err) < 0)
+		return -1;
+	if (kbuf[0] != '\0' && al_vm_tmplcache_put(cache, kbuf, nd, &cerr) < 0)
+		al_warn("vm template cache %s: %s", cache, cerr.msg);
+	if (key != NULL)
+		memcpy(key, kbuf, sizeof kbuf);
+	return 0;
+}
+
+int al_vm_template_build(const char *rootfs, const char *vmdir,
+			 const al_vm_kernel *k, al_vm_accel accel,
+			 const char *cache, char *key, al_err *err)
+{
+	char nd[AL_PATH_MAX], link[AL_PATH_MAX], tmplink[AL_PATH_MAX];
+	if (key != NULL)
+		key[0] = '\0';
 	if (rootfs == NULL || rootfs[0] != '/' || vmdir == NULL ||
 	    vmdir[0] != '/')
 		return al_err_set(err, AL_EINVAL, 0,
 				  "rootfs and vmdir must be absolute");
 	if (al_vm_path(nd, sizeof nd, err, "%s.new", vmdir) < 0 ||
-	    al_vm_path(disk, sizeof disk, err, "%s/disk.ext4", nd) < 0 ||
-	    al_vm_path(accel_p, sizeof accel_p, err, "%s/accel", nd) < 0 ||
-	    al_vm_path(format_p, sizeof format_p, err, "%s/format", nd) < 0 ||
 	    al_vm_path(link, sizeof link, err, "%s/" AL_VM_LINK, rootfs) < 0 ||
 	    al_vm_path(tmplink, sizeof tmplink, err, "%s/" AL_VM_LINK ".new",
 		       rootfs) < 0)
@@ -334,11 +377,8 @@ int al_vm_template_build(const char *rootfs, const char *vmdir,
 	/* The link is the host's business; keep it out of the guest. */
 	unlink(link);
 	int64_t t0 = al_now_ms();
-	if (build_disk(rootfs, disk, err) < 0 ||
-	    snapshot_template(nd, k, accel, err) < 0)
-		goto fail;
-	if (write_small(accel_p, al_vm_accel_name(accel), err) < 0 ||
-	    write_small(format_p, AL_VM_SNAPSHOT_FORMAT, err) < 0)
+	int cached = make_artefacts(rootfs, nd, k, accel, cache, key, err);
+	if (cached < 0)
 		goto fail;
 	/* Swap the complete new directory in; clones running from the old
 	 * one keep their (now unlinked) memory file mapped. */
@@ -355,9 +395,10 @@ int al_vm_template_build(const char *rootfs, const char *vmdir,
 		unlink(tmplink);
 		return -1;
 	}
-	al_info("vm template %s built in %lld ms", vmdir,
+	al_info("vm template %s %s in %lld ms", vmdir,
+		cached ? "copied from the cache" : "built",
 		(long long)(al_now_ms() - t0));
-	return 0;
+	return cached;
 fail:
 	remove_vmdir(nd);
 	al_err_wrap(err, "building vm template for %s", rootfs);

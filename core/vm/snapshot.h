@@ -42,9 +42,14 @@
  * it once, wait for the guest init, and save the base snapshot (mem,
  * state, accel). Finally points rootfs/.airlock-vm at vmdir. Everything
  * is written under temporary names and renamed, so a half-built snapshot
- * is never used. */
+ * is never used. With a cache dir (vm/tmplcache.h; NULL or "" for none)
+ * the artefacts are copied from its entry for their key when it has one,
+ * else stored there after the build; the key goes to key (NULL or
+ * AL_VM_TMPLCACHE_KEY_LEN + 1 bytes, "" without a cache). 1 when the
+ * snapshot came from the cache, 0 when it was built, -1 on an error. */
 int al_vm_template_build(const char *rootfs, const char *vmdir,
-			 const al_vm_kernel *k, al_vm_accel accel, al_err *err);
+			 const al_vm_kernel *k, al_vm_accel accel,
+			 const char *cache, char *key, al_err *err);
 
 /* Where a template's VM artefacts are built: beside its current
  * version's rootfs (template-versions/<t>/<v>/vm), or POOL/vm/<template>

@@ -14,7 +14,18 @@ Environment:
                          (it holds vm/kernel/ and vm/initrd.img); copied
                          into the fresh state directory before `up`, so
                          the guest kernel is not downloaded for every run
+  AIRLOCK_VM_TEMPLATE_CACHE  built VM template snapshots (vm/tmplcache.h);
+                         default: a directory of this test session, so
+                         only the first stack boots a guest for minimal
+  AIRLOCK_PG_PRISTINE    a fresh initdb (stack.sh); default: one of this
+                         test session, so only the first stack runs initdb
+
+Every stack of a session shares one host CA (the first stack's keys/ca.*,
+copied into later state dirs before `up`): its templates then have the
+same root filesystem, and their VM snapshots come from the cache. A
+module about CA generation passes seed_ca=False to running_stack.
 """
+import atexit
 import http.client
 import json
 import os
@@ -214,6 +225,45 @@ def seed_vm_kernel(state):
         shutil.copy2(os.path.join(src, "initrd.img"), dst)
 
 
+_session_dir = None
+CA_FILES = ("ca.crt", "ca.key")
+
+
+def session_dir():
+    """A directory for this test session, removed when it ends."""
+    global _session_dir
+    if _session_dir is None:
+        _session_dir = tempfile.mkdtemp(prefix="airlock-session-")
+        atexit.register(shutil.rmtree, _session_dir, True)
+    return _session_dir
+
+
+def seed_ca_into(state):
+    """Copy the session's host CA (modes kept) into a new state dir; False
+    when there is none yet."""
+    src = os.path.join(session_dir(), "ca")
+    if not all(os.path.isfile(os.path.join(src, f)) for f in CA_FILES):
+        return False
+    dst = os.path.join(state, "keys")
+    os.makedirs(dst, mode=0o700, exist_ok=True)
+    for f in CA_FILES:
+        shutil.copy2(os.path.join(src, f), dst)
+    return True
+
+
+def keep_ca(state):
+    """The first stack's CA becomes the session's."""
+    dst = os.path.join(session_dir(), "ca")
+    src = os.path.join(state, "keys")
+    if os.path.isdir(dst) or not all(
+            os.path.isfile(os.path.join(src, f)) for f in CA_FILES):
+        return
+    tmp = tempfile.mkdtemp(dir=session_dir())
+    for f in CA_FILES:
+        shutil.copy2(os.path.join(src, f), tmp)
+    os.rename(tmp, dst)
+
+
 def _cleanup_state(stack, log):
     try:
         stack.sh("down", timeout=180, check=False)
@@ -235,18 +285,26 @@ def _cleanup_state(stack, log):
     shutil.rmtree(stack.state, ignore_errors=True)
 
 
-def running_stack(env=None, prefix="airlock-it-"):
+def running_stack(env=None, prefix="airlock-it-", seed_ca=True):
     """A stack in a fresh state directory, up until the generator is
-    closed; env: variables on top of the defaults (operator settings)."""
+    closed; env: variables on top of the defaults (operator settings);
+    seed_ca: start with the session's CA instead of generating one."""
     state = tempfile.mkdtemp(prefix=prefix)
     st = Stack(state, BUILD, free_port(), free_port())
+    st.env.setdefault("AIRLOCK_VM_TEMPLATE_CACHE",
+                      os.path.join(session_dir(), "vm-templates"))
+    st.env.setdefault("AIRLOCK_PG_PRISTINE",
+                      os.path.join(session_dir(), "pg"))
     st.env.update(env or {})
     log = []
     try:
         seed_vm_kernel(state)
+        seeded = seed_ca and seed_ca_into(state)
         p = st.sh("up", check=False)
         if p.returncode != 0:
             pytest.fail(f"stack did not start:\n{p.stdout}", pytrace=False)
+        if seed_ca and not seeded:
+            keep_ca(state)
         with open(os.path.join(state, "api-key")) as f:
             st.key = f.read().strip()
         assert st.key, "empty api-key file"
@@ -297,7 +355,7 @@ def info(api):
     return info_of(api)
 
 
-def private_stack(env, prefix):
+def private_stack(env, prefix, seed_ca=True):
     """The fixtures stack, api and info of a module that runs a stack of
     its own (env: its operator settings), for the module to bind by those
     names: conftest's driver, sandboxes and sandbox then use its stack.
@@ -306,7 +364,7 @@ def private_stack(env, prefix):
     """
     @pytest.fixture(scope="module", name="stack")
     def private_stack_():
-        yield from running_stack(env=env, prefix=prefix)
+        yield from running_stack(env=env, prefix=prefix, seed_ca=seed_ca)
 
     @pytest.fixture(scope="module", name="api")
     def private_api(stack):

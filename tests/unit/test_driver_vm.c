@@ -103,7 +103,8 @@ static int group_setup(void **state)
 	if (drv == NULL)
 		goto fail;
 	int64_t t0 = al_now_ms();
-	if (al_vm_template_build(rootfs, vmdir, &kernel, AL_VM_TCG, &err) < 0) {
+	if (al_vm_template_build(rootfs, vmdir, &kernel, AL_VM_TCG, NULL, NULL,
+				 &err) < 0) {
 		fprintf(stderr, "template build failed: %s\n", err.msg);
 		goto fail;
 	}
@@ -426,7 +427,7 @@ static void test_template_without_agent_fails_clearly(void **state)
 			 0);
 	al_err err = {0};
 	assert_int_equal(al_vm_template_build(root, vd, &kernel, AL_VM_TCG,
-					      &err),
+					      NULL, NULL, &err),
 			 -1);
 	assert_non_null(strstr(err.msg, "airlock-agent"));
 	assert_non_null(strstr(err.msg, "No such file"));
