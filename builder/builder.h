@@ -170,6 +170,10 @@ uint64_t bld_net_denied(bld *b);
 void bld_net_explain(bld *b, uint64_t before);
 /* Kill and reap the gateway, release the slot and uid. Idempotent. */
 void bld_net_down(bld *b);
+/* Before a build reports success: its gateway stopped (writing out what
+ * it buffered) and its decisions ingested, so the build's egress log is
+ * whole when its status says it is done (bounded wait). */
+void bld_net_settle(bld *b);
 /* The host's package registries a build may reach besides the policy's
  * build_registries, as name patterns (at most max, each < 256 bytes):
  * the hosts of the host's Debian mirrors (base_host_mirror for its

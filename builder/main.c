@@ -408,6 +408,7 @@ int main(int argc, char **argv)
 		fail_build(&b, 0, &err);
 		goto out;
 	}
+	bld_net_settle(&b);
 	blog_status_ok(&b, version);
 	if (al_build_update(b.db, b.id, AL_BUILD_SUCCEEDED, b.steps, b.steps,
 			    version, NULL, &err) < 0)

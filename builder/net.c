@@ -25,6 +25,7 @@
 
 #include "agentproto.h"
 #include "cgroup.h"
+#include "egress.h"
 #include "egress_log.h"
 #include "log.h"
 #include "net/gwlaunch.h"
@@ -36,6 +37,9 @@
  * (the gateway writes every 250 ms, the controller ingests every 100). */
 #define NET_EXPLAIN_WAIT_MS 3000
 #define NET_EXPLAIN_MAX 5
+/* How long a finished build waits for the controller to ingest its
+ * gateway's last files (it ingests every 100 ms). */
+#define NET_SETTLE_WAIT_MS 3000
 #define NPMRC_MAX (64u << 10)
 
 /* ---- the host's registries ---- */
@@ -375,6 +379,24 @@ void bld_net_explain(bld *b, uint64_t before)
 		  "registries; the build's egress log: GET "
 		  "/v1/templates/builds/%s/egress",
 		  b->id);
+}
+
+void bld_net_settle(bld *b)
+{
+	bld_net *n = &b->net;
+	if (n->starts == 0)
+		return;
+	gateway_end(n);
+	int64_t end = al_now_ms() + NET_SETTLE_WAIT_MS;
+	while (al_egress_pending(b->cfg.run_dir, b->id) > 0) {
+		if (al_now_ms() >= end) {
+			al_warn("build %s: its egress log is not all ingested "
+				"yet (the controller is behind)",
+				b->id);
+			return;
+		}
+		usleep(20000);
+	}
 }
 
 void bld_net_down(bld *b)

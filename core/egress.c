@@ -788,6 +788,22 @@ void al_egress_reject_file(const char *run_dir, const al_egress_batch *b,
 	close(edir);
 }
 
+int al_egress_pending(const char *run_dir, const char *sandbox)
+{
+	char p[AL_PATH_MAX + 96];
+	if (egress_dir(run_dir, sandbox, p, sizeof p, NULL) < 0)
+		return 0;
+	DIR *d = opendir(p);
+	if (d == NULL)
+		return 0;
+	int n = 0;
+	for (struct dirent *e; (e = readdir(d)) != NULL;)
+		if (e->d_name[0] != '.')
+			n++;
+	closedir(d);
+	return n;
+}
+
 int al_egress_dir_remove(const char *run_dir, const char *sandbox)
 {
 	char p[AL_PATH_MAX + 96];

@@ -167,6 +167,9 @@ void al_egress_reject_file(const char *run_dir, const al_egress_batch *b,
 /* Put back to empty (keeping the allocations) / free. */
 void al_egress_batch_reset(al_egress_batch *b);
 void al_egress_batch_free(al_egress_batch *b);
+/* How many of sandbox's files wait for the controller (0 also when its
+ * directory is gone): a writer that exited is ingested when this is 0. */
+int al_egress_pending(const char *run_dir, const char *sandbox);
 /* Remove the (empty) directory of sandbox; 0, or -1 when it is not
  * empty or gone. */
 int al_egress_dir_remove(const char *run_dir, const char *sandbox);

@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <linux/capability.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
@@ -21,6 +22,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "agentproto.h"
 #include "cgroup.h"
 #include "config.h"
 #include "egress.h"
@@ -270,6 +272,18 @@ void al_gateway_env_fill(al_gateway_env *e, const char *state_dir,
 void al_gateway_end(pid_t *pid, int *pidfd)
 {
 	if (*pid > 0) {
+		/* The pidfd turns readable when the process exits. */
+		struct pollfd p = {.fd = *pidfd, .events = POLLIN};
+		if (syscall(SYS_pidfd_send_signal, *pidfd, SIGTERM, NULL, 0) ==
+		    0) {
+			int64_t end = al_now_ms() + AL_GATEWAY_STOP_GRACE_MS;
+			for (int64_t left = AL_GATEWAY_STOP_GRACE_MS; left > 0;
+			     left = end - al_now_ms()) {
+				int n = poll(&p, 1, (int)left);
+				if (n > 0 || (n < 0 && errno != EINTR))
+					break;
+			}
+		}
 		syscall(SYS_pidfd_send_signal, *pidfd, SIGKILL, NULL, 0);
 		/* ECHILD: a SIGCHLD loop of the caller reaped it already. */
 		siginfo_t si;

@@ -112,9 +112,12 @@ typedef struct al_gateway_env {
 void al_gateway_env_fill(al_gateway_env *e, const char *state_dir,
 			 const char *policies_dir);
 
-/* Kill (SIGKILL through *pidfd) and reap a launched gateway, close its
- * pidfd; *pid = 0 and *pidfd = -1 after. Harmless when none runs (*pid
- * <= 0) or it was reaped already. */
+/* Stop and reap a launched gateway, close its pidfd; *pid = 0 and
+ * *pidfd = -1 after. SIGTERM first: in AL_GATEWAY_STOP_GRACE_MS it
+ * writes out the decisions it still buffers (the egress log keeps every
+ * one) and exits; then SIGKILL. Harmless when none runs (*pid <= 0) or
+ * it was reaped already. */
+#define AL_GATEWAY_STOP_GRACE_MS 300
 void al_gateway_end(pid_t *pid, int *pidfd);
 
 /* <run_dir>/gw/<sandbox>.fakeip into out; -1 if it does not fit. */

@@ -46,7 +46,8 @@ pytestmark = needs_root
 def world():
     names = {"allowed.test": UP_ADDR, "forbidden.test": UP_ADDR,
              "private.test": "127.0.0.1",
-             "twoaddr.test": [DEAD_ADDR, UP_ADDR]}
+             "twoaddr.test": [DEAD_ADDR, UP_ADDR],
+             "deadonly.test": [DEAD_ADDR]}
     yield from upstream_world("gwp", HOST_ADDR, UP_NET, [UP_ADDR], names)
 
 
@@ -60,7 +61,8 @@ extra_ports = {
 @pytest.fixture(scope="module")
 def gw(world):
     yield from gateway(world, UP_ADDR + ":53", UP_NET,
-                       ["allowed.test", "private.test", "twoaddr.test"])
+                       ["allowed.test", "private.test", "twoaddr.test",
+                        "deadonly.test"])
 
 
 def gateway(world, dns, allow_cidrs, allow):
@@ -713,7 +715,7 @@ def test_upstream_connections_are_kept_for_the_next_guest_connection(
     assert len(before) == 1, before
     ack = gw["configure"]({"mode": "allowlist",
                            "allow": ["allowed.test", "private.test",
-                                     "twoaddr.test"]})
+                                     "twoaddr.test", "deadonly.test"]})
     assert ack == {"ok": True}
     r = curl(gw, "https://allowed.test/pool-after")
     assert r.stdout == "hello allowed.test /pool-after\n", r.stderr
@@ -746,10 +748,12 @@ def test_a_dead_first_address_is_passed_over(gw, world):
     to the live one: the gateway tries the second after the first's
     connect timeout, over HTTPS and HTTP."""
     for scheme in ("https", "http"):
-        t0 = time.monotonic()
+        # The first address alone gets nowhere (502 from the gateway) ...
+        r = curl(gw, "-o", "/dev/null", "-w", "%{http_code}",
+                 "%s://deadonly.test/dead-%s" % (scheme, scheme))
+        assert r.stdout == "502", (r.stdout, r.stderr)
+        # ... and with the live one after it, the request is served.
         r = curl(gw, "%s://twoaddr.test/two-%s" % (scheme, scheme))
         assert r.stdout == "hello twoaddr.test /two-%s\n" % scheme, \
             (r.stdout, r.stderr)
-        # It waited for the dead address, then went on.
-        assert time.monotonic() - t0 >= 1.0
 
