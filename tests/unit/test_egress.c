@@ -244,6 +244,9 @@ static void test_reader(void **state)
 	assert_non_null(w);
 	add_n(w, 300, 0); /* one file of 256, then 44 at close */
 	al_egress_writer_close(w);
+	/* Both files wait for the reader (what a finished build waits on). */
+	assert_int_equal(al_egress_pending(run_dir, "sbx3"), 2);
+	assert_int_equal(al_egress_pending(run_dir, "nosuch"), 0);
 	/* A directory with nothing in it, and a gateway's bad files. */
 	al_egress_writer_close(al_egress_writer_open(run_dir, "idle", NULL,
 						     &err));
@@ -276,6 +279,7 @@ static void test_reader(void **state)
 	/* Nothing is gone before the ack; everything after it. */
 	assert_int_equal(al_egress_read(run_dir, 10000, &b, &err), 2);
 	al_egress_ack(run_dir, &b);
+	assert_int_equal(al_egress_pending(run_dir, "sbx3"), 0);
 	assert_int_equal(al_egress_read(run_dir, 10000, &b, &err), 0);
 	assert_int_equal(b.n, 0);
 	assert_int_equal(al_egress_dir_remove(run_dir, "idle"), 0);
