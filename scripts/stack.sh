@@ -163,20 +163,10 @@ read_pidfile() {
 	return 0
 }
 
-# ensure_traverse USER DIR: USER must be able to reach DIR; directories
-# above it that stop it get o+x (and nothing else).
+# ensure_traverse USER DIR...: scripts/traverse.sh (o+x on what stops
+# USER on the way to each DIR).
 ensure_traverse() {
-	local user=$1 d=$2
-	runuser -u "$user" -- test -x "$d" 2>/dev/null && return 0
-	while [ "$d" != / ]; do
-		d=$(dirname "$d")
-		if ! runuser -u "$user" -- test -x "$d" 2>/dev/null; then
-			log "chmod o+x $d (so $user can reach $2)"
-			chmod o+x "$d"
-		fi
-	done
-	runuser -u "$user" -- test -x "$2" ||
-		die "$user cannot reach $2 (check its permissions)"
+	"$REPO/scripts/traverse.sh" "$@" || exit 1
 }
 
 nginx_user() {
@@ -705,6 +695,9 @@ do_up() {
 		need_binary "$b"
 	done
 	make_dirs
+	# Each gateway runs as its own uid and execs its program, then reads
+	# the operator's policies, by path.
+	ensure_traverse nobody "$BUILD" "${AIRLOCK_POLICIES:-$REPO/policies}"
 	start_pg
 	start_pool
 	ensure_vm_kernel

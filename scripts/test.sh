@@ -53,6 +53,14 @@ if ! scripts/deps.sh; then
 fi
 summary+=("deps: ok ($(took))")
 
+# The tests start gateways (their own uids) from this checkout's
+# build-san/ with its policies/: a checkout in a 0700 home needs o+x.
+scripts/traverse.sh nobody "$REPO" || {
+	summary+=("checkout unreachable by unprivileged users: FAILED")
+	failed=$((failed + 1))
+	finish
+}
+
 stage "build (ASan + UBSan) into build-san/"
 unit_bins=()
 for t in tests/unit/test_*.c; do

@@ -82,3 +82,40 @@ def test_run_piped_stops_everything_on_ctrl_c():
             "pool left mounted"
     finally:
         _cleanup_state(st, log)
+
+
+def test_traverse_gives_others_passage_and_nothing_more():
+    """A checkout under a 0700 home: scripts/traverse.sh lets an
+    unprivileged user (as each gateway's uid must) reach a directory in
+    it, adding o+x where it was missing and changing nothing else."""
+    top = tempfile.mkdtemp(prefix="airlock-traverse-")
+    try:
+        home = os.path.join(top, "home")
+        inner = os.path.join(home, "checkout", "build")
+        os.makedirs(inner)
+        os.chmod(top, 0o755)
+        os.chmod(home, 0o700)
+        os.chmod(os.path.join(home, "checkout"), 0o750)
+        os.chmod(inner, 0o755)
+
+        def reach(d):
+            return subprocess.run(["runuser", "-u", "nobody", "--", "test",
+                                   "-x", d]).returncode == 0
+
+        assert not reach(inner)
+        p = subprocess.run([os.path.join(REPO, "scripts", "traverse.sh"),
+                            "nobody", inner], capture_output=True, text=True)
+        assert p.returncode == 0, p.stderr
+        assert reach(inner)
+        assert f"chmod o+x {home} " in p.stderr
+        mode = lambda d: os.stat(d).st_mode & 0o7777  # noqa: E731
+        assert mode(home) == 0o701
+        assert mode(os.path.join(home, "checkout")) == 0o751
+        assert mode(inner) == 0o755 and mode(top) == 0o755
+        # Already reachable: nothing is said or changed.
+        again = subprocess.run([os.path.join(REPO, "scripts", "traverse.sh"),
+                                "nobody", inner], capture_output=True,
+                               text=True)
+        assert again.returncode == 0 and again.stderr == ""
+    finally:
+        subprocess.run(["rm", "-rf", top])
