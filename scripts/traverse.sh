@@ -16,10 +16,14 @@ set -euo pipefail
 user=$1
 shift
 for dir in "$@"; do
+	dir=$(realpath -m -- "$dir")
 	runuser -u "$user" -- test -x "$dir" 2>/dev/null && continue
-	d=$dir
-	while [ "$d" != / ]; do
-		d=$(dirname "$d")
+	# From / down, so that each check sees its parents already open.
+	d=
+	IFS=/ read -ra parts <<<"${dir#/}"
+	for part in "${parts[@]}"; do
+		[ -n "$part" ] || continue
+		d=$d/$part
 		if ! runuser -u "$user" -- test -x "$d" 2>/dev/null; then
 			printf 'airlock: chmod o+x %s (so %s can reach %s)\n' \
 				"$d" "$user" "$dir" >&2

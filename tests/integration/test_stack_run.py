@@ -96,7 +96,7 @@ def test_traverse_gives_others_passage_and_nothing_more():
         os.chmod(top, 0o755)
         os.chmod(home, 0o700)
         os.chmod(os.path.join(home, "checkout"), 0o750)
-        os.chmod(inner, 0o755)
+        os.chmod(inner, 0o700)
 
         def reach(d):
             return subprocess.run(["runuser", "-u", "nobody", "--", "test",
@@ -111,7 +111,7 @@ def test_traverse_gives_others_passage_and_nothing_more():
         mode = lambda d: os.stat(d).st_mode & 0o7777  # noqa: E731
         assert mode(home) == 0o701
         assert mode(os.path.join(home, "checkout")) == 0o751
-        assert mode(inner) == 0o755 and mode(top) == 0o755
+        assert mode(inner) == 0o701 and mode(top) == 0o755
         # Already reachable: nothing is said or changed.
         again = subprocess.run([os.path.join(REPO, "scripts", "traverse.sh"),
                                 "nobody", inner], capture_output=True,
