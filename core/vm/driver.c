@@ -39,6 +39,7 @@
 #include "cgroup.h"
 #include "cleanup.h"
 #include "config.h"
+#include "file.h"
 #include "log.h"
 #include "net/slot.h"
 #include "vm/machine.h"
@@ -81,35 +82,17 @@ static int guest_path_ok(const char *s)
 	return 1;
 }
 
-/* Clone a disk image: a reflink where the filesystem can (btrfs, xfs),
- * else a copy of the data extents only (the image is sparse); *size is
- * its size. */
+/* The sandbox's disk from its template's, cheaply (al_file_clone): a
+ * full pool is the operator's to fix, not a bug, and says so. */
 static int disk_clone(const char *src, const char *dst, uint64_t *size,
 		      al_err *err)
 {
-	al_autofd int in = open(src, O_RDONLY | O_CLOEXEC);
-	struct stat st;
-	if (in < 0 || fstat(in, &st) < 0)
-		return al_err_sys(err, AL_ENOENT, errno, "disk image %s", src);
-	*size = (uint64_t)st.st_size;
-	al_autofd int out = open(dst,
-				 O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC |
-					 O_NOFOLLOW,
-				 0600);
-	if (out < 0)
-		return al_err_sys(err, AL_ESYS, errno, "create %s", dst);
-	if (ioctl(out, FICLONE, in) == 0)
+	if (al_file_clone(src, dst, 0, size, err) == 0)
 		return 0;
-	int e = errno;
-	if (e != ENOSPC && e != EDQUOT && al_copy_sparse(in, out, err) == 0)
-		return 0;
-	unlink(dst);
-	/* A full pool is the operator's to fix, not a bug: say so. */
-	if (e == ENOSPC || e == EDQUOT || err->code == AL_EUNAVAIL)
+	if (err->code == AL_EUNAVAIL)
 		return al_err_set(err, AL_EUNAVAIL, 0,
 				  "the sandbox pool is full (cloning the disk "
 				  "image)");
-	al_err_wrap(err, "copy %s to %s", src, dst);
 	return -1;
 }
 

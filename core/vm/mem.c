@@ -19,88 +19,8 @@
 #include "cleanup.h"
 #include "config.h"
 #include "fdpass.h"
+#include "file.h"
 #include "log.h"
-
-/* ---- copies ---- */
-
-#define COPY_BUF (1u << 20)
-
-/* Bytes [from, to) of in to the same offsets of out: in the kernel while
- * it can (same filesystem), else through *buf, allocated on first need
- * and kept for the next extent. */
-static int copy_range(int in, int out, off_t from, off_t to, char **buf)
-{
-	loff_t ip = from, op = from;
-	while (ip < to && *buf == NULL) {
-		ssize_t n = copy_file_range(in, &ip, out, &op,
-					    (size_t)(to - ip), 0);
-		if (n > 0)
-			continue;
-		if (n == 0 || (errno != EXDEV && errno != EOPNOTSUPP &&
-			       errno != ENOSYS && errno != EINVAL))
-			return -1;
-		*buf = malloc(COPY_BUF);
-		if (*buf == NULL)
-			return -1;
-	}
-	while (ip < to) {
-		size_t want = (size_t)(to - ip) < COPY_BUF ? (size_t)(to - ip)
-							   : COPY_BUF;
-		ssize_t r = pread(in, *buf, want, ip);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r == 0)
-			errno = EIO;
-		if (r <= 0)
-			return -1;
-		for (ssize_t done = 0; done < r;) {
-			ssize_t w = pwrite(out, *buf + done, (size_t)(r - done),
-					   ip + done);
-			if (w < 0 && errno == EINTR)
-				continue;
-			if (w == 0)
-				errno = EIO;
-			if (w <= 0)
-				return -1;
-			done += w;
-		}
-		ip += r;
-	}
-	return 0;
-}
-
-int al_copy_sparse(int in, int out, al_err *err)
-{
-	struct stat st;
-	if (fstat(in, &st) < 0)
-		return al_err_sys(err, AL_ESYS, errno, "stat the source");
-	if (ftruncate(out, st.st_size) < 0)
-		return al_err_sys(err,
-				  errno == ENOSPC || errno == EDQUOT
-					  ? AL_EUNAVAIL
-					  : AL_ESYS,
-				  errno, "size the copy");
-	al_autofree char *buf = NULL;
-	off_t off = 0;
-	for (;;) {
-		off_t data = lseek(in, off, SEEK_DATA);
-		if (data < 0) {
-			if (errno == ENXIO)
-				return 0;
-			return al_err_sys(err, AL_ESYS, errno, "SEEK_DATA");
-		}
-		off_t hole = lseek(in, data, SEEK_HOLE);
-		if (hole < 0)
-			return al_err_sys(err, AL_ESYS, errno, "SEEK_HOLE");
-		if (copy_range(in, out, data, hole, &buf) < 0)
-			return al_err_sys(err,
-					  errno == ENOSPC || errno == EDQUOT
-						  ? AL_EUNAVAIL
-						  : AL_ESYS,
-					  errno, "copy");
-		off = hole;
-	}
-}
 
 int al_vmmem_is_sealed(int fd)
 {
@@ -117,7 +37,7 @@ int al_vmmem_sealed_copy(const char *path, al_err *err)
 					MFD_CLOEXEC | MFD_ALLOW_SEALING);
 	if (fd < 0)
 		return al_err_sys(err, AL_ESYS, errno, "memfd_create");
-	if (al_copy_sparse(in, fd, err) < 0) {
+	if (al_file_copy_sparse(in, fd, err) < 0) {
 		al_err_wrap(err, "copying %s", path);
 		return -1;
 	}

@@ -21,10 +21,6 @@
 #define AL_VMMEM_SOCK "vm-mem.sock"
 #define AL_VMMEM_SEALS_ALL 0x000f /* F_SEAL_SEAL|SHRINK|GROW|WRITE */
 
-/* Copy in's data extents to the same offsets of out, sized like in;
- * holes stay holes. In the kernel where it can, else through a buffer. */
-int al_copy_sparse(int in, int out, al_err *err);
-
 /* A new memfd holding the file at path, sealed. */
 int al_vmmem_sealed_copy(const char *path, al_err *err);
 

@@ -15,10 +15,10 @@
 
 #include "agentproto.h"
 #include "cleanup.h"
+#include "file.h"
 #include "log.h"
 #include "vm/jail.h"
 #include "vm/machine.h"
-#include "vm/mem.h"
 #include "vm/tmplcache.h"
 
 int al_vm_template_dir(const al_config *cfg, const char *tmpl, char *out,
@@ -223,7 +223,7 @@ static int save_ram(int mem_fd, const char *path, al_err *err)
 				 0600);
 	if (out < 0)
 		return al_err_sys(err, AL_ESYS, errno, "create %s", path);
-	if (al_copy_sparse(mem_fd, out, err) < 0) {
+	if (al_file_copy_sparse(mem_fd, out, err) < 0) {
 		al_err_wrap(err, "writing %s", path);
 		return -1;
 	}

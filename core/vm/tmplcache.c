@@ -17,7 +17,7 @@
 #include <linux/fs.h>
 
 #include "cleanup.h"
-#include "vm/mem.h"
+#include "file.h"
 #include "vm/snapshot.h"
 
 #define MKFS "/usr/sbin/mkfs.ext4"
@@ -311,26 +311,6 @@ static int cache_safe(const char *cache, al_err *err)
 
 /* src to dst: a reflink where the filesystem can, else the data extents
  * (the disk and RAM images are sparse). */
-static int clone_file(const char *src, const char *dst, al_err *err)
-{
-	al_autofd int in = open(src, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-	if (in < 0)
-		return al_err_sys(err, AL_ESYS, errno, "open %s", src);
-	al_autofd int out = open(dst,
-				 O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC |
-					 O_NOFOLLOW,
-				 0600);
-	if (out < 0)
-		return al_err_sys(err, AL_ESYS, errno, "create %s", dst);
-	if (ioctl(out, FICLONE, in) < 0 && al_copy_sparse(in, out, err) < 0) {
-		al_err_wrap(err, "copy %s to %s", src, dst);
-		return -1;
-	}
-	if (fsync(out) < 0)
-		return al_err_sys(err, AL_ESYS, errno, "fsync %s", dst);
-	return 0;
-}
-
 static int clone_files(const char *from, const char *to, al_err *err)
 {
 	char s[PATH_MAX], d[PATH_MAX];
@@ -340,7 +320,7 @@ static int clone_files(const char *from, const char *to, al_err *err)
 		    (size_t)snprintf(d, sizeof d, "%s/%s", to,
 				     entry_files[i]) >= sizeof d)
 			return al_err_set(err, AL_EINVAL, 0, "path too long");
-		if (clone_file(s, d, err) < 0)
+		if (al_file_clone(s, d, AL_FILE_CLONE_SYNC, NULL, err) < 0)
 			return -1;
 	}
 	return 0;

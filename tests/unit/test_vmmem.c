@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/mount.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -20,6 +21,7 @@
 
 #include <cmocka.h>
 
+#include "file.h"
 #include "vm/mem.h"
 
 #define MIB (1024 * 1024)
@@ -242,7 +244,7 @@ static void test_sealed_copy_refuses(void **state)
 	rm_rf(dir);
 }
 
-/* ---- al_copy_sparse ---- */
+/* ---- al_file_copy_sparse (core/file.h) ---- */
 
 static void test_copy_sparse_files(void **state)
 {
@@ -259,7 +261,7 @@ static void test_copy_sparse_files(void **state)
 	int out = open(b, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
 	assert_true(out >= 0);
 	al_err err = {0};
-	assert_int_equal(al_copy_sparse(in, out, &err), 0);
+	assert_int_equal(al_file_copy_sparse(in, out, &err), 0);
 	assert_true(image_ok(out, 3));
 	close(out);
 
@@ -271,7 +273,7 @@ static void test_copy_sparse_files(void **state)
 	fill(in, 0, MIB, 4);
 	out = open(c, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
 	assert_true(out >= 0);
-	assert_int_equal(al_copy_sparse(in, out, &err), 0);
+	assert_int_equal(al_file_copy_sparse(in, out, &err), 0);
 	close(out);
 	out = open(c, O_RDONLY | O_CLOEXEC);
 	assert_true(out >= 0);
@@ -286,7 +288,7 @@ static void test_copy_sparse_files(void **state)
 	assert_int_equal(ftruncate(in, 2 * MIB), 0);
 	out = open(c, O_RDWR | O_TRUNC | O_CLOEXEC);
 	assert_true(out >= 0);
-	assert_int_equal(al_copy_sparse(in, out, &err), 0);
+	assert_int_equal(al_file_copy_sparse(in, out, &err), 0);
 	assert_int_equal(fstat(out, &st), 0);
 	assert_int_equal(st.st_size, 2 * MIB);
 	assert_true(holds(out, 0, 2 * MIB, ~0u));
@@ -297,10 +299,65 @@ static void test_copy_sparse_files(void **state)
 	out = open(c, O_RDONLY | O_CLOEXEC);
 	assert_true(out >= 0);
 	al_err_clear(&err);
-	assert_int_equal(al_copy_sparse(in, out, &err), -1);
+	assert_int_equal(al_file_copy_sparse(in, out, &err), -1);
 	assert_int_not_equal(err.code, AL_OK);
 	close(out);
 	close(in);
+	rm_rf(dir);
+}
+
+/* ---- al_file_clone (core/file.h) ---- */
+
+static void test_file_clone(void **state)
+{
+	(void)state;
+	char dir[] = "/tmp/airlock-test-clone-XXXXXX";
+	assert_non_null(mkdtemp(dir));
+	char a[80], b[80], c[80], full[80], big[96];
+	snprintf(a, sizeof a, "%s/a", dir);
+	snprintf(b, sizeof b, "%s/b", dir);
+	snprintf(c, sizeof c, "%s/c", dir);
+	snprintf(full, sizeof full, "%s/full", dir);
+	close(make_image(a, 6));
+	al_err err = {0};
+	uint64_t size = 0;
+
+	/* A copy (or reflink) with its size, holes and all; synced too. */
+	assert_int_equal(al_file_clone(a, b, AL_FILE_CLONE_SYNC, &size, &err),
+			 0);
+	assert_int_equal(size, IMG_SIZE);
+	int fd = open(b, O_RDONLY | O_CLOEXEC);
+	assert_true(fd >= 0 && image_ok(fd, 6));
+	close(fd);
+
+	/* Never through a symlink, either end: the link's target stays as
+	 * it was. */
+	assert_int_equal(symlink(a, c), 0);
+	al_err_clear(&err);
+	assert_int_equal(al_file_clone(b, c, 0, NULL, &err), -1);
+	assert_int_equal(al_file_clone(c, b, 0, NULL, &err), -1);
+	fd = open(a, O_RDONLY | O_CLOEXEC);
+	assert_true(fd >= 0 && image_ok(fd, 6));
+	close(fd);
+	unlink(c);
+
+	/* A missing source creates nothing. */
+	assert_int_equal(al_file_clone(c, full, 0, NULL, &err), -1);
+	assert_int_equal(access(full, F_OK), -1);
+
+	/* A filesystem too small for the copy: AL_EUNAVAIL (the caller says
+	 * "full"), and no partial file is left. */
+	assert_int_equal(mkdir(full, 0700), 0);
+	if (mount("none", full, "tmpfs", 0, "size=1m") < 0) {
+		rm_rf(dir);
+		skip(); /* needs root (make test runs as root) */
+	}
+	snprintf(big, sizeof big, "%s/copy", full);
+	al_err_clear(&err);
+	assert_int_equal(al_file_clone(a, big, 0, NULL, &err), -1);
+	assert_int_equal(err.code, AL_EUNAVAIL);
+	assert_int_equal(access(big, F_OK), -1);
+	assert_int_equal(umount(full), 0);
 	rm_rf(dir);
 }
 
@@ -680,6 +737,7 @@ int main(void)
 		cmocka_unit_test(test_sealed_copy),
 		cmocka_unit_test(test_sealed_copy_refuses),
 		cmocka_unit_test(test_copy_sparse_files),
+		cmocka_unit_test(test_file_clone),
 		cmocka_unit_test(test_is_sealed_only_when_fully),
 		cmocka_unit_test(test_server_shares),
 		cmocka_unit_test(test_server_refuses_non_root),
