@@ -2,14 +2,19 @@
  * name, port, TLS or plain; the most recent first; an address the
  * classifier now refuses never), and which ones the pool closes instead
  * (idle too long, bytes or EOF from the upstream while parked, bytes
- * left unread from a response, past the bound). Each "upstream" is one
- * end of a socketpair; the test holds the other, where a closed
- * connection reads EOF. */
+ * left unread from a response, in libevent's buffer or decrypted
+ * inside OpenSSL; past the bound). Each "upstream" is one end of a
+ * socketpair; the test holds the other, where a closed connection
+ * reads EOF. */
 #include <arpa/inet.h>
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
+#include <event2/bufferevent_ssl.h>
 #include <event2/event.h>
 #include <netinet/in.h>
+#include <openssl/evp.h>
+#include <openssl/ssl.h>
+#include <openssl/x509.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -261,6 +266,109 @@ static void test_bound_and_clear(void **state)
 	world_close(&w);
 }
 
+/* ---- a TLS upstream: bytes OpenSSL decrypted that libevent has not
+ * taken ---- */
+
+/* A server context with a throwaway self-signed P-256 certificate. */
+static SSL_CTX *server_ctx(void)
+{
+	EVP_PKEY *k = EVP_EC_gen("P-256");
+	X509 *x = X509_new();
+	assert_non_null(k);
+	assert_non_null(x);
+	ASN1_INTEGER_set(X509_get_serialNumber(x), 1);
+	X509_gmtime_adj(X509_getm_notBefore(x), 0);
+	X509_gmtime_adj(X509_getm_notAfter(x), 3600);
+	X509_NAME_add_entry_by_txt(X509_get_subject_name(x), "CN", MBSTRING_ASC,
+				   (const unsigned char *)"a.example.com", -1,
+				   -1, 0);
+	X509_set_issuer_name(x, X509_get_subject_name(x));
+	X509_set_pubkey(x, k);
+	assert_true(X509_sign(x, k, EVP_sha256()) > 0);
+	SSL_CTX *c = SSL_CTX_new(TLS_server_method());
+	assert_non_null(c);
+	assert_int_equal(SSL_CTX_use_certificate(c, x), 1);
+	assert_int_equal(SSL_CTX_use_PrivateKey(c, k), 1);
+	X509_free(x);
+	EVP_PKEY_free(k);
+	return c;
+}
+
+/* A TLS upstream connection, handshaken: the client's bufferevent, and
+ * the server's SSL on the test's end (non-blocking). */
+static struct bufferevent *tls_conn(world *w, SSL_CTX *sctx, SSL_CTX *cctx,
+				    SSL **srv)
+{
+	int sv[2];
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+	evutil_make_socket_nonblocking(sv[0]);
+	evutil_make_socket_nonblocking(sv[1]);
+	*srv = SSL_new(sctx);
+	assert_non_null(*srv);
+	SSL_set_fd(*srv, sv[1]);
+	struct bufferevent *bev = bufferevent_openssl_socket_new(
+		w->base, sv[0], SSL_new(cctx), BUFFEREVENT_SSL_CONNECTING,
+		BEV_OPT_CLOSE_ON_FREE);
+	assert_non_null(bev);
+	bufferevent_enable(bev, EV_READ | EV_WRITE);
+	int done = 0;
+	for (int i = 0; i < 200 && done != 1; i++) {
+		done = SSL_accept(*srv);
+		run(w, 5);
+	}
+	assert_int_equal(done, 1);
+	return bev;
+}
+
+static void test_bytes_inside_openssl_not_parked(void **state)
+{
+	(void)state;
+	world w;
+	world_open(&w, 8, 10000);
+	SSL_CTX *sctx = server_ctx();
+	SSL_CTX *cctx = SSL_CTX_new(TLS_client_method());
+	assert_non_null(cctx);
+	SSL_CTX_set_read_ahead(cctx, 1);
+
+	/* Control: a TLS connection with nothing unread is parked. */
+	SSL *srv_a;
+	struct bufferevent *a = tls_conn(&w, sctx, cctx, &srv_a);
+	run(&w, 20); /* TLS 1.3 session tickets, taken in by OpenSSL */
+	bufferevent_disable(a, EV_READ);
+	put(&w, a, "a.example.com", 443, true, "93.184.216.34");
+	assert_int_equal(al_gw_uppool_count(w.pool), 1);
+	assert_int_equal(released, 0);
+
+	/* Two records at once, with read-ahead (as the gateway reads):
+	 * OpenSSL takes both off the socket, libevent one SSL_read of the
+	 * first, and nothing tells it to read again (the socket is empty).
+	 * With that record drained, libevent's buffer is empty and only
+	 * OpenSSL holds the second. */
+	SSL *srv_b;
+	struct bufferevent *b = tls_conn(&w, sctx, cctx, &srv_b);
+	run(&w, 20);
+	assert_int_equal(SSL_write(srv_b, "first record", 12), 12);
+	assert_int_equal(SSL_write(srv_b, "second", 6), 6);
+	for (int i = 0;
+	     i < 100 && evbuffer_get_length(bufferevent_get_input(b)) == 0; i++)
+		run(&w, 5);
+	run(&w, 20);
+	assert_int_equal(evbuffer_get_length(bufferevent_get_input(b)), 12);
+	assert_true(SSL_has_pending(bufferevent_openssl_get_ssl(b)));
+	bufferevent_disable(b, EV_READ);
+	evbuffer_drain(bufferevent_get_input(b), 12);
+	put(&w, b, "a.example.com", 443, true, "93.184.216.34");
+	assert_int_equal(al_gw_uppool_count(w.pool), 1);
+	assert_int_equal(released, 1);
+
+	al_gw_uppool_clear(w.pool);
+	SSL_free(srv_a);
+	SSL_free(srv_b);
+	SSL_CTX_free(sctx);
+	SSL_CTX_free(cctx);
+	world_close(&w);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -268,6 +376,7 @@ int main(void)
 		cmocka_unit_test(test_idle_expiry),
 		cmocka_unit_test(test_upstream_speaks_or_closes),
 		cmocka_unit_test(test_unread_bytes_not_parked),
+		cmocka_unit_test(test_bytes_inside_openssl_not_parked),
 		cmocka_unit_test(test_refused_address),
 		cmocka_unit_test(test_bound_and_clear),
 	};
