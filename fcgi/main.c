@@ -212,6 +212,13 @@ static void *worker_thread(void *arg)
 		al_error("FCGX_InitRequest failed");
 		return NULL;
 	}
+	/* Connected before the first request, not during it (a burst after
+	 * a restart would pay a connect per thread); a failure here is
+	 * retried by the first request that needs the database. */
+	al_err err;
+	db = al_db_open(cfg.db_conninfo, &err);
+	if (db == NULL)
+		al_warn("PostgreSQL, connecting ahead: %s", err.msg);
 	for (;;) {
 		if (FCGX_Accept_r(&fr) < 0) {
 			/* Transient accept errors (EMFILE, ECONNABORTED):
