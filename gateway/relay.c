@@ -251,6 +251,12 @@ static void on_down_drained(struct bufferevent *bev, void *arg)
 	}
 }
 
+void gw_bev_flow(struct bufferevent *bev)
+{
+	bufferevent_setwatermark(bev, EV_READ, 0, GW_HIGH_WATER);
+	bufferevent_setwatermark(bev, EV_WRITE, GW_HIGH_WATER / 2, 0);
+}
+
 static bool full(struct bufferevent *bev)
 {
 	return evbuffer_get_length(bufferevent_get_output(bev)) >=
@@ -615,8 +621,7 @@ static void up_attach(relay *r, struct bufferevent *bev)
 	struct timeval idle = {r->g->idle_ms / 1000,
 			       (r->g->idle_ms % 1000) * 1000};
 	bufferevent_set_timeouts(bev, NULL, &idle);
-	bufferevent_setwatermark(bev, EV_READ, 0, GW_HIGH_WATER);
-	bufferevent_setwatermark(bev, EV_WRITE, GW_HIGH_WATER / 2, 0);
+	gw_bev_flow(bev);
 	bufferevent_setcb(bev, on_up_read, on_up_drained, on_up_event, r);
 	send_head(r);
 }
@@ -883,8 +888,7 @@ void gw_relay_start(gw *g, int fd, const char *name, unsigned port)
 	touch(r);
 	r->head_deadline_ms = r->last_ms + g->head_ms;
 	al_http_req_parser_init(&r->hp, r->tls);
-	bufferevent_setwatermark(r->down, EV_READ, 0, GW_HIGH_WATER);
-	bufferevent_setwatermark(r->down, EV_WRITE, GW_HIGH_WATER / 2, 0);
+	gw_bev_flow(r->down);
 	bufferevent_setcb(r->down, on_down_read, on_down_drained, on_down_event,
 			  r);
 	bufferevent_enable(r->down, EV_READ | EV_WRITE);

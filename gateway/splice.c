@@ -111,8 +111,7 @@ static void on_dialled(void *arg, struct bufferevent *bev,
 	struct bufferevent *both[2] = {s->down, s->up};
 	for (int i = 0; i < 2; i++) {
 		bufferevent_set_timeouts(both[i], NULL, &idle);
-		bufferevent_setwatermark(both[i], EV_WRITE, GW_HIGH_WATER / 2,
-					 0);
+		gw_bev_flow(both[i]);
 		bufferevent_setcb(both[i], on_read, on_write, on_event, s);
 		bufferevent_enable(both[i], EV_READ | EV_WRITE);
 	}
@@ -150,7 +149,7 @@ void gw_splice_start(gw *g, int fd, const char *name, unsigned port)
 		return;
 	}
 	/* Nothing is read from the guest until the upstream is there. */
-	bufferevent_setwatermark(s->down, EV_READ, 0, GW_HIGH_WATER);
+	gw_bev_flow(s->down);
 	s->dial = gw_dial_start(g, name, port, AL_EGRESS_TCP, false, on_dialled,
 				s);
 	if (s->dial == NULL)
