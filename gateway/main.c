@@ -167,7 +167,17 @@ int main(int argc, char **argv)
 	if (g.upaddr == NULL)
 		die(&g, "AIRLOCK_UPSTREAM_ALLOW_CIDRS", &err);
 
-	g.base = event_base_new();
+	/* epoll's changes gathered per loop turn: a request enables and
+	 * disables each side's events several times, one epoll_ctl each
+	 * without the changelist (about six per kept-alive request). No
+	 * descriptor here is a dup of another under the loop, the case the
+	 * changelist gets wrong. */
+	struct event_config *ec = event_config_new();
+	if (ec == NULL ||
+	    event_config_set_flag(ec, EVENT_BASE_FLAG_EPOLL_USE_CHANGELIST) < 0)
+		die(&g, "event_config", NULL);
+	g.base = event_base_new_with_config(ec);
+	event_config_free(ec);
 	if (g.base == NULL)
 		die(&g, "event_base_new", NULL);
 	al_resolver_config rc = {
