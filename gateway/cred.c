@@ -317,22 +317,18 @@ static void on_left(void *arg, const al_credscan_hit *h)
 			 "placeholder of %.60s not injected (policy)", c->name);
 }
 
-static void scan_one(al_credscan *s, const char *p, size_t n)
-{
-	al_credscan_feed(s, p, n);
-	al_credscan_end(s);
-}
-
 static void scan_head(scanctx *x, const al_http_req *q)
 {
 	al_credscan s;
 	al_credscan_init(&s, on_left, x);
-	scan_one(&s, q->path, strlen(q->path));
+	al_credscan_last(&s, q->path, strlen(q->path));
 	for (size_t i = 0; i < q->fields.n && x->status == 0; i++) {
 		al_credscan_init(&s, on_left, x);
-		scan_one(&s, q->fields.f[i].name, q->fields.f[i].name_len);
+		al_credscan_last(&s, q->fields.f[i].name,
+				 q->fields.f[i].name_len);
 		al_credscan_init(&s, on_left, x);
-		scan_one(&s, q->fields.f[i].value, q->fields.f[i].value_len);
+		al_credscan_last(&s, q->fields.f[i].value,
+				 q->fields.f[i].value_len);
 	}
 }
 

@@ -211,3 +211,39 @@ uint64_t al_credcodec_b64_pending(const al_credcodec_b64 *b, uint64_t next)
 {
 	return b->nbits > 0 ? b->first : next;
 }
+
+size_t al_credcodec_b64_run(const char *buf, size_t len, size_t *end)
+{
+	size_t k = 0, i = 0;
+	for (; i < len; i++) {
+		unsigned char c = (unsigned char)buf[i];
+		if (b64[c] >= 0)
+			k++;
+		else if (c != '\r' && c != '\n')
+			break;
+	}
+	*end = i;
+	return k;
+}
+
+bool al_credcodec_b64_gate_pass(al_credcodec_b64_gate *g, const char *buf,
+				size_t i, size_t len, bool whole, size_t min,
+				uint64_t at)
+{
+	unsigned char c = (unsigned char)buf[i];
+	if (g->on) {
+		if (b64[c] < 0 && c != '\r' && c != '\n')
+			g->on = false; /* this byte ends every decoder's run */
+		return true;
+	}
+	if (at < g->skip_end || b64[c] < 0)
+		return false;
+	size_t end;
+	size_t k = al_credcodec_b64_run(buf + i, len - i, &end);
+	if ((i + end < len || whole) && k < min) {
+		g->skip_end = at + end;
+		return false;
+	}
+	g->on = true;
+	return true;
+}

@@ -80,5 +80,30 @@ void al_credcodec_b64_end(al_credcodec_b64 *b, al_credcodec_break brk,
 uint64_t al_credcodec_b64_pending(const al_credcodec_b64 *b, uint64_t next);
 /* 0..63 for a character of either base64 alphabet, -1 otherwise. */
 int al_credcodec_b64_value(unsigned char c);
+/* Base64 characters in the run starting at buf[0], up to its end (a
+ * byte that is neither base64 nor CR/LF) at buf[*end]; *end = len when
+ * the piece ends first. A run of k characters decodes at most 6k/8
+ * bytes in any phase: one shorter than AL_CREDCODEC_B64_RUN_MIN(n)
+ * cannot hold n decoded bytes, and the decoders may skip it. (3 CR/LF
+ * in a row end a decoder's run; counted as one run it is only longer.) */
+size_t al_credcodec_b64_run(const char *buf, size_t len, size_t *end);
+#define AL_CREDCODEC_B64_RUN_MIN(n) ((4 * (size_t)(n) + 2) / 3)
+
+/* Which bytes of a stream its base64 decoders need to see: none between
+ * runs (a decoder at its start passes over what is not base64), none of
+ * a run shorter than min characters whose end is known (in this piece,
+ * or the piece is the stream's last: `whole`), and every byte of any
+ * other run up to the one that ends it. A matcher over the decoders
+ * then finds nothing of min or more decoded bytes that the skipped runs
+ * would have given it. Zeroed: at a stream's start. */
+typedef struct al_credcodec_b64_gate {
+	bool on;	   /* in a run the decoders read */
+	uint64_t skip_end; /* raw offset where the last skipped run ends */
+} al_credcodec_b64_gate;
+/* For byte buf[i] of a piece of len bytes, at raw offset at: true if
+ * the decoders must be fed it. */
+bool al_credcodec_b64_gate_pass(al_credcodec_b64_gate *g, const char *buf,
+				size_t i, size_t len, bool whole, size_t min,
+				uint64_t at);
 
 #endif

@@ -38,13 +38,6 @@ typedef struct mview {
 	size_t open;	  /* values with a partial match (q > 0) */
 } mview;
 
-/* Where the base64 decoders are (see feed_b64). */
-enum b64_state {
-	B64_IDLE, /* between runs: every decoder at its start */
-	B64_SKIP, /* in a run too short for any value: not read */
-	B64_ON,	  /* in a run the decoders read */
-};
-
 struct al_credmask {
 	mval *v;
 	size_t n;
@@ -61,8 +54,7 @@ struct al_credmask {
 	bool hot[256];	 /* first, or an escape's start */
 	size_t lmin;	 /* the shortest value's length */
 	size_t b64_min;	 /* run characters the shortest value needs */
-	enum b64_state b64_state;
-	uint64_t skip_end; /* B64_SKIP: raw offset of the run's end */
+	al_credcodec_b64_gate gate; /* which bytes the decoders read */
 };
 
 static size_t pow2_at_least(size_t n)
@@ -152,7 +144,7 @@ al_credmask *al_credmask_new(const al_credmask_value *values, size_t n,
 	m->lmin = lmin;
 	m->hot['%'] = m->hot['\\'] = true;
 	/* Phase 0 of a run of k characters decodes 6k/8 bytes. */
-	m->b64_min = (4 * lmin + 2) / 3;
+	m->b64_min = AL_CREDCODEC_B64_RUN_MIN(lmin);
 	size_t s = pow2_at_least(lmax);
 	m->smask = s - 1;
 	for (int k = 0; k < VIEWS; k++) {
@@ -185,7 +177,7 @@ void al_credmask_reset(al_credmask *m)
 		memset(m->v[i].q, 0, sizeof m->v[i].q);
 	for (int k = 0; k < VIEWS; k++)
 		m->view[k].open = 0;
-	m->b64_state = B64_IDLE;
+	m->gate = (al_credcodec_b64_gate){0};
 }
 
 size_t al_credmask_held(const al_credmask *m)
@@ -297,54 +289,18 @@ static void release(al_credmask *m, uint64_t upto, al_credmask_out out,
 	}
 }
 
-/* Base64 characters in the run starting at buf[0], up to its end (a
- * byte that is neither base64 nor CR/LF) at buf[*end]; *end = len when
- * the piece ends first. */
-static size_t run_length(const char *buf, size_t len, size_t *end)
-{
-	size_t k = 0, i = 0;
-	for (; i < len; i++) {
-		unsigned char c = (unsigned char)buf[i];
-		if (al_credcodec_b64_value(c) >= 0)
-			k++;
-		else if (c != '\r' && c != '\n')
-			break;
-	}
-	*end = i;
-	return k;
-}
-
-/* The base64 views of buf[i] (the rest of the piece, len - i bytes).
- * A run (3 CR/LF in a row split it in two: counted as one it is only
- * longer) of fewer than b64_min characters decodes nothing a value can
- * match, and the decoders are back at their start after its end: when
- * the whole run is in this piece, they skip it. */
+/* The base64 views of buf[i] (the rest of the piece, len - i bytes):
+ * a run too short for the shortest value is passed over (gw/credcodec's
+ * gate). */
 static void feed_b64(al_credmask *m, vctx *vb, const char *buf, size_t i,
 		     size_t len, unsigned char c, uint64_t at)
 {
-	if (m->b64_state == B64_SKIP) {
-		if (at < m->skip_end)
-			return;
-		m->b64_state = B64_IDLE; /* the run's end: nothing to do */
+	if (!al_credcodec_b64_gate_pass(&m->gate, buf, i, len, false,
+					m->b64_min, at))
 		return;
-	}
-	if (m->b64_state == B64_IDLE) {
-		if (al_credcodec_b64_value(c) < 0)
-			return; /* the decoders stay at their start */
-		size_t end;
-		size_t k = run_length(buf + i, len - i, &end);
-		if (i + end < len && k < m->b64_min) {
-			m->b64_state = B64_SKIP;
-			m->skip_end = at + end;
-			return;
-		}
-		m->b64_state = B64_ON;
-	}
 	for (unsigned p = 0; p < AL_CREDCODEC_B64_PHASES; p++)
 		al_credcodec_b64_byte(&m->b64[p], c, at, on_emit, on_break,
 				      &vb[p]);
-	if (al_credcodec_b64_value(c) < 0 && c != '\r' && c != '\n')
-		m->b64_state = B64_IDLE; /* every decoder ended its run */
 }
 
 /* How many bytes from buf[0] leave every matcher and decoder as they
@@ -354,15 +310,16 @@ static void feed_b64(al_credmask *m, vctx *vb, const char *buf, size_t i,
 static size_t quiet_span(const al_credmask *m, const char *buf, size_t len)
 {
 	if (m->view[VIEW_RAW].open > 0 || m->view[VIEW_UNESCAPE].open > 0 ||
-	    m->un.n > 0 || m->b64_state == B64_ON)
+	    m->un.n > 0 || m->gate.on)
 		return 0;
 	size_t room = m->rmask + 1 - (size_t)(m->in - m->out);
 	if (len > room)
 		len = room;
-	if (m->b64_state == B64_SKIP && m->skip_end - m->in < len)
-		len = (size_t)(m->skip_end - m->in); /* the run's end */
+	bool skipping = m->in < m->gate.skip_end; /* a short run */
+	if (skipping && m->gate.skip_end - m->in < len)
+		len = (size_t)(m->gate.skip_end - m->in); /* the run's end */
 	size_t i = 0;
-	if (m->b64_state == B64_IDLE) {
+	if (!skipping) {
 		while (i < len && !m->hot[(unsigned char)buf[i]]) {
 			if (al_credcodec_b64_value((unsigned char)buf[i]) < 0) {
 				i++;
@@ -371,7 +328,8 @@ static size_t quiet_span(const al_credmask *m, const char *buf, size_t len)
 			/* A run: skipped whole if short, ended here and
 			 * cold (else read byte by byte, see feed_b64). */
 			size_t end, j = i;
-			if (run_length(buf + i, len - i, &end) >= m->b64_min ||
+			if (al_credcodec_b64_run(buf + i, len - i, &end) >=
+				    m->b64_min ||
 			    i + end >= len)
 				break;
 			while (j < i + end && !m->hot[(unsigned char)buf[j]])
@@ -472,7 +430,7 @@ static bool plain_only(const al_credmask *m, const char *s, size_t len)
 		return false;
 	for (size_t i = 0; i < len;) {
 		size_t end;
-		if (run_length(s + i, len - i, &end) >= m->b64_min)
+		if (al_credcodec_b64_run(s + i, len - i, &end) >= m->b64_min)
 			return false;
 		i += end + 1;
 	}

@@ -94,21 +94,49 @@ void al_credscan_init(al_credscan *s, al_credscan_cb cb, void *arg)
 		al_credcodec_b64_init(&s->b64[k], k);
 }
 
-void al_credscan_feed(al_credscan *s, const char *buf, size_t len)
+/* The prefix ends in ':', which the unescape view reads from ':' or an
+ * escape ('%' or '\\'): a whole stream without any of them gives that
+ * view nothing to find. */
+static bool unescape_may_hit(const char *buf, size_t len)
+{
+	return memchr(buf, ':', len) != NULL || memchr(buf, '%', len) != NULL ||
+	       memchr(buf, '\\', len) != NULL;
+}
+
+static void scan(al_credscan *s, const char *buf, size_t len, bool last)
 {
 	view_ctx un = {s, &s->m[0]};
 	view_ctx b[AL_CREDCODEC_B64_PHASES];
 	for (unsigned k = 0; k < AL_CREDCODEC_B64_PHASES; k++)
 		b[k] = (view_ctx){s, &s->m[1 + k]};
+	bool unescape = !(last && s->off == 0) || unescape_may_hit(buf, len);
 	for (size_t i = 0; i < len; i++) {
-		unsigned char c = (unsigned char)buf[i];
 		uint64_t at = s->off + i;
-		al_credcodec_unescape_byte(&s->un, c, at, on_emit, &un);
+		if (unescape)
+			al_credcodec_unescape_byte(&s->un,
+						   (unsigned char)buf[i], at,
+						   on_emit, &un);
+		if (!al_credcodec_b64_gate_pass(
+			    &s->gate, buf, i, len, last,
+			    AL_CREDCODEC_B64_RUN_MIN(AL_CREDSCAN_PREFIX_LEN),
+			    at))
+			continue;
 		for (unsigned k = 0; k < AL_CREDCODEC_B64_PHASES; k++)
-			al_credcodec_b64_byte(&s->b64[k], c, at, on_emit,
-					      on_break, &b[k]);
+			al_credcodec_b64_byte(&s->b64[k], (unsigned char)buf[i],
+					      at, on_emit, on_break, &b[k]);
 	}
 	s->off += len;
+}
+
+void al_credscan_feed(al_credscan *s, const char *buf, size_t len)
+{
+	scan(s, buf, len, false);
+}
+
+void al_credscan_last(al_credscan *s, const char *buf, size_t len)
+{
+	scan(s, buf, len, true);
+	al_credscan_end(s);
 }
 
 void al_credscan_end(al_credscan *s)

@@ -15,7 +15,11 @@
  * Streaming: feed the bytes of one stream (a header value, a body) in
  * pieces of any size, then end it: the result is the same as one feed,
  * so a placeholder split across reads or chunks is found. State is
- * constant (a name buffer per view), nothing is carried but that.
+ * constant (a name buffer per view), nothing is carried but that. A
+ * base64 run too short to decode the prefix (gw/credcodec's
+ * AL_CREDCODEC_B64_RUN_MIN) is not decoded when the piece holds its
+ * end, and a whole stream in one last piece without ':', '%' or '\\'
+ * is not unescaped: the result is the same.
  * A hit is reported when its name ends (a byte that cannot be in a name,
  * the end of a base64 run, or the end of the stream). */
 #ifndef AL_GW_CREDSCAN_H
@@ -60,6 +64,7 @@ typedef struct al_credscan {
 	al_credcodec_b64 b64[AL_CREDCODEC_B64_PHASES];
 	al_credscan_match m[1 + AL_CREDCODEC_B64_PHASES];
 	uint64_t off; /* raw bytes fed */
+	al_credcodec_b64_gate gate;
 	unsigned long hits;
 	al_credscan_cb cb;
 	void *arg;
@@ -70,6 +75,10 @@ void al_credscan_init(al_credscan *s, al_credscan_cb cb, void *arg);
 void al_credscan_feed(al_credscan *s, const char *buf, size_t len);
 /* The stream ends: a name running to here is reported. */
 void al_credscan_end(al_credscan *s);
+/* The last piece, then the end: as feed and end, and a base64 run that
+ * reaches the piece's end is known whole (too short a run is skipped
+ * whether or not it is, see below). */
+void al_credscan_last(al_credscan *s, const char *buf, size_t len);
 /* Hits so far. */
 unsigned long al_credscan_hits(const al_credscan *s);
 

@@ -1,6 +1,9 @@
 /* Fuzz gw/credscan on request bytes: whatever they are, feeding them in
- * pieces finds the same placeholders as one feed, names stay within
- * their bound, and a plain placeholder appended is always found. */
+ * pieces finds the same placeholders as one feed and as one last piece
+ * (al_credscan_last), names stay within their bound, and a plain
+ * placeholder appended is always found. Pieces of one byte never let
+ * the scanner skip a short base64 run (its end is never in the piece):
+ * they are the reference the skipping runs are held to. */
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -31,6 +34,12 @@ static tally scan(const char *buf, size_t len, size_t step)
 	tally t = {0};
 	al_credscan s;
 	al_credscan_init(&s, on_hit, &t);
+	if (step == SIZE_MAX) {
+		al_credscan_last(&s, buf, len);
+		if (al_credscan_hits(&s) != t.n)
+			abort();
+		return t;
+	}
 	if (step == 0)
 		step = len > 0 ? len : 1;
 	for (size_t i = 0; i < len; i += step)
@@ -50,6 +59,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (k.n != one.n || k.sum != one.sum)
 			abort();
 	}
+	tally last = scan(buf, size, SIZE_MAX);
+	if (last.n != one.n || last.sum != one.sum)
+		abort();
 	char *with = malloc(size + 32);
 	if (with == NULL)
 		abort();

@@ -206,7 +206,9 @@ static void test_every_form_among_skipped_bytes(void **state)
 	filler[sizeof filler - 1] = '\0';
 	for (int f = 0; f < 8; f++) {
 		char s[1400];
-		snprintf(s, sizeof s, "%s %s\r\n%s", filler, forms[f], filler);
+		int w = snprintf(s, sizeof s, "%s %s\r\n%s", filler, forms[f],
+				 filler);
+		assert_true(w > 0 && (size_t)w < sizeof s);
 		char *o = mask(m, s);
 		const char *at = strstr(s, forms[f]);
 		size_t off = (size_t)(at - s);

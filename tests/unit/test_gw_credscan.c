@@ -27,7 +27,8 @@ static void on_hit(void *arg, const al_credscan_hit *h)
 	f->last = *h;
 }
 
-/* Scan s in one feed, then in pieces of every size 1..7: all agree. */
+/* Scan s in one feed, then in pieces of every size 1..7, then as one
+ * last piece (al_credscan_last): all agree. */
 static found scan(const char *s)
 {
 	size_t len = strlen(s);
@@ -47,6 +48,12 @@ static found scan(const char *s)
 		if (f.n > 0)
 			assert_string_equal(f.last.name, one.last.name);
 	}
+	found last = {0};
+	al_credscan_init(&sc, on_hit, &last);
+	al_credscan_last(&sc, s, len);
+	assert_int_equal(last.n, one.n);
+	if (last.n > 0)
+		assert_string_equal(last.last.name, one.last.name);
 	return one;
 }
 
@@ -148,6 +155,26 @@ static void test_base64_every_alignment(void **state)
 	assert_int_equal(scan(s).n, 0);
 }
 
+/* The scanner passes over base64 runs too short for the prefix (13
+ * bytes: 18 characters): the shortest run that holds it is still read,
+ * among short runs, at a piece's end too. */
+static void test_shortest_base64_run_is_read(void **state)
+{
+	(void)state;
+	char enc[64], s[160];
+	b64("airlock-cred:", enc); /* 18 characters, then "==" */
+	assert_int_equal(strcspn(enc, "="), 18);
+	enc[18] = '\0';
+	snprintf(s, sizeof s, "ab cd.QUJD %s", enc);
+	assert_int_equal(scan(s).n, 1);
+	snprintf(s, sizeof s, "%s;x", enc);
+	assert_int_equal(scan(s).n, 1);
+	/* One character fewer decodes 12 bytes: no prefix. */
+	enc[17] = '\0';
+	snprintf(s, sizeof s, "ab cd.QUJD %s", enc);
+	assert_int_equal(scan(s).n, 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -155,6 +182,7 @@ int main(void)
 		cmocka_unit_test(test_long_name_is_truncated),
 		cmocka_unit_test(test_percent_and_json),
 		cmocka_unit_test(test_base64_every_alignment),
+		cmocka_unit_test(test_shortest_base64_run_is_read),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
