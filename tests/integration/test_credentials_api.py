@@ -12,6 +12,7 @@ import json
 import os
 import secrets
 import subprocess
+import threading
 import time
 
 import pytest
@@ -466,6 +467,64 @@ def encodings(v):
             v.encode().hex().encode()]
 
 
+def test_rotation_under_concurrent_puts(world, stack):
+    """PUTs that rotate values while `--rotate-master-key` runs, three
+    credentials one writer each and a fourth with two writers at once:
+    every PUT answers 200; each single-writer credential ends with the
+    value of its last PUT, the shared one with one of the values PUT;
+    all are sealed with a key that still exists and open (cred-tool
+    reads them as the gateway's channel would)."""
+    s = world.key["a"]
+    names = [f"conc{i}" for i in range(4)]
+    ids = {}
+    for n in names:
+        r = post(s, body(n, world.value()))
+        assert r.status_code == 201, r.text
+        ids[n] = r.json()["id"]
+    last = {}
+    statuses = []
+    stop = threading.Event()
+
+    def writer(n, w):
+        while not stop.is_set():
+            v = world.value()
+            r = s.put(cred_url(s, ids[n]), json={"value": v},
+                      timeout=TIMEOUT)
+            statuses.append(r.status_code)
+            if r.status_code == 200:
+                last[(n, w)] = v
+
+    jobs = [(n, 0) for n in names] + [(names[3], 1)]
+    threads = [threading.Thread(target=writer, args=j) for j in jobs]
+    for t in threads:
+        t.start()
+    try:
+        p = stack_controller(stack, "--rotate-master-key")
+    finally:
+        stop.set()
+        for t in threads:
+            t.join()
+    assert p.returncode == 0, p.stdout
+    assert len(statuses) > 20 and set(statuses) == {200}, \
+        (len(statuses), set(statuses))
+    keys = os.path.join(stack.state, "keys")
+    have = {int(f.split("-")[1].split(".")[0]) for f in os.listdir(keys)
+            if f.startswith("master")}
+    r = s.get(f"{s.base}/v1/credentials", timeout=TIMEOUT)
+    used = {c["master_key"] for c in r.json()["credentials"]
+            if c["name"] in names}
+    assert used <= have, (used, have)
+    sbs = Sandboxes(s, "ns")
+    try:
+        got = effective(stack, sbs.create(timeout=600)["id"])
+    finally:
+        sbs.cleanup()
+    for n in names[:3]:
+        assert got[n]["value"] == last[(n, 0)], n
+    assert got[names[3]]["value"] in (last[(names[3], 0)],
+                                      last[(names[3], 1)])
+
+
 def test_zz_value_nowhere(world, stack, tmp_path):
     """Last: every value any test stored, in no file of the state dir but
     the keys (logs, nginx temp files, PostgreSQL's data and WAL, the
@@ -519,3 +578,4 @@ def test_env_placeholder_each_driver(world, sandboxes):
     var = "AIRLOCK_CRED_DRV_" + sandboxes.driver.upper()
     assert f"{var}=airlock-cred:{name}\n" in out
     assert v not in out
+
