@@ -611,6 +611,18 @@ if have gateway; then
 	r=$(ratio "$mb" "$dmb")
 	ge "$r" 0.8 && ok=1 || ok=0
 	goal "${BIG_MB} MB HTTPS download >= 0.8x direct" "${r}x ($mb vs $dmb MB/s)" $ok
+	# What bounds that ratio here: the gateway decrypts and encrypts
+	# every byte (twice the TLS work of either end), on the cores the
+	# client and the upstream use too; kTLS would move its encryption
+	# into the kernel's copy, where the kernel offers it.
+	bcpu=$(fig gateway cpu_per_100mb_ms)
+	ulp=$(cat /proc/sys/net/ipv4/tcp_available_ulp 2>/dev/null || true)
+	echo "  the gateway alone, a core to itself, would move at most" \
+		"$(awk -v c="$bcpu" 'BEGIN { printf "%.0f", 100 * 1000 / c }') MB/s" \
+		"(100 MB per $bcpu ms of its CPU) on $(nproc) cores shared with" \
+		"client and upstream; kTLS: $(
+			[[ " $ulp " == *" tls "* ]] && echo "offered by this kernel" ||
+				echo "not offered by this kernel (tcp_available_ulp: ${ulp:-none})")"
 	a50=$(minus "$(fig gateway keepalive_p50_us)" "$d50")
 	le "$a50" 150 && ok=1 || ok=0
 	goal "added latency p50 <= 150 us (kept-alive, $REQS requests)" "$a50 us" $ok
