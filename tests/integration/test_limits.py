@@ -102,7 +102,7 @@ def test_log_flood_is_bounded(api, stack, info, forge_frames,
         sent = int(out.split()[1])
         # The flood was real: each of these is a log line of some 100
         # bytes, more than the bound without the limit.
-        assert (sent + bad[0]) * 90 > 3 * MIB, (res, bad)
+        assert (sent + bad[0]) * 90 > 3 * MIB, (out, bad)
 
         grown = dir_bytes(logdir) - before
         print(f"log flood: {sent} forged frames, {bad[0]} bad connections,"
