@@ -68,19 +68,11 @@
 #include "net/slot.h"
 #include "sysfilter.h"
 #include "uidrange.h"
+#include "vfork.h"
 
 #define NS_DEFAULT_MEMORY (512ull << 20)
 #define NS_DEFAULT_PIDS 512u
 #define NS_DEFAULT_CPU_SHARES 1024u
-/* The jail init's stack, from clone to exec, its lowest page a guard. */
-#define NS_CHILD_STACK (256 << 10)
-#define NS_CHILD_GUARD 4096
-#if defined(__SANITIZE_ADDRESS__)
-#include <sanitizer/asan_interface.h>
-#define stack_unpoison(p, n) ASAN_UNPOISON_MEMORY_REGION(p, n)
-#else
-#define stack_unpoison(p, n) ((void)(p), (void)(n))
-#endif
 /* From clone to the agent's exec; a healthy start takes milliseconds. */
 #define NS_START_TIMEOUT_MS 10000
 
@@ -263,20 +255,11 @@ __attribute__((noreturn)) static int child_entry(void *arg)
 	const child_args *a = arg;
 	child_marks marks;
 	clock_gettime(CLOCK_MONOTONIC, &marks.t[MARK_BORN]);
-	sigset_t none;
 	int sync_fd, agent_fd;
 
-	/* The parent blocked every signal around clone so none of its
-	 * handlers can run here; handlers and the ignore dispositions
-	 * would otherwise also survive into the agent. */
-	for (int sig = 1; sig < NSIG; sig++) {
-		struct sigaction sa;
-		memset(&sa, 0, sizeof sa);
-		sa.sa_handler = SIG_DFL;
-		sigaction(sig, &sa, NULL);
-	}
-	sigemptyset(&none);
-	sigprocmask(SIG_SETMASK, &none, NULL);
+	/* Nothing of the shim's handlers or ignored signals reaches the
+	 * agent. */
+	al_vfork_exec_signals();
 
 	/* Keep our two ends above 0..3 before stdio and fd 3 are set, in
 	 * case the caller ran with some of 0..2 closed. */
@@ -863,43 +846,16 @@ static int ns_start(const al_sandbox_spec *spec, al_driver_handle *h,
 		.filter = filter,
 		.caps = caps_built,
 	};
-	/* The child runs in this process's memory (CLONE_VM: no copy of
-	 * its page tables to make, nor one for the exec to tear down) on a
-	 * stack of its own, while this thread sleeps until it has exec'd
-	 * or died (CLONE_VFORK, as posix_spawn does): so the libc wrappers
-	 * it calls may set this thread's errno. */
-	void *stack = mmap(NULL, NS_CHILD_STACK, PROT_READ | PROT_WRITE,
-			   MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
-	if (stack == MAP_FAILED) {
-		al_err_sys(err, AL_ENOMEM, errno, "jail init stack");
-		goto fail;
-	}
-	/* A guard page: an overflow faults instead of writing into this
-	 * process's memory below the stack. */
-	if (mprotect(stack, NS_CHILD_GUARD, PROT_NONE) < 0) {
-		al_err_sys(err, AL_ENOMEM, errno, "jail init stack guard");
-		munmap(stack, NS_CHILD_STACK);
-		goto fail;
-	}
-	sigset_t all, old;
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	pid = clone(child_entry, (char *)stack + NS_CHILD_STACK,
-		    NS_CLONE_FLAGS | (spec->net != NULL ? 0 : CLONE_NEWNET) |
-			    CLONE_VM | CLONE_VFORK | CLONE_PIDFD | SIGCHLD,
-		    &args, &pidfd);
-	int clone_errno = errno;
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	/* The child's frames never returned: what ASan marked in them
-	 * would outlive the mapping and trip over whatever lands there. */
-	stack_unpoison(stack, NS_CHILD_STACK);
-	munmap(stack, NS_CHILD_STACK);
+	/* In this process's memory (vfork.h): no copy of its page tables
+	 * to make, nor one for the exec to tear down. */
+	pid = al_vfork_call(child_entry, &args,
+			    NS_CLONE_FLAGS |
+				    (spec->net != NULL ? 0 : CLONE_NEWNET) |
+				    CLONE_PIDFD | SIGCHLD,
+			    &pidfd, "into new namespaces", err);
 	close_fds(cg_fds, &ncg); /* the child's copies are its own */
-	if (pid < 0) {
-		al_err_sys(err, AL_ESYS, clone_errno,
-			   "clone into new namespaces");
+	if (pid < 0)
 		goto fail;
-	}
 	priv->pidfd = pidfd;
 	close(al_steal_fd(&agent_sp[1]));
 	close(al_steal_fd(&sync_sp[1]));

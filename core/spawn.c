@@ -2,11 +2,51 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "cleanup.h"
+#include "vfork.h"
+
+typedef struct spawn_args {
+	const char *path;
+	char *const *argv;
+	int in_fd, log_fd, ready_fd; /* ready_fd: -1 for none */
+} spawn_args;
+
+/* The program's side: fds in place, then exec. Runs in the caller's
+ * memory (vfork.h). */
+static int program(void *arg)
+{
+	const spawn_args *a = arg;
+	if (dup2(a->in_fd, 0) < 0 || dup2(a->log_fd, 1) < 0 ||
+	    dup2(a->log_fd, 2) < 0)
+		_exit(111);
+	if (a->ready_fd >= 0) {
+		if (dup2(a->ready_fd, 3) < 0)
+			_exit(111);
+		/* dup2 onto itself keeps FD_CLOEXEC: clear it. */
+		if (fcntl(3, F_SETFD, 0) < 0)
+			_exit(111);
+	}
+	close_range(a->ready_fd >= 0 ? 4 : 3, ~0U, 0);
+	al_vfork_exec_signals();
+	execv(a->path, a->argv);
+	_exit(127);
+}
+
+/* The caller's child: a new session, then the program as its own child,
+ * and gone: the program is not a child of the caller and survives its
+ * restarts (it is reparented). */
+static int detach(void *arg)
+{
+	if (setsid() < 0)
+		_exit(111);
+	pid_t p = al_vfork_call(program, arg, SIGCHLD, NULL, "program", NULL);
+	_exit(p < 0 ? 111 : 0);
+}
 
 int al_spawn_detached(const char *path, char *const argv[], const char *logpath,
 		      int *ready_fd, al_err *err)
@@ -18,7 +58,7 @@ int al_spawn_detached_in(const char *path, char *const argv[],
 			 const char *logpath, int in_fd, int *ready_fd,
 			 al_err *err)
 {
-	/* Everything the child needs is prepared before fork. */
+	/* Everything the children need is prepared here. */
 	al_autofd int logfd = logpath != NULL
 				      ? open(logpath,
 					     O_WRONLY | O_CREAT | O_APPEND |
@@ -39,35 +79,19 @@ int al_spawn_detached_in(const char *path, char *const argv[],
 		rd = pfd[0];
 		wr = pfd[1];
 	}
-
-	pid_t pid = fork();
+	spawn_args a = {
+		.path = path,
+		.argv = argv,
+		.in_fd = in_fd >= 0 ? in_fd : nullfd,
+		.log_fd = logfd,
+		.ready_fd = wr,
+	};
+	/* Two children in this process's memory rather than two forks: a
+	 * fork of a worker with dozens of threads copied its page tables,
+	 * and each exec tore the copy down again. */
+	pid_t pid = al_vfork_call(detach, &a, SIGCHLD, NULL, path, err);
 	if (pid < 0)
-		return al_err_sys(err, AL_ESYS, errno, "fork");
-	if (pid == 0) {
-		/* New session, then fork again: the program is not a child
-		 * of the caller and survives its restarts. */
-		if (setsid() < 0)
-			_exit(111);
-		pid_t p2 = fork();
-		if (p2 != 0)
-			_exit(p2 < 0 ? 111 : 0);
-		if (dup2(in_fd >= 0 ? in_fd : nullfd, 0) < 0 ||
-		    dup2(logfd, 1) < 0 || dup2(logfd, 2) < 0)
-			_exit(111);
-		if (wr >= 0) {
-			if (dup2(wr, 3) < 0)
-				_exit(111);
-			/* dup2 onto itself keeps FD_CLOEXEC: clear it. */
-			if (fcntl(3, F_SETFD, 0) < 0)
-				_exit(111);
-		}
-		close_range(wr >= 0 ? 4 : 3, ~0U, 0);
-		sigset_t none;
-		sigemptyset(&none);
-		sigprocmask(SIG_SETMASK, &none, NULL);
-		execv(path, argv);
-		_exit(127);
-	}
+		return -1;
 	int status;
 	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
 		;

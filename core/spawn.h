@@ -1,5 +1,6 @@
 /* spawn: start a host program detached from the caller: its own session,
- * reparented away from the caller (double fork), stdin /dev/null,
+ * reparented away from the caller (a child of a child, both made without
+ * copying the caller: vfork.h), stdin /dev/null,
  * stdout/stderr appended to a log file, no other inherited fd. fcgi
  * workers (multithreaded) start shims and builders this way, so that a
  * worker's restart never touches them. */

@@ -28,17 +28,13 @@
 #include "egress.h"
 #include "net/nft.h"
 #include "net/nl.h"
+#include "vfork.h"
 
-#define GW_CHILD_STACK (256 << 10) /* ASan frames are large */
-#define GW_CHILD_GUARD 4096
 #define GW_NSOCK 4 /* fds 3..6 */
 
 #if defined(__SANITIZE_ADDRESS__)
-#include <sanitizer/asan_interface.h>
-#define stack_unpoison(p, n) ASAN_UNPOISON_MEMORY_REGION(p, n)
 #define GW_LIMIT_MEMORY 0 /* ASan's shadow needs terabytes of space */
 #else
-#define stack_unpoison(p, n) ((void)(p), (void)(n))
 #define GW_LIMIT_MEMORY 1
 #endif
 
@@ -224,9 +220,7 @@ __attribute__((noreturn)) static int child_entry(void *arg)
 	}
 	if (syscall(SYS_close_range, last + 1, ~0u, 0) < 0)
 		child_fail(a, "close_range");
-	sigset_t none;
-	sigemptyset(&none);
-	sigprocmask(SIG_SETMASK, &none, NULL);
+	al_vfork_exec_signals();
 	execve(spec->prog, a->argv, spec->env);
 	child_fail(a, "exec the gateway");
 }
@@ -402,38 +396,11 @@ int al_gateway_launch(const al_gateway_spec *spec, al_gateway_proc *out,
 		.ncg = ncg,
 		.parent = getpid(),
 	};
-	void *stack = mmap(NULL, GW_CHILD_STACK, PROT_READ | PROT_WRITE,
-			   MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
-	if (stack == MAP_FAILED) {
-		al_err_sys(err, AL_ENOMEM, errno, "gateway launch stack");
-		goto fail;
-	}
-	/* A guard page: an overflow faults instead of writing into this
-	 * process's memory below the stack. */
-	if (mprotect(stack, GW_CHILD_GUARD, PROT_NONE) < 0) {
-		al_err_sys(err, AL_ENOMEM, errno, "gateway launch stack guard");
-		munmap(stack, GW_CHILD_STACK);
-		goto fail;
-	}
-	sigset_t all, old;
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
 	int pidfd = -1;
-	/* CLONE_VM | CLONE_VFORK as posix_spawn: this thread sleeps until
-	 * the child has exec'd or died, and shares no page tables copy. */
-	pid_t pid = clone(child_entry, (char *)stack + GW_CHILD_STACK,
-			  CLONE_VM | CLONE_VFORK | CLONE_PIDFD | SIGCHLD, &args,
-			  &pidfd);
-	int clone_errno = errno;
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	/* The child's frames never returned: what ASan marked in them
-	 * would outlive the mapping. */
-	stack_unpoison(stack, GW_CHILD_STACK);
-	munmap(stack, GW_CHILD_STACK);
-	if (pid < 0) {
-		al_err_sys(err, AL_ESYS, clone_errno, "clone the gateway");
+	pid_t pid = al_vfork_call(child_entry, &args, CLONE_PIDFD | SIGCHLD,
+				  &pidfd, "the gateway", err);
+	if (pid < 0)
 		goto fail;
-	}
 	if (args.fail_step != NULL) {
 		/* It has exited: reap it, nothing is left. */
 		siginfo_t si;

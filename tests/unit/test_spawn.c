@@ -3,6 +3,7 @@
  * stdin from the caller's fd when it gives one (a shim's spec). */
 #include <errno.h>
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -95,6 +96,68 @@ static void test_stdin_from_fd(void **state)
 	assert_string_equal(buf, "the spec\n");
 }
 
+static void on_usr1(int sig)
+{
+	(void)sig;
+}
+
+/* The program starts with default dispositions and nothing blocked,
+ * whatever the caller handles, ignores or blocks; the caller's own are
+ * as they were. */
+static void test_program_gets_default_signals(void **state)
+{
+	(void)state;
+	struct sigaction sa = {.sa_handler = on_usr1};
+	struct sigaction old_usr1, old_usr2;
+	assert_int_equal(sigaction(SIGUSR1, &sa, &old_usr1), 0);
+	sa.sa_handler = SIG_IGN;
+	assert_int_equal(sigaction(SIGUSR2, &sa, &old_usr2), 0);
+	sigset_t blk, old_mask;
+	sigemptyset(&blk);
+	sigaddset(&blk, SIGTERM);
+	assert_int_equal(sigprocmask(SIG_BLOCK, &blk, &old_mask), 0);
+
+	char *const argv[] = {"/bin/sh", "-c",
+			      "grep -E '^Sig(Blk|Ign|Cgt)' /proc/$$/status >&3",
+			      NULL};
+	al_err err = {0};
+	int rd = -1;
+	assert_int_equal(al_spawn_detached("/bin/sh", argv, NULL, &rd, &err),
+			 0);
+	char buf[256] = "";
+	ssize_t n = 0, got;
+	while ((got = read(rd, buf + n, sizeof buf - 1 - (size_t)n)) > 0)
+		n += got;
+	close(rd);
+	buf[n] = '\0';
+	/* sh itself catches and ignores a few; not ours (USR1 is bit 9,
+	 * USR2 bit 11, TERM bit 14 of the masks). */
+	const char *b = strstr(buf, "SigBlk:"), *i = strstr(buf, "SigIgn:"),
+		   *c = strstr(buf, "SigCgt:");
+	assert_non_null(b);
+	assert_non_null(i);
+	assert_non_null(c);
+	unsigned long long blk_m = strtoull(b + 7, NULL, 16);
+	unsigned long long ign_m = strtoull(i + 7, NULL, 16);
+	unsigned long long cgt_m = strtoull(c + 7, NULL, 16);
+	assert_int_equal(blk_m & (1ull << (SIGTERM - 1)), 0);
+	assert_int_equal(ign_m & (1ull << (SIGUSR2 - 1)), 0);
+	assert_int_equal(cgt_m & (1ull << (SIGUSR1 - 1)), 0);
+
+	/* The caller's are untouched. */
+	struct sigaction now;
+	assert_int_equal(sigaction(SIGUSR1, NULL, &now), 0);
+	assert_ptr_equal(now.sa_handler, on_usr1);
+	assert_int_equal(sigaction(SIGUSR2, NULL, &now), 0);
+	assert_ptr_equal(now.sa_handler, SIG_IGN);
+	sigset_t cur;
+	assert_int_equal(sigprocmask(SIG_SETMASK, NULL, &cur), 0);
+	assert_int_equal(sigismember(&cur, SIGTERM), 1);
+	sigprocmask(SIG_SETMASK, &old_mask, NULL);
+	sigaction(SIGUSR1, &old_usr1, NULL);
+	sigaction(SIGUSR2, &old_usr2, NULL);
+}
+
 static void test_missing_program(void **state)
 {
 	(void)state;
@@ -116,6 +179,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_detached_with_ready_pipe),
 		cmocka_unit_test(test_stdin_from_fd),
+		cmocka_unit_test(test_program_gets_default_signals),
 		cmocka_unit_test(test_missing_program),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

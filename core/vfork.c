@@ -1,0 +1,63 @@
+/* vfork: see vfork.h. */
+#include "vfork.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#define GUARD 4096
+
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
+#define stack_unpoison(p, n) ASAN_UNPOISON_MEMORY_REGION(p, n)
+#else
+#define stack_unpoison(p, n) ((void)(p), (void)(n))
+#endif
+
+pid_t al_vfork_call(int (*fn)(void *), void *arg, int flags, int *pidfd,
+		    const char *what, al_err *err)
+{
+	void *stack = mmap(NULL, AL_VFORK_STACK, PROT_READ | PROT_WRITE,
+			   MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+	if (stack == MAP_FAILED)
+		return al_err_sys(err, AL_ENOMEM, errno, "%s: stack", what);
+	/* An overflow faults instead of writing into the caller's memory
+	 * below the stack. */
+	if (mprotect(stack, GUARD, PROT_NONE) < 0) {
+		int e = errno;
+		munmap(stack, AL_VFORK_STACK);
+		return al_err_sys(err, AL_ENOMEM, e, "%s: stack guard", what);
+	}
+	sigset_t all, old;
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	pid_t pid = clone(fn, (char *)stack + AL_VFORK_STACK,
+			  flags | CLONE_VM | CLONE_VFORK, arg, pidfd);
+	int clone_errno = errno;
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	/* The child's frames never returned: what ASan marked in them
+	 * would outlive the mapping and trip over whatever lands there. */
+	stack_unpoison(stack, AL_VFORK_STACK);
+	munmap(stack, AL_VFORK_STACK);
+	if (pid < 0)
+		return al_err_sys(err, AL_ESYS, clone_errno, "clone %s", what);
+	return pid;
+}
+
+void al_vfork_exec_signals(void)
+{
+	/* Without CLONE_SIGHAND the child's table is its own copy: this
+	 * leaves the caller's alone. */
+	for (int sig = 1; sig < NSIG; sig++) {
+		struct sigaction sa;
+		memset(&sa, 0, sizeof sa);
+		sa.sa_handler = SIG_DFL;
+		sigaction(sig, &sa, NULL);
+	}
+	sigset_t none;
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
+}
