@@ -626,6 +626,8 @@ int main(int argc, char **argv)
 	free(ready);
 	if (ready_fd >= 0)
 		close(ready_fd);
+	/* After the answer: an unmount waits for an RCU grace period. */
+	shim_net_unpin(&s.net);
 	char steps[512], net[64];
 	driver_steps(&s.h, steps, sizeof steps);
 	shim_net_step(&s.net, net, sizeof net);

@@ -79,6 +79,12 @@ void shim_net_step(const shim_net *n, char *out, size_t len)
 			 n->lease.slot.index);
 }
 
+void shim_net_unpin(shim_net *n)
+{
+	if (n->pool_open)
+		al_netpool_unpin(&n->pool, &n->lease);
+}
+
 void shim_net_release(shim_net *n)
 {
 	if (n->pool_open)

@@ -42,6 +42,9 @@ int shim_net_fits(const shim_net *n, const al_sandbox *sb);
  * says "prepared"; none: ", net 0 (no network)"), for the start
  * line. */
 void shim_net_step(const shim_net *n, char *out, size_t len);
+/* Once the machine is up: the slot's namespaces out of the host's mount
+ * table, held by the lease's fds (al_netpool_unpin). */
+void shim_net_unpin(shim_net *n);
 /* Give the slot back (after the machine stopped). Idempotent. */
 void shim_net_release(shim_net *n);
 

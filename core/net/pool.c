@@ -365,6 +365,12 @@ int al_netpool_lease(al_netpool *p, al_netslot_kind kind, al_netlease *l,
 	return rc;
 }
 
+void al_netpool_unpin(al_netpool *p, al_netlease *l)
+{
+	if (l != NULL && l->lock_fd >= 0)
+		al_netslot_remove(p->dir, l->slot.index);
+}
+
 void al_netpool_release(al_netpool *p, al_netlease *l)
 {
 	if (l == NULL || l->lock_fd < 0)

@@ -75,6 +75,13 @@ int al_netpool_take(al_netpool *p, al_netslot_kind kind, al_netlease *l,
 #define AL_NETPOOL_PREPARES 4
 int al_netpool_lease(al_netpool *p, al_netslot_kind kind, al_netlease *l,
 		     int *prepared, al_err *err);
+/* A leased slot's namespaces leave the mount table: the lease's fds keep
+ * them (its lock keeps the index). Every jail's mount namespace starts
+ * as a copy of the host's, so each live sandbox's two bind mounts made
+ * every later create slower (hundreds of mounts in a burst). Whoever
+ * needs the namespaces by path (a tool, a test) keeps them mounted by
+ * not calling this. */
+void al_netpool_unpin(al_netpool *p, al_netlease *l);
 /* Give the slot back: its namespaces are removed, its index is free. */
 void al_netpool_release(al_netpool *p, al_netlease *l);
 /* How many slots of kind are ready. */

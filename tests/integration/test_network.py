@@ -61,6 +61,37 @@ def slot_addrs(i):
     return fmt(a + 1), fmt(a + 2)  # gateway, guest
 
 
+NSFS_DEV = os.stat("/proc/self/ns/net").st_dev
+
+
+def is_ns(path, ino=None):
+    """path is a namespace (of inode ino). By stat: an fd opened through
+    a bind mount that is gone reads back as "/"."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return False
+    return st.st_dev == NSFS_DEV and (ino is None or st.st_ino == ino)
+
+
+def slot_ns(stack, sid, which):
+    """A path to the sandbox's "gw" or "guest" network namespace: the
+    shim holds both by fd once the sandbox is up (their bind mounts are
+    gone, al_netpool_unpin). Told apart by their links."""
+    pid = shim_of(stack, sid)
+    assert pid is not None, f"no shim for {sid}"
+    want = {"gw": "al-guest", "guest": "eth0"}[which]
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        path = f"/proc/{pid}/fd/{fd}"
+        if not is_ns(path):
+            continue
+        links = subprocess.run(["nsenter", f"--net={path}", "ip", "-o",
+                                "link"], capture_output=True, text=True)
+        if re.search(rf"^\d+: {want}[@:]", links.stdout, re.M):
+            return path
+    raise AssertionError(f"shim {pid} holds no {which} namespace")
+
+
 def slot_files(stack, i):
     d = net_dir(stack)
     return [n for n in os.listdir(d) if n.startswith(f"{i}.")
@@ -79,9 +110,9 @@ class GatewaySide:
     """A UDP listener on gateway:53 inside slot i's namespace: what
     reaches the gateway from the guest."""
 
-    def __init__(self, stack, i):
+    def __init__(self, stack, sid, i):
         gw, _ = slot_addrs(i)
-        path = os.path.join(net_dir(stack), f"{i}.gw")
+        path = slot_ns(stack, sid, "gw")
         code = ("import socket,sys\n"
                 "s=socket.socket(socket.AF_INET,socket.SOCK_DGRAM)\n"
                 # Beside the socket the shim holds for the gateway
@@ -144,7 +175,7 @@ def test_guest_has_the_slots_address_and_route(api, stack, sandboxes,
     assert ["eth0", "00000000", le(gw)] in [r[:3] for r in rows], route
     assert resolv.strip() == f"nameserver {gw}", resolv
     # The guest reaches the gateway's side from its own address.
-    side = GatewaySide(stack, i)
+    side = GatewaySide(stack, sb["id"], i)
     try:
         sh(api, sb["id"], f"timeout 2 nslookup example.com {gw} || true",
            timeout=10)
@@ -178,7 +209,7 @@ def test_spoofed_source_does_not_reach_the_gateway(api, stack, sandboxes,
     sb = sandboxes.create()
     i = slot_of(stack, sb["id"])
     gw, guest = slot_addrs(i)
-    side = GatewaySide(stack, i)
+    side = GatewaySide(stack, sb["id"], i)
     try:
         if driver == "vm":
             # Root of the guest kernel may set any address: the slot's
@@ -215,21 +246,50 @@ def test_spoofed_source_does_not_reach_the_gateway(api, stack, sandboxes,
         side.close()
 
 
+def ns_held(ino):
+    """Whether any process is in, or holds an fd on, namespace ino, or
+    any mount of the host's shows it."""
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        if is_ns(f"/proc/{pid}/ns/net", ino):
+            return True
+        try:
+            fds = os.listdir(f"/proc/{pid}/fd")
+        except OSError:
+            continue
+        if any(is_ns(f"/proc/{pid}/fd/{fd}", ino) for fd in fds):
+            return True
+    with open("/proc/self/mountinfo") as f:
+        return f"net:[{ino}]" in f.read()
+
+
 def gone_or_renewed(stack, i, ino):
-    """Slot i's namespace of inode ino is unmounted and its lock not
-    taken (the index may already be prepared afresh: new namespaces)."""
-    try:
-        same = os.stat(os.path.join(net_dir(stack), f"{i}.gw")).st_ino == ino
-    except FileNotFoundError:
-        same = False
-    return not same and not lock_state(stack, i).startswith("taken")
+    """Slot i's namespace of inode ino is gone (no process, fd or mount
+    keeps it) and its lock not taken (the index may already be prepared
+    afresh: new namespaces)."""
+    return (not lock_state(stack, i).startswith("taken") and
+            not ns_held(ino))
+
+
+def test_a_live_slot_is_out_of_the_mount_table(api, stack, sandboxes,
+                                               driver):
+    """The shim holds its slot by lock and fds; none of the host's mounts
+    is the sandbox's (each would be copied by every later jail)."""
+    sb = sandboxes.create()
+    i = slot_of(stack, sb["id"])
+    assert lock_state(stack, i).startswith("taken"), lock_state(stack, i)
+    assert slot_files(stack, i) == [], slot_files(stack, i)
+    with open("/proc/self/mountinfo") as f:
+        mounts = f.read()
+    ino = os.stat(slot_ns(stack, sb["id"], "gw")).st_ino
+    assert f"net:[{ino}]" not in mounts
+    assert f" {net_dir(stack)}/{i}." not in mounts
 
 
 def test_delete_removes_the_slot(api, stack, sandboxes, driver):
     sb = sandboxes.create()
     i = slot_of(stack, sb["id"])
-    assert slot_files(stack, i), "the slot has no namespace files"
-    ino = os.stat(os.path.join(net_dir(stack), f"{i}.gw")).st_ino
+    ino = os.stat(slot_ns(stack, sb["id"], "gw")).st_ino
+    assert ns_held(ino)
     r = api.delete(f"{api.base}/v1/sandboxes/{sb['id']}", timeout=TIMEOUT)
     assert r.status_code in (200, 204), r.text
     deadline = time.time() + 10
@@ -243,8 +303,7 @@ def test_reconcile_removes_a_killed_shims_slot(api, stack, sandboxes,
                                                driver):
     sb = sandboxes.create()
     i = slot_of(stack, sb["id"])
-    gw_path = os.path.join(net_dir(stack), f"{i}.gw")
-    ns_before = os.stat(gw_path).st_ino
+    ns_before = os.stat(slot_ns(stack, sb["id"], "gw")).st_ino
     pid = shim_of(stack, sb["id"])
     os.kill(pid, signal.SIGKILL)
 
