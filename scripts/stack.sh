@@ -192,8 +192,63 @@ tail_log() {
 
 # ---------------------------------------------------------------- dirs
 
+# run/ is a tmpfs. Its files (sockets, locks, pid files, markers) come
+# and go with every create, and on ext4 each new inode cost a scan of
+# the recently deleted ones (about a twentieth of a burst's CPU). What
+# must outlive a `down`, the spools (events/ and egress/: what no
+# controller has recorded yet), is kept on disk in spool/ from `down` to
+# the next start. Its size (AIRLOCK_RUN_SIZE) bounds the memory the
+# spools can take while PostgreSQL is away: past it a gateway counts
+# the decisions it drops (core/egress.h), as on a full disk. A run/ left
+# on disk by an older stack whose PostgreSQL still listens there stays
+# as it is until its `down`.
+RUN_SIZE=${AIRLOCK_RUN_SIZE:-512m}
+[[ $RUN_SIZE =~ ^[0-9]+[kmgKMG%]?$ ]] || {
+	echo "AIRLOCK_RUN_SIZE: a size such as 512m" >&2
+	exit 100
+}
+SPOOL_SAVED=$STATE/spool
+
+mount_run() {
+	mkdir -p "$RUN"
+	mountpoint -q "$RUN" && return 0
+	if pg_running; then
+		log "run/ stays on disk until the next down (PostgreSQL listens there)"
+		return 0
+	fi
+	local d
+	for d in events egress; do
+		if [ -d "$RUN/$d" ]; then
+			mkdir -p "$SPOOL_SAVED"
+			cp -a "$RUN/$d" "$SPOOL_SAVED/" || die "saving $RUN/$d failed"
+			rm -rf "${RUN:?}/$d"
+		fi
+	done
+	mount -t tmpfs -o "mode=0711,nosuid,nodev,size=$RUN_SIZE" airlock-run \
+		"$RUN" || die "mounting a tmpfs on $RUN failed"
+	if [ -d "$SPOOL_SAVED" ]; then
+		cp -a "$SPOOL_SAVED/." "$RUN/" || die "restoring the spools failed"
+		rm -rf "$SPOOL_SAVED"
+	fi
+}
+
+unmount_run() {
+	mountpoint -q "$RUN" || return 0
+	local d
+	for d in events egress; do
+		if [ -n "$(ls -A "$RUN/$d" 2>/dev/null)" ]; then
+			mkdir -p "$SPOOL_SAVED"
+			cp -a "$RUN/$d" "$SPOOL_SAVED/" ||
+				{ log "keeping $RUN mounted: saving $d failed"; return 0; }
+		fi
+	done
+	umount "$RUN" 2>/dev/null || umount -l "$RUN" || true
+}
+
 make_dirs() {
-	mkdir -p "$STATE" "$RUN" "$RUN/sbx" "$LOG" "$POOL" "$NGX" "$STATE/keys"
+	mkdir -p "$STATE" "$LOG" "$POOL" "$NGX" "$STATE/keys"
+	mount_run
+	mkdir -p "$RUN/sbx"
 	# Others may traverse (postgres, nginx workers) but not list.
 	chmod 0711 "$STATE" "$RUN"
 	chmod 0700 "$RUN/sbx" "$STATE/keys"
@@ -725,6 +780,7 @@ do_down() {
 	kill_jail_leftovers
 	remove_net_slots
 	stop_pg
+	unmount_run
 	stop_pool
 }
 

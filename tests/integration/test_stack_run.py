@@ -42,6 +42,15 @@ def postmaster(state):
         return None
 
 
+def mount_type(path):
+    with open("/proc/self/mounts") as f:
+        for line in f:
+            dev, mnt, kind = line.split()[:3]
+            if mnt == path:
+                return kind
+    return None
+
+
 def test_run_piped_stops_everything_on_ctrl_c():
     build = os.environ.get("AIRLOCK_TEST_BUILD",
                            os.path.join(REPO, "build-san"))
@@ -67,6 +76,14 @@ def test_run_piped_stops_everything_on_ctrl_c():
         pg = postmaster(state)
         assert pg is not None and pid_alive(pg), "no PostgreSQL running"
         assert processes_of(state), "no process of the stack found"
+        # run/ is a tmpfs; what its spools hold outlives the stop. A file
+        # in events/bad/ is one the controller keeps without recording.
+        run = os.path.join(state, "run")
+        assert mount_type(run) == "tmpfs", mount_type(run)
+        bad = os.path.join(run, "events", "bad")
+        os.makedirs(bad, exist_ok=True)
+        with open(os.path.join(bad, "kept.1"), "w") as f:
+            f.write("not an event\n")
 
         # tee dies of the same Ctrl-C: the pipe has no reader any more.
         p.stdout.close()
@@ -80,6 +97,19 @@ def test_run_piped_stops_everything_on_ctrl_c():
         assert not pid_alive(pg), "PostgreSQL left running"
         assert not os.path.ismount(os.path.join(state, "pool")), \
             "pool left mounted"
+        assert not os.path.ismount(run), "run/ left mounted"
+        saved = os.path.join(state, "spool", "events", "bad", "kept.1")
+        with open(saved) as f:
+            assert f.read() == "not an event\n"
+        # The next start puts it back.
+        r = subprocess.run([STACK, "up"], env=st.env, cwd=REPO,
+                           capture_output=True, text=True,
+                           timeout=UP_TIMEOUT)
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert mount_type(run) == "tmpfs"
+        with open(os.path.join(bad, "kept.1")) as f:
+            assert f.read() == "not an event\n"
+        assert not os.path.exists(os.path.join(state, "spool"))
     finally:
         _cleanup_state(st, log)
 
