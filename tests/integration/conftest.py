@@ -513,11 +513,17 @@ def listener_pid(stack, path):
         return None
     for pid in stack.pids("airlock-shim"):
         try:
-            for fd in os.listdir(f"/proc/{pid}/fd"):
-                if os.readlink(f"/proc/{pid}/fd/{fd}") in inodes:
-                    return pid
+            fds = os.listdir(f"/proc/{pid}/fd")
         except OSError:
             continue
+        for fd in fds:
+            # A shim taking connections closes fds as this reads them:
+            # one gone is no reason to pass over its process.
+            try:
+                if os.readlink(f"/proc/{pid}/fd/{fd}") in inodes:
+                    return pid
+            except OSError:
+                continue
     return None
 
 
