@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Bursts of creates through nginx: BURSTS times (3), PAUSE s (10)
 apart, COUNT creates of template minimal (ns) from CLIENTS clients at
-once, each on its own keep-alive session; per burst creates/s and
+once, each on its own keep-alive session; per burst creates/s, the
+host's busy CPU per create (every core, the client included) and
 p50/p90/p99 of one create, what the answers were (201, or 429/503 with
 Retry-After), then everything created is deleted (untimed). Beside each
 burst, right after it, the peer: COUNT runs of bwrap /bin/true in fresh
@@ -94,6 +95,18 @@ def peer(root, count, clients):
     return ms, time.monotonic() - t0
 
 
+def busy_ms():
+    """CPU time the whole host has spent busy (every core, this client
+    included), in ms: what bounds a burst's rate on a host that has
+    nothing to spare, and a figure the host's noise moves less than a
+    rate."""
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:]]
+    hz = os.sysconf("SC_CLK_TCK")
+    # user nice system idle iowait irq softirq steal
+    return (v[0] + v[1] + v[2] + v[5] + v[6] + v[7]) * 1000 / hz
+
+
 def lines(path):
     with open(path, errors="replace") as f:
         return sum(1 for _ in f)
@@ -108,7 +121,9 @@ def steps(path, since):
 def one_round(a, n):
     """One burst and its peer; (rate, clean, peer rate or None)."""
     seen = lines(a.shim_log) if a.shim_log else 0
+    cpu0 = busy_ms()
     res, wall = burst(a.url, a.key, a.count, a.clients)
+    cpu = busy_ms() - cpu0
     codes = {}
     for code, _, _, _ in res:
         codes[code] = codes.get(code, 0) + 1
@@ -123,7 +138,8 @@ def one_round(a, n):
             print(f"  first refusal: {code} {text.strip()[:200]}")
             break
     rate = len(ok) / wall
-    print(f"  {len(ok)} created in {wall:.2f} s: {rate:.1f} creates/s")
+    print(f"  {len(ok)} created in {wall:.2f} s: {rate:.1f} creates/s; "
+          f"host CPU {cpu / max(len(ok), 1):.1f} ms per create")
     print(f"  {'step':<10} {'p50':>9} {'p90':>9} {'p99':>9}   (ms)")
     if ok:
         row("create", ok)
@@ -133,15 +149,19 @@ def one_round(a, n):
     delete_all(a.url, a.key, ids)
     prate = None
     if a.peer_root:
+        pcpu0 = busy_ms()
         ms, pwall = peer(a.peer_root, a.count, a.clients)
+        pcpu = busy_ms() - pcpu0
         prate = a.count / pwall
         print(f"  peer: {a.count} runs of bwrap ... /bin/true from "
               f"{a.clients} workers right after, {pwall:.2f} s: "
-              f"{prate:.1f} runs/s")
+              f"{prate:.1f} runs/s; host CPU {pcpu / a.count:.1f} ms "
+              f"per run")
         row("spawn", ms)
         if ok:
             print(f"  ratio (Airlock / bwrap): rate {rate / prate:.2f}x; "
-                  f"p50 {pct(ok, 50) / pct(ms, 50):.2f}x")
+                  f"p50 {pct(ok, 50) / pct(ms, 50):.2f}x; CPU per "
+                  f"create {cpu / len(ok) / (pcpu / a.count):.2f}x")
     clean = all(c in (201, 429, 503) for c in codes)
     return rate, clean, prate
 
