@@ -100,6 +100,9 @@ void al_api_driver_status(const al_config *cfg, al_driver_status *st);
 void al_api_health(al_req *r);
 void al_api_info(al_req *r);
 void al_api_sandbox_create(al_req *r);
+/* A create's statements run once on a new connection, finding and
+ * keeping nothing (api_sandbox.c). */
+void al_api_sandbox_warm(al_db *db, const al_config *cfg);
 void al_api_sandbox_list(al_req *r);
 void al_api_sandbox_get(al_req *r);
 void al_api_sandbox_delete(al_req *r);

@@ -219,6 +219,8 @@ static void *worker_thread(void *arg)
 	db = al_db_open(cfg.db_conninfo, &err);
 	if (db == NULL)
 		al_warn("PostgreSQL, connecting ahead: %s", err.msg);
+	else
+		al_api_sandbox_warm(db, &cfg);
 	for (;;) {
 		if (FCGX_Accept_r(&fr) < 0) {
 			/* Transient accept errors (EMFILE, ECONNABORTED):
