@@ -17,6 +17,18 @@
 
 #include "spawn.h"
 
+/* What the program wrote to the ready pipe until it closed, as a string;
+ * rd is closed. */
+static void read_all(int rd, char *buf, size_t len)
+{
+	size_t n = 0;
+	ssize_t got;
+	while (n < len - 1 && (got = read(rd, buf + n, len - 1 - n)) > 0)
+		n += (size_t)got;
+	close(rd);
+	buf[n] = '\0';
+}
+
 static void test_detached_with_ready_pipe(void **state)
 {
 	(void)state;
@@ -35,12 +47,8 @@ static void test_detached_with_ready_pipe(void **state)
 	assert_int_equal(al_spawn_detached("/bin/sh", argv, logpath, &rd, &err),
 			 0);
 	assert_true(rd >= 0);
-	char buf[64] = "";
-	ssize_t n = 0, got;
-	while ((got = read(rd, buf + n, sizeof buf - 1 - (size_t)n)) > 0)
-		n += got;
-	close(rd);
-	buf[n] = '\0';
+	char buf[64];
+	read_all(rd, buf, sizeof buf);
 	/* Its own session: the session id is not ours. */
 	long sid = strtol(buf, NULL, 10);
 	assert_true(sid > 0);
@@ -87,12 +95,8 @@ static void test_stdin_from_fd(void **state)
 					      &err),
 			 0);
 	close(in);
-	char buf[64] = "";
-	ssize_t n = 0, got;
-	while ((got = read(rd, buf + n, sizeof buf - 1 - (size_t)n)) > 0)
-		n += got;
-	close(rd);
-	buf[n] = '\0';
+	char buf[64];
+	read_all(rd, buf, sizeof buf);
 	assert_string_equal(buf, "the spec\n");
 }
 
@@ -124,12 +128,8 @@ static void test_program_gets_default_signals(void **state)
 	int rd = -1;
 	assert_int_equal(al_spawn_detached("/bin/sh", argv, NULL, &rd, &err),
 			 0);
-	char buf[256] = "";
-	ssize_t n = 0, got;
-	while ((got = read(rd, buf + n, sizeof buf - 1 - (size_t)n)) > 0)
-		n += got;
-	close(rd);
-	buf[n] = '\0';
+	char buf[256];
+	read_all(rd, buf, sizeof buf);
 	/* sh itself catches and ignores a few; not ours (USR1 is bit 9,
 	 * USR2 bit 11, TERM bit 14 of the masks). */
 	const char *b = strstr(buf, "SigBlk:"), *i = strstr(buf, "SigIgn:"),
