@@ -5,8 +5,11 @@
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
+#include <stdint.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #define GUARD 4096
 
@@ -47,6 +50,15 @@ pid_t al_vfork_call(int (*fn)(void *), void *arg, int flags, int *pidfd,
 	return pid;
 }
 
+/* The kernel's struct for rt_sigaction (no restorer: SIG_DFL needs
+ * none). */
+struct kernel_sigaction_dfl {
+	void (*handler)(int);
+	unsigned long flags;
+	void (*restorer)(void);
+	uint64_t mask;
+};
+
 void al_vfork_exec_signals(void)
 {
 	/* Without CLONE_SIGHAND the child's table is its own copy: this
@@ -55,7 +67,15 @@ void al_vfork_exec_signals(void)
 		struct sigaction sa;
 		memset(&sa, 0, sizeof sa);
 		sa.sa_handler = SIG_DFL;
-		sigaction(sig, &sa, NULL);
+		if (sigaction(sig, &sa, NULL) == 0 || errno != EINVAL)
+			continue;
+		/* libc keeps two real-time signals for its threads and
+		 * refuses them: a parent that ignored them would pass that
+		 * on, so they are reset with the system call itself
+		 * (SIGKILL and SIGSTOP fail here too, and are always
+		 * default). */
+		struct kernel_sigaction_dfl k = {.handler = SIG_DFL};
+		syscall(SYS_rt_sigaction, sig, &k, NULL, sizeof k.mask);
 	}
 	sigset_t none;
 	sigemptyset(&none);
