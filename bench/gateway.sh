@@ -269,13 +269,19 @@ drop_leg() {
 # phase starts one leg further along: a leg run right after squid's
 # meets what squid left running, and no leg should always be that one.
 PHASES=0
-phase() {
-	local leg i n=${#LEGS[@]} order=()
+ORDER=()
+next_order() { # ORDER: the legs, starting one further than last time
+	local i n=${#LEGS[@]}
+	ORDER=()
 	for ((i = 0; i < n; i++)); do
-		order+=("${LEGS[(i + PHASES) % n]}")
+		ORDER+=("${LEGS[(i + PHASES) % n]}")
 	done
 	PHASES=$((PHASES + 1))
-	for leg in "${order[@]}"; do
+}
+phase() {
+	local leg
+	next_order
+	for leg in "${ORDER[@]}"; do
 		local -n cmd=LEG_${leg//-/_}
 		local -n pids=CPU_${leg//-/_}
 		local t0=0 t1 w0=0 c0=0 h0
@@ -540,12 +546,9 @@ done
 # (median round). With the proxy and upstream on CPU 0 this is what one
 # core carries, wakeups shared among the connections as under real use.
 load_round() {
-	local leg i t0 t1 n=${#LEGS[@]} order=() pids
-	for ((i = 0; i < n; i++)); do
-		order+=("${LEGS[(i + PHASES) % n]}")
-	done
-	PHASES=$((PHASES + 1))
-	for leg in "${order[@]}"; do
+	local leg i t0 t1 pids
+	next_order
+	for leg in "${ORDER[@]}"; do
 		local -n cmd=LEG_${leg//-/_}
 		pids=()
 		t0=$(date +%s%N)
