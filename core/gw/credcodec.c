@@ -1,6 +1,9 @@
 /* gw/credcodec: percent/JSON unescaping and base64 phases, byte by byte. */
 #include "gw/credcodec.h"
 
+#include <stdlib.h>
+#include <string.h>
+
 #include "gw/http_internal.h"
 
 void al_credcodec_unescape_init(al_credcodec_unescape *u)
@@ -226,8 +229,114 @@ size_t al_credcodec_b64_run(const char *buf, size_t len, size_t *end)
 	return k;
 }
 
+typedef struct b64_core {
+	unsigned char *v; /* 6-bit values */
+	size_t len;	  /* 0: too short for one, in every run */
+	size_t *fail;	  /* KMP failure function */
+} b64_core;
+
+struct al_credcodec_b64_cores {
+	b64_core *c;
+	size_t n;
+};
+
+void al_credcodec_b64_cores_free(al_credcodec_b64_cores *c)
+{
+	if (c == NULL)
+		return;
+	for (size_t i = 0; i < c->n; i++) {
+		free(c->c[i].v);
+		free(c->c[i].fail);
+	}
+	free(c->c);
+	free(c);
+}
+
+/* Characters j of the encoding of a zero bytes then t: the ones whose
+ * 6 bits lie inside t, from ceil(8a / 6) to floor(8 (a + len) / 6). */
+static int core_make(b64_core *k, const unsigned char *t, size_t len,
+		     unsigned a)
+{
+	size_t lo = (8 * a + 5) / 6, hi = 8 * (a + len) / 6;
+	if (hi <= lo)
+		return 0;
+	unsigned char *bytes = calloc(a + len + 2, 1);
+	k->v = malloc(hi - lo);
+	k->fail = malloc((hi - lo) * sizeof *k->fail);
+	if (bytes == NULL || k->v == NULL || k->fail == NULL) {
+		free(bytes);
+		return -1;
+	}
+	memcpy(bytes + a, t, len);
+	for (size_t j = lo; j < hi; j++) {
+		size_t bit = 6 * j;
+		unsigned w = (unsigned)bytes[bit / 8] << 8 | bytes[bit / 8 + 1];
+		k->v[j - lo] = (unsigned char)(w >> (10 - bit % 8) & 63);
+	}
+	free(bytes);
+	k->len = hi - lo;
+	k->fail[0] = 0;
+	for (size_t i = 1, q = 0; i < k->len; i++) {
+		while (q > 0 && k->v[i] != k->v[q])
+			q = k->fail[q - 1];
+		if (k->v[i] == k->v[q])
+			q++;
+		k->fail[i] = q;
+	}
+	return 0;
+}
+
+al_credcodec_b64_cores *
+al_credcodec_b64_cores_new(const unsigned char *const *texts,
+			   const size_t *lens, size_t n)
+{
+	al_credcodec_b64_cores *c = calloc(1, sizeof *c);
+	if (c == NULL)
+		return NULL;
+	c->c = calloc(3 * n + 1, sizeof *c->c);
+	if (c->c == NULL) {
+		free(c);
+		return NULL;
+	}
+	for (size_t i = 0; i < n; i++)
+		for (unsigned a = 0; a < 3; a++)
+			if (core_make(&c->c[c->n++], texts[i], lens[i], a) <
+			    0) {
+				al_credcodec_b64_cores_free(c);
+				return NULL;
+			}
+	return c;
+}
+
+static bool core_in(const b64_core *k, const char *buf, size_t len)
+{
+	if (k->len == 0)
+		return true;
+	size_t q = 0;
+	for (size_t i = 0; i < len; i++) {
+		int v = b64[(unsigned char)buf[i]];
+		if (v < 0)
+			continue; /* CR or LF inside the run */
+		while (q > 0 && k->v[q] != v)
+			q = k->fail[q - 1];
+		if (k->v[q] == v && ++q == k->len)
+			return true;
+	}
+	return false;
+}
+
+bool al_credcodec_b64_cores_in(const al_credcodec_b64_cores *c, const char *buf,
+			       size_t len)
+{
+	for (size_t i = 0; i < c->n; i++)
+		if (core_in(&c->c[i], buf, len))
+			return true;
+	return false;
+}
+
 bool al_credcodec_b64_gate_pass(al_credcodec_b64_gate *g, const char *buf,
 				size_t i, size_t len, bool whole, size_t min,
+				const al_credcodec_b64_cores *cores,
 				uint64_t at)
 {
 	unsigned char c = (unsigned char)buf[i];
@@ -240,7 +349,9 @@ bool al_credcodec_b64_gate_pass(al_credcodec_b64_gate *g, const char *buf,
 		return false;
 	size_t end;
 	size_t k = al_credcodec_b64_run(buf + i, len - i, &end);
-	if ((i + end < len || whole) && k < min) {
+	if ((i + end < len || whole) &&
+	    (k < min || (cores != NULL &&
+			 !al_credcodec_b64_cores_in(cores, buf + i, end)))) {
 		g->skip_end = at + end;
 		return false;
 	}

@@ -100,10 +100,31 @@ typedef struct al_credcodec_b64_gate {
 	bool on;	   /* in a run the decoders read */
 	uint64_t skip_end; /* raw offset where the last skipped run ends */
 } al_credcodec_b64_gate;
+/* The base64 cores of texts. For each text and each of the 3 byte
+ * alignments at which a phase may decode it, its core is the characters
+ * of its encoding that its own bits alone decide (6 bits each). A run
+ * from which some phase decodes a text holds one of that text's cores,
+ * contiguous once CR and LF are dropped and both alphabets read alike;
+ * a run that holds no core decodes to no text, and its decoders may
+ * skip it like a short one. A text too short for a core at some
+ * alignment is in every run. */
+typedef struct al_credcodec_b64_cores al_credcodec_b64_cores;
+/* NULL on OOM. */
+al_credcodec_b64_cores *
+al_credcodec_b64_cores_new(const unsigned char *const *texts,
+			   const size_t *lens, size_t n);
+void al_credcodec_b64_cores_free(al_credcodec_b64_cores *c);
+/* Whether the run buf[0..len) (as al_credcodec_b64_run measured it)
+ * holds a core; linear in len for each core. */
+bool al_credcodec_b64_cores_in(const al_credcodec_b64_cores *c, const char *buf,
+			       size_t len);
+
 /* For byte buf[i] of a piece of len bytes, at raw offset at: true if
- * the decoders must be fed it. */
+ * the decoders must be fed it. cores: NULL, or a run whose end is known
+ * and that holds none is skipped too. */
 bool al_credcodec_b64_gate_pass(al_credcodec_b64_gate *g, const char *buf,
 				size_t i, size_t len, bool whole, size_t min,
+				const al_credcodec_b64_cores *cores,
 				uint64_t at);
 
 #endif

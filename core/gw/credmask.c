@@ -2,12 +2,14 @@
  * and a ring of the raw bytes not yet released. The views are what costs
  * per byte, so shortcuts skip work that cannot find anything: a byte
  * that starts no value while no match is open is not fed to the raw and
- * unescape matchers, and a base64 run too short to decode the shortest
- * value (seen whole in the piece being fed) is not fed to the base64
+ * unescape matchers, and a base64 run (seen whole in the piece being
+ * fed) too short to decode the shortest value, or holding none of the
+ * values' base64 cores (gw/credcodec), is not fed to the base64
  * decoders; both leave every matcher as reading the byte would have. A
  * head's field (al_credmask_string) shorter than every value is left as
- * it is, and one without an escape or a long run is searched for the
- * plain values only (every other view of it is itself or too short). */
+ * it is, and one without an escape or a run that may decode a value is
+ * searched for the plain values only (every other view of it is itself
+ * or too short). */
 #include "gw/credmask.h"
 
 #include <errno.h>
@@ -24,6 +26,11 @@
 #define VIEW_UNESCAPE 1
 #define VIEW_B64 2
 #define VIEWS (VIEW_B64 + AL_CREDCODEC_B64_PHASES)
+
+/* What quiet_span asks of a byte, in one lookup. */
+#define CLS_HOT 1u  /* hot[] */
+#define CLS_B64 2u  /* a base64 character */
+#define CLS_CRLF 4u /* CR or LF: inside a run, skipped */
 
 typedef struct mval {
 	unsigned char *p;
@@ -50,11 +57,13 @@ struct al_credmask {
 	uint64_t in, out; /* raw bytes fed; released */
 	uint64_t cur;	  /* raw offset of the byte being read */
 	unsigned long count;
-	bool first[256]; /* c is some value's first byte */
-	bool hot[256];	 /* first, or an escape's start */
-	size_t lmin;	 /* the shortest value's length */
-	size_t b64_min;	 /* run characters the shortest value needs */
-	al_credcodec_b64_gate gate; /* which bytes the decoders read */
+	bool first[256];	/* c is some value's first byte */
+	bool hot[256];		/* first, or an escape's start */
+	unsigned char cls[256]; /* CLS_ bits of each byte, for quiet_span */
+	size_t lmin;		/* the shortest value's length */
+	size_t b64_min;		/* run characters the shortest value needs */
+	al_credcodec_b64_gate gate;    /* which bytes the decoders read */
+	al_credcodec_b64_cores *cores; /* the values' base64 cores */
 };
 
 static size_t pow2_at_least(size_t n)
@@ -75,6 +84,7 @@ void al_credmask_free(al_credmask *m)
 		free(m->v[i].fail);
 	}
 	free(m->v);
+	al_credcodec_b64_cores_free(m->cores);
 	for (int k = 0; k < VIEWS; k++)
 		free(m->view[k].starts);
 	if (m->ring != NULL) {
@@ -143,8 +153,25 @@ al_credmask *al_credmask_new(const al_credmask_value *values, size_t n,
 	}
 	m->lmin = lmin;
 	m->hot['%'] = m->hot['\\'] = true;
+	for (int c = 0; c < 256; c++)
+		m->cls[c] = (unsigned char)((m->hot[c] ? CLS_HOT : 0) |
+					    (al_credcodec_b64_value(
+						     (unsigned char)c) >= 0
+						     ? CLS_B64
+						     : 0) |
+					    (c == '\r' || c == '\n' ? CLS_CRLF
+								    : 0));
 	/* Phase 0 of a run of k characters decodes 6k/8 bytes. */
 	m->b64_min = AL_CREDCODEC_B64_RUN_MIN(lmin);
+	const unsigned char *texts[AL_CREDMASK_VALUES_MAX + 1];
+	size_t lens[AL_CREDMASK_VALUES_MAX + 1];
+	for (size_t i = 0; i < n; i++) {
+		texts[i] = m->v[i].p;
+		lens[i] = m->v[i].len;
+	}
+	m->cores = al_credcodec_b64_cores_new(texts, lens, n);
+	if (m->cores == NULL)
+		goto oom;
 	size_t s = pow2_at_least(lmax);
 	m->smask = s - 1;
 	for (int k = 0; k < VIEWS; k++) {
@@ -296,7 +323,7 @@ static void feed_b64(al_credmask *m, vctx *vb, const char *buf, size_t i,
 		     size_t len, unsigned char c, uint64_t at)
 {
 	if (!al_credcodec_b64_gate_pass(&m->gate, buf, i, len, false,
-					m->b64_min, at))
+					m->b64_min, m->cores, at))
 		return;
 	for (unsigned p = 0; p < AL_CREDCODEC_B64_PHASES; p++)
 		al_credcodec_b64_byte(&m->b64[p], c, at, on_emit, on_break,
@@ -315,31 +342,37 @@ static size_t quiet_span(const al_credmask *m, const char *buf, size_t len)
 	size_t room = m->rmask + 1 - (size_t)(m->in - m->out);
 	if (len > room)
 		len = room;
-	bool skipping = m->in < m->gate.skip_end; /* a short run */
+	bool skipping = m->in < m->gate.skip_end; /* a run the gate skips */
 	if (skipping && m->gate.skip_end - m->in < len)
 		len = (size_t)(m->gate.skip_end - m->in); /* the run's end */
 	size_t i = 0;
 	if (!skipping) {
-		while (i < len && !m->hot[(unsigned char)buf[i]]) {
-			if (al_credcodec_b64_value((unsigned char)buf[i]) < 0) {
+		while (i < len) {
+			unsigned k = m->cls[(unsigned char)buf[i]];
+			if (k & CLS_HOT)
+				break;
+			if (!(k & CLS_B64)) {
 				i++;
 				continue;
 			}
-			/* A run: skipped whole if short, ended here and
-			 * cold (else read byte by byte, see feed_b64). */
-			size_t end, j = i;
-			if (al_credcodec_b64_run(buf + i, len - i, &end) >=
-				    m->b64_min ||
-			    i + end >= len)
+			/* A run (as al_credcodec_b64_run counts it):
+			 * skipped whole if short, ended here and cold
+			 * (else read byte by byte, see feed_b64). */
+			size_t j = i, chars = 0;
+			unsigned seen = 0;
+			for (; j < len; j++) {
+				unsigned kj = m->cls[(unsigned char)buf[j]];
+				if (!(kj & (CLS_B64 | CLS_CRLF)))
+					break;
+				chars += kj & CLS_B64 ? 1 : 0;
+				seen |= kj;
+			}
+			if (chars >= m->b64_min || j >= len || (seen & CLS_HOT))
 				break;
-			while (j < i + end && !m->hot[(unsigned char)buf[j]])
-				j++;
-			if (j < i + end)
-				break;
-			i += end;
+			i = j;
 		}
 	} else {
-		while (i < len && !m->hot[(unsigned char)buf[i]])
+		while (i < len && !(m->cls[(unsigned char)buf[i]] & CLS_HOT))
 			i++;
 	}
 	return i;
@@ -422,15 +455,17 @@ static void to_string(void *arg, const char *p, size_t n)
 	c->pos += n;
 }
 
-/* s holds no escape and no base64 run a value could be decoded from:
- * every view but the raw one reads s itself or too little to match. */
+/* s holds no escape and no base64 run a value could be decoded from
+ * (none long enough and holding a core): every view but the raw one
+ * reads s itself or nothing that matches. */
 static bool plain_only(const al_credmask *m, const char *s, size_t len)
 {
 	if (memchr(s, '%', len) != NULL || memchr(s, '\\', len) != NULL)
 		return false;
 	for (size_t i = 0; i < len;) {
 		size_t end;
-		if (al_credcodec_b64_run(s + i, len - i, &end) >= m->b64_min)
+		if (al_credcodec_b64_run(s + i, len - i, &end) >= m->b64_min &&
+		    al_credcodec_b64_cores_in(m->cores, s + i, end))
 			return false;
 		i += end + 1;
 	}

@@ -119,7 +119,7 @@ static void scan(al_credscan *s, const char *buf, size_t len, bool last)
 		if (!al_credcodec_b64_gate_pass(
 			    &s->gate, buf, i, len, last,
 			    AL_CREDCODEC_B64_RUN_MIN(AL_CREDSCAN_PREFIX_LEN),
-			    at))
+			    NULL, at))
 			continue;
 		for (unsigned k = 0; k < AL_CREDCODEC_B64_PHASES; k++)
 			al_credcodec_b64_byte(&s->b64[k], (unsigned char)buf[i],

@@ -1,7 +1,7 @@
 /* Fuzz gw/credmask on response bytes: the output has the input's length,
  * is the same whatever the pieces and masked in place as a string (its
- * shortcuts for a head's fields) alike, never holds a plain, base64 or
- * percent-encoded occurrence of a value, and leaves bytes alone or makes
+ * shortcuts for a head's fields) alike, never holds a plain, base64 (at
+ * any alignment) or percent-encoded occurrence of a value, and leaves bytes alone or makes
  * them '*'. The first input byte picks a value length, its bytes
  * follow. */
 #include <stdbool.h>
@@ -75,11 +75,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			abort();
 		free(k.p);
 	}
-	/* The value's base64, embedded in the output, is masked too. */
-	unsigned char enc[64];
-	int el = EVP_EncodeBlock(enc, (const unsigned char *)v.p, (int)vl);
-	if (!star && vl >= 6 && memmem(one.p, len, enc, (size_t)el) != NULL)
-		abort();
+	/* The value's base64, embedded in the output, is masked too, at
+	 * each byte alignment (after 0, 1 or 2 bytes of the input). */
+	for (size_t a = 0; a < 3 && a <= len; a++) {
+		unsigned char raw[2 + 24], enc[4 * 9 + 1];
+		memcpy(raw, buf, a);
+		memcpy(raw + a, v.p, vl);
+		int el = EVP_EncodeBlock(enc, raw, (int)(a + vl));
+		if (!star && vl >= 6 &&
+		    memmem(one.p, len, enc, (size_t)el) != NULL)
+			abort();
+	}
 	/* Every byte percent-encoded is masked too. */
 	char pct[3 * 24 + 1];
 	for (size_t i = 0; i < vl; i++)

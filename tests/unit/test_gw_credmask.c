@@ -129,6 +129,49 @@ static void test_base64_every_alignment(void **state)
 	al_credmask_free(m);
 }
 
+/* Long runs seen whole: one that holds a value's base64 (URL-safe, CR
+ * and LF inside) is masked, one that cannot decode to a value passes
+ * as it is (gw/credcodec's cores). */
+static void test_base64_cores_in_long_runs(void **state)
+{
+	(void)state;
+	al_credmask *m = masker();
+	char plain[128], enc[256], s[512];
+	snprintf(plain, sizeof plain, "x" SECRET " and a tail to make it long");
+	int el = EVP_EncodeBlock((unsigned char *)enc,
+				 (const unsigned char *)plain,
+				 (int)strlen(plain));
+	size_t n = 0;
+	n += (size_t)snprintf(s + n, sizeof s - n, "data: ");
+	for (int i = 0; i < el; i++) {
+		char c = enc[i] == '+' ? '-' : enc[i] == '/' ? '_' : enc[i];
+		s[n++] = c;
+		if (i % 10 == 9) {
+			s[n++] = '\r';
+			s[n++] = '\n';
+		}
+	}
+	snprintf(s + n, sizeof s - n, ";end");
+	char *o = mask(m, s);
+	assert_int_equal(strlen(o), strlen(s));
+	assert_non_null(strchr(o, '*'));
+	assert_memory_equal(o, "data: ", 6);
+	assert_string_equal(o + strlen(o) - 4, ";end");
+	free(o);
+	al_credmask_free(m);
+
+	m = masker();
+	char other[300];
+	for (size_t i = 0; i < sizeof other - 1; i++)
+		other[i] = "AZaz09+/-_"[i % 10];
+	other[sizeof other - 1] = '\0';
+	snprintf(s, sizeof s, "[%s]", other);
+	o = mask(m, s);
+	assert_string_equal(o, s);
+	free(o);
+	al_credmask_free(m);
+}
+
 static void test_nothing_held_after_plain_text(void **state)
 {
 	(void)state;
@@ -249,6 +292,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_plain_percent_json),
 		cmocka_unit_test(test_base64_every_alignment),
+		cmocka_unit_test(test_base64_cores_in_long_runs),
 		cmocka_unit_test(test_nothing_held_after_plain_text),
 		cmocka_unit_test(test_bounded_on_hostile_streams),
 		cmocka_unit_test(test_every_form_among_skipped_bytes),
