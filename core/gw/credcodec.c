@@ -229,6 +229,18 @@ size_t al_credcodec_b64_run(const char *buf, size_t len, size_t *end)
 	return k;
 }
 
+void al_credcodec_kmp_fail(const unsigned char *p, size_t len, size_t *fail)
+{
+	fail[0] = 0;
+	for (size_t i = 1, k = 0; i < len; i++) {
+		while (k > 0 && p[i] != p[k])
+			k = fail[k - 1];
+		if (p[i] == p[k])
+			k++;
+		fail[i] = k;
+	}
+}
+
 typedef struct b64_core {
 	unsigned char *v; /* 6-bit values */
 	size_t len;	  /* 0: too short for one, in every run */
@@ -275,14 +287,7 @@ static int core_make(b64_core *k, const unsigned char *t, size_t len,
 	}
 	free(bytes);
 	k->len = hi - lo;
-	k->fail[0] = 0;
-	for (size_t i = 1, q = 0; i < k->len; i++) {
-		while (q > 0 && k->v[i] != k->v[q])
-			q = k->fail[q - 1];
-		if (k->v[i] == k->v[q])
-			q++;
-		k->fail[i] = q;
-	}
+	al_credcodec_kmp_fail(k->v, k->len, k->fail);
 	return 0;
 }
 

@@ -100,6 +100,10 @@ typedef struct al_credcodec_b64_gate {
 	bool on;	   /* in a run the decoders read */
 	uint64_t skip_end; /* raw offset where the last skipped run ends */
 } al_credcodec_b64_gate;
+/* KMP's failure function of p (len >= 1): fail[i] is the length of
+ * the longest proper prefix of p[0..i] that is also its suffix. */
+void al_credcodec_kmp_fail(const unsigned char *p, size_t len, size_t *fail);
+
 /* The base64 cores of texts. For each text and each of the 3 byte
  * alignments at which a phase may decode it, its core is the characters
  * of its encoding that its own bits alone decide (6 bits each). A run

@@ -102,14 +102,7 @@ static int value_add(mval *x, const al_credmask_value *src)
 	if (x->p == NULL || x->fail == NULL)
 		return -1;
 	memcpy(x->p, src->p, x->len);
-	x->fail[0] = 0;
-	for (size_t i = 1, k = 0; i < x->len; i++) {
-		while (k > 0 && x->p[i] != x->p[k])
-			k = x->fail[k - 1];
-		if (x->p[i] == x->p[k])
-			k++;
-		x->fail[i] = k;
-	}
+	al_credcodec_kmp_fail(x->p, x->len, x->fail);
 	return 0;
 }
 
