@@ -6,7 +6,6 @@
 #include <sched.h>
 #include <signal.h>
 #include <stdint.h>
-#include <string.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -62,21 +61,13 @@ struct kernel_sigaction_dfl {
 void al_vfork_exec_signals(void)
 {
 	/* Without CLONE_SIGHAND the child's table is its own copy: this
-	 * leaves the caller's alone. */
-	for (int sig = 1; sig < NSIG; sig++) {
-		struct sigaction sa;
-		memset(&sa, 0, sizeof sa);
-		sa.sa_handler = SIG_DFL;
-		if (sigaction(sig, &sa, NULL) == 0 || errno != EINVAL)
-			continue;
-		/* libc keeps two real-time signals for its threads and
-		 * refuses them: a parent that ignored them would pass that
-		 * on, so they are reset with the system call itself
-		 * (SIGKILL and SIGSTOP fail here too, and are always
-		 * default). */
-		struct kernel_sigaction_dfl k = {.handler = SIG_DFL};
+	 * leaves the caller's alone. The system call itself, not libc's
+	 * sigaction: libc refuses the two real-time signals it keeps for
+	 * its threads, and a parent that ignored them would pass that on
+	 * (SIGKILL and SIGSTOP fail, and are always default). */
+	struct kernel_sigaction_dfl k = {.handler = SIG_DFL};
+	for (int sig = 1; sig < NSIG; sig++)
 		syscall(SYS_rt_sigaction, sig, &k, NULL, sizeof k.mask);
-	}
 	sigset_t none;
 	sigemptyset(&none);
 	sigprocmask(SIG_SETMASK, &none, NULL);
