@@ -28,7 +28,7 @@
 #define VIEWS (VIEW_B64 + AL_CREDCODEC_B64_PHASES)
 
 /* What quiet_span asks of a byte, in one lookup. */
-#define CLS_HOT 1u  /* hot[] */
+#define CLS_HOT 1u  /* some value's first byte, or an escape's start */
 #define CLS_B64 2u  /* a base64 character */
 #define CLS_CRLF 4u /* CR or LF: inside a run, skipped */
 
@@ -58,7 +58,6 @@ struct al_credmask {
 	uint64_t cur;	  /* raw offset of the byte being read */
 	unsigned long count;
 	bool first[256];	/* c is some value's first byte */
-	bool hot[256];		/* first, or an escape's start */
 	unsigned char cls[256]; /* CLS_ bits of each byte, for quiet_span */
 	size_t lmin;		/* the shortest value's length */
 	size_t b64_min;		/* run characters the shortest value needs */
@@ -140,20 +139,18 @@ al_credmask *al_credmask_new(const al_credmask_value *values, size_t n,
 			goto oom;
 		}
 		m->first[m->v[m->n].p[0]] = true;
-		m->hot[m->v[m->n].p[0]] = true;
 		if (values[m->n].len < lmin)
 			lmin = values[m->n].len;
 	}
 	m->lmin = lmin;
-	m->hot['%'] = m->hot['\\'] = true;
-	for (int c = 0; c < 256; c++)
-		m->cls[c] = (unsigned char)((m->hot[c] ? CLS_HOT : 0) |
-					    (al_credcodec_b64_value(
-						     (unsigned char)c) >= 0
-						     ? CLS_B64
-						     : 0) |
+	for (int c = 0; c < 256; c++) {
+		bool hot = m->first[c] || c == '%' || c == '\\';
+		bool b64 = al_credcodec_b64_value((unsigned char)c) >= 0;
+		m->cls[c] = (unsigned char)((hot ? CLS_HOT : 0) |
+					    (b64 ? CLS_B64 : 0) |
 					    (c == '\r' || c == '\n' ? CLS_CRLF
 								    : 0));
+	}
 	/* Phase 0 of a run of k characters decodes 6k/8 bytes. */
 	m->b64_min = AL_CREDCODEC_B64_RUN_MIN(lmin);
 	const unsigned char *texts[AL_CREDMASK_VALUES_MAX + 1];
