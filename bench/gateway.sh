@@ -593,9 +593,6 @@ for leg in "${LEGS[@]}"; do
 		done
 		# The median round's rate, and the median bulk download.
 		echo "conns_per_s=$(pct conns_per_s 0.5)"
-		# Kept-alive requests per second: 1 / the mean sample.
-		sed -n 's/^keepalive_sample_us=//p' "$OUT_FILE" |
-			awk '{ t += $1; n++ } END { if (n) printf "ka_rps=%.0f\n", n * 1e6 / t }'
 		echo "bulk_mbs=$(pct bulk_best_mbs 0.5)"
 		echo "load_rps=$(pct load_rps 0.5)"
 		awk -F= -v hz="$HZ" '
