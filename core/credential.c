@@ -479,8 +479,7 @@ json_object *al_credential_get(al_db *db, const al_cred_who *who,
 
 /* Resolve ref for a change: a global row only for admins. */
 static int resolve_write(al_db *db, const al_cred_who *who, const char *ref,
-			 int *hidden, char id[AL_CRED_ID_LEN + 1], int *version,
-			 al_err *err)
+			 int *hidden, char id[AL_CRED_ID_LEN + 1], al_err *err)
 {
 	PGresult *res = NULL;
 	int i = resolve(db, who, ref, hidden, &res, err);
@@ -488,7 +487,6 @@ static int resolve_write(al_db *db, const al_cred_who *who, const char *ref,
 		return -1;
 	int global = PQgetisnull(res, i, 2);
 	snprintf(id, AL_CRED_ID_LEN + 1, "%s", PQgetvalue(res, i, 0));
-	*version = atoi(PQgetvalue(res, i, 10));
 	PQclear(res);
 	if (global && !who->admin)
 		return al_err_set(err, AL_EPERM, 0,
@@ -497,85 +495,11 @@ static int resolve_write(al_db *db, const al_cred_who *who, const char *ref,
 	return 0;
 }
 
-int al_credential_rotate(al_db *db, const al_keyring *kr,
-			 const al_cred_who *who, const char *ref,
-			 const al_cred_spec *spec, int *hidden,
-			 json_object **out, al_err *err)
+/* The view of a RETURNING statement's one row into *out, or AL_ENOENT
+ * when the row was gone; frees res. */
+static int take_view(PGresult *res, const char *ref, json_object **out,
+		     al_err *err)
 {
-	*out = NULL;
-	/* A concurrent rotation moves the version: seal again for it. */
-	for (int attempt = 0; attempt < 3; attempt++) {
-		char id[AL_CRED_ID_LEN + 1];
-		int version = 0, key_id = 0;
-		if (resolve_write(db, who, ref, hidden, id, &version, err) < 0)
-			return -1;
-		char *hex = seal_hex(kr, id, version + 1, spec->value,
-				     spec->value_len, &key_id, err);
-		if (hex == NULL)
-			return -1;
-		const al_cred *c = &spec->c;
-		char ver[16], kid[16], rq[16], per[16], hosts[HOSTS_LIT_MAX];
-		snprintf(ver, sizeof ver, "%d", version);
-		snprintf(kid, sizeof kid, "%d", key_id);
-		snprintf(rq, sizeof rq, "%d", c->rate_requests);
-		snprintf(per, sizeof per, "%d", c->rate_per_seconds);
-		hosts_literal(c, hosts, sizeof hosts);
-		const char *params[] = {
-			id,
-			ver,
-			hex,
-			kid,
-			spec->has_inject ? "t" : "f",
-			hosts,
-			c->header[0] ? c->header : NULL,
-			c->format,
-			spec->has_rate ? "t" : "f",
-			c->rate_requests > 0 ? rq : NULL,
-			c->rate_requests > 0 ? per : NULL,
-		};
-		PGresult *res = al_db_exec(
-			db,
-			"UPDATE credentials SET ciphertext = decode($3, 'hex'),"
-			" key_id = $4::int, version = version + 1,"
-			" updated_at = now(),"
-			" hosts = CASE WHEN $5::bool THEN $6::text[] ELSE hosts"
-			" END,"
-			" header = CASE WHEN $5::bool THEN $7 ELSE header END,"
-			" format = CASE WHEN $5::bool THEN $8 ELSE format END,"
-			" rate_requests = CASE WHEN $9::bool THEN $10::int"
-			" ELSE rate_requests END,"
-			" rate_per_seconds = CASE WHEN $9::bool THEN $11::int"
-			" ELSE rate_per_seconds END"
-			" WHERE id = $1 AND version = $2::int"
-			" RETURNING " VIEW_COLS,
-			11, params, err);
-		free(hex);
-		if (res == NULL)
-			return -1;
-		if (PQntuples(res) == 1) {
-			*out = row_view(res, 0);
-			PQclear(res);
-			return 0;
-		}
-		PQclear(res);
-	}
-	return al_err_set(err, AL_ESTATE, 0,
-			  "credential '%s' keeps changing: try again", ref);
-}
-
-int al_credential_delete(al_db *db, const al_cred_who *who, const char *ref,
-			 int *hidden, json_object **out, al_err *err)
-{
-	*out = NULL;
-	char id[AL_CRED_ID_LEN + 1];
-	int version = 0;
-	if (resolve_write(db, who, ref, hidden, id, &version, err) < 0)
-		return -1;
-	const char *params[] = {id};
-	PGresult *res = al_db_exec(db,
-				   "DELETE FROM credentials WHERE id = $1"
-				   " RETURNING " VIEW_COLS,
-				   1, params, err);
 	if (res == NULL)
 		return -1;
 	int rc = 0;
@@ -585,6 +509,106 @@ int al_credential_delete(al_db *db, const al_cred_who *who, const char *ref,
 		rc = al_err_set(err, AL_ENOENT, 0, "no credential '%s'", ref);
 	PQclear(res);
 	return rc;
+}
+
+/* Seal spec's value for the row's next version and write it; the caller
+ * holds a transaction, in which the row stays locked from the version
+ * read to the write. */
+static int rotate_locked(al_db *db, const al_keyring *kr, const char *id,
+			 const char *ref, const al_cred_spec *spec,
+			 json_object **out, al_err *err)
+{
+	const char *lock[] = {id};
+	PGresult *res = al_db_exec(db,
+				   "SELECT version FROM credentials"
+				   " WHERE id = $1 FOR UPDATE",
+				   1, lock, err);
+	if (res == NULL)
+		return -1;
+	if (PQntuples(res) != 1) {
+		PQclear(res);
+		return al_err_set(err, AL_ENOENT, 0, "no credential '%s'", ref);
+	}
+	int version = atoi(PQgetvalue(res, 0, 0)), key_id = 0;
+	PQclear(res);
+	char *hex = seal_hex(kr, id, version + 1, spec->value, spec->value_len,
+			     &key_id, err);
+	if (hex == NULL)
+		return -1;
+	const al_cred *c = &spec->c;
+	char kid[16], rq[16], per[16], hosts[HOSTS_LIT_MAX];
+	snprintf(kid, sizeof kid, "%d", key_id);
+	snprintf(rq, sizeof rq, "%d", c->rate_requests);
+	snprintf(per, sizeof per, "%d", c->rate_per_seconds);
+	hosts_literal(c, hosts, sizeof hosts);
+	const char *params[] = {
+		id,
+		hex,
+		kid,
+		spec->has_inject ? "t" : "f",
+		hosts,
+		c->header[0] ? c->header : NULL,
+		c->format,
+		spec->has_rate ? "t" : "f",
+		c->rate_requests > 0 ? rq : NULL,
+		c->rate_requests > 0 ? per : NULL,
+	};
+	res = al_db_exec(
+		db,
+		"UPDATE credentials SET ciphertext = decode($2, 'hex'),"
+		" key_id = $3::int, version = version + 1,"
+		" updated_at = now(),"
+		" hosts = CASE WHEN $4::bool THEN $5::text[] ELSE hosts"
+		" END,"
+		" header = CASE WHEN $4::bool THEN $6 ELSE header END,"
+		" format = CASE WHEN $4::bool THEN $7 ELSE format END,"
+		" rate_requests = CASE WHEN $8::bool THEN $9::int"
+		" ELSE rate_requests END,"
+		" rate_per_seconds = CASE WHEN $8::bool THEN $10::int"
+		" ELSE rate_per_seconds END"
+		" WHERE id = $1 RETURNING " VIEW_COLS,
+		10, params, err);
+	free(hex);
+	return take_view(res, ref, out, err);
+}
+
+int al_credential_rotate(al_db *db, const al_keyring *kr,
+			 const al_cred_who *who, const char *ref,
+			 const al_cred_spec *spec, int *hidden,
+			 json_object **out, al_err *err)
+{
+	*out = NULL;
+	char id[AL_CRED_ID_LEN + 1];
+	if (resolve_write(db, who, ref, hidden, id, err) < 0)
+		return -1;
+	/* Two PUTs at once queue on the row's lock, so both succeed and
+	 * the later one's value stays; a master-key reseal meanwhile
+	 * finds the version moved and leaves the row alone. */
+	if (al_db_begin(db, err) < 0)
+		return -1;
+	if (rotate_locked(db, kr, id, ref, spec, out, err) < 0 ||
+	    al_db_commit(db, err) < 0) {
+		al_db_rollback(db);
+		json_object_put(*out);
+		*out = NULL;
+		return -1;
+	}
+	return 0;
+}
+
+int al_credential_delete(al_db *db, const al_cred_who *who, const char *ref,
+			 int *hidden, json_object **out, al_err *err)
+{
+	*out = NULL;
+	char id[AL_CRED_ID_LEN + 1];
+	if (resolve_write(db, who, ref, hidden, id, err) < 0)
+		return -1;
+	const char *params[] = {id};
+	PGresult *res = al_db_exec(db,
+				   "DELETE FROM credentials WHERE id = $1"
+				   " RETURNING " VIEW_COLS,
+				   1, params, err);
+	return take_view(res, ref, out, err);
 }
 
 long long al_credential_reseal(al_db *db, const al_keyring *kr, int batch,
