@@ -349,9 +349,12 @@ static int forward_step(struct evbuffer *in, struct evbuffer *out,
 		return FORWARD_DENIED;
 	if (flt->mask != NULL) {
 		framed_out fo = {out, framing};
-		al_credmask_feed(flt->mask, data, dlen, put_masked, &fo);
 		if (rc == 0)
-			al_credmask_end(flt->mask, put_masked, &fo);
+			al_credmask_feed_end(flt->mask, data, dlen, put_masked,
+					     &fo);
+		else
+			al_credmask_feed(flt->mask, data, dlen, put_masked,
+					 &fo);
 		evbuffer_drain(in, used);
 	} else if (framing != AL_HTTP_BODY_CHUNKED && dlen == used &&
 		   (dlen == 0 || data == p)) {

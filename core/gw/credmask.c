@@ -56,6 +56,7 @@ struct al_credmask {
 	size_t rmask;	  /* ring size - 1 (a power of 2) */
 	uint64_t in, out; /* raw bytes fed; released */
 	uint64_t cur;	  /* raw offset of the byte being read */
+	bool last;	  /* the piece being fed ends the stream */
 	unsigned long count;
 	bool first[256];	/* c is some value's first byte */
 	unsigned char cls[256]; /* CLS_ bits of each byte, for quiet_span */
@@ -307,12 +308,13 @@ static void release(al_credmask *m, uint64_t upto, al_credmask_out out,
 }
 
 /* The base64 views of buf[i] (the rest of the piece, len - i bytes):
- * a run too short for the shortest value is passed over (gw/credcodec's
- * gate). */
+ * a run too short for the shortest value, or holding none of the cores,
+ * is passed over (gw/credcodec's gate) once it is seen whole: it ends
+ * inside the piece, or the piece is the stream's last. */
 static void feed_b64(al_credmask *m, vctx *vb, const char *buf, size_t i,
 		     size_t len, unsigned char c, uint64_t at)
 {
-	if (!al_credcodec_b64_gate_pass(&m->gate, buf, i, len, false,
+	if (!al_credcodec_b64_gate_pass(&m->gate, buf, i, len, m->last,
 					m->b64_min, m->cores, at))
 		return;
 	for (unsigned p = 0; p < AL_CREDCODEC_B64_PHASES; p++)
@@ -357,7 +359,8 @@ static size_t quiet_span(const al_credmask *m, const char *buf, size_t len)
 				chars += kj & CLS_B64 ? 1 : 0;
 				seen |= kj;
 			}
-			if (chars >= m->b64_min || j >= len || (seen & CLS_HOT))
+			if (chars >= m->b64_min || (j >= len && !m->last) ||
+			    (seen & CLS_HOT))
 				break;
 			i = j;
 		}
@@ -417,6 +420,15 @@ void al_credmask_feed(al_credmask *m, const char *buf, size_t len,
 		feed_b64(m, vb, buf, i, len, c, at);
 	}
 	release(m, keep_from(m), out, arg);
+}
+
+void al_credmask_feed_end(al_credmask *m, const char *buf, size_t len,
+			  al_credmask_out out, void *arg)
+{
+	m->last = true;
+	al_credmask_feed(m, buf, len, out, arg);
+	m->last = false;
+	al_credmask_end(m, out, arg);
 }
 
 void al_credmask_end(al_credmask *m, al_credmask_out out, void *arg)
@@ -493,13 +505,13 @@ static int mask_plain(al_credmask *m, char *s, size_t len)
 
 void al_credmask_string(al_credmask *m, char *s, size_t len)
 {
-	al_credmask_reset(m);
-	/* No view decodes more bytes than it reads. */
+	/* No view decodes more bytes than it reads. The two shortcuts
+	 * leave the matchers alone, so only the full feed resets them. */
 	if (len < m->lmin)
 		return;
 	if (plain_only(m, s, len) && mask_plain(m, s, len) == 0)
 		return;
+	al_credmask_reset(m);
 	sctx c = {s, 0};
-	al_credmask_feed(m, s, len, to_string, &c);
-	al_credmask_end(m, to_string, &c);
+	al_credmask_feed_end(m, s, len, to_string, &c);
 }

@@ -1,5 +1,6 @@
 /* Fuzz gw/credmask on response bytes: the output has the input's length,
- * is the same whatever the pieces and masked in place as a string (its
+ * is the same whatever the pieces (the last one fed with the end or
+ * not) and masked in place as a string (its
  * shortcuts for a head's fields) alike, never holds a plain, base64 (at
  * any alignment) or percent-encoded occurrence of a value, and leaves bytes alone or makes
  * them '*'. The first input byte picks a value length, its bytes
@@ -31,17 +32,24 @@ static void to_sink(void *arg, const char *p, size_t n)
 	s->len += n;
 }
 
-static sink run(al_credmask *m, const char *buf, size_t len, size_t step)
+/* buf in pieces of step bytes (0: one piece), then the end; last: the
+ * last piece and the end in one (al_credmask_feed_end). */
+static sink run(al_credmask *m, const char *buf, size_t len, size_t step,
+		bool last)
 {
 	sink s = {.p = malloc(len + 1), .cap = len};
 	if (s.p == NULL)
 		abort();
 	if (step == 0)
 		step = len > 0 ? len : 1;
-	for (size_t i = 0; i < len; i += step)
+	size_t i = 0;
+	for (; i + step < len || (!last && i < len); i += step)
 		al_credmask_feed(m, buf + i, len - i < step ? len - i : step,
 				 to_sink, &s);
-	al_credmask_end(m, to_sink, &s);
+	if (last)
+		al_credmask_feed_end(m, buf + i, len - i, to_sink, &s);
+	else
+		al_credmask_end(m, to_sink, &s);
 	if (s.len != len)
 		abort();
 	return s;
@@ -61,7 +69,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		abort();
 	const char *buf = (const char *)data + 1 + vl;
 	size_t len = size - 1 - vl;
-	sink one = run(m, buf, len, 0);
+	sink one = run(m, buf, len, 0, false);
 	for (size_t i = 0; i < len; i++)
 		if (one.p[i] != buf[i] && one.p[i] != '*')
 			abort();
@@ -69,12 +77,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	bool star = memchr(v.p, '*', vl) != NULL;
 	if (!star && memmem(one.p, len, v.p, vl) != NULL)
 		abort();
-	for (size_t step = 1; step <= 11; step += 5) {
-		sink k = run(m, buf, len, step);
-		if (memcmp(k.p, one.p, len) != 0)
-			abort();
-		free(k.p);
-	}
+	for (size_t step = 0; step <= 11; step += step == 0 ? 1 : 5)
+		for (int last = 0; last < 2; last++) {
+			if (step == 0 && !last)
+				continue; /* that is one */
+			sink k = run(m, buf, len, step, last);
+			if (memcmp(k.p, one.p, len) != 0)
+				abort();
+			free(k.p);
+		}
 	/* The value's base64, embedded in the output, is masked too, at
 	 * each byte alignment (after 0, 1 or 2 bytes of the input). */
 	for (size_t a = 0; a < 3 && a <= len; a++) {

@@ -43,8 +43,9 @@ static al_credmask *masker(void)
 	return m;
 }
 
-/* Mask s in one feed and in pieces of 1..9: the same output, of s's
- * length. Returns the output (free it). */
+/* Mask s in one feed and in pieces of 1..9, each way with the last
+ * piece fed apart or with the end (al_credmask_feed_end): the same
+ * output, of s's length. Returns the output (free it). */
 static char *mask(al_credmask *m, const char *s)
 {
 	size_t len = strlen(s);
@@ -52,17 +53,31 @@ static char *mask(al_credmask *m, const char *s)
 	al_credmask_feed(m, s, len, to_sink, &one);
 	al_credmask_end(m, to_sink, &one);
 	assert_int_equal(one.len, len);
-	for (size_t step = 1; step <= 9; step += 2) {
-		sink k = {0};
-		for (size_t i = 0; i < len; i += step)
-			al_credmask_feed(m, s + i,
-					 len - i < step ? len - i : step,
-					 to_sink, &k);
-		al_credmask_end(m, to_sink, &k);
-		assert_int_equal(k.len, len);
-		assert_memory_equal(k.p, one.p, len);
-		free(k.p);
-	}
+	for (size_t step = 1; step <= 9; step += 2)
+		for (int last = 0; last < 2; last++) {
+			sink k = {0};
+			size_t i = 0;
+			for (; i + step < len || (!last && i < len); i += step)
+				al_credmask_feed(m, s + i,
+						 len - i < step ? len - i
+								: step,
+						 to_sink, &k);
+			if (last)
+				al_credmask_feed_end(m, s + i, len - i, to_sink,
+						     &k);
+			else
+				al_credmask_end(m, to_sink, &k);
+			assert_int_equal(k.len, len);
+			if (len > 0)
+				assert_memory_equal(k.p, one.p, len);
+			free(k.p);
+		}
+	sink whole = {0};
+	al_credmask_feed_end(m, s, len, to_sink, &whole);
+	assert_int_equal(whole.len, len);
+	if (len > 0)
+		assert_memory_equal(whole.p, one.p, len);
+	free(whole.p);
 	return one.p != NULL ? one.p : strdup("");
 }
 
@@ -151,8 +166,16 @@ static void test_base64_cores_in_long_runs(void **state)
 			s[n++] = '\n';
 		}
 	}
-	snprintf(s + n, sizeof s - n, ";end");
+	s[n] = '\0';
+	/* The run reaching the stream's end (a body's last bytes), then
+	 * followed by more text. */
 	char *o = mask(m, s);
+	assert_int_equal(strlen(o), strlen(s));
+	assert_non_null(strchr(o, '*'));
+	assert_false(has_secret_form(o));
+	free(o);
+	snprintf(s + n, sizeof s - n, ";end");
+	o = mask(m, s);
 	assert_int_equal(strlen(o), strlen(s));
 	assert_non_null(strchr(o, '*'));
 	assert_memory_equal(o, "data: ", 6);
