@@ -380,7 +380,7 @@ static int open_restricted(lua_State *L)
 	lua_pushlightuserdata(L, p);
 	lua_pushcclosure(L, lua_policy_log, 1);
 	lua_setglobal(L, "log");
-	al_policy_open_helpers(L);
+	al_policy_open_helpers(L, p->kind);
 	al_policy_state *st = state_of(L);
 	lua_pushcfunction(L, runner);
 	st->runner_ref = luaL_ref(L, LUA_REGISTRYINDEX);

@@ -15,12 +15,22 @@ struct ask {
 	al_egress_decision *out;
 };
 
-static void set_str(lua_State *L, const char *k, const char *v)
+const char al_policy_credentials_request_src[] =
+	"return function(f, credential, form, scope, host, port, method,\n"
+	"                path, sandbox, template, project, metadata)\n"
+	"  return f({ credential = credential, form = form, scope = scope,\n"
+	"             host = host, port = port, method = method,\n"
+	"             path = path, sandbox = sandbox, template = template,\n"
+	"             project = project, metadata = metadata })\n"
+	"end\n";
+#define REQUEST_NARGS 12
+
+static void push_str(lua_State *L, const char *v)
 {
-	if (v == NULL)
-		return;
-	lua_pushstring(L, v);
-	lua_setfield(L, -2, k);
+	if (v != NULL)
+		lua_pushstring(L, v);
+	else
+		lua_pushnil(L);
 }
 
 static int ask_policy(lua_State *L)
@@ -28,22 +38,22 @@ static int ask_policy(lua_State *L)
 	struct ask *a = lua_touserdata(L, 1);
 	const al_cred_req *r = a->req;
 	lua_settop(L, 0);
+	void *ud;
+	lua_getallocf(L, &ud);
+	lua_rawgeti(L, LUA_REGISTRYINDEX, ((al_policy_state *)ud)->request_ref);
 	al_policy_push_entry(L);
-	lua_createtable(L, 0, 12);
-	set_str(L, "credential", r->credential);
-	set_str(L, "form", r->form);
-	set_str(L, "scope", r->scope);
-	set_str(L, "host", r->host);
+	push_str(L, r->credential);
+	push_str(L, r->form);
+	push_str(L, r->scope);
+	push_str(L, r->host);
 	lua_pushinteger(L, (lua_Integer)r->port);
-	lua_setfield(L, -2, "port");
-	set_str(L, "method", r->method);
-	set_str(L, "path", r->path);
-	set_str(L, "sandbox", r->sandbox);
-	set_str(L, "template", r->template_name);
-	set_str(L, "project", r->project);
-	al_policy_push_metadata(L, r->metadata, r->n_metadata);
-	lua_setfield(L, -2, "metadata");
-	int n = al_policy_pcall(L, 1);
+	push_str(L, r->method);
+	push_str(L, r->path);
+	push_str(L, r->sandbox);
+	push_str(L, r->template_name);
+	push_str(L, r->project);
+	al_policy_push_cached_metadata(L, r->metadata, r->n_metadata);
+	int n = al_policy_pcall(L, REQUEST_NARGS);
 	al_policy_read_decision(L, n, "credentials()", a->out);
 	lua_settop(L, 0);
 	return 0;

@@ -184,14 +184,16 @@ static const char request_src[] =
 	"end\n";
 #define REQUEST_NARGS 14
 
-void al_policy_open_helpers(lua_State *L)
+void al_policy_open_helpers(lua_State *L, enum al_policy_kind kind)
 {
 	lua_register(L, "match", lua_match);
 	lua_register(L, "match_any", lua_match_any);
 	lua_register(L, "allow", lua_allow);
 	lua_register(L, "deny", lua_deny);
-	if (luaL_loadbufferx(L, request_src, sizeof request_src - 1, "=request",
-			     "t") != 0)
+	const char *src = kind == AL_POLICY_CREDENTIALS
+				  ? al_policy_credentials_request_src
+				  : request_src;
+	if (luaL_loadbufferx(L, src, strlen(src), "=request", "t") != 0)
 		lua_error(L);
 	lua_call(L, 0, 1);
 	void *ud;
@@ -330,6 +332,16 @@ static void push_cached(lua_State *L, int *ref, const char *const *list,
 	*ref = luaL_ref(L, LUA_REGISTRYINDEX);
 }
 
+void al_policy_push_cached_metadata(lua_State *L, const al_policy_kv *kv,
+				    size_t n)
+{
+	void *ud;
+	lua_getallocf(L, &ud);
+	static const al_policy_kv none[1];
+	push_cached(L, &((al_policy_state *)ud)->meta_ref, NULL,
+		    n > 0 ? kv : none, n);
+}
+
 static int ask_policy(lua_State *L)
 {
 	struct ask *a = lua_touserdata(L, 1);
@@ -350,9 +362,7 @@ static int ask_policy(lua_State *L)
 	push_str(L, al_net_mode_name(r->mode));
 	lua_pushboolean(L, r->build);
 	al_policy_state *st = ud;
-	static const al_policy_kv none[1];
-	push_cached(L, &st->meta_ref, NULL,
-		    r->n_metadata > 0 ? r->metadata : none, r->n_metadata);
+	al_policy_push_cached_metadata(L, r->metadata, r->n_metadata);
 	push_cached(L, &st->allow_ref, r->allow, NULL, r->n_allow);
 	push_cached(L, &st->deny_ref, r->deny, NULL, r->n_deny);
 

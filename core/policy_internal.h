@@ -1,5 +1,6 @@
-/* policy internals shared by policy.c (states, budget, reload) and
- * policy_egress.c (the egress decision and the name helpers). */
+/* policy internals shared by policy.c (states, budget, reload),
+ * policy_egress.c (the egress decision and the name helpers) and
+ * policy_credentials.c (the credentials decision). */
 #ifndef AL_POLICY_INTERNAL_H
 #define AL_POLICY_INTERNAL_H
 
@@ -27,14 +28,15 @@ typedef struct al_policy_state {
 	/* Registry refs of the C functions every call uses, made once so
 	 * that a call's preamble allocates nothing unprotected. */
 	int runner_ref, msgh_ref;
-	/* egress: a Lua function that builds the request table and calls
+	/* The kind's Lua function that builds the request table and calls
 	 * the entry (a table constructor costs less than a dozen
 	 * lua_setfield calls). */
 	int request_ref;
-	/* egress: the request's allow, deny and metadata tables of the last
-	 * call, reused while their contents equal the next request's (each
-	 * call checks every entry, and that nothing was added or a
-	 * metatable set): no garbage, so fewer GC steps inside calls. */
+	/* The request's metadata (both kinds) and allow and deny (egress)
+	 * tables of the last call, reused while their contents equal the
+	 * next request's (each call checks every entry, and that nothing
+	 * was added or a metatable set): no garbage, so fewer GC steps
+	 * inside calls. */
 	int allow_ref, deny_ref, meta_ref;
 } al_policy_state;
 
@@ -84,8 +86,12 @@ void al_policy_copy_printable(char *dst, size_t len, const char *src,
 			      size_t src_len);
 
 /* Globals policies get besides the libraries: match, match_any, allow,
- * deny (policy_egress.c). */
-void al_policy_open_helpers(lua_State *L);
+ * deny (policy_egress.c); and the kind's request builder (request_ref). */
+void al_policy_open_helpers(lua_State *L, enum al_policy_kind kind);
+/* The credentials kind's request builder, Lua source:
+ * function(entry, credential, form, scope, host, port, method, path,
+ * sandbox, template, project, metadata). */
+extern const char al_policy_credentials_request_src[];
 /* The kind's dry decision on a state just loaded: 0 when it returned a
  * well-formed decision. */
 int al_policy_dry_run(al_policy_state *st, enum al_policy_kind kind, char *msg,
@@ -98,6 +104,9 @@ int al_policy_credentials_dry_run(al_policy_state *st, char *msg,
 const char *al_policy_entry_name(enum al_policy_kind kind);
 /* Inside a call: push the sandbox's metadata as a table. */
 void al_policy_push_metadata(lua_State *L, const al_policy_kv *kv, size_t n);
+/* The same, the last call's table when it still holds just these. */
+void al_policy_push_cached_metadata(lua_State *L, const al_policy_kv *kv,
+				    size_t n);
 /* Read the (allow, reason) an entry returned (n results on the stack
  * from index 1) into out; a Lua error when they are not a decision.
  * what names the entry in the message. */

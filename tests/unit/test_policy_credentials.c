@@ -78,6 +78,44 @@ static void test_refinement_by_method_and_metadata(void **state)
 	al_policy_close(p);
 }
 
+/* Every field reaches the policy; a policy that changes req.metadata
+ * in one call does not change what the next call sees (the table is
+ * reused between calls only while it still holds the sandbox's). */
+static void test_every_field_and_metadata_kept(void **state)
+{
+	(void)state;
+	al_policy *p = open_src(
+		"function credentials(req)\n"
+		"  local seen = table.concat({req.credential, req.form,\n"
+		"    req.scope, req.host, tostring(req.port), req.method,\n"
+		"    req.path, req.sandbox, req.template, req.project,\n"
+		"    tostring(req.metadata.team), tostring(req.metadata.x)},\n"
+		"    ' ')\n"
+		"  req.metadata.team = 'forged'\n"
+		"  req.metadata.x = 'added'\n"
+		"  return allow(seen)\n"
+		"end\n");
+	assert_non_null(p);
+	for (int i = 0; i < 3; i++) {
+		al_egress_decision d;
+		al_cred_req r = req("GET", "ml");
+		assert_int_equal(al_policy_credentials(p, &r, &d), 0);
+		assert_true(d.allow);
+		assert_string_equal(d.reason,
+				    "github placeholder project api.github.com"
+				    " 443 GET /repos/a/b sb1 node ci ml nil");
+	}
+	/* Absent fields are nil (table.concat fails on them: an error, so
+	 * not injected). */
+	al_cred_req r = req("GET", "ml");
+	r.template_name = NULL;
+	r.project = NULL;
+	r.n_metadata = 0;
+	al_egress_decision d;
+	assert_int_equal(al_policy_credentials(p, &r, &d), -1);
+	al_policy_close(p);
+}
+
 static void test_errors_mean_not_injected(void **state)
 {
 	(void)state;
@@ -111,6 +149,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_shipped_policy_allows),
 		cmocka_unit_test(test_refinement_by_method_and_metadata),
+		cmocka_unit_test(test_every_field_and_metadata_kept),
 		cmocka_unit_test(test_errors_mean_not_injected),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
