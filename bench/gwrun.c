@@ -17,7 +17,9 @@
  * controller would), prints one JSON line
  *   {"pid":N,"guest_ns":"...","gateway":"10.200.x.1"}
  * and waits for EOF on stdin, TERM or INT (or the gateway's exit:
- * status 1); then stops the gateway and releases everything. */
+ * status 1), reading and dropping what the gateway sends on the
+ * credential channel meanwhile; then stops the gateway and releases
+ * everything. */
 #include <errno.h>
 #include <poll.h>
 #include <signal.h>
@@ -165,10 +167,14 @@ int main(int argc, char **argv)
 	fflush(stdout);
 
 	int status = 0;
-	struct pollfd p[2] = {{.fd = 0, .events = POLLIN},
-			      {.fd = h.proc.pidfd, .events = POLLIN}};
+	/* The audit records the gateway sends are read and dropped, as
+	 * the controller reads them (into PostgreSQL, in batches): unread,
+	 * the channel would fill and the gateway drop them unsent. */
+	struct pollfd p[3] = {{.fd = 0, .events = POLLIN},
+			      {.fd = h.proc.pidfd, .events = POLLIN},
+			      {.fd = chan[0], .events = POLLIN}};
 	while (!stopping) {
-		if (poll(p, 2, -1) < 0) {
+		if (poll(p, chan[0] >= 0 ? 3 : 2, -1) < 0) {
 			if (errno == EINTR)
 				continue;
 			break;
@@ -181,6 +187,10 @@ int main(int argc, char **argv)
 		char b[64];
 		if (p[0].revents != 0 && read(0, b, sizeof b) <= 0)
 			break;
+		char audit[65536];
+		if (p[2].revents != 0 &&
+		    read(chan[0], audit, sizeof audit) <= 0)
+			p[2].fd = -1; /* the gateway closed it: poll the rest */
 	}
 	gwhost_stop(&h, SIGTERM);
 	if (chan[0] >= 0)

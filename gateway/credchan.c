@@ -19,6 +19,11 @@
  * this is waiting there: the queue is what is bounded and counted. */
 #define OUT_AUDIT_LOW (64u << 10)
 #define ASK_SEND_MS 1000
+/* Audit records wait this long, or until this many are queued, so that
+ * a busy gateway writes them in batches (one write, and one wakeup of
+ * the controller, per batch rather than per request). */
+#define AUDIT_BATCH_MS 5
+#define AUDIT_BATCH 64
 
 typedef struct take {
 	uint32_t handle;
@@ -32,7 +37,7 @@ typedef struct take {
 struct gw_credchan {
 	gw *g;
 	int fd; /* -1: no channel */
-	struct event *rev, *wev, *ask, *tick;
+	struct event *rev, *wev, *ask, *tick, *batch;
 	al_frame_reader rd;
 	al_buf out;
 	al_cred_set set;
@@ -181,6 +186,13 @@ static void pump(struct gw_credchan *c)
 			c->count--;
 		}
 	}
+}
+
+static void on_batch(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	pump(arg);
 }
 
 /* ---- the channel ---- */
@@ -352,7 +364,8 @@ int gw_credchan_start(gw *g, int fd, al_err *err)
 	c->backoff_ms = GW_CREDCHAN_BACKOFF_MIN_MS;
 	c->ask = evtimer_new(g->base, on_ask, c);
 	c->tick = evtimer_new(g->base, on_tick, c);
-	if (c->ask == NULL || c->tick == NULL)
+	c->batch = evtimer_new(g->base, on_batch, c);
+	if (c->ask == NULL || c->tick == NULL || c->batch == NULL)
 		return al_err_set(err, AL_ENOMEM, ENOMEM, "out of memory");
 	g->credchan = c;
 	if (fd >= 0 && attach(c, fd) == 0)
@@ -419,5 +432,20 @@ void gw_cred_audit(gw *g, const al_cred_use *u)
 	*copy = *u;
 	c->queue[(c->head + c->count) % GW_CRED_AUDIT_MAX] = copy;
 	c->count++;
+	if (c->count >= AUDIT_BATCH) {
+		pump(c);
+	} else if (!evtimer_pending(c->batch, NULL)) {
+		struct timeval tv = {0, AUDIT_BATCH_MS * 1000};
+		evtimer_add(c->batch, &tv);
+	}
+}
+
+void gw_cred_audit_flush(gw *g)
+{
+	struct gw_credchan *c = g->credchan;
+	if (c == NULL || c->fd < 0)
+		return;
 	pump(c);
+	al_err err;
+	(void)al_buf_flush(&c->out, c->fd, &err);
 }

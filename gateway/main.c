@@ -236,6 +236,7 @@ int main(int argc, char **argv)
 
 	event_base_dispatch(g.base);
 	gw_log_flush(&g, true);
+	gw_cred_audit_flush(&g);
 	gw_note(&g, "%lu connections, %lu refused at the bound", g.conns_total,
 		g.conns_refused);
 	return 0;
