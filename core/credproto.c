@@ -11,6 +11,7 @@
 #include "agentproto.h"
 #include "config.h"
 #include "json.h"
+#include "jsonw.h"
 #include "netspec.h"
 
 static const char *const scope_names[AL_CRED_SCOPES] = {
@@ -574,19 +575,6 @@ int al_cred_grant_unpack(const void *payload, size_t len, al_cred_grant *out,
 	return r;
 }
 
-/* Printable ASCII copy of s, cut to max-1 bytes. */
-static json_object *printable(const char *s, size_t max)
-{
-	char buf[AL_CRED_USE_PATH_MAX];
-	size_t i = 0;
-	if (max > sizeof buf)
-		max = sizeof buf;
-	for (; s != NULL && s[i] != '\0' && i + 1 < max; i++)
-		buf[i] = s[i] >= 0x20 && s[i] < 0x7f ? s[i] : '?';
-	buf[i] = '\0';
-	return json_object_new_string(buf);
-}
-
 static bool printable_valid(const char *s)
 {
 	for (; *s != '\0'; s++)
@@ -610,28 +598,36 @@ static bool use_host_valid(const char *s)
 	return s[0] == '\0' || al_netspec_name_valid(s, strlen(s));
 }
 
+/* Packed per request by the gateway: written directly (jsonw), not
+ * through json-c objects. Room for every field escaped at worst. */
+#define USE_PACK_MAX                                                           \
+	(6 * (AL_CRED_NAME_MAX + AL_CRED_HOST_MAX + AL_CRED_USE_FIELD_MAX) +   \
+	 2 * (2 * AL_CRED_USE_FIELD_MAX + AL_CRED_USE_PATH_MAX) + 128)
+
 char *al_cred_use_pack(const al_cred_use *u, al_err *err)
 {
-	json_object *o = json_object_new_object();
-	if (o == NULL)
-		return oom(err);
-	json_object_object_add(o, "name", json_object_new_string(u->name));
-	json_object_object_add(o, "host", json_object_new_string(u->host));
-	json_object_object_add(o, "method",
-			       printable(u->method, AL_CRED_USE_FIELD_MAX));
-	json_object_object_add(o, "path",
-			       printable(u->path, AL_CRED_USE_PATH_MAX));
-	json_object_object_add(o, "status",
-			       u->status >= 100 && u->status <= 599
-				       ? json_object_new_int(u->status)
-				       : NULL);
-	json_object_object_add(o, "action", json_object_new_string(u->action));
-	json_object_object_add(o, "decision",
-			       json_object_new_string(u->allow ? "allow"
-							       : "deny"));
-	json_object_object_add(o, "reason",
-			       printable(u->reason, AL_CRED_USE_FIELD_MAX));
-	return al_json_pack(o, err);
+	char buf[USE_PACK_MAX];
+	al_jsonw w;
+	al_jsonw_start(&w, buf, sizeof buf);
+	al_jsonw_str(&w, "name", u->name);
+	al_jsonw_str(&w, "host", u->host);
+	al_jsonw_printable(&w, "method", u->method, AL_CRED_USE_FIELD_MAX);
+	al_jsonw_printable(&w, "path", u->path, AL_CRED_USE_PATH_MAX);
+	if (u->status >= 100 && u->status <= 599)
+		al_jsonw_int(&w, "status", u->status);
+	else
+		al_jsonw_null(&w, "status");
+	al_jsonw_str(&w, "action", u->action);
+	al_jsonw_str(&w, "decision", u->allow ? "allow" : "deny");
+	al_jsonw_printable(&w, "reason", u->reason, AL_CRED_USE_FIELD_MAX);
+	if (al_jsonw_end(&w) < 0) {
+		al_err_set(err, AL_ETOOBIG, 0, "CRED_USE longer than its room");
+		return NULL;
+	}
+	char *t = strdup(buf);
+	if (t == NULL)
+		al_err_set(err, AL_ENOMEM, ENOMEM, "out of memory packing");
+	return t;
 }
 
 int al_cred_use_unpack(const void *payload, size_t len, al_cred_use *out,

@@ -1,0 +1,101 @@
+/* jsonw: a flat JSON object into a fixed buffer (jsonw.h). */
+#include "jsonw.h"
+
+#include <stdio.h>
+#include <string.h>
+
+void al_jsonw_start(al_jsonw *w, char *buf, size_t cap)
+{
+	*w = (al_jsonw){.p = buf, .cap = cap, .failed = cap < 3};
+	if (!w->failed)
+		w->p[w->len++] = '{';
+}
+
+static void put(al_jsonw *w, const char *s, size_t n)
+{
+	/* Room for the closing brace and the NUL stays. */
+	if (w->failed || n > w->cap - w->len - 2) {
+		w->failed = true;
+		return;
+	}
+	memcpy(w->p + w->len, s, n);
+	w->len += n;
+}
+
+static void key(al_jsonw *w, const char *k)
+{
+	if (w->len > 1)
+		put(w, ",", 1);
+	put(w, "\"", 1);
+	put(w, k, strlen(k));
+	put(w, "\":", 2);
+}
+
+/* n bytes of s as a JSON string; printable: bytes outside 0x20..0x7e
+ * as '?'. */
+static void string(al_jsonw *w, const char *s, size_t n, bool printable)
+{
+	put(w, "\"", 1);
+	size_t run = 0; /* bytes of s[i - run .. i) that need no escape */
+	for (size_t i = 0; i < n && !w->failed; i++) {
+		unsigned char c = (unsigned char)s[i];
+		bool plain = c >= 0x20 && c != '"' && c != '\\' &&
+			     (!printable || c < 0x7f);
+		if (plain) {
+			run++;
+			continue;
+		}
+		put(w, s + i - run, run);
+		run = 0;
+		char e[8];
+		if (printable && (c < 0x20 || c >= 0x7f))
+			put(w, "?", 1);
+		else if (c == '"' || c == '\\')
+			put(w, (char[]){'\\', (char)c}, 2);
+		else
+			put(w, e, (size_t)snprintf(e, sizeof e, "\\u%04x", c));
+	}
+	put(w, s + n - run, run);
+	put(w, "\"", 1);
+}
+
+void al_jsonw_str(al_jsonw *w, const char *k, const char *s)
+{
+	key(w, k);
+	string(w, s, strlen(s), false);
+}
+
+void al_jsonw_printable(al_jsonw *w, const char *k, const char *s,
+			size_t max)
+{
+	key(w, k);
+	string(w, s, max > 0 ? strnlen(s, max - 1) : 0, true);
+}
+
+void al_jsonw_int(al_jsonw *w, const char *k, long long v)
+{
+	char n[24];
+	key(w, k);
+	put(w, n, (size_t)snprintf(n, sizeof n, "%lld", v));
+}
+
+void al_jsonw_bool(al_jsonw *w, const char *k, bool v)
+{
+	key(w, k);
+	put(w, v ? "true" : "false", v ? 4 : 5);
+}
+
+void al_jsonw_null(al_jsonw *w, const char *k)
+{
+	key(w, k);
+	put(w, "null", 4);
+}
+
+long al_jsonw_end(al_jsonw *w)
+{
+	if (w->failed)
+		return -1;
+	w->p[w->len++] = '}';
+	w->p[w->len] = '\0';
+	return (long)w->len;
+}
