@@ -12,12 +12,14 @@
  *    encoded again);
  *  - credentials.lua (g->cred_policy, when the file exists) is asked per
  *    credential and form: anything but allow means not injected;
- *  - then the whole head (target, field names and values) is scanned
+ *  - after the swaps, and before the header form's field is set, the
+ *    whole head (target, field names and values) is scanned
  *    (gw/credscan, every encoding): any placeholder left denies the
  *    request with 403 — it names an unknown credential, one whose hosts
  *    do not include this host, one the policy refused, or is in an
  *    encoding the gateway does not swap (JSON-escaped, base64 outside
- *    Basic, percent-encoded in a header, other case);
+ *    Basic, percent-encoded in a header, other case), even in a field
+ *    the header form then replaces;
  *  - a request that carries a credential gets Accept-Encoding: identity
  *    and its response must not be content-encoded (502 otherwise: it
  *    could not be masked);

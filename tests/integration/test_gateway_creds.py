@@ -337,6 +337,11 @@ def test_unknown_credential_is_denied_even_toward_a_credential_host(gw):
                      "https://api.cred.test/reflect/u1")
     assert code == 403, out
     assert received(gw, "/reflect/u1", timeout=1) is None
+    # Also in a field the header form replaces: the guest sent it.
+    code, out = curl(gw, "-H", "Authorization: Bearer airlock-cred:nosuch",
+                     "https://api.cred.test/reflect/u2")
+    assert code == 403, out
+    assert received(gw, "/reflect/u2", timeout=1) is None
 
 
 def test_body_placeholder_toward_its_host_passes_unchanged(gw):
