@@ -33,9 +33,14 @@
 # file, alternating too (median MB/s, and the proxy's CPU per 100 MB:
 # on a loaded machine a steadier figure than MB/s). Beside them, how long each proxy
 # waited runnable for a CPU per kept-alive request (schedstat): on a
-# loaded machine, the tail is mostly that. Then the ratios to direct and issue 10's
-# goals, and issue 11's (injection's CPU per request), met / NOT met. A leg that cannot run says "not run: <why>", one
-# that fails "failed: <why>"; direct failing fails the bench.
+# loaded machine, the tail is mostly that. Then requests per second
+# under load (BENCH_GW_LOAD_CLIENTS (4) connections at once, each
+# BENCH_GW_LOAD_REQUESTS (2000) requests, in BENCH_GW_LOAD_ROUNDS (9)
+# rounds that alternate the legs too). Then the ratios to direct and
+# issue 10's goals, and issue 11's (each injecting leg's requests per
+# second under load over the plain gateway's in the same round, median
+# round), met / NOT met. A leg that cannot run says "not run: <why>",
+# one that fails "failed: <why>"; direct failing fails the bench.
 #
 # Env: AIRLOCK_BUILD (build), BENCH_GW_NAME (bench-upstream.airlock.test),
 # BENCH_GW_NET (10.213.0.0/30: .1 host side, .2 upstream), BENCH_GW_MB
@@ -56,7 +61,7 @@ ROUNDS=${BENCH_GW_ROUNDS:-10}
 KA_WARMUP=20 # httpsload's WARMUP: untimed requests before each series
 LOAD_CLIENTS=${BENCH_GW_LOAD_CLIENTS:-4}
 LOAD_REQS=${BENCH_GW_LOAD_REQUESTS:-2000}
-LOAD_ROUNDS=${BENCH_GW_LOAD_ROUNDS:-5}
+LOAD_ROUNDS=${BENCH_GW_LOAD_ROUNDS:-9}
 
 echo
 echo "bench: egress gateway beside direct and squid (bench/gateway.sh)"
@@ -635,6 +640,16 @@ done
 # ---- figures ----
 have() { [ -s "$WORK/$1.sum" ]; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
+# round_ratio leg base p: the p-th percentile of leg's load_rps over
+# base's in the same round. A round runs every leg back to back, so the
+# pair saw the same machine; the machine's drift between rounds (which
+# moved whole rounds by 15 % here) cancels in the ratio.
+round_ratio() {
+	paste -d' ' <(sed -n 's/^load_rps=//p' "$WORK/$1.out") \
+		<(sed -n 's/^load_rps=//p' "$WORK/$2.out") |
+		awk '$1 > 0 && $2 > 0 { print $1 / $2 }' | sort -n |
+		awk -v p="$3" '{ v[NR] = $1 } END { printf "%.2f", v[int((NR - 1) * p) + 1] }'
+}
 minus() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.1f", a - b }'; }
 le() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a <= b) }'; }
 ge() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a >= b) }'; }
@@ -697,10 +712,13 @@ if have gateway; then
 			continue
 		fi
 		r=$(fig "$leg" load_rps)
-		cap=$(ratio "$r" "$base")
+		cap=$(round_ratio "$leg" gateway 0.5)
 		p=$(ratio "$(fig gateway keepalive_p50_us)" "$(fig "$leg" keepalive_p50_us)")
 		echo "injection: requests/s under load ($LOAD_CLIENTS connections," \
-			"median of $LOAD_ROUNDS rounds) gateway $base, $leg $r (${cap}x)"
+			"median of $LOAD_ROUNDS rounds) gateway $base, $leg $r;" \
+			"$leg / gateway in the same round: median ${cap}x" \
+			"(rounds from $(round_ratio "$leg" gateway 0)x to" \
+			"$(round_ratio "$leg" gateway 1)x)"
 		echo "  one connection: CPU per request gateway" \
 			"$(fig gateway cpu_per_req_us) us, $leg $(fig "$leg" cpu_per_req_us) us;" \
 			"median request ${p}x the gateway's rate; bulk" \
