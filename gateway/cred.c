@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "agentproto.h"
 #include "credchan.h"
 #include "gw/credcodec.h"
 #include "gw/http_internal.h"
@@ -72,6 +73,18 @@ static void audit(gw *g, const gw_credreq *cr, const al_http_req *q,
 	gw_cred_audit(g, &u);
 }
 
+void gw_cred_policy_check(gw *g, bool connection)
+{
+	if (g->cred_policy == NULL)
+		return;
+	int64_t now = al_now_ms();
+	if (!connection &&
+	    now - g->cred_policy_checked < GW_CRED_POLICY_CHECK_MS)
+		return;
+	g->cred_policy_checked = now;
+	al_policy_reload_if_changed(g->cred_policy);
+}
+
 /* What credentials.lua says of c in this form ("header",
  * "placeholder"); no policy file: allowed (the host list still holds). */
 static bool policy_allows(gw *g, const gw_credreq *cr, const al_cred *c,
@@ -82,8 +95,7 @@ static bool policy_allows(gw *g, const gw_credreq *cr, const al_cred *c,
 		snprintf(why, AL_POLICY_REASON_MAX, "no credentials policy");
 		return true;
 	}
-	/* A changed file applies from the next decision on (one stat). */
-	al_policy_reload_if_changed(g->cred_policy);
+	gw_cred_policy_check(g, false);
 	const al_gw_config *cfg = &g->cfg;
 	al_cred_req r = {
 		.credential = c->name,

@@ -11,7 +11,9 @@
  *    value (plain), and inside `Authorization: Basic` (decoded, swapped,
  *    encoded again);
  *  - credentials.lua (g->cred_policy, when the file exists) is asked per
- *    credential and form: anything but allow means not injected;
+ *    credential and form: anything but allow means not injected; a
+ *    changed file applies from the next connection on, and within a
+ *    second on connections already open (gw_cred_policy_check);
  *  - after the swaps, and before the header form's field is set, the
  *    whole head (target, field names and values) is scanned
  *    (gw/credscan, every encoding): any placeholder left denies the
@@ -120,6 +122,13 @@ int gw_cred_body(gw *g, gw_credreq *cr, const al_http_req *q, const char *data,
 int gw_cred_response(gw *g, gw_credreq *cr, const al_http_req *q,
 		     al_http_resp *resp, al_credmask *m,
 		     char why[AL_POLICY_REASON_MAX]);
+
+/* Reload credentials.lua if its file changed: at each new connection
+ * (connection true), and on requests of connections already open at most
+ * every GW_CRED_POLICY_CHECK_MS (a stat per request cost more than the
+ * rest of a policy decision). */
+#define GW_CRED_POLICY_CHECK_MS 1000
+void gw_cred_policy_check(gw *g, bool connection);
 
 /* The masker for the set in use into *use: *m (the relay's, reused) is
  * rebuilt when the set changed since *version; *use NULL when there is

@@ -57,11 +57,12 @@ typedef struct gw {
 	struct event_base *base;
 	const char *sandbox; /* argv --sandbox */
 	al_policy *policy;
-	al_policy *cred_policy; /* credentials.lua, NULL when absent */
-	al_gw_config cfg;	/* the last GW_CONFIG accepted */
-	bool configured;	/* a first GW_CONFIG came: serving */
-	uint32_t gateway;	/* the gateway's address in the slot (fd 3) */
-	uint32_t guest;		/* the guest's: gateway + 1 (net/addr.h) */
+	al_policy *cred_policy;	     /* credentials.lua, NULL when absent */
+	int64_t cred_policy_checked; /* al_now_ms of its last reload check */
+	al_gw_config cfg;	     /* the last GW_CONFIG accepted */
+	bool configured;	     /* a first GW_CONFIG came: serving */
+	uint32_t gateway; /* the gateway's address in the slot (fd 3) */
+	uint32_t guest;	  /* the guest's: gateway + 1 (net/addr.h) */
 	al_fakeip *fakeip;
 	al_upaddr *upaddr;
 	al_resolver *resolver;

@@ -16,6 +16,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "cred.h"
 #include "gw.h"
 #include "net/addr.h"
 
@@ -72,6 +73,7 @@ static void on_accept(struct evconnlistener *l, evutil_socket_t fd,
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
 	/* A changed policy file applies from the next connection on. */
 	al_policy_reload_if_changed(g->policy);
+	gw_cred_policy_check(g, true);
 	if (port == 80 || port == 443) {
 		gw_relay_start(g, fd, name, port);
 		return;

@@ -2,8 +2,9 @@
 --
 -- You do not need to know Lua to change this file. Lines starting with
 -- "--" are comments. Save the file and Airlock picks it up on the next
--- request; if your change has a mistake, Airlock keeps using the last
--- version that worked and says why in its log.
+-- connection (within a second on connections already open); if your
+-- change has a mistake, Airlock keeps using the last version that worked
+-- and says why in its log.
 --
 -- The gateway asks credentials(req) once for each credential a request
 -- to one of that credential's own hosts would carry: as the header the

@@ -385,3 +385,40 @@ def test_redirect_is_passed_and_not_followed(gw):
     assert "Location: https://other.cred.test/reflect" in out
     time.sleep(0.5)
     assert received(gw, "/reflect", timeout=0.5) is None
+
+
+def test_changed_credentials_policy_applies_to_the_next_connection(gw):
+    """credentials.lua saved (through a rename) with a read-only rule:
+    the next connection's POST goes without the header (audited
+    denied_policy) while a GET still gets it; the shipped file back,
+    POST gets it again."""
+    path = os.path.join(gw["state"], "policies", "credentials.lua")
+    with open(path) as f:
+        shipped = f.read()
+
+    def save(text):
+        with open(path + ".tmp", "w") as f:
+            f.write(text)
+        os.rename(path + ".tmp", path)
+
+    save('function credentials(req)\n'
+         '  if req.method ~= "GET" then return deny("read-only") end\n'
+         '  return allow("reads")\n'
+         'end\n')
+    try:
+        code, out = curl(gw, "--data", "x=1",
+                         "https://api.cred.test/reflect/ro1")
+        assert code == 200, out
+        assert "Authorization" not in received(gw, "/reflect/ro1")["headers"]
+        assert gw["chan"].uses_where(name="github", action="denied_policy",
+                                     reason="read-only")
+        code, out = curl(gw, "https://api.cred.test/reflect/ro2")
+        assert code == 200, out
+        assert received(gw, "/reflect/ro2")["headers"]["Authorization"] == \
+            "Bearer " + GH
+    finally:
+        save(shipped)
+    code, out = curl(gw, "--data", "x=1", "https://api.cred.test/reflect/ro3")
+    assert code == 200, out
+    assert received(gw, "/reflect/ro3")["headers"]["Authorization"] == \
+        "Bearer " + GH
