@@ -65,8 +65,7 @@ void al_jsonw_str(al_jsonw *w, const char *k, const char *s)
 	string(w, s, strlen(s), false);
 }
 
-void al_jsonw_printable(al_jsonw *w, const char *k, const char *s,
-			size_t max)
+void al_jsonw_printable(al_jsonw *w, const char *k, const char *s, size_t max)
 {
 	key(w, k);
 	string(w, s, max > 0 ? strnlen(s, max - 1) : 0, true);
