@@ -215,8 +215,12 @@ static void add_pct(buf *b, const char *v, size_t n)
 
 /* Swap the placeholders of s[0..len) that may be swapped here into out.
  * pct: percent-encoded ones too, and the value goes in percent-encoded
- * (a target). Returns how many were swapped. */
-static int swap_text(swapctx *x, const char *s, size_t len, bool pct, buf *out)
+ * (a target). shadow gets the same text with a space where each value
+ * went: what the guest left, for the scan (the values need none, and
+ * the space keeps text on either side of a value apart, as the value
+ * does). Returns how many were swapped. */
+static int swap_text(swapctx *x, const char *s, size_t len, bool pct, buf *out,
+		     buf *shadow)
 {
 	int n = 0;
 	size_t i = 0, copied = 0;
@@ -228,23 +232,30 @@ static int swap_text(swapctx *x, const char *s, size_t len, bool pct, buf *out)
 		    placeholder_at(s, len, i, pct, &end, name) &&
 		    (c = swappable(x, name)) != NULL) {
 			buf_add(out, s + copied, i - copied);
+			buf_add(shadow, s + copied, i - copied);
 			if (pct)
 				add_pct(out, c->value, c->value_len);
 			else
 				buf_add(out, c->value, c->value_len);
+			buf_add(shadow, " ", 1);
 			n++;
 			i = copied = end;
 			continue;
 		}
 		i++;
 	}
-	if (n > 0)
+	if (n > 0) {
 		buf_add(out, s + copied, len - copied);
+		buf_add(shadow, s + copied, len - copied);
+	}
 	return n;
 }
 
-/* Authorization: Basic <base64 of user:pass>: placeholders inside. */
-static int swap_basic(swapctx *x, const char *v, size_t vl, buf *out)
+/* Authorization: Basic <base64 of user:pass>: placeholders inside; the
+ * shadow is the decoded text's (not encoded again: the scan reads it
+ * as the upstream will once it decodes the field). */
+static int swap_basic(swapctx *x, const char *v, size_t vl, buf *out,
+		      buf *shadow)
 {
 	if (vl < 7 || strncasecmp(v, "basic ", 6) != 0)
 		return 0;
@@ -264,7 +275,8 @@ static int swap_basic(swapctx *x, const char *v, size_t vl, buf *out)
 	if (dl > 0) {
 		dl -= (t[tl - 1] == '=') + (t[tl - 2] == '=');
 		buf plain = {0};
-		n = swap_text(x, (const char *)dec, (size_t)dl, false, &plain);
+		n = swap_text(x, (const char *)dec, (size_t)dl, false, &plain,
+			      shadow);
 		if (n > 0 && !plain.failed) {
 			size_t el = 4 * ((plain.len + 2) / 3) + 1;
 			unsigned char *enc = malloc(el);
@@ -279,6 +291,8 @@ static int swap_basic(swapctx *x, const char *v, size_t vl, buf *out)
 			} else {
 				out->failed = true;
 			}
+		} else if (n > 0) {
+			out->failed = true; /* refused, not sent empty */
 		}
 		buf_free(&plain);
 	}
@@ -339,19 +353,14 @@ static void on_left(void *arg, const al_credscan_hit *h)
 			 "placeholder of %.60s not injected (policy)", c->name);
 }
 
-static void scan_head(scanctx *x, const al_http_req *q)
+/* One string of the head, whole: placeholders left go to on_left. */
+static void scan_text(scanctx *x, const char *p, size_t len)
 {
+	if (x->status != 0)
+		return;
 	al_credscan s;
 	al_credscan_init(&s, on_left, x);
-	al_credscan_last(&s, q->path, strlen(q->path));
-	for (size_t i = 0; i < q->fields.n && x->status == 0; i++) {
-		al_credscan_init(&s, on_left, x);
-		al_credscan_last(&s, q->fields.f[i].name,
-				 q->fields.f[i].name_len);
-		al_credscan_init(&s, on_left, x);
-		al_credscan_last(&s, q->fields.f[i].value,
-				 q->fields.f[i].value_len);
-	}
+	al_credscan_last(&s, p, len);
 }
 
 /* ---- the request head ---- */
@@ -397,57 +406,66 @@ int gw_cred_head(gw *g, gw_credreq *cr, al_http_req *q, int *status,
 	swapctx x = {g, cr, set, q, false};
 	cr->guest_path = q->path; /* logs and audit never see a value */
 	al_err err;
-	if (set != NULL) {
-		/* Placeholders in the target. */
-		buf t = {0};
-		if (swap_text(&x, q->path, strlen(q->path), true, &t) > 0) {
-			if (t.failed || t.len > AL_HTTP_TARGET_MAX) {
-				buf_free(&t);
-				return refuse(g, cr, q, 414, "",
-					      "denied_placeholder",
-					      "target too long after the swap",
-					      status, why);
-			}
-			free(cr->path);
-			cr->path = t.p; /* the relay frees it (with a value) */
-			q->path = cr->path;
-		} else {
-			buf_free(&t);
-		}
-		/* In header values, and inside Basic auth. */
-		for (size_t i = 0; i < q->fields.n; i++) {
-			al_http_field *f = &q->fields.f[i];
-			buf v = {0};
-			int n = al_http_name_is(f->name, f->name_len,
-						"authorization")
-					? swap_basic(&x, f->value, f->value_len,
-						     &v)
-					: 0;
-			if (n == 0)
-				n = swap_text(&x, f->value, f->value_len, false,
-					      &v);
-			int rc = 0;
-			if (n > 0)
-				rc = v.failed ? -1
-					      : al_http_fields_replace_value(
-							&q->fields, i, v.p,
-							v.len, &err);
-			buf_free(&v);
-			if (rc < 0)
-				return refuse(g, cr, q, 431, "",
-					      "denied_placeholder",
-					      "a header cannot take the value",
-					      status, why);
-		}
-		if (x.failed)
-			return refuse(g, cr, q, 403, "", "denied_placeholder",
-				      "too many credentials in one request",
-				      status, why);
-	}
-	/* Whatever the guest left is refused (before the header form: the
-	 * gateway's own fields need no scan). */
+	/* What the guest left after the swaps is scanned (shadow: the
+	 * swapped text with the values taken out). */
 	scanctx s = {.g = g, .set = set, .host = q->host};
-	scan_head(&s, q);
+	/* Placeholders in the target. */
+	buf t = {0}, ts = {0};
+	if (set != NULL &&
+	    swap_text(&x, q->path, strlen(q->path), true, &t, &ts) > 0) {
+		scan_text(&s, ts.p, ts.len);
+		buf_free(&ts);
+		if (t.failed || t.len > AL_HTTP_TARGET_MAX) {
+			buf_free(&t);
+			return refuse(g, cr, q, 414, "", "denied_placeholder",
+				      "target too long after the swap", status,
+				      why);
+		}
+		free(cr->path);
+		cr->path = t.p; /* the relay frees it (with a value) */
+		q->path = cr->path;
+	} else {
+		buf_free(&t);
+		buf_free(&ts);
+		scan_text(&s, q->path, strlen(q->path));
+	}
+	/* In header values, and inside Basic auth. */
+	for (size_t i = 0; i < q->fields.n; i++) {
+		al_http_field *f = &q->fields.f[i];
+		scan_text(&s, f->name, f->name_len);
+		buf v = {0}, vs = {0};
+		int n = 0;
+		if (set != NULL &&
+		    al_http_name_is(f->name, f->name_len, "authorization"))
+			n = swap_basic(&x, f->value, f->value_len, &v, &vs);
+		if (set != NULL && n == 0)
+			n = swap_text(&x, f->value, f->value_len, false, &v,
+				      &vs);
+		if (n > 0)
+			scan_text(&s, vs.p, vs.len);
+		else
+			scan_text(&s, f->value, f->value_len);
+		int rc = 0;
+		if (n > 0)
+			rc = v.failed || vs.failed
+				     ? -1
+				     : al_http_fields_replace_value(&q->fields,
+								    i, v.p,
+								    v.len,
+								    &err);
+		buf_free(&v);
+		buf_free(&vs);
+		if (rc < 0)
+			return refuse(g, cr, q, 431, "", "denied_placeholder",
+				      "a header cannot take the value", status,
+				      why);
+	}
+	if (x.failed)
+		return refuse(g, cr, q, 403, "", "denied_placeholder",
+			      "too many credentials in one request", status,
+			      why);
+	/* Whatever the guest left is refused (the header form's field,
+	 * set below, is the gateway's own). */
 	if (s.status != 0)
 		return refuse(g, cr, q, s.status, s.name, "denied_placeholder",
 			      s.why, status, why);

@@ -46,7 +46,7 @@ struct gw_credchan {
 	take takes[GW_CRED_TAKES_MAX];
 	size_t ntakes;
 	uint32_t next_handle;
-	al_cred_use *queue[GW_CRED_AUDIT_MAX]; /* a ring */
+	char *queue[GW_CRED_AUDIT_MAX]; /* packed CRED_USE payloads, a ring */
 	size_t head, count;
 	unsigned long dropped;
 	unsigned long sets, channels;
@@ -162,28 +162,26 @@ static void pump(struct gw_credchan *c)
 {
 	while (c->fd >= 0 && al_buf_pending(&c->out) < OUT_AUDIT_LOW &&
 	       (c->count > 0 || c->dropped > 0)) {
-		al_cred_use drops, *u;
-		if (c->count > 0) {
-			u = c->queue[c->head];
-		} else {
-			memset(&drops, 0, sizeof drops);
-			drops.status = -1;
+		if (c->count == 0) {
+			al_cred_use drops = {.status = -1};
 			snprintf(drops.name, sizeof drops.name, "dropped");
 			snprintf(drops.action, sizeof drops.action, "dropped");
 			snprintf(drops.reason, sizeof drops.reason,
 				 "%lu records dropped by the gateway",
 				 c->dropped);
-			u = &drops;
-		}
-		if (queue_frame(c, AL_F_CRED_USE, 0,
-				al_cred_use_pack(u, NULL)) < 0)
-			return;
-		if (u == &drops) {
+			if (queue_frame(c, AL_F_CRED_USE, 0,
+					al_cred_use_pack(&drops, NULL)) < 0)
+				return;
 			c->dropped = 0;
-		} else {
-			free(u);
-			c->head = (c->head + 1) % GW_CRED_AUDIT_MAX;
-			c->count--;
+			continue;
+		}
+		/* queue_frame frees the payload, sent or not. */
+		char *payload = c->queue[c->head];
+		c->head = (c->head + 1) % GW_CRED_AUDIT_MAX;
+		c->count--;
+		if (queue_frame(c, AL_F_CRED_USE, 0, payload) < 0) {
+			c->dropped++;
+			return;
 		}
 	}
 }
@@ -423,14 +421,14 @@ void gw_cred_audit(gw *g, const al_cred_use *u)
 	struct gw_credchan *c = g->credchan;
 	if (c == NULL)
 		return;
-	al_cred_use *copy = c->count < GW_CRED_AUDIT_MAX ? malloc(sizeof *copy)
-							 : NULL;
-	if (copy == NULL) {
+	/* Queued packed: a few hundred bytes, not the record's few KiB. */
+	char *payload = c->count < GW_CRED_AUDIT_MAX ? al_cred_use_pack(u, NULL)
+						     : NULL;
+	if (payload == NULL) {
 		c->dropped++;
 		return;
 	}
-	*copy = *u;
-	c->queue[(c->head + c->count) % GW_CRED_AUDIT_MAX] = copy;
+	c->queue[(c->head + c->count) % GW_CRED_AUDIT_MAX] = payload;
 	c->count++;
 	if (c->count >= AUDIT_BATCH) {
 		pump(c);

@@ -342,6 +342,20 @@ def test_unknown_credential_is_denied_even_toward_a_credential_host(gw):
                      "https://api.cred.test/reflect/u2")
     assert code == 403, out
     assert received(gw, "/reflect/u2", timeout=1) is None
+    # Beside a placeholder that is swapped, in the same field, in the
+    # same Basic pair, in the same target: the one left still denies.
+    for i, args in enumerate([
+            ["-H", "X-Token: airlock-cred:pgh airlock-cred:nosuch"],
+            ["-H", "X-Token: airlock-cred:pghairlock-cred:nosuch"],
+            ["-u", "airlock-cred:pgh:airlock-cred:nosuch"],
+            ["-H", "X-Proxy-Authorization: Basic " +
+             b64("airlock-cred:pgh:airlock-cred:nosuch")]]):
+        code, out = curl(gw, *args, "https://api.cred.test/reflect/u3%d" % i)
+        assert code == 403, (args, out)
+        assert received(gw, "/reflect/u3%d" % i, timeout=1) is None
+    code, out = curl(gw, "https://api.cred.test/reflect/u4?a=airlock-cred:pgh"
+                     "&b=airlock-cred%3Anosuch")
+    assert code == 403, out
 
 
 def test_body_placeholder_toward_its_host_passes_unchanged(gw):
