@@ -20,10 +20,11 @@
 #define OUT_AUDIT_LOW (64u << 10)
 #define ASK_SEND_MS 1000
 /* Audit records wait this long, or until this many are queued, so that
- * a busy gateway writes them in batches (one write, and one wakeup of
- * the controller, per batch rather than per request). */
-#define AUDIT_BATCH_MS 5
-#define AUDIT_BATCH 64
+ * a busy gateway writes them in batches: one write, and one wakeup of
+ * the controller, per batch rather than per request (a wakeup on another
+ * core is an interrupt across cores, dear on virtual machines). */
+#define AUDIT_BATCH_MS 20
+#define AUDIT_BATCH 128
 
 typedef struct take {
 	uint32_t handle;

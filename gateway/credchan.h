@@ -62,7 +62,7 @@ void gw_credchan_reply(gw *g, bool ok, int fd);
  * GW_CRED_AUDIT_MAX queued (the channel is down or slow), the record is
  * dropped and counted; the count goes out as one record
  * (action "dropped", reason "<n> records dropped") when the queue moves
- * again. Records go out in batches, at most 5 ms late. */
+ * again. Records go out in batches, at most 20 ms late. */
 void gw_cred_audit(gw *g, const al_cred_use *u);
 /* On the way out: what is queued goes to the socket now, as far as it
  * takes it without waiting. */
