@@ -414,8 +414,9 @@ int gw_cred_head(gw *g, gw_credreq *cr, al_http_req *q, int *status,
 	if (set != NULL &&
 	    swap_text(&x, q->path, strlen(q->path), true, &t, &ts) > 0) {
 		scan_text(&s, ts.p, ts.len);
+		bool failed = t.failed || ts.failed; /* out of memory */
 		buf_free(&ts);
-		if (t.failed || t.len > AL_HTTP_TARGET_MAX) {
+		if (failed || t.len > AL_HTTP_TARGET_MAX) {
 			buf_free(&t);
 			return refuse(g, cr, q, 414, "", "denied_placeholder",
 				      "target too long after the swap", status,
