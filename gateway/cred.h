@@ -14,8 +14,10 @@
  *    credential and form: anything but allow means not injected; a
  *    changed file applies from the next connection on, and within a
  *    second on connections already open (gw_cred_policy_check);
- *  - after the swaps, and before the header form's field is set, the
- *    whole head (target, field names and values) is scanned
+ *  - after the swaps, and before the header form's field is set, what
+ *    the guest left in the head (target, field names and values; of a
+ *    swapped text, its shadow: the text with a space for each value) is
+ *    scanned
  *    (gw/credscan, every encoding): any placeholder left denies the
  *    request with 403 — it names an unknown credential, one whose hosts
  *    do not include this host, one the policy refused, or is in an

@@ -58,8 +58,9 @@ void al_credmask_end(al_credmask *m, al_credmask_out out, void *arg);
  * so one that cannot hold a value is passed over). */
 void al_credmask_feed_end(al_credmask *m, const char *buf, size_t len,
 			  al_credmask_out out, void *arg);
-/* A whole string masked in place (a head's field value) as a stream of
- * its own: what another stream held is dropped. */
+/* A whole string masked in place (a head's field value). Call it
+ * between streams: a string that needs the full feed is a stream of its
+ * own, and the shortcuts leave the matchers as they were. */
 void al_credmask_string(al_credmask *m, char *s, size_t len);
 /* Bytes fed and not yet released. */
 size_t al_credmask_held(const al_credmask *m);
