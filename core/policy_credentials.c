@@ -25,14 +25,6 @@ const char al_policy_credentials_request_src[] =
 	"end\n";
 #define REQUEST_NARGS 12
 
-static void push_str(lua_State *L, const char *v)
-{
-	if (v != NULL)
-		lua_pushstring(L, v);
-	else
-		lua_pushnil(L);
-}
-
 static int ask_policy(lua_State *L)
 {
 	struct ask *a = lua_touserdata(L, 1);
@@ -42,16 +34,16 @@ static int ask_policy(lua_State *L)
 	lua_getallocf(L, &ud);
 	lua_rawgeti(L, LUA_REGISTRYINDEX, ((al_policy_state *)ud)->request_ref);
 	al_policy_push_entry(L);
-	push_str(L, r->credential);
-	push_str(L, r->form);
-	push_str(L, r->scope);
-	push_str(L, r->host);
+	al_policy_push_str(L, r->credential);
+	al_policy_push_str(L, r->form);
+	al_policy_push_str(L, r->scope);
+	al_policy_push_str(L, r->host);
 	lua_pushinteger(L, (lua_Integer)r->port);
-	push_str(L, r->method);
-	push_str(L, r->path);
-	push_str(L, r->sandbox);
-	push_str(L, r->template_name);
-	push_str(L, r->project);
+	al_policy_push_str(L, r->method);
+	al_policy_push_str(L, r->path);
+	al_policy_push_str(L, r->sandbox);
+	al_policy_push_str(L, r->template_name);
+	al_policy_push_str(L, r->project);
 	al_policy_push_cached_metadata(L, r->metadata, r->n_metadata);
 	int n = al_policy_pcall(L, REQUEST_NARGS);
 	al_policy_read_decision(L, n, "credentials()", a->out);

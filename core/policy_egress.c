@@ -208,7 +208,7 @@ struct ask {
 	al_egress_decision *out;
 };
 
-static void push_str(lua_State *L, const char *v)
+void al_policy_push_str(lua_State *L, const char *v)
 {
 	if (v != NULL)
 		lua_pushstring(L, v);
@@ -351,15 +351,15 @@ static int ask_policy(lua_State *L)
 	lua_getallocf(L, &ud);
 	lua_rawgeti(L, LUA_REGISTRYINDEX, ((al_policy_state *)ud)->request_ref);
 	al_policy_push_entry(L);
-	push_str(L, r->name);
+	al_policy_push_str(L, r->name);
 	lua_pushinteger(L, (lua_Integer)r->port);
-	push_str(L, proto_names[r->protocol]);
-	push_str(L, r->method);
-	push_str(L, r->path);
-	push_str(L, r->sandbox);
-	push_str(L, r->template_name);
-	push_str(L, r->project);
-	push_str(L, al_net_mode_name(r->mode));
+	al_policy_push_str(L, proto_names[r->protocol]);
+	al_policy_push_str(L, r->method);
+	al_policy_push_str(L, r->path);
+	al_policy_push_str(L, r->sandbox);
+	al_policy_push_str(L, r->template_name);
+	al_policy_push_str(L, r->project);
+	al_policy_push_str(L, al_net_mode_name(r->mode));
 	lua_pushboolean(L, r->build);
 	al_policy_state *st = ud;
 	al_policy_push_cached_metadata(L, r->metadata, r->n_metadata);

@@ -102,6 +102,8 @@ int al_policy_credentials_dry_run(al_policy_state *st, char *msg,
 				  size_t msg_len);
 /* The entry function a kind's file defines. */
 const char *al_policy_entry_name(enum al_policy_kind kind);
+/* Inside a call: push v, or nil when it is NULL. */
+void al_policy_push_str(lua_State *L, const char *v);
 /* Inside a call: push the sandbox's metadata as a table. */
 void al_policy_push_metadata(lua_State *L, const al_policy_kv *kv, size_t n);
 /* The same, the last call's table when it still holds just these. */
