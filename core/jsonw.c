@@ -71,11 +71,22 @@ void al_jsonw_printable(al_jsonw *w, const char *k, const char *s, size_t max)
 	string(w, s, max > 0 ? strnlen(s, max - 1) : 0, true);
 }
 
+/* Digits written from the end (snprintf's "%lld" cost half of a
+ * gateway's audit record). */
 void al_jsonw_int(al_jsonw *w, const char *k, long long v)
 {
 	char n[24];
+	size_t at = sizeof n;
+	unsigned long long m = v < 0 ? 0ULL - (unsigned long long)v
+				     : (unsigned long long)v;
+	do {
+		n[--at] = (char)('0' + m % 10);
+		m /= 10;
+	} while (m != 0);
+	if (v < 0)
+		n[--at] = '-';
 	key(w, k);
-	put(w, n, (size_t)snprintf(n, sizeof n, "%lld", v));
+	put(w, n + at, sizeof n - at);
 }
 
 void al_jsonw_bool(al_jsonw *w, const char *k, bool v)

@@ -2,10 +2,12 @@
  * quotes, backslashes and control bytes escaped; printable fields are
  * cut and their other bytes become '?'; an object too long for its
  * buffer fails instead of being cut. */
+#include <limits.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -66,6 +68,29 @@ static void test_empty_object(void **state)
 	assert_string_equal(buf, "{}");
 }
 
+/* Integers at their edges read back as snprintf writes them. */
+static void test_integers_exact(void **state)
+{
+	(void)state;
+	static const long long v[] = {
+		0,	 7,	   -7,	      10,	 -10,	       99,
+		1000000, -1234567, LLONG_MAX, LLONG_MIN, LLONG_MIN + 1};
+	for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
+		char buf[64], want[64];
+		al_jsonw w;
+		al_jsonw_start(&w, buf, sizeof buf);
+		al_jsonw_int(&w, "i", v[i]);
+		assert_true(al_jsonw_end(&w) > 0);
+		snprintf(want, sizeof want, "{\"i\":%lld}", v[i]);
+		assert_string_equal(buf, want);
+		json_object *o = json_tokener_parse(buf), *x;
+		assert_non_null(o);
+		assert_true(json_object_object_get_ex(o, "i", &x));
+		assert_true(json_object_get_int64(x) == v[i]);
+		json_object_put(o);
+	}
+}
+
 static void test_too_long_fails_whole(void **state)
 {
 	(void)state;
@@ -94,6 +119,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_values_parse_back),
 		cmocka_unit_test(test_empty_object),
+		cmocka_unit_test(test_integers_exact),
 		cmocka_unit_test(test_too_long_fails_whole),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
