@@ -31,22 +31,32 @@ static void key(al_jsonw *w, const char *k)
 	put(w, "\":", 2);
 }
 
+/* Per byte: PLAIN needs no escape; PRINTABLE also stays as it is in a
+ * printable string (0x20..0x7e). A table: the gateway writes a record
+ * per injected request. */
+enum { PLAIN = 1, PRINTABLE = 2 };
+static const unsigned char classes[256] = {
+	[0x20 ... 0x21] = PLAIN | PRINTABLE, /* '"' (0x22) and '\\' (0x5c): 0 */
+	[0x23 ... 0x5b] = PLAIN | PRINTABLE,
+	[0x5d ... 0x7e] = PLAIN | PRINTABLE,
+	[0x7f ... 0xff] = PLAIN,
+};
+
 /* n bytes of s as a JSON string; printable: bytes outside 0x20..0x7e
  * as '?'. */
 static void string(al_jsonw *w, const char *s, size_t n, bool printable)
 {
+	const unsigned char keep = printable ? PRINTABLE : PLAIN;
 	put(w, "\"", 1);
-	size_t run = 0; /* bytes of s[i - run .. i) that need no escape */
-	for (size_t i = 0; i < n && !w->failed; i++) {
-		unsigned char c = (unsigned char)s[i];
-		bool plain = c >= 0x20 && c != '"' && c != '\\' &&
-			     (!printable || c < 0x7f);
-		if (plain) {
-			run++;
-			continue;
-		}
-		put(w, s + i - run, run);
-		run = 0;
+	size_t i = 0;
+	while (i < n && !w->failed) {
+		size_t from = i;
+		while (i < n && (classes[(unsigned char)s[i]] & keep))
+			i++;
+		put(w, s + from, i - from);
+		if (i == n)
+			break;
+		unsigned char c = (unsigned char)s[i++];
 		char e[8];
 		if (printable && (c < 0x20 || c >= 0x7f))
 			put(w, "?", 1);
@@ -55,7 +65,6 @@ static void string(al_jsonw *w, const char *s, size_t n, bool printable)
 		else
 			put(w, e, (size_t)snprintf(e, sizeof e, "\\u%04x", c));
 	}
-	put(w, s + n - run, run);
 	put(w, "\"", 1);
 }
 

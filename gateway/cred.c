@@ -228,6 +228,10 @@ static int swap_text(swapctx *x, const char *s, size_t len, bool pct, buf *out,
 		char name[AL_CRED_NAME_MAX + 1];
 		size_t end;
 		const al_cred *c;
+		const char *a = pct ? s + i : memchr(s + i, 'a', len - i);
+		if (a == NULL)
+			break; /* no placeholder starts after i */
+		i = (size_t)(a - s);
 		if ((s[i] == 'a' || (pct && s[i] == '%')) &&
 		    placeholder_at(s, len, i, pct, &end, name) &&
 		    (c = swappable(x, name)) != NULL) {

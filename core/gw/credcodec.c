@@ -154,6 +154,9 @@ static const signed char b64[256] = {
 	-1, -1, -1, -1,
 };
 
+static const char b64_alphabet[] =
+	"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+
 int al_credcodec_b64_value(unsigned char c)
 {
 	return b64[c];
@@ -245,6 +248,8 @@ typedef struct b64_core {
 	unsigned char *v; /* 6-bit values */
 	size_t len;	  /* 0: too short for one, in every run */
 	size_t *fail;	  /* KMP failure function */
+	int first;	  /* the one character of v[0], or -1 (62, 63:
+			   * two characters, one per alphabet) */
 } b64_core;
 
 struct al_credcodec_b64_cores {
@@ -287,6 +292,7 @@ static int core_make(b64_core *k, const unsigned char *t, size_t len,
 	}
 	free(bytes);
 	k->len = hi - lo;
+	k->first = k->v[0] < 62 ? b64_alphabet[k->v[0]] : -1;
 	al_credcodec_kmp_fail(k->v, k->len, k->fail);
 	return 0;
 }
@@ -319,6 +325,14 @@ static bool core_in(const b64_core *k, const char *buf, size_t len)
 		return true;
 	size_t q = 0;
 	for (size_t i = 0; i < len; i++) {
+		/* With nothing matched, only v[0]'s character moves q:
+		 * memchr skips to it (most runs hold none). */
+		if (q == 0 && k->first >= 0) {
+			const char *at = memchr(buf + i, k->first, len - i);
+			if (at == NULL)
+				return false;
+			i = (size_t)(at - buf);
+		}
 		int v = b64[(unsigned char)buf[i]];
 		if (v < 0)
 			continue; /* CR or LF inside the run */

@@ -195,6 +195,38 @@ static void test_base64_cores_in_long_runs(void **state)
 	al_credmask_free(m);
 }
 
+/* A value whose base64 at one alignment starts with 62 ('+' or '-',
+ * one per alphabet): '~' is 0x7e, and two bytes before it put its low
+ * six bits first. Masked in a long run seen whole, either alphabet. */
+static void test_base64_core_of_two_characters(void **state)
+{
+	(void)state;
+	static const char value[] = "~tok_abcdefgh12345678";
+	al_credmask_value v[] = {{value, strlen(value)}};
+	al_err err;
+	al_credmask *m = al_credmask_new(v, 1, &err);
+	assert_non_null(m);
+	char plain[128], enc[256], s[300];
+	snprintf(plain, sizeof plain, "ab%s and a tail to make it long", value);
+	int el = EVP_EncodeBlock((unsigned char *)enc,
+				 (const unsigned char *)plain,
+				 (int)strlen(plain));
+	assert_int_equal(enc[3], '+');
+	for (int url = 0; url < 2; url++) {
+		for (int i = 0; url && i < el; i++)
+			enc[i] = enc[i] == '+'	 ? '-'
+				 : enc[i] == '/' ? '_'
+						 : enc[i];
+		snprintf(s, sizeof s, "[%s]", enc);
+		char *o = mask(m, s);
+		assert_non_null(strchr(o, '*'));
+		assert_null(strstr(o, enc + 4));
+		assert_string_equal(o + strlen(o) - 1, "]");
+		free(o);
+	}
+	al_credmask_free(m);
+}
+
 static void test_nothing_held_after_plain_text(void **state)
 {
 	(void)state;
@@ -316,6 +348,7 @@ int main(void)
 		cmocka_unit_test(test_plain_percent_json),
 		cmocka_unit_test(test_base64_every_alignment),
 		cmocka_unit_test(test_base64_cores_in_long_runs),
+		cmocka_unit_test(test_base64_core_of_two_characters),
 		cmocka_unit_test(test_nothing_held_after_plain_text),
 		cmocka_unit_test(test_bounded_on_hostile_streams),
 		cmocka_unit_test(test_every_form_among_skipped_bytes),

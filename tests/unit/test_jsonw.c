@@ -58,6 +58,29 @@ static void test_values_parse_back(void **state)
 		assert_true((unsigned char)buf[i] >= 0x20);
 }
 
+/* Every byte value: a string keeps each one (escaped where JSON asks),
+ * a printable one turns each outside 0x20..0x7e into '?'. */
+static void test_every_byte(void **state)
+{
+	(void)state;
+	char in[256], want[256], buf[2048];
+	for (int c = 1; c < 256; c++) {
+		in[c - 1] = (char)c;
+		want[c - 1] = c >= 0x20 && c < 0x7f ? (char)c : '?';
+	}
+	in[255] = want[255] = '\0';
+	al_jsonw w;
+	al_jsonw_start(&w, buf, sizeof buf);
+	al_jsonw_str(&w, "s", in);
+	al_jsonw_printable(&w, "p", in, sizeof in);
+	assert_true(al_jsonw_end(&w) > 0);
+	json_object *o = json_tokener_parse(buf);
+	assert_non_null(o);
+	assert_string_equal(str_of(o, "s"), in);
+	assert_string_equal(str_of(o, "p"), want);
+	json_object_put(o);
+}
+
 static void test_empty_object(void **state)
 {
 	(void)state;
@@ -118,6 +141,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_values_parse_back),
+		cmocka_unit_test(test_every_byte),
 		cmocka_unit_test(test_empty_object),
 		cmocka_unit_test(test_integers_exact),
 		cmocka_unit_test(test_too_long_fails_whole),
