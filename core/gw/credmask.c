@@ -331,9 +331,14 @@ static size_t quiet_span(const al_credmask *m, const char *buf, size_t len)
 	if (m->view[VIEW_RAW].open > 0 || m->view[VIEW_UNESCAPE].open > 0 ||
 	    m->un.n > 0 || m->gate.on)
 		return 0;
+	/* A run reaching len is known whole only if len is the stream's
+	 * end, not where the ring's room cut the piece. */
+	bool ends_stream = m->last;
 	size_t room = m->rmask + 1 - (size_t)(m->in - m->out);
-	if (len > room)
+	if (len > room) {
 		len = room;
+		ends_stream = false;
+	}
 	bool skipping = m->in < m->gate.skip_end; /* a run the gate skips */
 	if (skipping && m->gate.skip_end - m->in < len)
 		len = (size_t)(m->gate.skip_end - m->in); /* the run's end */
@@ -359,7 +364,7 @@ static size_t quiet_span(const al_credmask *m, const char *buf, size_t len)
 				chars += kj & CLS_B64 ? 1 : 0;
 				seen |= kj;
 			}
-			if (chars >= m->b64_min || (j >= len && !m->last) ||
+			if (chars >= m->b64_min || (j >= len && !ends_stream) ||
 			    (seen & CLS_HOT))
 				break;
 			i = j;
