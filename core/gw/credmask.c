@@ -5,7 +5,9 @@
  * unescape matchers, and a base64 run (seen whole in the piece being
  * fed) too short to decode the shortest value, or holding none of the
  * values' base64 cores (gw/credcodec), is not fed to the base64
- * decoders; both leave every matcher as reading the byte would have. A
+ * decoders; both leave every matcher as reading the byte would have.
+ * Such bytes are found a stretch at a time (settled_prefix: a table
+ * lookup a byte, one branch per eight), not walked one by one. A
  * head's field (al_credmask_string) shorter than every value is left as
  * it is, and one without an escape or a run that may decode a value is
  * searched for the plain values only (every other view of it is itself
@@ -322,6 +324,66 @@ static void feed_b64(al_credmask *m, vctx *vb, const char *buf, size_t i,
 				      &vb[p]);
 }
 
+static bool in_run(const al_credmask *m, unsigned char c)
+{
+	return (m->cls[c] & (CLS_B64 | CLS_CRLF)) != 0;
+}
+
+/* The first hot byte of s (or len), eight at a step. */
+static size_t first_hot(const al_credmask *m, const unsigned char *s,
+			size_t len)
+{
+	const unsigned char *k = m->cls;
+	size_t i = 0;
+	while (i + 8 <= len &&
+	       !((k[s[i]] | k[s[i + 1]] | k[s[i + 2]] | k[s[i + 3]] |
+		  k[s[i + 4]] | k[s[i + 5]] | k[s[i + 6]] | k[s[i + 7]]) &
+		 CLS_HOT))
+		i += 8;
+	while (i < len && !(k[s[i]] & CLS_HOT))
+		i++;
+	return i;
+}
+
+/* The start of the first stretch of w or more run bytes (base64 or
+ * CR/LF) in s, or len: one byte looked at per w when runs are short,
+ * and none looked back at twice. Throughout, no such stretch starts
+ * before pos, and s[pos - 1] (if any) is no run byte. */
+static size_t long_stretch(const al_credmask *m, const unsigned char *s,
+			   size_t len, size_t w)
+{
+	size_t pos = 0;
+	while (len - pos >= w) {
+		size_t end = pos + w - 1;
+		if (!in_run(m, s[end])) {
+			pos = end + 1;
+			continue;
+		}
+		size_t b = end;
+		while (b > pos && in_run(m, s[b - 1]))
+			b--;
+		if (b == pos)
+			return pos; /* s[pos..end]: w run bytes */
+		pos = b;
+	}
+	return len;
+}
+
+/* A prefix of s that quiet_span's loop would pass over, found without
+ * walking it byte by byte: up to just after the last byte outside every
+ * run before the first hot byte and before the first stretch of run
+ * bytes as long as the shortest run that may hold a value (a stretch
+ * counts CR/LF too: only sooner). The loop keeps no state between
+ * runs, so it goes on from there as if it had walked the prefix. */
+static size_t settled_prefix(const al_credmask *m, const unsigned char *s,
+			     size_t len)
+{
+	size_t lim = long_stretch(m, s, first_hot(m, s, len), m->b64_min);
+	while (lim > 0 && in_run(m, s[lim - 1]))
+		lim--;
+	return lim;
+}
+
 /* How many bytes from buf[0] leave every matcher and decoder as they
  * are (quiet: no match open, no escape or run being read): bytes that
  * start no value, no escape and (between runs) no run, as many as the
@@ -344,6 +406,7 @@ static size_t quiet_span(const al_credmask *m, const char *buf, size_t len)
 		len = (size_t)(m->gate.skip_end - m->in); /* the run's end */
 	size_t i = 0;
 	if (!skipping) {
+		i = settled_prefix(m, (const unsigned char *)buf, len);
 		while (i < len) {
 			unsigned k = m->cls[(unsigned char)buf[i]];
 			if (k & CLS_HOT)
@@ -370,8 +433,7 @@ static size_t quiet_span(const al_credmask *m, const char *buf, size_t len)
 			i = j;
 		}
 	} else {
-		while (i < len && !(m->cls[(unsigned char)buf[i]] & CLS_HOT))
-			i++;
+		i = first_hot(m, (const unsigned char *)buf, len);
 	}
 	return i;
 }

@@ -355,6 +355,69 @@ static void test_base64_across_the_ring_in_a_last_piece(void **state)
 	al_credmask_free(m);
 }
 
+/* A large binary body (no NUL: mask() takes a string), among it every
+ * form of a value and base64 stretches one short of and as long as the
+ * shortest run that may hold a value (22 characters here), CR/LF among
+ * some: fed whole (passed over a stretch at a time) the output is what
+ * one byte at a time gives; the forms are masked, nothing else is. */
+static void test_binary_body_as_fed_byte_by_byte(void **state)
+{
+	(void)state;
+	al_credmask *m = masker();
+	static const char b64[] =
+		"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+	char enc[64];
+	EVP_EncodeBlock((unsigned char *)enc, (const unsigned char *)"x" SECRET,
+			(int)strlen("x" SECRET));
+	const char *forms[] = {SECRET, enc, "%67%68%70_S3cr3t%2FValue%2B42",
+			       "second-token-xyz"};
+	enum { LEN = 24000 };
+	char *s = malloc(LEN + 1);
+	assert_non_null(s);
+	uint32_t x = 2463534242u;
+	size_t at[40], flen[40], nf = 0;
+	for (size_t i = 0; i < LEN;) {
+		x ^= x << 13;
+		x ^= x >> 17;
+		x ^= x << 5;
+		if (x % 97 == 0 && i + 80 < LEN && nf < 40) {
+			const char *f = forms[nf % 4];
+			s[i++] = ' ';
+			at[nf] = i;
+			flen[nf] = strlen(f);
+			memcpy(s + i, f, flen[nf]);
+			i += flen[nf++];
+			s[i++] = ' ';
+		} else if (x % 89 == 0 && i + 40 < LEN) {
+			size_t n = 21 + x % 2, crlf = x % 3 == 0 ? 5 : 0;
+			s[i++] = ' ';
+			for (size_t k = 0; k < n; k++) {
+				if (crlf != 0 && k == crlf)
+					s[i++] = '\n';
+				s[i++] = b64[(x >> 8) % 64 ^ k % 64];
+			}
+			s[i++] = ' ';
+		} else {
+			s[i++] = (char)(1 + x % 255);
+		}
+	}
+	s[LEN] = '\0';
+	assert_true(nf >= 8);
+	char *o = mask(m, s);
+	size_t next = 0;
+	for (size_t f = 0; f < nf; f++) {
+		assert_memory_equal(o + next, s + next, at[f] - next);
+		assert_non_null(memchr(o + at[f], '*', flen[f]));
+		next = at[f] + flen[f];
+	}
+	assert_memory_equal(o + next, s + next, LEN - next);
+	assert_null(memmem(o, LEN, "S3cr3t", 6));
+	assert_null(memmem(o, LEN, "second-token", 12));
+	free(o);
+	free(s);
+	al_credmask_free(m);
+}
+
 static void test_string_in_place_and_bad_values(void **state)
 {
 	(void)state;
@@ -380,6 +443,7 @@ int main(void)
 		cmocka_unit_test(test_bounded_on_hostile_streams),
 		cmocka_unit_test(test_every_form_among_skipped_bytes),
 		cmocka_unit_test(test_base64_across_the_ring_in_a_last_piece),
+		cmocka_unit_test(test_binary_body_as_fed_byte_by_byte),
 		cmocka_unit_test(test_string_in_place_and_bad_values),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
