@@ -21,6 +21,10 @@
 
 #include "gw/credcodec.h"
 
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
+
 /* View 0 is the raw bytes (the unescape view misses a plain value next
  * to a '%' or '\\' it reads as an escape), 1 the unescape view, 2..
  * base64. */
@@ -33,6 +37,8 @@
 #define CLS_HOT 1u  /* some value's first byte, or an escape's start */
 #define CLS_B64 2u  /* a base64 character */
 #define CLS_CRLF 4u /* CR or LF: inside a run, skipped */
+/* Up to this many hot bytes are searched for 16 at a time. */
+#define HOT_FEW 6
 
 typedef struct mval {
 	unsigned char *p;
@@ -60,10 +66,12 @@ struct al_credmask {
 	uint64_t cur;	  /* raw offset of the byte being read */
 	bool last;	  /* the piece being fed ends the stream */
 	unsigned long count;
-	bool first[256];	/* c is some value's first byte */
-	unsigned char cls[256]; /* CLS_ bits of each byte, for quiet_span */
-	size_t lmin;		/* the shortest value's length */
-	size_t b64_min;		/* run characters the shortest value needs */
+	bool first[256];	    /* c is some value's first byte */
+	unsigned char cls[256];	    /* CLS_ bits of each byte, for quiet_span */
+	unsigned char hot[HOT_FEW]; /* the CLS_HOT bytes, when so few */
+	unsigned n_hot;		    /* how many; 0: more (the table only) */
+	size_t lmin;		    /* the shortest value's length */
+	size_t b64_min; /* run characters the shortest value needs */
 	al_credcodec_b64_gate gate;    /* which bytes the decoders read */
 	al_credcodec_b64_cores *cores; /* the values' base64 cores */
 };
@@ -153,7 +161,14 @@ al_credmask *al_credmask_new(const al_credmask_value *values, size_t n,
 					    (b64 ? CLS_B64 : 0) |
 					    (c == '\r' || c == '\n' ? CLS_CRLF
 								    : 0));
+		if (hot && m->n_hot <= HOT_FEW) {
+			if (m->n_hot < HOT_FEW)
+				m->hot[m->n_hot] = (unsigned char)c;
+			m->n_hot++;
+		}
 	}
+	if (m->n_hot > HOT_FEW)
+		m->n_hot = 0;
 	/* Phase 0 of a run of k characters decodes 6k/8 bytes. */
 	m->b64_min = AL_CREDCODEC_B64_RUN_MIN(lmin);
 	const unsigned char *texts[AL_CREDMASK_VALUES_MAX + 1];
@@ -329,12 +344,31 @@ static bool in_run(const al_credmask *m, unsigned char c)
 	return (m->cls[c] & (CLS_B64 | CLS_CRLF)) != 0;
 }
 
-/* The first hot byte of s (or len), eight at a step. */
+/* The first hot byte of s (or len): 16 at a step when they are few and
+ * SSE2 is there, else eight at a step through the table. */
 static size_t first_hot(const al_credmask *m, const unsigned char *s,
 			size_t len)
 {
 	const unsigned char *k = m->cls;
 	size_t i = 0;
+	if (len == 0 || (k[s[0]] & CLS_HOT))
+		return 0; /* after a hot byte, often the next */
+#ifdef __SSE2__
+	if (m->n_hot > 0) {
+		__m128i h[HOT_FEW];
+		for (unsigned j = 0; j < m->n_hot; j++)
+			h[j] = _mm_set1_epi8((char)m->hot[j]);
+		for (; i + 16 <= len; i += 16) {
+			__m128i x = _mm_loadu_si128((const __m128i *)(s + i));
+			__m128i e = _mm_cmpeq_epi8(x, h[0]);
+			for (unsigned j = 1; j < m->n_hot; j++)
+				e = _mm_or_si128(e, _mm_cmpeq_epi8(x, h[j]));
+			unsigned bits = (unsigned)_mm_movemask_epi8(e);
+			if (bits != 0)
+				return i + (size_t)__builtin_ctz(bits);
+		}
+	}
+#endif
 	while (i + 8 <= len &&
 	       !((k[s[i]] | k[s[i + 1]] | k[s[i + 2]] | k[s[i + 3]] |
 		  k[s[i + 4]] | k[s[i + 5]] | k[s[i + 6]] | k[s[i + 7]]) &
