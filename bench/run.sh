@@ -174,3 +174,4 @@ echo "bench: start steps, from $STATE/log/shim.log"
 /usr/bin/python3 bench/steps.py "$STATE/log/shim.log"
 
 bench/policy.sh # egress policy decision time beside a plain C loop
+bench/credmask.sh # response masking speed beside a plain copy

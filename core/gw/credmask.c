@@ -67,6 +67,10 @@ struct al_credmask {
 	bool last;	  /* the piece being fed ends the stream */
 	unsigned long count;
 	bool first[256];	    /* c is some value's first byte */
+	bool whole1[256];	    /* c is a whole value (of 1 byte) */
+	uint64_t follow[256][4];    /* bit n of follow[c]: n may come next in
+				  * a value starting with c (raw, or an
+				  * escape's start) */
 	unsigned char cls[256];	    /* CLS_ bits of each byte, for quiet_span */
 	unsigned char hot[HOT_FEW]; /* the CLS_HOT bytes, when so few */
 	unsigned n_hot;		    /* how many; 0: more (the table only) */
@@ -149,7 +153,14 @@ al_credmask *al_credmask_new(const al_credmask_value *values, size_t n,
 			m->n++;
 			goto oom;
 		}
-		m->first[m->v[m->n].p[0]] = true;
+		const unsigned char *vp = m->v[m->n].p;
+		m->first[vp[0]] = true;
+		if (values[m->n].len == 1)
+			m->whole1[vp[0]] = true;
+		else
+			m->follow[vp[0]][vp[1] / 64] |= 1ull << (vp[1] % 64);
+		m->follow[vp[0]]['%' / 64] |= 1ull << ('%' % 64);
+		m->follow[vp[0]]['\\' / 64] |= 1ull << ('\\' % 64);
 		if (values[m->n].len < lmin)
 			lmin = values[m->n].len;
 	}
@@ -344,10 +355,27 @@ static bool in_run(const al_credmask *m, unsigned char c)
 	return (m->cls[c] & (CLS_B64 | CLS_CRLF)) != 0;
 }
 
+/* s[i] is hot but starts nothing: a value's first byte (not an escape's
+ * start) that is no whole value, followed in s by a byte that continues
+ * no value starting with it, raw or escaped. The raw and unescape
+ * matchers, closed before it, would open on it and close on the next
+ * byte: passing it over leaves them as they are (a byte that starts a
+ * value next is hot itself, and read as such). Most of a text's
+ * occurrences of a value's first letter are such. */
+static bool dead_start(const al_credmask *m, const unsigned char *s, size_t i,
+		       size_t len)
+{
+	unsigned char c = s[i];
+	if (!m->first[c] || m->whole1[c] || c == '%' || c == '\\' ||
+	    i + 1 >= len)
+		return false;
+	unsigned char n = s[i + 1];
+	return !(m->follow[c][n / 64] >> (n % 64) & 1);
+}
+
 /* The first hot byte of s (or len): 16 at a step when they are few and
  * SSE2 is there, else eight at a step through the table. */
-static size_t first_hot(const al_credmask *m, const unsigned char *s,
-			size_t len)
+static size_t next_hot(const al_credmask *m, const unsigned char *s, size_t len)
 {
 	const unsigned char *k = m->cls;
 	size_t i = 0;
@@ -376,6 +404,16 @@ static size_t first_hot(const al_credmask *m, const unsigned char *s,
 		i += 8;
 	while (i < len && !(k[s[i]] & CLS_HOT))
 		i++;
+	return i;
+}
+
+/* The first hot byte of s that may start something (or len). */
+static size_t first_hot(const al_credmask *m, const unsigned char *s,
+			size_t len)
+{
+	size_t i = next_hot(m, s, len);
+	while (i < len && dead_start(m, s, i, len))
+		i += 1 + next_hot(m, s + i + 1, len - i - 1);
 	return i;
 }
 
@@ -441,9 +479,10 @@ static size_t quiet_span(const al_credmask *m, const char *buf, size_t len)
 	size_t i = 0;
 	if (!skipping) {
 		i = settled_prefix(m, (const unsigned char *)buf, len);
+		const unsigned char *u = (const unsigned char *)buf;
 		while (i < len) {
-			unsigned k = m->cls[(unsigned char)buf[i]];
-			if (k & CLS_HOT)
+			unsigned k = m->cls[u[i]];
+			if ((k & CLS_HOT) && !dead_start(m, u, i, len))
 				break;
 			if (!(k & CLS_B64)) {
 				i++;
@@ -453,16 +492,17 @@ static size_t quiet_span(const al_credmask *m, const char *buf, size_t len)
 			 * skipped whole if short, ended here and cold
 			 * (else read byte by byte, see feed_b64). */
 			size_t j = i, chars = 0;
-			unsigned seen = 0;
+			bool live = false; /* a hot byte that may start one */
 			for (; j < len; j++) {
-				unsigned kj = m->cls[(unsigned char)buf[j]];
+				unsigned kj = m->cls[u[j]];
 				if (!(kj & (CLS_B64 | CLS_CRLF)))
 					break;
 				chars += kj & CLS_B64 ? 1 : 0;
-				seen |= kj;
+				if ((kj & CLS_HOT) && !dead_start(m, u, j, len))
+					live = true;
 			}
 			if (chars >= m->b64_min || (j >= len && !ends_stream) ||
-			    (seen & CLS_HOT))
+			    live)
 				break;
 			i = j;
 		}

@@ -279,7 +279,7 @@ static void test_every_form_among_skipped_bytes(void **state)
 {
 	(void)state;
 	al_credmask *m = masker();
-	char forms[8][128];
+	char forms[10][128];
 	snprintf(forms[0], sizeof forms[0], "%s", SECRET);
 	snprintf(forms[1], sizeof forms[1], "%s",
 		 "%67%68%70_S3cr3t%2FValue%2B42");
@@ -296,13 +296,16 @@ static void test_every_form_among_skipped_bytes(void **state)
 	for (char *c = forms[6]; *c; c++)
 		*c = *c == '+' ? '-' : *c == '/' ? '_' : *c; /* base64url */
 	snprintf(forms[7], sizeof forms[7], "%s", "second-token-xyz");
+	/* The first byte raw, the next escaped: read on from the raw one. */
+	snprintf(forms[8], sizeof forms[8], "%s", "g%68p_S3cr3t/Value+42");
+	snprintf(forms[9], sizeof forms[9], "%s", "g\\u0068p_S3cr3t/Value+42");
 	char filler[600];
 	for (size_t i = 0; i < sizeof filler - 1; i++)
 		filler[i] = i % 7 == 6	  ? ' '
 			    : i % 50 < 40 ? "the quick fox "[i % 14]
 					  : (char)(0x80 + i % 100);
 	filler[sizeof filler - 1] = '\0';
-	for (int f = 0; f < 8; f++) {
+	for (int f = 0; f < 10; f++) {
 		char s[1400];
 		int w = snprintf(s, sizeof s, "%s %s\r\n%s", filler, forms[f],
 				 filler);
