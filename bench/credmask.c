@@ -57,8 +57,9 @@ static void fill(char *buf, size_t n, int kind)
 			buf[i] = " etaoinshrdlucmfwypvbgkjqxz.,\n\"{}"[r % 34];
 			break;
 		case 2:
-			buf[i] = i % 1004 < 2 || i % 1004 > 1001 ? "\":,\""[i % 1004 % 4]
-							      : b64[r % 64];
+			buf[i] = i % 1004 < 2 || i % 1004 > 1001
+					 ? "\":,\""[i % 1004 % 4]
+					 : b64[r % 64];
 			break;
 		default:
 			buf[i] = i % 77 == 76 ? '\n' : b64[r % 64];
@@ -82,7 +83,8 @@ int main(int argc, char **argv)
 		else if (opt == 'r')
 			rounds = atoi(optarg);
 		else {
-			fprintf(stderr, "usage: credmask [-m MiB] [-r rounds]\n");
+			fprintf(stderr,
+				"usage: credmask [-m MiB] [-r rounds]\n");
 			return 2;
 		}
 	}
@@ -130,13 +132,15 @@ int main(int argc, char **argv)
 			}
 			double t1 = now();
 			if (s.len != n || memcmp(in, out, n) != 0) {
-				fprintf(stderr, "credmask: %s came out changed\n",
+				fprintf(stderr,
+					"credmask: %s came out changed\n",
 					kinds[k]);
 				return 1;
 			}
 			s.len = 0;
 			for (size_t i = 0; i < n; i += PIECE)
-				to_sink(&s, in + i, n - i < PIECE ? n - i : PIECE);
+				to_sink(&s, in + i,
+					n - i < PIECE ? n - i : PIECE);
 			double t2 = now();
 			masked[r] = (double)n / (t1 - t0) / 1e6;
 			copied[r] = (double)n / (t2 - t1) / 1e6;
