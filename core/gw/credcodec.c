@@ -319,10 +319,12 @@ al_credcodec_b64_cores_new(const unsigned char *const *texts,
 	return c;
 }
 
-static bool core_in(const b64_core *k, const char *buf, size_t len)
+/* The index in buf of the last character of k's first occurrence, or
+ * len; 0 for a core of no characters (in every run). */
+static size_t core_end(const b64_core *k, const char *buf, size_t len)
 {
 	if (k->len == 0)
-		return true;
+		return 0;
 	size_t q = 0;
 	for (size_t i = 0; i < len; i++) {
 		/* With nothing matched, only v[0]'s character moves q:
@@ -330,7 +332,7 @@ static bool core_in(const b64_core *k, const char *buf, size_t len)
 		if (q == 0 && k->first >= 0) {
 			const char *at = memchr(buf + i, k->first, len - i);
 			if (at == NULL)
-				return false;
+				return len;
 			i = (size_t)(at - buf);
 		}
 		int v = b64[(unsigned char)buf[i]];
@@ -339,18 +341,50 @@ static bool core_in(const b64_core *k, const char *buf, size_t len)
 		while (q > 0 && k->v[q] != v)
 			q = k->fail[q - 1];
 		if (k->v[q] == v && ++q == k->len)
-			return true;
+			return i;
 	}
-	return false;
+	return len;
 }
 
 bool al_credcodec_b64_cores_in(const al_credcodec_b64_cores *c, const char *buf,
 			       size_t len)
 {
 	for (size_t i = 0; i < c->n; i++)
-		if (core_in(&c->c[i], buf, len))
+		if (c->c[i].len == 0 || core_end(&c->c[i], buf, len) < len)
 			return true;
 	return false;
+}
+
+size_t al_credcodec_b64_cores_first_end(const al_credcodec_b64_cores *c,
+					const char *buf, size_t len)
+{
+	size_t first = len;
+	for (size_t i = 0; i < c->n; i++) {
+		/* Each core searched only where it would end sooner. */
+		size_t e = core_end(&c->c[i], buf, first);
+		if (e < first)
+			first = e;
+	}
+	return first;
+}
+
+size_t al_credcodec_b64_cores_longest(const al_credcodec_b64_cores *c)
+{
+	size_t n = 0;
+	for (size_t i = 0; i < c->n; i++) {
+		if (c->c[i].len == 0)
+			return 0;
+		if (c->c[i].len > n)
+			n = c->c[i].len;
+	}
+	return n;
+}
+
+void al_credcodec_b64_gate_skip(al_credcodec_b64_gate *g, uint64_t to)
+{
+	g->on = false;
+	g->skip_end = to;
+	g->resume = true;
 }
 
 bool al_credcodec_b64_gate_pass(al_credcodec_b64_gate *g, const char *buf,
@@ -359,6 +393,12 @@ bool al_credcodec_b64_gate_pass(al_credcodec_b64_gate *g, const char *buf,
 				uint64_t at)
 {
 	unsigned char c = (unsigned char)buf[i];
+	if (g->resume && at >= g->skip_end) {
+		/* Past what the caller let them pass over: read on, as the
+		 * caller found, without measuring the run again. */
+		g->resume = false;
+		g->on = true;
+	}
 	if (g->on) {
 		if (b64[c] < 0 && c != '\r' && c != '\n')
 			g->on = false; /* this byte ends every decoder's run */

@@ -99,6 +99,7 @@ size_t al_credcodec_b64_run(const char *buf, size_t len, size_t *end);
 typedef struct al_credcodec_b64_gate {
 	bool on;	   /* in a run the decoders read */
 	uint64_t skip_end; /* raw offset where the last skipped run ends */
+	bool resume; /* on again at skip_end (al_credcodec_b64_gate_skip) */
 } al_credcodec_b64_gate;
 /* KMP's failure function of p (len >= 1): fail[i] is the length of
  * the longest proper prefix of p[0..i] that is also its suffix. */
@@ -122,7 +123,20 @@ void al_credcodec_b64_cores_free(al_credcodec_b64_cores *c);
  * holds a core; linear in len for each core. */
 bool al_credcodec_b64_cores_in(const al_credcodec_b64_cores *c, const char *buf,
 			       size_t len);
+/* The index of the last character of the first core in buf[0..len), or
+ * len when none ends there; 0 when some core has no characters. Any
+ * byte that is not base64 is passed over as CR and LF are: the caller
+ * bounds buf by the run. */
+size_t al_credcodec_b64_cores_first_end(const al_credcodec_b64_cores *c,
+					const char *buf, size_t len);
+/* The most characters a core has; 0 when some core has none (it is in
+ * every run: no run may be passed over for lack of it). */
+size_t al_credcodec_b64_cores_longest(const al_credcodec_b64_cores *c);
 
+/* The decoders pass over the run being read up to raw offset `to` (the
+ * caller ended their runs) and read every byte from there on, as from a
+ * new run, until one ends it. */
+void al_credcodec_b64_gate_skip(al_credcodec_b64_gate *g, uint64_t to);
 /* For byte buf[i] of a piece of len bytes, at raw offset at: true if
  * the decoders must be fed it. cores: NULL, or a run whose end is known
  * and that holds none is skipped too. */

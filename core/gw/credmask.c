@@ -7,7 +7,9 @@
  * values' base64 cores (gw/credcodec), is not fed to the base64
  * decoders; both leave every matcher as reading the byte would have.
  * Such bytes are found a stretch at a time (settled_prefix: a table
- * lookup a byte, one branch per eight), not walked one by one. A
+ * lookup a byte, one branch per eight), not walked one by one; in a run
+ * longer than the piece the decoders pass over what lies before the
+ * next core (skip_ahead). A
  * head's field (al_credmask_string) shorter than every value is left as
  * it is, and one without an escape or a run that may decode a value is
  * searched for the plain values only (every other view of it is itself
@@ -78,7 +80,17 @@ struct al_credmask {
 	size_t b64_min; /* run characters the shortest value needs */
 	al_credcodec_b64_gate gate;    /* which bytes the decoders read */
 	al_credcodec_b64_cores *cores; /* the values' base64 cores */
+	size_t core_raw;  /* raw bytes the longest core may span, 3 each; 0:
+			   * some core is empty, no looks ahead */
+	uint64_t look_at; /* raw offset of the next look ahead (skip_ahead) */
+	size_t look_gap;  /* raw bytes to the one after a vain look */
 };
+
+/* The least a look ahead must let the decoders pass over to be done. */
+#define SKIP_MIN 256
+/* The most raw bytes between looks that let nothing pass: they back off
+ * (doubling from SKIP_MIN) where cores are close together. */
+#define LOOK_GAP_MAX 16384
 
 static size_t pow2_at_least(size_t n)
 {
@@ -191,6 +203,7 @@ al_credmask *al_credmask_new(const al_credmask_value *values, size_t n,
 	m->cores = al_credcodec_b64_cores_new(texts, lens, n);
 	if (m->cores == NULL)
 		goto oom;
+	m->core_raw = 3 * al_credcodec_b64_cores_longest(m->cores);
 	size_t s = pow2_at_least(lmax);
 	m->smask = s - 1;
 	for (int k = 0; k < VIEWS; k++) {
@@ -224,6 +237,8 @@ void al_credmask_reset(al_credmask *m)
 	for (int k = 0; k < VIEWS; k++)
 		m->view[k].open = 0;
 	m->gate = (al_credcodec_b64_gate){0};
+	m->look_at = 0;
+	m->look_gap = SKIP_MIN;
 }
 
 size_t al_credmask_held(const al_credmask *m)
@@ -335,13 +350,65 @@ static void release(al_credmask *m, uint64_t upto, al_credmask_out out,
 	}
 }
 
+/* In a run the decoders read (one longer than the piece, or holding a
+ * core), with no base64 match open: let them pass over what lies before
+ * the next core. Every occurrence of a value holds a core of it, and
+ * starts at most 3 raw bytes (a character, two CR/LF) before the core's
+ * first character; one not begun at buf[i - 4] would have given its
+ * matcher a byte by now, so none is open. So from 3 bytes per core
+ * character plus 9 before the first core ending at or after buf[i - 4]
+ * (or the run's end, or where a core cut by the end of the stretch
+ * looked at may start) no occurrence starts earlier, and decoders
+ * started afresh there, four phases of a new run, meet each one at its
+ * alignment (an occurrence 9 raw bytes after their start is 3
+ * characters in: every phase is reading). Until there the gate skips,
+ * as it does a cold run. A look reads a few times SKIP_MIN bytes ahead,
+ * not the rest of the piece, so what it costs is of the order of what
+ * it may let pass. */
+static void skip_ahead(al_credmask *m, vctx *vb, const char *buf, size_t i,
+		       size_t len, uint64_t at)
+{
+	if (m->core_raw == 0 || !m->gate.on || at < m->look_at || i < 4)
+		return;
+	for (unsigned p = 0; p < AL_CREDCODEC_B64_PHASES; p++)
+		if (m->view[VIEW_B64 + p].open > 0)
+			return;
+	size_t margin = m->core_raw + 9;
+	size_t ahead = 4 * (SKIP_MIN + margin);
+	size_t lim = len - i > ahead ? i + ahead : len;
+	size_t end;
+	(void)al_credcodec_b64_run(buf + i, lim - i, &end);
+	end += i; /* the run's end, or lim */
+	size_t from = i - 4;
+	size_t e = from + al_credcodec_b64_cores_first_end(m->cores, buf + from,
+							   end - from);
+	size_t resume = end; /* no core and the run ends: there */
+	if (e < end || end == lim)
+		resume = e > margin ? e - margin : 0;
+	if (resume < i + SKIP_MIN) {
+		/* Not worth it: look again past that core, or the run. */
+		size_t past = e < end ? e + 1 : end;
+		size_t next = past > i ? past - i : 0;
+		m->look_at = at + (next > m->look_gap ? next : m->look_gap);
+		if (m->look_gap < LOOK_GAP_MAX)
+			m->look_gap *= 2;
+		return;
+	}
+	m->look_gap = SKIP_MIN;
+	for (unsigned p = 0; p < AL_CREDCODEC_B64_PHASES; p++)
+		al_credcodec_b64_end(&m->b64[p], on_break, &vb[p]);
+	al_credcodec_b64_gate_skip(&m->gate, at + (resume - i));
+}
+
 /* The base64 views of buf[i] (the rest of the piece, len - i bytes):
  * a run too short for the shortest value, or holding none of the cores,
  * is passed over (gw/credcodec's gate) once it is seen whole: it ends
- * inside the piece, or the piece is the stream's last. */
+ * inside the piece, or the piece is the stream's last; in a longer one
+ * what lies before the next core is (skip_ahead). */
 static void feed_b64(al_credmask *m, vctx *vb, const char *buf, size_t i,
 		     size_t len, unsigned char c, uint64_t at)
 {
+	skip_ahead(m, vb, buf, i, len, at);
 	if (!al_credcodec_b64_gate_pass(&m->gate, buf, i, len, m->last,
 					m->b64_min, m->cores, at))
 		return;

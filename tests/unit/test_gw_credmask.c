@@ -358,6 +358,94 @@ static void test_base64_across_the_ring_in_a_last_piece(void **state)
 	al_credmask_free(m);
 }
 
+/* SECRET's base64 at raw offsets at[0..n) of one base64 run of 30,000
+ * random bytes (an encoded file, CR LF every 76 characters), longer
+ * than every piece: masked at each, the same whatever the pieces (byte
+ * by byte the decoders never pass over any of it: see mask()), in 16 KiB
+ * pieces too, as from TLS records. exact: no other occurrence counted
+ * (no value of the masker is among the random bytes). */
+static void masked_in_a_long_run(al_credmask *m, const size_t *at, size_t n,
+				 bool exact)
+{
+	enum { RAW = 30000 };
+	unsigned char *raw = malloc(RAW);
+	assert_non_null(raw);
+	uint32_t x = 88675123u;
+	for (size_t i = 0; i < RAW; i++) {
+		x ^= x << 13;
+		x ^= x >> 17;
+		x ^= x << 5;
+		raw[i] = (unsigned char)x;
+	}
+	size_t vl = strlen(SECRET);
+	for (size_t k = 0; k < n; k++)
+		memcpy(raw + at[k], SECRET, vl);
+	unsigned char *enc = malloc(RAW * 2);
+	char *s = malloc(RAW * 2);
+	assert_true(enc != NULL && s != NULL);
+	int el = EVP_EncodeBlock(enc, raw, RAW);
+	size_t len = 0;
+	for (int c = 0; c < el; c++) {
+		s[len++] = (char)enc[c];
+		if (c % 76 == 75) {
+			s[len++] = '\r';
+			s[len++] = '\n';
+		}
+	}
+	s[len] = '\0';
+	char *o = mask(m, s);
+	unsigned long before = al_credmask_count(m);
+	sink k = {0};
+	for (size_t i = 0; i < len; i += 16384)
+		al_credmask_feed(m, s + i, len - i < 16384 ? len - i : 16384,
+				 to_sink, &k);
+	al_credmask_end(m, to_sink, &k);
+	if (exact)
+		assert_int_equal(al_credmask_count(m) - before, n);
+	else
+		assert_true(al_credmask_count(m) - before >= n);
+	assert_memory_equal(k.p, o, len);
+	for (size_t j = 0; j < n; j++) {
+		/* The characters that only the value's bits decide. */
+		size_t lo = (8 * at[j] + 5) / 6, hi = 8 * (at[j] + vl) / 6;
+		for (size_t c = lo; c < hi; c++)
+			assert_int_equal(o[c + 2 * (c / 76)], '*');
+	}
+	free(k.p);
+	free(o);
+	free(s);
+	free(enc);
+	free(raw);
+}
+
+/* A value's base64 deep inside a long run, at each byte alignment, far
+ * apart and close together (the decoders pass over most of the run
+ * between: skip_ahead, and back off where cores come close); with a
+ * value of one byte too (an empty core: in every run, nothing passed
+ * over). */
+static void test_base64_value_inside_a_long_run(void **state)
+{
+	(void)state;
+	al_credmask *m = masker();
+	const size_t far[] = {3000, 9001, 15002, 21000, 27001};
+	masked_in_a_long_run(m, far, 5, true);
+	size_t near[200];
+	size_t n = 0;
+	for (size_t at = 1000; n < 200; n++) {
+		near[n] = at; /* 20-26 bytes apart, 700 more after each 50th */
+		at += 20 + n % 7 + (n % 50 == 49 ? 700 : 0);
+	}
+	masked_in_a_long_run(m, near, n, true);
+	al_credmask_free(m);
+	al_credmask_value v[] = {{SECRET, strlen(SECRET)}, {"~", 1}};
+	al_err err;
+	m = al_credmask_new(v, 2, &err);
+	assert_non_null(m);
+	masked_in_a_long_run(m, far, 5, false);
+	masked_in_a_long_run(m, near, n, false);
+	al_credmask_free(m);
+}
+
 /* A large binary body (no NUL: mask() takes a string), among it every
  * form of a value and base64 stretches one short of and as long as the
  * shortest run that may hold a value (22 characters here), CR/LF among
@@ -465,6 +553,7 @@ int main(void)
 		cmocka_unit_test(test_bounded_on_hostile_streams),
 		cmocka_unit_test(test_every_form_among_skipped_bytes),
 		cmocka_unit_test(test_base64_across_the_ring_in_a_last_piece),
+		cmocka_unit_test(test_base64_value_inside_a_long_run),
 		cmocka_unit_test(test_binary_body_as_fed_byte_by_byte),
 		cmocka_unit_test(test_string_in_place_and_bad_values),
 	};
