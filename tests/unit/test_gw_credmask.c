@@ -33,6 +33,15 @@ static void to_sink(void *arg, const char *p, size_t n)
 	s->p[s->len] = '\0';
 }
 
+/* xorshift32: the same bodies every run. */
+static uint32_t next_random(uint32_t *x)
+{
+	*x ^= *x << 13;
+	*x ^= *x >> 17;
+	*x ^= *x << 5;
+	return *x;
+}
+
 static al_credmask *masker(void)
 {
 	al_credmask_value v[] = {{SECRET, strlen(SECRET)},
@@ -371,12 +380,8 @@ static void masked_in_a_long_run(al_credmask *m, const size_t *at, size_t n,
 	unsigned char *raw = malloc(RAW);
 	assert_non_null(raw);
 	uint32_t x = 88675123u;
-	for (size_t i = 0; i < RAW; i++) {
-		x ^= x << 13;
-		x ^= x >> 17;
-		x ^= x << 5;
-		raw[i] = (unsigned char)x;
-	}
+	for (size_t i = 0; i < RAW; i++)
+		raw[i] = (unsigned char)next_random(&x);
 	size_t vl = strlen(SECRET);
 	for (size_t k = 0; k < n; k++)
 		memcpy(raw + at[k], SECRET, vl);
@@ -466,9 +471,7 @@ static void binary_body(al_credmask *m)
 	uint32_t x = 2463534242u;
 	size_t at[40], flen[40], nf = 0;
 	for (size_t i = 0; i < LEN;) {
-		x ^= x << 13;
-		x ^= x >> 17;
-		x ^= x << 5;
+		next_random(&x);
 		if (x % 97 == 0 && i + 80 < LEN && nf < 40) {
 			const char *f = forms[nf % 4];
 			s[i++] = ' ';
