@@ -76,6 +76,8 @@
 #include "mint.h"
 #include "net/pool.h"
 #include "policywatch.h"
+#include "poolcap.h"
+#include "poolcaps.h"
 #include "reap.h"
 #include "sandbox.h"
 #include "shimctl.h"
@@ -108,6 +110,18 @@ static void on_signal(int sig)
 
 static void vm_init(const al_config *cfg, al_db *db);
 
+/* The groups that bound what sandboxes write on the pool: a reserve that
+ * leaves them nothing stops the controller here, not a create later. */
+static int start_poolcap(const al_config *cfg)
+{
+	al_err err = {0};
+	if (al_poolcap_init(cfg, &err) < 0) {
+		al_error("pool caps: %s", err.msg);
+		return -1;
+	}
+	return 0;
+}
+
 /* What must keep working when the pool is full lives off it; and every
  * sandbox's disk limit needs the pool's quotas on. */
 static int init_pool(const al_config *cfg)
@@ -137,7 +151,7 @@ static int init_pool(const al_config *cfg)
 		al_error("disk quotas: %s", err.msg);
 		return -1;
 	}
-	return 0;
+	return start_poolcap(cfg);
 }
 
 /* The host CA (created on first start) in STATE/keys. */
@@ -770,6 +784,8 @@ int main(int argc, char **argv)
 	}
 	if (init && init_pool(&cfg) < 0)
 		return 111;
+	if (!init && !rotate && start_poolcap(&cfg) < 0)
+		return 111;
 	al_db *db = al_db_open(cfg.db_conninfo, &err);
 	if (db == NULL) {
 		al_error("%s", err.msg);
@@ -871,9 +887,11 @@ int main(int argc, char **argv)
 						  RECONCILE_EVERY_S * 1000);
 		if (once || now - last_expire >= 1000) {
 			expire(&cfg, db);
+			ctl_poolcaps_refresh(&cfg, NULL);
 			last_expire = now;
 		}
 		if (once || now - last_reconcile >= RECONCILE_EVERY_S * 1000) {
+			ctl_poolcaps_refresh(&cfg, db);
 			reconcile_live(&cfg, db);
 			reconcile_builds(db);
 			al_reap_standbys(&cfg, NULL);

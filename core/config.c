@@ -159,6 +159,10 @@ static const struct limit_var {
 	 0, 0, 100000},
 	{"AIRLOCK_QUOTA_CREATES_PER_MINUTE",
 	 offsetof(al_config, quota.creates_per_minute), 0, 0, 1000000},
+	{"AIRLOCK_POOL_RESERVE_MB", offsetof(al_config, pool_reserve_mb), 0, 0,
+	 1ull << 40},
+	{"AIRLOCK_POOL_PROJECT_PCT", offsetof(al_config, pool_project_pct), 1,
+	 1, 100},
 };
 
 static int load_limits(al_config *cfg, const char *(*lookup)(const char *),
@@ -324,6 +328,8 @@ int al_config_load_from(al_config *cfg, const char *(*lookup)(const char *),
 	cfg->egress_retention_days = 30;
 	cfg->audit_retention_days = 90;
 	cfg->pool_full_pct = 95;
+	cfg->pool_reserve_mb = 0; /* a tenth of the pool (core/poolcap.h) */
+	cfg->pool_project_pct = 50;
 	cfg->default_timeout_s = 300;
 	cfg->max_timeout_s = 86400;
 	cfg->warm_pool = 2;

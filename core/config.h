@@ -33,6 +33,12 @@
  *                       1..3650)
  *   AIRLOCK_POOL_FULL_PCT  pool use (percent) from which creates and
  *                       template builds answer 507 (default 95)
+ *   AIRLOCK_POOL_RESERVE_MB  pool space sandboxes can never take, kept
+ *                       for templates, builds and the host (default 0:
+ *                       a tenth of the pool; core/poolcap.h)
+ *   AIRLOCK_POOL_PROJECT_PCT  the most of what sandboxes may write that
+ *                       one project's sandboxes may write together
+ *                       (default 50, 1..100; never above its disk quota)
  *   AIRLOCK_DRIVERS     the drivers the operator allows: "ns", "vm" or
  *                       "ns,vm" (default: both, each where this host can
  *                       run it). A disabled driver gets no creates and
@@ -89,7 +95,9 @@ typedef struct al_config {
 	uint32_t default_cpu_shares; /* cgroup v1 cpu.shares scale (1024) */
 	uint32_t default_disk_mb;    /* new data a sandbox may write */
 	uint32_t max_disk_mb;
-	uint32_t pool_full_pct; /* creates and builds stop at this use */
+	uint32_t pool_full_pct;	   /* creates and builds stop at this use */
+	uint64_t pool_reserve_mb;  /* kept from sandboxes; 0 = a tenth */
+	uint32_t pool_project_pct; /* one project's most of their share */
 	uint32_t egress_retention_days; /* egress_log rows kept */
 	uint32_t audit_retention_days;	/* audit_log rows kept */
 	uint32_t default_timeout_s;	/* sandbox lifetime */

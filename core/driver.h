@@ -19,6 +19,10 @@ typedef struct al_limits {
 	uint32_t pids_max;     /* processes + threads */
 	uint32_t cpu_shares;   /* relative weight, 1024 = one normal share */
 	uint64_t disk_bytes;   /* new data on the pool (qgroup); 0 = none */
+	/* The project's group on the pool and its cap (core/poolcap.h);
+	 * set by a create, 0 in a standby's. */
+	int64_t pool_group;
+	uint64_t pool_group_bytes;
 } al_limits;
 
 typedef struct al_sandbox_spec {

@@ -159,13 +159,19 @@ static json_object *project_json(PGresult *res, int i, const al_config *cfg)
 	}
 	json_object_object_add(o, "quota", quota);
 	json_object_object_add(o, "quota_defaults", defaults);
+	/* Its sandboxes' qgroup on the pool is 1/<this> (core/poolcap.h). */
+	json_object_object_add(o, "pool_group",
+			       json_object_new_int64(strtoll(
+				       PQgetvalue(res, i,
+						  2 + (int)AL_QUOTA_NFIELDS),
+				       NULL, 10)));
 	return o;
 }
 
 #define PROJECT_SELECT                                                         \
 	"SELECT name, to_char(created_at AT TIME ZONE 'UTC',"                  \
 	" 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'), " QUOTA_COLUMNS                \
-	" FROM projects"
+	", pool_group FROM projects"
 
 json_object *al_project_list(al_db *db, const al_config *cfg, al_err *err)
 {
@@ -241,18 +247,20 @@ int al_project_set_quota(al_db *db, const char *name, const al_quota_update *u,
 	return 0;
 }
 
-/* name's quotas; with lock, its row stays locked until the transaction
- * ends. */
+/* name's quotas (and its pool group, when pool_group is not NULL); with
+ * lock, its row stays locked until the transaction ends. */
 static int read_quota(al_db *db, const al_config *cfg, const char *name,
-		      int lock, al_quota *limit, al_err *err)
+		      int lock, al_quota *limit, int64_t *pool_group,
+		      al_err *err)
 {
 	if (name == NULL || !al_id_valid(name))
 		return al_err_set(err, AL_ENOENT, 0, "no such project");
 	const char *p[] = {name};
-	static const char locked[] = "SELECT " QUOTA_COLUMNS " FROM projects"
-				     " WHERE name = $1 FOR UPDATE";
-	static const char plain[] = "SELECT " QUOTA_COLUMNS " FROM projects"
-				    " WHERE name = $1";
+	static const char locked[] = "SELECT " QUOTA_COLUMNS ", pool_group"
+				     " FROM projects WHERE name = $1"
+				     " FOR UPDATE";
+	static const char plain[] = "SELECT " QUOTA_COLUMNS ", pool_group"
+				    " FROM projects WHERE name = $1";
 	PGresult *res = al_db_exec(db, lock ? locked : plain, 1, p, err);
 	if (res == NULL)
 		return -1;
@@ -262,17 +270,20 @@ static int read_quota(al_db *db, const al_config *cfg, const char *name,
 	}
 	int own[AL_QUOTA_NFIELDS];
 	row_quota(res, 0, 0, cfg, limit, own);
+	if (pool_group != NULL)
+		*pool_group = strtoll(PQgetvalue(res, 0, AL_QUOTA_NFIELDS),
+				      NULL, 10);
 	PQclear(res);
 	return 0;
 }
 
 /* BEGIN, lock the project's row, read its quotas. */
 static int begin_locked(al_db *db, const al_config *cfg, const char *name,
-			al_quota *limit, al_err *err)
+			al_quota *limit, int64_t *pool_group, al_err *err)
 {
 	if (al_db_begin(db, err) < 0)
 		return -1;
-	if (read_quota(db, cfg, name, 1, limit, err) < 0) {
+	if (read_quota(db, cfg, name, 1, limit, pool_group, err) < 0) {
 		al_db_rollback(db);
 		return -1;
 	}
@@ -281,7 +292,8 @@ static int begin_locked(al_db *db, const al_config *cfg, const char *name,
 
 int al_project_begin_sandbox(al_db *db, const al_config *cfg, const char *name,
 			     uint64_t memory_mb, uint64_t disk_mb,
-			     int *retry_after_s, al_err *err)
+			     al_project_pool *pool, int *retry_after_s,
+			     al_err *err)
 {
 	al_quota limit, used = {0};
 	al_quota asked = {
@@ -291,8 +303,9 @@ int al_project_begin_sandbox(al_db *db, const al_config *cfg, const char *name,
 		.creates_per_minute = 1,
 	};
 	*retry_after_s = 0;
-	if (begin_locked(db, cfg, name, &limit, err) < 0)
+	if (begin_locked(db, cfg, name, &limit, &pool->group, err) < 0)
 		return -1;
+	pool->disk_quota_mb = limit.disk_mb;
 	/* The project's row stays locked until this transaction commits:
 	 * waiting for its WAL flush there serialised a burst's creates on
 	 * the disk's fsync. The row is made durable before the create is
@@ -355,11 +368,37 @@ fail:
 	return -1;
 }
 
+int al_project_each_pool(al_db *db, const al_config *cfg,
+			 int (*fn)(const char *name, const al_project_pool *p,
+				   void *arg),
+			 void *arg, al_err *err)
+{
+	PGresult *res = al_db_exec(db,
+				   "SELECT name, pool_group, " QUOTA_COLUMNS
+				   " FROM projects ORDER BY pool_group",
+				   0, NULL, err);
+	if (res == NULL)
+		return -1;
+	int rc = 0;
+	for (int i = 0; i < PQntuples(res) && rc == 0; i++) {
+		al_quota q;
+		int own[AL_QUOTA_NFIELDS];
+		row_quota(res, i, 2, cfg, &q, own);
+		al_project_pool p = {
+			.group = strtoll(PQgetvalue(res, i, 1), NULL, 10),
+			.disk_quota_mb = q.disk_mb,
+		};
+		rc = fn(PQgetvalue(res, i, 0), &p, arg);
+	}
+	PQclear(res);
+	return rc;
+}
+
 int al_project_begin_build(al_db *db, const al_config *cfg, const char *name,
 			   al_err *err)
 {
 	al_quota limit, used = {0}, asked = {.concurrent_builds = 1};
-	if (begin_locked(db, cfg, name, &limit, err) < 0)
+	if (begin_locked(db, cfg, name, &limit, NULL, err) < 0)
 		return -1;
 	const char *p[] = {name};
 	PGresult *res = al_db_exec(db,
@@ -383,7 +422,7 @@ int al_project_begin_stream(al_db *db, const al_config *cfg,
 			    const char *project, al_err *err)
 {
 	al_quota limit;
-	return begin_locked(db, cfg, project, &limit, err);
+	return begin_locked(db, cfg, project, &limit, NULL, err);
 }
 
 int al_project_stream_add(al_db *db, const al_config *cfg, const char *project,
@@ -391,7 +430,7 @@ int al_project_stream_add(al_db *db, const al_config *cfg, const char *project,
 			  const char *lease, al_err *err)
 {
 	al_quota limit, used = {0}, asked = {.concurrent_streams = 1};
-	if (read_quota(db, cfg, project, 0, &limit, err) < 0)
+	if (read_quota(db, cfg, project, 0, &limit, NULL, err) < 0)
 		return -1;
 	const char *p[] = {project};
 	PGresult *res = al_db_exec(db,

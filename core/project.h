@@ -60,8 +60,8 @@ int al_project_create(al_db *db, const char *name, al_err *err);
 /* 1 if it exists, 0 if not. */
 int al_project_exists(al_db *db, const char *name, al_err *err);
 /* {"name","created_at","quota":{effective},"quota_defaults":[fields
- * that follow the operator's default]}; all of them as an array, or the
- * one of name (AL_ENOENT). */
+ * that follow the operator's default],"pool_group":n}; all of them as an
+ * array, or the one of name (AL_ENOENT). */
 json_object *al_project_list(al_db *db, const al_config *cfg, al_err *err);
 json_object *al_project_get(al_db *db, const al_config *cfg, const char *name,
 			    al_err *err);
@@ -72,6 +72,13 @@ int al_project_set_quota(al_db *db, const char *name, const al_quota_update *u,
  * sandboxes, memory, disk) is asked to wait before trying again. */
 #define AL_QUOTA_RETRY_S 5
 
+/* Where a project's sandboxes write on the pool (core/poolcap.h): its
+ * qgroup's number and its disk quota in MiB. */
+typedef struct al_project_pool {
+	int64_t group;
+	uint64_t disk_quota_mb;
+} al_project_pool;
+
 /* Begin a transaction holding name's row lock in which one more sandbox
  * with memory_mb and disk_mb fits the project's quotas. On failure no
  * transaction is left open: AL_ENOENT for an unknown project; AL_EQUOTA
@@ -79,10 +86,19 @@ int al_project_set_quota(al_db *db, const char *name, const al_quota_update *u,
  * AL_QUOTA_RETRY_S. The caller inserts its row and ends with
  * al_db_commit or al_db_rollback. Its commit does not wait for the
  * disk: a synchronous commit after it (the running mark) must make the
- * row durable before the create is answered. */
+ * row durable before the create is answered. *pool: the project's
+ * pool group and disk quota, for the caller's checks in that
+ * transaction. */
 int al_project_begin_sandbox(al_db *db, const al_config *cfg, const char *name,
 			     uint64_t memory_mb, uint64_t disk_mb,
-			     int *retry_after_s, al_err *err);
+			     al_project_pool *pool, int *retry_after_s,
+			     al_err *err);
+/* Call fn for every project with its pool group and effective disk quota
+ * (MiB); stops at fn's first -1. */
+int al_project_each_pool(al_db *db, const al_config *cfg,
+			 int (*fn)(const char *name, const al_project_pool *p,
+				   void *arg),
+			 void *arg, al_err *err);
 /* The same for one more build. */
 int al_project_begin_build(al_db *db, const al_config *cfg, const char *name,
 			   al_err *err);

@@ -227,6 +227,8 @@ static const al_json_map_limits boot_env_limits = {
 #define SPEC_BYTES_MAX ((int64_t)1 << 50)
 #define SPEC_PIDS_MAX ((int64_t)1 << 22)
 #define SPEC_SHARES_MAX ((int64_t)1 << 18)
+/* A qgroup number has 48 bits (core/store.h). */
+#define SPEC_GROUP_MAX ((int64_t)1 << 47)
 
 static void add_str(json_object *o, const char *k, const char *v)
 {
@@ -276,6 +278,15 @@ char *al_shim_spec_pack(const al_sandbox *sb, const al_template_version *tv,
 		json_object_object_add(
 			l, "disk_bytes",
 			json_object_new_int64((int64_t)sb->limits.disk_bytes));
+		if (sb->limits.pool_group > 0) {
+			json_object_object_add(
+				l, "pool_group",
+				json_object_new_int64(sb->limits.pool_group));
+			json_object_object_add(
+				l, "pool_group_bytes",
+				json_object_new_int64(
+					(int64_t)sb->limits.pool_group_bytes));
+		}
 		json_object_object_add(o, "limits", l);
 	}
 	if (sb->env != NULL)
@@ -343,8 +354,13 @@ static int spec_name(json_object *o, const char *key, int required, char *out,
 
 static int spec_limits(json_object *o, al_limits *l, al_err *err)
 {
-	static const char *const fields[] = {"memory_bytes", "pids",
-					     "cpu_shares", "disk_bytes", NULL};
+	static const char *const fields[] = {"memory_bytes",
+					     "pids",
+					     "cpu_shares",
+					     "disk_bytes",
+					     "pool_group",
+					     "pool_group_bytes",
+					     NULL};
 	json_object *v = NULL;
 	if (!json_object_object_get_ex(o, "limits", &v) || v == NULL)
 		return 0;
@@ -370,10 +386,24 @@ static int spec_limits(json_object *o, al_limits *l, al_err *err)
 			*err = e;
 		return -1;
 	}
+	/* The pool group comes with its cap, or neither does. */
+	int64_t group = 0, group_bytes = 0;
+	int has_group = al_json_get_int(v, "pool_group", 1, SPEC_GROUP_MAX,
+					&group, err);
+	int has_bytes = al_json_get_int(v, "pool_group_bytes", 1,
+					SPEC_BYTES_MAX, &group_bytes, err);
+	if (has_group < 0 || has_bytes < 0)
+		return -1;
+	if (has_group != has_bytes)
+		return al_err_set(err, AL_EINVAL, 0,
+				  "'limits' needs pool_group and "
+				  "pool_group_bytes together");
 	l->memory_bytes = (uint64_t)mem;
 	l->pids_max = (uint32_t)pids;
 	l->cpu_shares = (uint32_t)shares;
 	l->disk_bytes = (uint64_t)disk;
+	l->pool_group = group;
+	l->pool_group_bytes = (uint64_t)group_bytes;
 	return 0;
 }
 

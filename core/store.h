@@ -29,6 +29,30 @@ int al_store_quota_enable(const char *pool_dir, al_err *err);
  * copies on write) does. Writes past it fail with EDQUOT. 0 lifts the
  * cap. AL_EUNAVAIL when quotas are off on the pool. */
 int al_store_limit(const char *subvol, uint64_t bytes, al_err *err);
+/* Qgroups above the subvolumes' own (level 0): a qgroup id is its level
+ * in the top 16 bits and a number below. A group's exclusive use is the
+ * data its members wrote that no one outside it shares, so a cap on a
+ * group bounds what all of them together may write. */
+#define AL_STORE_QGROUP(level, n) (((uint64_t)(level) << 48) | (uint64_t)(n))
+
+/* Make qgroup group (level 1 or more) where it is missing, a member of
+ * parent (0: of none) and capped at bytes of exclusive data (0 lifts the
+ * cap). Idempotent; AL_EUNAVAIL when quotas are off. */
+int al_store_group_set(const char *pool_dir, uint64_t group, uint64_t parent,
+		       uint64_t bytes, al_err *err);
+/* Move subvol's own qgroup into group, out of from first (0: from none);
+ * its data counts against group's cap (and its parents') from now on.
+ * Idempotent. */
+int al_store_group_join(const char *subvol, uint64_t group, uint64_t from,
+			al_err *err);
+/* What group holds exclusively now, and its cap (0 = none). -1 with
+ * AL_ENOENT when there is no such group. */
+int al_store_group_usage(const char *pool_dir, uint64_t group, uint64_t *used,
+			 uint64_t *cap, al_err *err);
+/* The pool's size and what unprivileged writers may still take of it, in
+ * bytes (statvfs). */
+int al_store_space(const char *pool_dir, uint64_t *size, uint64_t *avail,
+		   al_err *err);
 /* Share of the pool's size a writer can no longer get, in percent
  * (statvfs: blocks less those available to unprivileged writers). */
 int al_store_used_pct(const char *pool_dir, unsigned *pct, al_err *err);

@@ -8,6 +8,7 @@
 #include "buildlog.h"
 #include "json.h"
 #include "log.h"
+#include "poolcap.h"
 #include "project.h"
 
 /* The request's JSON object body; NULL after answering the error. */
@@ -53,6 +54,28 @@ void al_api_projects(al_req *r)
 	answer_list(r, "projects", arr, &err);
 }
 
+/* What the project's sandboxes have written on the pool now and the
+ * most they may write together (core/poolcap.h), beside its quotas:
+ * {"written_mb","cap_mb"}, cap 0 until its first sandbox started. */
+static void add_pool_use(al_req *r, json_object *o)
+{
+	json_object *g = NULL;
+	uint64_t used, cap;
+	al_err err = {0};
+	if (!json_object_object_get_ex(o, "pool_group", &g) ||
+	    al_poolcap_project_usage(r->cfg, json_object_get_int64(g), &used,
+				     &cap, &err) < 0) {
+		al_warn("project pool use: %s", err.msg);
+		return;
+	}
+	json_object *d = json_object_new_object();
+	json_object_object_add(d, "written_mb",
+			       json_object_new_int64((int64_t)(used >> 20)));
+	json_object_object_add(d, "cap_mb",
+			       json_object_new_int64((int64_t)(cap >> 20)));
+	json_object_object_add(o, "disk", d);
+}
+
 void al_api_project_get(al_req *r)
 {
 	al_err err;
@@ -63,6 +86,7 @@ void al_api_project_get(al_req *r)
 		al_http_error(r, &err);
 		return;
 	}
+	add_pool_use(r, o);
 	al_http_json(r, 200, o);
 	json_object_put(o);
 }

@@ -13,6 +13,7 @@
 #include "http.h"
 #include "json.h"
 #include "log.h"
+#include "poolcap.h"
 #include "project.h"
 #include "sandbox.h"
 #include "shimctl.h"
@@ -174,8 +175,9 @@ void al_api_sandbox_warm(al_db *db, const al_config *cfg)
 	}
 	json_object_put(env);
 	int retry_after = 0;
-	if (al_project_begin_sandbox(db, cfg, "default", 0, 0, &retry_after,
-				     &err) == 0)
+	al_project_pool pool;
+	if (al_project_begin_sandbox(db, cfg, "default", 0, 0, &pool,
+				     &retry_after, &err) == 0)
 		al_db_rollback(db);
 	al_sandbox got;
 	char id[21];
@@ -243,14 +245,26 @@ void al_api_sandbox_create(al_req *r)
 	sb.created_by_key = r->who.key_id;
 	if (add_credential_env(db, &sb, &req, &err) < 0)
 		goto fail;
+	al_project_pool pool;
 	if (al_project_begin_sandbox(db, r->cfg, sb.project,
 				     sb.limits.memory_bytes >> 20,
-				     sb.limits.disk_bytes >> 20, &retry_after,
-				     &err) < 0) {
+				     sb.limits.disk_bytes >> 20, &pool,
+				     &retry_after, &err) < 0) {
 		if (err.code == AL_ENOENT)
 			err.code = AL_EINVAL; /* the request's "project" */
 		goto fail;
 	}
+	/* What the pool can give the project: a disk it could never
+	 * write is refused, not promised (core/poolcap.h). */
+	if (al_poolcap_admit(r->cfg, pool.group, pool.disk_quota_mb,
+			     req.disk_mb != 0, &sb.limits.disk_bytes,
+			     &sb.limits.pool_group_bytes, &err) < 0) {
+		al_db_rollback(db);
+		if (err.code == AL_EQUOTA)
+			retry_after = AL_QUOTA_RETRY_S;
+		goto fail;
+	}
+	sb.limits.pool_group = pool.group;
 	if (al_sandbox_insert(db, &sb, (int)req.timeout_s, &err) < 0 ||
 	    al_db_commit(db, &err) < 0) {
 		al_db_rollback(db);

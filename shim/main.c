@@ -30,6 +30,7 @@
 #include "capacity.h"
 #include "cleanup.h"
 #include "log.h"
+#include "poolcap.h"
 #include "shim.h"
 #include "spare.h"
 #include "spool.h"
@@ -204,16 +205,25 @@ static int64_t now_us(void)
 	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
-/* Cap what the sandbox may add to its template; fails closed: a sandbox
- * is not started (or claimed) without its cap. */
-static int limit_disk(shim *s, uint64_t bytes, al_err *err)
+/* Cap what the sandbox may add to its template and put it in its
+ * project's group on the pool (a standby: in the standbys'), whose cap
+ * bounds what the project's sandboxes write together (core/poolcap.h);
+ * fails closed: a sandbox is not started (or claimed) without both. */
+static int limit_disk(shim *s, const al_limits *l, int standby, int was_standby,
+		      al_err *err)
 {
 	/* 0 would lift the cap (al_store_limit). */
-	if (bytes == 0)
+	if (l->disk_bytes == 0)
 		return al_err_set(err, AL_EINTERNAL, 0,
 				  "sandbox %s has no disk limit", s->sb.id);
+	if (!standby && (l->pool_group <= 0 || l->pool_group_bytes == 0))
+		return al_err_set(err, AL_EINTERNAL, 0,
+				  "sandbox %s has no group on the pool",
+				  s->sb.id);
 	int64_t t = now_us();
-	if (al_store_limit(s->rootfs, bytes, err) < 0)
+	if (al_store_limit(s->rootfs, l->disk_bytes, err) < 0 ||
+	    al_poolcap_join(&s->cfg, s->rootfs, standby ? 0 : l->pool_group,
+			    l->pool_group_bytes, was_standby, err) < 0)
 		return -1;
 	start_ms.qgroup_us += now_us() - t;
 	return 0;
@@ -241,7 +251,7 @@ static int grow_disk(shim *s, uint64_t bytes, al_err *err)
  * snapshot, core/spare.h) and start the machine
  * on it; name is the sandbox id, or the slot of a standby. */
 static int start_machine(shim *s, const char *name, const char *tmpl_name,
-			 const al_limits *limits, al_err *err)
+			 const al_limits *limits, int standby, al_err *err)
 {
 	char tmpl[AL_PATH_MAX];
 	if (shim_template_rootfs(s, tmpl, sizeof tmpl, err) < 0 ||
@@ -257,7 +267,7 @@ static int start_machine(shim *s, const char *name, const char *tmpl_name,
 		al_err_wrap(err, "template %s", tmpl_name);
 		return -1;
 	}
-	if (limit_disk(s, limits->disk_bytes, err) < 0)
+	if (limit_disk(s, limits, standby, 0, err) < 0)
 		return -1;
 	start_ms.snapshot = al_now_ms();
 	if (shim_net_wanted(&s->sb) &&
@@ -360,7 +370,7 @@ static int bring_up(shim *s, al_sandbox *spec, al_template_version *tv,
 				  s->sb.id);
 	if (use_driver(s, err) < 0)
 		return -1;
-	if (start_machine(s, s->sb.id, s->sb.template_name, &s->sb.limits,
+	if (start_machine(s, s->sb.id, s->sb.template_name, &s->sb.limits, 0,
 			  err) < 0)
 		return -1;
 	return go_live(s, ready, err);
@@ -396,7 +406,8 @@ static int bring_up_standby(shim *s, al_sandbox *spec, al_template_version *tv,
 	 * shrink), one asking more grows it further. */
 	al_limits defaults = {.disk_bytes = (uint64_t)s->cfg.default_disk_mb
 					    << 20};
-	if (start_machine(s, s->slot, s->sb.template_name, &defaults, err) < 0)
+	if (start_machine(s, s->slot, s->sb.template_name, &defaults, 1, err) <
+	    0)
 		return -1;
 	if (s->driver->warm_up)
 		shim_warm_up(s);
@@ -460,7 +471,7 @@ int shim_claim(shim *s, const void *payload, size_t len, char **result,
 	memcpy(s->rootfs, root, sizeof root);
 	start_ms.qgroup_us = 0;
 	start_ms.grow_us = 0;
-	if (limit_disk(s, s->sb.limits.disk_bytes, err) < 0)
+	if (limit_disk(s, &s->sb.limits, 0, 1, err) < 0)
 		return -1;
 	al_sandbox_spec spec = {
 		.id = id,

@@ -162,7 +162,10 @@ class Stack:
             "AIRLOCK_BUILD": build,
             "AIRLOCK_HTTP_PORT": str(http_port),
             "AIRLOCK_HTTPS_PORT": str(https_port),
-            "AIRLOCK_POOL_SIZE": "4G",
+            # Sparse: what the tests write is what it takes. Big enough
+            # that one project's part of it (AIRLOCK_POOL_PROJECT_PCT)
+            # honours the 8 GiB disks test_disk asks for.
+            "AIRLOCK_POOL_SIZE": "24G",
             "AIRLOCK_FCGI_WORKERS": "4",
             # A pool of fixed size, whose standbys a test can count and
             # claim; test_burst follows one that grows with the creates.

@@ -373,6 +373,29 @@ static void test_limits_and_quotas(void **state)
 	expect_bad("AIRLOCK_QUOTA_STREAMS", "many");
 }
 
+static void test_pool_settings(void **state)
+{
+	(void)state;
+	al_config cfg;
+	al_err err;
+	static const char *const none[] = {NULL};
+	assert_int_equal(load(none, &cfg, &err), 0);
+	/* 0: a tenth of the pool (core/poolcap.h); half of that per
+	 * project. */
+	assert_int_equal(cfg.pool_reserve_mb, 0);
+	assert_int_equal(cfg.pool_project_pct, 50);
+	static const char *const env[] = {"AIRLOCK_POOL_RESERVE_MB", "2048",
+					  "AIRLOCK_POOL_PROJECT_PCT", "25",
+					  NULL};
+	assert_int_equal(load(env, &cfg, &err), 0);
+	assert_int_equal(cfg.pool_reserve_mb, 2048);
+	assert_int_equal(cfg.pool_project_pct, 25);
+	expect_bad("AIRLOCK_POOL_PROJECT_PCT", "0");
+	expect_bad("AIRLOCK_POOL_PROJECT_PCT", "101");
+	expect_bad("AIRLOCK_POOL_RESERVE_MB", "-5");
+	expect_bad("AIRLOCK_POOL_RESERVE_MB", "lots");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -386,6 +409,7 @@ int main(void)
 		cmocka_unit_test(test_paths),
 		cmocka_unit_test(test_id_valid),
 		cmocka_unit_test(test_limits_and_quotas),
+		cmocka_unit_test(test_pool_settings),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

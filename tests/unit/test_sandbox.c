@@ -134,7 +134,8 @@ static void test_to_json_never_env(void **state)
 static const char cold_spec[] =
 	"{\"id\":\"abc123\",\"template\":\"minimal\",\"template_version\":3,"
 	"\"driver\":\"ns\",\"limits\":{\"memory_bytes\":268435456,"
-	"\"pids\":256,\"cpu_shares\":1024,\"disk_bytes\":4294967296},"
+	"\"pids\":256,\"cpu_shares\":1024,\"disk_bytes\":4294967296,"
+	"\"pool_group\":7,\"pool_group_bytes\":8589934592},"
 	"\"env\":{\"SECRET\":\"s3\"},\"boot\":{\"env\":{\"PATH\":\"/bin\"},"
 	"\"workdir\":\"/work\",\"user\":\"app\",\"start\":[\"sleep\",\"9\"],"
 	"\"ready\":[\"true\"]},\"project\":\"team-a\","
@@ -159,6 +160,8 @@ static void test_spec_round_trip(void **state)
 	assert_int_equal(sb.limits.pids_max, 256);
 	assert_int_equal(sb.limits.cpu_shares, 1024);
 	assert_int_equal(sb.limits.disk_bytes, 4294967296ull);
+	assert_int_equal(sb.limits.pool_group, 7);
+	assert_int_equal(sb.limits.pool_group_bytes, 8589934592ull);
 	assert_true(boot);
 	assert_string_equal(tv.workdir, "/work");
 	assert_string_equal(tv.user, "app");
@@ -224,6 +227,13 @@ static void test_spec_rejects(void **state)
 		"{\"template\":\"minimal\",\"driver\":\"ns\",\"limits\":"
 		"{\"memory_bytes\":1,\"pids\":99999999,\"cpu_shares\":1,"
 		"\"disk_bytes\":1}}",
+		/* the pool group comes with its cap */
+		"{\"template\":\"minimal\",\"driver\":\"ns\",\"limits\":"
+		"{\"memory_bytes\":1,\"pids\":1,\"cpu_shares\":1,"
+		"\"disk_bytes\":1,\"pool_group\":3}}",
+		"{\"template\":\"minimal\",\"driver\":\"ns\",\"limits\":"
+		"{\"memory_bytes\":1,\"pids\":1,\"cpu_shares\":1,"
+		"\"disk_bytes\":1,\"pool_group\":0,\"pool_group_bytes\":1}}",
 		"{\"template\":\"minimal\",\"driver\":\"ns\",\"env\":"
 		"{\"A\":1}}",
 		"{\"template\":\"minimal\",\"driver\":\"ns\",\"env\":"

@@ -20,69 +20,7 @@
 
 #include "store.h"
 
-static char tmpdir[] = "/tmp/al-store-XXXXXX";
-static char mnt[256];
-static char img[256];
-static int mounted;
-static int made_tmp;
-static const char *why_skip = "not set up";
-
-static int run(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int run(const char *fmt, ...)
-{
-	char cmd[1024];
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(cmd, sizeof cmd, fmt, ap);
-	va_end(ap);
-	return system(cmd);
-}
-
-static int group_setup(void **state)
-{
-	(void)state;
-	if (geteuid() != 0) {
-		why_skip = "needs root";
-		return 0;
-	}
-	if (run("command -v mkfs.btrfs >/dev/null 2>&1") != 0) {
-		why_skip = "mkfs.btrfs not installed";
-		return 0;
-	}
-	if (mkdtemp(tmpdir) == NULL)
-		return -1;
-	made_tmp = 1;
-	snprintf(img, sizeof img, "%s/pool.img", tmpdir);
-	snprintf(mnt, sizeof mnt, "%s/mnt", tmpdir);
-	if (mkdir(mnt, 0700) < 0)
-		return -1;
-	if (run("truncate -s 256M %s && mkfs.btrfs -q %s >/dev/null 2>&1 && "
-		"mount -o loop %s %s",
-		img, img, img, mnt) != 0) {
-		why_skip = "cannot make and mount a loop btrfs";
-		return 0;
-	}
-	mounted = 1;
-	return 0;
-}
-
-static int group_teardown(void **state)
-{
-	(void)state;
-	if (mounted)
-		umount2(mnt, MNT_DETACH);
-	if (made_tmp)
-		run("rm -rf %s", tmpdir);
-	return 0;
-}
-
-#define NEED_BTRFS()                                                           \
-	do {                                                                   \
-		if (!mounted) {                                                \
-			print_message("skip: %s\n", why_skip);                 \
-			skip();                                                \
-		}                                                              \
-	} while (0)
+#include "btrfs_loop.h"
 
 static void path(char *out, size_t len, const char *rel)
 {
@@ -336,6 +274,100 @@ static void test_quota_full_qgroups(void **state)
 	umount2(mnt2, MNT_DETACH);
 }
 
+/* Groups over sandboxes (core/poolcap.h's levels): a project's group
+ * caps what its sandboxes write together, the group of all caps the
+ * projects together, and a sandbox moved between groups takes its data
+ * with it. Runs after test_quota turned quotas on. */
+static void test_groups(void **state)
+{
+	(void)state;
+	NEED_BTRFS();
+	al_err err = {0};
+	const uint64_t all = AL_STORE_QGROUP(2, 0), a = AL_STORE_QGROUP(1, 1),
+		       b = AL_STORE_QGROUP(1, 2), idle = AL_STORE_QGROUP(1, 3);
+	assert_int_equal(al_store_group_set(mnt, all, 0, 48u << 20, &err), 0);
+	assert_int_equal(al_store_group_set(mnt, a, all, 24u << 20, &err), 0);
+	assert_int_equal(al_store_group_set(mnt, b, all, 40u << 20, &err), 0);
+	assert_int_equal(al_store_group_set(mnt, idle, all, 0, &err), 0);
+	/* Again: idempotent, and a new cap replaces the old. */
+	assert_int_equal(al_store_group_set(mnt, a, all, 16u << 20, &err), 0);
+	uint64_t used, cap;
+	assert_int_equal(al_store_group_usage(mnt, a, &used, &cap, &err), 0);
+	assert_int_equal(cap, 16u << 20);
+	assert_int_equal(al_store_group_usage(mnt, idle, &used, &cap, &err), 0);
+	assert_int_equal(cap, 0);
+	/* A level-0 group, or a parent not above the group, is refused. */
+	assert_int_equal(al_store_group_set(mnt, AL_STORE_QGROUP(0, 7), 0, 0,
+					    &err),
+			 -1);
+	assert_int_equal(al_store_group_set(mnt, a, b, 0, &err), -1);
+	assert_int_equal(err.code, AL_EINVAL);
+	assert_int_equal(al_store_group_usage(mnt, AL_STORE_QGROUP(1, 99),
+					      &used, &cap, &err),
+			 -1);
+	assert_int_equal(err.code, AL_ENOENT);
+
+	char tmpl[512], a1[512], a2[512], b1[512], p[600];
+	path(tmpl, sizeof tmpl, "gtmpl");
+	path(a1, sizeof a1, "ga1");
+	path(a2, sizeof a2, "ga2");
+	path(b1, sizeof b1, "gb1");
+	assert_int_equal(al_store_subvol_create(tmpl, &err), 0);
+	assert_int_equal(al_store_snapshot(tmpl, a1, &err), 0);
+	assert_int_equal(al_store_snapshot(tmpl, a2, &err), 0);
+	assert_int_equal(al_store_snapshot(tmpl, b1, &err), 0);
+	/* a2 starts as a standby would, in the idle group, and moves. */
+	assert_int_equal(al_store_group_join(a1, a, 0, &err), 0);
+	assert_int_equal(al_store_group_join(a2, idle, 0, &err), 0);
+	assert_int_equal(al_store_group_join(a2, a, idle, &err), 0);
+	assert_int_equal(al_store_group_join(a2, a, idle, &err), 0); /* again */
+	assert_int_equal(al_store_group_join(b1, b, 0, &err), 0);
+
+	/* Two sandboxes of project a, each uncapped on its own: together
+	 * they stop near a's 16 MiB. */
+	int e1, e2, e;
+	snprintf(p, sizeof p, "%s/f", a1);
+	int w1 = fill(p, 12, &e1);
+	snprintf(p, sizeof p, "%s/f", a2);
+	int w2 = fill(p, 12, &e2);
+	print_message("project a (16 MiB): %d + %d MiB, then %s\n", w1, w2,
+		      strerror(e2));
+	assert_int_equal(e1, 0);
+	assert_int_equal(e2, EDQUOT);
+	assert_in_range(w1 + w2, 12, 17);
+	sync();
+	assert_int_equal(al_store_group_usage(mnt, a, &used, &cap, &err), 0);
+	assert_in_range(used >> 20, 12, 17);
+
+	/* Project b still writes, until all sandboxes reach 48 MiB. */
+	snprintf(p, sizeof p, "%s/f", b1);
+	int wb = fill(p, 40, &e);
+	print_message("project b after a: %d MiB, then %s\n", wb, strerror(e));
+	assert_int_equal(e, EDQUOT);
+	assert_in_range(wb + w1 + w2, 40, 49);
+	assert_true(wb >= 24);
+	sync();
+	assert_int_equal(al_store_group_usage(mnt, all, &used, &cap, &err), 0);
+	assert_int_equal(cap, 48u << 20);
+	assert_in_range(used >> 20, 40, 49);
+
+	/* A deleted sandbox gives its group its room back. */
+	assert_int_equal(al_store_subvol_delete(a1, &err), 0);
+	assert_int_equal(al_store_subvol_delete(a2, &err), 0);
+	assert_int_equal(al_store_subvol_delete(b1, &err), 0);
+	assert_int_equal(al_store_subvol_delete(tmpl, &err), 0);
+	/* The kernel's cleaner frees a deleted subvolume's extents in the
+	 * background; this waits for it. */
+	assert_int_equal(run("btrfs subvolume sync %s", mnt), 0);
+	sync();
+	assert_int_equal(al_store_group_usage(mnt, all, &used, &cap, &err), 0);
+	print_message("all sandboxes after their deletes: %llu bytes\n",
+		      (unsigned long long)used);
+	assert_true(used < (1u << 20));
+	/* Lift the cap: later tests write freely. */
+	assert_int_equal(al_store_group_set(mnt, all, 0, 0, &err), 0);
+}
+
 static void test_room(void **state)
 {
 	(void)state;
@@ -405,6 +437,7 @@ int main(void)
 		cmocka_unit_test(test_limit_needs_quota),
 		cmocka_unit_test(test_quota),
 		cmocka_unit_test(test_quota_full_qgroups),
+		cmocka_unit_test(test_groups),
 		cmocka_unit_test(test_room),
 		cmocka_unit_test(test_on_pool),
 	};
