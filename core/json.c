@@ -637,7 +637,8 @@ void al_json_create_req_free(al_create_req *req)
 }
 
 static const char *const exec_fields[] = {
-	"cmd", "env", "cwd", "stdin", "timeout", "user", "background", NULL,
+	"cmd",	"env",	      "cwd",	      "stdin", "timeout",
+	"user", "background", "kill_on_exit", NULL,
 };
 
 /* USER as the agent takes it: name or uid, optional ":group" or ":gid". */
@@ -716,7 +717,8 @@ int al_json_exec_req_parse(const char *buf, size_t len, al_exec_req *out,
 		goto fail;
 	if (r > 0)
 		out->timeout_s = (uint32_t)n;
-	if (al_json_get_bool(o, "background", &out->background, err) < 0)
+	if (al_json_get_bool(o, "background", &out->background, err) < 0 ||
+	    al_json_get_bool(o, "kill_on_exit", &out->kill_on_exit, err) < 0)
 		goto fail;
 	return 0;
 fail:

@@ -143,7 +143,8 @@ typedef struct al_exec_req {
 	const char *stdin_data; /* NULL when no stdin was given */
 	size_t stdin_len;	/* may contain NUL bytes */
 	uint32_t timeout_s;
-	int background; /* a streamed process outlives its stream */
+	int background;	  /* a streamed process outlives its stream */
+	int kill_on_exit; /* its descendants end with it (agentproto.h) */
 } al_exec_req;
 
 /* Parse and validate; AL_EPATH for a bad cwd. */

@@ -282,6 +282,13 @@ static void test_exec(void **state)
 	assert_null(req.user);
 	assert_null(req.stdin_data);
 	assert_int_equal(req.timeout_s, AL_EXEC_TIMEOUT_DEFAULT);
+	/* Background processes live until the sandbox ends by default. */
+	assert_int_equal(req.kill_on_exit, 0);
+	al_json_exec_req_free(&req);
+	assert_int_equal(exec_parse("{\"cmd\":[\"ls\"],\"kill_on_exit\":true}",
+				    &req, &err),
+			 0);
+	assert_int_equal(req.kill_on_exit, 1);
 	al_json_exec_req_free(&req);
 
 	assert_int_equal(
@@ -320,6 +327,8 @@ static void test_exec(void **state)
 		{"{\"cmd\":[\"ls\"],\"user\":\"a:b:c\"}", AL_EINVAL},
 		{"{\"cmd\":[\"ls\"],\"user\":\"a b\"}", AL_EINVAL},
 		{"{\"cmd\":[\"ls\"],\"user\":7}", AL_EINVAL},
+		{"{\"cmd\":[\"ls\"],\"kill_on_exit\":1}", AL_EINVAL},
+		{"{\"cmd\":[\"ls\"],\"kill_on_exit\":\"true\"}", AL_EINVAL},
 	};
 	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
 		if (exec_parse(bad[i].body, &req, &err) != -1)
