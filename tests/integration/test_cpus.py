@@ -3,11 +3,11 @@ shows, the CFS quota on the sandbox's cgroup and the operator's bounds.
 The cap holding against a CPU hog is tests/redteam/test_cpu.py's; the
 project quota on the sum is test_tenancy.py's."""
 import os
-import subprocess
 
 import pytest
 
-from conftest import TIMEOUT, Sandboxes, assert_error, usable_drivers
+from conftest import (TIMEOUT, Sandboxes, assert_error,
+                      assert_refused_at_start, usable_drivers)
 
 
 def cfs_quota(sid):
@@ -130,11 +130,4 @@ def test_settings_that_cannot_work_stop_the_programs(stack, tmp_path, env,
                                                      says):
     """A CPU setting that cannot work stops the programs at start, naming
     it, rather than failing creates one by one."""
-    env = dict(stack.env, AIRLOCK_STATE=str(tmp_path), **env)
-    for prog, args in (("airlock-controller", []),
-                       ("airlock-fcgi", ["--socket", str(tmp_path / "s")])):
-        p = subprocess.run([os.path.join(stack.build, prog), *args], env=env,
-                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                           text=True, timeout=30)
-        assert p.returncode == 100, (prog, p.returncode, p.stdout)
-        assert says in p.stdout, (prog, p.stdout)
+    assert_refused_at_start(stack, tmp_path, env, says)
