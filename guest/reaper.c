@@ -28,7 +28,7 @@
 
 typedef struct proc_entry {
 	pid_t pid, ppid;
-	bool mark;
+	int below; /* a descendant of the reaper: 1, 0, -1 not known yet */
 } proc_entry;
 
 /* The parent of pid from /proc/<pid>/stat (after the last ')': the
@@ -74,11 +74,54 @@ static proc_entry *list_procs(size_t *n)
 			cap *= 2;
 		}
 		v[*n] = (proc_entry){.pid = (pid_t)pid,
-				     .ppid = parent_of((pid_t)pid)};
+				     .ppid = parent_of((pid_t)pid),
+				     .below = -1};
 		(*n)++;
 	}
 	closedir(d);
 	return v;
+}
+
+static int by_pid(const void *a, const void *b)
+{
+	pid_t x = ((const proc_entry *)a)->pid,
+	      y = ((const proc_entry *)b)->pid;
+	return (x > y) - (x < y);
+}
+
+static proc_entry *find(proc_entry *v, size_t n, pid_t pid)
+{
+	proc_entry key = {.pid = pid};
+	return bsearch(&key, v, n, sizeof *v, by_pid);
+}
+
+/* Whether each process is a descendant of self: up its parents to self
+ * (yes), to one already known, or to the top (no); everything on the way
+ * has the same answer, so each process is walked over about once. */
+static void mark_below(proc_entry *v, size_t n, pid_t self)
+{
+	qsort(v, n, sizeof *v, by_pid);
+	proc_entry *me = find(v, n, self);
+	if (me != NULL)
+		me->below = 0;
+	for (size_t i = 0; i < n; i++) {
+		int below = 0;
+		proc_entry *e = &v[i];
+		for (size_t steps = 0; e != NULL && steps <= n; steps++) {
+			if (e->below >= 0) {
+				below = e->below;
+				break;
+			}
+			if (e->ppid == self) {
+				below = 1;
+				break;
+			}
+			e = find(v, n, e->ppid);
+		}
+		for (e = &v[i]; e != NULL && e->below < 0;
+		     e = find(v, n, e->ppid))
+			e->below = below;
+	}
 }
 
 /* SIGKILL every descendant of self at once (not only its children: a
@@ -92,20 +135,9 @@ static bool kill_descendants(pid_t self)
 	proc_entry *v = list_procs(&n);
 	if (v == NULL)
 		return false;
-	for (bool grew = true; grew;) {
-		grew = false;
-		for (size_t i = 0; i < n; i++) {
-			if (v[i].mark)
-				continue;
-			bool below = v[i].ppid == self;
-			for (size_t j = 0; !below && j < n; j++)
-				below = v[j].mark && v[j].pid == v[i].ppid;
-			if (below)
-				v[i].mark = grew = true;
-		}
-	}
+	mark_below(v, n, self);
 	for (size_t i = 0; i < n; i++)
-		if (v[i].mark)
+		if (v[i].below == 1)
 			kill(v[i].pid, SIGKILL);
 	free(v);
 	return true;
