@@ -228,11 +228,13 @@ static int gateway_configure(bld *b, al_err *err)
 }
 
 /* One process: memory for its TLS sessions, leaf certificates and
- * buffers with room to spare, a CPU share like a RUN step's. */
+ * buffers with room to spare, a CPU share like a RUN step's and at most
+ * one CPU, whatever the build's traffic makes it do. */
 static const al_cgroup_limits bld_gateway_limits = {
 	.memory_bytes = 256ull << 20,
 	.pids_max = 16,
 	.cpu_shares = 1024,
+	.cpu_millis = 1000,
 };
 
 static int gateway_start(bld *b, al_err *err)

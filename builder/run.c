@@ -334,9 +334,12 @@ int run_step(bld *b, const al_af_step *st, size_t idx, const char *rootfs,
 		.rootfs = rootfs,
 		.hostname = "build",
 		.agent = BUILD_AGENT,
+		/* A RUN step is a tenant's code like a sandbox's:
+		 * capped at a sandbox's default CPU. */
 		.limits = {.memory_bytes = BUILD_MEMORY,
 			   .pids_max = BUILD_PIDS,
-			   .cpu_shares = 1024},
+			   .cpu_shares = 1024,
+			   .cpu_millis = b->cfg.default_cpu_millis},
 		.net = net,
 	};
 	al_driver_handle h;

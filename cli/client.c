@@ -172,11 +172,20 @@ int cli_put_settings(cli *c, const char *path, int argc, char **argv)
 			char *end = NULL;
 			errno = 0;
 			long long n = strtoll(eq + 1, &end, 10);
-			if (errno != 0 || end == eq + 1 || *end != '\0') {
+			/* A fraction (cpus=0.5) goes as written; the server
+			 * says what it takes. */
+			if (errno == 0 && end != eq + 1 && *end == '.') {
+				double d = strtod(eq + 1, &end);
+				if (*end == '\0')
+					v = json_object_new_double_s(d, eq + 1);
+			} else if (errno == 0 && end != eq + 1 &&
+				   *end == '\0') {
+				v = json_object_new_int64(n);
+			}
+			if (v == NULL) {
 				json_object_put(body);
 				return 100;
 			}
-			v = json_object_new_int64(n);
 		}
 		json_object_object_add(body, field, v);
 	}

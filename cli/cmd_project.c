@@ -1,5 +1,6 @@
 /* airlock project create NAME | ls | show NAME
- * airlock project quota NAME FIELD=N|default...
+ * airlock project quota NAME FIELD=N|default... (cpus=N may be a
+ *   fraction: cpus=2.5)
  * airlock key create --project P [--role admin|member] --name N
  * airlock key ls [--project P] | rm ID
  *

@@ -736,6 +736,9 @@ static json_object *exec_object(const al_exec_msg *m)
 				json_object_new_int64(m->timeout_ms));
 		json_object_object_add(o, "stdin",
 				       json_object_new_boolean(m->stdin_open));
+		if (m->kill_on_exit)
+			json_object_object_add(o, "kill_on_exit",
+					       json_object_new_boolean(1));
 	}
 	return o;
 }
@@ -819,6 +822,13 @@ static int exec_from(json_object *o, al_exec_msg *out, al_err *err)
 			al_err_set(&e, AL_EINVAL, 0,
 				   "field \"stdin\" must be true or false");
 		out->stdin_open = v != NULL && json_object_get_boolean(v);
+		v = NULL;
+		if (json_object_object_get_ex(o, "kill_on_exit", &v) &&
+		    v != NULL && !json_object_is_type(v, json_type_boolean))
+			al_err_set(&e, AL_EINVAL, 0,
+				   "field \"kill_on_exit\" must be true or "
+				   "false");
+		out->kill_on_exit = v != NULL && json_object_get_boolean(v);
 		v = NULL;
 		if (json_object_object_get_ex(o, "timeout_ms", &v) &&
 		    v != NULL &&

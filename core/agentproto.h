@@ -40,7 +40,10 @@ enum al_frame_type {
 	 * stdin false: the child's stdin is /dev/null. Optional
 	 * "user":"name[:group]"|"uid[:gid]" (default root), resolved from
 	 * the sandbox's /etc/passwd and /etc/group; unknown: ERROR
-	 * invalid_request. */
+	 * invalid_request. Optional "kill_on_exit":true: when the process
+	 * ends or its timeout fires, every process it started (setsid and
+	 * daemons too) is killed before EXIT; absent or false, what it left
+	 * running lives until the sandbox ends. */
 	AL_F_EXEC = 2,
 	/* agent -> host: {"pid":N} */
 	AL_F_STARTED = 3,
@@ -302,6 +305,7 @@ typedef struct al_exec_msg {
 	const char *user;   /* NULL: root */
 	int64_t timeout_ms; /* 0 = none, up to AL_EXEC_TIMEOUT_MS_MAX */
 	int stdin_open;	    /* 0: the process's stdin is /dev/null */
+	int kill_on_exit;   /* its descendants end with it */
 	json_object *root;
 } al_exec_msg;
 char *al_exec_pack(const al_exec_msg *m, al_err *err);

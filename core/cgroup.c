@@ -167,6 +167,13 @@ static void sleep_ms(long ms)
 		;
 }
 
+int64_t al_cgroup_cpu_quota_us(uint32_t cpu_millis)
+{
+	if (cpu_millis == 0)
+		return -1;
+	return (int64_t)cpu_millis * (AL_CGROUP_CPU_PERIOD_US / 1000);
+}
+
 static int v2_delegate(al_err *err)
 {
 	if (__atomic_load_n(&cg_v2_delegated, __ATOMIC_ACQUIRE))
@@ -176,12 +183,12 @@ static int v2_delegate(al_err *err)
 		return -1;
 	if (cg_mkdir(parent, 1, err) < 0)
 		return -1;
-	/* memory and pids are the isolation; without them fail closed. cpu
-	 * is only fairness: a host without it still runs sandboxes. */
+	/* memory, pids and cpu (the sandbox's CPU cap) are the isolation:
+	 * without them fail closed. */
 	static const struct {
 		const char *ctl;
 		int required;
-	} ctls[] = {{"+memory", 1}, {"+pids", 1}, {"+cpu", 0}};
+	} ctls[] = {{"+memory", 1}, {"+pids", 1}, {"+cpu", 1}};
 	const char *dirs[] = {CG_ROOT, parent};
 	for (size_t d = 0; d < 2; d++) {
 		for (size_t i = 0; i < sizeof ctls / sizeof ctls[0]; i++) {
@@ -228,7 +235,13 @@ static int v2_limits(const char *dir, const al_cgroup_limits *lim, al_err *err)
 		 1 + ((shares - 2) * 9999) / 262142);
 	if (cg_write_in(dir, "cpu.weight", val, &e) < 0)
 		al_warn("cgroup v2: %s", e.msg);
-	return 0;
+	int64_t quota = al_cgroup_cpu_quota_us(lim->cpu_millis);
+	if (quota < 0)
+		snprintf(val, sizeof val, "max %d", AL_CGROUP_CPU_PERIOD_US);
+	else
+		snprintf(val, sizeof val, "%" PRId64 " %d", quota,
+			 AL_CGROUP_CPU_PERIOD_US);
+	return cg_write_in(dir, "cpu.max", val, err);
 }
 
 static int v2_create(const char *name, const al_cgroup_limits *lim, al_err *err)
@@ -273,6 +286,15 @@ static int v1_limits(const char *ctrl, const char *dir,
 		uint32_t shares = lim->cpu_shares < 2 ? 2 : lim->cpu_shares;
 		snprintf(val, sizeof val, "%" PRIu32, shares);
 		if (cg_write_in(dir, "cpu.shares", val, err) < 0)
+			return -1;
+		/* The period before the quota: a quota is checked against
+		 * the period in force when it is written. */
+		snprintf(val, sizeof val, "%d", AL_CGROUP_CPU_PERIOD_US);
+		if (cg_write_in(dir, "cpu.cfs_period_us", val, err) < 0)
+			return -1;
+		snprintf(val, sizeof val, "%" PRId64,
+			 al_cgroup_cpu_quota_us(lim->cpu_millis));
+		if (cg_write_in(dir, "cpu.cfs_quota_us", val, err) < 0)
 			return -1;
 	}
 	return 0;

@@ -19,7 +19,16 @@ typedef struct al_cgroup_limits {
 	uint64_t memory_bytes; /* hard limit, no swap on top */
 	uint32_t pids_max;
 	uint32_t cpu_shares; /* v1 scale: 2..262144, 1024 = normal */
+	/* The most CPU time the leaf's tasks get together, in thousandths
+	 * of a CPU: a CFS quota of cpu_millis * 100 µs per 100 ms period
+	 * (v1 cpu.cfs_quota_us, v2 cpu.max); 0 = none. */
+	uint32_t cpu_millis;
 } al_cgroup_limits;
+
+/* The CFS period every leaf gets, and the quota (µs per period) of
+ * cpu_millis thousandths of a CPU; -1 (no quota) for 0. */
+#define AL_CGROUP_CPU_PERIOD_US 100000
+int64_t al_cgroup_cpu_quota_us(uint32_t cpu_millis);
 
 /* 1 for v1, 2 for v2; -1 with AL_EUNAVAIL if neither usable layout is
  * mounted. */

@@ -1,7 +1,9 @@
 #include "config.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <limits.h>
+#include <sched.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -84,6 +86,123 @@ static int parse_u64(const char *var, const char *value, uint64_t min,
 				  (unsigned long long)min,
 				  (unsigned long long)max);
 	*out = v;
+	return 0;
+}
+
+/* A number of CPUs, "2" or "0.25" (at most 3 decimals), in thousandths
+ * within min..max. */
+static int parse_millis(const char *var, const char *value, uint64_t min,
+			uint64_t max, uint64_t *out, al_err *err)
+{
+	uint64_t v = 0;
+	size_t i = 0, decimals = 0;
+	int digits = 0, point = 0;
+	for (; value[i] != '\0'; i++) {
+		char c = value[i];
+		if (c == '.' && !point && digits > 0) {
+			point = 1;
+			continue;
+		}
+		if (c < '0' || c > '9' || (point && ++decimals > 3) ||
+		    v > UINT64_C(1) << 40)
+			goto bad;
+		v = v * 10 + (uint64_t)(c - '0');
+		digits++;
+	}
+	if (digits == 0 || (point && decimals == 0))
+		goto bad;
+	for (; decimals < 3; decimals++)
+		v *= 10;
+	if (v < min || v > max) {
+		char lo[AL_MILLIS_STRLEN], hi[AL_MILLIS_STRLEN];
+		al_millis_format(min, lo);
+		al_millis_format(max, hi);
+		return al_err_set(err, AL_EINVAL, 0,
+				  "%s must be between %s and %s", var, lo, hi);
+	}
+	*out = v;
+	return 0;
+bad:
+	return al_err_set(err, AL_EINVAL, 0,
+			  "%s must be a number of CPUs (e.g. 2 or 0.5, at "
+			  "most 3 decimals)",
+			  var);
+}
+
+void al_millis_format(uint64_t millis, char out[AL_MILLIS_STRLEN])
+{
+	int n = snprintf(out, AL_MILLIS_STRLEN, "%" PRIu64, millis / 1000);
+	uint64_t frac = millis % 1000;
+	if (frac == 0 || n < 0)
+		return;
+	char d[5];
+	snprintf(d, sizeof d, ".%03" PRIu64, frac);
+	/* No trailing zeros: 0.5, not 0.500. */
+	size_t l = strlen(d);
+	while (d[l - 1] == '0')
+		d[--l] = '\0';
+	snprintf(out + n, AL_MILLIS_STRLEN - (size_t)n, "%s", d);
+}
+
+uint32_t al_config_host_cpus(void)
+{
+	cpu_set_t set;
+	CPU_ZERO(&set);
+	if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0)
+		return (uint32_t)CPU_COUNT(&set);
+	long n = sysconf(_SC_NPROCESSORS_ONLN);
+	return n > 0 ? (uint32_t)n : 1;
+}
+
+/* AIRLOCK_DEFAULT_CPUS, AIRLOCK_MAX_CPUS and AIRLOCK_QUOTA_CPUS. A cap
+ * above the host's CPUs would cap nothing, and a default above the
+ * maximum would make every create that names no "cpus" fail: both are
+ * refused here, at start, rather than per request. */
+static int load_cpus(al_config *cfg, const char *(*lookup)(const char *),
+		     al_err *err)
+{
+	uint64_t host = (uint64_t)al_config_host_cpus() * 1000, n;
+	const char *v;
+	cfg->max_cpu_millis = (uint32_t)host;
+	cfg->default_cpu_millis = 1000;
+	v = lookup("AIRLOCK_MAX_CPUS");
+	if (v != NULL && v[0] != '\0') {
+		if (parse_millis("AIRLOCK_MAX_CPUS", v, AL_CPU_MILLIS_MIN,
+				 AL_CPU_MILLIS_LIMIT, &n, err) < 0)
+			return -1;
+		if (n > host) {
+			char h[AL_MILLIS_STRLEN];
+			al_millis_format(host, h);
+			return al_err_set(err, AL_EINVAL, 0,
+					  "AIRLOCK_MAX_CPUS=%s is more than "
+					  "the %s CPUs of this host",
+					  v, h);
+		}
+		cfg->max_cpu_millis = (uint32_t)n;
+	}
+	v = lookup("AIRLOCK_DEFAULT_CPUS");
+	if (v != NULL && v[0] != '\0') {
+		if (parse_millis("AIRLOCK_DEFAULT_CPUS", v, AL_CPU_MILLIS_MIN,
+				 AL_CPU_MILLIS_LIMIT, &n, err) < 0)
+			return -1;
+		cfg->default_cpu_millis = (uint32_t)n;
+	}
+	if (cfg->default_cpu_millis > cfg->max_cpu_millis) {
+		char d[AL_MILLIS_STRLEN], m[AL_MILLIS_STRLEN];
+		al_millis_format(cfg->default_cpu_millis, d);
+		al_millis_format(cfg->max_cpu_millis, m);
+		return al_err_set(err, AL_EINVAL, 0,
+				  "AIRLOCK_DEFAULT_CPUS (%s) is more than "
+				  "AIRLOCK_MAX_CPUS (%s)",
+				  d, m);
+	}
+	v = lookup("AIRLOCK_QUOTA_CPUS");
+	if (v != NULL && v[0] != '\0') {
+		if (parse_millis("AIRLOCK_QUOTA_CPUS", v, 0, UINT64_C(1) << 40,
+				 &n, err) < 0)
+			return -1;
+		cfg->quota.cpu_millis = n;
+	}
 	return 0;
 }
 
@@ -214,6 +333,17 @@ int al_config_check_maxima(const al_config *cfg, uint64_t memory_mb,
 				  "(AIRLOCK_MAX_DISK_MB)",
 				  cfg->max_disk_mb);
 	return 0;
+}
+
+int al_config_check_cpus(const al_config *cfg, uint32_t cpu_millis, al_err *err)
+{
+	if (cpu_millis <= cfg->max_cpu_millis)
+		return 0;
+	char m[AL_MILLIS_STRLEN];
+	al_millis_format(cfg->max_cpu_millis, m);
+	return al_err_set(
+		err, AL_EINVAL, 0,
+		"'cpus' is at most %s on this host (AIRLOCK_MAX_CPUS)", m);
 }
 
 static unsigned driver_bit(const char *name, size_t len)
@@ -348,6 +478,7 @@ int al_config_load_from(al_config *cfg, const char *(*lookup)(const char *),
 		.concurrent_builds = 4,
 		.concurrent_streams = 64,
 		.creates_per_minute = 600,
+		.cpu_millis = 100000,
 	};
 	cfg->drivers = AL_CONFIG_DRIVER_NS | AL_CONFIG_DRIVER_VM;
 
@@ -455,7 +586,8 @@ int al_config_load_from(al_config *cfg, const char *(*lookup)(const char *),
 			return -1;
 		cfg->default_cpu_shares = (uint32_t)n;
 	}
-	if (load_limits(cfg, lookup, err) < 0)
+	if (load_limits(cfg, lookup, err) < 0 ||
+	    load_cpus(cfg, lookup, err) < 0)
 		return -1;
 	return 0;
 }

@@ -11,6 +11,12 @@
  *                       installed; core/policy.h)
  *   AIRLOCK_LIBEXEC     where airlock-shim and airlock-agent live
  *   AIRLOCK_DEFAULT_MEMORY_MB, AIRLOCK_DEFAULT_PIDS, AIRLOCK_DEFAULT_CPU_SHARES
+ *   AIRLOCK_DEFAULT_CPUS  CPUs a sandbox may use when its create names no
+ *                       "cpus" (default 1; fractions to 0.001, 0.01 at
+ *                       the least; a CFS quota, core/cgroup.h)
+ *   AIRLOCK_MAX_CPUS    the most "cpus" one create may ask for (default
+ *                       and at most: this host's CPU count). A default
+ *                       above it is refused at start.
  *   AIRLOCK_WARM_POOL   standby sandboxes kept ready per template at the
  *                       least (default 2, 0 = none: every create starts
  *                       cold)
@@ -52,8 +58,10 @@
  *   AIRLOCK_MAX_TIMEOUT  the most one create may ask for
  *   AIRLOCK_QUOTA_SANDBOXES, AIRLOCK_QUOTA_MEMORY_MB, AIRLOCK_QUOTA_DISK_MB,
  *   AIRLOCK_QUOTA_BUILDS, AIRLOCK_QUOTA_STREAMS,
- *   AIRLOCK_QUOTA_CREATES_PER_MINUTE  a project's quotas unless an admin
- *                       set its own (core/project.h)
+ *   AIRLOCK_QUOTA_CREATES_PER_MINUTE, AIRLOCK_QUOTA_CPUS  a project's
+ *                       quotas unless an admin set its own (core/project.h;
+ *                       CPUS: the "cpus" of its live sandboxes together,
+ *                       default 100, fractions to 0.001)
  *
  * Every path is validated (absolute after resolution, bounded length). */
 #ifndef AL_CONFIG_H
@@ -68,6 +76,11 @@
  * cannot even write its logs; the upper one is 16 TiB. */
 #define AL_DISK_MB_MIN 16
 #define AL_DISK_MB_LIMIT (16u << 20)
+/* Bounds of a sandbox's "cpus", in thousandths of a CPU: the kernel's
+ * smallest CFS quota is 1 ms of each 100 ms period (0.01 CPU); the
+ * upper one is beyond any host. */
+#define AL_CPU_MILLIS_MIN 10
+#define AL_CPU_MILLIS_LIMIT (1024u * 1000u)
 
 /* A project's quotas (core/project.h); in al_config, the defaults. */
 typedef struct al_quota {
@@ -77,6 +90,7 @@ typedef struct al_quota {
 	uint64_t concurrent_builds;  /* queued or running */
 	uint64_t concurrent_streams; /* open exec event streams */
 	uint64_t creates_per_minute;
+	uint64_t cpu_millis; /* their "cpus" together, thousandths */
 } al_quota;
 
 typedef struct al_config {
@@ -105,6 +119,8 @@ typedef struct al_config {
 	uint64_t max_memory_mb; /* per create request */
 	uint32_t max_pids;
 	uint32_t max_cpu_shares;
+	uint32_t default_cpu_millis; /* "cpus" in thousandths of a CPU */
+	uint32_t max_cpu_millis;
 	al_quota quota;		     /* of a project without its own */
 	uint32_t warm_pool;	     /* ns standbys per template */
 	uint32_t warm_pool_vm;	     /* vm standbys per template */
@@ -131,6 +147,17 @@ int al_config_load_from(al_config *cfg, const char *(*lookup)(const char *),
 int al_config_check_maxima(const al_config *cfg, uint64_t memory_mb,
 			   uint32_t pids, uint32_t cpu_shares, uint32_t disk_mb,
 			   al_err *err);
+
+/* A create's "cpus" (thousandths; 0 = not asked) against
+ * AIRLOCK_MAX_CPUS: -1 with AL_EINVAL naming the maximum. */
+int al_config_check_cpus(const al_config *cfg, uint32_t cpu_millis,
+			 al_err *err);
+/* A number of CPUs in thousandths as the API writes it ("0.5", "2",
+ * "1.25") into out. */
+#define AL_MILLIS_STRLEN 24
+void al_millis_format(uint64_t millis, char out[AL_MILLIS_STRLEN]);
+/* CPUs this process may run on (its affinity mask), at least 1. */
+uint32_t al_config_host_cpus(void);
 
 /* 1 if the operator allows driver name (AIRLOCK_DRIVERS). */
 int al_config_driver_enabled(const al_config *cfg, const char *name);

@@ -18,6 +18,7 @@ typedef struct al_limits {
 	uint64_t memory_bytes; /* hard limit incl. page cache; 0 = default */
 	uint32_t pids_max;     /* processes + threads */
 	uint32_t cpu_shares;   /* relative weight, 1024 = one normal share */
+	uint32_t cpu_millis;   /* CPU cap in thousandths of a CPU; 0 = none */
 	uint64_t disk_bytes;   /* new data on the pool (qgroup); 0 = none */
 	/* The project's group on the pool and its cap (core/poolcap.h);
 	 * set by a create, 0 in a standby's. */

@@ -678,6 +678,7 @@ static al_cgroup_limits limits_of(const al_sandbox_spec *spec)
 		.cpu_shares = spec->limits.cpu_shares != 0
 				      ? spec->limits.cpu_shares
 				      : NS_DEFAULT_CPU_SHARES,
+		.cpu_millis = spec->limits.cpu_millis,
 	};
 	return lim;
 }

@@ -159,6 +159,15 @@ int al_json_settings_parse(const char *buf, size_t len,
 			   const char *const *names, size_t n, int64_t max,
 			   al_json_setting *out, al_err *err)
 {
+	return al_json_settings_parse_milli(buf, len, names, NULL, n, max, out,
+					    err);
+}
+
+int al_json_settings_parse_milli(const char *buf, size_t len,
+				 const char *const *names, const int *milli,
+				 size_t n, int64_t max, al_json_setting *out,
+				 al_err *err)
+{
 	const char *allowed[17];
 	if (n == 0 || n >= sizeof allowed / sizeof allowed[0])
 		return al_err_set(err, AL_EINTERNAL, 0, "bad settings table");
@@ -179,8 +188,13 @@ int al_json_settings_parse(const char *buf, size_t len,
 		any = 1;
 		out[i].set = 1;
 		out[i].is_null = v == NULL;
-		if (v != NULL && al_json_get_int(o, names[i], 0, max,
-						 &out[i].value, err) < 0)
+		if (v == NULL)
+			continue;
+		if ((milli != NULL && milli[i]
+			     ? al_json_get_millis(o, names[i], 0, max,
+						  &out[i].value, err)
+			     : al_json_get_int(o, names[i], 0, max,
+					       &out[i].value, err)) < 0)
 			rc = -1;
 	}
 	if (rc == 0 && !any) {
@@ -218,6 +232,57 @@ int al_json_get_str(json_object *obj, const char *key, size_t max_len,
 		return al_err_set(err, AL_EINVAL, 0,
 				  "'%s' must not contain NUL", key);
 	return 1;
+}
+
+int al_json_get_millis(json_object *obj, const char *key, int64_t min,
+		       int64_t max, int64_t *out, al_err *err)
+{
+	json_object *v = member(obj, key);
+	if (v == NULL)
+		return 0;
+	int64_t m;
+	if (json_object_is_type(v, json_type_int)) {
+		int64_t n = json_object_get_int64(v);
+		/* Past this the product overflows; any max is below it. */
+		m = n > INT64_MAX / 1000 || n < 0 ? -1 : n * 1000;
+	} else if (json_object_is_type(v, json_type_double)) {
+		/* 0.1 is 100.00000000000001 thousandths as a double: what
+		 * rounds to a whole thousandth within 1e-6 was written so. */
+		double d = json_object_get_double(v) * 1000.0;
+		if (!(d >= 0.0 && d <= 9.0e15)) {
+			m = -1;
+		} else {
+			m = (int64_t)(d + 0.5);
+			double off = d - (double)m;
+			if (off > 1e-6 || off < -1e-6)
+				return al_err_set(err, AL_EINVAL, 0,
+						  "'%s' has at most 3 "
+						  "decimals",
+						  key);
+		}
+	} else {
+		return al_err_set(err, AL_EINVAL, 0,
+				  "'%s' must be a number (of CPUs)", key);
+	}
+	if (m < min || m > max) {
+		char lo[AL_MILLIS_STRLEN], hi[AL_MILLIS_STRLEN];
+		al_millis_format((uint64_t)min, lo);
+		al_millis_format((uint64_t)max, hi);
+		return al_err_set(err, AL_EINVAL, 0,
+				  "'%s' must be between %s and %s", key, lo,
+				  hi);
+	}
+	*out = m;
+	return 1;
+}
+
+json_object *al_json_new_millis(uint64_t millis)
+{
+	if (millis % 1000 == 0)
+		return json_object_new_int64((int64_t)(millis / 1000));
+	char s[AL_MILLIS_STRLEN];
+	al_millis_format(millis, s);
+	return json_object_new_double_s((double)millis / 1000.0, s);
 }
 
 int al_json_get_int(json_object *obj, const char *key, int64_t min, int64_t max,
@@ -448,8 +513,9 @@ const char *al_json_compact(json_object *obj)
 }
 
 static const char *const create_fields[] = {
-	"template",   "timeout", "env",	    "metadata", "memory_mb", "pids",
-	"cpu_shares", "driver",	 "disk_mb", "project",	"network",   NULL,
+	"template", "timeout",	  "env",    "metadata", "memory_mb",
+	"pids",	    "cpu_shares", "driver", "disk_mb",	"project",
+	"network",  "cpus",	  NULL,
 };
 
 /* The request's "network" (mode required when it is there) as its
@@ -543,6 +609,12 @@ int al_json_create_req_parse(const char *buf, size_t len,
 		goto fail;
 	if (r > 0)
 		out->cpu_shares = (uint32_t)n;
+	r = al_json_get_millis(o, "cpus", AL_CPU_MILLIS_MIN,
+			       AL_CPU_MILLIS_LIMIT, &n, err);
+	if (r < 0)
+		goto fail;
+	if (r > 0)
+		out->cpu_millis = (uint32_t)n;
 	r = al_json_get_int(o, "disk_mb", AL_DISK_MB_MIN, AL_DISK_MB_LIMIT, &n,
 			    err);
 	if (r < 0)
@@ -565,7 +637,8 @@ void al_json_create_req_free(al_create_req *req)
 }
 
 static const char *const exec_fields[] = {
-	"cmd", "env", "cwd", "stdin", "timeout", "user", "background", NULL,
+	"cmd",	"env",	      "cwd",	      "stdin", "timeout",
+	"user", "background", "kill_on_exit", NULL,
 };
 
 /* USER as the agent takes it: name or uid, optional ":group" or ":gid". */
@@ -644,7 +717,8 @@ int al_json_exec_req_parse(const char *buf, size_t len, al_exec_req *out,
 		goto fail;
 	if (r > 0)
 		out->timeout_s = (uint32_t)n;
-	if (al_json_get_bool(o, "background", &out->background, err) < 0)
+	if (al_json_get_bool(o, "background", &out->background, err) < 0 ||
+	    al_json_get_bool(o, "kill_on_exit", &out->kill_on_exit, err) < 0)
 		goto fail;
 	return 0;
 fail:

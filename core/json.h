@@ -53,6 +53,13 @@ int al_json_get_str(json_object *obj, const char *key, size_t max_len,
 int al_json_get_int(json_object *obj, const char *key, int64_t min, int64_t max,
 		    int64_t *out, al_err *err);
 int al_json_get_bool(json_object *obj, const char *key, int *out, al_err *err);
+/* A number of CPUs (an integer, or a number with at most 3 decimals:
+ * 0.5, 1.25) in thousandths, min..max thousandths. */
+int al_json_get_millis(json_object *obj, const char *key, int64_t min,
+		       int64_t max, int64_t *out, al_err *err);
+/* Thousandths of a CPU as a JSON number the way a client wrote them: 2,
+ * 0.5 (never 0.50000000000000001). */
+json_object *al_json_new_millis(uint64_t millis);
 /* An object whose values are all strings, within lim. */
 int al_json_get_str_map(json_object *obj, const char *key,
 			const al_json_map_limits *lim, json_object **out,
@@ -75,6 +82,12 @@ typedef struct al_json_setting {
 int al_json_settings_parse(const char *buf, size_t len,
 			   const char *const *names, size_t n, int64_t max,
 			   al_json_setting *out, al_err *err);
+/* The same where milli[i] marks names[i] a number of CPUs
+ * (al_json_get_millis: out[i].value in thousandths, max too). */
+int al_json_settings_parse_milli(const char *buf, size_t len,
+				 const char *const *names, const int *milli,
+				 size_t n, int64_t max, al_json_setting *out,
+				 al_err *err);
 
 /* 1 if p[0..n) is well-formed UTF-8 (no overlongs, surrogates, > 10FFFF). */
 int al_utf8_valid(const void *p, size_t n);
@@ -101,6 +114,8 @@ typedef struct al_create_req {
 	uint64_t memory_mb;    /* 0 = template default */
 	uint32_t pids;	       /* 0 = template default */
 	uint32_t cpu_shares;   /* 0 = template default */
+	uint32_t cpu_millis;   /* "cpus" in thousandths; 0 = the operator's
+				* default (AIRLOCK_DEFAULT_CPUS) */
 	uint32_t disk_mb;      /* 0 = template default; the operator's
 				* maximum is checked by the caller */
 	/* The canonical network object (al_netspec_to_json): the request's
@@ -128,7 +143,8 @@ typedef struct al_exec_req {
 	const char *stdin_data; /* NULL when no stdin was given */
 	size_t stdin_len;	/* may contain NUL bytes */
 	uint32_t timeout_s;
-	int background; /* a streamed process outlives its stream */
+	int background;	  /* a streamed process outlives its stream */
+	int kill_on_exit; /* its descendants end with it (agentproto.h) */
 } al_exec_req;
 
 /* Parse and validate; AL_EPATH for a bad cwd. */

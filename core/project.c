@@ -8,22 +8,24 @@
 #include "json.h"
 
 const al_quota_field al_quota_fields[AL_QUOTA_NFIELDS] = {
-	{"running_sandboxes", "running sandboxes", 0,
+	{"running_sandboxes", "running_sandboxes", "running sandboxes", 0, 0,
 	 offsetof(al_quota, running_sandboxes)},
-	{"memory_mb", "memory", 1, offsetof(al_quota, memory_mb)},
-	{"disk_mb", "disk", 1, offsetof(al_quota, disk_mb)},
-	{"concurrent_builds", "concurrent builds", 0,
+	{"memory_mb", "memory_mb", "memory", 1, 0,
+	 offsetof(al_quota, memory_mb)},
+	{"disk_mb", "disk_mb", "disk", 1, 0, offsetof(al_quota, disk_mb)},
+	{"concurrent_builds", "concurrent_builds", "concurrent builds", 0, 0,
 	 offsetof(al_quota, concurrent_builds)},
-	{"concurrent_streams", "concurrent streams", 0,
+	{"concurrent_streams", "concurrent_streams", "concurrent streams", 0, 0,
 	 offsetof(al_quota, concurrent_streams)},
-	{"creates_per_minute", "creates per minute", 0,
+	{"creates_per_minute", "creates_per_minute", "creates per minute", 0, 0,
 	 offsetof(al_quota, creates_per_minute)},
+	{"cpus", "cpu_millis", "cpus", 0, 1, offsetof(al_quota, cpu_millis)},
 };
 
 /* The column list of the quotas, in al_quota_fields' order. */
 #define QUOTA_COLUMNS                                                          \
 	"running_sandboxes, memory_mb, disk_mb, concurrent_builds,"            \
-	" concurrent_streams, creates_per_minute"
+	" concurrent_streams, creates_per_minute, cpu_millis"
 
 static uint64_t *quota_slot(al_quota *q, size_t field)
 {
@@ -54,6 +56,16 @@ int al_quota_check(const al_quota *limit, const al_quota *used,
 					  "%s: %" PRIu64 " of %" PRIu64
 					  " MiB in use, %" PRIu64 " MiB asked",
 					  f->what, u, l, a);
+		if (f->milli) {
+			char us[AL_MILLIS_STRLEN], ls[AL_MILLIS_STRLEN],
+				as[AL_MILLIS_STRLEN];
+			al_millis_format(u, us);
+			al_millis_format(l, ls);
+			al_millis_format(a, as);
+			return al_err_set(err, AL_EQUOTA, 0,
+					  "%s: %s of %s in use, %s asked",
+					  f->what, us, ls, as);
+		}
 		return al_err_set(err, AL_EQUOTA, 0,
 				  "%s: %" PRIu64 " of %" PRIu64, f->what, u, l);
 	}
@@ -64,13 +76,17 @@ int al_quota_update_parse(const char *buf, size_t len, al_quota_update *out,
 			  al_err *err)
 {
 	const char *names[AL_QUOTA_NFIELDS];
+	int milli[AL_QUOTA_NFIELDS];
 	al_json_setting s[AL_QUOTA_NFIELDS];
 	memset(out, 0, sizeof *out);
-	for (size_t i = 0; i < AL_QUOTA_NFIELDS; i++)
+	for (size_t i = 0; i < AL_QUOTA_NFIELDS; i++) {
 		names[i] = al_quota_fields[i].name;
+		milli[i] = al_quota_fields[i].milli;
+	}
 	/* The quota columns are bigint: anything up to 2^62 fits. */
-	if (al_json_settings_parse(buf, len, names, AL_QUOTA_NFIELDS,
-				   INT64_C(1) << 62, s, err) < 0)
+	if (al_json_settings_parse_milli(buf, len, names, milli,
+					 AL_QUOTA_NFIELDS, INT64_C(1) << 62, s,
+					 err) < 0)
 		return -1;
 	for (size_t i = 0; i < AL_QUOTA_NFIELDS; i++) {
 		out->set[i] = s[i].set;
@@ -150,9 +166,12 @@ static json_object *project_json(PGresult *res, int i, const al_config *cfg)
 	json_object *defaults = json_object_new_array();
 	for (size_t k = 0; k < AL_QUOTA_NFIELDS; k++) {
 		const char *name = al_quota_fields[k].name;
+		uint64_t v = al_quota_value(&q, k);
 		json_object_object_add(
 			quota, name,
-			json_object_new_int64((int64_t)al_quota_value(&q, k)));
+			al_quota_fields[k].milli
+				? al_json_new_millis(v)
+				: json_object_new_int64((int64_t)v));
 		if (!own[k])
 			json_object_array_add(defaults,
 					      json_object_new_string(name));
@@ -237,7 +256,9 @@ int al_project_set_quota(al_db *db, const char *name, const al_quota_update *u,
 		" concurrent_streams = CASE WHEN $10::boolean THEN $11::bigint"
 		"  ELSE concurrent_streams END,"
 		" creates_per_minute = CASE WHEN $12::boolean THEN $13::bigint"
-		"  ELSE creates_per_minute END"
+		"  ELSE creates_per_minute END,"
+		" cpu_millis = CASE WHEN $14::boolean THEN $15::bigint"
+		"  ELSE cpu_millis END"
 		" WHERE name = $1",
 		1 + 2 * AL_QUOTA_NFIELDS, p, err);
 	if (n < 0)
@@ -292,7 +313,8 @@ static int begin_locked(al_db *db, const al_config *cfg, const char *name,
 
 int al_project_begin_sandbox(al_db *db, const al_config *cfg, const char *name,
 			     uint64_t memory_mb, uint64_t disk_mb,
-			     al_project_pool *pool, int *retry_after_s,
+			     al_project_pool *pool, uint64_t cpu_millis,
+			     int *retry_after_s,
 			     al_err *err)
 {
 	al_quota limit, used = {0};
@@ -301,6 +323,7 @@ int al_project_begin_sandbox(al_db *db, const al_config *cfg, const char *name,
 		.memory_mb = memory_mb,
 		.disk_mb = disk_mb,
 		.creates_per_minute = 1,
+		.cpu_millis = cpu_millis,
 	};
 	*retry_after_s = 0;
 	if (begin_locked(db, cfg, name, &limit, &pool->group, err) < 0)
@@ -322,9 +345,9 @@ int al_project_begin_sandbox(al_db *db, const al_config *cfg, const char *name,
 	snprintf(lim, sizeof lim, "%" PRIu64,
 		 limit.creates_per_minute > 0 ? limit.creates_per_minute : 1);
 	const char *p[] = {name, lim};
-	/* Live sandboxes, their memory and disk limits, the creates of the
-	 * last minute and when the oldest of the last `lim` of them leaves
-	 * that minute. */
+	/* Live sandboxes, their memory, disk and CPU limits, the creates of
+	 * the last minute and when the oldest of the last `lim` of them
+	 * leaves that minute. */
 	PGresult *res = al_db_exec(
 		db,
 		"SELECT count(*) FILTER (WHERE state IN ('creating', 'running',"
@@ -338,7 +361,9 @@ int al_project_begin_sandbox(al_db *db, const al_config *cfg, const char *name,
 		" (SELECT ceil(extract(epoch FROM created_at + interval '1 min'"
 		"   - now())) FROM sandboxes WHERE project = $1"
 		"   AND created_at > now() - interval '1 min'"
-		"   ORDER BY created_at DESC OFFSET $2::bigint - 1 LIMIT 1)"
+		"   ORDER BY created_at DESC OFFSET $2::bigint - 1 LIMIT 1),"
+		" coalesce(sum(cpu_millis) FILTER (WHERE state IN"
+		"  ('creating', 'running', 'paused')), 0)::bigint"
 		" FROM sandboxes WHERE project = $1 AND (state <> 'deleted'"
 		"  OR created_at > now() - interval '1 min')",
 		2, p, err);
@@ -349,6 +374,7 @@ int al_project_begin_sandbox(al_db *db, const al_config *cfg, const char *name,
 	used.disk_mb = strtoull(PQgetvalue(res, 0, 2), NULL, 10);
 	used.creates_per_minute = strtoull(PQgetvalue(res, 0, 3), NULL, 10);
 	int wait = PQgetisnull(res, 0, 4) ? 0 : atoi(PQgetvalue(res, 0, 4));
+	used.cpu_millis = strtoull(PQgetvalue(res, 0, 5), NULL, 10);
 	PQclear(res);
 	size_t over = 0;
 	if (al_quota_check(&limit, &used, &asked, &over, err) < 0) {

@@ -25,13 +25,15 @@
 #include "db.h"
 #include "err.h"
 
-/* The quotas by API name (the projects table's column names), in
- * al_quota's order; what: the words of a quota_exceeded message. */
-#define AL_QUOTA_NFIELDS 6
+/* The quotas by API name, in al_quota's order; column: the projects
+ * table's; what: the words of a quota_exceeded message. */
+#define AL_QUOTA_NFIELDS 7
 typedef struct al_quota_field {
 	const char *name;
+	const char *column;
 	const char *what;
-	int mib; /* counted in MiB */
+	int mib;   /* counted in MiB */
+	int milli; /* CPUs, counted in thousandths (a number in the API) */
 	size_t offset;
 } al_quota_field;
 extern const al_quota_field al_quota_fields[AL_QUOTA_NFIELDS];
@@ -46,7 +48,8 @@ int al_quota_check(const al_quota *limit, const al_quota *used,
 		   const al_quota *asked, size_t *field, al_err *err);
 
 /* A PUT /v1/projects/{name}/quota body: an object of quota fields, each
- * an integer >= 0 or null (back to the operator's default). */
+ * an integer >= 0 (cpus: a number, at most 3 decimals) or null (back to
+ * the operator's default). */
 typedef struct al_quota_update {
 	int set[AL_QUOTA_NFIELDS];     /* field present */
 	int is_null[AL_QUOTA_NFIELDS]; /* present and null */
@@ -80,7 +83,7 @@ typedef struct al_project_pool {
 } al_project_pool;
 
 /* Begin a transaction holding name's row lock in which one more sandbox
- * with memory_mb and disk_mb fits the project's quotas. On failure no
+ * with memory_mb, disk_mb and cpu_millis fits the project's quotas. On failure no
  * transaction is left open: AL_ENOENT for an unknown project; AL_EQUOTA
  * with *retry_after_s: until the create rate allows one more, else
  * AL_QUOTA_RETRY_S. The caller inserts its row and ends with
@@ -91,8 +94,8 @@ typedef struct al_project_pool {
  * transaction. */
 int al_project_begin_sandbox(al_db *db, const al_config *cfg, const char *name,
 			     uint64_t memory_mb, uint64_t disk_mb,
-			     al_project_pool *pool, int *retry_after_s,
-			     al_err *err);
+			     al_project_pool *pool, uint64_t cpu_millis,
+			     int *retry_after_s, al_err *err);
 /* Call fn for every project with its pool group and effective disk quota
  * (MiB); stops at fn's first -1. */
 int al_project_each_pool(al_db *db, const al_config *cfg,

@@ -28,7 +28,7 @@ static const char *plain_json(json_object *o)
 int al_sandbox_insert(al_db *db, const al_sandbox *sb, int timeout_s,
 		      al_err *err)
 {
-	char mem[24], pids[16], cpu[16], tmo[16], disk[24];
+	char mem[24], pids[16], cpu[16], tmo[16], disk[24], millis[16];
 
 	if (!al_id_valid(sb->id))
 		return al_err_set(err, AL_EINVAL, 0, "invalid sandbox id");
@@ -41,9 +41,13 @@ int al_sandbox_insert(al_db *db, const al_sandbox *sb, int timeout_s,
 	snprintf(cpu, sizeof cpu, "%" PRIu32, sb->limits.cpu_shares);
 	snprintf(tmo, sizeof tmo, "%d", timeout_s);
 	snprintf(disk, sizeof disk, "%" PRIu64, sb->limits.disk_bytes);
+	snprintf(millis, sizeof millis, "%" PRIu32, sb->limits.cpu_millis);
 	if (sb->limits.disk_bytes == 0)
 		return al_err_set(err, AL_EINVAL, 0,
 				  "sandbox %s has no disk limit", sb->id);
+	if (sb->limits.cpu_millis == 0)
+		return al_err_set(err, AL_EINVAL, 0,
+				  "sandbox %s has no CPU limit", sb->id);
 	const char *env = sb->env != NULL ? plain_json(sb->env) : "{}";
 	const char *meta = sb->metadata != NULL ? plain_json(sb->metadata)
 						: "{}";
@@ -72,6 +76,7 @@ int al_sandbox_insert(al_db *db, const al_sandbox *sb, int timeout_s,
 		sb->template_version > 0 ? ver : NULL,
 		sb->network != NULL ? plain_json(sb->network) : NULL,
 		sb->created_by_key > 0 ? key : NULL,
+		millis,
 	};
 	/* The row and its first event in one statement, so one commit. */
 	PGresult *res = al_db_exec(
@@ -79,7 +84,7 @@ int al_sandbox_insert(al_db *db, const al_sandbox *sb, int timeout_s,
 		"WITH s AS (INSERT INTO sandboxes (id, template, driver, state,"
 		" memory_bytes, pids_max, cpu_shares, env, metadata,"
 		" created_at, expires_at, updated_at, accel, template_version,"
-		" disk_bytes, project, network, created_by_key)"
+		" disk_bytes, project, network, created_by_key, cpu_millis)"
 		" VALUES ($1, $2, $3, 'creating', $4, $5, $6, $7::jsonb,"
 		" $8::jsonb, now(), now() + make_interval(secs => $9::int),"
 		" now(), $10,"
@@ -88,11 +93,11 @@ int al_sandbox_insert(al_db *db, const al_sandbox *sb, int timeout_s,
 		" (SELECT version FROM templates WHERE name = $2)), $11, $12,"
 		/* NULL: the column's default (allowlist, empty lists). */
 		" coalesce($14::jsonb, " AL_SANDBOX_NETWORK_DEFAULT "),"
-		" $15::bigint)"
+		" $15::bigint, $16::int)"
 		" RETURNING id)"
 		" INSERT INTO sandbox_events (sandbox_id, from_state, to_state,"
 		" event) SELECT id, NULL, 'creating', 'create' FROM s",
-		15, params, err);
+		16, params, err);
 	if (res == NULL) {
 		al_err_wrap(err, "inserting sandbox %s", sb->id);
 		return -1;
@@ -110,7 +115,7 @@ int al_sandbox_insert(al_db *db, const al_sandbox *sb, int timeout_s,
 	" to_char(expires_at AT TIME ZONE 'UTC',"                              \
 	" 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'),"                               \
 	" coalesce(accel, ''), coalesce(template_version, 0), disk_bytes,"     \
-	" project, network::text"
+	" project, network::text, cpu_millis"
 
 static void copy_field(char *dst, size_t dstlen, const char *src)
 {
@@ -159,6 +164,8 @@ static int row_to_sandbox(PGresult *res, int i, al_sandbox *out, al_err *err)
 		return al_err_set(err, AL_EDB, 0,
 				  "sandbox %s: unreadable network", out->id);
 	}
+	out->limits.cpu_millis = (uint32_t)strtoul(PQgetvalue(res, i, 18), NULL,
+						   10);
 	return 0;
 }
 

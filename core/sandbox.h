@@ -139,7 +139,8 @@ int al_sandbox_recent_creates(al_db *db, uint32_t window_s,
  * knows of its sandbox. Never holds secrets in argv, so it is not argv.
  *
  *   {"id":"...","template":"minimal","template_version":3,"driver":"ns",
- *    "limits":{"memory_bytes":N,"pids":N,"cpu_shares":N,"disk_bytes":N},
+ *    "limits":{"memory_bytes":N,"pids":N,"cpu_shares":N,"cpu_millis":N,
+ *              "disk_bytes":N},
  *    "env":{"K":"V"},"network":{NETSPEC (core/netspec.h)},
  *    "boot":{"env":{},"workdir":"/","user":"root","start":[..],
  *            "ready":[..]}}

@@ -169,6 +169,8 @@ json_object *al_sandbox_to_json(const al_sandbox *sb)
 			       json_object_new_int64(sb->limits.pids_max));
 	json_object_object_add(o, "cpu_shares",
 			       json_object_new_int64(sb->limits.cpu_shares));
+	json_object_object_add(o, "cpus",
+			       al_json_new_millis(sb->limits.cpu_millis));
 	json_object_object_add(
 		o, "disk_mb",
 		json_object_new_int64((int64_t)(sb->limits.disk_bytes >> 20)));
@@ -276,6 +278,9 @@ char *al_shim_spec_pack(const al_sandbox *sb, const al_template_version *tv,
 			l, "cpu_shares",
 			json_object_new_int64(sb->limits.cpu_shares));
 		json_object_object_add(
+			l, "cpu_millis",
+			json_object_new_int64(sb->limits.cpu_millis));
+		json_object_object_add(
 			l, "disk_bytes",
 			json_object_new_int64((int64_t)sb->limits.disk_bytes));
 		if (sb->limits.pool_group > 0) {
@@ -354,13 +359,10 @@ static int spec_name(json_object *o, const char *key, int required, char *out,
 
 static int spec_limits(json_object *o, al_limits *l, al_err *err)
 {
-	static const char *const fields[] = {"memory_bytes",
-					     "pids",
-					     "cpu_shares",
-					     "disk_bytes",
-					     "pool_group",
-					     "pool_group_bytes",
-					     NULL};
+	static const char *const fields[] = {"memory_bytes",	 "pids",
+					     "cpu_shares",	 "cpu_millis",
+					     "disk_bytes",	 "pool_group",
+					     "pool_group_bytes", NULL};
 	json_object *v = NULL;
 	if (!json_object_object_get_ex(o, "limits", &v) || v == NULL)
 		return 0;
@@ -369,19 +371,21 @@ static int spec_limits(json_object *o, al_limits *l, al_err *err)
 				  "'limits' must be an object");
 	if (al_json_check_fields(v, fields, err) < 0)
 		return -1;
-	int64_t mem = 0, pids = 0, shares = 0, disk = 0;
+	int64_t mem = 0, pids = 0, shares = 0, millis = 0, disk = 0;
 	al_err e = {0};
 	if (al_json_get_int(v, "memory_bytes", 1, SPEC_BYTES_MAX, &mem, &e) !=
 		    1 ||
 	    al_json_get_int(v, "pids", 1, SPEC_PIDS_MAX, &pids, &e) != 1 ||
 	    al_json_get_int(v, "cpu_shares", 1, SPEC_SHARES_MAX, &shares, &e) !=
 		    1 ||
+	    al_json_get_int(v, "cpu_millis", AL_CPU_MILLIS_MIN,
+			    AL_CPU_MILLIS_LIMIT, &millis, &e) != 1 ||
 	    al_json_get_int(v, "disk_bytes", 1, SPEC_BYTES_MAX, &disk, &e) !=
 		    1) {
 		if (e.code == AL_OK)
 			al_err_set(&e, AL_EINVAL, 0,
 				   "'limits' needs memory_bytes, pids, "
-				   "cpu_shares and disk_bytes");
+				   "cpu_shares, cpu_millis and disk_bytes");
 		if (err != NULL)
 			*err = e;
 		return -1;
@@ -401,6 +405,7 @@ static int spec_limits(json_object *o, al_limits *l, al_err *err)
 	l->memory_bytes = (uint64_t)mem;
 	l->pids_max = (uint32_t)pids;
 	l->cpu_shares = (uint32_t)shares;
+	l->cpu_millis = (uint32_t)millis;
 	l->disk_bytes = (uint64_t)disk;
 	l->pool_group = group;
 	l->pool_group_bytes = (uint64_t)group_bytes;

@@ -130,6 +130,7 @@ static al_exec_msg exec_msg(const al_exec_req *req, json_object *env)
 		.user = req->user,
 		.timeout_ms = (int64_t)req->timeout_s * 1000,
 		.stdin_open = req->stdin_data != NULL,
+		.kill_on_exit = req->kill_on_exit,
 	};
 }
 

@@ -94,6 +94,15 @@ static int pick_driver(al_req *r, const al_create_req *req, al_sandbox *sb,
 				  "the template's VM snapshot",
 				  AL_VM_MEM_MB);
 	sb->limits.memory_bytes = (uint64_t)AL_VM_MEM_MB << 20;
+	/* So are its vCPUs: a cap above them would promise CPUs the guest
+	 * cannot use. A default above them is the vCPUs. */
+	if (req->cpu_millis > AL_VM_VCPUS * 1000)
+		return al_err_set(err, AL_EINVAL, 0,
+				  "'cpus' of a vm sandbox is at most %d, the "
+				  "vCPU count of the template's VM snapshot",
+				  AL_VM_VCPUS);
+	if (sb->limits.cpu_millis > AL_VM_VCPUS * 1000)
+		sb->limits.cpu_millis = AL_VM_VCPUS * 1000;
 	if (!st.vm_usable)
 		return al_err_set(err, AL_EUNAVAIL, 0,
 				  "vm driver unavailable: %s", st.vm_why);
@@ -176,7 +185,7 @@ void al_api_sandbox_warm(al_db *db, const al_config *cfg)
 	json_object_put(env);
 	int retry_after = 0;
 	al_project_pool pool;
-	if (al_project_begin_sandbox(db, cfg, "default", 0, 0, &pool,
+	if (al_project_begin_sandbox(db, cfg, "default", 0, 0, &pool, 0,
 				     &retry_after, &err) == 0)
 		al_db_rollback(db);
 	al_sandbox got;
@@ -210,6 +219,7 @@ void al_api_sandbox_create(al_req *r)
 	}
 	if (al_config_check_maxima(r->cfg, req.memory_mb, req.pids,
 				   req.cpu_shares, req.disk_mb, &err) < 0 ||
+	    al_config_check_cpus(r->cfg, req.cpu_millis, &err) < 0 ||
 	    owner_of(r, &req, &owner, &err) < 0)
 		goto fail;
 	/* Before anything is written: a full pool takes no new sandbox,
@@ -221,6 +231,8 @@ void al_api_sandbox_create(al_req *r)
 		goto fail;
 	if (load_template(db, r->cfg, req.template_name, &owner, &sb, &err) < 0)
 		goto fail;
+	sb.limits.cpu_millis = req.cpu_millis != 0 ? req.cpu_millis
+						   : r->cfg->default_cpu_millis;
 	/* Not a lack of room: asking again does not help. */
 	if (pick_driver(r, &req, &sb, &err) < 0) {
 		retry_after = -1;
@@ -249,7 +261,8 @@ void al_api_sandbox_create(al_req *r)
 	if (al_project_begin_sandbox(db, r->cfg, sb.project,
 				     sb.limits.memory_bytes >> 20,
 				     sb.limits.disk_bytes >> 20, &pool,
-				     &retry_after, &err) < 0) {
+				     sb.limits.cpu_millis, &retry_after,
+				     &err) < 0) {
 		if (err.code == AL_ENOENT)
 			err.code = AL_EINVAL; /* the request's "project" */
 		goto fail;

@@ -43,6 +43,8 @@ typedef struct agent_req {
 	int status;
 	bool timed_out;
 	int64_t deadline_ms; /* 0 = no timeout */
+	pid_t reaper;	     /* kill_on_exit: the process reaped (reaper.c)
+			      * in place of pid, its parent; 0 = none */
 
 	/* REQ_FREAD, REQ_FWRITE */
 	int fd;
@@ -102,6 +104,13 @@ void exec_finish(agent *a);
 void exec_kill_all(agent *a);
 void exec_free(agent_req *r);
 bool exec_stdin_backlog(const agent *a);
+
+/* reaper.c: in a child of the agent, run start(arg) (which must not
+ * return) as the child of a subreaper that kills all it left once it
+ * ends, then end the same way. The command's pid is written to sync_fd
+ * first. Does not return. */
+void reaper_main(int sync_fd, void (*start)(void *), void *arg)
+	__attribute__((noreturn));
 
 /* file.c */
 void file_read(agent *a, const al_frame *f);

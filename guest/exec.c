@@ -1,10 +1,13 @@
 /* Processes of airlock-agent: EXEC, STDIN, SIGNAL and the EXIT report.
  *
  * Each process leads its own session and process group, so a timeout or
- * SIGNAL reaches everything it started. EXIT is sent once the process is
- * reaped and what it wrote has been drained from its pipes; a background
- * grandchild that keeps a pipe open does not hold the EXIT back (its
- * later output is lost, as documented for the API). */
+ * SIGNAL reaches everything it started and left in that group. What
+ * left it (setsid, a daemon) lives on until the sandbox ends, unless
+ * the exec asked for kill_on_exit: then the process runs below a reaper
+ * (reaper.c) that kills all its descendants when it ends. EXIT is sent
+ * once the process is reaped and what it wrote has been drained from its
+ * pipes; a background grandchild that keeps a pipe open does not hold
+ * the EXIT back (its later output is lost, as documented for the API). */
 #include "agent.h"
 
 #include <errno.h>
@@ -411,6 +414,20 @@ child(char **argv, char **envp, const char *cwd, const run_as *ra, int in_fd,
 	_exit(e == ENOENT ? 127 : 126);
 }
 
+/* child()'s arguments through reaper_main. */
+typedef struct child_args {
+	char **argv, **envp;
+	const char *cwd;
+	const run_as *ra;
+	int in_fd, out_fd, err_fd;
+} child_args;
+
+static void __attribute__((noreturn)) child_start(void *arg)
+{
+	const child_args *c = arg;
+	child(c->argv, c->envp, c->cwd, c->ra, c->in_fd, c->out_fd, c->err_fd);
+}
+
 static int set_nonblock(int fd)
 {
 	int fl = fcntl(fd, F_GETFL);
@@ -469,8 +486,13 @@ void exec_start(agent *a, const al_frame *f)
 		al_err_sys(&err, AL_ESYS, errno, "fork");
 		goto fail;
 	}
-	if (pid == 0)
-		child(argv, envp, cwd, &ra, p_in[0], p_out[1], p_err[1]);
+	if (pid == 0) {
+		child_args ca = {argv,	  envp,	    cwd,     &ra,
+				 p_in[0], p_out[1], p_err[1]};
+		if (m.kill_on_exit)
+			reaper_main(p_sync[1], child_start, &ca);
+		child_start(&ca);
+	}
 
 	close_fd(&p_out[1]);
 	close_fd(&p_err[1]);
@@ -478,12 +500,30 @@ void exec_start(agent *a, const al_frame *f)
 	close_fd(&p_sync[1]);
 	/* Wait until the child has exec'd (or failed and exited): until it
 	 * has its own process group and default signal dispositions, a
-	 * SIGNAL from the host could miss it or be ignored. */
-	char c;
-	while (read(p_sync[0], &c, 1) < 0 && errno == EINTR)
-		;
+	 * SIGNAL from the host could miss it or be ignored. A reaper first
+	 * writes the pid of the command it forked. */
+	int cmd = 0;
+	size_t got = 0;
+	char extra;
+	for (;;) {
+		int full = got >= sizeof cmd;
+		ssize_t n = read(p_sync[0], full ? &extra : (char *)&cmd + got,
+				 full ? 1 : sizeof cmd - got);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		got += (size_t)n;
+	}
 	close_fd(&p_sync[0]);
 	r->pid = pid;
+	if (m.kill_on_exit) {
+		r->reaper = pid;
+		/* No command pid: the reaper could not fork it and ends
+		 * at once; signals go to the reaper meanwhile. */
+		if (got == sizeof cmd && cmd > 0)
+			r->pid = (pid_t)cmd;
+	}
 	r->out_fd = p_out[0];
 	r->err_fd = p_err[0];
 	r->in_fd = p_in[1];
@@ -496,7 +536,7 @@ void exec_start(agent *a, const al_frame *f)
 
 	json_object *res = json_object_new_object();
 	if (res != NULL) {
-		json_object_object_add(res, "pid", json_object_new_int(pid));
+		json_object_object_add(res, "pid", json_object_new_int(r->pid));
 		agent_send_json(a, AL_F_STARTED, f->id, res);
 		json_object_put(res);
 	}
@@ -637,8 +677,8 @@ void exec_reap(agent *a)
 		if (pid <= 0)
 			break;
 		for (agent_req *r = a->reqs; r != NULL; r = r->next) {
-			if (r->kind == REQ_PROC && r->pid == pid &&
-			    !r->reaped) {
+			pid_t own = r->reaper > 0 ? r->reaper : r->pid;
+			if (r->kind == REQ_PROC && own == pid && !r->reaped) {
 				r->reaped = true;
 				r->status = st;
 				r->deadline_ms = 0;

@@ -404,8 +404,11 @@ static int bring_up_standby(shim *s, al_sandbox *spec, al_template_version *tv,
 	 * no-op while the default is the template image's size), off their
 	 * path; once grown, a claim asking less is declined (it cannot
 	 * shrink), one asking more grows it further. */
-	al_limits defaults = {.disk_bytes = (uint64_t)s->cfg.default_disk_mb
-					    << 20};
+	al_limits defaults = {
+		.disk_bytes = (uint64_t)s->cfg.default_disk_mb << 20,
+		/* Its template's START runs before any claim: capped too. */
+		.cpu_millis = s->cfg.default_cpu_millis,
+	};
 	if (start_machine(s, s->slot, s->sb.template_name, &defaults, 1, err) <
 	    0)
 		return -1;

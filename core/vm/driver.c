@@ -134,6 +134,8 @@ static al_cgroup_limits vm_limits(const al_sandbox_spec *spec)
 		.cpu_shares = spec->limits.cpu_shares != 0
 				      ? spec->limits.cpu_shares
 				      : 1024,
+		/* The guest's vCPU and QEMU's own threads, together. */
+		.cpu_millis = spec->limits.cpu_millis,
 	};
 	return lim;
 }

@@ -20,6 +20,9 @@
 
 /* Every guest's RAM: sandboxes take no other size. */
 #define AL_VM_MEM_MB 256
+/* Every guest's vCPUs (-smp): part of the snapshot a sandbox is
+ * restored from, like its RAM, so a sandbox's "cpus" is at most this. */
+#define AL_VM_VCPUS 1
 /* Written by the guest init when probing (guest/init/init.c). */
 #define AL_VM_PROBE_MARKER "AIRLOCK-PROBE-OK"
 #define AL_VM_QEMU "/usr/bin/qemu-system-x86_64"

@@ -40,7 +40,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (c.timeout_s < 1 || c.timeout_s > 86400 ||
 		    c.template_name == NULL || c.template_name[0] == '\0' ||
 		    strlen(c.template_name) > 63 ||
-		    (c.project != NULL && !al_id_valid(c.project)))
+		    (c.project != NULL && !al_id_valid(c.project)) ||
+		    (c.cpu_millis != 0 && (c.cpu_millis < AL_CPU_MILLIS_MIN ||
+					   c.cpu_millis > AL_CPU_MILLIS_LIMIT)))
 			abort();
 		check_str_map(c.env, &al_json_env_limits);
 		check_str_map(c.metadata, &al_json_metadata_limits);

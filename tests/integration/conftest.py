@@ -210,6 +210,20 @@ class Stack:
         return pids
 
 
+def assert_refused_at_start(stack, tmp_path, env, says):
+    """The controller and fcgi, started with env on top of the stack's
+    (in a scratch state directory), stop at once: exit 100 with says in
+    what they print."""
+    env = dict(stack.env, AIRLOCK_STATE=str(tmp_path), **env)
+    for prog, args in (("airlock-controller", []),
+                       ("airlock-fcgi", ["--socket", str(tmp_path / "s")])):
+        p = subprocess.run([os.path.join(stack.build, prog), *args], env=env,
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                           text=True, timeout=30)
+        assert p.returncode == 100, (prog, p.returncode, p.stdout)
+        assert says in p.stdout, (prog, p.stdout)
+
+
 def seed_vm_kernel(state):
     """Copy a prepared guest kernel + initrd into a new state directory
     (what `make vm-kernel` would fetch there); stack.sh up then finds it

@@ -14,7 +14,7 @@ import pytest
 import requests
 
 from conftest import (REPO, TIMEOUT, Sandboxes, Stack, _cleanup_state,
-                      assert_error, children, dir_bytes, exec_json,
+                      assert_error, assert_refused_at_start, children, dir_bytes, exec_json,
                       free_port, qemu_log_copier, qemu_of, qemu_rundir,
                       seed_vm_kernel, shim_of, usable_drivers)
 
@@ -218,16 +218,11 @@ def test_disabled_driver(ns_only):
 
 def test_default_driver_must_be_enabled(stack, tmp_path):
     """A default the operator disabled stops the programs at start."""
-    env = dict(stack.env, AIRLOCK_STATE=str(tmp_path),
-               AIRLOCK_DRIVERS="ns", AIRLOCK_DEFAULT_DRIVER="vm")
-    for prog, args in (("airlock-controller", []),
-                       ("airlock-fcgi", ["--socket", str(tmp_path / "s")])):
-        p = subprocess.run([os.path.join(stack.build, prog), *args], env=env,
-                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                           text=True, timeout=30)
-        assert p.returncode == 100, (prog, p.returncode, p.stdout)
-        assert "AIRLOCK_DEFAULT_DRIVER=vm is not enabled by " \
-               "AIRLOCK_DRIVERS=ns" in p.stdout, (prog, p.stdout)
+    assert_refused_at_start(stack, tmp_path,
+                            {"AIRLOCK_DRIVERS": "ns",
+                             "AIRLOCK_DEFAULT_DRIVER": "vm"},
+                            "AIRLOCK_DEFAULT_DRIVER=vm is not enabled by "
+                            "AIRLOCK_DRIVERS=ns")
 
 
 # ------------------------------------------------------------ the front door

@@ -468,10 +468,11 @@ def test_cli_projects_and_keys(stack, api):
     p = cli(stack, "project", "ls")
     assert p.returncode == 0 and name in p.stdout
     p = cli(stack, "project", "quota", name, "running_sandboxes=3",
-            "memory_mb=default")
+            "memory_mb=default", "cpus=2.5")
     assert p.returncode == 0, p.stderr
     q = json.loads(p.stdout)
     assert q["quota"]["running_sandboxes"] == 3
+    assert q["quota"]["cpus"] == 2.5
     assert "memory_mb" in q["quota_defaults"]
     p = cli(stack, "key", "create", "--project", name, "--name", "ci")
     assert p.returncode == 0, p.stderr
@@ -515,7 +516,7 @@ def delete_all(api, project):
 def test_quota_defaults_and_reset(stack, api):
     project = make_project(api, "tqd")
     p = api.get(f"{api.base}/v1/projects/{project}", timeout=TIMEOUT).json()
-    assert len(p["quota_defaults"]) == 6
+    assert len(p["quota_defaults"]) == 7
     p = quota(api, project, memory_mb=1234)
     assert p["quota"]["memory_mb"] == 1234
     assert "memory_mb" not in p["quota_defaults"]
@@ -596,6 +597,41 @@ def test_disk_quota(stack, api):
         assert create(s, disk_mb=200, timeout=60).status_code == 201
     finally:
         delete_all(api, project)
+
+
+def test_cpu_quota(stack, api):
+    """A project's live sandboxes' cpus together stay within its cpus
+    quota (fractions to the thousandth); 429 with Retry-After past it; a
+    deleted sandbox gives its share back."""
+    project = make_project(api, "tqp")
+    _, s = make_key(stack, api, project)
+    p = quota(api, project, cpus=1.5)
+    assert p["quota"]["cpus"] == 1.5
+    assert "cpus" not in p["quota_defaults"]
+    try:
+        first = create(s, cpus=1, timeout=60)
+        assert first.status_code == 201, first.text
+        assert create(s, cpus=0.25, timeout=60).status_code == 201
+        r = create(s, cpus=0.5, timeout=60)
+        e = assert_error(r, 429, "quota_exceeded")
+        assert e["message"] == "cpus: 1.25 of 1.5 in use, 0.5 asked"
+        assert r.headers.get("Retry-After") == "5"
+        # The default (1 CPU) counts too.
+        e = assert_error(create(s, timeout=60), 429, "quota_exceeded")
+        assert e["message"] == "cpus: 1.25 of 1.5 in use, 1 asked"
+        assert create(s, cpus=0.25, timeout=60).status_code == 201
+        d = s.delete(f"{s.base}/v1/sandboxes/{first.json()['id']}",
+                     timeout=TIMEOUT)
+        assert d.status_code in (200, 204), d.text
+        assert create(s, timeout=60).status_code == 201
+    finally:
+        delete_all(api, project)
+    # null: the operator's default (AIRLOCK_QUOTA_CPUS, 100) again.
+    p = quota(api, project, cpus=None)
+    assert p["quota"]["cpus"] == 100 and "cpus" in p["quota_defaults"]
+    r = api.put(f"{api.base}/v1/projects/{project}/quota",
+                json={"cpus": 0.0001}, timeout=TIMEOUT)
+    assert "'cpus'" in assert_error(r, 400, "invalid_request")["message"]
 
 
 def test_build_quota(stack, api):

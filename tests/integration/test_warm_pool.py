@@ -69,12 +69,23 @@ def test_pool_is_filled_and_refills(stack, sandboxes, driver):
 def test_claimed_sandbox_has_its_own_identity_and_limits(stack, api,
                                                          sandboxes, driver):
     assert wait_pool(stack, driver)
+    # A standby runs its template's START before any claim: capped at
+    # AIRLOCK_DEFAULT_CPUS (1) meanwhile.
+    slot = slot_of(standbys(stack, driver)[0], driver)
+    assert cgroup_value(slot, "cpu", "cpu.cfs_quota_us", "cpu.max") in (
+        "100000", "100000 100000")
     if driver == "ns":
-        sb = sandboxes.create(pids=77, memory_mb=200, env={"WHO": "claimed"})
+        sb = sandboxes.create(pids=77, memory_mb=200, cpus=0.25,
+                              env={"WHO": "claimed"})
     else:
         # vm guest RAM is fixed (the snapshot's); the rest is the same.
-        sb = sandboxes.create(env={"WHO": "claimed"})
+        sb = sandboxes.create(cpus=0.25, env={"WHO": "claimed"})
     sid = sb["id"]
+    # The CPU cap of the request, not the standby's default (1 CPU), on
+    # the jail's or QEMU's cgroup.
+    assert sb["cpus"] == 0.25
+    assert cgroup_value(sid, "cpu", "cpu.cfs_quota_us", "cpu.max") in (
+        "25000", "25000 100000")
     res = exec_json(api, sid, ["sh", "-c", "hostname; echo $WHO"])
     assert res["stdout"] == f"{sid}\nclaimed\n"
     if driver == "ns":

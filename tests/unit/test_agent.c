@@ -544,6 +544,102 @@ static void test_exec_signal(void **state)
 	free(r);
 }
 
+/* A command that leaves two processes behind: one in a session of its
+ * own (setsid) and one orphaned by a shell that exited (a daemon's
+ * double fork). Their pids are printed, one a line. */
+#define LEAVES_TWO                                                             \
+	"setsid sleep 300 </dev/null >/dev/null 2>&1 & echo $!; "              \
+	"sh -c 'sleep 300 </dev/null >/dev/null 2>&1 & echo $!'"
+
+static bool pid_alive(pid_t pid)
+{
+	/* A zombie is dead; only its reaper has not waited for it yet. */
+	char p[64], buf[256];
+	snprintf(p, sizeof p, "/proc/%d/stat", (int)pid);
+	FILE *fp = fopen(p, "r");
+	if (fp == NULL)
+		return false;
+	size_t n = fread(buf, 1, sizeof buf - 1, fp);
+	fclose(fp);
+	buf[n] = '\0';
+	char *rp = strrchr(buf, ')');
+	return rp != NULL && !(rp[1] == ' ' && rp[2] == 'Z');
+}
+
+static void left_pids(const run *r, pid_t pids[2])
+{
+	assert_int_equal(sscanf(r->out, "%d\n%d", &pids[0], &pids[1]), 2);
+	assert_true(pids[0] > 1 && pids[1] > 1);
+}
+
+static void test_exec_kill_on_exit(void **state)
+{
+	ctx *c = *state;
+	skip_hello(c);
+	pid_t left[2];
+
+	/* Without it, what the command left lives on (until the sandbox
+	 * ends): setsid and double fork leave the process group. */
+	run *r = exec_wait(c, 45,
+			   "{\"cmd\":[\"sh\",\"-c\",\"" LEAVES_TWO "\"]}");
+	assert_int_equal(r->exit_code, 0);
+	left_pids(r, left);
+	assert_true(pid_alive(left[0]));
+	assert_true(pid_alive(left[1]));
+	kill(left[0], SIGKILL);
+	kill(left[1], SIGKILL);
+	free(r);
+
+	/* With it, both are gone by the time EXIT comes, and the exit is
+	 * the command's own. */
+	r = exec_wait(c, 46,
+		      "{\"cmd\":[\"sh\",\"-c\",\"" LEAVES_TWO "; exit 3\"],"
+		      "\"kill_on_exit\":true}");
+	assert_int_equal(r->exit_code, 3);
+	left_pids(r, left);
+	assert_false(pid_alive(left[0]));
+	assert_false(pid_alive(left[1]));
+	free(r);
+
+	/* At its timeout too: reported as the timeout's SIGKILL. */
+	int64_t t0 = al_now_ms();
+	r = exec_wait(c, 47,
+		      "{\"cmd\":[\"sh\",\"-c\",\"" LEAVES_TWO "; sleep 30\"],"
+		      "\"kill_on_exit\":true,\"timeout_ms\":500}");
+	assert_string_equal(r->signal, "SIGKILL");
+	assert_true(r->timed_out);
+	assert_true(al_now_ms() - t0 < 5000);
+	left_pids(r, left);
+	assert_false(pid_alive(left[0]));
+	assert_false(pid_alive(left[1]));
+	free(r);
+
+	/* A SIGNAL reaches the command (STARTED names it, not the reaper)
+	 * and its end takes the rest. */
+	r = new_run(48);
+	send_json(c, AL_F_EXEC, 48,
+		  "{\"cmd\":[\"sh\",\"-c\",\"" LEAVES_TWO "; exec sleep 30\"],"
+		  "\"kill_on_exit\":true}");
+	wait_started(c, r);
+	/* Both printed: both running. */
+	while (strchr(r->out, '\n') == NULL ||
+	       strchr(strchr(r->out, '\n') + 1, '\n') == NULL) {
+		al_frame f;
+		recv_frame(c, &f);
+		route(&r, 1, &f);
+		al_frame_free(&f);
+		assert_false(r->exited);
+	}
+	send_json(c, AL_F_SIGNAL, 48, "{\"signal\":%d}", SIGTERM);
+	wait_runs(c, &r, 1);
+	assert_string_equal(r->signal, "SIGTERM");
+	assert_false(r->timed_out);
+	left_pids(r, left);
+	assert_false(pid_alive(left[0]));
+	assert_false(pid_alive(left[1]));
+	free(r);
+}
+
 static void test_exec_missing_binary(void **state)
 {
 	ctx *c = *state;
@@ -1463,6 +1559,7 @@ int main(void)
 		T(test_exec_timeout),
 		T(test_exec_background_does_not_hold_exit),
 		T(test_exec_signal),
+		T(test_exec_kill_on_exit),
 		T(test_exec_missing_binary),
 		T(test_exec_bad_requests),
 		T(test_exec_duplicate_id),

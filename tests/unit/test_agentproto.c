@@ -604,6 +604,7 @@ static void test_exec_pack_unpack(void **state)
 		.user = "app:staff",
 		.timeout_ms = 1500,
 		.stdin_open = 1,
+		.kill_on_exit = 1,
 	};
 	char *s = al_exec_pack(&in, &err);
 	assert_non_null(s);
@@ -622,6 +623,7 @@ static void test_exec_pack_unpack(void **state)
 	assert_string_equal(m.user, "app:staff");
 	assert_int_equal(m.timeout_ms, 1500);
 	assert_int_equal(m.stdin_open, 1);
+	assert_int_equal(m.kill_on_exit, 1);
 	al_exec_msg_free(&m);
 	assert_null(m.root);
 
@@ -636,6 +638,7 @@ static void test_exec_pack_unpack(void **state)
 	assert_null(m.user);
 	assert_int_equal(m.timeout_ms, 0);
 	assert_int_equal(m.stdin_open, 0);
+	assert_int_equal(m.kill_on_exit, 0);
 	al_exec_msg_free(&m);
 	json_object_put(cmd);
 	json_object_put(env);
@@ -658,6 +661,8 @@ static void test_exec_pack_unpack(void **state)
 		"{\"cmd\":[\"true\"],\"cwd\":1}",
 		"{\"cmd\":[\"true\"],\"user\":[\"root\"]}",
 		"{\"cmd\":[\"true\"],\"stdin\":1}",
+		"{\"cmd\":[\"true\"],\"kill_on_exit\":1}",
+		"{\"cmd\":[\"true\"],\"kill_on_exit\":\"yes\"}",
 		"{\"cmd\":[\"true\"],\"timeout_ms\":-1}",
 		"{\"cmd\":[\"true\"],\"timeout_ms\":1.5}",
 		"{\"cmd\":[\"true\"],\"timeout_ms\":8640000001}",

@@ -143,6 +143,73 @@ static void test_warm_pool_bounds(void **state)
 	assert_int_equal(cfg.warm_pool_vm_max, 3);
 }
 
+static void test_cpus(void **state)
+{
+	(void)state;
+	al_config cfg;
+	al_err err;
+	uint32_t host = al_config_host_cpus();
+	assert_true(host >= 1);
+	const char *none[] = {NULL};
+	assert_int_equal(load(none, &cfg, &err), 0);
+	assert_int_equal(cfg.default_cpu_millis, 1000);
+	assert_int_equal(cfg.max_cpu_millis, host * 1000);
+	assert_int_equal(cfg.quota.cpu_millis, 100000);
+
+	const char *frac[] = {"AIRLOCK_DEFAULT_CPUS",
+			      "0.25",
+			      "AIRLOCK_MAX_CPUS",
+			      "0.5",
+			      "AIRLOCK_QUOTA_CPUS",
+			      "1.5",
+			      NULL};
+	assert_int_equal(load(frac, &cfg, &err), 0);
+	assert_int_equal(cfg.default_cpu_millis, 250);
+	assert_int_equal(cfg.max_cpu_millis, 500);
+	assert_int_equal(cfg.quota.cpu_millis, 1500);
+	assert_int_equal(al_config_check_cpus(&cfg, 500, &err), 0);
+	assert_int_equal(al_config_check_cpus(&cfg, 0, &err), 0);
+	assert_int_equal(al_config_check_cpus(&cfg, 501, &err), -1);
+	assert_string_equal(err.msg, "'cpus' is at most 0.5 on this host "
+				     "(AIRLOCK_MAX_CPUS)");
+
+	/* Settings that cannot work stop the program at start, naming
+	 * what to change. */
+	char over[32];
+	snprintf(over, sizeof over, "%u", host + 1);
+	const char *big[] = {"AIRLOCK_MAX_CPUS", over, NULL};
+	assert_int_equal(load(big, &cfg, &err), -1);
+	assert_non_null(strstr(err.msg, "AIRLOCK_MAX_CPUS"));
+	assert_non_null(strstr(err.msg, "CPUs of this host"));
+	const char *above[] = {"AIRLOCK_DEFAULT_CPUS", "1", "AIRLOCK_MAX_CPUS",
+			       "0.5", NULL};
+	assert_int_equal(load(above, &cfg, &err), -1);
+	assert_string_equal(err.msg, "AIRLOCK_DEFAULT_CPUS (1) is more than "
+				     "AIRLOCK_MAX_CPUS (0.5)");
+	static const char *const bad[] = {"0",	"0.009", "1.0001", "x",	  ".5",
+					  "1.", "-1",	 "1e3",	   "1,5", " 1"};
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		const char *env[] = {"AIRLOCK_DEFAULT_CPUS", bad[i], NULL};
+		if (load(env, &cfg, &err) != -1)
+			fail_msg("AIRLOCK_DEFAULT_CPUS=%s accepted", bad[i]);
+		assert_int_equal(err.code, AL_EINVAL);
+		assert_non_null(strstr(err.msg, "AIRLOCK_DEFAULT_CPUS"));
+	}
+	const char *q0[] = {"AIRLOCK_QUOTA_CPUS", "0", NULL};
+	assert_int_equal(load(q0, &cfg, &err), 0);
+	assert_int_equal(cfg.quota.cpu_millis, 0);
+
+	char s[AL_MILLIS_STRLEN];
+	al_millis_format(1500, s);
+	assert_string_equal(s, "1.5");
+	al_millis_format(10, s);
+	assert_string_equal(s, "0.01");
+	al_millis_format(7000, s);
+	assert_string_equal(s, "7");
+	al_millis_format(1001, s);
+	assert_string_equal(s, "1.001");
+}
+
 static void expect_bad(const char *var, const char *value)
 {
 	al_config cfg;
@@ -410,6 +477,7 @@ int main(void)
 		cmocka_unit_test(test_id_valid),
 		cmocka_unit_test(test_limits_and_quotas),
 		cmocka_unit_test(test_pool_settings),
+		cmocka_unit_test(test_cpus),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

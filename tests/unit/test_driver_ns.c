@@ -193,7 +193,8 @@ static void start_jail(al_driver_handle *h, const char *id, uint64_t mem,
 		.agent = "/agent.sh",
 		.limits = {.memory_bytes = mem,
 			   .pids_max = pids,
-			   .cpu_shares = 512},
+			   .cpu_shares = 512,
+			   .cpu_millis = 500},
 	};
 	int rc = al_driver_ns.start(&spec, h, &err);
 	if (rc < 0)
@@ -398,6 +399,46 @@ static int read_int_file(const char *path, long long *v)
 	return ok ? 0 : -1;
 }
 
+/* The leaf's CFS quota (µs per 100 ms period) is quota_us. */
+static void expect_cpu_quota(const char *name, int ver, long long quota_us)
+{
+	al_err err = {0};
+	char path[512], buf[64];
+	assert_int_equal(al_cgroup_file(name,
+					ver == 2 ? "cpu.max"
+						 : "cpu.cfs_quota_us",
+					path, sizeof path, &err),
+			 0);
+	FILE *f = fopen(path, "r");
+	assert_non_null(f);
+	assert_non_null(fgets(buf, sizeof buf, f));
+	fclose(f);
+	char want[64];
+	if (ver == 2)
+		snprintf(want, sizeof want, "%lld 100000\n", quota_us);
+	else
+		snprintf(want, sizeof want, "%lld\n", quota_us);
+	assert_string_equal(buf, want);
+	if (ver == 1) {
+		long long period = 0;
+		assert_int_equal(al_cgroup_file(name, "cpu.cfs_period_us", path,
+						sizeof path, &err),
+				 0);
+		assert_int_equal(read_int_file(path, &period), 0);
+		assert_int_equal(period, AL_CGROUP_CPU_PERIOD_US);
+	}
+}
+
+static void test_cpu_quota_values(void **state)
+{
+	(void)state;
+	assert_int_equal(al_cgroup_cpu_quota_us(0), -1);
+	assert_int_equal(al_cgroup_cpu_quota_us(10), 1000);
+	assert_int_equal(al_cgroup_cpu_quota_us(500), 50000);
+	assert_int_equal(al_cgroup_cpu_quota_us(1000), 100000);
+	assert_int_equal(al_cgroup_cpu_quota_us(2500), 250000);
+}
+
 static void test_limits(void **state)
 {
 	(void)state;
@@ -424,6 +465,19 @@ static void test_limits(void **state)
 			 0);
 	assert_int_equal(read_int_file(path, &v), 0);
 	assert_int_equal(v, 32);
+	/* The CPU cap: 0.5 CPU is 50 ms of each 100 ms period. */
+	expect_cpu_quota("t-lim-a", ver, 50000);
+	/* A claim (adopt) rewrites it to the claiming sandbox's cap. */
+	al_sandbox_spec claim = {.id = "t-lim-a",
+				 .rootfs = rootfs,
+				 .hostname = "t-lim-a",
+				 .agent = "/agent.sh",
+				 .limits = {.memory_bytes = 64ull << 20,
+					    .pids_max = 32,
+					    .cpu_shares = 512,
+					    .cpu_millis = 1250}};
+	assert_int_equal(al_driver_ns.adopt(&a, &claim, &err), 0);
+	expect_cpu_quota("t-lim-a", ver, 125000);
 	/* The init moved itself into every controller's leaf (the host
 	 * sees the full path, whatever its cgroup namespace shows it). */
 	snprintf(path, sizeof path, "/proc/%d/cgroup", (int)a.init_pid);
@@ -763,6 +817,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_find),
+		cmocka_unit_test(test_cpu_quota_values),
 		cmocka_unit_test_teardown(test_namespaces, test_teardown),
 		cmocka_unit_test_teardown(test_privileges, test_teardown),
 		cmocka_unit_test_teardown(test_limits, test_teardown),

@@ -74,6 +74,58 @@ static void test_create_ok(void **state)
 	al_json_create_req_free(&req);
 }
 
+/* "cpus": a number of CPUs to the thousandth, 0.01 at the least. */
+static void test_create_cpus(void **state)
+{
+	(void)state;
+	al_create_req req;
+	al_err err;
+	static const struct {
+		const char *body;
+		uint32_t millis;
+	} ok[] = {
+		{"{\"cpus\":0.5}", 500},
+		{"{\"cpus\":2}", 2000},
+		{"{\"cpus\":1.25}", 1250},
+		{"{\"cpus\":0.01}", 10},
+		{"{\"cpus\":0.1}", 100},
+		{"{\"cpus\":0.3}", 300},
+		{"{\"cpus\":1.0}", 1000},
+		{"{\"cpus\":5e-1}", 500},
+		{"{\"cpus\":1024}", 1024000},
+		{"{\"cpus\":null}", 0},
+		{"{}", 0},
+	};
+	for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
+		if (create(ok[i].body, &req, &err) != 0)
+			fail_msg("refused %s: %s", ok[i].body, err.msg);
+		assert_int_equal(req.cpu_millis, ok[i].millis);
+		al_json_create_req_free(&req);
+	}
+	expect_create_bad("{\"cpus\":0}", AL_EINVAL,
+			  "'cpus' must be between 0.01 and 1024");
+	expect_create_bad("{\"cpus\":0.009}", AL_EINVAL, "'cpus'");
+	expect_create_bad("{\"cpus\":-1}", AL_EINVAL, "'cpus'");
+	expect_create_bad("{\"cpus\":1025}", AL_EINVAL, "'cpus'");
+	expect_create_bad("{\"cpus\":0.0015}", AL_EINVAL, "3 decimals");
+	expect_create_bad("{\"cpus\":\"1\"}", AL_EINVAL, "'cpus'");
+	expect_create_bad("{\"cpus\":true}", AL_EINVAL, "'cpus'");
+	expect_create_bad("{\"cpus\":1e300}", AL_EINVAL, "'cpus'");
+	expect_create_bad("{\"cpus\":99999999999999999999999}", AL_EINVAL,
+			  "'cpus'");
+	/* What the API answers is what was asked, never 0.50000001. */
+	json_object *o = al_json_new_millis(500);
+	assert_string_equal(json_object_to_json_string(o), "0.5");
+	json_object_put(o);
+	o = al_json_new_millis(1250);
+	assert_string_equal(json_object_to_json_string(o), "1.25");
+	json_object_put(o);
+	o = al_json_new_millis(3000);
+	assert_string_equal(json_object_to_json_string(o), "3");
+	assert_true(json_object_is_type(o, json_type_int));
+	json_object_put(o);
+}
+
 static void test_create_defaults(void **state)
 {
 	(void)state;
@@ -230,6 +282,13 @@ static void test_exec(void **state)
 	assert_null(req.user);
 	assert_null(req.stdin_data);
 	assert_int_equal(req.timeout_s, AL_EXEC_TIMEOUT_DEFAULT);
+	/* Background processes live until the sandbox ends by default. */
+	assert_int_equal(req.kill_on_exit, 0);
+	al_json_exec_req_free(&req);
+	assert_int_equal(exec_parse("{\"cmd\":[\"ls\"],\"kill_on_exit\":true}",
+				    &req, &err),
+			 0);
+	assert_int_equal(req.kill_on_exit, 1);
 	al_json_exec_req_free(&req);
 
 	assert_int_equal(
@@ -268,6 +327,8 @@ static void test_exec(void **state)
 		{"{\"cmd\":[\"ls\"],\"user\":\"a:b:c\"}", AL_EINVAL},
 		{"{\"cmd\":[\"ls\"],\"user\":\"a b\"}", AL_EINVAL},
 		{"{\"cmd\":[\"ls\"],\"user\":7}", AL_EINVAL},
+		{"{\"cmd\":[\"ls\"],\"kill_on_exit\":1}", AL_EINVAL},
+		{"{\"cmd\":[\"ls\"],\"kill_on_exit\":\"true\"}", AL_EINVAL},
 	};
 	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
 		if (exec_parse(bad[i].body, &req, &err) != -1)
@@ -352,6 +413,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_create_ok),
+		cmocka_unit_test(test_create_cpus),
 		cmocka_unit_test(test_create_defaults),
 		cmocka_unit_test(test_create_rejects),
 		cmocka_unit_test(test_secrets_not_echoed),

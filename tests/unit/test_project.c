@@ -76,11 +76,35 @@ static void test_quota_fields(void **state)
 		      .disk_mb = 3,
 		      .concurrent_builds = 4,
 		      .concurrent_streams = 5,
-		      .creates_per_minute = 6};
+		      .creates_per_minute = 6,
+		      .cpu_millis = 7};
 	for (size_t i = 0; i < AL_QUOTA_NFIELDS; i++)
 		assert_int_equal(al_quota_value(&q, i), i + 1);
 	assert_string_equal(al_quota_fields[0].name, "running_sandboxes");
 	assert_string_equal(al_quota_fields[5].name, "creates_per_minute");
+	assert_string_equal(al_quota_fields[6].name, "cpus");
+	assert_true(al_quota_fields[6].milli);
+}
+
+static void test_quota_cpus(void **state)
+{
+	(void)state;
+	al_err err;
+	size_t field = 0;
+	al_quota limit = {.running_sandboxes = 10,
+			  .creates_per_minute = 10,
+			  .cpu_millis = 2000};
+	al_quota used = {.running_sandboxes = 2, .cpu_millis = 1500};
+	al_quota half = {.running_sandboxes = 1,
+			 .creates_per_minute = 1,
+			 .cpu_millis = 500};
+	al_quota one = half;
+	one.cpu_millis = 1000;
+	assert_int_equal(al_quota_check(&limit, &used, &half, NULL, &err), 0);
+	assert_int_equal(al_quota_check(&limit, &used, &one, &field, &err), -1);
+	assert_int_equal(err.code, AL_EQUOTA);
+	assert_int_equal(field, 6);
+	assert_string_equal(err.msg, "cpus: 1.5 of 2 in use, 1 asked");
 }
 
 static int parse(const char *s, al_quota_update *u, al_err *err)
@@ -102,7 +126,18 @@ static void test_quota_update_parse(void **state)
 	assert_true(u.set[0] && u.is_null[0]);
 	assert_true(u.set[5] && !u.is_null[5]);
 	assert_int_equal(u.value.creates_per_minute, 0);
-	assert_false(u.set[2] || u.set[3] || u.set[4]);
+	assert_false(u.set[2] || u.set[3] || u.set[4] || u.set[6]);
+
+	/* cpus: a number of CPUs, to the thousandth. */
+	assert_int_equal(parse("{\"cpus\":2.5}", &u, &err), 0);
+	assert_true(u.set[6] && !u.is_null[6]);
+	assert_int_equal(u.value.cpu_millis, 2500);
+	assert_int_equal(parse("{\"cpus\":4}", &u, &err), 0);
+	assert_int_equal(u.value.cpu_millis, 4000);
+	assert_int_equal(parse("{\"cpus\":0.001}", &u, &err), 0);
+	assert_int_equal(u.value.cpu_millis, 1);
+	assert_int_equal(parse("{\"cpus\":null}", &u, &err), 0);
+	assert_true(u.set[6] && u.is_null[6]);
 
 	static const char *const bad[] = {
 		"{}",
@@ -111,6 +146,10 @@ static void test_quota_update_parse(void **state)
 		"{\"memory_mb\":1.5}",
 		"{\"memory_mb\":99999999999999999999}",
 		"{\"cpu\":1}",
+		"{\"cpus\":0.0005}",
+		"{\"cpus\":-1}",
+		"{\"cpus\":\"2\"}",
+		"{\"cpus\":1e300}",
 		"[1]",
 		"{\"memory_mb\":1",
 	};
@@ -166,6 +205,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_quota_check),
 		cmocka_unit_test(test_quota_fields),
+		cmocka_unit_test(test_quota_cpus),
 		cmocka_unit_test(test_quota_update_parse),
 		cmocka_unit_test(test_roles),
 		cmocka_unit_test(test_template_may),

@@ -112,6 +112,7 @@ static void test_to_json_never_env(void **state)
 	strcpy(sb.created_at, "2026-01-01T00:00:00.000Z");
 	strcpy(sb.expires_at, "2026-01-01T00:05:00.000Z");
 	sb.limits.memory_bytes = 256ull << 20;
+	sb.limits.cpu_millis = 500;
 	sb.env = json_tokener_parse("{\"SECRET\":\"hunter2\"}");
 	sb.metadata = json_tokener_parse("{\"owner\":\"me\"}");
 	json_object *o = al_sandbox_to_json(&sb);
@@ -125,6 +126,10 @@ static void test_to_json_never_env(void **state)
 	assert_non_null(strstr(json_object_to_json_string(v), "owner"));
 	assert_true(json_object_object_get_ex(o, "memory_mb", &v));
 	assert_int_equal(json_object_get_int(v), 256);
+	/* cpus as the client wrote it: a number, 0.5 exactly. */
+	assert_true(json_object_object_get_ex(o, "cpus", &v));
+	assert_true(json_object_is_type(v, json_type_double));
+	assert_string_equal(al_json_compact(v), "0.5");
 	assert_false(json_object_object_get_ex(o, "error", &v));
 	json_object_put(o);
 	al_sandbox_free_fields(&sb);
@@ -134,7 +139,8 @@ static void test_to_json_never_env(void **state)
 static const char cold_spec[] =
 	"{\"id\":\"abc123\",\"template\":\"minimal\",\"template_version\":3,"
 	"\"driver\":\"ns\",\"limits\":{\"memory_bytes\":268435456,"
-	"\"pids\":256,\"cpu_shares\":1024,\"disk_bytes\":4294967296,"
+	"\"pids\":256,\"cpu_shares\":1024,\"cpu_millis\":500,"
+	"\"disk_bytes\":4294967296,"
 	"\"pool_group\":7,\"pool_group_bytes\":8589934592},"
 	"\"env\":{\"SECRET\":\"s3\"},\"boot\":{\"env\":{\"PATH\":\"/bin\"},"
 	"\"workdir\":\"/work\",\"user\":\"app\",\"start\":[\"sleep\",\"9\"],"
@@ -159,6 +165,7 @@ static void test_spec_round_trip(void **state)
 	assert_int_equal(sb.limits.memory_bytes, 268435456);
 	assert_int_equal(sb.limits.pids_max, 256);
 	assert_int_equal(sb.limits.cpu_shares, 1024);
+	assert_int_equal(sb.limits.cpu_millis, 500);
 	assert_int_equal(sb.limits.disk_bytes, 4294967296ull);
 	assert_int_equal(sb.limits.pool_group, 7);
 	assert_int_equal(sb.limits.pool_group_bytes, 8589934592ull);
@@ -218,9 +225,19 @@ static void test_spec_rejects(void **state)
 		"{\"template\":\"minimal\",\"driver\":\"ns\",\"state\":1}",
 		"{\"template\":\"minimal\",\"driver\":\"ns\","
 		"\"template_version\":-1}",
-		/* limits: all four, each at least 1 and in range */
+		/* limits: all five, each at least 1 and in range */
 		"{\"template\":\"minimal\",\"driver\":\"ns\",\"limits\":"
 		"{\"memory_bytes\":1,\"pids\":1,\"cpu_shares\":1}}",
+		/* no CPU cap: refused, never run uncapped */
+		"{\"template\":\"minimal\",\"driver\":\"ns\",\"limits\":"
+		"{\"memory_bytes\":1,\"pids\":1,\"cpu_shares\":1,"
+		"\"disk_bytes\":1}}",
+		"{\"template\":\"minimal\",\"driver\":\"ns\",\"limits\":"
+		"{\"memory_bytes\":1,\"pids\":1,\"cpu_shares\":1,"
+		"\"cpu_millis\":9,\"disk_bytes\":1}}",
+		"{\"template\":\"minimal\",\"driver\":\"ns\",\"limits\":"
+		"{\"memory_bytes\":1,\"pids\":1,\"cpu_shares\":1,"
+		"\"cpu_millis\":0.5,\"disk_bytes\":1}}",
 		"{\"template\":\"minimal\",\"driver\":\"ns\",\"limits\":"
 		"{\"memory_bytes\":0,\"pids\":1,\"cpu_shares\":1,"
 		"\"disk_bytes\":1}}",
