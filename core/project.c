@@ -314,8 +314,7 @@ static int begin_locked(al_db *db, const al_config *cfg, const char *name,
 int al_project_begin_sandbox(al_db *db, const al_config *cfg, const char *name,
 			     uint64_t memory_mb, uint64_t disk_mb,
 			     al_project_pool *pool, uint64_t cpu_millis,
-			     int *retry_after_s,
-			     al_err *err)
+			     int *retry_after_s, al_err *err)
 {
 	al_quota limit, used = {0};
 	al_quota asked = {
