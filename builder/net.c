@@ -239,7 +239,7 @@ static int gateway_start(bld *b, al_err *err)
 {
 	bld_net *n = &b->net;
 	static al_gateway_env env;
-	al_gateway_env_fill(&env, b->cfg.state_dir, b->cfg.policies_dir);
+	al_gateway_env_fill(&env, &b->cfg);
 	char cg[sizeof n->cgroup];
 	snprintf(cg, sizeof cg, "%.40s-gw", b->id);
 	if (al_cgroup_create(cg, &bld_gateway_limits, err) < 0) {
