@@ -174,13 +174,19 @@ static void test_unpack_strict(void **state)
 	assert_null(al_fakeip_unpack(nul, sizeof nul - 1, 16, &err));
 }
 
+/* A new directory from template dir; path gets <dir>/map in it. */
+static void map_path(char *dir, char path[128])
+{
+	assert_non_null(mkdtemp(dir));
+	snprintf(path, 128, "%s/map", dir);
+}
+
 static void test_save_load(void **state)
 {
 	(void)state;
 	char dir[] = "/tmp/gw-dns-fakeip-XXXXXX";
-	assert_non_null(mkdtemp(dir));
 	char path[128];
-	snprintf(path, sizeof path, "%s/map", dir);
+	map_path(dir, path);
 	al_err err;
 	assert_null(al_fakeip_load(path, 16, &err));
 	assert_int_equal(err.code, AL_ENOENT);
@@ -222,9 +228,8 @@ static void test_journal(void **state)
 {
 	(void)state;
 	char dir[] = "/tmp/gw-dns-journal-XXXXXX";
-	assert_non_null(mkdtemp(dir));
 	char path[128];
-	snprintf(path, sizeof path, "%s/map", dir);
+	map_path(dir, path);
 	al_err err;
 	al_fakeip *m = al_fakeip_open(path, 16, &err);
 	if (m == NULL)
@@ -305,9 +310,8 @@ static void test_journal_bytes(void **state)
 {
 	(void)state;
 	char dir[] = "/tmp/gw-dns-journal-XXXXXX";
-	assert_non_null(mkdtemp(dir));
 	char path[128];
-	snprintf(path, sizeof path, "%s/map", dir);
+	map_path(dir, path);
 	al_err err;
 	al_fakeip *m = al_fakeip_open(path, AL_FAKEIP_CAP_DEFAULT, &err);
 	assert_non_null(m);
