@@ -241,7 +241,7 @@ static int gateway_start(bld *b, al_err *err)
 {
 	bld_net *n = &b->net;
 	static al_gateway_env env;
-	al_gateway_env_fill(&env, b->cfg.state_dir, b->cfg.policies_dir);
+	al_gateway_env_fill(&env, &b->cfg);
 	char cg[sizeof n->cgroup];
 	snprintf(cg, sizeof cg, "%.40s-gw", b->id);
 	if (al_cgroup_create(cg, &bld_gateway_limits, err) < 0) {
@@ -363,18 +363,28 @@ void bld_net_explain(bld *b, uint64_t before)
 	if (al_egress_log_list(b->db, b->id, 100, NULL, &arr, next, &tmp_err) <
 	    0)
 		return;
-	uint64_t want = now - before, shown = 0;
+	uint64_t want = now - before, shown = 0, unlogged = 0;
 	size_t len = json_object_array_length(arr);
 	for (size_t i = 0; i < len && shown < want && shown < NET_EXPLAIN_MAX;
 	     i++) {
-		json_object *e = json_object_array_get_idx(arr, i), *allow;
-		if (json_object_object_get_ex(e, "allow", &allow) &&
-		    !json_object_get_boolean(allow)) {
+		json_object *e = json_object_array_get_idx(arr, i), *allow, *d;
+		/* A count of decisions not logged (core/egress.h) is no
+		 * denial of its own. */
+		if (json_object_object_get_ex(e, "dropped", &d))
+			unlogged += (uint64_t)json_object_get_int64(d);
+		else if (json_object_object_get_ex(e, "allow", &allow) &&
+			 !json_object_get_boolean(allow)) {
 			explain_one(b, e);
 			shown++;
 		}
 	}
 	json_object_put(arr);
+	if (unlogged > 0)
+		blog_info(b,
+			  "%llu more egress decisions were not logged (over "
+			  "the log rate or no room): some denials may be "
+			  "among them",
+			  (unsigned long long)unlogged);
 	blog_info(b,
 		  "a template build reaches only what policies/egress.lua "
 		  "allows builds (build_registries) and the host's package "

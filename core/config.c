@@ -266,6 +266,10 @@ static const struct limit_var {
 	 262144},
 	{"AIRLOCK_MAX_TIMEOUT", offsetof(al_config, max_timeout_s), 1, 1,
 	 365 * 86400},
+	{"AIRLOCK_EGRESS_LOG_RATE", offsetof(al_config, egress_log_rate), 1, 1,
+	 10000},
+	{"AIRLOCK_EGRESS_LOG_BURST", offsetof(al_config, egress_log_burst), 1,
+	 1, 100000},
 	{"AIRLOCK_QUOTA_SANDBOXES",
 	 offsetof(al_config, quota.running_sandboxes), 0, 0, 1000000},
 	{"AIRLOCK_QUOTA_MEMORY_MB", offsetof(al_config, quota.memory_mb), 0, 0,
@@ -305,6 +309,13 @@ static int load_limits(al_config *cfg, const char *(*lookup)(const char *),
 	}
 	if (cfg->default_timeout_s > cfg->max_timeout_s)
 		cfg->default_timeout_s = cfg->max_timeout_s;
+	/* A burst below the rate cuts the rate itself whenever decisions come
+	 * in clumps (as they do: a batch of lookups, a page's requests). */
+	if (cfg->egress_log_burst < cfg->egress_log_rate)
+		return al_err_set(err, AL_EINVAL, 0,
+				  "AIRLOCK_EGRESS_LOG_BURST (%u) must be at "
+				  "least AIRLOCK_EGRESS_LOG_RATE (%u)",
+				  cfg->egress_log_burst, cfg->egress_log_rate);
 	return 0;
 }
 
@@ -456,6 +467,8 @@ int al_config_load_from(al_config *cfg, const char *(*lookup)(const char *),
 	cfg->default_disk_mb = 4096;
 	cfg->max_disk_mb = 65536;
 	cfg->egress_retention_days = 30;
+	cfg->egress_log_rate = AL_EGRESS_LOG_RATE_DEFAULT;
+	cfg->egress_log_burst = AL_EGRESS_LOG_BURST_DEFAULT;
 	cfg->audit_retention_days = 90;
 	cfg->pool_full_pct = 95;
 	cfg->pool_reserve_mb = 0; /* a tenth of the pool (core/poolcap.h) */

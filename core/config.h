@@ -34,6 +34,12 @@
  *                       what one template build step may add (65536)
  *   AIRLOCK_EGRESS_RETENTION_DAYS  egress log rows older than this are
  *                       deleted by the controller (default 30, 1..3650)
+ *   AIRLOCK_EGRESS_LOG_RATE, AIRLOCK_EGRESS_LOG_BURST  egress decisions
+ *                       one sandbox's gateway logs per second (default
+ *                       50, 1..10000) and at once after a quiet time
+ *                       (default 500, 1..100000, at least the rate); the
+ *                       rest are enforced but not logged, only counted
+ *                       (core/egress.h)
  *   AIRLOCK_AUDIT_RETENTION_DAYS  credential audit rows older than this
  *                       are deleted by the controller (default 90,
  *                       1..3650)
@@ -81,6 +87,9 @@
  * upper one is beyond any host. */
 #define AL_CPU_MILLIS_MIN 10
 #define AL_CPU_MILLIS_LIMIT (1024u * 1000u)
+/* Egress decisions logged per sandbox (AIRLOCK_EGRESS_LOG_*). */
+#define AL_EGRESS_LOG_RATE_DEFAULT 50
+#define AL_EGRESS_LOG_BURST_DEFAULT 500
 
 /* A project's quotas (core/project.h); in al_config, the defaults. */
 typedef struct al_quota {
@@ -113,6 +122,8 @@ typedef struct al_config {
 	uint64_t pool_reserve_mb;  /* kept from sandboxes; 0 = a tenth */
 	uint32_t pool_project_pct; /* one project's most of their share */
 	uint32_t egress_retention_days; /* egress_log rows kept */
+	uint32_t egress_log_rate;	/* decisions logged a second */
+	uint32_t egress_log_burst;	/* and at once */
 	uint32_t audit_retention_days;	/* audit_log rows kept */
 	uint32_t default_timeout_s;	/* sandbox lifetime */
 	uint32_t max_timeout_s;

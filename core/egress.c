@@ -16,6 +16,7 @@
 #include "config.h"
 #include "json.h"
 #include "log.h"
+#include "ratebucket.h"
 
 static const char *const proto_names[AL_EGRESS_PROTO_MAX + 1] = {
 	[AL_EGRESS_DNS] = "dns",	 [AL_EGRESS_HTTP] = "http",
@@ -217,15 +218,22 @@ struct al_egress_writer {
 	unsigned n_pending, head;
 	al_egress_rec *buf;
 	unsigned n_buf;
-	int64_t first_at; /* monotonic ms of the oldest buffered record */
+	/* monotonic ms of the oldest buffered record, or of the first
+	 * count since the last file when nothing is buffered */
+	int64_t first_at;
 	uint64_t dropped; /* since open */
 	uint64_t dropped_unlogged;
+	al_ratebucket bucket; /* lim.rate, lim.burst */
+	uint64_t suppressed;  /* since open */
+	uint64_t suppressed_unlogged;
 };
 
 static const al_egress_writer_limits default_limits = {
 	.batch = AL_EGRESS_BATCH_MAX,
 	.flush_ms = AL_EGRESS_FLUSH_MS,
 	.files = AL_EGRESS_FILES_MAX,
+	.rate = AL_EGRESS_LOG_RATE_DEFAULT,
+	.burst = AL_EGRESS_LOG_BURST_DEFAULT,
 };
 
 static int egress_dir(const char *run_dir, const char *sandbox, char *out,
@@ -329,7 +337,7 @@ al_egress_writer *al_egress_writer_open(const char *run_dir,
 		return NULL;
 	const al_egress_writer_limits *l = limits ? limits : &default_limits;
 	if (l->batch == 0 || l->batch > AL_EGRESS_BATCH_MAX || l->files == 0 ||
-	    l->flush_ms == 0) {
+	    l->flush_ms == 0 || (l->rate > 0 && l->burst == 0)) {
 		al_err_set(err, AL_EINVAL, 0, "egress writer limits");
 		return NULL;
 	}
@@ -384,10 +392,33 @@ static unsigned pending_files(al_egress_writer *w)
 	return kept;
 }
 
-/* The buffered records (and a dropped count) as one file. */
+/* Nothing buffered and nothing counted: no file is due. */
+static bool writer_idle(const al_egress_writer *w)
+{
+	return w->n_buf == 0 && w->dropped_unlogged == 0 &&
+	       w->suppressed_unlogged == 0;
+}
+
+/* A count record (n > 0) of reason onto text[*len..cap). */
+static void pack_count(const al_egress_writer *w, int64_t now_unix_ms,
+		       const char *reason, uint64_t n, char *text, size_t *len,
+		       size_t cap)
+{
+	if (n == 0)
+		return;
+	al_egress_rec d;
+	al_egress_rec_set(&d, now_unix_ms, w->sandbox, false, reason,
+			  AL_EGRESS_PROTO_MAX, "", 0, NULL, NULL);
+	d.dropped = n;
+	int k = al_egress_pack(&d, text + *len, cap - *len, NULL);
+	if (k > 0)
+		*len += (size_t)k;
+}
+
+/* The buffered records (and the counts) as one file. */
 static int write_batch(al_egress_writer *w, int64_t now_unix_ms, al_err *err)
 {
-	size_t cap = (size_t)(w->n_buf + 1) * AL_EGRESS_LINE_MAX;
+	size_t cap = (size_t)(w->n_buf + 2) * AL_EGRESS_LINE_MAX;
 	char *text = malloc(cap);
 	if (text == NULL)
 		return al_err_set(err, AL_ENOMEM, ENOMEM, "out of memory");
@@ -397,15 +428,10 @@ static int write_batch(al_egress_writer *w, int64_t now_unix_ms, al_err *err)
 		if (n > 0)
 			len += (size_t)n;
 	}
-	if (w->dropped_unlogged > 0) {
-		al_egress_rec d;
-		al_egress_rec_set(&d, now_unix_ms, w->sandbox, false, "dropped",
-				  AL_EGRESS_PROTO_MAX, "", 0, NULL, NULL);
-		d.dropped = w->dropped_unlogged;
-		int n = al_egress_pack(&d, text + len, cap - len, NULL);
-		if (n > 0)
-			len += (size_t)n;
-	}
+	pack_count(w, now_unix_ms, AL_EGRESS_REASON_DROPPED,
+		   w->dropped_unlogged, text, &len, cap);
+	pack_count(w, now_unix_ms, AL_EGRESS_REASON_RATE,
+		   w->suppressed_unlogged, text, &len, cap);
 	char tmp[40], name[32];
 	uint64_t seq = w->next_seq;
 	seq_name(tmp, sizeof tmp, seq, true);
@@ -433,6 +459,7 @@ static int write_batch(al_egress_writer *w, int64_t now_unix_ms, al_err *err)
 	w->n_pending++;
 	w->n_buf = 0;
 	w->dropped_unlogged = 0;
+	w->suppressed_unlogged = 0;
 	return 0;
 }
 
@@ -446,7 +473,7 @@ static int64_t unix_ms(void)
 int al_egress_writer_flush(al_egress_writer *w, int64_t now_ms, bool force,
 			   al_err *err)
 {
-	if (w->n_buf == 0 && w->dropped_unlogged == 0)
+	if (writer_idle(w))
 		return 0;
 	if (!force && w->n_buf < w->lim.batch && now_ms >= 0 &&
 	    now_ms - w->first_at < (int64_t)w->lim.flush_ms)
@@ -472,6 +499,15 @@ int al_egress_writer_flush(al_egress_writer *w, int64_t now_ms, bool force,
 void al_egress_writer_add(al_egress_writer *w, const al_egress_rec *r,
 			  int64_t now_ms)
 {
+	if (w->lim.rate > 0 && !al_ratebucket_take(&w->bucket, w->lim.burst,
+						   w->lim.rate, now_ms, NULL)) {
+		/* The count is due a flush interval after it began. */
+		if (writer_idle(w))
+			w->first_at = now_ms;
+		w->suppressed++;
+		w->suppressed_unlogged++;
+		return;
+	}
 	if (w->n_buf >= w->lim.batch)
 		(void)al_egress_writer_flush(w, now_ms, true, NULL);
 	if (w->n_buf >= w->lim.batch) {
@@ -479,7 +515,7 @@ void al_egress_writer_add(al_egress_writer *w, const al_egress_rec *r,
 		w->dropped_unlogged++;
 		return;
 	}
-	if (w->n_buf == 0)
+	if (writer_idle(w))
 		w->first_at = now_ms;
 	al_egress_rec *b = &w->buf[w->n_buf];
 	*b = *r;
@@ -496,7 +532,7 @@ void al_egress_writer_add(al_egress_writer *w, const al_egress_rec *r,
 
 int64_t al_egress_writer_due(const al_egress_writer *w)
 {
-	if (w->n_buf == 0 && w->dropped_unlogged == 0)
+	if (writer_idle(w))
 		return -1;
 	return w->first_at + (int64_t)w->lim.flush_ms;
 }
@@ -504,6 +540,11 @@ int64_t al_egress_writer_due(const al_egress_writer *w)
 uint64_t al_egress_writer_dropped(const al_egress_writer *w)
 {
 	return w->dropped;
+}
+
+uint64_t al_egress_writer_suppressed(const al_egress_writer *w)
+{
+	return w->suppressed;
 }
 
 void al_egress_writer_close(al_egress_writer *w)

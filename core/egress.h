@@ -23,7 +23,15 @@
  *    "method":"GET","path":"/simple/"}
  * method and path only for http(s) requests. A writer that had to drop
  * records writes, once there is room again, one record with "dropped":N
- * (allow false, reason "dropped", protocol "none", name "", port 0). */
+ * (allow false, reason "dropped", protocol "none", name "", port 0).
+ *
+ * What one sandbox can make the log hold is bounded by a token bucket
+ * per writer (limits.rate records a second, limits.burst at once:
+ * AIRLOCK_EGRESS_LOG_RATE and _BURST): a decision over it is enforced
+ * as ever but not logged, only counted, and the writer's next file says
+ * how many with one record like the one above but reason
+ * AL_EGRESS_REASON_RATE. So a sandbox adds at most burst + rate * t
+ * decision rows in t seconds, plus one count row per file. */
 #ifndef AL_EGRESS_H
 #define AL_EGRESS_H
 
@@ -45,7 +53,10 @@
 /* 9999-12-31T23:59:59.999Z: what PostgreSQL and RFC 3339 both take. */
 #define AL_EGRESS_AT_MS_MAX INT64_C(253402300799999)
 #define AL_EGRESS_FILE_MAX (AL_EGRESS_BATCH_MAX * AL_EGRESS_LINE_MAX + 4096)
-/* A protocol for the dropped-count record (not a policy protocol). */
+/* The reasons of the two count records. */
+#define AL_EGRESS_REASON_DROPPED "dropped"
+#define AL_EGRESS_REASON_RATE "over the log rate"
+/* A protocol for the count records (not a policy protocol). */
 #define AL_EGRESS_PROTO_NONE AL_EGRESS_PROTO_MAX
 
 typedef struct al_egress_rec {
@@ -95,6 +106,8 @@ typedef struct al_egress_writer_limits {
 	unsigned batch;	   /* records per file (<= AL_EGRESS_BATCH_MAX) */
 	unsigned flush_ms; /* oldest buffered record's age that flushes */
 	unsigned files;	   /* unconsumed files past which records drop */
+	unsigned rate;	   /* records logged a second; 0: no bound */
+	unsigned burst;	   /* and at once (>= 1 when rate is set) */
 } al_egress_writer_limits;
 
 /* The root shim (or launcher), before the gateway starts: make
@@ -104,14 +117,16 @@ int al_egress_dir_prepare(const char *run_dir, const char *sandbox, uid_t uid,
 			  gid_t gid, al_err *err);
 
 /* Open sandbox's directory under <run_dir>/egress (created 0700 when it
- * is missing and the caller may). NULL limits: the defaults above. */
+ * is missing and the caller may). NULL limits: the defaults above and
+ * AL_EGRESS_LOG_RATE_DEFAULT, _BURST_DEFAULT (config.h). */
 al_egress_writer *al_egress_writer_open(const char *run_dir,
 					const char *sandbox,
 					const al_egress_writer_limits *limits,
 					al_err *err);
 /* Buffer r (its sandbox is set to the writer's); a full batch is flushed
  * at once. Never blocks for long and never fails the decision: a record
- * that finds no room is counted as dropped. */
+ * over the rate is counted as suppressed, one that finds no room as
+ * dropped. */
 void al_egress_writer_add(al_egress_writer *w, const al_egress_rec *r,
 			  int64_t now_ms);
 /* Flush when the oldest buffered record is flush_ms old (or force):
@@ -125,6 +140,8 @@ int al_egress_writer_flush(al_egress_writer *w, int64_t now_ms, bool force,
 int64_t al_egress_writer_due(const al_egress_writer *w);
 /* Records dropped since open (the log shows them as dropped records). */
 uint64_t al_egress_writer_dropped(const al_egress_writer *w);
+/* Records over the rate since open (not logged, counted the same way). */
+uint64_t al_egress_writer_suppressed(const al_egress_writer *w);
 /* Flush what is left (force) and free. */
 void al_egress_writer_close(al_egress_writer *w);
 

@@ -10,7 +10,9 @@
  * map's journal run/gw/<id>.fakeip), AIRLOCK_POLICIES
  * (egress.lua, and credentials.lua when present), AIRLOCK_UPSTREAM_DNS, AIRLOCK_UPSTREAM_HOSTS,
  * AIRLOCK_UPSTREAM_CA, AIRLOCK_UPSTREAM_ALLOW_CIDRS, AIRLOCK_NET_POOL,
- * AIRLOCK_GW_HEAD_TIMEOUT_MS, AIRLOCK_GW_IDLE_TIMEOUT_MS (gw.h).
+ * AIRLOCK_EGRESS_LOG_RATE, AIRLOCK_EGRESS_LOG_BURST (core/config.h: a
+ * bad value is refused at start), AIRLOCK_GW_HEAD_TIMEOUT_MS,
+ * AIRLOCK_GW_IDLE_TIMEOUT_MS (gw.h).
  *
  * Order: open everything it will need (policy, resolver, TLS contexts and
  * key, the egress log), install its syscall filter, then wait for the
@@ -216,7 +218,19 @@ int main(int argc, char **argv)
 	g.fakeip = al_fakeip_open(map, AL_FAKEIP_CAP_DEFAULT, &err);
 	if (g.fakeip == NULL)
 		die(&g, "synthetic address map", &err);
-	g.egress = al_egress_writer_open(run, g.sandbox, NULL, &err);
+	/* The settings' one parser: a value the starter would refuse is
+	 * refused here too. */
+	al_config cfg;
+	if (al_config_load(&cfg, &err) < 0)
+		die(&g, "configuration", &err);
+	al_egress_writer_limits lim = {
+		.batch = AL_EGRESS_BATCH_MAX,
+		.flush_ms = AL_EGRESS_FLUSH_MS,
+		.files = AL_EGRESS_FILES_MAX,
+		.rate = cfg.egress_log_rate,
+		.burst = cfg.egress_log_burst,
+	};
+	g.egress = al_egress_writer_open(run, g.sandbox, &lim, &err);
 	if (g.egress == NULL)
 		die(&g, "egress log", &err);
 

@@ -39,10 +39,10 @@ static void schedule(shim_gwproc *g)
 static void launch(shim *s)
 {
 	shim_gwproc *g = &s->gwproc;
-	/* AIRLOCK_STATE and AIRLOCK_POLICIES from the shim's configuration,
-	 * their defaults resolved. */
+	/* AIRLOCK_STATE, AIRLOCK_POLICIES and the egress log's rate from the
+	 * shim's configuration, their defaults resolved. */
 	static al_gateway_env env;
-	al_gateway_env_fill(&env, s->cfg.state_dir, s->cfg.policies_dir);
+	al_gateway_env_fill(&env, &s->cfg);
 	al_gateway_spec spec = {
 		.slot = g->slot,
 		.uid = g->uid.base,

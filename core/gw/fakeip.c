@@ -26,9 +26,10 @@ typedef struct fk_entry {
 struct al_fakeip {
 	uint32_t cap;
 	uint32_t n, alloc;
-	fk_entry **by_addr; /* [i]: FIRST_ADDR + i */
-	void *by_name;	    /* tsearch root of fk_entry * */
-	int journal;	    /* al_fakeip_open's file, or -1 */
+	fk_entry **by_addr;   /* [i]: FIRST_ADDR + i */
+	void *by_name;	      /* tsearch root of fk_entry * */
+	int journal;	      /* al_fakeip_open's file, or -1 */
+	size_t journal_bytes; /* its size */
 };
 
 static int cmp_entry(const void *a, const void *b)
@@ -140,6 +141,10 @@ static int journal_append(al_fakeip *m, const char *name, size_t nl,
 	memcpy(line + o, name, nl);
 	o += nl;
 	line[o++] = '\n';
+	if (m->journal_bytes + o > AL_FAKEIP_JOURNAL_MAX)
+		return al_err_set(err, AL_ENOSPACE, 0,
+				  "fakeip: journal full (%u bytes)",
+				  AL_FAKEIP_JOURNAL_MAX);
 	ssize_t w;
 	do
 		w = write(m->journal, line, o);
@@ -154,6 +159,7 @@ static int journal_append(al_fakeip *m, const char *name, size_t nl,
 		}
 		return al_err_sys(err, AL_ESYS, e, "fakeip: journal write");
 	}
+	m->journal_bytes += o;
 	return 0;
 }
 
@@ -432,5 +438,6 @@ al_fakeip *al_fakeip_open(const char *path, uint32_t cap, al_err *err)
 		return NULL;
 	}
 	m->journal = al_steal_fd(&fd);
+	m->journal_bytes = keep;
 	return m;
 }

@@ -29,6 +29,11 @@
 #define AL_FAKEIP_CAP_DEFAULT 65536u
 /* The /15 less its network and broadcast addresses. */
 #define AL_FAKEIP_CAP_MAX 131070u
+/* Bytes a journal (al_fakeip_open) grows to at most: it lives on the
+ * host's run/ tmpfs, which every sandbox shares, and long names would
+ * otherwise take cap x 270 bytes (17 MiB) there. About 50,000 names of a
+ * usual length fit, 7,700 of the longest. */
+#define AL_FAKEIP_JOURNAL_MAX (2u << 20)
 /* Bytes of a saved map at most: header + cap lines of address and name. */
 #define AL_FAKEIP_FILE_MAX(cap) (32u + (size_t)(cap) * (16u + 254u))
 
@@ -67,8 +72,9 @@ al_fakeip *al_fakeip_load(const char *path, uint32_t cap, al_err *err);
  * last line cut short by a crash is dropped), then appends each new name
  * to it before al_fakeip_get hands its address out. A name whose line
  * cannot be written gets no address (AL_ESYS): no address is ever given
- * that a restart would give again to another name. al_fakeip_free closes
- * the file. */
+ * that a restart would give again to another name. A name whose line
+ * would take the file past AL_FAKEIP_JOURNAL_MAX gets none either
+ * (AL_ENOSPACE, as past cap). al_fakeip_free closes the file. */
 al_fakeip *al_fakeip_open(const char *path, uint32_t cap, al_err *err);
 
 #endif

@@ -238,19 +238,23 @@ int al_gateway_prog(const char *libexec_dir, char *out, size_t outlen,
 	return 0;
 }
 
-void al_gateway_env_fill(al_gateway_env *e, const char *state_dir,
-			 const char *policies_dir)
+void al_gateway_env_fill(al_gateway_env *e, const al_config *cfg)
 {
 	static const char *const names[AL_GATEWAY_ENV_N] = {
-		"AIRLOCK_STATE",	"AIRLOCK_POLICIES",
-		"AIRLOCK_UPSTREAM_DNS", "AIRLOCK_UPSTREAM_HOSTS",
-		"AIRLOCK_UPSTREAM_CA",	"AIRLOCK_UPSTREAM_ALLOW_CIDRS",
+		"AIRLOCK_STATE",	   "AIRLOCK_POLICIES",
+		"AIRLOCK_EGRESS_LOG_RATE", "AIRLOCK_EGRESS_LOG_BURST",
+		"AIRLOCK_UPSTREAM_DNS",	   "AIRLOCK_UPSTREAM_HOSTS",
+		"AIRLOCK_UPSTREAM_CA",	   "AIRLOCK_UPSTREAM_ALLOW_CIDRS",
 	};
+	char rate[16], burst[16];
+	snprintf(rate, sizeof rate, "%u", cfg->egress_log_rate);
+	snprintf(burst, sizeof burst, "%u", cfg->egress_log_burst);
+	const char *mine[] = {cfg->state_dir, cfg->policies_dir, rate, burst};
 	size_t ne = 0;
 	for (size_t i = 0; i < AL_GATEWAY_ENV_N; i++) {
-		const char *v = i == 0	 ? state_dir
-				: i == 1 ? policies_dir
-					 : getenv(names[i]);
+		const char *v = i < sizeof mine / sizeof mine[0]
+					? mine[i]
+					: getenv(names[i]);
 		if (v == NULL)
 			continue;
 		int w = snprintf(e->buf[ne], sizeof e->buf[ne], "%s=%s",

@@ -45,6 +45,7 @@
 #include <stddef.h>
 #include <sys/types.h>
 
+#include "config.h"
 #include "err.h"
 #include "net/slot.h"
 
@@ -100,17 +101,17 @@ int al_gateway_prog(const char *libexec_dir, char *out, size_t outlen,
 		    al_err *err);
 
 /* What a gateway gets of its starter's environment (the process
- * contract), and nothing else: AIRLOCK_STATE and AIRLOCK_POLICIES from
- * the starter's configuration (defaults resolved), AIRLOCK_UPSTREAM_*
- * as the starter has them. env is the NULL-terminated list for
- * al_gateway_spec.env, pointing into buf. */
-#define AL_GATEWAY_ENV_N 6
+ * contract), and nothing else: AIRLOCK_STATE, AIRLOCK_POLICIES and
+ * AIRLOCK_EGRESS_LOG_RATE, _BURST from the starter's configuration
+ * (checked, defaults resolved), AIRLOCK_UPSTREAM_* as the starter has
+ * them. env is the NULL-terminated list for al_gateway_spec.env,
+ * pointing into buf. */
+#define AL_GATEWAY_ENV_N 8
 typedef struct al_gateway_env {
 	char buf[AL_GATEWAY_ENV_N][AL_PATH_MAX + 64];
 	char *env[AL_GATEWAY_ENV_N + 1];
 } al_gateway_env;
-void al_gateway_env_fill(al_gateway_env *e, const char *state_dir,
-			 const char *policies_dir);
+void al_gateway_env_fill(al_gateway_env *e, const al_config *cfg);
 
 /* Stop and reap a launched gateway, close its pidfd; *pid = 0 and
  * *pidfd = -1 after. SIGTERM first: in AL_GATEWAY_STOP_GRACE_MS it

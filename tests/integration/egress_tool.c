@@ -1,9 +1,11 @@
 /* egress-tool RUN_DIR SANDBOX N AT_MS
  *
  * Writes N egress decisions for SANDBOX through the gateway's writer
- * (core/egress.h), as a gateway would: record i is at AT_MS + i, allowed
- * when i is even, protocol https to host<i>.example:443 GET /p/<i>.
- * Prints "dropped=D". For test_network_api. */
+ * (core/egress.h), as a gateway would but without its log rate (the
+ * test pages through every record; the rate has tests of its own):
+ * record i is at AT_MS + i, allowed when i is even, protocol https to
+ * host<i>.example:443 GET /p/<i>. Prints "dropped=D suppressed=S". For
+ * test_network_api. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,7 +22,12 @@ int main(int argc, char **argv)
 	long n = strtol(argv[3], NULL, 10);
 	int64_t at = strtoll(argv[4], NULL, 10);
 	al_err err = {0};
-	al_egress_writer *w = al_egress_writer_open(argv[1], argv[2], NULL,
+	const al_egress_writer_limits unrated = {
+		.batch = AL_EGRESS_BATCH_MAX,
+		.flush_ms = AL_EGRESS_FLUSH_MS,
+		.files = AL_EGRESS_FILES_MAX,
+	};
+	al_egress_writer *w = al_egress_writer_open(argv[1], argv[2], &unrated,
 						    &err);
 	if (w == NULL) {
 		fprintf(stderr, "egress-tool: %s\n", err.msg);
@@ -40,7 +47,8 @@ int main(int argc, char **argv)
 		fprintf(stderr, "egress-tool: %s\n", err.msg);
 		return 111;
 	}
-	printf("dropped=%" PRIu64 "\n", al_egress_writer_dropped(w));
+	printf("dropped=%" PRIu64 " suppressed=%" PRIu64 "\n",
+	       al_egress_writer_dropped(w), al_egress_writer_suppressed(w));
 	al_egress_writer_close(w);
 	return 0;
 }

@@ -87,7 +87,12 @@ def gateway(world, dns, allow_cidrs, allow):
                AIRLOCK_UPSTREAM_DNS=dns,
                AIRLOCK_UPSTREAM_CA=world["ca"],
                AIRLOCK_UPSTREAM_ALLOW_CIDRS=allow_cidrs,
-               AIRLOCK_GW_HEAD_TIMEOUT_MS=str(HEAD_TIMEOUT_MS))
+               AIRLOCK_GW_HEAD_TIMEOUT_MS=str(HEAD_TIMEOUT_MS),
+               # These tests look for one decision after hundreds (512
+               # lookups, say): the log's rate has its own tests
+               # (redteam/test_log_flood.py).
+               AIRLOCK_EGRESS_LOG_RATE="10000",
+               AIRLOCK_EGRESS_LOG_BURST="100000")
     env.pop("AIRLOCK_UPSTREAM_HOSTS", None)
     p = subprocess.Popen([TOOL, state, "gateway", GATEWAY, SANDBOX],
                          stdin=subprocess.PIPE, stdout=subprocess.PIPE,

@@ -169,7 +169,7 @@ def write_decisions(stack, sid, n, at_ms):
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         timeout=60, env=stack.env)
     assert p.returncode == 0, p.stdout
-    assert "dropped=0" in p.stdout, p.stdout
+    assert "dropped=0 suppressed=0" in p.stdout, p.stdout
 
 
 def wait_ingested(stack, sid, timeout=30):

@@ -20,6 +20,14 @@
  *                         forged source address (raw IPv4 socket)
  *   probe ether IFACE SRCMAC SRC DST NAME the same query in an Ethernet
  *                         frame with a forged source MAC (AF_PACKET)
+ *   probe flood SERVER ADDR SECS MARK  for SECS seconds as fast as it
+ *                         goes: UDP DNS queries to SERVER:53 for
+ *                         MARK-<n>.forbidden.test (64 in flight) and TCP
+ *                         connections to ADDR:80 (16 in flight); prints
+ *                         "flood: dns sent S answered A addressed X; tcp
+ *                         tried T connected C data D" and exits 1 when
+ *                         an answer had an address or a connection got
+ *                         a byte back (what the gateway must deny)
  *   probe dnsd PORT IP SECS  a resolver on 127.0.0.1:PORT answering
  *                         every A query with IP, for SECS seconds
  *   probe scan HEX        the bytes HEX encodes, looked for in every
@@ -56,6 +64,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
+#include <time.h>
 #include <unistd.h>
 
 static int handle(void)
@@ -444,6 +453,128 @@ static void http_print(const char *buf, size_t n, int closed)
 	putchar('\n');
 }
 
+static long long now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+#define FLOOD_DNS 64 /* queries in flight */
+#define FLOOD_TCP 16 /* connections in flight */
+
+/* One of the flood's connections: its socket (-1: none) and whether its
+ * request went out. */
+struct flood_conn {
+	int fd;
+	int asked;
+};
+
+/* A new non-blocking connection to to; 1 if one was started. */
+static int flood_dial(const struct sockaddr_in *to, struct flood_conn *c)
+{
+	c->asked = 0;
+	c->fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+	if (c->fd < 0)
+		return 0;
+	if (connect(c->fd, (const struct sockaddr *)to, sizeof *to) < 0 &&
+	    errno != EINPROGRESS) {
+		close(c->fd);
+		c->fd = -1;
+	}
+	return 1;
+}
+
+/* Decisions as fast as the guest can ask for them (see the top). */
+static int flood(const char *server, const char *addr, int secs,
+		 const char *mark)
+{
+	struct sockaddr_in ns = {.sin_family = AF_INET, .sin_port = htons(53)};
+	struct sockaddr_in to = {.sin_family = AF_INET, .sin_port = htons(80)};
+	int u = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK, 0);
+	if (inet_pton(AF_INET, server, &ns.sin_addr) != 1 ||
+	    inet_pton(AF_INET, addr, &to.sin_addr) != 1 || u < 0 ||
+	    connect(u, (struct sockaddr *)&ns, sizeof ns) < 0) {
+		printf("flood: bad address or socket: %s\n", strerror(errno));
+		return 2;
+	}
+	char req[256];
+	int reqlen = snprintf(req, sizeof req,
+			      "GET /%s HTTP/1.1\r\nHost: forbidden.test\r\n"
+			      "\r\n",
+			      mark);
+	long sent = 0, answered = 0, addressed = 0, lost = 0;
+	long tried = 0, connected = 0, data = 0;
+	struct flood_conn tcp[FLOOD_TCP];
+	for (int i = 0; i < FLOOD_TCP; i++)
+		tried += flood_dial(&to, &tcp[i]);
+	long long end = now_ms() + secs * 1000LL;
+	while (now_ms() < end) {
+		while (sent - answered - lost < FLOOD_DNS) {
+			char name[128];
+			unsigned char q[300];
+			snprintf(name, sizeof name, "%s-%ld.forbidden.test",
+				 mark, sent);
+			size_t qn = dns_query(name, q, sizeof q);
+			if (send(u, q, qn, 0) < 0)
+				break;
+			sent++;
+		}
+		struct pollfd p[1 + FLOOD_TCP];
+		p[0] = (struct pollfd){.fd = u, .events = POLLIN};
+		for (int i = 0; i < FLOOD_TCP; i++)
+			p[1 + i] = (struct pollfd){.fd = tcp[i].fd,
+						   .events = tcp[i].asked
+								     ? POLLIN
+								     : POLLOUT};
+		if (poll(p, 1 + FLOOD_TCP, 50) < 0)
+			break;
+		unsigned char a[1024];
+		while (recv(u, a, sizeof a, 0) >= 12) {
+			answered++;
+			/* An answer record: a name let through. */
+			if ((a[6] << 8 | a[7]) > 0)
+				addressed++;
+		}
+		/* Queries the gateway did not answer are not waited for. */
+		if (p[0].revents == 0 && sent - answered - lost >= FLOOD_DNS)
+			lost += FLOOD_DNS / 2;
+		for (int i = 0; i < FLOOD_TCP; i++) {
+			struct flood_conn *c = &tcp[i];
+			if (c->fd >= 0 && p[1 + i].revents == 0)
+				continue;
+			int e = 0;
+			socklen_t el = sizeof e;
+			if (c->fd >= 0 && !c->asked &&
+			    getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &e, &el) ==
+				    0 &&
+			    e == 0 &&
+			    send(c->fd, req, (size_t)reqlen, MSG_NOSIGNAL) ==
+				    reqlen) {
+				/* Connected (to the gateway): now its answer. */
+				connected++;
+				c->asked = 1;
+				continue;
+			}
+			char b;
+			if (c->fd >= 0 && c->asked &&
+			    recv(c->fd, &b, 1, MSG_DONTWAIT) == 1)
+				data++;
+			if (c->fd >= 0)
+				close(c->fd);
+			tried += flood_dial(&to, c);
+		}
+	}
+	for (int i = 0; i < FLOOD_TCP; i++)
+		if (tcp[i].fd >= 0)
+			close(tcp[i].fd);
+	close(u);
+	printf("flood: dns sent %ld answered %ld addressed %ld; tcp tried %ld"
+	       " connected %ld data %ld\n",
+	       sent, answered, addressed, tried, connected, data);
+	return addressed > 0 || data > 0;
+}
+
 /* A resolver of the guest's own on 127.0.0.1:port: every A query is
  * answered with ip, for secs seconds (a spoofed answer). */
 static int dnsd(int port, const char *ip, int secs)
@@ -773,6 +904,8 @@ int main(int argc, char **argv)
 		return tls(argv[2], atoi(argv[3]), argv[4], argv[5], argv[6]);
 	if (argc == 6 && strcmp(argv[1], "spoof") == 0)
 		return spoof(argv[2], argv[3], atoi(argv[4]), argv[5]);
+	if (argc == 6 && strcmp(argv[1], "flood") == 0)
+		return flood(argv[2], argv[3], atoi(argv[4]), argv[5]);
 	if (argc == 5 && strcmp(argv[1], "dnsd") == 0)
 		return dnsd(atoi(argv[2]), argv[3], atoi(argv[4]));
 	if (argc == 3 && strcmp(argv[1], "scan") == 0)
@@ -781,6 +914,7 @@ int main(int argc, char **argv)
 		return ether(argv[2], argv[3], argv[4], argv[5], argv[6]);
 	fprintf(stderr,
 		"usage: probe handle | ptrace PID | inotify N SECS | "
-		"dns | tcp | udp | tls | spoof | ether | scan (see above)\n");
+		"dns | tcp | udp | tls | spoof | ether | flood | scan (see "
+		"above)\n");
 	return 2;
 }

@@ -56,6 +56,8 @@ static void test_defaults(void **state)
 	assert_int_equal(cfg.default_disk_mb, 4096);
 	assert_int_equal(cfg.max_disk_mb, 65536);
 	assert_int_equal(cfg.pool_full_pct, 95);
+	assert_int_equal(cfg.egress_log_rate, AL_EGRESS_LOG_RATE_DEFAULT);
+	assert_int_equal(cfg.egress_log_burst, AL_EGRESS_LOG_BURST_DEFAULT);
 	assert_true(cfg.sql_dir[0] == '/');
 	assert_true(cfg.policies_dir[0] == '/');
 	assert_true(cfg.libexec_dir[0] == '/');
@@ -241,6 +243,12 @@ static void test_rejects(void **state)
 	expect_bad("AIRLOCK_SQL_DIR", "relative/sql");
 	expect_bad("AIRLOCK_LIBEXEC", "/bad\npath");
 	expect_bad("AIRLOCK_STATE", "/with space");
+	expect_bad("AIRLOCK_EGRESS_LOG_RATE", "0");
+	expect_bad("AIRLOCK_EGRESS_LOG_RATE", "10001");
+	expect_bad("AIRLOCK_EGRESS_LOG_RATE", "5/s");
+	expect_bad("AIRLOCK_EGRESS_LOG_BURST", "0");
+	/* Below the rate (the default 50). */
+	expect_bad("AIRLOCK_EGRESS_LOG_BURST", "49");
 
 	char longp[AL_PATH_MAX + 10];
 	memset(longp, 'a', sizeof longp - 1);
@@ -248,6 +256,25 @@ static void test_rejects(void **state)
 	longp[sizeof longp - 1] = '\0';
 	expect_bad("AIRLOCK_STATE", longp);
 	expect_bad("AIRLOCK_LIBEXEC", longp);
+}
+
+static void test_egress_log_rate(void **state)
+{
+	(void)state;
+	al_config cfg;
+	al_err err;
+	static const char *const env[] = {"AIRLOCK_EGRESS_LOG_RATE", "5",
+					  "AIRLOCK_EGRESS_LOG_BURST", "5",
+					  NULL};
+	assert_int_equal(load(env, &cfg, &err), 0);
+	assert_int_equal(cfg.egress_log_rate, 5);
+	assert_int_equal(cfg.egress_log_burst, 5);
+	static const char *const low[] = {"AIRLOCK_EGRESS_LOG_RATE", "600",
+					  NULL};
+	assert_int_equal(load(low, &cfg, &err), -1);
+	assert_int_equal(err.code, AL_EINVAL);
+	assert_non_null(strstr(err.msg, "AIRLOCK_EGRESS_LOG_BURST (500) must "
+					"be at least AIRLOCK_EGRESS_LOG_RATE"));
 }
 
 static void test_drivers(void **state)
@@ -471,6 +498,7 @@ int main(void)
 		cmocka_unit_test(test_disk_default_capped),
 		cmocka_unit_test(test_warm_pool_bounds),
 		cmocka_unit_test(test_rejects),
+		cmocka_unit_test(test_egress_log_rate),
 		cmocka_unit_test(test_drivers),
 		cmocka_unit_test(test_relative_state),
 		cmocka_unit_test(test_paths),

@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -20,6 +21,9 @@ static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static char value[64] = "secret-1";
 static al_credsvc_row rows[64];
 static size_t n_rows;
+/* Every row written, however many: uses, and the drops the rows of
+ * drops count. */
+static unsigned long uses_total, drops_total;
 
 static int fake_effective(void *arg, const char *sandbox,
 			  al_credsvc_sandbox *sb, al_cred_set *out, al_err *err)
@@ -50,6 +54,11 @@ static int fake_audit(void *arg, const al_credsvc_row *r, size_t n, al_err *err)
 	pthread_mutex_lock(&mu);
 	for (size_t i = 0; i < n && n_rows < 64; i++)
 		rows[n_rows++] = r[i];
+	for (size_t i = 0; i < n; i++)
+		if (strcmp(r[i].use.action, "dropped") == 0)
+			drops_total += strtoul(r[i].use.reason, NULL, 10);
+		else
+			uses_total++;
 	pthread_mutex_unlock(&mu);
 	return 0;
 }
@@ -304,22 +313,37 @@ static void test_refresh_pushes_and_waits(void **state)
 	al_frame_reader_free(&rb);
 }
 
+/* An allowed use of github on api.github.com. */
+static al_cred_use use_of(const char *method, const char *path, int status)
+{
+	al_cred_use u = {.status = status, .allow = true};
+	snprintf(u.name, sizeof u.name, "github");
+	snprintf(u.host, sizeof u.host, "api.github.com");
+	snprintf(u.method, sizeof u.method, "%s", method);
+	snprintf(u.path, sizeof u.path, "%s", path);
+	snprintf(u.action, sizeof u.action, "use");
+	return u;
+}
+
+/* sb's channel, with no rows counted yet. */
+static int use_channel(const char *sb, al_frame_reader *r)
+{
+	al_cred_set s;
+	int fd = channel(sb, r, &s);
+	al_cred_set_free(&s);
+	pthread_mutex_lock(&mu);
+	n_rows = 0;
+	uses_total = drops_total = 0;
+	pthread_mutex_unlock(&mu);
+	return fd;
+}
+
 static void test_use_rows(void **state)
 {
 	(void)state;
 	al_frame_reader r;
-	al_cred_set s;
-	int fd = channel("sb-e", &r, &s);
-	al_cred_set_free(&s);
-	al_cred_use u = {.status = 201, .allow = true};
-	snprintf(u.name, sizeof u.name, "github");
-	snprintf(u.host, sizeof u.host, "api.github.com");
-	snprintf(u.method, sizeof u.method, "POST");
-	snprintf(u.path, sizeof u.path, "/repos");
-	snprintf(u.action, sizeof u.action, "use");
-	pthread_mutex_lock(&mu);
-	n_rows = 0;
-	pthread_mutex_unlock(&mu);
+	int fd = use_channel("sb-e", &r);
+	al_cred_use u = use_of("POST", "/repos", 201);
 	send_one(fd, AL_F_CRED_USE, 0, al_cred_use_pack(&u, NULL));
 	size_t got = 0;
 	for (int i = 0; i < 100 && got == 0; i++) {
@@ -343,6 +367,38 @@ static void test_use_rows(void **state)
 	al_frame_reader_free(&r);
 }
 
+/* A sandbox's channel is the only way its gateway writes audit rows:
+ * however fast it sends uses, at most AL_CREDSVC_FRAME_BURST +
+ * AL_CREDSVC_FRAME_RATE a second become rows, and the rest are counted
+ * in rows of drops, none lost between the two. */
+static void test_use_flood_is_bounded(void **state)
+{
+	(void)state;
+	al_frame_reader r;
+	int fd = use_channel("sb-f", &r);
+	al_cred_use u = use_of("GET", "/flood", 200);
+	const unsigned long sent = 6000;
+	int64_t t0 = al_now_ms();
+	for (unsigned long i = 0; i < sent; i++)
+		send_one(fd, AL_F_CRED_USE, 0, al_cred_use_pack(&u, NULL));
+	double secs = (double)(al_now_ms() - t0) / 1000.0;
+	unsigned long uses = 0, drops = 0;
+	for (int i = 0; i < 250 && uses + drops < sent; i++) {
+		usleep(20000);
+		pthread_mutex_lock(&mu);
+		uses = uses_total;
+		drops = drops_total;
+		pthread_mutex_unlock(&mu);
+	}
+	assert_int_equal(uses + drops, sent);
+	assert_true((double)uses <= AL_CREDSVC_FRAME_BURST +
+					    AL_CREDSVC_FRAME_RATE * (secs + 1));
+	/* The flood outran the bound, else this shows nothing. */
+	assert_true(drops > 0);
+	close(fd);
+	al_frame_reader_free(&r);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -351,6 +407,7 @@ int main(void)
 		cmocka_unit_test(test_hello_from_non_root_refused),
 		cmocka_unit_test(test_refresh_pushes_and_waits),
 		cmocka_unit_test(test_use_rows),
+		cmocka_unit_test(test_use_flood_is_bounded),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

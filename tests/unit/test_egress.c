@@ -117,30 +117,49 @@ static int list_files(const char *sandbox, char names[][32], int max)
 	return n;
 }
 
-/* The records of one file; *dropped gets a dropped count if any. */
-static int file_records(const char *sandbox, const char *name,
-			uint64_t *dropped)
+/* One file's decisions into *logged and the counts of its count records
+ * of reason (NULL: of any) into *counted. */
+static void scan_file(const char *sandbox, const char *name, const char *reason,
+		      int *logged, uint64_t *counted)
 {
 	char p[160];
 	snprintf(p, sizeof p, "%s/egress/%s/%s", run_dir, sandbox, name);
 	FILE *f = fopen(p, "r");
 	assert_non_null(f);
 	char line[AL_EGRESS_LINE_MAX + 2];
-	int n = 0;
-	*dropped = 0;
+	*logged = 0;
+	*counted = 0;
 	while (fgets(line, sizeof line, f) != NULL) {
 		al_egress_rec r;
 		al_err err = {0};
 		assert_int_equal(al_egress_unpack(line, strlen(line), &r, &err),
 				 0);
 		assert_string_equal(r.sandbox, sandbox);
-		if (r.dropped > 0)
-			*dropped += r.dropped;
-		else
-			n++;
+		if (r.dropped == 0)
+			(*logged)++;
+		else if (reason == NULL || strcmp(r.reason, reason) == 0)
+			*counted += r.dropped;
 	}
 	fclose(f);
+}
+
+/* The records of one file; *dropped gets a dropped count if any. */
+static int file_records(const char *sandbox, const char *name,
+			uint64_t *dropped)
+{
+	int n;
+	scan_file(sandbox, name, NULL, &n, dropped);
 	return n;
+}
+
+/* Records of reason (a count record's "dropped") in one file. */
+static uint64_t file_count(const char *sandbox, const char *name,
+			   const char *reason)
+{
+	int n;
+	uint64_t c;
+	scan_file(sandbox, name, reason, &n, &c);
+	return c;
 }
 
 static void add_n(al_egress_writer *w, int n, int64_t now)
@@ -153,11 +172,19 @@ static void add_n(al_egress_writer *w, int n, int64_t now)
 	}
 }
 
+/* The writer's own bounds without a log rate: what the batching and
+ * reader tests count is every record. */
+static const al_egress_writer_limits unrated = {
+	.batch = AL_EGRESS_BATCH_MAX,
+	.flush_ms = AL_EGRESS_FLUSH_MS,
+	.files = AL_EGRESS_FILES_MAX,
+};
+
 static void test_writer_batches(void **state)
 {
 	(void)state;
 	al_err err = {0};
-	al_egress_writer *w = al_egress_writer_open(run_dir, "sbx1", NULL,
+	al_egress_writer *w = al_egress_writer_open(run_dir, "sbx1", &unrated,
 						    &err);
 	assert_non_null(w);
 	add_n(w, 10, 5000);
@@ -218,6 +245,110 @@ static void test_writer_drops_past_cap(void **state)
 	al_egress_writer_close(w);
 }
 
+/* A writer that logs 10 records a second, 20 at once. */
+static al_egress_writer *open_rated(const char *sandbox)
+{
+	al_egress_writer_limits lim = unrated;
+	lim.rate = 10;
+	lim.burst = 20;
+	al_err err = {0};
+	al_egress_writer *w = al_egress_writer_open(run_dir, sandbox, &lim,
+						    &err);
+	assert_non_null(w);
+	return w;
+}
+
+/* Over the rate a record is counted, not logged, and the next file says
+ * how many; a count alone is written when its flush is due. */
+static void test_writer_rate(void **state)
+{
+	(void)state;
+	al_err err = {0};
+	al_egress_writer *w = open_rated("rate1");
+	add_n(w, 100, 1000); /* the burst is logged, the rest counted */
+	assert_int_equal(al_egress_writer_suppressed(w), 80);
+	assert_int_equal(al_egress_writer_dropped(w), 0);
+	assert_int_equal(al_egress_writer_flush(w, 1250, false, &err), 1);
+	char names[16][32];
+	assert_int_equal(list_files("rate1", names, 16), 1);
+	uint64_t dropped;
+	assert_int_equal(file_records("rate1", names[0], &dropped), 20);
+	assert_int_equal(dropped, 80);
+	assert_int_equal(file_count("rate1", names[0], AL_EGRESS_REASON_RATE),
+			 80);
+	/* 750 ms later 7.5 tokens are back: 7 logged, 3 counted. */
+	add_n(w, 10, 1750);
+	assert_int_equal(al_egress_writer_suppressed(w), 83);
+	assert_int_equal(al_egress_writer_flush(w, 1750, true, &err), 1);
+	/* 0.6 tokens: only counts wait, and are still due in time. */
+	add_n(w, 5, 1760);
+	assert_int_equal(al_egress_writer_due(w), 1760 + AL_EGRESS_FLUSH_MS);
+	assert_int_equal(al_egress_writer_flush(w, 2009, false, &err), 0);
+	assert_int_equal(al_egress_writer_flush(w, 2010, false, &err), 1);
+	assert_int_equal(list_files("rate1", names, 16), 3);
+	assert_int_equal(file_records("rate1", names[1], &dropped), 7);
+	assert_int_equal(dropped, 3);
+	assert_int_equal(file_records("rate1", names[2], &dropped), 0);
+	assert_int_equal(dropped, 5);
+	assert_int_equal(file_count("rate1", names[2], AL_EGRESS_REASON_RATE),
+			 5);
+	assert_int_equal(al_egress_writer_due(w), -1);
+	al_egress_writer_close(w);
+	/* A rate needs a burst. */
+	al_egress_writer_limits lim = unrated;
+	lim.rate = 10;
+	assert_null(al_egress_writer_open(run_dir, "rate2", &lim, &err));
+}
+
+/* Take every file of sandbox (the controller's part): its decisions
+ * into *logged, its counts into *counted; how many files. */
+static int consume(const char *sandbox, uint64_t *logged, uint64_t *counted)
+{
+	char names[64][32];
+	int n = list_files(sandbox, names, 64);
+	for (int i = 0; i < n; i++) {
+		uint64_t dropped;
+		*logged += (uint64_t)file_records(sandbox, names[i], &dropped);
+		*counted += dropped;
+		char p[160];
+		snprintf(p, sizeof p, "%s/egress/%s/%s", run_dir, sandbox,
+			 names[i]);
+		assert_int_equal(unlink(p), 0);
+	}
+	return n;
+}
+
+/* A flood: one decision a millisecond for 10 s at 10/s, burst 20. The
+ * log holds at most burst + rate * t decisions, every other one is in
+ * a count, and none is lost between the two. */
+static void test_writer_rate_flood(void **state)
+{
+	(void)state;
+	al_err err = {0};
+	al_egress_writer *w = open_rated("flood");
+	uint64_t logged = 0, counted = 0;
+	int files = 0;
+	const int64_t t0 = 100000, n = 10000;
+	for (int64_t t = t0; t < t0 + n; t++) {
+		add_n(w, 1, t);
+		int64_t due = al_egress_writer_due(w);
+		if (due >= 0 && due <= t)
+			assert_int_equal(al_egress_writer_flush(w, t, false,
+								&err),
+					 1);
+		if (t % 100 == 0)
+			files += consume("flood", &logged, &counted);
+	}
+	uint64_t suppressed = al_egress_writer_suppressed(w);
+	al_egress_writer_close(w);
+	files += consume("flood", &logged, &counted);
+	assert_true(logged >= 100 && logged <= 20 + 10 * 10);
+	assert_int_equal(counted, suppressed);
+	assert_int_equal(logged + counted, (uint64_t)n);
+	/* One count a flush interval at the most: rows stay bounded too. */
+	assert_true(files <= n / AL_EGRESS_FLUSH_MS + 2);
+}
+
 static void put(const char *rel, const char *text)
 {
 	char p[160];
@@ -239,7 +370,7 @@ static void test_reader(void **state)
 {
 	(void)state;
 	al_err err = {0};
-	al_egress_writer *w = al_egress_writer_open(run_dir, "sbx3", NULL,
+	al_egress_writer *w = al_egress_writer_open(run_dir, "sbx3", &unrated,
 						    &err);
 	assert_non_null(w);
 	add_n(w, 300, 0); /* one file of 256, then 44 at close */
@@ -250,7 +381,7 @@ static void test_reader(void **state)
 	/* A directory with nothing in it, and a gateway's bad files. */
 	al_egress_writer_close(al_egress_writer_open(run_dir, "idle", NULL,
 						     &err));
-	w = al_egress_writer_open(run_dir, "sbx4", NULL, &err);
+	w = al_egress_writer_open(run_dir, "sbx4", &unrated, &err);
 	al_egress_writer_close(w);
 	put("sbx4/00000000000000000001", "garbage\n");
 	put("sbx4/00000000000000000002",
@@ -285,7 +416,7 @@ static void test_reader(void **state)
 	assert_int_equal(al_egress_dir_remove(run_dir, "idle"), 0);
 	assert_false(exists("idle"));
 	/* A small batch takes whole files only. */
-	w = al_egress_writer_open(run_dir, "sbx3", NULL, &err);
+	w = al_egress_writer_open(run_dir, "sbx3", &unrated, &err);
 	add_n(w, 300, 0);
 	al_egress_writer_close(w);
 	assert_int_equal(al_egress_read(run_dir, 10, &b, &err), 1);
@@ -301,7 +432,7 @@ static void test_reader_places(void **state)
 {
 	(void)state;
 	al_err err = {0};
-	al_egress_writer *w = al_egress_writer_open(run_dir, "sbx5", NULL,
+	al_egress_writer *w = al_egress_writer_open(run_dir, "sbx5", &unrated,
 						    &err);
 	assert_non_null(w);
 	add_n(w, 300, 0);
@@ -330,7 +461,7 @@ static void test_reader_places(void **state)
 	    "\"port\":0}\n");
 	put("sbx5/123", "{}\n");
 	put("sbx5/99999999999999999999", "{}\n"); /* past a bigint */
-	w = al_egress_writer_open(run_dir, "sbx5", NULL, &err);
+	w = al_egress_writer_open(run_dir, "sbx5", &unrated, &err);
 	add_n(w, 1, 0);
 	al_egress_writer_close(w);
 	char names[16][32];
@@ -353,6 +484,10 @@ int main(void)
 						teardown),
 		cmocka_unit_test_setup_teardown(test_writer_drops_past_cap,
 						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_writer_rate, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_writer_rate_flood, setup,
+						teardown),
 		cmocka_unit_test_setup_teardown(test_reader, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_reader_places, setup,
 						teardown),

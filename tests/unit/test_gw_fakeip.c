@@ -174,13 +174,19 @@ static void test_unpack_strict(void **state)
 	assert_null(al_fakeip_unpack(nul, sizeof nul - 1, 16, &err));
 }
 
+/* A new directory from template dir; path gets <dir>/map in it. */
+static void map_path(char *dir, char path[128])
+{
+	assert_non_null(mkdtemp(dir));
+	snprintf(path, 128, "%s/map", dir);
+}
+
 static void test_save_load(void **state)
 {
 	(void)state;
 	char dir[] = "/tmp/gw-dns-fakeip-XXXXXX";
-	assert_non_null(mkdtemp(dir));
 	char path[128];
-	snprintf(path, sizeof path, "%s/map", dir);
+	map_path(dir, path);
 	al_err err;
 	assert_null(al_fakeip_load(path, 16, &err));
 	assert_int_equal(err.code, AL_ENOENT);
@@ -222,9 +228,8 @@ static void test_journal(void **state)
 {
 	(void)state;
 	char dir[] = "/tmp/gw-dns-journal-XXXXXX";
-	assert_non_null(mkdtemp(dir));
 	char path[128];
-	snprintf(path, sizeof path, "%s/map", dir);
+	map_path(dir, path);
 	al_err err;
 	al_fakeip *m = al_fakeip_open(path, 16, &err);
 	if (m == NULL)
@@ -297,6 +302,52 @@ static void test_journal(void **state)
 	rmdir(dir);
 }
 
+/* The longest names a guest can ask for fill the journal (on the host's
+ * shared run/ tmpfs) only to AL_FAKEIP_JOURNAL_MAX: then new names are
+ * refused as past the cap, known ones still answer, and a restart keeps
+ * the bound. */
+static void test_journal_bytes(void **state)
+{
+	(void)state;
+	char dir[] = "/tmp/gw-dns-journal-XXXXXX";
+	char path[128];
+	map_path(dir, path);
+	al_err err;
+	al_fakeip *m = al_fakeip_open(path, AL_FAKEIP_CAP_DEFAULT, &err);
+	assert_non_null(m);
+	/* 253 bytes: four labels of 63 (the first numbered) and a dot each. */
+	char name[254], label[64];
+	memset(label, 'x', 63);
+	label[63] = '\0';
+	uint32_t x, n = 0;
+	for (;; n++) {
+		snprintf(name, sizeof name, "%08u%.55s.%s.%s.%.61s", n, label,
+			 label, label, label);
+		assert_int_equal(strlen(name), 253);
+		if (al_fakeip_get(m, name, &x, &err) < 0)
+			break;
+	}
+	assert_int_equal(err.code, AL_ENOSPACE);
+	assert_true(n > 7000 && n < AL_FAKEIP_CAP_DEFAULT);
+	struct stat st;
+	assert_int_equal(stat(path, &st), 0);
+	assert_true(st.st_size <= AL_FAKEIP_JOURNAL_MAX);
+	assert_true(st.st_size > AL_FAKEIP_JOURNAL_MAX - 300);
+	char first[254];
+	snprintf(first, sizeof first, "%08u%.55s.%s.%s.%.61s", 0u, label, label,
+		 label, label);
+	assert_int_equal(get(m, first), IP(198, 18, 0, 1));
+	al_fakeip_free(m);
+	m = al_fakeip_open(path, AL_FAKEIP_CAP_DEFAULT, &err);
+	assert_non_null(m);
+	assert_int_equal(al_fakeip_count(m), n);
+	assert_int_equal(al_fakeip_get(m, name, &x, &err), -1);
+	assert_int_equal(err.code, AL_ENOSPACE);
+	al_fakeip_free(m);
+	unlink(path);
+	rmdir(dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -306,6 +357,7 @@ int main(void)
 		cmocka_unit_test(test_unpack_strict),
 		cmocka_unit_test(test_save_load),
 		cmocka_unit_test(test_journal),
+		cmocka_unit_test(test_journal_bytes),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
