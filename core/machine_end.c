@@ -15,8 +15,9 @@ void al_machine_end_reason(const char *init_name, int wstatus,
 	}
 	int sig = WIFSIGNALED(wstatus) ? WTERMSIG(wstatus) : 0;
 	if (sig != SIGKILL || mem == NULL || mem->oom_kills == 0) {
-		snprintf(out, outlen, "the sandbox's %s was killed by signal %d",
-			 init_name, sig);
+		snprintf(out, outlen,
+			 "the sandbox's %s was killed by signal %d", init_name,
+			 sig);
 		return;
 	}
 	uint64_t cg = mem->limit_bytes;

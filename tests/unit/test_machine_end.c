@@ -40,8 +40,7 @@ static void test_parse_v2(void **state)
 			 0);
 	assert_int_equal(n, 1);
 	/* Last line without a newline. */
-	assert_int_equal(al_cgroup_oom_kills_parse("oom 2\noom_kill 7", &n),
-			 0);
+	assert_int_equal(al_cgroup_oom_kills_parse("oom 2\noom_kill 7", &n), 0);
 	assert_int_equal(n, 7);
 }
 
@@ -108,8 +107,7 @@ static void test_other_ends(void **state)
 	assert_string_equal(out, "the sandbox's init was killed by signal 9");
 	al_machine_end_reason("init", KILLED(SIGSEGV), &some, 0, out,
 			      sizeof out);
-	assert_string_equal(out,
-			    "the sandbox's init was killed by signal 11");
+	assert_string_equal(out, "the sandbox's init was killed by signal 11");
 	al_machine_end_reason("virtual machine (QEMU)", EXITED(1), &some, 0,
 			      out, sizeof out);
 	assert_string_equal(out, "the sandbox's virtual machine (QEMU) "
