@@ -5,6 +5,7 @@
 #include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
@@ -266,11 +267,22 @@ static int v1_limits(const char *ctrl, const char *dir,
 	char val[32];
 	if (strcmp(ctrl, "memory") == 0) {
 		snprintf(val, sizeof val, "%" PRIu64, lim->memory_bytes);
-		if (cg_write_in(dir, "memory.limit_in_bytes", val, err) < 0)
-			return -1;
+		/* memory may not go above memory+swap: raising a limit
+		 * (a standby claimed with more) writes memory+swap first. */
+		al_err e = {0};
+		if (cg_write_in(dir, "memory.limit_in_bytes", val, &e) < 0) {
+			if (e.sys_errno != EINVAL ||
+			    cg_write_in(dir, "memory.memsw.limit_in_bytes", val,
+					err) < 0 ||
+			    cg_write_in(dir, "memory.limit_in_bytes", val,
+					err) < 0) {
+				if (err != NULL && e.sys_errno != EINVAL)
+					*err = e;
+				return -1;
+			}
+		}
 		/* memory+swap equal to memory: no swapping past the limit.
 		 * Missing when swap accounting is off. */
-		al_err e = {0};
 		if (cg_write_in(dir, "memory.memsw.limit_in_bytes", val, &e) <
 			    0 &&
 		    e.sys_errno != ENOENT) {
@@ -608,5 +620,54 @@ int al_cgroup_file(const char *name, const char *file, char *out, size_t outlen,
 	int n = snprintf(out, outlen, "%s/%s", dir, file);
 	if (n < 0 || (size_t)n >= outlen)
 		return al_err_set(err, AL_EINVAL, 0, "cgroup path too long");
+	return 0;
+}
+
+int al_cgroup_oom_kills_parse(const char *text, uint64_t *kills)
+{
+	static const char key[] = "oom_kill ";
+	for (const char *l = text; l != NULL && *l != '\0';) {
+		if (strncmp(l, key, sizeof key - 1) == 0) {
+			const char *v = l + sizeof key - 1;
+			char *end;
+			errno = 0;
+			unsigned long long n = strtoull(v, &end, 10);
+			if (end == v || errno != 0 ||
+			    (*end != '\n' && *end != '\0'))
+				return -1;
+			*kills = n;
+			return 0;
+		}
+		l = strchr(l, '\n');
+		if (l != NULL)
+			l++;
+	}
+	return -1;
+}
+
+int al_cgroup_memory_read(const char *name, al_cgroup_memory *out, al_err *err)
+{
+	char dir[CG_PATH_MAX], buf[512];
+	if (cg_name_ok(name, err) < 0)
+		return -1;
+	int ver = al_cgroup_version(err);
+	if (ver < 0 || cg_dir(ver, "memory", name, dir, sizeof dir, err) < 0)
+		return -1;
+	const char *limit_file = ver == 2 ? "memory.max"
+					  : "memory.limit_in_bytes";
+	const char *events_file = ver == 2 ? "memory.events"
+					   : "memory.oom_control";
+	if (cg_read_in(dir, limit_file, buf, sizeof buf, err) < 0)
+		return -1;
+	/* v2 "max", or v1's page-rounded LLONG_MAX: no limit. */
+	char *end;
+	unsigned long long lim = strtoull(buf, &end, 10);
+	out->limit_bytes = end == buf || lim >= (1ull << 62) ? 0 : lim;
+	if (cg_read_in(dir, events_file, buf, sizeof buf, err) < 0)
+		return -1;
+	if (al_cgroup_oom_kills_parse(buf, &out->oom_kills) < 0)
+		return al_err_set(err, AL_EUNAVAIL, 0,
+				  "%s/%s has no oom_kill count", dir,
+				  events_file);
 	return 0;
 }

@@ -80,6 +80,18 @@ int al_cgroup_kill(const char *name, al_err *err);
  * to about a second while tasks are still exiting. A missing leaf is not
  * an error (idempotent). */
 int al_cgroup_destroy(const char *name, al_err *err);
+/* What the leaf's memory controller says about its limit and the
+ * kernel's OOM killer: limit_bytes is 0 when there is none (v2 "max"),
+ * oom_kills how many of its processes the killer ended since it was
+ * made (v1: memory.oom_control's oom_kill line, v2: memory.events'). */
+typedef struct al_cgroup_memory {
+	uint64_t limit_bytes;
+	uint64_t oom_kills;
+} al_cgroup_memory;
+int al_cgroup_memory_read(const char *name, al_cgroup_memory *out, al_err *err);
+/* The N of the "oom_kill N" line of either file's text; -1 when there
+ * is no such line (the kernel predates the count). */
+int al_cgroup_oom_kills_parse(const char *text, uint64_t *kills);
 /* Path of a control file of the leaf ("memory.max", "pids.max", ...)
  * under the controller that owns it; for tests and diagnostics. */
 int al_cgroup_file(const char *name, const char *file, char *out, size_t outlen,

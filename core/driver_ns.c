@@ -42,6 +42,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <net/if.h>
 #include <poll.h>
 #include <pthread.h>
@@ -65,6 +66,7 @@
 #include "cleanup.h"
 #include "config.h"
 #include "log.h"
+#include "memshare.h"
 #include "net/slot.h"
 #include "sysfilter.h"
 #include "uidrange.h"
@@ -85,6 +87,7 @@
 
 typedef struct ns_priv {
 	int pidfd;	 /* the init, immune to pid reuse after it is reaped */
+	int shm_fd;	 /* the jail's /dev/shm mount, resized on adopt */
 	int paused;	 /* frozen through pause() */
 	al_uidrange ids; /* host uids of the user namespace, held till stop */
 } ns_priv;
@@ -109,8 +112,10 @@ typedef struct child_args {
 	const char *hostname;
 	const char *agent;
 	const char *dev_opts; /* /dev tmpfs options, owned by root inside */
-	int sync_fd;	      /* child end of the sync socketpair */
-	int agent_fd;	      /* child end of the agent socketpair */
+	int shm_fd;	      /* /dev/shm, sized and detached: mounted there */
+	const char *const *ipc_values; /* of ipc_sysctls, in order */
+	int sync_fd;		       /* child end of the sync socketpair */
+	int agent_fd;		       /* child end of the agent socketpair */
 	int tree_fd;   /* the rootfs, idmapped, detached: mounted over rootfs */
 	int userns_fd; /* the sandbox's user namespace, entered last */
 	int netns_fd;  /* the slot's guest namespace, or -1: a new one */
@@ -246,6 +251,14 @@ static const char *const proc_masked[] = {
 	"proc/sched_debug", "proc/latency_stats", "proc/acpi",
 	"proc/scsi",	    "proc/asound",	  "proc/kallsyms",
 };
+/* The SysV limits of the jail's ipc namespace (memshare.h), written by
+ * host root: the sandbox's root has no say over them. */
+static const char *const ipc_sysctls[] = {
+	"kernel/shmmax",
+	"kernel/shmall",
+	"kernel/msgmni",
+};
+#define NIPC (sizeof ipc_sysctls / sizeof ipc_sysctls[0])
 static const char *const dev_nodes[] = {
 	"null", "zero", "full", "random", "urandom", "tty",
 };
@@ -320,6 +333,13 @@ __attribute__((noreturn)) static int child_entry(void *arg)
 	    write_sysctl("proc/sys/net/ipv4/ping_group_range", "0 2147483647") <
 		    0)
 		child_fail(sync_fd, "net sysctls");
+	for (size_t i = 0; i < NIPC; i++) {
+		char path[32];
+		memcpy(path, "proc/sys/", 10);
+		strncat(path, ipc_sysctls[i], sizeof path - 10);
+		if (write_sysctl(path, a->ipc_values[i]) < 0)
+			child_fail(sync_fd, path);
+	}
 	for (size_t i = 0; i < sizeof proc_readonly / sizeof proc_readonly[0];
 	     i++) {
 		if (bind_readonly(proc_readonly[i]) < 0)
@@ -354,8 +374,8 @@ __attribute__((noreturn)) static int child_entry(void *arg)
 		  "newinstance,ptmxmode=0666,mode=0620") < 0)
 		child_fail(sync_fd, "mount /dev/pts");
 	if (mkdir("dev/shm", 01777) < 0 ||
-	    mount("shm", "dev/shm", "tmpfs", MS_NOSUID | MS_NODEV,
-		  "mode=1777") < 0)
+	    move_mount(a->shm_fd, "", AT_FDCWD, "dev/shm",
+		       MOVE_MOUNT_F_EMPTY_PATH) < 0)
 		child_fail(sync_fd, "mount /dev/shm");
 
 	/* pivot_root(".", ".") stacks the old root under the new one;
@@ -666,6 +686,87 @@ static int idmapped_tree(const char *rootfs, int userns_fd, al_err *err)
 	return fd;
 }
 
+/* The text of ipc_sysctls' values for a share, and pointers to them. */
+typedef struct ipc_values {
+	char text[NIPC][24];
+	const char *ptr[NIPC];
+} ipc_values;
+
+static void ipc_values_of(const al_memshare *ms, ipc_values *v)
+{
+	const uint64_t n[NIPC] = {ms->sysv_bytes, ms->sysv_pages,
+				  ms->msg_queues};
+	for (size_t i = 0; i < NIPC; i++) {
+		snprintf(v->text[i], sizeof v->text[i], "%" PRIu64, n[i]);
+		v->ptr[i] = v->text[i];
+	}
+}
+
+/* Size the tmpfs of fs context fsfd (a new one, or one picked from the
+ * mount) as ms says, then run cmd on it (create, reconfigure). */
+static int shm_config(int fsfd, const al_memshare *ms, unsigned cmd,
+		      al_err *err)
+{
+	char size[24], inodes[24];
+	snprintf(size, sizeof size, "%" PRIu64, ms->shm_bytes);
+	snprintf(inodes, sizeof inodes, "%" PRIu64, ms->shm_inodes);
+	if (fsconfig(fsfd, FSCONFIG_SET_STRING, "size", size, 0) < 0 ||
+	    fsconfig(fsfd, FSCONFIG_SET_STRING, "nr_inodes", inodes, 0) < 0 ||
+	    fsconfig(fsfd, cmd, NULL, NULL, 0) < 0)
+		return al_err_sys(err, AL_ESYS, errno,
+				  "size /dev/shm to %s bytes, %s inodes", size,
+				  inodes);
+	return 0;
+}
+
+/* The jail's /dev/shm: a detached tmpfs of ms's size, made by host root
+ * (so root inside cannot remount it bigger), which the child mounts and
+ * the host keeps (memshare_apply). */
+static int shm_make(const al_memshare *ms, al_err *err)
+{
+	al_autofd int fsfd = fsopen("tmpfs", FSOPEN_CLOEXEC);
+	if (fsfd < 0)
+		return al_err_sys(err, AL_ESYS, errno, "fsopen tmpfs");
+	if (fsconfig(fsfd, FSCONFIG_SET_STRING, "mode", "1777", 0) < 0)
+		return al_err_sys(err, AL_ESYS, errno, "/dev/shm mode");
+	if (shm_config(fsfd, ms, FSCONFIG_CMD_CREATE, err) < 0)
+		return -1;
+	int fd = fsmount(fsfd, FSMOUNT_CLOEXEC,
+			 MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV);
+	if (fd < 0)
+		return al_err_sys(err, AL_ESYS, errno, "fsmount /dev/shm");
+	return fd;
+}
+
+/* The agent out of the OOM killer's reach, so that a sandbox out of
+ * memory loses the process that used it up, not its agent. Written to
+ * the legacy oom_adj (-17 is oom_score_adj -1000) on purpose: host
+ * root's write to oom_score_adj would also lower the floor
+ * (oom_score_adj_min) that the agent's children inherit, and any of
+ * them could take -1000 again; through oom_adj the floor stays 0, so
+ * once the agent resets a child to 0 (guest/exec.c) nothing in the
+ * sandbox goes below it (that needs CAP_SYS_RESOURCE in the host's user
+ * namespace). pid is unreaped: it cannot have been reused. */
+static int protect_agent(pid_t pid, al_err *err)
+{
+	char path[40];
+	snprintf(path, sizeof path, "/proc/%d/oom_adj", (int)pid);
+	if (write_sysctl(path, "-17") == 0)
+		return 0;
+	/* EACCES: this host's root lacks CAP_SYS_RESOURCE (a container):
+	 * the sandbox runs, its agent as exposed as what it starts. */
+	if (errno == EACCES) {
+		al_warn("the agent's OOM protection: writing %s: %s (host "
+			"root without CAP_SYS_RESOURCE)",
+			path, strerror(errno));
+		return 0;
+	}
+	return al_err_sys(err, AL_ESYS, errno,
+			  "write -17 to %s (the agent's OOM "
+			  "protection)",
+			  path);
+}
+
 /* The spec's limits with the defaults filled in. */
 static al_cgroup_limits limits_of(const al_sandbox_spec *spec)
 {
@@ -781,6 +882,10 @@ static int ns_start(const al_sandbox_spec *spec, al_driver_handle *h,
 		return al_err_set(err, AL_ENOMEM, 0, "building capability set");
 
 	al_cgroup_limits lim = limits_of(spec);
+	al_memshare ms;
+	al_memshare_of(lim.memory_bytes, (uint64_t)sysconf(_SC_PAGESIZE), &ms);
+	ipc_values ipc;
+	ipc_values_of(&ms, &ipc);
 	snprintf(h->cgroup, sizeof h->cgroup, AL_CGROUP_PARENT "/%s", spec->id);
 
 	priv = calloc(1, sizeof *priv);
@@ -789,6 +894,7 @@ static int ns_start(const al_sandbox_spec *spec, al_driver_handle *h,
 		goto fail;
 	}
 	priv->pidfd = -1;
+	priv->shm_fd = -1;
 	priv->ids.lock_fd = -1;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	if (al_uidrange_take(&al_uidrange_ns, spec->id, &priv->ids, err) < 0)
@@ -806,6 +912,9 @@ static int ns_start(const al_sandbox_spec *spec, al_driver_handle *h,
 	snprintf(dev_opts, sizeof dev_opts,
 		 "mode=0755,size=64k,nr_inodes=64,uid=%u,gid=%u",
 		 (unsigned)priv->ids.base, (unsigned)priv->ids.base);
+	priv->shm_fd = shm_make(&ms, err);
+	if (priv->shm_fd < 0)
+		goto fail;
 	if (al_cgroup_create(spec->id, &lim, err) < 0)
 		goto fail;
 	cg_made = 1;
@@ -838,6 +947,8 @@ static int ns_start(const al_sandbox_spec *spec, al_driver_handle *h,
 		.hostname = spec->hostname,
 		.agent = spec->agent,
 		.dev_opts = dev_opts,
+		.shm_fd = priv->shm_fd,
+		.ipc_values = ipc.ptr,
 		.sync_fd = sync_sp[1],
 		.agent_fd = agent_sp[1],
 		.tree_fd = tree_fd,
@@ -896,6 +1007,8 @@ static int ns_start(const al_sandbox_spec *spec, al_driver_handle *h,
 	}
 	close(al_steal_fd(&sync_sp[0]));
 	step_done(h, &nsteps, "exec", &t0);
+	if (protect_agent(pid, err) < 0)
+		goto fail;
 	reap(holder);
 	close(holder);
 	step_done(h, &nsteps, "user namespace reap", &t0);
@@ -928,8 +1041,11 @@ fail:
 		if (al_cgroup_destroy(spec->id, &tmp_err) < 0)
 			al_warn("sandbox %s: %s", spec->id, tmp_err.msg);
 	}
-	if (priv != NULL)
+	if (priv != NULL) {
+		if (priv->shm_fd >= 0)
+			close(priv->shm_fd);
 		al_uidrange_drop(&priv->ids);
+	}
 	free(priv);
 	handle_reset(h);
 	return -1;
@@ -952,6 +1068,12 @@ static int ns_stop(al_driver_handle *h, al_err *err)
 		reap(p->pidfd);
 		close(p->pidfd);
 		p->pidfd = -1;
+	}
+	/* Before the cgroup goes: the tmpfs (and its pages, charged there)
+	 * lives as long as this mount. */
+	if (p != NULL && p->shm_fd >= 0) {
+		close(p->shm_fd);
+		p->shm_fd = -1;
 	}
 	h->init_pid = 0;
 	if (h->agent_fd >= 0) {
@@ -992,28 +1114,74 @@ static int ns_resume(al_driver_handle *h, al_err *err)
 	return ns_freeze(h, 0, err);
 }
 
-/* Set the hostname inside the jail's uts namespace: the sandbox itself
- * cannot (no CAP_SYS_ADMIN), so the shim enters the namespace for the one
- * call and comes back. */
-static int set_hostname(const ns_priv *p, const char *hostname, al_err *err)
+/* fn(arg) run in the jail's namespace of type nstype (CLONE_NEWUTS,
+ * CLONE_NEWIPC), entered by this thread for the call alone: what root
+ * inside may not change (it holds no CAP_SYS_ADMIN there), host root
+ * changes from inside. */
+static int in_jail_ns(const ns_priv *p, int nstype, int (*fn)(void *, al_err *),
+		      void *arg, al_err *err)
 {
-	al_autofd int self = open("/proc/self/ns/uts", O_RDONLY | O_CLOEXEC);
+	const char *self_path = nstype == CLONE_NEWUTS
+					? "/proc/thread-self/ns/uts"
+					: "/proc/thread-self/ns/ipc";
+	al_autofd int self = open(self_path, O_RDONLY | O_CLOEXEC);
 	if (self < 0)
+		return al_err_sys(err, AL_ESYS, errno, "open %s", self_path);
+	if (setns(p->pidfd, nstype) < 0)
 		return al_err_sys(err, AL_ESYS, errno,
-				  "open own uts namespace");
-	if (setns(p->pidfd, CLONE_NEWUTS) < 0)
-		return al_err_sys(err, AL_ESYS, errno,
-				  "enter the sandbox's uts namespace");
-	int rc = 0;
-	if (sethostname(hostname, strlen(hostname)) < 0)
-		rc = al_err_sys(err, AL_ESYS, errno, "sethostname");
-	if (setns(self, CLONE_NEWUTS) < 0) {
-		/* Staying in the sandbox's namespace would rename the host's
+				  "enter the sandbox's %s namespace",
+				  self_path + 22);
+	int rc = fn(arg, err);
+	if (setns(self, nstype) < 0) {
+		/* Staying in the sandbox's namespace would change the host's
 		 * view for every later sandbox this shim touches. */
 		return al_err_sys(err, AL_EINTERNAL, errno,
-				  "leave the sandbox's uts namespace");
+				  "leave the sandbox's %s namespace",
+				  self_path + 22);
 	}
 	return rc;
+}
+
+static int set_hostname(void *hostname, al_err *err)
+{
+	if (sethostname(hostname, strlen(hostname)) < 0)
+		return al_err_sys(err, AL_ESYS, errno, "sethostname");
+	return 0;
+}
+
+static int write_ipc_sysctls(void *values, al_err *err)
+{
+	const char *const *v = values;
+	for (size_t i = 0; i < NIPC; i++) {
+		char path[40];
+		snprintf(path, sizeof path, "/proc/sys/%s", ipc_sysctls[i]);
+		if (write_sysctl(path, v[i]) < 0)
+			return al_err_sys(err, AL_ESYS, errno,
+					  "write %s of the sandbox's ipc "
+					  "namespace",
+					  path);
+	}
+	return 0;
+}
+
+/* A claimed standby takes the shares of its new memory limit: /dev/shm
+ * resized through the mount the host kept (it fails while more than the
+ * new size is in use: a standby has run nothing), the SysV limits
+ * written in the jail's ipc namespace. */
+static int memshare_apply(const ns_priv *p, uint64_t limit, al_err *err)
+{
+	al_memshare ms;
+	al_memshare_of(limit, (uint64_t)sysconf(_SC_PAGESIZE), &ms);
+	al_autofd int fsfd = fspick(p->shm_fd, "",
+				    FSPICK_EMPTY_PATH | FSPICK_CLOEXEC);
+	if (fsfd < 0)
+		return al_err_sys(err, AL_ESYS, errno, "fspick /dev/shm");
+	if (shm_config(fsfd, &ms, FSCONFIG_CMD_RECONFIGURE, err) < 0)
+		return -1;
+	ipc_values values;
+	ipc_values_of(&ms, &values);
+	return in_jail_ns(p, CLONE_NEWIPC, write_ipc_sysctls,
+			  (void *)values.ptr, err);
 }
 
 static int ns_adopt(al_driver_handle *h, const al_sandbox_spec *spec,
@@ -1034,9 +1202,11 @@ static int ns_adopt(al_driver_handle *h, const al_sandbox_spec *spec,
 			 spec->id);
 	}
 	al_cgroup_limits lim = limits_of(spec);
-	if (al_cgroup_set_limits(spec->id, &lim, err) < 0)
+	if (al_cgroup_set_limits(spec->id, &lim, err) < 0 ||
+	    memshare_apply(p, lim.memory_bytes, err) < 0)
 		return -1;
-	return set_hostname(p, spec->hostname, err);
+	return in_jail_ns(p, CLONE_NEWUTS, set_hostname, (void *)spec->hostname,
+			  err);
 }
 
 const al_driver al_driver_ns = {

@@ -391,6 +391,17 @@ child(char **argv, char **envp, const char *cwd, const run_as *ra, int in_fd,
 	 * fd it inherited without the flag. Closing them outright would
 	 * close the start pipe too early. */
 	close_range(3, ~0U, CLOSE_RANGE_CLOEXEC);
+	/* The agent is kept out of the OOM killer's reach (driver_ns.c,
+	 * guest/init/init.c) and this child inherited that: what it runs
+	 * must not be, or an OOM would find nothing to kill. Before the uid
+	 * change, while a guest's root may still lower the floor too. */
+	int oom = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
+	if (oom < 0 || write(oom, "0", 1) != 1) {
+		dprintf(2, "airlock-agent: resetting oom_score_adj: %s\n",
+			strerror(errno));
+		_exit(126);
+	}
+	close(oom);
 	/* Groups, then gid, then uid: each later call needs the privilege
 	 * the previous ones keep. Failing closed: never run as root by
 	 * accident. */

@@ -14,7 +14,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cgroup.h"
 #include "log.h"
+#include "machine_end.h"
 #include "shim.h"
 
 static shim_route *route_add(shim *s, uint16_t kind, int client,
@@ -476,6 +478,24 @@ static void read_client(shim *s, int i)
 	}
 }
 
+/* Why the machine ended with wait status: a SIGKILL is looked up in its
+ * memory cgroup (still there until the shim stops the driver), which
+ * counts the kernel OOM killer's kills. */
+static void machine_end(shim *s, int status, char *detail, size_t dlen)
+{
+	al_cgroup_memory mem;
+	const al_cgroup_memory *m = NULL;
+	if (WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) {
+		al_err err = {0};
+		if (al_cgroup_memory_read(s->sb.id, &mem, &err) == 0)
+			m = &mem;
+		else
+			al_warn("sandbox %s: %s", s->sb.id, err.msg);
+	}
+	al_machine_end_reason(s->driver->init_name, status, m,
+			      s->sb.limits.memory_bytes, detail, dlen);
+}
+
 /* The channel ended: when the machine itself is gone (a QEMU that died,
  * a jail whose init exited) that is the reason to record, and it usually
  * follows within moments. */
@@ -485,17 +505,7 @@ static void machine_exit_reason(shim *s, char *detail, size_t dlen)
 		int status;
 		pid_t pid = waitpid(s->h.init_pid, &status, WNOHANG);
 		if (pid == s->h.init_pid) {
-			if (WIFSIGNALED(status))
-				snprintf(detail, dlen,
-					 "the sandbox's %s was killed by "
-					 "signal %d",
-					 s->driver->init_name,
-					 WTERMSIG(status));
-			else
-				snprintf(detail, dlen,
-					 "the sandbox's %s exited with %d",
-					 s->driver->init_name,
-					 WEXITSTATUS(status));
+			machine_end(s, status, detail, dlen);
 			return;
 		}
 		if (pid < 0)
@@ -552,14 +562,7 @@ static int read_signals(shim *s, al_event *ev, char *detail, size_t dlen)
 			if (pid != s->h.init_pid)
 				continue;
 			*ev = AL_EV_FAIL;
-			if (WIFSIGNALED(status))
-				snprintf(detail, dlen,
-					 "sandbox init killed by signal %d",
-					 WTERMSIG(status));
-			else
-				snprintf(detail, dlen,
-					 "sandbox init exited with %d",
-					 WEXITSTATUS(status));
+			machine_end(s, status, detail, dlen);
 			return 1;
 		}
 	}

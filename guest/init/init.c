@@ -167,8 +167,18 @@ static void mount_root(void)
 	if (chdir(NEWROOT) < 0 || mount(".", "/", NULL, MS_MOVE, NULL) < 0 ||
 	    chroot(".") < 0 || chdir("/") < 0)
 		fatal("switch to the disk root: %s", strerror(errno));
+	/* Every tmpfs within the guest's RAM, so that filled they leave
+	 * the guest's processes room, where its OOM killer finds the
+	 * offender: a quarter each for /tmp and /dev/shm, a little for
+	 * /dev (devtmpfs, half the RAM by default), inodes ~1 KiB each. */
 	mount_or_die("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV,
-		     "mode=1777");
+		     "mode=1777,size=25%,nr_inodes=16384");
+	(void)mkdir("/dev/shm", 01777);
+	mount_or_die("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV,
+		     "mode=1777,size=25%,nr_inodes=4096");
+	if (mount(NULL, "/dev", NULL, MS_REMOUNT | MS_NOSUID,
+		  "size=8m,nr_inodes=4096") < 0)
+		logmsg("sizing /dev: %s", strerror(errno));
 	mount_or_die("devpts", "/dev/pts", "devpts", MS_NOSUID | MS_NOEXEC,
 		     "mode=0620,ptmxmode=0666");
 }
@@ -391,6 +401,15 @@ static pid_t start_agent(const char *agent, int chan)
 		if (chan == 3)
 			(void)fcntl(3, F_SETFD, 0);
 		setsid();
+		/* A guest out of memory loses the process that used it up,
+		 * not its agent; the agent puts what it runs back to 0. */
+		int oom = open("/proc/self/oom_score_adj",
+			       O_WRONLY | O_CLOEXEC);
+		if (oom < 0 || write(oom, "-1000", 5) != 5)
+			logmsg("protecting the agent from the OOM killer: %s",
+			       strerror(errno));
+		if (oom >= 0)
+			close(oom);
 		char *argv[] = {(char *)agent, "--fd", "3", NULL};
 		char *envp[] = {"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:"
 				"/usr/bin:/sbin:/bin",

@@ -389,6 +389,32 @@ static void test_exec_echo(void **state)
 	free(r);
 }
 
+/* What the agent runs does not keep the agent's OOM score (the host or
+ * guest init keeps the agent out of the killer's reach): it starts at 0,
+ * so an OOM kills the offender. Raised here, which needs no privilege. */
+static void test_exec_oom_score_reset(void **state)
+{
+	ctx *c = *state;
+	skip_hello(c);
+	char path[64];
+	snprintf(path, sizeof path, "/proc/%d/oom_score_adj", (int)c->pid);
+	FILE *f = fopen(path, "w");
+	assert_non_null(f);
+	assert_true(fputs("300", f) >= 0);
+	assert_int_equal(fclose(f), 0);
+	run *r = exec_wait(c, 1,
+			   "{\"cmd\":[\"cat\",\"/proc/self/oom_score_adj\"]}");
+	assert_string_equal(r->out, "0\n");
+	assert_int_equal(r->exit_code, 0);
+	free(r);
+	char adj[16] = "";
+	f = fopen(path, "r");
+	assert_non_null(f);
+	assert_non_null(fgets(adj, sizeof adj, f));
+	fclose(f);
+	assert_string_equal(adj, "300\n");
+}
+
 static void test_exec_exit_code_and_stderr(void **state)
 {
 	ctx *c = *state;
@@ -1552,6 +1578,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		T(test_hello),
 		T(test_exec_echo),
+		T(test_exec_oom_score_reset),
 		T(test_exec_exit_code_and_stderr),
 		T(test_exec_env_cwd),
 		T(test_exec_stdin_cat),

@@ -525,6 +525,122 @@ static void test_limits(void **state)
 	stop_jail(&b);
 }
 
+/* Does this process (host root) hold CAP_SYS_RESOURCE? Without it (a
+ * container) nothing can lower an oom_score_adj. */
+static int have_sys_resource(void)
+{
+	FILE *f = fopen("/proc/self/status", "r");
+	char line[256];
+	unsigned long long eff = 0;
+	while (f != NULL && fgets(line, sizeof line, f) != NULL)
+		sscanf(line, "CapEff: %llx", &eff);
+	if (f != NULL)
+		fclose(f);
+	return (eff >> 24) & 1; /* CAP_SYS_RESOURCE */
+}
+
+/* /dev/shm and the SysV limits are shares of the memory limit (core/
+ * memshare.h) root inside cannot raise; filled, they leave the jail
+ * answering; a claimed standby's follow its new limit. The agent is out
+ * of the OOM killer's reach where the host may put it there. */
+static void test_memory_shares(void **state)
+{
+	(void)state;
+	NEED_JAIL();
+	al_err err = {0};
+	al_driver_handle h;
+	char out[8192];
+	start_jail(&h, "t-shm", 64ull << 20, 64);
+	assert_int_equal(jail_sh(&h, "grep ' /dev/shm ' /proc/mounts", out,
+				 sizeof out, 5000),
+			 0);
+	print_message("%s\n", out);
+	assert_non_null(strstr(out, "size=32768k"));
+	assert_non_null(strstr(out, "nr_inodes=512"));
+	assert_non_null(strstr(out, "nosuid"));
+	assert_non_null(strstr(out, "nodev"));
+	assert_int_equal(jail_sh(&h,
+				 "cat /proc/sys/kernel/shmmax "
+				 "/proc/sys/kernel/shmall "
+				 "/proc/sys/kernel/msgmni",
+				 out, sizeof out, 5000),
+			 0);
+	assert_string_equal(out, "16777216\n4096\n256");
+	/* Root inside can neither raise them nor remount /dev/shm. */
+	assert_true(jail_sh(&h, "echo 999999 > /proc/sys/kernel/shmall", out,
+			    sizeof out, 5000) != 0);
+	assert_true(jail_sh(&h, "mount -o remount,size=1g /dev/shm", out,
+			    sizeof out, 5000) != 0);
+	/* Filling it stops at its size, and the jail goes on. */
+	int rc = jail_sh(&h, "dd if=/dev/zero of=/dev/shm/big bs=1M count=100",
+			 out, sizeof out, 30000);
+	print_message("dd: %d %s\n", rc, out);
+	assert_int_equal(rc, 1);
+	assert_non_null(strstr(out, "No space left on device"));
+	assert_int_equal(jail_sh(&h, "du -k /dev/shm/big", out, sizeof out,
+				 5000),
+			 0);
+	assert_int_equal(atoi(out), 32768);
+	assert_int_equal(jail_sh(&h, "rm /dev/shm/big; echo alive", out,
+				 sizeof out, 5000),
+			 0);
+	assert_string_equal(out, "alive");
+
+	char path[64];
+	long long adj = 99;
+	snprintf(path, sizeof path, "/proc/%d/oom_score_adj", (int)h.init_pid);
+	assert_int_equal(read_int_file(path, &adj), 0);
+	if (have_sys_resource()) {
+		assert_int_equal(adj, -1000);
+		/* Through oom_adj: its children's floor stays 0. */
+		assert_int_equal(jail_sh(&h,
+					 "sh -c 'echo 0 > "
+					 "/proc/self/oom_score_adj && echo "
+					 "-1000 > /proc/self/oom_score_adj'",
+					 out, sizeof out, 5000) != 0,
+				 1);
+	} else {
+		print_message("host root lacks CAP_SYS_RESOURCE: the agent "
+			      "keeps %lld\n",
+			      adj);
+		assert_int_equal(adj, 0);
+	}
+
+	/* A standby claimed with another limit. */
+	al_sandbox_spec spec = {
+		.id = "t-shm2",
+		.hostname = "t-shm2",
+		.limits = {.memory_bytes = 128ull << 20,
+			   .pids_max = 64,
+			   .cpu_shares = 512},
+	};
+	rc = al_driver_ns.adopt(&h, &spec, &err);
+	if (rc < 0)
+		print_message("adopt: %s\n", err.msg);
+	assert_int_equal(rc, 0);
+	assert_int_equal(jail_sh(&h,
+				 "grep ' /dev/shm ' /proc/mounts; cat "
+				 "/proc/sys/kernel/shmmax "
+				 "/proc/sys/kernel/shmall "
+				 "/proc/sys/kernel/msgmni; hostname",
+				 out, sizeof out, 5000),
+			 0);
+	print_message("%s\n", out);
+	assert_non_null(strstr(out, "size=65536k,nr_inodes=1024"));
+	assert_non_null(strstr(out, "\n33554432\n8192\n512\nt-shm2"));
+	/* The host's own ipc and uts namespaces were left as they were. */
+	char host[64];
+	assert_int_equal(gethostname(host, sizeof host), 0);
+	assert_string_not_equal(host, "t-shm2");
+	FILE *f = fopen("/proc/sys/kernel/shmall", "r");
+	assert_non_null(f);
+	unsigned long long all = 0;
+	assert_int_equal(fscanf(f, "%llu", &all), 1);
+	fclose(f);
+	assert_true(all != 8192);
+	stop_jail(&h);
+}
+
 static void test_stop_cleans(void **state)
 {
 	(void)state;
@@ -821,6 +937,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_namespaces, test_teardown),
 		cmocka_unit_test_teardown(test_privileges, test_teardown),
 		cmocka_unit_test_teardown(test_limits, test_teardown),
+		cmocka_unit_test_teardown(test_memory_shares, test_teardown),
 		cmocka_unit_test_teardown(test_stop_cleans, test_teardown),
 		cmocka_unit_test_teardown(test_start_failure, test_teardown),
 		cmocka_unit_test_teardown(test_pause_resume, test_teardown),
