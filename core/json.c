@@ -10,6 +10,7 @@
 #include <openssl/evp.h>
 
 #include "config.h"
+#include "jsonkey.h"
 #include "netspec.h"
 #include "path.h"
 
@@ -88,6 +89,10 @@ static json_object *parse_object(const char *buf, size_t len, bool wipe,
 		al_err_set(err, AL_EINVAL, 0, "request body must be an object");
 		return NULL;
 	}
+	if (al_json_keys_unique(buf, len, wipe, err) < 0) {
+		json_object_put(obj);
+		return NULL;
+	}
 	return obj;
 }
 
@@ -126,18 +131,7 @@ int al_json_check_fields(json_object *obj, const char *const *allowed,
 			}
 		}
 		if (!ok) {
-			/* Echo a field name only when it is short and tame. */
-			size_t n = strlen(key);
-			int tame = n > 0 && n <= 64;
-			for (size_t i = 0; tame && i < n; i++) {
-				char c = key[i];
-				if (!((c >= 'a' && c <= 'z') ||
-				      (c >= 'A' && c <= 'Z') ||
-				      (c >= '0' && c <= '9') || c == '_' ||
-				      c == '-' || c == '.'))
-					tame = 0;
-			}
-			if (tame)
+			if (al_json_key_tame(key))
 				return al_err_set(err, AL_EINVAL, 0,
 						  "unknown field '%s'", key);
 			return al_err_set(err, AL_EINVAL, 0,

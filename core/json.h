@@ -28,7 +28,8 @@ extern const al_json_map_limits al_json_env_limits;
 extern const al_json_map_limits al_json_metadata_limits;
 
 /* Parse exactly one JSON object from buf (strict JSON, valid UTF-8, depth
- * <= AL_JSON_DEPTH_MAX, only whitespace after it). AL_ETOOBIG above
+ * <= AL_JSON_DEPTH_MAX, only whitespace after it, no object naming a
+ * member twice: al_json_keys_unique). AL_ETOOBIG above
  * AL_JSON_BODY_MAX, AL_EINVAL when malformed or not an object. An empty
  * body (len 0) parses as {}. Caller puts the result. */
 json_object *al_json_parse_object(const char *buf, size_t len, al_err *err);

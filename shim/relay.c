@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "json.h"
 #include "log.h"
 #include "shim.h"
 
@@ -275,7 +276,9 @@ static void stream_from_agent(shim *s, shim_route *r, al_frame *f, int live)
 				  f->payload, f->len);
 		return;
 	}
-	json_object *o = json_tokener_parse((const char *)f->payload);
+	al_err perr;
+	json_object *o = al_json_parse_object((const char *)f->payload, f->len,
+					      &perr);
 	json_object *pid = NULL;
 	int64_t p = 0;
 	if (o != NULL && json_object_is_type(o, json_type_object) &&
