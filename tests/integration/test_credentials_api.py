@@ -201,7 +201,7 @@ def test_tenancy(world, api):
     r = post(api, body("for-b", world.value(), project=world.project["b"]))
     assert r.status_code == 201 and r.json()["project"] == world.project["b"]
     assert_error(post(api, body("x", world.value(), project="no-such-proj")),
-                 400)
+                 404, "not_found")
     # Members see the global one, cannot change it.
     r = b.get(cred_url(b, "tenant-global"), timeout=TIMEOUT)
     assert r.status_code == 200 and r.json()["id"] == g["id"]
