@@ -33,8 +33,9 @@ typedef struct frame {
 
 typedef struct scan {
 	frame st[AL_JSONKEY_DEPTH_MAX];
-	int top; /* -1: outside every object and array */
-	json_tokener *tok;
+	int top;	   /* -1: outside every object and array */
+	json_tokener *tok; /* decodes names with escapes */
+	char raw[256];	   /* a name without escapes */
 } scan;
 
 static int repeated(const frame *f, const char *name, al_err *err)
@@ -59,28 +60,43 @@ static int repeated(const frame *f, const char *name, al_err *err)
 			  "a member name is repeated (name each member once)");
 }
 
-/* The member name q[0..n) (quotes included) of the innermost object:
- * decoded by json-c, as json-c names the member (up to a NUL byte). */
-static int add_name(scan *s, const char *q, size_t n, al_err *err)
+/* The name q[0..n) (quotes included) as json-c names the member: up to
+ * a NUL byte (json-c's names are C strings). Without escapes those are
+ * the bytes between the quotes; with escapes json-c decodes them (*v
+ * then holds the result, to put). NULL when json-c refuses the text. */
+static const char *decode_name(scan *s, const char *q, size_t n,
+			       json_object **v)
 {
-	frame *f = &s->st[s->top];
+	*v = NULL;
+	if (n - 2 < sizeof s->raw && memchr(q + 1, '\\', n - 2) == NULL) {
+		memcpy(s->raw, q + 1, n - 2);
+		s->raw[n - 2] = '\0';
+		return s->raw;
+	}
 	if (s->tok == NULL) {
 		s->tok = json_tokener_new_ex(1);
 		if (s->tok == NULL)
-			return al_err_set(err, AL_ENOMEM, 0, "out of memory");
+			return NULL;
 		json_tokener_set_flags(s->tok,
 				       JSON_TOKENER_STRICT |
 					       JSON_TOKENER_VALIDATE_UTF8);
 	}
+	json_tokener_reset(s->tok);
+	if (n <= (size_t)INT32_MAX)
+		*v = json_tokener_parse_ex(s->tok, q, (int)n);
+	return json_object_get_type(*v) == json_type_string
+		       ? json_object_get_string(*v)
+		       : NULL;
+}
+
+/* The member name q[0..n) of the innermost object. */
+static int add_name(scan *s, const char *q, size_t n, al_err *err)
+{
+	frame *f = &s->st[s->top];
 	if (f->names == NULL && (f->names = json_object_new_object()) == NULL)
 		return al_err_set(err, AL_ENOMEM, 0, "out of memory");
-	json_tokener_reset(s->tok);
-	json_object *v = n <= (size_t)INT32_MAX
-				 ? json_tokener_parse_ex(s->tok, q, (int)n)
-				 : NULL;
-	const char *name = json_object_get_type(v) == json_type_string
-				   ? json_object_get_string(v)
-				   : NULL;
+	json_object *v;
+	const char *name = decode_name(s, q, n, &v);
 	int rc = 0;
 	if (name == NULL)
 		rc = al_err_set(err, AL_EINVAL, 0,
@@ -142,6 +158,8 @@ int al_json_keys_unique(const char *text, size_t len, int wipe, al_err *err)
 	}
 	for (; s.top >= 0; s.top--)
 		json_object_put(s.st[s.top].names);
+	if (wipe)
+		explicit_bzero(s.raw, sizeof s.raw);
 	if (s.tok != NULL) {
 		if (wipe && s.tok->pb != NULL && s.tok->pb->buf != NULL)
 			explicit_bzero(s.tok->pb->buf, (size_t)s.tok->pb->size);
