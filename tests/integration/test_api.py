@@ -278,6 +278,21 @@ def test_repeated_members_are_400(api):
     assert_repeated(r, "role")
 
 
+def test_many_objects_are_413(api):
+    """json-c spends ~800 bytes on each object: a 1 MiB body of {} held
+    a worker at ~270 MB; more than 4096 objects and arrays are 413."""
+    body = '{"template":"minimal","env":[' + ",".join(["{}"] * 200000) + "]}"
+    r = post_raw(api, "/v1/sandboxes", body)
+    assert_error(r, 413, "too_large")
+    assert "4096 objects and arrays" in r.json()["error"]["message"]
+    # Brackets in strings are text, not objects.
+    r = post_raw(api, "/v1/sandboxes",
+                 '{"template":"minimal","metadata":{"k":"' + "{" * 1000 +
+                 '"},"timeout":"x"}')
+    assert_error(r, 400, "invalid_request")
+    assert "timeout" in r.json()["error"]["message"]
+
+
 def test_repeated_query_parameter_is_400(api):
     for q, name in (("state=running&state=error", "state"),
                     ("metadata.a=1&metadata.a=2", "metadata.a"),
