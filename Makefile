@@ -36,7 +36,7 @@ GW_OBJ   := $(patsubst %.c,$(B)/obj/%.o,$(wildcard gateway/*.c))
 # The agent runs inside sandboxes: static, no sanitizers, only the codec
 # and error modules of core.
 AGENT_SRC := $(wildcard guest/*.c) core/agentproto.c core/err.c core/log.c \
-             core/hex.c
+             core/hex.c core/jsonkey.c
 
 UNIT_SRC := $(wildcard tests/unit/test_*.c)
 UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(B)/tests/%)
@@ -119,7 +119,7 @@ $(B)/airlock: $(CLI_OBJ) $(LIBAL)
 	$(CC) $(LDFLAGS) -o $@ $^ -lcurl $(CORE_LIBS)
 
 $(B)/airlock-agent: $(AGENT_SRC) guest/nic.h core/agentproto.h core/err.h \
-                   core/log.h core/hex.h | $(DEPS_OK)
+                   core/log.h core/hex.h core/jsonkey.h | $(DEPS_OK)
 	@mkdir -p $(dir $@)
 	$(CC) $(CSTD) -O2 -g $(WARN) -fstack-protector-strong \
 	  -D_FORTIFY_SOURCE=2 -D_GNU_SOURCE -Icore -static -o $@ \

@@ -1,7 +1,7 @@
 /* agentproto: frame codec shared by the host programs and the guest agent.
  *
  * This file is linked statically into airlock-agent, so it depends on
- * libc, json-c, err and log only. Both peers are hostile to each other:
+ * libc, json-c, err, log, hex and jsonkey only. Both peers are hostile to each other:
  * a header is validated completely before a single byte of its payload
  * is stored or allocated for. */
 #include "agentproto.h"
@@ -18,6 +18,8 @@
 #include <unistd.h>
 
 #include <json-c/json.h>
+
+#include "jsonkey.h"
 
 #define BUF_DEFAULT_MAX ((size_t)64 << 20)
 /* Bytes asked of read(2) at a time by al_frame_reader_fill. */
@@ -497,6 +499,7 @@ static json_object *unpack(const void *payload, size_t len, const char *what,
 		al_err_set(err, AL_ENOMEM, ENOMEM, "out of memory");
 		return NULL;
 	}
+	json_tokener_set_flags(tok, JSON_TOKENER_STRICT);
 	json_object *o = NULL;
 	if (len <= AL_FRAME_MAX_PAYLOAD)
 		o = json_tokener_parse_ex(tok, payload, (int)len);
@@ -511,6 +514,12 @@ static json_object *unpack(const void *payload, size_t len, const char *what,
 		json_object_put(o);
 		al_err_set(err, AL_EINVAL, 0, "%s payload is not a JSON object",
 			   what);
+		return NULL;
+	}
+	/* A repeated member could read one way here, another elsewhere. */
+	if (al_json_keys_unique(payload, len, 0, err) < 0) {
+		json_object_put(o);
+		al_err_wrap(err, "%s payload: ", what);
 		return NULL;
 	}
 	return o;

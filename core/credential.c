@@ -9,7 +9,10 @@
 #include <openssl/crypto.h>
 #include <openssl/rand.h>
 
+#include "auth.h"
 #include "config.h"
+#include "sandbox.h"
+#include "template.h"
 
 /* The columns of a view, in row_view's order. */
 #define VIEW_COLS                                                              \
@@ -304,6 +307,28 @@ static void hosts_literal(const al_cred *c, char *out, size_t cap)
 
 #define HOSTS_LIT_MAX (AL_CRED_HOSTS_MAX * (AL_CRED_HOST_MAX + 1) + 4)
 
+/* A sandbox or template scope names an object project sees (a
+ * template: its own or a public one); else the AL_ENOENT of an unknown
+ * one, as any reference to another project's object is answered. A
+ * scope nobody can match would be accepted and never apply. */
+static int scope_seen(al_db *db, const char *project, const al_cred_spec *spec,
+		      al_err *err)
+{
+	if (spec->c.scope == AL_CRED_SANDBOX) {
+		al_sandbox sb;
+		if (al_sandbox_get_in(db, spec->scope_value, project, &sb,
+				      err) < 0)
+			return -1;
+		al_sandbox_free_fields(&sb);
+	} else if (spec->c.scope == AL_CRED_TEMPLATE) {
+		al_identity member = {.role = AL_ROLE_MEMBER};
+		snprintf(member.project, sizeof member.project, "%s", project);
+		return al_template_access(db, spec->scope_value, &member, 0,
+					  err);
+	}
+	return 0;
+}
+
 int al_credential_create(al_db *db, const al_keyring *kr, const char *project,
 			 const al_cred_spec *spec, json_object **out,
 			 al_err *err)
@@ -313,6 +338,8 @@ int al_credential_create(al_db *db, const al_keyring *kr, const char *project,
 	if ((project == NULL) != (c->scope == AL_CRED_GLOBAL))
 		return al_err_set(err, AL_EINTERNAL, 0,
 				  "a credential is global or a project's");
+	if (scope_seen(db, project, spec, err) < 0)
+		return -1;
 	unsigned char rnd[10];
 	char id[AL_CRED_ID_LEN + 1];
 	if (RAND_bytes(rnd, sizeof rnd) != 1)

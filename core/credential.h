@@ -93,7 +93,9 @@ void al_cred_spec_free(al_cred_spec *s);
 
 /* Insert spec for project (NULL with a global scope), sealing the
  * value; *out the new row's view. AL_EEXIST when that (project, name,
- * scope) exists. */
+ * scope) exists; AL_ENOENT when a sandbox scope names no sandbox of
+ * project, or a template scope no template project sees (its own or a
+ * public one). */
 int al_credential_create(al_db *db, const al_keyring *kr, const char *project,
 			 const al_cred_spec *spec, json_object **out,
 			 al_err *err);

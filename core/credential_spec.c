@@ -253,7 +253,7 @@ int al_cred_spec_parse(const char *buf, size_t len, int rotate,
 		return al_err_set(err, AL_ETOOBIG, 0,
 				  "body larger than %u bytes",
 				  AL_CRED_BODY_MAX);
-	json_object *o = al_json_parse_object(buf, len, err);
+	json_object *o = al_json_parse_object_secret(buf, len, err);
 	if (o == NULL)
 		return -1;
 	int rc = al_json_check_fields(o, rotate ? rotate_fields : create_fields,

@@ -15,6 +15,7 @@
 
 #define AL_JSON_BODY_MAX (1u << 20) /* request body limit: 413 above */
 #define AL_JSON_DEPTH_MAX 16
+#define AL_JSON_CONTAINERS_MAX 4096 /* objects + arrays in a body: 413 */
 
 /* Limits for objects of strings (env, metadata). */
 typedef struct al_json_map_limits {
@@ -28,8 +29,10 @@ extern const al_json_map_limits al_json_env_limits;
 extern const al_json_map_limits al_json_metadata_limits;
 
 /* Parse exactly one JSON object from buf (strict JSON, valid UTF-8, depth
- * <= AL_JSON_DEPTH_MAX, only whitespace after it). AL_ETOOBIG above
- * AL_JSON_BODY_MAX, AL_EINVAL when malformed or not an object. An empty
+ * <= AL_JSON_DEPTH_MAX, only whitespace after it, no object naming a
+ * member twice: al_json_keys_unique). AL_ETOOBIG above
+ * AL_JSON_BODY_MAX or AL_JSON_CONTAINERS_MAX, AL_EINVAL when malformed
+ * or not an object. An empty
  * body (len 0) parses as {}. Caller puts the result. */
 json_object *al_json_parse_object(const char *buf, size_t len, al_err *err);
 /* The same for text that holds secrets: the parser's scratch buffer is

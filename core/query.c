@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "hex.h"
+#include "jsonkey.h"
 
 /* Percent-decode s[0..n) (and '+' as space) into a new string; NULL when
  * malformed or when it would hold a NUL byte. */
@@ -74,6 +75,25 @@ int al_query_parse(const char *qs, al_query *out, al_err *err)
 				al_query_free(out);
 				return al_err_set(err, AL_EINVAL, 0,
 						  "malformed query string");
+			}
+			/* One reading only: a layer in front may keep the
+			 * first of two, or the last. */
+			if (al_query_get(out, k) != NULL) {
+				if (al_json_key_tame(k))
+					al_err_set(err, AL_EINVAL, 0,
+						   "query parameter '%s' is"
+						   " repeated (name each"
+						   " parameter once)",
+						   k);
+				else
+					al_err_set(err, AL_EINVAL, 0,
+						   "a query parameter is"
+						   " repeated (name each"
+						   " parameter once)");
+				free(k);
+				free(v);
+				al_query_free(out);
+				return -1;
 			}
 			out->q[out->n].key = k;
 			out->q[out->n].val = v;

@@ -20,10 +20,11 @@ typedef struct al_query {
 } al_query;
 
 /* Parse qs (may be NULL or empty) into out, which must be empty. On
- * failure (AL_EINVAL: too long, too many parameters, malformed escape)
- * out holds nothing. */
+ * failure (AL_EINVAL: too long, too many parameters, malformed escape, a
+ * key given twice, compared decoded: "pa%74h" repeats "path") out holds
+ * nothing. */
 int al_query_parse(const char *qs, al_query *out, al_err *err);
-/* Value of the first parameter named key, or NULL. */
+/* Value of the parameter named key, or NULL. */
 const char *al_query_get(const al_query *q, const char *key);
 void al_query_free(al_query *q);
 

@@ -134,7 +134,7 @@ void al_api_credential_create(al_req *r)
 		int exists = al_project_exists(db, project, &err);
 		if (exists <= 0) {
 			if (exists == 0)
-				al_err_set(&err, AL_EINVAL, 0,
+				al_err_set(&err, AL_ENOENT, 0,
 					   "no project '%s'", project);
 			goto fail;
 		}

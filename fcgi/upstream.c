@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "json.h"
+#include "jsonkey.h"
 #include "shimctl.h"
 
 int al_upstream_open(al_req *r, uint16_t type, const char *payload,
@@ -142,10 +143,14 @@ json_object *al_upstream_json(const al_frame *f, al_err *err)
 		al_err_set(err, AL_ENOMEM, 0, "out of memory");
 		return NULL;
 	}
+	json_tokener_set_flags(tok, JSON_TOKENER_STRICT);
 	json_object *o = json_tokener_parse_ex(tok, (const char *)f->payload,
 					       (int)f->len);
 	json_tokener_free(tok);
-	if (o == NULL || !json_object_is_type(o, json_type_object)) {
+	al_err dup;
+	if (o == NULL || !json_object_is_type(o, json_type_object) ||
+	    al_json_keys_unique((const char *)f->payload, f->len, 0, &dup) <
+		    0) {
 		json_object_put(o);
 		al_err_set(err, AL_EPROTO, 0, "sandbox sent a malformed %s",
 			   al_frame_type_name(f->type));

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "cgroup.h"
+#include "json.h"
 #include "log.h"
 #include "machine_end.h"
 #include "shim.h"
@@ -277,7 +278,9 @@ static void stream_from_agent(shim *s, shim_route *r, al_frame *f, int live)
 				  f->payload, f->len);
 		return;
 	}
-	json_object *o = json_tokener_parse((const char *)f->payload);
+	al_err perr;
+	json_object *o = al_json_parse_object((const char *)f->payload, f->len,
+					      &perr);
 	json_object *pid = NULL;
 	int64_t p = 0;
 	if (o != NULL && json_object_is_type(o, json_type_object) &&

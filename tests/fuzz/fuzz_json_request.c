@@ -1,7 +1,7 @@
 /* Fuzz the API request-body validation: arbitrary bytes through the create
  * and exec parsers must give a request that holds its documented bounds or
- * a clean AL_EINVAL / AL_EPATH / AL_ETOOBIG, and the UTF-8 helpers must
- * agree with each other. */
+ * a clean AL_EINVAL / AL_EPATH / AL_ETOOBIG (a member named twice is one),
+ * and the UTF-8 helpers must agree with each other. */
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -9,6 +9,7 @@
 
 #include "config.h"
 #include "json.h"
+#include "jsonkey.h"
 #include "path.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -72,6 +73,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		   err.code != AL_ETOOBIG) {
 		abort();
 	}
+
+	/* The repeated-member scan on bytes that need not be JSON. */
+	if (al_json_keys_unique(buf, size, 0, &err) < 0 &&
+	    err.code != AL_EINVAL && err.code != AL_ENOMEM)
+		abort();
 
 	/* The prefix rule: a valid, complete prefix and at most 3 held
 	 * bytes; whole input valid iff prefix is all and nothing bad. */

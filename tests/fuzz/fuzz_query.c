@@ -23,7 +23,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			if (strlen(q.q[i].key) > size ||
 			    strlen(q.q[i].val) > size)
 				abort();
-			(void)al_query_get(&q, q.q[i].key);
+			/* Each key once: the parameter its get finds. */
+			if (al_query_get(&q, q.q[i].key) != q.q[i].val)
+				abort();
 		}
 		al_query_free(&q);
 	}

@@ -238,6 +238,74 @@ def test_bad_fields_are_400(api):
         assert_error(r, 400)
 
 
+def post_raw(api, path, body):
+    """body as written: json= could not name a member twice."""
+    return api.post(api.base + path, data=body.encode(),
+                    headers={"Content-Type": "application/json",
+                             "Accept": "application/json"},
+                    timeout=TIMEOUT)
+
+
+def assert_repeated(r, name):
+    assert_error(r, 400, "invalid_request")
+    msg = r.json()["error"]["message"]
+    assert f"'{name}'" in msg and "repeated" in msg, msg
+
+
+def test_repeated_members_are_400(api):
+    """json-c keeps the last of two members, a layer in front may keep
+    the first: a body naming one twice, at any depth, is refused."""
+    for body, name in (
+            ('{"template":"minimal","template":"no-such"}', "template"),
+            ('{"template":"minimal","tem\u0070late":"x"}', "template"),
+            ('{"template":"minimal","env":{"A":"1","A":"2"}}', "A"),
+            ('{"template":"minimal","network":{"mode":"allowlist",'
+             '"allow":[{"host":"a.test","host":"b.test"}]}}', "host")):
+        assert_repeated(post_raw(api, "/v1/sandboxes", body), name)
+    r = api.get(api.base + "/v1/sandboxes", timeout=TIMEOUT)
+    assert r.status_code == 200
+    # Admin bodies too: a project's quota, a key.
+    r = api.post(api.base + "/v1/projects", json={"name": "dup-q"},
+                 timeout=TIMEOUT)
+    assert r.status_code in (201, 409), r.text
+    r = api.put(api.base + "/v1/projects/dup-q/quota",
+                data=b'{"memory_mb":1,"memory_mb":9999999}',
+                headers={"Content-Type": "application/json"},
+                timeout=TIMEOUT)
+    assert_repeated(r, "memory_mb")
+    r = post_raw(api, "/v1/keys",
+                 '{"project":"dup-q","role":"member","role":"admin"}')
+    assert_repeated(r, "role")
+
+
+def test_many_objects_are_413(api):
+    """json-c spends ~800 bytes on each object: a 1 MiB body of {} held
+    a worker at ~270 MB; more than 4096 objects and arrays are 413."""
+    body = '{"template":"minimal","env":[' + ",".join(["{}"] * 200000) + "]}"
+    r = post_raw(api, "/v1/sandboxes", body)
+    assert_error(r, 413, "too_large")
+    assert "4096 objects and arrays" in r.json()["error"]["message"]
+    # Brackets in strings are text, not objects.
+    r = post_raw(api, "/v1/sandboxes",
+                 '{"template":"minimal","metadata":{"k":"' + "{" * 1000 +
+                 '"},"timeout":"x"}')
+    assert_error(r, 400, "invalid_request")
+    assert "timeout" in r.json()["error"]["message"]
+
+
+def test_repeated_query_parameter_is_400(api):
+    for q, name in (("state=running&state=error", "state"),
+                    ("metadata.a=1&metadata.a=2", "metadata.a"),
+                    ("project=x&proj%65ct=y", "project")):
+        req = api.prepare_request(requests.Request("GET", api.base))
+        req.url = f"{api.base}/v1/sandboxes?{q}"  # as written, not requoted
+        assert_repeated(api.send(req, timeout=TIMEOUT), name)
+    # Distinct parameters still filter.
+    r = api.get(api.base + "/v1/sandboxes?state=running&metadata.a=1",
+                timeout=TIMEOUT)
+    assert r.status_code == 200, r.text
+
+
 def test_exec_bad_fields_are_400(api, sandbox):
     url = f"{api.base}/v1/sandboxes/{sandbox['id']}/exec"
     for body in ({"cmd": "echo hi"}, {"cmd": []}, {"cmd": [1, 2]},
@@ -249,6 +317,12 @@ def test_exec_bad_fields_are_400(api, sandbox):
         assert_error(r, 400)
     r = api.post(url, data=b"{\"cmd\":", timeout=TIMEOUT)
     assert_error(r, 400)
+    # Issue 23: this ran echo x (the last cmd).
+    path = f"/v1/sandboxes/{sandbox['id']}/exec"
+    assert_repeated(post_raw(api, path, '{"cmd":["id"],"cmd":["echo","x"]}'),
+                    "cmd")
+    assert_repeated(post_raw(api, path, '{"\\u0063md":["id"],'
+                                        '"cmd":["echo","x"]}'), "cmd")
 
 
 def test_unknown_template_is_404(api):

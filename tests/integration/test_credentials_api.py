@@ -19,6 +19,7 @@ import pytest
 import requests
 
 from conftest import TIMEOUT, Sandboxes, assert_error, exec_json
+from test_templates import follow, submit
 from test_tenancy import make_key, make_project
 
 
@@ -60,6 +61,17 @@ class World:
         v = secret()
         self.values.append(v)
         return v
+
+    def template_of_a(self):
+        """A private template of project a (built once), not minimal."""
+        if getattr(self, "_tmpl_a", None) is None:
+            name = f"ctmpl-{secrets.token_hex(3)}"
+            r = submit(self.key["a"], name, "FROM minimal\nENV C=1\n")
+            assert r.status_code == 202, r.text
+            ev = follow(self.key["a"], r.json()["build_id"], seconds=600)
+            assert ev[-1].data["status"] == "succeeded", ev
+            self._tmpl_a = name
+        return self._tmpl_a
 
 
 @pytest.fixture(scope="module")
@@ -201,7 +213,7 @@ def test_tenancy(world, api):
     r = post(api, body("for-b", world.value(), project=world.project["b"]))
     assert r.status_code == 201 and r.json()["project"] == world.project["b"]
     assert_error(post(api, body("x", world.value(), project="no-such-proj")),
-                 400)
+                 404, "not_found")
     # Members see the global one, cannot change it.
     r = b.get(cred_url(b, "tenant-global"), timeout=TIMEOUT)
     assert r.status_code == 200 and r.json()["id"] == g["id"]
@@ -236,6 +248,36 @@ def effective(stack, sid):
     return {c["name"]: c for c in json.loads(p.stdout)["creds"]}
 
 
+def test_scope_must_exist_and_be_seen(world, api):
+    """A sandbox or template scope names what the credential's project
+    sees, else 404 like any reference to another project's object
+    (issue 23: these were 201 and never applied)."""
+    a, b = world.key["a"], world.key["b"]
+    sbs = Sandboxes(a, "ns")
+    try:
+        mine = sbs.create(timeout=600)["id"]
+        tmpl = world.template_of_a()
+        for key, scope in ((b, {"sandbox": mine}),
+                           (a, {"sandbox": "nosuchsandbox0000000"}),
+                           (b, {"template": tmpl}),
+                           (a, {"template": "no-such-template"})):
+            r = post(key, body("scoped", world.value(), scope=scope))
+            assert_error(r, 404, "not_found")
+        # An admin's credential for b: a's sandbox is not b's either.
+        r = post(api, body("scoped", world.value(), scope={"sandbox": mine},
+                           project=world.project["b"]))
+        assert_error(r, 404, "not_found")
+        # What the project sees: its sandbox, its template, a public one.
+        for scope in ({"sandbox": mine}, {"template": tmpl},
+                      {"template": "minimal"}):
+            r = post(a, body(f"scoped-{secrets.token_hex(3)}", world.value(),
+                             scope=scope))
+            assert r.status_code == 201, r.text
+            assert r.json()["scope"] == scope
+    finally:
+        sbs.cleanup()
+
+
 def test_precedence_env_and_rotation(world, stack, api):
     s = world.key["a"]
     proj = world.project["a"]
@@ -258,7 +300,7 @@ def test_precedence_env_and_rotation(world, stack, api):
                         scope={"metadata": {"team": "x", "env": "ci"}})
                 ).status_code == 201
     assert post(s, body("tmpl-only", vals["other"],
-                        scope={"template": "not-this-one"})
+                        scope={"template": world.template_of_a()})
                 ).status_code == 201
     assert post(world.key["b"], body("b-only", vals["otherproj"])
                 ).status_code == 201

@@ -7,6 +7,7 @@ import socket
 import time
 
 import pytest
+import requests
 
 from conftest import TIMEOUT, assert_error, exec_json, mem_kib, shim_of
 
@@ -262,6 +263,32 @@ def test_dotdot_path_is_422(api, sandbox, path):
     assert_error(get(api, sandbox["id"], path), 422)
     assert_error(put(api, sandbox["id"], path, b"x"), 422)
     assert_error(get(api, sandbox["id"], path, list="1"), 422)
+
+
+def raw_query(api, method, sid, query, data=None):
+    """The query string as written: requests would requote pa%74h."""
+    req = api.prepare_request(requests.Request(method, api.base, data=data))
+    req.url = f"{files_url(api, sid)}?{query}"
+    return api.send(req, timeout=TIMEOUT)
+
+
+@pytest.mark.parametrize("query", ["path=/etc/hostname&path=/etc/passwd",
+                                   "path=/etc/hostname&pa%74h=/etc/passwd",
+                                   "path=/&list=1&path=/etc",
+                                   "path=/etc/hostname&list=1&list=0"])
+def test_repeated_parameter_is_400(api, sandbox, query):
+    """Issue 23: the first path= was served; a layer in front reading
+    the last would have checked another file."""
+    name = "list" if "list=0" in query else "path"
+    for method in ("GET", "PUT"):
+        q = query if method == "GET" else query.replace("/etc/", "/tmp/r-")
+        r = raw_query(api, method, sandbox["id"], q,
+                      data=b"x" if method == "PUT" else None)
+        assert_error(r, 400, "invalid_request")
+        msg = r.json()["error"]["message"]
+        assert f"'{name}'" in msg and "repeated" in msg, msg
+    out = sh(api, sandbox["id"], "ls /tmp/r-* 2>/dev/null; true")["stdout"]
+    assert out == "", f"a refused upload wrote {out!r}"
 
 
 def test_missing_path_parameter(api, sandbox):

@@ -254,6 +254,37 @@ static void test_limits(void **state)
 	assert_int_equal(create(deep, &req, &err), -1);
 	assert_int_equal(err.code, AL_EINVAL);
 
+	/* Objects and arrays are bounded (json-c's ~800 bytes an object):
+	 * 4096 in all pass, one more is 413; brackets in strings do not
+	 * count. */
+	size_t cap = 16 * AL_JSON_CONTAINERS_MAX + 64;
+	char *many = malloc(cap);
+	assert_non_null(many);
+	for (int extra = 0; extra <= 1; extra++) {
+		size_t w = (size_t)snprintf(many, cap, "{\"metadata\":[");
+		for (unsigned i = 0;
+		     i < AL_JSON_CONTAINERS_MAX - 2 + (unsigned)extra; i++)
+			w += (size_t)snprintf(many + w, cap - w, "%s{}",
+					      i > 0 ? "," : "");
+		snprintf(many + w, cap - w, "]}");
+		json_object *o = al_json_parse_object(many, strlen(many), &err);
+		if (extra == 0) {
+			assert_non_null(o);
+			json_object_put(o);
+		} else {
+			assert_null(o);
+			assert_int_equal(err.code, AL_ETOOBIG);
+			assert_non_null(strstr(err.msg, "objects and arrays"));
+		}
+	}
+	size_t w = (size_t)snprintf(many, cap, "{\"s\":\"\\\"");
+	memset(many + w, '{', 2 * AL_JSON_CONTAINERS_MAX);
+	snprintf(many + w + 2 * AL_JSON_CONTAINERS_MAX, 8, "[\"}");
+	json_object *o = al_json_parse_object(many, strlen(many), &err);
+	assert_non_null(o);
+	json_object_put(o);
+	free(many);
+
 	/* An embedded NUL byte in the body. */
 	static const char nul[] = "{\"template\":\"minimal\"}\0junk";
 	assert_int_equal(al_json_create_req_parse(nul, sizeof nul - 1, 300,
