@@ -310,19 +310,15 @@ int al_store_group_join(const char *subvol, uint64_t group, uint64_t from,
 
 int al_store_used_pct(const char *pool_dir, unsigned *pct, al_err *err)
 {
-	struct statvfs sv;
-	if (path_ok(pool_dir, err) < 0)
+	uint64_t size, avail;
+	if (al_store_space(pool_dir, &size, &avail, err) < 0)
 		return -1;
-	if (statvfs(pool_dir, &sv) < 0)
-		return al_err_sys(err, errno == ENOENT ? AL_ENOENT : AL_ESYS,
-				  errno, "statvfs %s", pool_dir);
-	if (sv.f_blocks == 0 || sv.f_bavail > sv.f_blocks) {
-		*pct = sv.f_blocks == 0 ? 100 : 0;
+	if (size == 0 || avail > size) {
+		*pct = size == 0 ? 100 : 0;
 		return 0;
 	}
-	uint64_t used = (uint64_t)(sv.f_blocks - sv.f_bavail);
 	/* Rounded up: 94.2 % used is not "below 94 %". */
-	*pct = (unsigned)((used * 100 + sv.f_blocks - 1) / sv.f_blocks);
+	*pct = (unsigned)(((size - avail) * 100 + size - 1) / size);
 	return 0;
 }
 
