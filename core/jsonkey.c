@@ -77,9 +77,10 @@ static const char *decode_name(scan *s, const char *q, size_t n,
 		s->tok = json_tokener_new_ex(1);
 		if (s->tok == NULL)
 			return NULL;
-		json_tokener_set_flags(s->tok,
-				       JSON_TOKENER_STRICT |
-					       JSON_TOKENER_VALIDATE_UTF8);
+		/* As strict as the parse the text went through, and no
+		 * more: a name json-c took with bytes that are not UTF-8
+		 * (frames from a guest) decodes here too. */
+		json_tokener_set_flags(s->tok, JSON_TOKENER_STRICT);
 	}
 	json_tokener_reset(s->tok);
 	if (n <= (size_t)INT32_MAX)

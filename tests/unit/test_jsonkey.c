@@ -82,6 +82,16 @@ static void test_distinct_accepted(void **state)
 	expect("{\"s\":\"{\\\"s\\\":1,\\\"s\\\":2}\",\"t\":\"\\\\\"}", NULL);
 	expect("{\"q\":\"\\\"\",\"r\":[\"\\\\\",\"}\",\"{\"],\"x\":1}", NULL);
 	expect("{\"\\u00e9\":1,\"e\":2,\"\\u00c9\":3}", NULL);
+	/* An escaped name with bytes that are not UTF-8, which a parse
+	 * without UTF-8 checks takes (an agent frame the fuzzer found):
+	 * compared, not refused as malformed. */
+	static const char odd[] = "{\"X\xdf\xdf!\\u0019\xdf\":\"1\",\"X\":2}";
+	static const char twice[] = "{\"X\xdf\\u0019\":1,\"X\xdf\\u0019\":2}";
+	al_err err = {0};
+	assert_int_equal(al_json_keys_unique(odd, strlen(odd), 0, &err), 0);
+	assert_int_equal(al_json_keys_unique(twice, strlen(twice), 0, &err),
+			 -1);
+	assert_non_null(strstr(err.msg, "repeated"));
 }
 
 /* Where json-c reads two spellings as one name, so does the check. */
