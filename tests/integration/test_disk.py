@@ -315,7 +315,7 @@ def test_nearly_full_pool_answers_507(stack, api):
         assert res["exit_code"] == 0 and res["stdout"].strip(), res
         deadline = time.monotonic() + 10
         while True:
-            res = sh(api, running, "echo x > /root/x; sync")
+            res = sh(api, running, "echo x > /root/x && sync")
             said = res["stdout"] + res["stderr"]
             if "Disk quota exceeded" in said or time.monotonic() > deadline:
                 break
