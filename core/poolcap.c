@@ -28,20 +28,13 @@ uint64_t al_poolcap_project_bytes(const al_config *cfg, uint64_t share,
 
 int al_poolcap_refresh(const al_config *cfg, uint64_t *share, al_err *err)
 {
-	uint64_t size, avail, used = 0, cap = 0;
-	if (al_store_space(cfg->pool_dir, &size, &avail, err) < 0)
-		return -1;
+	uint64_t s, used, cap = 0;
 	al_err e = {0};
-	if (al_store_group_usage(cfg->pool_dir, AL_POOLCAP_ALL, &used, &cap,
-				 &e) < 0 &&
-	    e.code != AL_ENOENT) {
-		if (err != NULL)
-			*err = e;
+	if (al_poolcap_share(cfg, &s, err) < 0)
 		return -1;
-	}
+	(void)al_store_group_usage(cfg->pool_dir, AL_POOLCAP_ALL, &used, &cap,
+				   &e);
 	/* Never 0: that would lift the cap. A byte stops every write. */
-	uint64_t s = al_poolcap_share_of(used, avail,
-					 al_poolcap_reserve(cfg, size));
 	if (s == 0)
 		s = 1;
 	if (s != cap &&
@@ -74,23 +67,19 @@ int al_poolcap_init(const al_config *cfg, al_err *err)
 
 int al_poolcap_share(const al_config *cfg, uint64_t *share, al_err *err)
 {
-	uint64_t used, cap = 0, size, avail;
+	uint64_t size, avail, used = 0, cap;
+	if (al_store_space(cfg->pool_dir, &size, &avail, err) < 0)
+		return -1;
 	al_err e = {0};
 	if (al_store_group_usage(cfg->pool_dir, AL_POOLCAP_ALL, &used, &cap,
-				 &e) == 0 &&
-	    cap > 0) {
-		*share = cap;
-		return 0;
-	}
-	if (e.code != AL_OK && e.code != AL_ENOENT) {
+				 &e) < 0 &&
+	    e.code != AL_ENOENT) {
 		if (err != NULL)
 			*err = e;
 		return -1;
 	}
-	if (al_store_space(cfg->pool_dir, &size, &avail, err) < 0)
-		return -1;
-	uint64_t reserve = al_poolcap_reserve(cfg, size);
-	*share = size > reserve ? size - reserve : 0;
+	*share = al_poolcap_share_of(used, avail,
+				     al_poolcap_reserve(cfg, size));
 	return 0;
 }
 

@@ -50,8 +50,9 @@ int al_poolcap_init(const al_config *cfg, al_err *err);
  * cap set. */
 int al_poolcap_refresh(const al_config *cfg, uint64_t *share, al_err *err);
 
-/* 2/0's cap as last set; without one (no controller has set it yet),
- * the pool's size less the reserve. */
+/* What every sandbox together may hold now (the cap al_poolcap_refresh
+ * sets), from the pool as it is: a create is not judged by a cap the
+ * controller has yet to follow. */
 int al_poolcap_share(const al_config *cfg, uint64_t *share, al_err *err);
 
 /* Project group n's use now and its cap (0 when the group has none
