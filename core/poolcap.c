@@ -26,14 +26,33 @@ uint64_t al_poolcap_project_bytes(const al_config *cfg, uint64_t share,
 	return cap < quota ? cap : quota;
 }
 
+/* The share from the pool as it is, and 2/0's cap as last set (0: none,
+ * or no group yet): one read of each. */
+static int share_now(const al_config *cfg, uint64_t *share, uint64_t *cap,
+		     al_err *err)
+{
+	uint64_t size, avail, used = 0;
+	*cap = 0;
+	if (al_store_space(cfg->pool_dir, &size, &avail, err) < 0)
+		return -1;
+	al_err e = {0};
+	if (al_store_group_usage(cfg->pool_dir, AL_POOLCAP_ALL, &used, cap,
+				 &e) < 0 &&
+	    e.code != AL_ENOENT) {
+		if (err != NULL)
+			*err = e;
+		return -1;
+	}
+	*share = al_poolcap_share_of(used, avail,
+				     al_poolcap_reserve(cfg, size));
+	return 0;
+}
+
 int al_poolcap_refresh(const al_config *cfg, uint64_t *share, al_err *err)
 {
-	uint64_t s, used, cap = 0;
-	al_err e = {0};
-	if (al_poolcap_share(cfg, &s, err) < 0)
+	uint64_t s, cap;
+	if (share_now(cfg, &s, &cap, err) < 0)
 		return -1;
-	(void)al_store_group_usage(cfg->pool_dir, AL_POOLCAP_ALL, &used, &cap,
-				   &e);
 	/* Never 0: that would lift the cap. A byte stops every write. */
 	if (s == 0)
 		s = 1;
@@ -67,20 +86,8 @@ int al_poolcap_init(const al_config *cfg, al_err *err)
 
 int al_poolcap_share(const al_config *cfg, uint64_t *share, al_err *err)
 {
-	uint64_t size, avail, used = 0, cap;
-	if (al_store_space(cfg->pool_dir, &size, &avail, err) < 0)
-		return -1;
-	al_err e = {0};
-	if (al_store_group_usage(cfg->pool_dir, AL_POOLCAP_ALL, &used, &cap,
-				 &e) < 0 &&
-	    e.code != AL_ENOENT) {
-		if (err != NULL)
-			*err = e;
-		return -1;
-	}
-	*share = al_poolcap_share_of(used, avail,
-				     al_poolcap_reserve(cfg, size));
-	return 0;
+	uint64_t cap;
+	return share_now(cfg, share, &cap, err);
 }
 
 int al_poolcap_project_usage(const al_config *cfg, int64_t n, uint64_t *used,

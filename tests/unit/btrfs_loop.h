@@ -12,23 +12,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "shrun.h"
+
 static char tmpdir[] = "/tmp/al-pool-XXXXXX";
 static char mnt[256];
 static char img[256];
 static int mounted;
 static int made_tmp;
 static const char *why_skip = "not set up";
-
-static int run(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int run(const char *fmt, ...)
-{
-	char cmd[1024];
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(cmd, sizeof cmd, fmt, ap);
-	va_end(ap);
-	return system(cmd);
-}
 
 static int group_setup(void **state)
 {

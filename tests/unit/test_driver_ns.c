@@ -22,6 +22,8 @@
 
 #include <cmocka.h>
 
+#include "shrun.h"
+
 #include "cgroup.h"
 #include "driver.h"
 #include "uidrange.h"
@@ -40,17 +42,6 @@ static const char agent_sh[] =
 	"\trc=$?\n"
 	"\tprintf '%s\\n@@EXIT %d\\n' \"$out\" \"$rc\" >&3\n"
 	"done\n";
-
-static int run(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int run(const char *fmt, ...)
-{
-	char cmd[1024];
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(cmd, sizeof cmd, fmt, ap);
-	va_end(ap);
-	return system(cmd);
-}
 
 static int group_setup(void **state)
 {

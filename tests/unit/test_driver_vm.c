@@ -22,6 +22,8 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+
+#include "shrun.h"
 #include <json-c/json.h>
 
 #include "agentproto.h"
@@ -37,17 +39,6 @@ static al_vm_kernel kernel;
 static int ready;
 static const char *why_skip = "not set up";
 static const al_driver *drv;
-
-static int run(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int run(const char *fmt, ...)
-{
-	char cmd[1024];
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(cmd, sizeof cmd, fmt, ap);
-	va_end(ap);
-	return system(cmd);
-}
 
 /* A sandbox rootfs as the shim would have it: a copy of the template
  * (here cp -a; btrfs snapshots in the real pool). */
