@@ -1,73 +1,8 @@
-/* config: where things live and the defaults, from the environment.
- *
- *   AIRLOCK_STATE       state directory (default ./var)
- *   AIRLOCK_DB          libpq conninfo (default: the embedded cluster,
- *                       "host=$AIRLOCK_STATE/run/pg dbname=airlock user=airlock")
- *   AIRLOCK_SQL_DIR     migrations (default: core/sql next to the binary's
- *                       source tree, /usr/share/airlock/sql when installed)
- *   AIRLOCK_POLICIES    the operator's Lua policies, egress.lua and
- *                       others (default: policies/ of the checkout the
- *                       binary was built in, /etc/airlock/policies when
- *                       installed; core/policy.h)
- *   AIRLOCK_LIBEXEC     where airlock-shim and airlock-agent live
- *   AIRLOCK_DEFAULT_MEMORY_MB, AIRLOCK_DEFAULT_PIDS, AIRLOCK_DEFAULT_CPU_SHARES
- *   AIRLOCK_DEFAULT_CPUS  CPUs a sandbox may use when its create names no
- *                       "cpus" (default 1; fractions to 0.001, 0.01 at
- *                       the least; a CFS quota, core/cgroup.h)
- *   AIRLOCK_MAX_CPUS    the most "cpus" one create may ask for (default
- *                       and at most: this host's CPU count). A default
- *                       above it is refused at start.
- *   AIRLOCK_WARM_POOL   standby sandboxes kept ready per template at the
- *                       least (default 2, 0 = none: every create starts
- *                       cold)
- *   AIRLOCK_WARM_POOL_MAX  the most the ns pool of a template grows to
- *                       while creates come (default 8; never below
- *                       AIRLOCK_WARM_POOL)
- *   AIRLOCK_WARM_POOL_VM, AIRLOCK_WARM_POOL_VM_MAX  the same for the vm
- *                       driver (default 2 and 2; only while the vm
- *                       driver is usable)
- *   AIRLOCK_WARM_POOL_WINDOW  seconds of creates a pool is sized from
- *                       (default 30; core/warmpool.h)
- *   AIRLOCK_DEFAULT_DISK_MB  disk a sandbox may add to its template
- *                       (default 4096; capped at the maximum)
- *   AIRLOCK_MAX_DISK_MB the largest "disk_mb" a create may ask for, and
- *                       what one template build step may add (65536)
- *   AIRLOCK_EGRESS_RETENTION_DAYS  egress log rows older than this are
- *                       deleted by the controller (default 30, 1..3650)
- *   AIRLOCK_EGRESS_LOG_RATE, AIRLOCK_EGRESS_LOG_BURST  egress decisions
- *                       one sandbox's gateway logs per second (default
- *                       50, 1..10000) and at once after a quiet time
- *                       (default 500, 1..100000, at least the rate); the
- *                       rest are enforced but not logged, only counted
- *                       (core/egress.h)
- *   AIRLOCK_AUDIT_RETENTION_DAYS  credential audit rows older than this
- *                       are deleted by the controller (default 90,
- *                       1..3650)
- *   AIRLOCK_POOL_FULL_PCT  pool use (percent) from which creates and
- *                       template builds answer 507 (default 95)
- *   AIRLOCK_POOL_RESERVE_MB  pool space sandboxes can never take, kept
- *                       for templates, builds and the host (default 0:
- *                       a tenth of the pool; core/poolcap.h)
- *   AIRLOCK_POOL_PROJECT_PCT  the most of what sandboxes may write that
- *                       one project's sandboxes may write together
- *                       (default 50, 1..100; never above its disk quota)
- *   AIRLOCK_DRIVERS     the drivers the operator allows: "ns", "vm" or
- *                       "ns,vm" (default: both, each where this host can
- *                       run it). A disabled driver gets no creates and
- *                       no standbys.
- *   AIRLOCK_DEFAULT_DRIVER  ns | vm for creates that name no driver;
- *                       must be enabled by AIRLOCK_DRIVERS. Unset: vm
- *                       where KVM works and vm is usable, else ns
- *                       (decided by airlock-fcgi, which knows the host);
- *                       ns only where it is enabled.
- *   AIRLOCK_MAX_MEMORY_MB, AIRLOCK_MAX_PIDS, AIRLOCK_MAX_CPU_SHARES,
- *   AIRLOCK_MAX_TIMEOUT  the most one create may ask for
- *   AIRLOCK_QUOTA_SANDBOXES, AIRLOCK_QUOTA_MEMORY_MB, AIRLOCK_QUOTA_DISK_MB,
- *   AIRLOCK_QUOTA_BUILDS, AIRLOCK_QUOTA_STREAMS,
- *   AIRLOCK_QUOTA_CREATES_PER_MINUTE, AIRLOCK_QUOTA_CPUS  a project's
- *                       quotas unless an admin set its own (core/project.h;
- *                       CPUS: the "cpus" of its live sandboxes together,
- *                       default 100, fractions to 0.001)
+/* config: where things live and the defaults, from the environment
+ * (AIRLOCK_*, loaded by al_config_load). Every setting, its default,
+ * range and meaning is in docs/operations.md, "Configuration", the
+ * one table (tests/integration/test_config_doc.py checks it against
+ * the code); add a row there when you add one here.
  *
  * Every path is validated (absolute after resolution, bounded length). */
 #ifndef AL_CONFIG_H

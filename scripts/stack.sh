@@ -10,24 +10,11 @@
 #   scripts/stack.sh start|stop|restart pg|pool|fcgi|nginx|controller
 #                              one component (used by the tests)
 #
-# Environment (see README.md):
-#   AIRLOCK_STATE        state directory (default ./var)
-#   AIRLOCK_BUILD        directory holding the binaries (default build)
-#   AIRLOCK_HTTP_PORT    nginx HTTP port (default 8080)
-#   AIRLOCK_HTTPS_PORT   nginx HTTPS port (default 8443)
-#   AIRLOCK_BIND         address nginx listens on (default 127.0.0.1)
-#   AIRLOCK_FCGI_WORKERS fcgi worker processes (default 4)
-#   AIRLOCK_POOL_SIZE    size of the loop-mounted btrfs image (default 16G)
-#   AIRLOCK_PG_MAX_CONNECTIONS  PostgreSQL's max_connections (default 100:
-#                        fcgi's threads, the controller and the builders;
-#                        shims hold none, whatever the sandbox count)
-#   AIRLOCK_WARM_POOL(_VM), AIRLOCK_DRIVERS, AIRLOCK_DEFAULT_DRIVER
-#                        passed on to the daemons (see README.md)
-#   AIRLOCK_VM_TEMPLATE_CACHE  built VM template snapshots kept across
-#                        state directories (passed on; core/vm/tmplcache.h)
-#   AIRLOCK_PG_PRISTINE  a directory (root's alone) holding a fresh initdb
-#                        of ours: a new state dir's PostgreSQL starts from
-#                        a copy of it; made there by the first initdb
+# Environment: the table in docs/operations.md, "Configuration" (its rows
+# read by stack.sh: AIRLOCK_STATE, _BUILD, _HTTP_PORT, _HTTPS_PORT, _BIND,
+# _FCGI_WORKERS, _PG_MAX_CONNECTIONS, _POOL_SIZE, _RUN_SIZE, _PG_PRISTINE,
+# _DRIVERS, _POLICIES). Every other AIRLOCK_* variable is passed on to
+# the daemons as it is; AIRLOCK_DB, _SQL_DIR and _LIBEXEC are set here.
 #
 # When qemu-system-x86_64 is installed, `up` also fetches the guest kernel
 # for the vm driver (scripts/vm-kernel.sh, idempotent) before
