@@ -11,6 +11,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "json.h"
+
 #define MIB (1024ull * 1024ull)
 
 static const char *env_lookup(const char *name)
@@ -127,21 +129,6 @@ bad:
 			  "%s must be a number of CPUs (e.g. 2 or 0.5, at "
 			  "most 3 decimals)",
 			  var);
-}
-
-void al_millis_format(uint64_t millis, char out[AL_MILLIS_STRLEN])
-{
-	int n = snprintf(out, AL_MILLIS_STRLEN, "%" PRIu64, millis / 1000);
-	uint64_t frac = millis % 1000;
-	if (frac == 0 || n < 0)
-		return;
-	char d[5];
-	snprintf(d, sizeof d, ".%03" PRIu64, frac);
-	/* No trailing zeros: 0.5, not 0.500. */
-	size_t l = strlen(d);
-	while (d[l - 1] == '0')
-		d[--l] = '\0';
-	snprintf(out + n, AL_MILLIS_STRLEN - (size_t)n, "%s", d);
 }
 
 uint32_t al_config_host_cpus(void)

@@ -98,10 +98,6 @@ int al_config_check_maxima(const al_config *cfg, uint64_t memory_mb,
  * AIRLOCK_MAX_CPUS: -1 with AL_EINVAL naming the maximum. */
 int al_config_check_cpus(const al_config *cfg, uint32_t cpu_millis,
 			 al_err *err);
-/* A number of CPUs in thousandths as the API writes it ("0.5", "2",
- * "1.25") into out. */
-#define AL_MILLIS_STRLEN 24
-void al_millis_format(uint64_t millis, char out[AL_MILLIS_STRLEN]);
 /* CPUs this process may run on (its affinity mask), at least 1. */
 uint32_t al_config_host_cpus(void);
 

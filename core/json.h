@@ -60,6 +60,10 @@ int al_json_get_bool(json_object *obj, const char *key, int *out, al_err *err);
  * 0.5, 1.25) in thousandths, min..max thousandths. */
 int al_json_get_millis(json_object *obj, const char *key, int64_t min,
 		       int64_t max, int64_t *out, al_err *err);
+/* A number of CPUs in thousandths as the API writes it ("0.5", "2",
+ * "1.25") into out. */
+#define AL_MILLIS_STRLEN 24
+void al_millis_format(uint64_t millis, char out[AL_MILLIS_STRLEN]);
 /* Thousandths of a CPU as a JSON number the way a client wrote them: 2,
  * 0.5 (never 0.50000000000000001). */
 json_object *al_json_new_millis(uint64_t millis);
@@ -104,55 +108,5 @@ char *al_base64_encode(const void *p, size_t n);
 
 /* Compact serialisation, valid until obj is put. */
 const char *al_json_compact(json_object *obj);
-
-/* POST /v1/sandboxes body. */
-typedef struct al_create_req {
-	json_object *root;	   /* owns everything below */
-	const char *template_name; /* default "minimal" */
-	const char *driver;	   /* "ns" or "vm"; NULL = host default */
-	const char *project;	   /* a project name; NULL = the key's */
-	uint32_t timeout_s;
-	json_object *env;      /* object of strings (borrowed from root) */
-	json_object *metadata; /* object of strings (borrowed from root) */
-	uint64_t memory_mb;    /* 0 = template default */
-	uint32_t pids;	       /* 0 = template default */
-	uint32_t cpu_shares;   /* 0 = template default */
-	uint32_t cpu_millis;   /* "cpus" in thousandths; 0 = the operator's
-				* default (AIRLOCK_DEFAULT_CPUS) */
-	uint32_t disk_mb;      /* 0 = template default; the operator's
-				* maximum is checked by the caller */
-	/* The canonical network object (al_netspec_to_json): the request's
-	 * "network", or the default (allowlist, empty lists). Owned. */
-	json_object *network;
-} al_create_req;
-
-/* Parse and validate; timeout defaults to default_timeout_s and must be in
- * 1..max_timeout_s. */
-int al_json_create_req_parse(const char *buf, size_t len,
-			     uint32_t default_timeout_s, uint32_t max_timeout_s,
-			     al_create_req *out, al_err *err);
-void al_json_create_req_free(al_create_req *req);
-
-/* POST /v1/sandboxes/{id}/exec body. */
-#define AL_EXEC_TIMEOUT_DEFAULT 60
-#define AL_EXEC_TIMEOUT_MAX 86400
-typedef struct al_exec_req {
-	json_object *root;
-	json_object *cmd;	/* array of strings, >= 1 (borrowed) */
-	json_object *env;	/* object of strings or NULL (borrowed) */
-	char cwd[4097];		/* normalised absolute path; "" when absent
-				* (the template's WORKDIR applies) */
-	const char *user;	/* "name[:group]" or NULL (template's USER) */
-	const char *stdin_data; /* NULL when no stdin was given */
-	size_t stdin_len;	/* may contain NUL bytes */
-	uint32_t timeout_s;
-	int background;	  /* a streamed process outlives its stream */
-	int kill_on_exit; /* its descendants end with it (agentproto.h) */
-} al_exec_req;
-
-/* Parse and validate; AL_EPATH for a bad cwd. */
-int al_json_exec_req_parse(const char *buf, size_t len, al_exec_req *out,
-			   al_err *err);
-void al_json_exec_req_free(al_exec_req *req);
 
 #endif

@@ -13,6 +13,7 @@
 #include "http.h"
 #include "json.h"
 #include "log.h"
+#include "sandbox_req.h"
 #include "streams.h"
 #include "upstream.h"
 
@@ -241,7 +242,7 @@ void al_api_exec(al_req *r)
 		al_http_error(r, &err);
 		goto out;
 	}
-	int prc = al_json_exec_req_parse(body, len, &req, &err);
+	int prc = al_exec_req_parse(body, len, &req, &err);
 	free(body);
 	if (prc < 0) {
 		al_http_error(r, &err);
@@ -359,7 +360,7 @@ void al_api_exec(al_req *r)
 fail:
 	al_http_error(r, &err);
 out_req:
-	al_json_exec_req_free(&req);
+	al_exec_req_free(&req);
 out:
 	/* Closing the connection tells the shim to kill a command that is
 	 * still running. */

@@ -16,6 +16,7 @@
 #include "poolcap.h"
 #include "project.h"
 #include "sandbox.h"
+#include "sandbox_req.h"
 #include "shimctl.h"
 #include "store.h"
 #include "template.h"
@@ -210,8 +211,8 @@ void al_api_sandbox_create(al_req *r)
 		al_http_error(r, &err);
 		return;
 	}
-	int rc = al_json_create_req_parse(body, len, r->cfg->default_timeout_s,
-					  r->cfg->max_timeout_s, &req, &err);
+	int rc = al_create_req_parse(body, len, r->cfg->default_timeout_s,
+				     r->cfg->max_timeout_s, &req, &err);
 	free(body);
 	if (rc < 0) {
 		al_http_error(r, &err);
@@ -313,10 +314,10 @@ void al_api_sandbox_create(al_req *r)
 		sb.template_name, sb.driver);
 	al_http_json(r, 201, o);
 	json_object_put(o);
-	al_json_create_req_free(&req);
+	al_create_req_free(&req);
 	return;
 fail:
-	al_json_create_req_free(&req);
+	al_create_req_free(&req);
 	/* Out of database connections or the like: a burst's clients are
 	 * told when to come back. */
 	if (retry_after == 0 && al_capacity_exhausted(&err))

@@ -11,6 +11,7 @@
 #include "json.h"
 #include "jsonkey.h"
 #include "path.h"
+#include "sandbox_req.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -37,7 +38,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	al_err err;
 
 	al_create_req c;
-	if (al_json_create_req_parse(buf, size, 300, 86400, &c, &err) == 0) {
+	if (al_create_req_parse(buf, size, 300, 86400, &c, &err) == 0) {
 		if (c.timeout_s < 1 || c.timeout_s > 86400 ||
 		    c.template_name == NULL || c.template_name[0] == '\0' ||
 		    strlen(c.template_name) > 63 ||
@@ -47,13 +48,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			abort();
 		check_str_map(c.env, &al_json_env_limits);
 		check_str_map(c.metadata, &al_json_metadata_limits);
-		al_json_create_req_free(&c);
+		al_create_req_free(&c);
 	} else if (err.code != AL_EINVAL && err.code != AL_ETOOBIG) {
 		abort();
 	}
 
 	al_exec_req e;
-	if (al_json_exec_req_parse(buf, size, &e, &err) == 0) {
+	if (al_exec_req_parse(buf, size, &e, &err) == 0) {
 		if (e.cmd == NULL || json_object_array_length(e.cmd) < 1)
 			abort();
 		/* No cwd ("") leaves it to the template's WORKDIR. */
@@ -68,7 +69,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (e.timeout_s < 1 || e.timeout_s > AL_EXEC_TIMEOUT_MAX)
 			abort();
 		check_str_map(e.env, &al_json_env_limits);
-		al_json_exec_req_free(&e);
+		al_exec_req_free(&e);
 	} else if (err.code != AL_EINVAL && err.code != AL_EPATH &&
 		   err.code != AL_ETOOBIG) {
 		abort();

@@ -11,6 +11,7 @@
 #include <cmocka.h>
 
 #include "config.h"
+#include "json.h"
 
 static const char *const *fake_env;
 

@@ -11,12 +11,12 @@
 #include <cmocka.h>
 
 #include "json.h"
+#include "sandbox_req.h"
 
 static int create(const char *body, al_create_req *req, al_err *err)
 {
 	al_err_clear(err);
-	return al_json_create_req_parse(body, strlen(body), 300, 86400, req,
-					err);
+	return al_create_req_parse(body, strlen(body), 300, 86400, req, err);
 }
 
 static void expect_create_bad(const char *body, al_code code,
@@ -53,25 +53,25 @@ static void test_create_ok(void **state)
 	assert_int_equal(json_object_object_length(req.env), 1);
 	assert_int_equal(json_object_object_length(req.metadata), 1);
 	assert_null(req.driver);
-	al_json_create_req_free(&req);
+	al_create_req_free(&req);
 	assert_int_equal(create("{\"driver\":\"vm\"}", &req, &err), 0);
 	assert_string_equal(req.driver, "vm");
-	al_json_create_req_free(&req);
+	al_create_req_free(&req);
 	assert_int_equal(create("{\"driver\":\"ns\",\"template\":\"x\"}", &req,
 				&err),
 			 0);
 	assert_string_equal(req.driver, "ns");
-	al_json_create_req_free(&req);
+	al_create_req_free(&req);
 	assert_null(req.project);
 	assert_int_equal(create("{\"project\":\"team-a\"}", &req, &err), 0);
 	assert_string_equal(req.project, "team-a");
-	al_json_create_req_free(&req);
+	al_create_req_free(&req);
 	expect_create_bad("{\"project\":\"Team A\"}", AL_EINVAL, "project");
 	expect_create_bad("{\"project\":7}", AL_EINVAL, "project");
 	/* null means "not given": the host's default driver. */
 	assert_int_equal(create("{\"driver\":null}", &req, &err), 0);
 	assert_null(req.driver);
-	al_json_create_req_free(&req);
+	al_create_req_free(&req);
 }
 
 /* "cpus": a number of CPUs to the thousandth, 0.01 at the least. */
@@ -100,7 +100,7 @@ static void test_create_cpus(void **state)
 		if (create(ok[i].body, &req, &err) != 0)
 			fail_msg("refused %s: %s", ok[i].body, err.msg);
 		assert_int_equal(req.cpu_millis, ok[i].millis);
-		al_json_create_req_free(&req);
+		al_create_req_free(&req);
 	}
 	expect_create_bad("{\"cpus\":0}", AL_EINVAL,
 			  "'cpus' must be between 0.01 and 1024");
@@ -136,14 +136,14 @@ static void test_create_defaults(void **state)
 	assert_int_equal(req.timeout_s, 300);
 	assert_null(req.env);
 	assert_int_equal(req.memory_mb, 0);
-	al_json_create_req_free(&req);
+	al_create_req_free(&req);
 	assert_int_equal(create("  {}  \n", &req, &err), 0);
-	al_json_create_req_free(&req);
+	al_create_req_free(&req);
 	/* null means "not given". */
 	assert_int_equal(create("{\"timeout\":null,\"env\":null}", &req, &err),
 			 0);
 	assert_int_equal(req.timeout_s, 300);
-	al_json_create_req_free(&req);
+	al_create_req_free(&req);
 }
 
 static void test_create_rejects(void **state)
@@ -237,8 +237,7 @@ static void test_limits(void **state)
 	b[big - 1] = '}';
 	b[big] = '\0';
 	al_err_clear(&err);
-	assert_int_equal(al_json_create_req_parse(b, big, 300, 86400, &req,
-						  &err),
+	assert_int_equal(al_create_req_parse(b, big, 300, 86400, &req, &err),
 			 -1);
 	assert_int_equal(err.code, AL_ETOOBIG);
 	assert_int_equal(al_code_http_status(err.code), 413);
@@ -287,8 +286,8 @@ static void test_limits(void **state)
 
 	/* An embedded NUL byte in the body. */
 	static const char nul[] = "{\"template\":\"minimal\"}\0junk";
-	assert_int_equal(al_json_create_req_parse(nul, sizeof nul - 1, 300,
-						  86400, &req, &err),
+	assert_int_equal(al_create_req_parse(nul, sizeof nul - 1, 300, 86400,
+					     &req, &err),
 			 -1);
 	assert_int_equal(err.code, AL_EINVAL);
 }
@@ -296,7 +295,7 @@ static void test_limits(void **state)
 static int exec_parse(const char *body, al_exec_req *req, al_err *err)
 {
 	al_err_clear(err);
-	return al_json_exec_req_parse(body, strlen(body), req, err);
+	return al_exec_req_parse(body, strlen(body), req, err);
 }
 
 static void test_exec(void **state)
@@ -315,12 +314,12 @@ static void test_exec(void **state)
 	assert_int_equal(req.timeout_s, AL_EXEC_TIMEOUT_DEFAULT);
 	/* Background processes live until the sandbox ends by default. */
 	assert_int_equal(req.kill_on_exit, 0);
-	al_json_exec_req_free(&req);
+	al_exec_req_free(&req);
 	assert_int_equal(exec_parse("{\"cmd\":[\"ls\"],\"kill_on_exit\":true}",
 				    &req, &err),
 			 0);
 	assert_int_equal(req.kill_on_exit, 1);
-	al_json_exec_req_free(&req);
+	al_exec_req_free(&req);
 
 	assert_int_equal(
 		exec_parse("{\"cmd\":[\"cat\"],\"cwd\":\"//tmp/./x/\","
@@ -334,7 +333,7 @@ static void test_exec(void **state)
 	assert_memory_equal(req.stdin_data, "a\0b", 3);
 	assert_int_equal(req.timeout_s, 5);
 	assert_int_equal(json_object_object_length(req.env), 1);
-	al_json_exec_req_free(&req);
+	al_exec_req_free(&req);
 
 	static const struct {
 		const char *body;

@@ -17,6 +17,7 @@
 #include "json.h"
 #include "jsonkey.h"
 #include "project.h"
+#include "sandbox_req.h"
 
 /* Refused by al_json_parse_object with a message holding want (and
  * "repeated"), or accepted when want is NULL. */
@@ -123,14 +124,14 @@ static void test_every_parser(void **state)
 	al_create_req cr;
 	const char *b = "{\"template\":\"minimal\",\"metadata\":{\"t\":\"a\","
 			"\"t\":\"b\"}}";
-	assert_int_equal(al_json_create_req_parse(b, strlen(b), 300, 86400, &cr,
-						  &err),
+	assert_int_equal(al_create_req_parse(b, strlen(b), 300, 86400, &cr,
+					     &err),
 			 -1);
 	assert_non_null(strstr(err.msg, "'t' is repeated in 'metadata'"));
 
 	al_exec_req er;
 	b = "{\"cmd\":[\"id\"],\"cmd\":[\"echo\",\"x\"]}";
-	assert_int_equal(al_json_exec_req_parse(b, strlen(b), &er, &err), -1);
+	assert_int_equal(al_exec_req_parse(b, strlen(b), &er, &err), -1);
 	assert_int_equal(err.code, AL_EINVAL);
 	assert_non_null(strstr(err.msg, "'cmd'"));
 
