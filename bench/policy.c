@@ -113,7 +113,7 @@ int main(int argc, char **argv)
 	}
 	const char *path = optind < argc ? argv[optind] : "policies/egress.lua";
 	al_err err = {0};
-	al_policy *p = al_policy_open(path, AL_POLICY_EGRESS, NULL, &err);
+	al_policy *p = al_policy_open(path, &al_policy_egress_kind, NULL, &err);
 	if (p == NULL) {
 		fprintf(stderr, "policy: %s\n", err.msg);
 		return 1;

@@ -24,9 +24,9 @@
 static const struct {
 	const char *name;
 	const char *file;
-	enum al_policy_kind kind;
+	const al_policy_kind *kind;
 } policies[] = {
-	{"egress", "egress.lua", AL_POLICY_EGRESS},
+	{"egress", "egress.lua", &al_policy_egress_kind},
 };
 #define NPOLICIES (int)(sizeof policies / sizeof policies[0])
 

@@ -380,7 +380,7 @@ static int open_restricted(lua_State *L)
 	lua_pushlightuserdata(L, p);
 	lua_pushcclosure(L, lua_policy_log, 1);
 	lua_setglobal(L, "log");
-	al_policy_open_helpers(L, p->kind);
+	p->kind->open(L);
 	al_policy_state *st = state_of(L);
 	lua_pushcfunction(L, runner);
 	st->runner_ref = luaL_ref(L, LUA_REGISTRYINDEX);
@@ -479,8 +479,7 @@ static al_policy_state *state_build(al_policy *p, const char *src, size_t len,
 	}
 	/* The top level runs in one window the size of the state, with a
 	 * budget of several calls. */
-	struct load_ctx c = {p->path, src, len, al_policy_entry_name(p->kind),
-			     LUA_NOREF};
+	struct load_ctx c = {p->path, src, len, p->kind->entry, LUA_NOREF};
 	size_t call = st->mem_call;
 	unsigned budget = st->instructions;
 	st->mem_call = st->mem_state;
@@ -493,8 +492,13 @@ static al_policy_state *state_build(al_policy *p, const char *src, size_t len,
 		return NULL;
 	}
 	st->entry_ref = c.ref;
-	if (al_policy_run(st, run_self_test, p->path, msg, msg_len) != 0 ||
-	    al_policy_dry_run(st, p->kind, msg, msg_len) != 0) {
+	if (al_policy_run(st, run_self_test, p->path, msg, msg_len) != 0) {
+		state_free(st);
+		return NULL;
+	}
+	char why[AL_POLICY_ERROR_MAX - 32];
+	if (p->kind->dry_run(st, why, sizeof why) != 0) {
+		snprintf(msg, msg_len, "dry decision failed: %s", why);
 		state_free(st);
 		return NULL;
 	}
@@ -566,10 +570,10 @@ static bool same_file(const struct stat *a, const struct stat *b)
 	       a->st_mtim.tv_nsec == b->st_mtim.tv_nsec;
 }
 
-static al_policy *policy_new(const char *name, enum al_policy_kind kind,
+static al_policy *policy_new(const char *name, const al_policy_kind *kind,
 			     const al_policy_limits *limits, al_err *err)
 {
-	if (name == NULL || (unsigned)kind >= AL_POLICY_KIND_MAX) {
+	if (name == NULL || kind == NULL) {
 		al_err_set(err, AL_EINVAL, 0, "policy: no file or bad kind");
 		return NULL;
 	}
@@ -605,7 +609,7 @@ static al_policy *policy_new(const char *name, enum al_policy_kind kind,
 }
 
 al_policy *al_policy_open_source(const char *name, const char *src, size_t len,
-				 enum al_policy_kind kind,
+				 const al_policy_kind *kind,
 				 const al_policy_limits *limits, al_err *err)
 {
 	al_policy *p = policy_new(name, kind, limits, err);
@@ -622,7 +626,7 @@ al_policy *al_policy_open_source(const char *name, const char *src, size_t len,
 	return p;
 }
 
-al_policy *al_policy_open(const char *path, enum al_policy_kind kind,
+al_policy *al_policy_open(const char *path, const al_policy_kind *kind,
 			  const al_policy_limits *limits, al_err *err)
 {
 	al_policy *p = policy_new(path, kind, limits, err);

@@ -39,13 +39,13 @@
 
 typedef struct al_policy al_policy;
 
-/* What a policy file decides: the entry function it must define and the
- * dry decision its load is checked with. */
-enum al_policy_kind {
-	AL_POLICY_EGRESS,      /* egress(req) -> allow/deny */
-	AL_POLICY_CREDENTIALS, /* credentials(req) -> allow/deny */
-	AL_POLICY_KIND_MAX
-};
+/* What a policy file decides: the entry function it must define, the
+ * request it is given and the dry decision its load is checked with.
+ * One per kind, defined by the kind's module (policy_egress.c,
+ * policy_credentials.c). */
+typedef struct al_policy_kind al_policy_kind;
+extern const al_policy_kind al_policy_egress_kind;	/* egress(req) */
+extern const al_policy_kind al_policy_credentials_kind; /* credentials(req) */
 
 typedef struct al_policy_limits {
 	size_t mem_state;      /* bytes one state may hold */
@@ -64,11 +64,11 @@ typedef struct al_policy_limits {
  * file cannot be read, is bytecode, does not compile, errors at its top
  * level, lacks the entry function, or fails its self-test or dry
  * decision: the message names the file and, for Lua errors, the line. */
-al_policy *al_policy_open(const char *path, enum al_policy_kind kind,
+al_policy *al_policy_open(const char *path, const al_policy_kind *kind,
 			  const al_policy_limits *limits, al_err *err);
 /* The same from a buffer; name is what logs and errors call it. */
 al_policy *al_policy_open_source(const char *name, const char *src, size_t len,
-				 enum al_policy_kind kind,
+				 const al_policy_kind *kind,
 				 const al_policy_limits *limits, al_err *err);
 void al_policy_close(al_policy *p);
 
@@ -148,6 +148,7 @@ typedef struct al_egress_req {
 } al_egress_req;
 
 #define AL_POLICY_FIELD_MAX 4096
+#define AL_POLICY_NAME_MAX 253 /* a canonical DNS name, in bytes */
 #define AL_POLICY_LIST_MAX 256
 #define AL_POLICY_REASON_MAX 128
 
@@ -210,5 +211,8 @@ int al_policy_name_canon(const char *in, char *out, size_t out_len,
  *   "*"             any name.
  * Any other '*' makes a pattern that matches nothing. */
 bool al_policy_name_match(const char *name, const char *pattern);
+/* True when the name matches one of list[0..n). */
+bool al_policy_name_match_list(const char *name, const char *const *list,
+			       size_t n);
 
 #endif

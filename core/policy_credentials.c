@@ -15,7 +15,7 @@ struct ask {
 	al_egress_decision *out;
 };
 
-const char al_policy_credentials_request_src[] =
+static const char request_src[] =
 	"return function(f, credential, form, scope, host, port, method,\n"
 	"                path, sandbox, template, project, metadata)\n"
 	"  return f({ credential = credential, form = form, scope = scope,\n"
@@ -51,8 +51,7 @@ static int ask_policy(lua_State *L)
 	return 0;
 }
 
-int al_policy_credentials_dry_run(al_policy_state *st, char *msg,
-				  size_t msg_len)
+static int dry_run(al_policy_state *st, char *msg, size_t msg_len)
 {
 	static const al_policy_kv meta[] = {{"dry_run", "1"}};
 	al_cred_req req = {
@@ -73,6 +72,17 @@ int al_policy_credentials_dry_run(al_policy_state *st, char *msg,
 	struct ask a = {&req, &d};
 	return al_policy_run(st, ask_policy, &a, msg, msg_len);
 }
+
+static void open_credentials(lua_State *L)
+{
+	al_policy_lib_open(L, request_src);
+}
+
+const al_policy_kind al_policy_credentials_kind = {
+	.entry = "credentials",
+	.open = open_credentials,
+	.dry_run = dry_run,
+};
 
 static bool field_ok(const char *s)
 {

@@ -1,6 +1,7 @@
-/* policy internals shared by policy.c (states, budget, reload),
- * policy_egress.c (the egress decision and the name helpers) and
- * policy_credentials.c (the credentials decision). */
+/* policy internals shared by policy.c (the engine: states, budget,
+ * reload), policy_lib.c (what both kinds share), policy_egress.c and
+ * policy_credentials.c (the kinds). The engine reaches a kind only
+ * through its al_policy_kind. */
 #ifndef AL_POLICY_INTERNAL_H
 #define AL_POLICY_INTERNAL_H
 
@@ -49,7 +50,7 @@ typedef struct al_policy_loglimit {
 
 struct al_policy {
 	char path[AL_POLICY_PATH_MAX];
-	enum al_policy_kind kind;
+	const al_policy_kind *kind;
 	al_policy_limits limits;
 	al_policy_state *st;
 	bool from_file;
@@ -85,25 +86,29 @@ void al_policy_failed(al_policy *p, const char *msg);
 void al_policy_copy_printable(char *dst, size_t len, const char *src,
 			      size_t src_len);
 
-/* Globals policies get besides the libraries: match, match_any, allow,
- * deny (policy_egress.c); and the kind's request builder (request_ref). */
-void al_policy_open_helpers(lua_State *L, enum al_policy_kind kind);
-/* The credentials kind's request builder, Lua source:
- * function(entry, credential, form, scope, host, port, method, path,
- * sandbox, template, project, metadata). */
-extern const char al_policy_credentials_request_src[];
-/* The kind's dry decision on a state just loaded: 0 when it returned a
- * well-formed decision. */
-int al_policy_dry_run(al_policy_state *st, enum al_policy_kind kind, char *msg,
-		      size_t msg_len);
-/* Each kind's dry decision: al_policy_run's answer. */
-int al_policy_egress_dry_run(al_policy_state *st, char *msg, size_t msg_len);
-int al_policy_credentials_dry_run(al_policy_state *st, char *msg,
-				  size_t msg_len);
-/* The entry function a kind's file defines. */
-const char *al_policy_entry_name(enum al_policy_kind kind);
+/* A kind of policy (policy.h): what the engine (policy.c) needs of it. */
+struct al_policy_kind {
+	const char *entry; /* the entry function the file defines */
+	/* Give a state being built its globals and its request builder
+	 * (request_ref): al_policy_lib_open with the kind's source. */
+	void (*open)(lua_State *L);
+	/* A decision on made-up input, on a state just loaded: 0 when it
+	 * was well-formed, else -1 with why in msg. */
+	int (*dry_run)(al_policy_state *st, char *msg, size_t msg_len);
+};
+
+/* Register the globals every policy gets besides the libraries (match,
+ * match_any, allow, deny) and compile request_src, the kind's request
+ * builder — Lua source of a function(entry, fields...) — into
+ * request_ref. Runs inside a protected call (errors propagate). */
+void al_policy_lib_open(lua_State *L, const char *request_src);
 /* Inside a call: push v, or nil when it is NULL. */
 void al_policy_push_str(lua_State *L, const char *v);
+/* Inside a call: push the list v[0..n) (list != NULL) or the metadata
+ * kv[0..n) as a table, the one in the registry at *ref when it still
+ * holds just these (then refreshed at *ref). */
+void al_policy_push_cached(lua_State *L, int *ref, const char *const *list,
+			   const al_policy_kv *kv, size_t n);
 /* Inside a call: push the sandbox's metadata as a table. */
 void al_policy_push_metadata(lua_State *L, const al_policy_kv *kv, size_t n);
 /* The same, the last call's table when it still holds just these. */

@@ -147,13 +147,14 @@ int main(int argc, char **argv)
 
 	char path[AL_PATH_MAX + 64];
 	snprintf(path, sizeof path, "%s/egress.lua", policies);
-	g.policy = al_policy_open(path, AL_POLICY_EGRESS, NULL, &err);
+	g.policy = al_policy_open(path, &al_policy_egress_kind, NULL, &err);
 	if (g.policy == NULL)
 		die(&g, "egress policy", &err);
 	/* Optional: without it credentials go by their own records. */
 	snprintf(path, sizeof path, "%s/credentials.lua", policies);
 	if (access(path, F_OK) == 0) {
-		g.cred_policy = al_policy_open(path, AL_POLICY_CREDENTIALS,
+		g.cred_policy = al_policy_open(path,
+					       &al_policy_credentials_kind,
 					       NULL, &err);
 		if (g.cred_policy == NULL)
 			die(&g, "credentials policy", &err);

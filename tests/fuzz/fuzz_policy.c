@@ -76,7 +76,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		/* Lines of failing policies would be most of the output. */
 		al_log_init("fuzz_policy", AL_LOG_ERROR);
 		shipped = al_policy_open("policies/egress.lua",
-					 AL_POLICY_EGRESS, &limits, NULL);
+					 &al_policy_egress_kind, &limits, NULL);
 		if (shipped == NULL)
 			abort();
 	}
@@ -124,7 +124,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	al_policy *p = shipped;
 	if (own) {
 		p = al_policy_open_source("fuzz.lua", f[0], strlen(f[0]),
-					  AL_POLICY_EGRESS, &limits, NULL);
+					  &al_policy_egress_kind, &limits,
+					  NULL);
 		if (p == NULL) {
 			free(buf);
 			return 0;

@@ -44,7 +44,8 @@ static al_policy *open_src(const char *src)
 {
 	al_err err = {0};
 	al_policy *p = al_policy_open_source("test.lua", src, strlen(src),
-					     AL_POLICY_EGRESS, NULL, &err);
+					     &al_policy_egress_kind, NULL,
+					     &err);
 	if (p == NULL)
 		fail_msg("policy did not load: %s", err.msg);
 	return p;
@@ -88,7 +89,8 @@ static bool allowed(al_policy *p, const al_egress_req *r)
 static al_policy *open_shipped(void)
 {
 	al_err err = {0};
-	al_policy *p = al_policy_open(SHIPPED, AL_POLICY_EGRESS, NULL, &err);
+	al_policy *p = al_policy_open(SHIPPED, &al_policy_egress_kind, NULL,
+				      &err);
 	if (p == NULL)
 		fail_msg("%s did not load: %s", SHIPPED, err.msg);
 	return p;
@@ -758,13 +760,13 @@ static void test_bad_files_refused(void **state)
 	al_err err = {0};
 	static const char bytecode[] = "\x1bLJ\x02\x00\x00\x00";
 	assert_null(al_policy_open_source("bc.lua", bytecode,
-					  sizeof bytecode - 1, AL_POLICY_EGRESS,
-					  NULL, &err));
+					  sizeof bytecode - 1,
+					  &al_policy_egress_kind, NULL, &err));
 	assert_non_null(strstr(err.msg, "bytecode"));
 	write_policy("bc.lua", bytecode, sizeof bytecode - 1);
 	char path[128];
 	path_of(path, sizeof path, "bc.lua");
-	assert_null(al_policy_open(path, AL_POLICY_EGRESS, NULL, &err));
+	assert_null(al_policy_open(path, &al_policy_egress_kind, NULL, &err));
 	assert_non_null(strstr(err.msg, "bytecode"));
 
 	static const char *const bad[] = {
@@ -786,13 +788,13 @@ static void test_bad_files_refused(void **state)
 		memset(&err, 0, sizeof err);
 		assert_null(al_policy_open_source("test.lua", bad[i],
 						  strlen(bad[i]),
-						  AL_POLICY_EGRESS, NULL,
+						  &al_policy_egress_kind, NULL,
 						  &err));
 		if (strstr(err.msg, why[i]) == NULL)
 			fail_msg("%zu: %s", i, err.msg);
 	}
 	path_of(path, sizeof path, "missing.lua");
-	assert_null(al_policy_open(path, AL_POLICY_EGRESS, NULL, &err));
+	assert_null(al_policy_open(path, &al_policy_egress_kind, NULL, &err));
 	assert_non_null(strstr(err.msg, "No such file"));
 }
 
@@ -809,7 +811,7 @@ static void test_reload(void **state)
 	char path[128];
 	path_of(path, sizeof path, "egress.lua");
 	al_err err = {0};
-	al_policy *p = al_policy_open(path, AL_POLICY_EGRESS, NULL, &err);
+	al_policy *p = al_policy_open(path, &al_policy_egress_kind, NULL, &err);
 	assert_non_null(p);
 	al_egress_req r = req_for("example.com", (const char *const[]){"*"}, 1);
 	al_egress_decision d;

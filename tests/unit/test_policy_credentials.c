@@ -33,7 +33,7 @@ static al_policy *open_src(const char *src)
 {
 	al_err err;
 	return al_policy_open_source("test.lua", src, strlen(src),
-				     AL_POLICY_CREDENTIALS, NULL, &err);
+				     &al_policy_credentials_kind, NULL, &err);
 }
 
 static void test_shipped_policy_allows(void **state)
@@ -41,7 +41,7 @@ static void test_shipped_policy_allows(void **state)
 	(void)state;
 	al_err err;
 	al_policy *p = al_policy_open("policies/credentials.lua",
-				      AL_POLICY_CREDENTIALS, NULL, &err);
+				      &al_policy_credentials_kind, NULL, &err);
 	assert_non_null(p);
 	al_cred_req r = req("POST", "x");
 	al_egress_decision d;

@@ -33,8 +33,9 @@ static void test_loaded_and_never_loaded(void **state)
 	assert_non_null(mkdtemp(dir));
 	al_err err = {0};
 	al_policy *p = al_policy_open_source("/p/egress.lua", good,
-					     strlen(good), AL_POLICY_EGRESS,
-					     NULL, &err);
+					     strlen(good),
+					     &al_policy_egress_kind, NULL,
+					     &err);
 	assert_non_null(p);
 	al_policypub v[] = {
 		{.name = "egress", .path = "/p/egress.lua", .p = p},
