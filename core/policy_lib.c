@@ -259,7 +259,7 @@ static bool metadata_is(lua_State *L, int t, const al_policy_kv *kv, size_t n)
  * may have changed the table it was given: contents decide, never a
  * pointer), else build it and cache it. */
 void al_policy_push_cached(lua_State *L, int *ref, const char *const *list,
-			const al_policy_kv *kv, size_t n)
+			   const al_policy_kv *kv, size_t n)
 {
 	if (*ref != LUA_NOREF) {
 		lua_rawgeti(L, LUA_REGISTRYINDEX, *ref);
@@ -287,7 +287,7 @@ void al_policy_push_cached_metadata(lua_State *L, const al_policy_kv *kv,
 	lua_getallocf(L, &ud);
 	static const al_policy_kv none[1];
 	al_policy_push_cached(L, &((al_policy_state *)ud)->meta_ref, NULL,
-		    n > 0 ? kv : none, n);
+			      n > 0 ? kv : none, n);
 }
 
 int al_policy_read_decision(lua_State *L, int n, const char *what,
@@ -311,4 +311,3 @@ int al_policy_read_decision(lua_State *L, int n, const char *what,
 					 len);
 	return 0;
 }
-

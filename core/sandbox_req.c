@@ -5,7 +5,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-
 #include "config.h"
 #include "json.h"
 #include "netspec.h"
@@ -36,9 +35,8 @@ static int create_network(json_object *o, json_object **out, al_err *err)
 	return 0;
 }
 
-int al_create_req_parse(const char *buf, size_t len,
-			     uint32_t default_timeout_s, uint32_t max_timeout_s,
-			     al_create_req *out, al_err *err)
+int al_create_req_parse(const char *buf, size_t len, uint32_t default_timeout_s,
+			uint32_t max_timeout_s, al_create_req *out, al_err *err)
 {
 	int64_t n;
 	int r;
@@ -159,7 +157,7 @@ static int user_valid(const char *u)
 }
 
 int al_exec_req_parse(const char *buf, size_t len, al_exec_req *out,
-			   al_err *err)
+		      al_err *err)
 {
 	int64_t n;
 	int r;

@@ -35,9 +35,9 @@ typedef struct al_create_req {
 
 /* Parse and validate; timeout defaults to default_timeout_s and must be in
  * 1..max_timeout_s. */
-int al_create_req_parse(const char *buf, size_t len,
-			     uint32_t default_timeout_s, uint32_t max_timeout_s,
-			     al_create_req *out, al_err *err);
+int al_create_req_parse(const char *buf, size_t len, uint32_t default_timeout_s,
+			uint32_t max_timeout_s, al_create_req *out,
+			al_err *err);
 void al_create_req_free(al_create_req *req);
 
 /* POST /v1/sandboxes/{id}/exec body. */
@@ -59,7 +59,7 @@ typedef struct al_exec_req {
 
 /* Parse and validate; AL_EPATH for a bad cwd. */
 int al_exec_req_parse(const char *buf, size_t len, al_exec_req *out,
-			   al_err *err);
+		      al_err *err);
 void al_exec_req_free(al_exec_req *req);
 
 #endif

@@ -80,7 +80,7 @@ static void on_accept(struct evconnlistener *l, evutil_socket_t fd,
 	}
 	if (!gw_decide_log(g, AL_EGRESS_TCP, name, port, NULL, NULL)) {
 		close(fd);
-		gw_proxy_conn_closed(g);
+		gw_conn_closed(g);
 		return;
 	}
 	gw_splice_start(g, fd, name, port);
@@ -95,10 +95,4 @@ int gw_proxy_start(gw *g, int fd, al_err *err)
 		return al_err_set(err, AL_ESYS, 0,
 				  "cannot watch the transparent listener");
 	return 0;
-}
-
-void gw_proxy_conn_closed(gw *g)
-{
-	if (g->conns > 0)
-		g->conns--;
 }

@@ -131,7 +131,7 @@ static void destroy(relay *r)
 	al_credmask_free(r->mask_own);
 	if (r->have_resp)
 		al_http_resp_free(&r->resp);
-	gw_proxy_conn_closed(r->g);
+	gw_conn_closed(r->g);
 	free(r);
 }
 
@@ -249,12 +249,6 @@ static void on_down_drained(struct bufferevent *bev, void *arg)
 		pump_resp(r);
 		read_buffered(r->up);
 	}
-}
-
-void gw_bev_flow(struct bufferevent *bev)
-{
-	bufferevent_setwatermark(bev, EV_READ, 0, GW_HIGH_WATER);
-	bufferevent_setwatermark(bev, EV_WRITE, GW_HIGH_WATER / 2, 0);
 }
 
 static bool full(struct bufferevent *bev)
@@ -849,7 +843,7 @@ void gw_relay_start(gw *g, int fd, const char *name, unsigned port)
 	relay *r = calloc(1, sizeof *r);
 	if (r == NULL) {
 		close(fd);
-		gw_proxy_conn_closed(g);
+		gw_conn_closed(g);
 		return;
 	}
 	r->g = g;
@@ -867,7 +861,7 @@ void gw_relay_start(gw *g, int fd, const char *name, unsigned port)
 			SSL_free(ssl);
 			close(fd);
 			free(r);
-			gw_proxy_conn_closed(g);
+			gw_conn_closed(g);
 			return;
 		}
 		r->down = bufferevent_openssl_socket_new(

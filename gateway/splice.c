@@ -34,7 +34,7 @@ static void destroy(splice *s)
 		bufferevent_free(s->down);
 	if (s->tick != NULL)
 		event_free(s->tick);
-	gw_proxy_conn_closed(s->g);
+	gw_conn_closed(s->g);
 	free(s);
 }
 
@@ -133,7 +133,7 @@ void gw_splice_start(gw *g, int fd, const char *name, unsigned port)
 	splice *s = calloc(1, sizeof *s);
 	if (s == NULL) {
 		close(fd);
-		gw_proxy_conn_closed(g);
+		gw_conn_closed(g);
 		return;
 	}
 	s->g = g;
