@@ -131,7 +131,7 @@ void fsroot_umount_below(const char *path);
 /* sha256 hex of s. */
 void fsroot_sha256_hex(const char *s, char out[AL_AF_KEY_HEX]);
 
-/* ---- layers (main.c) ---- */
+/* ---- layer.c ---- */
 /* pool/layers/<key> into out. */
 int bld_layer_path(const bld *b, const char *key, char *out, size_t outlen,
 		   al_err *err);
@@ -142,13 +142,19 @@ void bld_tmp_forget(bld *b, const char *path);
  * concurrent build of the same step), tmp is dropped and final used;
  * with --no-cache an old final is replaced. */
 int bld_layer_install(bld *b, const char *tmp, const char *final, al_err *err);
+/* Delete every temporary subvolume still remembered (a failed build). */
+void bld_tmp_cleanup(bld *b);
+/* Delete the ".tmp-*-<pid>" entries of dir whose builder is gone. */
+void bld_tmp_remove_stale(const char *dir);
 
 /* ---- base.c ---- */
 /* Set b->parent and b->key from FROM (step 1). */
 int base_prepare(bld *b, al_err *err);
+
+/* ---- mirror.c ---- */
 /* The Debian mirror for suite: AIRLOCK_DEBIAN_MIRROR, else the host's apt
  * sources (an http(s):// or file:/ URL). AL_ENOENT when there is none. */
-int base_host_mirror(const char *suite, char *out, size_t outlen, al_err *err);
+int mirror_of_host(const char *suite, char *out, size_t outlen, al_err *err);
 
 /* ---- net.c ---- */
 /* Make RUN steps' network ready before a step: the slot leased and the
@@ -176,7 +182,7 @@ void bld_net_down(bld *b);
 void bld_net_settle(bld *b);
 /* The host's package registries a build may reach besides the policy's
  * build_registries, as name patterns (at most max, each < 256 bytes):
- * the hosts of the host's Debian mirrors (base_host_mirror for its
+ * the hosts of the host's Debian mirrors (mirror_of_host for its
  * release, -updates and -security) and of npm's registry
  * (AIRLOCK_NPM_REGISTRY, else "registry=" of /etc/npmrc or
  * /usr/etc/npmrc, else registry.npmjs.org). */
@@ -187,11 +193,13 @@ size_t bld_net_registries(char (*out)[256], size_t max);
  * the log. -1 with err ("RUN exited with 2") when it fails. */
 int run_step(bld *b, const al_af_step *st, size_t idx, const char *rootfs,
 	     al_err *err);
-/* What RUN step idx runs with (base template + Airlockfile). */
-json_object *run_env(const bld *b, size_t nenv, al_err *err);
-const char *run_workdir(const bld *b, size_t idx);
+
+/* ---- stepenv.c ---- */
+/* What step idx runs with (base template + Airlockfile). */
+json_object *step_env(const bld *b, size_t nenv, al_err *err);
+const char *step_workdir(const bld *b, size_t idx);
 /* "" for the default (root); else "user[:group]". */
-void run_user(const bld *b, size_t idx, char *out, size_t outlen);
+void step_user(const bld *b, size_t idx, char *out, size_t outlen);
 
 /* ---- trust.c ---- */
 /* Where the host CA's certificate goes in a template. */

@@ -46,11 +46,11 @@ static int version_meta(bld *b, al_template_version *tv, al_err *err)
 	size_t last = b->af->nsteps - 1;
 	memset(tv, 0, sizeof *tv);
 	snprintf(tv->name, sizeof tv->name, "%s", b->name);
-	tv->env = run_env(b, b->af->nenv, err);
+	tv->env = step_env(b, b->af->nenv, err);
 	if (tv->env == NULL)
 		return -1;
-	snprintf(tv->workdir, sizeof tv->workdir, "%s", run_workdir(b, last));
-	run_user(b, last, tv->user, sizeof tv->user);
+	snprintf(tv->workdir, sizeof tv->workdir, "%s", step_workdir(b, last));
+	step_user(b, last, tv->user, sizeof tv->user);
 	if (tv->user[0] == '\0')
 		snprintf(tv->user, sizeof tv->user, "root");
 	if (b->af->start != NULL)

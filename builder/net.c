@@ -134,7 +134,7 @@ size_t bld_net_registries(char (*out)[256], size_t max)
 	for (size_t i = 0; i < sizeof suffix / sizeof suffix[0]; i++) {
 		al_err tmp_err = {0};
 		snprintf(suite, sizeof suite, "%s%s", rel, suffix[i]);
-		if (base_host_mirror(suite, url, sizeof url, &tmp_err) == 0)
+		if (mirror_of_host(suite, url, sizeof url, &tmp_err) == 0)
 			add_host(out, max, &n, url);
 	}
 	const char *npm = getenv("AIRLOCK_NPM_REGISTRY");

@@ -30,78 +30,6 @@
 #define BUILD_MEMORY (2048ull << 20)
 #define BUILD_PIDS 4096u
 
-/* Whether any step of kind in steps[1..idx] exists. */
-static int set_in_file(const bld *b, size_t idx, al_af_kind kind)
-{
-	for (size_t i = 1; i <= idx && i < b->af->nsteps; i++)
-		if (b->af->steps[i].kind == kind)
-			return 1;
-	return 0;
-}
-
-json_object *run_env(const bld *b, size_t nenv, al_err *err)
-{
-	json_object *env = json_object_new_object();
-	if (env == NULL) {
-		al_err_set(err, AL_ENOMEM, ENOMEM, "out of memory");
-		return NULL;
-	}
-	/* The base template's environment, then the file's (which wins). */
-	if (b->has_base && b->base.env != NULL) {
-		json_object_object_foreach(b->base.env, k, v)
-		{
-			if (json_object_is_type(v, json_type_string))
-				json_object_object_add(
-					env, k,
-					json_object_new_string(
-						json_object_get_string(v)));
-		}
-	}
-	char **envp = al_airlockfile_envp(b->af, nenv, err);
-	if (envp == NULL) {
-		json_object_put(env);
-		return NULL;
-	}
-	for (size_t i = 0; envp[i] != NULL; i++) {
-		char *eq = strchr(envp[i], '=');
-		if (eq == NULL)
-			continue;
-		*eq = '\0';
-		json_object_object_add(env, envp[i],
-				       json_object_new_string(eq + 1));
-	}
-	free(envp);
-	return env;
-}
-
-const char *run_workdir(const bld *b, size_t idx)
-{
-	if (set_in_file(b, idx, AL_AF_WORKDIR))
-		return b->af->steps[idx].workdir;
-	if (b->has_base && b->base.workdir[0] == '/')
-		return b->base.workdir;
-	return "/";
-}
-
-void run_user(const bld *b, size_t idx, char *out, size_t outlen)
-{
-	const al_af_step *st = &b->af->steps[idx];
-	out[0] = '\0';
-	if (set_in_file(b, idx, AL_AF_USER)) {
-		if (st->group != NULL)
-			snprintf(out, outlen, "%s:%s", st->user, st->group);
-		else
-			snprintf(out, outlen, "%s", st->user);
-	} else if (b->has_base) {
-		snprintf(out, outlen, "%s", b->base.user);
-	}
-	if (strcmp(out, "root") == 0)
-		out[0] = '\0';
-}
-
-/* Copy the agent into the layer at BUILD_AGENT. The directory must not
- * exist: a layer is made by user commands, and a planted symlink there
- * must not redirect the write. */
 static int place_agent(bld *b, const char *rootfs, al_err *err)
 {
 	al_autofd int rootfd = open(rootfs, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -197,17 +125,17 @@ static char *exec_payload(const bld *b, const al_af_step *st, size_t idx,
 	for (size_t i = 0; i < st->cmd.argc; i++)
 		json_object_array_add(cmd,
 				      json_object_new_string(st->cmd.argv[i]));
-	json_object *env = run_env(b, st->nenv, err);
+	json_object *env = step_env(b, st->nenv, err);
 	if (env == NULL) {
 		json_object_put(cmd);
 		return NULL;
 	}
 	char user[200];
-	run_user(b, idx, user, sizeof user);
+	step_user(b, idx, user, sizeof user);
 	al_exec_msg m = {
 		.cmd = cmd,
 		.env = env,
-		.cwd = run_workdir(b, idx),
+		.cwd = step_workdir(b, idx),
 		.user = user[0] != '\0' ? user : NULL,
 		.timeout_ms = RUN_TIMEOUT_MS,
 	};
@@ -317,7 +245,7 @@ int run_step(bld *b, const al_af_step *st, size_t idx, const char *rootfs,
 	if (fsroot_ensure_sysdirs(rootfs, err) < 0 ||
 	    fsroot_mkdir_p(rootfs, "/etc", 0755, err) < 0 ||
 	    bld_trust_ca(b, rootfs, err) < 0 ||
-	    fsroot_mkdir_p(rootfs, run_workdir(b, idx), 0755, err) < 0)
+	    fsroot_mkdir_p(rootfs, step_workdir(b, idx), 0755, err) < 0)
 		return -1;
 	char *payload = exec_payload(b, st, idx, err);
 	if (payload == NULL)
