@@ -83,6 +83,7 @@
 #include "shimctl.h"
 #include "spares.h"
 #include "spool.h"
+#include "standby.h"
 #include "store.h"
 #include "template.h"
 #include "vm/mem.h"
@@ -474,7 +475,7 @@ static void reconcile_pool(const al_config *cfg, al_db *db)
 		if (live || (rc < 0 && err.code != AL_ENOENT))
 			continue;
 		if (shim_present(cfg, de->d_name) ||
-		    al_reap_standbys(cfg, de->d_name) > 0)
+		    al_standby_alive(cfg, de->d_name))
 			continue;
 		al_info("deleting orphaned rootfs of %s", de->d_name);
 		if (al_reap_sandbox(cfg, de->d_name, &err) < 0)
@@ -522,7 +523,7 @@ static void refill_one(const al_config *cfg, al_db *db,
 	if (max_own == 0) {
 		/* The pool was switched off: standbys left from before only
 		 * cost memory (and, idle under TCG, CPU). */
-		al_shimctl_retire_standbys(cfg, name, driver, -1);
+		al_standby_retire_all(cfg, name, driver);
 		return;
 	}
 	time_t *until = backoff_slot(name, driver);
@@ -532,12 +533,12 @@ static void refill_one(const al_config *cfg, al_db *db,
 	al_warmpool_host_mem(&avail_mb, &total_mb);
 	uint32_t max = al_warmpool_cap(min, max_own, avail_mb, total_mb);
 	uint32_t target = al_warmpool_target(min, max, recent);
-	int have = al_shimctl_standby_count(cfg, name, driver, ref->version);
+	int have = al_standby_count(cfg, name, driver, ref->version);
 	uint32_t start, extra;
 	al_warmpool_plan((uint32_t)have, target, POOL_STARTS_PER_TICK, &start,
 			 &extra);
 	if (extra > 0) {
-		al_shimctl_retire_some(cfg, name, driver, (int)extra);
+		al_standby_retire_some(cfg, name, driver, (int)extra);
 		return;
 	}
 	if (start == 0)
@@ -639,6 +640,26 @@ static void mark_ready(const al_config *cfg, int net_ok)
 	al_info("spare snapshots and network slots ready");
 }
 
+/* The templates as last listed (al_template_refs), for
+ * al_standby_retire_unless. */
+typedef struct listing {
+	const al_template_ref *refs;
+	int n;
+	int complete; /* every template is in refs */
+} listing;
+
+/* Keep a standby of tmpl's current version; none of a template that is
+ * no more. */
+static int current(const char *tmpl, const char *driver, int version, void *arg)
+{
+	const listing *l = arg;
+	(void)driver;
+	for (int i = 0; i < l->n; i++)
+		if (strcmp(l->refs[i].name, tmpl) == 0)
+			return l->refs[i].version == version;
+	return !l->complete;
+}
+
 /* Keep the configured standbys ready for each template and driver, so a
  * create is a claim rather than a cold start. */
 static void refill_pool(const al_config *cfg, al_db *db)
@@ -660,13 +681,13 @@ static void refill_pool(const al_config *cfg, al_db *db)
 		char why[300];
 		int vm = al_vm_usable(cfg->state_dir, why, sizeof why);
 		count = n;
+		/* A rebuilt template's older standbys go, and a deleted
+		 * one's (a delete retires them itself: these are those a
+		 * start in flight made meanwhile). */
+		listing l = {.refs = refs, .n = n, .complete = n < 64};
+		al_standby_retire_unless(cfg, current, &l);
 		for (int i = 0; i < count; i++) {
 			const char *name = refs[i].name;
-			/* A rebuilt template: its older standbys go. */
-			al_shimctl_retire_standbys(cfg, name, "ns",
-						   refs[i].version);
-			al_shimctl_retire_standbys(cfg, name, "vm",
-						   refs[i].version);
 			char root[AL_PATH_MAX];
 			vm_ok[i] = vm &&
 				   al_config_template_root(cfg, name, root,
@@ -719,6 +740,7 @@ static void refill_pool(const al_config *cfg, al_db *db)
 				   recent_creates(rates, nrates, refs[i].name,
 						  "vm"));
 	}
+	al_standby_end_retired(cfg);
 }
 
 /* Builds whose builder died (killed, host restart) would stay "running"
@@ -894,7 +916,7 @@ int main(int argc, char **argv)
 			ctl_poolcaps_refresh(&cfg, db);
 			reconcile_live(&cfg, db);
 			reconcile_builds(db);
-			al_reap_standbys(&cfg, NULL);
+			al_standby_reap(&cfg);
 			reconcile_pool(&cfg, db);
 			if (net_ok)
 				reconcile_net(&netpool);
