@@ -667,8 +667,7 @@ int al_config_stream_socket(const al_config *cfg, const char *id, char *out,
 	return join_id(out, outlen, cfg->run_dir, "stream", id, ".sock", err);
 }
 
-/* Driver names go into socket names between dots: [a-z0-9]+ only. */
-static int driver_name_ok(const char *d)
+int al_driver_name_valid(const char *d)
 {
 	size_t n = d != NULL ? strlen(d) : 0;
 	if (n == 0 || n > 15)
@@ -678,18 +677,4 @@ static int driver_name_ok(const char *d)
 		      (d[i] >= '0' && d[i] <= '9')))
 			return 0;
 	return 1;
-}
-
-int al_config_standby_socket(const al_config *cfg, const char *tmpl,
-			     const char *driver, const char *slot, char *out,
-			     size_t outlen, al_err *err)
-{
-	if (!al_id_valid(tmpl) || !al_id_valid(slot) || !driver_name_ok(driver))
-		return al_err_set(err, AL_EINVAL, 0, "invalid id");
-	int n = snprintf(out, outlen, "%s/pool/%s.%s.%s.sock", cfg->run_dir,
-			 tmpl, driver, slot);
-	if (n < 0 || (size_t)n >= outlen)
-		return al_err_set(err, AL_EINVAL, 0, "path for %s too long",
-				  slot);
-	return 0;
 }

@@ -120,14 +120,11 @@ int al_config_shim_socket(const al_config *cfg, const char *id, char *out,
 int al_config_stream_socket(const al_config *cfg, const char *id, char *out,
 			    size_t outlen, al_err *err);
 
-/* run/pool/<template>.<driver>.<slot>.sock: a warm pool standby's
- * socket. driver is a driver name ([a-z0-9]+). */
-int al_config_standby_socket(const al_config *cfg, const char *tmpl,
-			     const char *driver, const char *slot, char *out,
-			     size_t outlen, al_err *err);
-
 /* A sandbox or template id is 1..63 chars of [a-z0-9-], not starting
  * with '-'. Everything that builds a path from an id checks this first. */
 int al_id_valid(const char *id);
+/* A driver name is 1..15 chars of [a-z0-9]: it goes into socket names
+ * between dots (core/standby.h). */
+int al_driver_name_valid(const char *name);
 
 #endif

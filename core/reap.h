@@ -1,7 +1,7 @@
 /* reap: release what a sandbox holds on the host when its shim is gone
  * (crashed, killed, or the host restarted): rootfs subvolume, control
  * socket and pid file, cgroup leaves. Idempotent; used by the controller's
- * reconcile pass. */
+ * reconcile pass, and for a dead standby's by core/standby.c. */
 #ifndef AL_REAP_H
 #define AL_REAP_H
 
@@ -12,11 +12,5 @@ int al_reap_sandbox(const al_config *cfg, const char *id, al_err *err);
 
 /* 1 if the sandbox's shim answers on its control socket, else 0. */
 int al_reap_shim_alive(const al_config *cfg, const char *id);
-
-/* Warm pool standbys (run/pool/<template>.<driver>.<slot>.sock). With only_slot
- * NULL: release every standby whose shim is gone and return how many
- * are alive. With a slot: return 1 if that standby is alive, else 0
- * (releasing nothing). */
-int al_reap_standbys(const al_config *cfg, const char *only_slot);
 
 #endif

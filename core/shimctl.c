@@ -1,15 +1,12 @@
 #include "shimctl.h"
 
-#include <dirent.h>
 #include <fcntl.h>
-#include <limits.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
@@ -166,19 +163,6 @@ static int read_ready(int fd, int64_t deadline_ms, const char *id,
 			  "the shim of sandbox %s exited while starting", id);
 }
 
-/* [a-z0-9]+: a driver name, as it goes into socket names. */
-static int driver_ok(const char *d)
-{
-	size_t n = d != NULL ? strlen(d) : 0;
-	if (n == 0 || n > 15)
-		return 0;
-	for (size_t i = 0; i < n; i++)
-		if (!((d[i] >= 'a' && d[i] <= 'z') ||
-		      (d[i] >= '0' && d[i] <= '9')))
-			return 0;
-	return 1;
-}
-
 /* A sealed memfd holding one START frame with sb's spec (and tv's boot;
  * NULL: the template's defaults): the shim's stdin. */
 static int spec_fd(const al_sandbox *sb, const al_template_version *tv,
@@ -211,7 +195,7 @@ static int launch_shim(const al_config *cfg, const char *mode, const char *arg,
 {
 	if (!al_id_valid(arg))
 		return al_err_set(err, AL_EINVAL, 0, "invalid id");
-	if (!driver_ok(sb->driver))
+	if (!al_driver_name_valid(sb->driver))
 		return al_err_set(err, AL_EINVAL, 0, "invalid driver name");
 	char shim[AL_PATH_MAX + 16], logpath[AL_PATH_MAX + 32];
 	if ((size_t)snprintf(shim, sizeof shim, "%s/airlock-shim",
@@ -288,7 +272,7 @@ int al_shimctl_spawn_standbys(const al_config *cfg, al_db *db, const char *tmpl,
 {
 	enum { MAX = 16 };
 	int rd[MAX], launched = 0, ready = 0;
-	if (!driver_ok(driver) || !al_id_valid(tmpl))
+	if (!al_driver_name_valid(driver) || !al_id_valid(tmpl))
 		return al_err_set(err, AL_EINVAL, 0,
 				  "invalid template or driver name");
 	if (n > MAX)
@@ -322,159 +306,4 @@ int al_shimctl_spawn_standbys(const al_config *cfg, al_db *db, const char *tmpl,
 	if (ready == 0 && n > 0)
 		return -1;
 	return ready;
-}
-
-/* Standby sockets of (tmpl, driver): "<tmpl>.<driver>.<slot>.sock" in
- * run/pool. Template names hold no '.', so the prefix is unambiguous. */
-static int is_standby_of(const char *name, const char *tmpl, const char *driver)
-{
-	size_t tl = strlen(tmpl), dl = strlen(driver), nl = strlen(name);
-	return nl > tl + dl + 7 && strncmp(name, tmpl, tl) == 0 &&
-	       name[tl] == '.' && strncmp(name + tl + 1, driver, dl) == 0 &&
-	       name[tl + 1 + dl] == '.' && strcmp(name + nl - 5, ".sock") == 0;
-}
-
-/* The template version in a standby socket's slot
- * ("<tmpl>.<driver>.standby-v<N>-<random>.sock"), 0 if it has none. */
-static int standby_version(const char *name, const char *tmpl,
-			   const char *driver)
-{
-	const char *slot = name + strlen(tmpl) + 1 + strlen(driver) + 1;
-	if (strncmp(slot, "standby-v", 9) != 0)
-		return 0;
-	return atoi(slot + 9);
-}
-
-int al_shimctl_standby_count(const al_config *cfg, const char *tmpl,
-			     const char *driver, int version)
-{
-	if (!driver_ok(driver) || !al_id_valid(tmpl))
-		return 0;
-	char dir[AL_PATH_MAX + 8];
-	snprintf(dir, sizeof dir, "%s/pool", cfg->run_dir);
-	DIR *d = opendir(dir);
-	if (d == NULL)
-		return 0;
-	int n = 0;
-	struct dirent *de;
-	while ((de = readdir(d)) != NULL)
-		if (is_standby_of(de->d_name, tmpl, driver) &&
-		    (version == 0 ||
-		     standby_version(de->d_name, tmpl, driver) == version))
-			n++;
-	closedir(d);
-	return n;
-}
-
-/* Destroy up to limit (-1: no bound) standbys of (tmpl, driver): those
- * not of version keep, or with keep -1 any. */
-static int retire(const al_config *cfg, const char *tmpl, const char *driver,
-		  int keep, int limit)
-{
-	if (!driver_ok(driver) || !al_id_valid(tmpl))
-		return 0;
-	char dir[AL_PATH_MAX + 8];
-	snprintf(dir, sizeof dir, "%s/pool", cfg->run_dir);
-	DIR *d = opendir(dir);
-	if (d == NULL)
-		return 0;
-	int n = 0;
-	struct dirent *de;
-	while ((limit < 0 || n < limit) && (de = readdir(d)) != NULL) {
-		if (!is_standby_of(de->d_name, tmpl, driver) ||
-		    (keep >= 0 &&
-		     standby_version(de->d_name, tmpl, driver) == keep))
-			continue;
-		struct sockaddr_un sa = {.sun_family = AF_UNIX};
-		if ((size_t)snprintf(sa.sun_path, sizeof sa.sun_path, "%s/%s",
-				     dir, de->d_name) >= sizeof sa.sun_path)
-			continue;
-		al_autofd int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC,
-					  0);
-		if (fd < 0 ||
-		    connect(fd, (struct sockaddr *)&sa, sizeof sa) < 0)
-			continue; /* gone already; reconcile reaps it */
-		al_err err = {0};
-		if (al_shimctl_call(fd, AL_F_DESTROY, AL_REQ_ID_CLIENT, NULL,
-				    al_now_ms() + 30000, NULL, &err) == 0)
-			n++;
-		else
-			al_warn("retiring standby %s: %s", de->d_name, err.msg);
-	}
-	closedir(d);
-	return n;
-}
-
-int al_shimctl_retire_standbys(const al_config *cfg, const char *tmpl,
-			       const char *driver, int version)
-{
-	/* A version no standby holds retires them all. */
-	return retire(cfg, tmpl, driver, version < 0 ? INT_MAX : version, -1);
-}
-
-int al_shimctl_retire_some(const al_config *cfg, const char *tmpl,
-			   const char *driver, int n)
-{
-	return n > 0 ? retire(cfg, tmpl, driver, -1, n) : 0;
-}
-
-/* Claim one standby of sb's template and driver for sb: 0 when one now
- * runs as the sandbox (ready filled), AL_DECLINED when none could be
- * had. */
-static int claim_standby(const al_config *cfg, const al_sandbox *sb,
-			 int64_t deadline_ms, al_shim_ready *ready)
-{
-	char dir[AL_PATH_MAX + 8];
-	snprintf(dir, sizeof dir, "%s/pool", cfg->run_dir);
-	al_err err = {0};
-	/* The standby has the template's boot already. */
-	char *spec = al_shim_spec_pack(sb, NULL, &err);
-	DIR *d = spec != NULL ? opendir(dir) : NULL;
-	if (d == NULL) {
-		free(spec);
-		return AL_DECLINED;
-	}
-	int rc = AL_DECLINED;
-	struct dirent *de;
-	while (rc != 0 && (de = readdir(d)) != NULL) {
-		if (!is_standby_of(de->d_name, sb->template_name, sb->driver))
-			continue;
-		struct sockaddr_un sa = {.sun_family = AF_UNIX};
-		if ((size_t)snprintf(sa.sun_path, sizeof sa.sun_path, "%s/%s",
-				     dir, de->d_name) >= sizeof sa.sun_path)
-			continue;
-		al_autofd int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC,
-					  0);
-		if (fd < 0 ||
-		    connect(fd, (struct sockaddr *)&sa, sizeof sa) < 0)
-			continue; /* claimed a moment ago, or dead */
-		json_object *res = NULL;
-		if (al_shimctl_call_raw(fd, AL_F_CLAIM, AL_REQ_ID_CLIENT, spec,
-					deadline_ms, &res, &err) == 0) {
-			const char *t = json_object_to_json_string_ext(
-				res, JSON_C_TO_STRING_PLAIN);
-			if (al_shim_ready_unpack(t, strlen(t), ready, &err) ==
-			    0)
-				rc = 0;
-			json_object_put(res);
-		}
-		if (rc != 0)
-			al_warn("sandbox %s: standby %s: %s", sb->id,
-				de->d_name, err.msg);
-	}
-	free(spec);
-	closedir(d);
-	return rc;
-}
-
-int al_shimctl_start(const al_config *cfg, al_db *db, const al_sandbox *sb,
-		     int64_t deadline_ms, al_shim_ready *ready, al_err *err)
-{
-	/* Standbys are kept only where the template's pool is on (the
-	 * controller, al_template_pool_bounds); the look costs a readdir. */
-	if (al_id_valid(sb->template_name) && driver_ok(sb->driver) &&
-	    al_config_driver_enabled(cfg, sb->driver) &&
-	    claim_standby(cfg, sb, deadline_ms, ready) == 0)
-		return 0;
-	return al_shimctl_spawn(cfg, db, sb, deadline_ms, ready, err);
 }

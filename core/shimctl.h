@@ -1,6 +1,7 @@
-/* shimctl: the client side of a shim's control socket, shared by fcgi
- * workers, the controller and the CLI tests. One connection per request;
- * frames are agentproto frames. */
+/* shimctl: starting shims, and the client side of a shim's control
+ * socket, shared by fcgi workers, the controller and the CLI tests. One
+ * connection per request; frames are agentproto frames. What is done with
+ * the warm pool's standbys once started is core/standby.h's. */
 #ifndef AL_SHIMCTL_H
 #define AL_SHIMCTL_H
 
@@ -44,25 +45,6 @@ int al_shimctl_spawn(const al_config *cfg, al_db *db, const al_sandbox *sb,
 int al_shimctl_spawn_standbys(const al_config *cfg, al_db *db, const char *tmpl,
 			      int version, const char *driver, int n,
 			      int64_t deadline_ms, al_err *err);
-/* Standbys of (tmpl, driver) waiting in run/pool that hold template
- * version `version` (0: any version). */
-int al_shimctl_standby_count(const al_config *cfg, const char *tmpl,
-			     const char *driver, int version);
-/* Destroy the standbys of (tmpl, driver) that hold another template
- * version than version (the template was rebuilt; -1: all of them);
- * returns how many. */
-int al_shimctl_retire_standbys(const al_config *cfg, const char *tmpl,
-			       const char *driver, int version);
-/* Destroy n of the standbys of (tmpl, driver), whichever (the pool
- * shrinks); returns how many. */
-int al_shimctl_retire_some(const al_config *cfg, const char *tmpl,
-			   const char *driver, int n);
-/* Bring sandbox sb (row in state creating) to running: claim a warm
- * standby of the same template and driver if one is waiting
- * (milliseconds), else start a shim cold (al_shimctl_spawn); ready gets
- * the shim's pid and accelerator for the caller to record. */
-int al_shimctl_start(const al_config *cfg, al_db *db, const al_sandbox *sb,
-		     int64_t deadline_ms, al_shim_ready *ready, al_err *err);
 
 /* Ask the shim to tear the sandbox down and wait until it has. */
 int al_shimctl_destroy(const al_config *cfg, const char *id, al_err *err);

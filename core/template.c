@@ -20,7 +20,6 @@
 #include "cleanup.h"
 #include "context.h"
 #include "log.h"
-#include "shimctl.h"
 #include "store.h"
 
 /* Advisory lock key of a template name: a 64-bit hash computed by the
@@ -706,11 +705,6 @@ int al_template_delete(al_db *db, const al_config *cfg, const char *name,
 	}
 	if (exec_cmd(db, "COMMIT", 0, NULL, err) < 0)
 		return -1;
-
-	/* Standbys of the template would otherwise wait for a claim that
-	 * can never come (no version matches -1). */
-	al_shimctl_retire_standbys(cfg, name, "ns", -1);
-	al_shimctl_retire_standbys(cfg, name, "vm", -1);
 	remove_versions(cfg, name);
 	return 0;
 fail:

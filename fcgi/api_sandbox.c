@@ -18,6 +18,7 @@
 #include "sandbox.h"
 #include "sandbox_req.h"
 #include "shimctl.h"
+#include "standby.h"
 #include "store.h"
 #include "template.h"
 #include "vm/net.h"
@@ -289,8 +290,9 @@ void al_api_sandbox_create(al_req *r)
 	 * still borrows the request's env here. */
 	al_shim_ready ready;
 	al_sandbox got;
-	if (al_shimctl_start(r->cfg, db, &sb, al_now_ms() + SPAWN_DEADLINE_MS,
-			     &ready, &err) < 0) {
+	if (al_standby_claim_or_spawn(r->cfg, db, &sb,
+				      al_now_ms() + SPAWN_DEADLINE_MS, &ready,
+				      &err) < 0) {
 		al_sandbox_start_failed(db, sb.id, &err, &retry_after);
 		goto fail;
 	}

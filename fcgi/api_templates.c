@@ -34,6 +34,7 @@
 #include "sandbox.h"
 #include "spawn.h"
 #include "sse.h"
+#include "standby.h"
 #include "store.h"
 #include "streams.h"
 #include "template.h"
@@ -376,6 +377,9 @@ void al_api_template_delete(al_req *r)
 		al_http_error(r, &err);
 		return;
 	}
+	/* Its standbys can never be claimed now: out of the pool at once,
+	 * and the controller ends them. */
+	al_standby_retire_all(r->cfg, r->id, NULL);
 	al_info("template %s deleted", r->id);
 	al_http_no_content(r);
 }

@@ -34,6 +34,7 @@
 #include "shim.h"
 #include "spare.h"
 #include "spool.h"
+#include "standby.h"
 #include "store.h"
 
 /* A TCG guest restored while the host is busy with a burst of others can
@@ -128,8 +129,13 @@ static void close_control(shim *s)
 	if (s->listen_fd < 0)
 		return;
 	/* Path first: a reaper that finds the path but cannot connect
-	 * takes the shim for dead (al_reap_standbys). */
-	unlink(s->sock_path);
+	 * takes the shim for dead (al_standby_reap). A standby's may have
+	 * been moved by a retire. */
+	if (s->standby)
+		al_standby_unlink(&s->cfg, s->sb.template_name, s->driver->name,
+				  s->slot);
+	else
+		unlink(s->sock_path);
 	close(s->listen_fd);
 	s->listen_fd = -1;
 }
@@ -386,12 +392,10 @@ static int bring_up_standby(shim *s, al_sandbox *spec, al_template_version *tv,
 	shim_template_set(s, has_boot ? tv : NULL);
 	/* The slot names the template version it holds, so that standbys
 	 * of a version that was rebuilt since can be told apart and
-	 * retired (al_shimctl_standby_version). */
-	char rnd[21];
-	if (al_sandbox_new_id(rnd, err) < 0)
+	 * retired (core/standby.h). */
+	if (al_standby_slot(s->sb.template_version, s->slot, sizeof s->slot,
+			    err) < 0)
 		return -1;
-	snprintf(s->slot, sizeof s->slot, "standby-v%d-%.12s",
-		 s->sb.template_version, rnd);
 	snprintf(s->sb.id, sizeof s->sb.id, "%s", s->slot);
 	if (use_driver(s, err) < 0)
 		return -1;
@@ -414,9 +418,9 @@ static int bring_up_standby(shim *s, al_sandbox *spec, al_template_version *tv,
 		return -1;
 	if (s->driver->warm_up)
 		shim_warm_up(s);
-	if (al_config_standby_socket(&s->cfg, s->sb.template_name,
-				     s->driver->name, s->slot, s->sock_path,
-				     sizeof s->sock_path, err) < 0 ||
+	if (al_standby_socket(&s->cfg, s->sb.template_name, s->driver->name,
+			      s->slot, s->sock_path, sizeof s->sock_path,
+			      err) < 0 ||
 	    listen_control(s, err) < 0)
 		return -1;
 	s->standby = 1;

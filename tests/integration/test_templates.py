@@ -16,7 +16,7 @@ import uuid
 import pytest
 
 from conftest import (TIMEOUT, Sandboxes, assert_error, cmdline, exec_json,
-                      open_stream, sse_events)
+                      listener_pid, open_stream, pid_alive, sse_events)
 
 APP = """FROM minimal
 ENV GREETING="hello world" MODE=test
@@ -392,6 +392,44 @@ def test_chatty_start_command_does_not_disturb_the_sandbox(stack, api,
             # claim, which would hide a broken claim).
             with open(os.path.join(stack.state, "log", "shim.log")) as f:
                 assert f"is now sandbox {sb['id']}" in f.read()
+
+
+def test_deleted_templates_standbys_go(stack, api, templates, driver):
+    """A deleted template's warm-pool standbys leave the pool as the
+    delete answers (no create can claim one), and the controller ends
+    their shims, machines and roots soon after; a create of it is 404."""
+    name, events = templates.build("retired", "FROM minimal\nRUN true\n")
+    assert events[-1].data["status"] == "succeeded", events[-1].data
+    pool = os.path.join(stack.state, "run", "pool")
+
+    def mine(d):
+        try:
+            return [n for n in os.listdir(d)
+                    if n.startswith(f"{name}.{driver}.")]
+        except FileNotFoundError:
+            return []
+
+    deadline = time.monotonic() + 60
+    while not mine(pool):
+        assert time.monotonic() < deadline, "no standby of the template"
+        time.sleep(0.2)
+    names = mine(pool)
+    shims = [listener_pid(stack, os.path.join(pool, n)) for n in names]
+    assert None not in shims, (names, shims)
+    slots = [n[len(f"{name}.{driver}."):-len(".sock")] for n in names]
+    delete_template(api, name)
+    assert not mine(pool), mine(pool)
+    assert_error(api.post(api.base + "/v1/sandboxes",
+                          json={"template": name, "driver": driver},
+                          timeout=TIMEOUT), 404)
+    retired = os.path.join(pool, "retired")
+    deadline = time.monotonic() + 30
+    while [p for p in shims if pid_alive(p)] or mine(retired):
+        assert time.monotonic() < deadline, (shims, mine(retired))
+        time.sleep(0.2)
+    for slot in slots:
+        root = os.path.join(stack.state, "pool", "sandboxes", slot)
+        assert not os.path.exists(root), root
 
 
 def builder_pid(bid, seconds=60):
