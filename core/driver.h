@@ -1,6 +1,8 @@
 /* driver: how a sandbox's machine is run. One interface, two drivers:
  * "ns" (namespace jail, driver_ns.c) and "vm" (QEMU microvm, vm/driver.c).
- * The shim is the only caller: it owns the handle for the sandbox's life.
+ * The shim is the only caller of the operations: it owns the handle for
+ * the sandbox's life. Which drivers this host offers now
+ * (al_driver_status_read) is for the API: creates and GET /v1/info.
  * What differs between machines is a field or an operation here, never a
  * comparison of driver pointers; an operation a driver does not have is
  * NULL, and its comment says what the caller does then. */
@@ -10,6 +12,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "config.h"
 #include "err.h"
 
 struct al_netslot;
@@ -110,5 +113,22 @@ const al_driver *al_driver_find(const char *name, al_err *err);
 
 extern const al_driver al_driver_ns;
 extern const al_driver al_driver_vm;
+
+/* The drivers this host can run now, of those the operator enabled
+ * (AIRLOCK_DRIVERS): vm only when QEMU, the guest kernel and the
+ * accelerator probe are there and nothing was recorded against it
+ * (core/vm/probe.h); the default is AIRLOCK_DEFAULT_DRIVER, else vm
+ * where the probe found working KVM and vm is usable or where ns is
+ * disabled, else ns. Creates and GET /v1/info read the same, so they
+ * always agree. */
+typedef struct al_driver_status {
+	int ns_enabled;
+	int vm_usable;
+	char vm_why[400];	    /* why vm is not usable */
+	const char *vm_accel;	    /* "kvm" or "tcg": what vm sandboxes get */
+	const char *default_driver; /* "ns" or "vm" */
+} al_driver_status;
+/* Read what the probe recorded under cfg's state directory. */
+void al_driver_status_read(const al_config *cfg, al_driver_status *st);
 
 #endif

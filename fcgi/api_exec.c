@@ -255,7 +255,7 @@ void al_api_exec(al_req *r)
 			       "(Accept: text/event-stream)");
 		goto out_req;
 	}
-	if (al_api_running_sandbox(r, NULL) < 0)
+	if (al_req_sandbox_running(r) < 0)
 		goto out_req;
 	/* The shim lays this over the sandbox's own env. */
 	env = req.env != NULL ? json_object_get(req.env)

@@ -127,7 +127,7 @@ void al_api_files_put(al_req *r)
 		goto out;
 	if (body_length(r, &want, &err) < 0)
 		goto fail;
-	if (al_api_running_sandbox(r, NULL) < 0)
+	if (al_req_sandbox_running(r) < 0)
 		goto out;
 	buf = malloc(FILE_CHUNK);
 	if (buf == NULL) {
@@ -320,7 +320,7 @@ void al_api_files_get(al_req *r)
 	al_frame_reader_init(&rd);
 	if (query_path(r, path, sizeof path) < 0)
 		goto out;
-	if (al_api_running_sandbox(r, NULL) < 0)
+	if (al_req_sandbox_running(r) < 0)
 		goto out;
 	const char *list = al_req_query(r, "list");
 	if (list != NULL && strcmp(list, "1") != 0 &&

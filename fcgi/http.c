@@ -9,6 +9,7 @@
 #include "capacity.h"
 #include "json.h"
 #include "log.h"
+#include "sandbox_ops.h"
 
 const char *al_req_param(al_req *r, const char *name)
 {
@@ -122,6 +123,18 @@ const char *al_req_list_project(al_req *r)
 	if (q != NULL && strcmp(q, r->who.project) != 0)
 		return "";
 	return r->who.project;
+}
+
+int al_req_sandbox_running(al_req *r)
+{
+	al_err err;
+	al_db *db = al_req_db(r, &err);
+	if (db == NULL ||
+	    al_sandbox_ops_running(db, r->id, al_req_scope(r), &err) < 0) {
+		al_http_error(r, &err);
+		return -1;
+	}
+	return 0;
 }
 
 int al_req_limit(al_req *r, const char *v, int max, int64_t *out)

@@ -15,7 +15,6 @@
 #include "db.h"
 #include "err.h"
 #include "query.h"
-#include "vm/probe.h"
 
 #define AL_URI_PATH_MAX 2048
 /* A captured path segment: ids (al_id_valid, 63) and credential names
@@ -60,6 +59,11 @@ const char *al_req_scope(const al_req *r);
  * project's); a member's own project's only, whatever it asks. */
 const char *al_req_list_project(al_req *r);
 
+/* 0 when the sandbox r->id, which r's key may see, is running (an exec
+ * or a file transfer may go to it); else its error is answered here
+ * (404, 409) and -1 returned. */
+int al_req_sandbox_running(al_req *r);
+
 /* A page's ?limit= value v: 1..max into *out, else 400 answered here
  * and -1. */
 int al_req_limit(al_req *r, const char *v, int max, int64_t *out);
@@ -82,27 +86,10 @@ void al_http_no_content(al_req *r);
  * itself. */
 void al_route(al_req *r);
 
-/* The drivers this host can run now (api_info.c), of those the operator
- * enabled (AIRLOCK_DRIVERS): vm only when QEMU, the guest kernel and the
- * accelerator probe are there and nothing was recorded against it; the
- * default is AIRLOCK_DEFAULT_DRIVER, else vm where the probe found
- * working KVM and vm is usable or where ns is disabled, else ns. */
-typedef struct al_driver_status {
-	int ns_enabled;
-	int vm_usable;
-	char vm_why[400]; /* why vm is not usable */
-	al_vm_accel accel;
-	const char *default_driver; /* "ns" or "vm" */
-} al_driver_status;
-void al_api_driver_status(const al_config *cfg, al_driver_status *st);
-
 /* Handlers. */
 void al_api_health(al_req *r);
 void al_api_info(al_req *r);
 void al_api_sandbox_create(al_req *r);
-/* A create's statements run once on a new connection, finding and
- * keeping nothing (api_sandbox.c). */
-void al_api_sandbox_warm(al_db *db, const al_config *cfg);
 void al_api_sandbox_list(al_req *r);
 void al_api_sandbox_get(al_req *r);
 void al_api_sandbox_delete(al_req *r);
@@ -112,10 +99,5 @@ void al_api_build_egress(al_req *r);
 void al_api_exec(al_req *r);
 void al_api_files_put(al_req *r);
 void al_api_files_get(al_req *r);
-
-/* Load the sandbox of r->id and require it to be running: 404 / 409 are
- * answered here and -1 returned. On success *env_out (if not NULL) gets a
- * reference to the sandbox's env object. */
-int al_api_running_sandbox(al_req *r, json_object **env_out);
 
 #endif

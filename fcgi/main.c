@@ -36,6 +36,7 @@
 #include "db.h"
 #include "http.h"
 #include "log.h"
+#include "sandbox_ops.h"
 
 #define EXIT_USAGE 100
 #define EXIT_TEMP 111
@@ -220,7 +221,7 @@ static void *worker_thread(void *arg)
 	if (db == NULL)
 		al_warn("PostgreSQL, connecting ahead: %s", err.msg);
 	else
-		al_api_sandbox_warm(db, &cfg);
+		al_sandbox_ops_warm(db, &cfg);
 	for (;;) {
 		if (FCGX_Accept_r(&fr) < 0) {
 			/* Transient accept errors (EMFILE, ECONNABORTED):

@@ -13,21 +13,13 @@
 #include "config.h"
 #include "json.h"
 
-static const char *const *fake_env;
-
-static const char *lookup(const char *name)
-{
-	for (size_t i = 0; fake_env != NULL && fake_env[i] != NULL; i += 2)
-		if (strcmp(fake_env[i], name) == 0)
-			return fake_env[i + 1];
-	return NULL;
-}
+#include "fake_env.h"
 
 static int load(const char *const *env, al_config *cfg, al_err *err)
 {
 	fake_env = env;
 	al_err_clear(err);
-	return al_config_load_from(cfg, lookup, err);
+	return al_config_load_from(cfg, fake_env_lookup, err);
 }
 
 static void test_defaults(void **state)
