@@ -20,6 +20,7 @@
 #include "store.h"
 #include "template.h"
 #include "vm/net.h"
+#include "vm/shape.h"
 #include "vm/snapshot.h"
 
 #define SPAWN_DEADLINE_MS 30000
@@ -87,22 +88,8 @@ static int pick_driver(al_req *r, const al_create_req *req, al_sandbox *sb,
 		return -1;
 	if (strcmp(driver, "vm") != 0)
 		return 0;
-	/* Guest RAM is part of the snapshot every vm is restored from. */
-	if (req->memory_mb != 0 && req->memory_mb != AL_VM_MEM_MB)
-		return al_err_set(err, AL_EINVAL, 0,
-				  "'memory_mb' of a vm sandbox is %d, fixed by "
-				  "the template's VM snapshot",
-				  AL_VM_MEM_MB);
-	sb->limits.memory_bytes = (uint64_t)AL_VM_MEM_MB << 20;
-	/* So are its vCPUs: a cap above them would promise CPUs the guest
-	 * cannot use. A default above them is the vCPUs. */
-	if (req->cpu_millis > AL_VM_VCPUS * 1000)
-		return al_err_set(err, AL_EINVAL, 0,
-				  "'cpus' of a vm sandbox is at most %d, the "
-				  "vCPU count of the template's VM snapshot",
-				  AL_VM_VCPUS);
-	if (sb->limits.cpu_millis > AL_VM_VCPUS * 1000)
-		sb->limits.cpu_millis = AL_VM_VCPUS * 1000;
+	if (al_vm_shape_limits(req->memory_mb, &sb->limits, err) < 0)
+		return -1;
 	if (!st.vm_usable)
 		return al_err_set(err, AL_EUNAVAIL, 0,
 				  "vm driver unavailable: %s", st.vm_why);
