@@ -16,7 +16,8 @@
  *                       the least; a CFS quota, core/cgroup.h)
  *   AIRLOCK_MAX_CPUS    the most "cpus" one create may ask for (default
  *                       and at most: this host's CPU count). A default
- *                       above it is refused at start.
+ *                       above it is refused at start. A vm runs on "cpus"
+ *                       rounded up vCPUs (core/vm/shape.h).
  *   AIRLOCK_WARM_POOL   standby sandboxes kept ready per template at the
  *                       least (default 2, 0 = none: every create starts
  *                       cold)
