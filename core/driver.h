@@ -91,6 +91,11 @@ typedef struct al_driver {
 	 * (a vm's slot takes the sandbox's MAC). */
 	int (*adopt)(al_driver_handle *h, const al_sandbox_spec *spec,
 		     al_err *err);
+	/* 1 if the running machine can be adopted by a sandbox of limits
+	 * l: a vm's vCPU count is its snapshot's and cannot change, so a
+	 * standby serves only claims of its own (vm/shape.h). NULL: any
+	 * limits fit (ns: its cgroup takes them). */
+	int (*fits)(const al_driver_handle *h, const al_limits *l);
 	/* Make the machine's own disk as big as bytes, the sandbox's disk
 	 * limit, once its agent said HELLO (and after adopt): the vm's
 	 * guest filesystem. Never trusts a size the guest reports; the

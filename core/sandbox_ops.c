@@ -15,6 +15,7 @@
 #include "store.h"
 #include "template.h"
 #include "vm/probe.h"
+#include "vm/shape.h"
 #include "vm/snapshot.h"
 
 #define SPAWN_DEADLINE_MS 30000
@@ -46,28 +47,6 @@ static int load_template(al_db *db, const al_config *cfg, const char *name,
 	return 0;
 }
 
-/* What the template's VM snapshot fixes for every vm sandbox: its RAM
- * and its vCPUs. A request for other RAM, or for more CPUs than the
- * vCPUs, is refused (it would promise what the guest cannot have); the
- * defaults are brought to the snapshot's. */
-static int vm_shape(const al_create_req *req, al_limits *limits, al_err *err)
-{
-	if (req->memory_mb != 0 && req->memory_mb != AL_VM_MEM_MB)
-		return al_err_set(err, AL_EINVAL, 0,
-				  "'memory_mb' of a vm sandbox is %d, fixed by "
-				  "the template's VM snapshot",
-				  AL_VM_MEM_MB);
-	limits->memory_bytes = (uint64_t)AL_VM_MEM_MB << 20;
-	if (req->cpu_millis > AL_VM_VCPUS * 1000)
-		return al_err_set(err, AL_EINVAL, 0,
-				  "'cpus' of a vm sandbox is at most %d, the "
-				  "vCPU count of the template's VM snapshot",
-				  AL_VM_VCPUS);
-	if (limits->cpu_millis > AL_VM_VCPUS * 1000)
-		limits->cpu_millis = AL_VM_VCPUS * 1000;
-	return 0;
-}
-
 /* The request's driver, else the host's default; the checks that need
  * the host (is vm usable here, has the template its VM snapshot) after
  * the ones that need only the request. */
@@ -83,7 +62,7 @@ static int pick_driver(const al_config *cfg, const al_create_req *req,
 		return -1;
 	if (strcmp(driver, "vm") != 0)
 		return 0;
-	if (vm_shape(req, &sb->limits, err) < 0)
+	if (al_vm_shape_limits(req->memory_mb, &sb->limits, err) < 0)
 		return -1;
 	if (!st.vm_usable)
 		return al_err_set(err, AL_EUNAVAIL, 0,

@@ -451,6 +451,16 @@ int shim_claim(shim *s, const void *payload, size_t len, char **result,
 		al_sandbox_free_fields(&sb);
 		return AL_DECLINED;
 	}
+	/* A vm standby's vCPUs are its snapshot's: a claim of another
+	 * count starts its own machine instead. */
+	if (s->driver->fits != NULL && !s->driver->fits(&s->h, &sb.limits)) {
+		al_err_set(err, AL_ESTATE, 0,
+			   "sandbox %s asks for another machine shape (cpus) "
+			   "than this standby's",
+			   sb.id);
+		al_sandbox_free_fields(&sb);
+		return AL_DECLINED;
+	}
 	if (sb.limits.disk_bytes < s->grown_for) {
 		al_err_set(
 			err, AL_ESTATE, 0,

@@ -46,12 +46,14 @@
 #include "vm/mem.h"
 #include "vm/net.h"
 #include "vm/probe.h"
+#include "vm/shape.h"
 #include "vm/snapshot.h"
 
 typedef struct vm_priv {
 	al_vm_machine m;
 	al_vm_accel accel;
 	uint64_t disk_size; /* bytes of its disk image, as QEMU sees it */
+	unsigned vcpus;	    /* its snapshot's (vm/shape.h) */
 } vm_priv;
 
 /* ---- small helpers ---- */
@@ -140,6 +142,31 @@ static al_cgroup_limits vm_limits(const al_sandbox_spec *spec)
 	return lim;
 }
 
+/* Whether the template in vmdir has a base snapshot to restore from
+ * (else its disk is booted cold), and the accelerator it was taken
+ * under. */
+static int base_restorable(const char *id, const char *vmdir, char *accel_s,
+			   size_t len)
+{
+	char mem[AL_PATH_MAX + 8], state[AL_PATH_MAX + 8],
+		accel_p[AL_PATH_MAX + 8];
+	snprintf(mem, sizeof mem, "%s/mem", vmdir);
+	snprintf(state, sizeof state, "%s/state", vmdir);
+	snprintf(accel_p, sizeof accel_p, "%s/accel", vmdir);
+	if (access(state, R_OK) < 0 || access(mem, R_OK) < 0 ||
+	    read_small(accel_p, accel_s, len) < 0)
+		return 0;
+	if (!al_vm_snapshot_current(vmdir)) {
+		/* Taken by an older Airlock: its devices or init may not
+		 * match. The controller rebuilds it at its next start. */
+		al_warn("vm %s: template snapshot %s is of an older format: "
+			"booting instead",
+			id, vmdir);
+		return 0;
+	}
+	return 1;
+}
+
 static int vm_start(const al_sandbox_spec *spec, al_driver_handle *h,
 		    al_err *err)
 {
@@ -160,7 +187,7 @@ static int vm_start(const al_sandbox_spec *spec, al_driver_handle *h,
 				  "rootfs and agent must be absolute paths");
 
 	char link[AL_PATH_MAX], vmdir[AL_PATH_MAX], disk[AL_PATH_MAX];
-	char tdisk[AL_PATH_MAX], mem[AL_PATH_MAX], state[AL_PATH_MAX];
+	char snapdir[AL_PATH_MAX], tdisk[AL_PATH_MAX], state[AL_PATH_MAX];
 	char accel_s[8] = "";
 	if (al_vm_path(link, sizeof link, err, "%s/" AL_VM_LINK, spec->rootfs) <
 		    0 ||
@@ -174,62 +201,67 @@ static int vm_start(const al_sandbox_spec *spec, al_driver_handle *h,
 	vmdir[n] = '\0';
 	if (vmdir[0] != '/' || (size_t)n >= sizeof vmdir - 16)
 		return al_err_set(err, AL_EINVAL, 0, "bad %s link", AL_VM_LINK);
-	if (al_vm_path(tdisk, sizeof tdisk, err, "%s/disk.ext4", vmdir) < 0 ||
-	    al_vm_path(mem, sizeof mem, err, "%s/mem", vmdir) < 0 ||
-	    al_vm_path(state, sizeof state, err, "%s/state", vmdir) < 0)
-		return -1;
-	char accel_p[AL_PATH_MAX + 8];
-	snprintf(accel_p, sizeof accel_p, "%s/accel", vmdir);
-
-	al_autofd int state_fd = open(state, O_RDONLY | O_CLOEXEC);
-	int restore = state_fd >= 0 && access(mem, R_OK) == 0 &&
-		      read_small(accel_p, accel_s, sizeof accel_s) == 0;
-	if (restore && !al_vm_snapshot_current(vmdir)) {
-		/* Taken by an older Airlock: its devices or init may not
-		 * match. The controller rebuilds it at its next start. */
-		al_warn("vm %s: template snapshot %s is of an older format: "
-			"booting instead",
-			spec->id, vmdir);
-		restore = 0;
-	}
+	int restore = base_restorable(spec->id, vmdir, accel_s, sizeof accel_s);
 	al_vm_kernel kernel;
 	al_config cfg;
 	if (al_config_load(&cfg, err) < 0)
 		return -1;
-	int64_t t0 = al_now_ms();
-	al_autofd int mem_fd = -1;
-	al_vm_launch l = {.agent = spec->agent, .disk = disk, .mem_fd = -1};
-	if (restore) {
-		l.mode = AL_VM_CLONE;
-		l.accel = strcmp(accel_s, "kvm") == 0 ? AL_VM_KVM : AL_VM_TCG;
-		int shared;
-		mem_fd = al_vmmem_get(cfg.run_dir, vmdir, &shared, err);
-		if (mem_fd < 0)
-			return -1;
-		l.mem_fd = mem_fd;
-	} else {
-		if (al_vm_kernel_find(cfg.state_dir, &kernel, err) < 0)
-			return -1;
-		l.mode = AL_VM_COLD;
-		l.kernel = &kernel;
-		l.accel = al_vm_accel_load(cfg.state_dir);
-	}
-
-	uint64_t disk_size;
-	if (disk_clone(tdisk, disk, &disk_size, err) < 0)
-		return -1;
 	vm_priv *p = calloc(1, sizeof *p);
-	if (p == NULL) {
-		unlink(disk);
+	if (p == NULL)
 		return al_err_set(err, AL_ENOMEM, 0, "out of memory");
-	}
 	al_vm_machine_init(&p->m);
-	p->disk_size = disk_size;
-	al_autofd int agent_fd = -1, tap_fd = -1;
+	p->vcpus = al_vm_shape_vcpus(spec->limits.cpu_millis);
+	al_autofd int agent_fd = -1, tap_fd = -1, state_fd = -1, mem_fd = -1;
 	char runlink[AL_PATH_MAX] = "";
 	int cg_made = 0;
 	uint8_t macb[6];
 	char mac[AL_VM_MAC_STRLEN], net[AL_VM_NET_STRLEN];
+	al_vm_launch l = {.agent = spec->agent,
+			  .disk = disk,
+			  .mem_fd = -1,
+			  .vcpus = p->vcpus};
+	/* The leaf first: a snapshot of the sandbox's shape that has to be
+	 * made boots in it, charged to the sandbox. */
+	al_cgroup_limits lim = vm_limits(spec);
+	if (al_cgroup_create(spec->id, &lim, err) < 0)
+		goto fail;
+	cg_made = 1;
+	snprintf(h->cgroup, sizeof h->cgroup, "%s", spec->id);
+	l.cgroup = spec->id;
+	l.accel = strcmp(accel_s, "kvm") == 0 ? AL_VM_KVM : AL_VM_TCG;
+	/* A cold boot (no base snapshot) boots the template's disk. */
+	int src = restore ? al_vm_shape_dir(vmdir, p->vcpus, l.accel,
+					    cfg.state_dir, spec->id, snapdir,
+					    sizeof snapdir, err)
+			  : al_vm_path(snapdir, sizeof snapdir, err, "%s",
+				       vmdir);
+	if (src < 0)
+		goto fail;
+	if (al_vm_path(tdisk, sizeof tdisk, err, "%s/disk.ext4", snapdir) < 0 ||
+	    al_vm_path(state, sizeof state, err, "%s/state", snapdir) < 0)
+		goto fail;
+	int64_t t0 = al_now_ms();
+	if (restore) {
+		l.mode = AL_VM_CLONE;
+		state_fd = open(state, O_RDONLY | O_CLOEXEC);
+		if (state_fd < 0) {
+			al_err_sys(err, AL_ENOENT, errno, "open %s", state);
+			goto fail;
+		}
+		int shared;
+		mem_fd = al_vmmem_get(cfg.run_dir, snapdir, &shared, err);
+		if (mem_fd < 0)
+			goto fail;
+		l.mem_fd = mem_fd;
+	} else {
+		if (al_vm_kernel_find(cfg.state_dir, &kernel, err) < 0)
+			goto fail;
+		l.mode = AL_VM_COLD;
+		l.kernel = &kernel;
+		l.accel = al_vm_accel_load(cfg.state_dir);
+	}
+	if (disk_clone(tdisk, disk, &p->disk_size, err) < 0)
+		goto fail;
 	if (al_vm_mac_for_id(spec->id, macb, err) < 0)
 		goto fail;
 	al_vm_mac_format(macb, mac);
@@ -247,12 +279,6 @@ static int vm_start(const al_sandbox_spec *spec, al_driver_handle *h,
 	if (al_vmjail_uid_take(spec->id, &p->m.uid, err) < 0)
 		goto fail;
 	l.uid = p->m.uid.uid;
-	al_cgroup_limits lim = vm_limits(spec);
-	if (al_cgroup_create(spec->id, &lim, err) < 0)
-		goto fail;
-	cg_made = 1;
-	snprintf(h->cgroup, sizeof h->cgroup, "%s", spec->id);
-	l.cgroup = spec->id;
 	if (al_vm_rundir_make(p->m.rundir, sizeof p->m.rundir, err) < 0)
 		goto fail;
 	l.rundir = p->m.rundir;
@@ -293,9 +319,9 @@ static int vm_start(const al_sandbox_spec *spec, al_driver_handle *h,
 	int64_t t1 = al_now_ms();
 	if (al_vm_machine_go(agent_fd, spec->hostname, mac, net, err) < 0)
 		goto fail;
-	al_info("vm %s: %s under %s in %lld ms", spec->id,
-		restore ? "restored" : "booted", al_vm_accel_name(l.accel),
-		(long long)(t1 - t0));
+	al_info("vm %s: %u vCPU%s %s under %s in %lld ms", spec->id, p->vcpus,
+		p->vcpus == 1 ? "" : "s", restore ? "restored" : "booted",
+		al_vm_accel_name(l.accel), (long long)(t1 - t0));
 	p->accel = l.accel;
 	h->init_pid = p->m.pid;
 	h->agent_fd = al_steal_fd(&agent_fd);
@@ -404,6 +430,14 @@ static int agent_call(al_driver_handle *h, uint16_t type, uint32_t id,
 	return rc;
 }
 
+/* Its vCPUs are its snapshot's, for good: only a sandbox of as many
+ * takes it over. */
+static int vm_fits(const al_driver_handle *h, const al_limits *l)
+{
+	const vm_priv *p = h != NULL ? h->priv : NULL;
+	return p != NULL && p->vcpus == al_vm_shape_vcpus(l->cpu_millis);
+}
+
 /* A standby VM becomes sandbox spec->id: the agent sets the hostname,
  * reseeds the kernel RNG from the host and takes the host's clock (the
  * GO line gave it the standby's), by agent_call. The machine's rootfs
@@ -418,6 +452,11 @@ static int vm_adopt(al_driver_handle *h, const al_sandbox_spec *spec,
 	    !hostname_ok(spec->hostname))
 		return al_err_set(err, AL_EINVAL, 0,
 				  "invalid sandbox id or hostname");
+	if (!vm_fits(h, &spec->limits))
+		return al_err_set(err, AL_EINVAL, 0,
+				  "this vm has %u vCPUs, sandbox %s needs %u",
+				  ((const vm_priv *)h->priv)->vcpus, spec->id,
+				  al_vm_shape_vcpus(spec->limits.cpu_millis));
 	/* The standby's limits leaf takes the sandbox's name and share. */
 	if (h->cgroup[0] != '\0' && strcmp(h->cgroup, spec->id) != 0) {
 		if (al_cgroup_rename(h->cgroup, spec->id, err) < 0)
@@ -534,6 +573,7 @@ const al_driver al_driver_vm = {
 	.start = vm_start,
 	.stop = vm_stop,
 	.adopt = vm_adopt,
+	.fits = vm_fits,
 	.net_kind = AL_NETSLOT_VM,
 	.grow_disk = vm_grow_disk,
 	.pause = vm_pause,

@@ -243,7 +243,7 @@ static int build_argv(const al_vm_launch *l, vm_argv *a, al_err *err)
 	bad |= arg(a, "-m");
 	bad |= arg(a, "%d", AL_VM_MEM_MB);
 	bad |= arg(a, "-smp");
-	bad |= arg(a, "%d", AL_VM_VCPUS);
+	bad |= arg(a, "%u", l->vcpus != 0 ? l->vcpus : AL_VM_VCPUS);
 	/* ARAT (the APIC timer keeps running in every C-state) is true of
 	 * QEMU's APIC but not announced by its default CPU. Without it the
 	 * guest kernel keeps ticking when idle: an APIC timer that may stop

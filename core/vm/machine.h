@@ -54,6 +54,9 @@ typedef struct al_vm_launch {
 	const char *cgroup; /* leaf QEMU runs in (sandboxes), or NULL */
 	uid_t uid;	    /* QEMU's, from al_vmjail_uid_take */
 	int tap_fd; /* > 0: the NIC's tap (network slot); 0 or -1: none */
+	/* -smp: part of the device state, so a clone has its snapshot's
+	 * (vm/shape.h); 0 is AL_VM_VCPUS. */
+	unsigned vcpus;
 } al_vm_launch;
 
 /* A QEMU and what it holds: its process, monitor, uid and run directory. */

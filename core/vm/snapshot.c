@@ -1,6 +1,7 @@
 /* vm snapshot: see vm/snapshot.h. */
 #include "vm/snapshot.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -73,8 +74,8 @@ int al_vm_template_ready(const char *tmpl_root, char *why, size_t whylen)
 		snprintf(why, whylen, "the template has no VM image yet");
 		return 0;
 	}
-	static const char *const names[] = {"disk.ext4", "mem", "state",
-					    "accel"};
+	static const char *const names[] = {"disk.ext4", AL_VM_BASE_DISK, "mem",
+					    "state", "accel"};
 	for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
 		snprintf(p, sizeof p, "%s/%s", dir, names[i]);
 		if (access(p, R_OK) < 0) {
@@ -232,11 +233,10 @@ static int save_ram(int mem_fd, const char *path, al_err *err)
 	return 0;
 }
 
-/* Boot the template disk once and snapshot it in dir (mem, state). The
- * guest RAM lives in a memfd QEMU shares (share=on) while it runs; once
- * QEMU is gone it is copied to dir/mem, holes kept. */
-static int snapshot_template(const char *dir, const al_vm_kernel *k,
-			     al_vm_accel accel, al_err *err)
+/* The guest RAM lives in a memfd QEMU shares (share=on) while it runs;
+ * once QEMU is gone it is copied to dir/mem, holes kept. */
+int al_vm_snapshot_boot(const char *dir, unsigned vcpus, const al_vm_kernel *k,
+			al_vm_accel accel, const char *cgroup, al_err *err)
 {
 	char disk[AL_PATH_MAX], mem[AL_PATH_MAX], state[AL_PATH_MAX];
 	if (al_vm_path(disk, sizeof disk, err, "%s/disk.ext4", dir) < 0 ||
@@ -258,7 +258,9 @@ static int snapshot_template(const char *dir, const al_vm_kernel *k,
 			  .kernel = k,
 			  .mem_fd = mem_fd,
 			  .disk = disk,
-			  .agent = "/sbin/airlock-agent"};
+			  .agent = "/sbin/airlock-agent",
+			  .cgroup = cgroup,
+			  .vcpus = vcpus};
 	if (al_vmjail_uid_take(dir, &m.uid, err) < 0 ||
 	    al_vm_rundir_make(m.rundir, sizeof m.rundir, err) < 0)
 		goto fail;
@@ -300,16 +302,37 @@ static int write_small(const char *path, const char *s, al_err *err)
 	return 0;
 }
 
-static void remove_vmdir(const char *dir)
+void al_vm_snapdir_remove(const char *dir)
 {
-	static const char *const names[] = {"disk.ext4", "mem", "state",
-					    "accel", "format"};
+	static const char *const names[] = {"disk.ext4", AL_VM_BASE_DISK,
+					    "mem",	 "state",
+					    "accel",	 "format"};
 	char p[AL_PATH_MAX + 16];
 	for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
 		snprintf(p, sizeof p, "%s/%s", dir, names[i]);
 		unlink(p);
 	}
 	rmdir(dir);
+}
+
+/* A VMDIR with the snapshots of other vCPU counts in it (vm/shape.h),
+ * their locks and half-made ones. */
+static void remove_vmdir(const char *dir)
+{
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	char p[AL_PATH_MAX + 300];
+	while (d != NULL && (e = readdir(d)) != NULL) {
+		if (strncmp(e->d_name, AL_VM_SHAPE_PREFIX,
+			    sizeof AL_VM_SHAPE_PREFIX - 1) != 0)
+			continue;
+		snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+		if (unlink(p) < 0 && errno == EISDIR)
+			al_vm_snapdir_remove(p);
+	}
+	if (d != NULL)
+		closedir(d);
+	al_vm_snapdir_remove(dir);
 }
 
 /* The artefacts in nd: from the cache entry of rootfs's key (1) or built
@@ -320,8 +343,10 @@ static int make_artefacts(const char *rootfs, const char *nd,
 			  const char *cache, char *key, al_err *err)
 {
 	char disk[AL_PATH_MAX], accel_p[AL_PATH_MAX], format_p[AL_PATH_MAX];
+	char base[AL_PATH_MAX];
 	char kbuf[AL_VM_TMPLCACHE_KEY_LEN + 1] = "";
 	if (al_vm_path(disk, sizeof disk, err, "%s/disk.ext4", nd) < 0 ||
+	    al_vm_path(base, sizeof base, err, "%s/" AL_VM_BASE_DISK, nd) < 0 ||
 	    al_vm_path(accel_p, sizeof accel_p, err, "%s/accel", nd) < 0 ||
 	    al_vm_path(format_p, sizeof format_p, err, "%s/format", nd) < 0)
 		return -1;
@@ -343,8 +368,9 @@ static int make_artefacts(const char *rootfs, const char *nd,
 			}
 		}
 	}
-	if (build_disk(rootfs, disk, err) < 0 ||
-	    snapshot_template(nd, k, accel, err) < 0 ||
+	if (build_disk(rootfs, base, err) < 0 ||
+	    al_file_clone(base, disk, AL_FILE_CLONE_SYNC, NULL, err) < 0 ||
+	    al_vm_snapshot_boot(nd, AL_VM_VCPUS, k, accel, NULL, err) < 0 ||
 	    write_small(accel_p, al_vm_accel_name(accel), err) < 0 ||
 	    write_small(format_p, AL_VM_SNAPSHOT_FORMAT, err) < 0)
 		return -1;

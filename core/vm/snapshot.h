@@ -6,8 +6,14 @@
  * Files:
  *   POOL/vm/<template>       VMDIR of a template (al_vm_template_dir): on
  *                            the pool's filesystem, so disks reflink
- *   VMDIR/disk.ext4          the template's root disk (mkfs.ext4 -d)
- *   VMDIR/mem, VMDIR/state   the base snapshot: guest RAM, device state
+ *   VMDIR/disk.base.ext4     the template's root disk as mkfs.ext4 -d
+ *                            made it, never booted
+ *   VMDIR/disk.ext4          that disk as the base snapshot's boot left
+ *                            it (a reflink of disk.base.ext4, booted)
+ *   VMDIR/mem, VMDIR/state   the base snapshot: guest RAM, device state,
+ *                            of AL_VM_VCPUS vCPUs
+ *   VMDIR/vcpus-N/           the snapshot of another vCPU count
+ *                            (vm/shape.h): disk.ext4, mem, state
  *   VMDIR/accel              accelerator the snapshot was taken under
  *   VMDIR/format             AL_VM_SNAPSHOT_FORMAT of the Airlock that
  *                            took it (devices, init protocol)
@@ -27,6 +33,10 @@
 
 #define AL_VM_LINK ".airlock-vm"
 #define AL_VM_DISK ".airlock-disk.ext4"
+#define AL_VM_BASE_DISK "disk.base.ext4"
+/* VMDIR/<prefix>N: the snapshot of N vCPUs (vm/shape.h); also the prefix
+ * of its lock (.lock) and of a half-made one (.new). */
+#define AL_VM_SHAPE_PREFIX "vcpus-"
 /* The template's disk image: the product's default disk_mb, so a default
  * create (and every smaller one, capped by its qgroup) starts with no
  * grow; a larger disk_mb grows it after the restore. */
@@ -34,13 +44,15 @@
 /* Raised whenever QEMU's devices, the guest kernel's command line, the
  * GO line or the agent's frames change: a snapshot of another format is
  * not restored but rebuilt. 2: virtio-net, MAC in GO. 3: tickless idle
- * guest (TSC kept). 4: the agent grows the disk (DISK_GROW), 4 GiB image. */
-#define AL_VM_SNAPSHOT_FORMAT "5"
+ * guest (TSC kept). 4: the agent grows the disk (DISK_GROW), 4 GiB image.
+ * 6: disk.base.ext4, which snapshots of other vCPU counts boot from. */
+#define AL_VM_SNAPSHOT_FORMAT "6"
 
 /* Build a template's VM artefacts in vmdir (created if missing) from the
- * template root filesystem rootfs: disk.ext4 via mkfs.ext4 -d, then boot
- * it once, wait for the guest init, and save the base snapshot (mem,
- * state, accel). Finally points rootfs/.airlock-vm at vmdir. Everything
+ * template root filesystem rootfs: disk.base.ext4 via mkfs.ext4 -d, then
+ * boot a copy of it (disk.ext4) once with AL_VM_VCPUS vCPUs, wait for the
+ * guest init, and save the base snapshot (mem, state, accel). Snapshots
+ * of other vCPU counts are made on first use (vm/shape.h). Finally points rootfs/.airlock-vm at vmdir. Everything
  * is written under temporary names and renamed, so a half-built snapshot
  * is never used. With a cache dir (vm/tmplcache.h; NULL or "" for none)
  * the artefacts are copied from its entry for their key when it has one,
@@ -51,6 +63,18 @@ int al_vm_template_build(const char *rootfs, const char *vmdir,
 			 const al_vm_kernel *k, al_vm_accel accel,
 			 const char *cache, char *key, al_err *err);
 
+/* Boot dir/disk.ext4 with vcpus vCPUs (QEMU in the cgroup leaf cgroup,
+ * or in none for NULL), wait for the guest init and save the snapshot
+ * every clone of it restores: dir/state (device state) and dir/mem
+ * (guest RAM, holes kept). The disk is left as the boot left it: the
+ * clones' disks are copies of it. */
+int al_vm_snapshot_boot(const char *dir, unsigned vcpus, const al_vm_kernel *k,
+			al_vm_accel accel, const char *cgroup, al_err *err);
+
+/* Remove a snapshot directory of this module's or vm/shape.h's: the
+ * files it names, then the directory (left if anything else is in it). */
+void al_vm_snapdir_remove(const char *dir);
+
 /* Where a template's VM artefacts are built: beside its current
  * version's rootfs (template-versions/<t>/<v>/vm), or POOL/vm/<template>
  * for a template without versions. */
@@ -58,7 +82,8 @@ int al_vm_template_dir(const al_config *cfg, const char *tmpl, char *out,
 		       size_t outlen, al_err *err);
 
 /* 1 if the template root tmpl_root points (.airlock-vm) at a complete
- * base snapshot (disk.ext4, mem, state, accel); else 0 with why. */
+ * base snapshot (disk.ext4, disk.base.ext4, mem, state, accel); else 0
+ * with why. */
 int al_vm_template_ready(const char *tmpl_root, char *why, size_t whylen);
 
 /* 1 if the template's VM artefacts must be (re)built: missing, taken

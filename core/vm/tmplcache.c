@@ -24,8 +24,9 @@
 /* A tree deeper than this is not a root filesystem we built. */
 #define MAX_DEPTH 64
 
-static const char *const entry_files[] = {"disk.ext4", "mem", "state", "accel",
-					  "format"};
+static const char *const entry_files[] = {"disk.ext4", AL_VM_BASE_DISK,
+					  "mem",       "state",
+					  "accel",     "format"};
 #define N_ENTRY_FILES (sizeof entry_files / sizeof *entry_files)
 
 typedef struct hasher {

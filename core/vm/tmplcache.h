@@ -5,7 +5,8 @@
  * AIRLOCK_VM_TEMPLATE_CACHE (al_config.vm_template_cache).
  *
  * Files:
- *   CACHE/<key>/{disk.ext4,mem,state,accel,format}   one entry, written
+ *   CACHE/<key>/{disk.ext4,disk.base.ext4,mem,state,accel,format}
+ *                            one base snapshot (vm/snapshot.h), written
  *                            as CACHE/<key>.tmp.<pid> and renamed
  * CACHE must be a directory of ours that nobody else can write (0700 is
  * made if missing): a snapshot in it is restored into every sandbox.

@@ -7,8 +7,10 @@ import signal
 import subprocess
 import time
 
+import pytest
+
 from conftest import (VM_MEMORY_MB, Sandboxes, descendants, exec_json,
-                      is_qemu, listener_pid, pid_alive)
+                      is_qemu, listener_pid, pid_alive, usable_drivers)
 
 # AIRLOCK_WARM_POOL (ns) and AIRLOCK_WARM_POOL_VM (vm) defaults.
 POOL_SIZE = {"ns": 2, "vm": 2}
@@ -39,6 +41,11 @@ def wait_pool(stack, driver, n=None, seconds=None):
             return True
         time.sleep(0.2)
     return False
+
+
+def shim_log(stack):
+    with open(os.path.join(stack.state, "log", "shim.log")) as f:
+        return f.read()
 
 
 def cgroup_value(sid, v1_ctrl, v1_file, v2_file):
@@ -111,6 +118,35 @@ def test_claimed_sandbox_has_its_own_identity_and_limits(stack, api,
         assert 180 << 10 <= kb <= VM_MEMORY_MB << 10, kb
     # Its root is its own: pool/sandboxes/<id>, no standby name left.
     assert os.path.isdir(os.path.join(stack.state, "pool", "sandboxes", sid))
+
+
+def test_vm_standby_serves_only_its_shape(stack, api, info):
+    """vm standbys are of the default shape (AIRLOCK_DEFAULT_CPUS 1: one
+    vCPU, the snapshot's for good): a create of 2 CPUs claims none of
+    them and runs on a machine of 2 vCPUs of its own; one of 1 CPU
+    claims one."""
+    if "vm" not in usable_drivers(info):
+        pytest.skip(f"vm not usable here: {info!r}")
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("one CPU here: no 2-vCPU vm")
+    s = Sandboxes(api, "vm")
+    try:
+        assert wait_pool(stack, "vm"), standbys(stack, "vm")
+        before = set(standbys(stack, "vm"))
+        two = s.create(cpus=2)
+        assert set(standbys(stack, "vm")) >= before, \
+            (before, standbys(stack, "vm"))
+        assert f"is now sandbox {two['id']}" not in shim_log(stack)
+        res = exec_json(api, two["id"], ["sh", "-c", "nproc; hostname"])
+        assert res["stdout"] == f"2\n{two['id']}\n"
+        one = s.create(cpus=1)
+        assert not before <= set(standbys(stack, "vm")), \
+            (before, standbys(stack, "vm"))
+        assert f"is now sandbox {one['id']}" in shim_log(stack)
+        res = exec_json(api, one["id"], ["sh", "-c", "nproc; hostname"])
+        assert res["stdout"] == f"1\n{one['id']}\n"
+    finally:
+        s.cleanup()
 
 
 def test_standbys_are_not_listed(api, stack, driver):

@@ -96,6 +96,30 @@ def test_cpu_hog_held_to_its_cpus(rt, stack, request, drv):
                          "<= 0.6 CPU", result, escaped), result
 
 
+def test_cpu_hog_on_more_vcpus_held_to_its_cpus(rt, stack, vm_boxes):
+    """A vm of cpus=1.5 runs on 2 vCPUs (its guest counts 2, so a hog can
+    keep both busy): 8 busy loops in it, measured at its QEMU, use about
+    1.5 CPUs at most, not the 2 its vCPUs could."""
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("one CPU here: no 2-vCPU vm")
+    sid = vm_boxes.create(cpus=1.5, timeout=600)["id"]
+    assert rt.sh(sid, "nproc")[1] == "2\n"
+    qemu = it.qemu_of(stack, sid)
+    assert qemu is not None, f"no QEMU for {sid}"
+    rt.sh(sid, HOG)
+    time.sleep(4.0)
+    used = cpus_used(lambda: [qemu], WINDOW_S)
+    nthrottled = throttled(sid)
+    # It must have run: a hog that never ran proves nothing (other work
+    # on a 2-core host may leave it less than 1.5).
+    assert used > 0.3, f"the hog did not run: {used:.2f} CPU"
+    escaped = used > 1.65
+    result = (f"{used:.2f} CPU over {WINDOW_S:.0f} s from the host; "
+              f"throttled in {nthrottled} periods")
+    assert not rt.record("CPU hog: 8 busy loops on 2 vCPUs, cpus=1.5",
+                         "vm", "<= 1.65 CPU", result, escaped), result
+
+
 @pytest.mark.parametrize("drv", ["ns"])
 def test_fork_bomb_of_busy_loops_held(rt, request, drv):
     """A fork bomb whose every process also spins (capped at the

@@ -85,7 +85,7 @@ static int group_setup(void **state)
 	if (run("set -e; r=%s; mkdir -p $r/bin $r/sbin $r/etc $r/root $r/tmp "
 		"$r/dev $r/proc $r/sys; cp /bin/busybox $r/bin/; "
 		"for a in sh cat ls uname hostname echo test sleep grep df "
-		"fallocate rm mount; do "
+		"fallocate rm mount nproc; do "
 		"ln -s busybox $r/bin/$a; done; cp %s $r/sbin/airlock-agent; "
 		"echo root:x:0:0:root:/root:/bin/sh >$r/etc/passwd",
 		rootfs, agent) != 0)
@@ -186,13 +186,15 @@ static int vm_exec(int fd, al_frame_reader *r, uint32_t id, const char *sh,
 	}
 }
 
-static void start_vm(const char *id, const char *root, al_driver_handle *h,
-		     al_frame_reader *r, int64_t *ms)
+/* A sandbox of cpu_millis thousandths of a CPU (0: no cap). */
+static void start_vm_cpus(const char *id, const char *root, uint32_t cpu_millis,
+			  al_driver_handle *h, al_frame_reader *r, int64_t *ms)
 {
 	al_sandbox_spec spec = {.id = id,
 				.rootfs = root,
 				.hostname = id,
-				.agent = "/sbin/airlock-agent"};
+				.agent = "/sbin/airlock-agent",
+				.limits = {.cpu_millis = cpu_millis}};
 	al_err err = {0};
 	int64_t t0 = al_now_ms();
 	if (drv->start(&spec, h, &err) < 0)
@@ -201,6 +203,12 @@ static void start_vm(const char *id, const char *root, al_driver_handle *h,
 	expect_hello(h->agent_fd, r);
 	if (ms != NULL)
 		*ms = al_now_ms() - t0;
+}
+
+static void start_vm(const char *id, const char *root, al_driver_handle *h,
+		     al_frame_reader *r, int64_t *ms)
+{
+	start_vm_cpus(id, root, 0, h, r, ms);
 }
 
 static void stop_vm(al_driver_handle *h, al_frame_reader *r)
@@ -608,6 +616,111 @@ static void test_adopt_gives_identity(void **state)
 	stop_vm(&h, &r);
 }
 
+static int64_t mtime_ns(const char *path)
+{
+	struct stat st;
+	if (stat(path, &st) < 0)
+		return -1;
+	return (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
+}
+
+/* Sandbox id of cpu_millis started on a fresh root (root, rootlen):
+ * the CPUs its guest counts (nproc). */
+static int start_counting_cpus(const char *id, uint32_t cpu_millis, char *root,
+			       size_t rootlen, al_driver_handle *h,
+			       al_frame_reader *r, int64_t *ms)
+{
+	char out[32];
+	make_sandbox_root(id, root, rootlen);
+	start_vm_cpus(id, root, cpu_millis, h, r, ms);
+	assert_int_equal(vm_exec(h->agent_fd, r, 1, "nproc", out, sizeof out),
+			 0);
+	return atoi(out);
+}
+
+/* A vm's vCPUs are its cpus rounded up: the first start of a count its
+ * template has no snapshot of makes one (VMDIR/vcpus-N), later ones
+ * restore from it; the guest sees them all. A standby of one count is
+ * no machine for a sandbox of another. A rebuilt template has none of
+ * the old shapes. */
+static void test_vcpus_follow_cpus(void **state)
+{
+	(void)state;
+	NEED_VM();
+	if (al_config_host_cpus() < 2) {
+		fprintf(stderr, "skipped: one CPU here, no 2-vCPU vm\n");
+		skip();
+	}
+	char root[300], shape[300], st[320];
+	snprintf(shape, sizeof shape, "%s/vcpus-2", vmdir);
+	snprintf(st, sizeof st, "%s/state", shape);
+	run("rm -rf %s", shape);
+	al_driver_handle h;
+	al_frame_reader r;
+	int64_t first, again, one;
+	assert_int_equal(start_counting_cpus("sbx-v2a", 1500, root, sizeof root,
+					     &h, &r, &first),
+			 2);
+	assert_true(qemu_restores(h.init_pid));
+	int64_t made = mtime_ns(st);
+	assert_true(made > 0);
+	al_limits l1 = {.cpu_millis = 1000}, l2 = {.cpu_millis = 2000};
+	assert_int_equal(drv->fits(&h, &l2), 1);
+	assert_int_equal(drv->fits(&h, &l1), 0);
+	/* Adopting it as a 1-vCPU sandbox is refused before anything
+	 * changes. */
+	al_sandbox_spec spec = {.id = "sbx-v1x",
+				.rootfs = root,
+				.hostname = "sbx-v1x",
+				.agent = "/sbin/airlock-agent",
+				.limits = l1};
+	al_err err = {0};
+	h.agent_in = &r;
+	assert_int_equal(drv->adopt(&h, &spec, &err), -1);
+	assert_int_equal(err.code, AL_EINVAL);
+	stop_vm(&h, &r);
+	run("rm -rf %s", root);
+
+	assert_int_equal(start_counting_cpus("sbx-v2b", 2000, root, sizeof root,
+					     &h, &r, &again),
+			 2);
+	/* Restored from the shape made before, not made again. */
+	assert_int_equal(mtime_ns(st), made);
+	stop_vm(&h, &r);
+	run("rm -rf %s", root);
+
+	assert_int_equal(start_counting_cpus("sbx-v1", 1000, root, sizeof root,
+					     &h, &r, &one),
+			 1);
+	assert_int_equal(drv->fits(&h, &l1), 1);
+	assert_int_equal(drv->fits(&h, &l2), 0);
+	stop_vm(&h, &r);
+	run("rm -rf %s", root);
+	printf("# start to HELLO: 2 vCPUs first %lld ms (makes the snapshot), "
+	       "again %lld ms; 1 vCPU %lld ms\n",
+	       (long long)first, (long long)again, (long long)one);
+
+	/* More vCPUs than the host has CPUs is refused. */
+	make_sandbox_root("sbx-vbig", root, sizeof root);
+	al_sandbox_spec big = {
+		.id = "sbx-vbig",
+		.rootfs = root,
+		.hostname = "sbx-vbig",
+		.agent = "/sbin/airlock-agent",
+		.limits = {.cpu_millis = (al_config_host_cpus() + 1) * 1000}};
+	assert_int_equal(drv->start(&big, &h, &err), -1);
+	assert_int_equal(err.code, AL_EINVAL);
+	assert_non_null(strstr(err.msg, "vCPUs on a host of"));
+	run("rm -rf %s", root);
+
+	/* A rebuild swaps in a VMDIR without the old shapes. */
+	assert_int_equal(al_vm_template_build(rootfs, vmdir, &kernel, AL_VM_TCG,
+					      NULL, NULL, &err),
+			 0);
+	assert_int_equal(access(shape, F_OK), -1);
+	assert_int_equal(errno, ENOENT);
+}
+
 /* The image grows to the limit in whole MiB, never below the
  * template's. */
 static void test_disk_size(void **state)
@@ -855,6 +968,7 @@ int main(void)
 		cmocka_unit_test(test_kill_qemu_is_seen),
 		cmocka_unit_test(test_probe_answers_within_deadline),
 		cmocka_unit_test(test_adopt_gives_identity),
+		cmocka_unit_test(test_vcpus_follow_cpus),
 		cmocka_unit_test(test_disk_size),
 		cmocka_unit_test(test_grow_disk),
 		cmocka_unit_test(test_grow_disk_refused),

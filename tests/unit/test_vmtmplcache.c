@@ -152,8 +152,9 @@ static void test_changes_change_key(void **state)
 static void test_put_then_get(void **state)
 {
 	fx *f = *state;
-	static const char *const files[] = {"disk.ext4", "mem", "state",
-					    "accel", "format"};
+	static const char *const files[] = {"disk.ext4", "disk.base.ext4",
+					    "mem",	 "state",
+					    "accel",	 "format"};
 	char key[AL_VM_TMPLCACHE_KEY_LEN + 1], src[160], dst[160], cache[160];
 	char p[256], got[32] = "";
 	key_of(f, AL_VM_TCG, key);
@@ -162,7 +163,7 @@ static void test_put_then_get(void **state)
 	pathf(cache, sizeof cache, f->dir, "cache");
 	assert_int_equal(mkdir(src, 0700), 0);
 	assert_int_equal(mkdir(dst, 0700), 0);
-	for (size_t i = 0; i < 5; i++) {
+	for (size_t i = 0; i < sizeof files / sizeof *files; i++) {
 		pathf(p, sizeof p, src, files[i]);
 		write_file(p, files[i]);
 	}
