@@ -407,9 +407,12 @@ static void test_refused_before_the_row(void **state)
 		 "{\"driver\":\"vm\",\"memory_mb\":1024,\"metadata\":{\"t\":"
 		 "\"no\"}}",
 		 AL_EINVAL, "'memory_mb' of a vm sandbox"},
+		/* More CPUs than the host's (AIRLOCK_MAX_CPUS): a vm would
+		 * need more vCPUs than there are. */
 		{&member,
-		 "{\"driver\":\"vm\",\"cpus\":2,\"metadata\":{\"t\":\"no\"}}",
-		 AL_EINVAL, "'cpus' of a vm sandbox"},
+		 "{\"driver\":\"vm\",\"cpus\":1000,\"metadata\":{\"t\":"
+		 "\"no\"}}",
+		 AL_EINVAL, "'cpus' is at most"},
 		/* No guest kernel in this state directory: unavailable, and
 		 * no Retry-After (asking again does not help). */
 		{&member, "{\"driver\":\"vm\",\"metadata\":{\"t\":\"no\"}}",
