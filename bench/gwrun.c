@@ -9,8 +9,9 @@
  * creates) the host CA in STATE/keys and serves the mint service on
  * STATE/run/mint.sock (controller/mint.c, linked in), takes a gateway
  * uid, starts build*\/airlock-gateway ($AIRLOCK_GATEWAY) on the slot
- * through core/net/gwlaunch with AIRLOCK_STATE and the AIRLOCK_POLICIES /
- * AIRLOCK_UPSTREAM_* of its own environment, and sends GW_CONFIG: mode
+ * through core/net/gwlaunch with the environment a shim gives it
+ * (al_gateway_env_fill of the configuration in its own environment,
+ * AIRLOCK_STATE=STATE), and sends GW_CONFIG: mode
  * allowlist, allow [ALLOW_NAME]. Once the gateway acknowledges (and,
  * with GWRUN_CRED_SET set to a CRED_SET payload, once it acknowledged that
  * set on its credential channel, fd 7, which gwrun holds as the
@@ -43,28 +44,6 @@ static void die(const char *what, const al_err *e)
 {
 	fprintf(stderr, "gwrun: %s: %s\n", what, e->msg);
 	exit(1);
-}
-
-/* Env entries of ours passed on to the gateway. */
-static const char *const passed[] = {
-	"AIRLOCK_POLICIES",
-	"AIRLOCK_UPSTREAM_DNS",
-	"AIRLOCK_UPSTREAM_HOSTS",
-	"AIRLOCK_UPSTREAM_CA",
-	"AIRLOCK_UPSTREAM_ALLOW_CIDRS",
-};
-#define N_PASSED (sizeof passed / sizeof passed[0])
-
-static char *env_entry(const char *k, const char *v)
-{
-	size_t n = strlen(k) + strlen(v) + 2;
-	char *s = malloc(n);
-	if (s == NULL) {
-		fprintf(stderr, "gwrun: out of memory\n");
-		exit(1);
-	}
-	snprintf(s, n, "%s=%s", k, v);
-	return s;
 }
 
 static void send_config(gwhost *h, const char *allow_name)
@@ -135,18 +114,12 @@ int main(int argc, char **argv)
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGINT, &sa, NULL);
 	al_err e;
+	al_config cfg;
+	if (gwhost_config(&cfg, state, &e) < 0)
+		die("configuration", &e);
 	al_netpool pool;
-	if (al_netpool_open(&pool, state, NULL, &e) < 0)
+	if (al_netpool_open(&pool, cfg.state_dir, cfg.net_pool, &e) < 0)
 		die("net pool", &e);
-	char *env[N_PASSED + 2];
-	size_t n = 0;
-	env[n++] = env_entry("AIRLOCK_STATE", state);
-	for (size_t i = 0; i < N_PASSED; i++) {
-		const char *v = getenv(passed[i]);
-		if (v != NULL)
-			env[n++] = env_entry(passed[i], v);
-	}
-	env[n] = NULL;
 	const char *cred_set = getenv("GWRUN_CRED_SET");
 	int chan[2] = {-1, -1};
 	if (cred_set != NULL &&
@@ -155,7 +128,7 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	gwhost h;
-	if (gwhost_start(&h, &pool, state, prog, sandbox, env, chan[1], &e) < 0)
+	if (gwhost_start(&h, &pool, &cfg, prog, sandbox, chan[1], &e) < 0)
 		die("gateway", &e);
 	send_config(&h, name);
 	if (cred_set != NULL) {
@@ -195,7 +168,5 @@ int main(int argc, char **argv)
 	gwhost_stop(&h, SIGTERM);
 	if (chan[0] >= 0)
 		close(chan[0]);
-	for (size_t i = 0; i < n; i++)
-		free(env[i]);
 	return status;
 }

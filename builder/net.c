@@ -283,8 +283,8 @@ const al_netslot *bld_net_up(bld *b, al_err *err)
 	int prepared = -1; /* -1: the slot was leased before */
 	if (n->lease.lock_fd < 0) {
 		if (!n->pool_open) {
-			if (al_netpool_open(&n->pool, b->cfg.state_dir, NULL,
-					    err) < 0)
+			if (al_netpool_open(&n->pool, b->cfg.state_dir,
+					    b->cfg.net_pool, err) < 0)
 				goto fail;
 			n->pool_open = 1;
 		}

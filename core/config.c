@@ -273,6 +273,10 @@ static const struct limit_var {
 	 1ull << 40},
 	{"AIRLOCK_POOL_PROJECT_PCT", offsetof(al_config, pool_project_pct), 1,
 	 1, 100},
+	{"AIRLOCK_GW_HEAD_TIMEOUT_MS", offsetof(al_config, gw_head_timeout_ms),
+	 1, 1, AL_GW_TIMEOUT_MS_MAX},
+	{"AIRLOCK_GW_IDLE_TIMEOUT_MS", offsetof(al_config, gw_idle_timeout_ms),
+	 1, 1, AL_GW_TIMEOUT_MS_MAX},
 };
 
 static int load_limits(al_config *cfg, const char *(*lookup)(const char *),
@@ -303,6 +307,24 @@ static int load_limits(al_config *cfg, const char *(*lookup)(const char *),
 				  "AIRLOCK_EGRESS_LOG_BURST (%u) must be at "
 				  "least AIRLOCK_EGRESS_LOG_RATE (%u)",
 				  cfg->egress_log_burst, cfg->egress_log_rate);
+	return 0;
+}
+
+/* AIRLOCK_NET_POOL: checked here so that every program refuses a bad one
+ * at start, and kept in one spelling for the gateways it is passed to. */
+static int load_net_pool(al_config *cfg, const char *(*lookup)(const char *),
+			 al_err *err)
+{
+	const char *v = lookup("AIRLOCK_NET_POOL");
+	if (v == NULL || v[0] == '\0')
+		v = AL_NET_POOL_DEFAULT;
+	al_net_prefix pool;
+	if (al_net_pool_parse(v, &pool, err) < 0) {
+		al_err_wrap(err, "AIRLOCK_NET_POOL (an IPv4 prefix a.b.c.d/len "
+				 "of at least a /30)");
+		return -1;
+	}
+	al_net_prefix_format(&pool, cfg->net_pool);
 	return 0;
 }
 
@@ -457,6 +479,8 @@ int al_config_load_from(al_config *cfg, const char *(*lookup)(const char *),
 	cfg->egress_log_rate = AL_EGRESS_LOG_RATE_DEFAULT;
 	cfg->egress_log_burst = AL_EGRESS_LOG_BURST_DEFAULT;
 	cfg->audit_retention_days = 90;
+	cfg->gw_head_timeout_ms = AL_GW_HEAD_TIMEOUT_MS_DEFAULT;
+	cfg->gw_idle_timeout_ms = AL_GW_IDLE_TIMEOUT_MS_DEFAULT;
 	cfg->pool_full_pct = 95;
 	cfg->pool_reserve_mb = 0; /* a tenth of the pool (core/poolcap.h) */
 	cfg->pool_project_pct = 50;
@@ -587,7 +611,8 @@ int al_config_load_from(al_config *cfg, const char *(*lookup)(const char *),
 		cfg->default_cpu_shares = (uint32_t)n;
 	}
 	if (load_limits(cfg, lookup, err) < 0 ||
-	    load_cpus(cfg, lookup, err) < 0)
+	    load_cpus(cfg, lookup, err) < 0 ||
+	    load_net_pool(cfg, lookup, err) < 0)
 		return -1;
 	return 0;
 }

@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "err.h"
+#include "net/addr.h"
 
 #define AL_PATH_MAX 512
 /* Bounds of any sandbox disk limit, in MiB: below the minimum a sandbox
@@ -25,6 +26,13 @@
 /* Egress decisions logged per sandbox (AIRLOCK_EGRESS_LOG_*). */
 #define AL_EGRESS_LOG_RATE_DEFAULT 50
 #define AL_EGRESS_LOG_BURST_DEFAULT 500
+
+/* A gateway's timeouts (AIRLOCK_GW_HEAD_TIMEOUT_MS: a TLS handshake and
+ * each request head must be complete within; AIRLOCK_GW_IDLE_TIMEOUT_MS:
+ * no byte either way for this long closes a connection), 1 ms..1 day. */
+#define AL_GW_HEAD_TIMEOUT_MS_DEFAULT 30000
+#define AL_GW_IDLE_TIMEOUT_MS_DEFAULT 120000
+#define AL_GW_TIMEOUT_MS_MAX 86400000
 
 /* A project's quotas (core/project.h); in al_config, the defaults. */
 typedef struct al_quota {
@@ -60,7 +68,12 @@ typedef struct al_config {
 	uint32_t egress_log_rate;	/* decisions logged a second */
 	uint32_t egress_log_burst;	/* and at once */
 	uint32_t audit_retention_days;	/* audit_log rows kept */
-	uint32_t default_timeout_s;	/* sandbox lifetime */
+	/* AIRLOCK_NET_POOL as al_net_prefix_format writes it, checked by
+	 * al_net_pool_parse: the slots' prefix, which no gateway dials. */
+	char net_pool[AL_NET_PREFIX_STRLEN];
+	uint32_t gw_head_timeout_ms; /* AL_GW_HEAD_TIMEOUT_MS_DEFAULT */
+	uint32_t gw_idle_timeout_ms; /* AL_GW_IDLE_TIMEOUT_MS_DEFAULT */
+	uint32_t default_timeout_s;  /* sandbox lifetime */
 	uint32_t max_timeout_s;
 	uint64_t max_memory_mb; /* per create request */
 	uint32_t max_pids;

@@ -39,12 +39,7 @@ struct evconnlistener;
 struct gw_credchan;
 
 /* Bounds of one gateway (all charged to its sandbox). */
-#define GW_CONNS_MAX 512 /* transparent connections open at once */
-/* Defaults of g->head_ms (a TLS handshake and each request head must be
- * complete within) and g->idle_ms (no byte either way for this long);
- * AIRLOCK_GW_HEAD_TIMEOUT_MS and AIRLOCK_GW_IDLE_TIMEOUT_MS change them. */
-#define GW_HEAD_TIMEOUT_MS 30000
-#define GW_IDLE_TIMEOUT_MS 120000
+#define GW_CONNS_MAX 512	    /* transparent connections open at once */
 #define GW_CONNECT_TIMEOUT_MS 10000 /* an upstream TLS handshake */
 /* Each resolved address of an upstream gets this long to accept TCP
  * before the next one is tried (dial.c). */
@@ -77,6 +72,9 @@ typedef struct gw {
 	struct gw_credchan *credchan; /* credchan.c */
 	struct evconnlistener *listener;
 	unsigned conns;
+	/* A TLS handshake and each request head must be complete within
+	 * head_ms; no byte either way for idle_ms closes a connection
+	 * (AIRLOCK_GW_HEAD_TIMEOUT_MS, AIRLOCK_GW_IDLE_TIMEOUT_MS). */
 	long head_ms, idle_ms;
 	unsigned long conns_total, conns_refused;
 } gw;

@@ -5,14 +5,17 @@
  * Started by core/net/gwlaunch (the shim, or a test) with fds 3 (DNS
  * UDP), 4 (DNS TCP), 5 (the transparent TCP listener) and 6 (control)
  * made in the sandbox's slot, and 7 (its credential channel, when the
- * shim could open one), its own uid and no capabilities. Env:
- * AIRLOCK_STATE (state dir: run/mint.sock, run/egress/<id>/, the address
- * map's journal run/gw/<id>.fakeip), AIRLOCK_POLICIES
- * (egress.lua, and credentials.lua when present), AIRLOCK_UPSTREAM_DNS, AIRLOCK_UPSTREAM_HOSTS,
- * AIRLOCK_UPSTREAM_CA, AIRLOCK_UPSTREAM_ALLOW_CIDRS, AIRLOCK_NET_POOL,
- * AIRLOCK_EGRESS_LOG_RATE, AIRLOCK_EGRESS_LOG_BURST (core/config.h: a
- * bad value is refused at start), AIRLOCK_GW_HEAD_TIMEOUT_MS,
- * AIRLOCK_GW_IDLE_TIMEOUT_MS (gw.h).
+ * shim could open one), its own uid and no capabilities. Env, as
+ * al_gateway_env_fill (core/net/gwlaunch.h) passes it: AIRLOCK_STATE
+ * (state dir: run/mint.sock, run/egress/<id>/, the address map's journal
+ * run/gw/<id>.fakeip), AIRLOCK_POLICIES (egress.lua, and credentials.lua
+ * when present), AIRLOCK_NET_POOL (the slots' prefix, never dialled:
+ * required, so that a gateway never falls back to a pool the operator
+ * moved away from), AIRLOCK_EGRESS_LOG_RATE, AIRLOCK_EGRESS_LOG_BURST,
+ * AIRLOCK_GW_HEAD_TIMEOUT_MS, AIRLOCK_GW_IDLE_TIMEOUT_MS (core/config.h,
+ * whose parser refuses a bad value here as in the starter),
+ * AIRLOCK_UPSTREAM_DNS, AIRLOCK_UPSTREAM_HOSTS, AIRLOCK_UPSTREAM_CA,
+ * AIRLOCK_UPSTREAM_ALLOW_CIDRS.
  *
  * Order: open everything it will need (policy, resolver, TLS contexts and
  * key, the egress log), install its syscall filter, then wait for the
@@ -95,15 +98,6 @@ static void on_term(evutil_socket_t fd, short what, void *arg)
 	event_base_loopbreak(arg);
 }
 
-/* A positive number of milliseconds from the environment, else dflt. */
-static long env_ms(const char *name, long dflt)
-{
-	const char *v = env(name);
-	char *end;
-	long n = v != NULL ? strtol(v, &end, 10) : 0;
-	return v != NULL && *end == '\0' && n > 0 && n <= 86400000 ? n : dflt;
-}
-
 static int slot_address(gw *g)
 {
 	struct sockaddr_in a;
@@ -132,8 +126,6 @@ int main(int argc, char **argv)
 	int cred_fd = fcntl(AL_GWLAUNCH_FD_CRED, F_GETFD) >= 0
 			      ? AL_GWLAUNCH_FD_CRED
 			      : -1;
-	g.head_ms = env_ms("AIRLOCK_GW_HEAD_TIMEOUT_MS", GW_HEAD_TIMEOUT_MS);
-	g.idle_ms = env_ms("AIRLOCK_GW_IDLE_TIMEOUT_MS", GW_IDLE_TIMEOUT_MS);
 	signal(SIGPIPE, SIG_IGN);
 	al_err err;
 	const char *state = env("AIRLOCK_STATE");
@@ -142,6 +134,22 @@ int main(int argc, char **argv)
 		gw_note(&g, "AIRLOCK_STATE and AIRLOCK_POLICIES are needed");
 		return 111;
 	}
+	/* No default pool: a gateway that guessed one would dial into the
+	 * slots of a pool the operator moved. */
+	if (env(AL_NETPOOL_ENV) == NULL) {
+		gw_note(&g,
+			"%s is needed: the slots' prefix, which a gateway "
+			"never dials (its launcher passes it)",
+			AL_NETPOOL_ENV);
+		return 111;
+	}
+	/* The settings' one parser: a value the starter would refuse is
+	 * refused here too, naming it. */
+	static al_config cfg;
+	if (al_config_load(&cfg, &err) < 0)
+		die(&g, "configuration", &err);
+	g.head_ms = cfg.gw_head_timeout_ms;
+	g.idle_ms = cfg.gw_idle_timeout_ms;
 	if (slot_address(&g) < 0)
 		die(&g, "fd 3 is not the slot's DNS socket", NULL);
 
@@ -161,9 +169,7 @@ int main(int argc, char **argv)
 	}
 
 	al_net_prefix pool;
-	const char *pool_text = env(AL_NETPOOL_ENV);
-	if (al_net_prefix_parse(pool_text ? pool_text : AL_NET_POOL_DEFAULT,
-				&pool, &err) < 0)
+	if (al_net_pool_parse(cfg.net_pool, &pool, &err) < 0)
 		die(&g, AL_NETPOOL_ENV, &err);
 	g.upaddr = al_upaddr_new(env("AIRLOCK_UPSTREAM_ALLOW_CIDRS"), &pool,
 				 &err);
@@ -219,11 +225,6 @@ int main(int argc, char **argv)
 	g.fakeip = al_fakeip_open(map, AL_FAKEIP_CAP_DEFAULT, &err);
 	if (g.fakeip == NULL)
 		die(&g, "synthetic address map", &err);
-	/* The settings' one parser: a value the starter would refuse is
-	 * refused here too. */
-	al_config cfg;
-	if (al_config_load(&cfg, &err) < 0)
-		die(&g, "configuration", &err);
 	al_egress_writer_limits lim = {
 		.batch = AL_EGRESS_BATCH_MAX,
 		.flush_ms = AL_EGRESS_FLUSH_MS,

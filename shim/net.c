@@ -43,7 +43,8 @@ int shim_net_lease(shim_net *n, const al_config *cfg, int kind, al_err *err)
 	struct timespec t0;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	if (!n->pool_open) {
-		if (al_netpool_open(&n->pool, cfg->state_dir, NULL, err) < 0) {
+		if (al_netpool_open(&n->pool, cfg->state_dir, cfg->net_pool,
+				    err) < 0) {
 			al_err_wrap(err, "network slots");
 			return -1;
 		}

@@ -93,6 +93,35 @@ uint32_t al_net_pool_slots(const al_net_prefix *pool)
 	return 1u << bits;
 }
 
+/* Prefixes a pool may never overlap: the gateway's own range and what
+ * cannot be routed as a link's addresses. */
+static const char *const pool_forbidden[] = {
+	AL_NET_SYNTHETIC, "0.0.0.0/8",	 "127.0.0.0/8",
+	"169.254.0.0/16", "224.0.0.0/4", "240.0.0.0/4",
+};
+
+int al_net_pool_parse(const char *text, al_net_prefix *pool, al_err *err)
+{
+	al_net_prefix p;
+	if (al_net_prefix_parse(text, &p, err) < 0)
+		return -1;
+	if (al_net_pool_slots(&p) == 0)
+		return al_err_set(err, AL_EINVAL, 0,
+				  "%s is smaller than one /30 slot", text);
+	for (size_t i = 0; i < sizeof pool_forbidden / sizeof *pool_forbidden;
+	     i++) {
+		al_net_prefix f;
+		al_net_prefix_parse(pool_forbidden[i], &f, NULL);
+		if (al_net_prefix_overlap(&p, &f))
+			return al_err_set(err, AL_EINVAL, 0,
+					  "%s overlaps %s, which no sandbox "
+					  "link may use",
+					  text, pool_forbidden[i]);
+	}
+	*pool = p;
+	return 0;
+}
+
 int al_net_slot_addr_of(const al_net_prefix *pool, uint32_t index,
 			al_net_slot_addr *a, al_err *err)
 {

@@ -49,6 +49,13 @@ bool al_net_prefix_overlap(const al_net_prefix *a, const al_net_prefix *b);
 /* Slots a pool holds: its /30s, at most AL_NET_SLOTS_MAX; 0 for a pool
  * smaller than a /30. */
 uint32_t al_net_pool_slots(const al_net_prefix *pool);
+/* A slot pool as text (AIRLOCK_NET_POOL): an IPv4 prefix of at least one
+ * /30 that overlaps none of AL_NET_SYNTHETIC, "this network", loopback,
+ * link-local, multicast and reserved space. AL_EINVAL saying what is
+ * wrong otherwise (the caller names the setting). That it overlaps no
+ * route or address of the host is al_netpool_open's check (net/pool.h):
+ * it needs the host's tables. */
+int al_net_pool_parse(const char *text, al_net_prefix *pool, al_err *err);
 /* Addresses of slot index (< al_net_pool_slots); AL_EINVAL otherwise. */
 int al_net_slot_addr_of(const al_net_prefix *pool, uint32_t index,
 			al_net_slot_addr *a, al_err *err);

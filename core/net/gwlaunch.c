@@ -238,32 +238,42 @@ int al_gateway_prog(const char *libexec_dir, char *out, size_t outlen,
 	return 0;
 }
 
+static void env_put(al_gateway_env *e, size_t *ne, const char *name,
+		    const char *value)
+{
+	if (value == NULL || *ne >= AL_GATEWAY_ENV_N)
+		return;
+	int w = snprintf(e->buf[*ne], sizeof e->buf[*ne], "%s=%s", name, value);
+	if (w > 0 && (size_t)w < sizeof e->buf[*ne]) {
+		e->env[*ne] = e->buf[*ne];
+		(*ne)++;
+	}
+}
+
 void al_gateway_env_fill(al_gateway_env *e, const al_config *cfg)
 {
-	static const char *const names[AL_GATEWAY_ENV_N] = {
-		"AIRLOCK_STATE",	   "AIRLOCK_POLICIES",
-		"AIRLOCK_EGRESS_LOG_RATE", "AIRLOCK_EGRESS_LOG_BURST",
-		"AIRLOCK_UPSTREAM_DNS",	   "AIRLOCK_UPSTREAM_HOSTS",
-		"AIRLOCK_UPSTREAM_CA",	   "AIRLOCK_UPSTREAM_ALLOW_CIDRS",
+	/* Passed as the starter has them (the gateway checks them). */
+	static const char *const upstream[] = {
+		"AIRLOCK_UPSTREAM_DNS",
+		"AIRLOCK_UPSTREAM_HOSTS",
+		"AIRLOCK_UPSTREAM_CA",
+		"AIRLOCK_UPSTREAM_ALLOW_CIDRS",
 	};
-	char rate[16], burst[16];
+	char rate[16], burst[16], head[16], idle[16];
 	snprintf(rate, sizeof rate, "%u", cfg->egress_log_rate);
 	snprintf(burst, sizeof burst, "%u", cfg->egress_log_burst);
-	const char *mine[] = {cfg->state_dir, cfg->policies_dir, rate, burst};
+	snprintf(head, sizeof head, "%u", cfg->gw_head_timeout_ms);
+	snprintf(idle, sizeof idle, "%u", cfg->gw_idle_timeout_ms);
 	size_t ne = 0;
-	for (size_t i = 0; i < AL_GATEWAY_ENV_N; i++) {
-		const char *v = i < sizeof mine / sizeof mine[0]
-					? mine[i]
-					: getenv(names[i]);
-		if (v == NULL)
-			continue;
-		int w = snprintf(e->buf[ne], sizeof e->buf[ne], "%s=%s",
-				 names[i], v);
-		if (w > 0 && (size_t)w < sizeof e->buf[ne]) {
-			e->env[ne] = e->buf[ne];
-			ne++;
-		}
-	}
+	env_put(e, &ne, "AIRLOCK_STATE", cfg->state_dir);
+	env_put(e, &ne, "AIRLOCK_POLICIES", cfg->policies_dir);
+	env_put(e, &ne, "AIRLOCK_NET_POOL", cfg->net_pool);
+	env_put(e, &ne, "AIRLOCK_EGRESS_LOG_RATE", rate);
+	env_put(e, &ne, "AIRLOCK_EGRESS_LOG_BURST", burst);
+	env_put(e, &ne, "AIRLOCK_GW_HEAD_TIMEOUT_MS", head);
+	env_put(e, &ne, "AIRLOCK_GW_IDLE_TIMEOUT_MS", idle);
+	for (size_t i = 0; i < sizeof upstream / sizeof upstream[0]; i++)
+		env_put(e, &ne, upstream[i], getenv(upstream[i]));
 	e->env[ne] = NULL;
 }
 

@@ -67,8 +67,8 @@ typedef struct al_gateway_spec {
 	gid_t gid;	     /* never 0 */
 	const char *sandbox; /* its id: argv "--sandbox <id>" */
 	const char *prog;    /* path of airlock-gateway */
-	/* NULL-terminated "K=V" (AIRLOCK_STATE, AIRLOCK_POLICIES,
-	 * AIRLOCK_UPSTREAM_*); the gateway gets these and nothing else. */
+	/* NULL-terminated "K=V" (al_gateway_env_fill's); the gateway gets
+	 * these and nothing else. */
 	char *const *env;
 	/* <state>/run, or NULL: the launcher makes <run_dir>/egress/<sandbox>/
 	 * (core/egress.h) and the synthetic address journal
@@ -101,12 +101,14 @@ int al_gateway_prog(const char *libexec_dir, char *out, size_t outlen,
 		    al_err *err);
 
 /* What a gateway gets of its starter's environment (the process
- * contract), and nothing else: AIRLOCK_STATE, AIRLOCK_POLICIES and
- * AIRLOCK_EGRESS_LOG_RATE, _BURST from the starter's configuration
- * (checked, defaults resolved), AIRLOCK_UPSTREAM_* as the starter has
- * them. env is the NULL-terminated list for al_gateway_spec.env,
- * pointing into buf. */
-#define AL_GATEWAY_ENV_N 8
+ * contract), and nothing else: AIRLOCK_STATE, AIRLOCK_POLICIES,
+ * AIRLOCK_NET_POOL (the prefix it must never dial: without it a gateway
+ * does not start), AIRLOCK_EGRESS_LOG_RATE, _BURST and
+ * AIRLOCK_GW_HEAD_TIMEOUT_MS, _IDLE_TIMEOUT_MS from the starter's
+ * configuration (checked, defaults resolved), AIRLOCK_UPSTREAM_* as the
+ * starter has them. env is the NULL-terminated list for
+ * al_gateway_spec.env, pointing into buf. */
+#define AL_GATEWAY_ENV_N 11
 typedef struct al_gateway_env {
 	char buf[AL_GATEWAY_ENV_N][AL_PATH_MAX + 64];
 	char *env[AL_GATEWAY_ENV_N + 1];

@@ -14,13 +14,6 @@
 #include "cleanup.h"
 #include "net/nl.h"
 
-/* Prefixes a pool may never overlap: the gateway's own range and what
- * cannot be routed as a link's addresses. */
-static const char *const pool_forbidden[] = {
-	AL_NET_SYNTHETIC, "0.0.0.0/8",	 "127.0.0.0/8",
-	"169.254.0.0/16", "224.0.0.0/4", "240.0.0.0/4",
-};
-
 typedef struct host_ctx {
 	al_netpool *p;
 	al_err *err;
@@ -82,26 +75,11 @@ int al_netpool_open(al_netpool *p, const char *state_dir, const char *pool,
 		pool = getenv(AL_NETPOOL_ENV);
 	if (pool == NULL || *pool == '\0')
 		pool = AL_NET_POOL_DEFAULT;
-	if (al_net_prefix_parse(pool, &p->pool, err) < 0) {
+	if (al_net_pool_parse(pool, &p->pool, err) < 0) {
 		al_err_wrap(err, "%s", AL_NETPOOL_ENV);
 		return -1;
 	}
 	p->slots = al_net_pool_slots(&p->pool);
-	if (p->slots == 0)
-		return al_err_set(err, AL_EINVAL, 0,
-				  "%s %s is smaller than one /30 slot",
-				  AL_NETPOOL_ENV, pool);
-	for (size_t i = 0; i < sizeof pool_forbidden / sizeof *pool_forbidden;
-	     i++) {
-		al_net_prefix f;
-		al_net_prefix_parse(pool_forbidden[i], &f, NULL);
-		if (al_net_prefix_overlap(&p->pool, &f))
-			return al_err_set(err, AL_EINVAL, 0,
-					  "%s %s overlaps %s, which no "
-					  "sandbox link may use",
-					  AL_NETPOOL_ENV, pool,
-					  pool_forbidden[i]);
-	}
 	for (size_t i = 0; i < al_net_never_count; i++)
 		p->deny[p->ndeny++] = al_net_never[i];
 	p->deny[p->ndeny++] = p->pool;

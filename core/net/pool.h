@@ -53,11 +53,11 @@ typedef struct al_netlease {
 } al_netlease;
 
 /* Open the pool of state_dir (its run/net is made if missing). pool:
- * a prefix, or NULL for $AIRLOCK_NET_POOL, else AL_NET_POOL_DEFAULT. A
- * pool that overlaps a route or an address of the calling thread's
- * namespace (the host's), the synthetic range, loopback, link-local or
- * multicast is refused (AL_EINVAL, naming both), and so is one smaller
- * than a /30. The host's addresses join the rules' never-list. */
+ * a prefix (al_config's net_pool), or NULL for $AIRLOCK_NET_POOL, else
+ * AL_NET_POOL_DEFAULT. A pool al_net_pool_parse refuses (net/addr.h),
+ * or one that overlaps a route or an address of the calling thread's
+ * namespace (the host's), is refused (AL_EINVAL, naming both). The
+ * host's addresses join the rules' never-list. */
 int al_netpool_open(al_netpool *p, const char *state_dir, const char *pool,
 		    al_err *err);
 /* Prepare one more ready slot of kind; returns its index, or -1

@@ -12,6 +12,19 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+static const char *config_state;
+
+static const char *config_lookup(const char *name)
+{
+	return strcmp(name, "AIRLOCK_STATE") == 0 ? config_state : getenv(name);
+}
+
+int gwhost_config(al_config *cfg, const char *state, al_err *err)
+{
+	config_state = state;
+	return al_config_load_from(cfg, config_lookup, err);
+}
+
 static int lease_slot(gwhost *h, al_err *err)
 {
 	int rc = al_netpool_take(h->pool, AL_NETSLOT_NS, &h->lease, err);
@@ -26,16 +39,17 @@ static int lease_slot(gwhost *h, al_err *err)
 	return rc;
 }
 
-int gwhost_start(gwhost *h, al_netpool *pool, const char *state,
-		 const char *prog, const char *sandbox, char *const *env,
-		 int cred_fd, al_err *err)
+int gwhost_start(gwhost *h, al_netpool *pool, const al_config *cfg,
+		 const char *prog, const char *sandbox, int cred_fd,
+		 al_err *err)
 {
 	memset(h, 0, sizeof *h);
 	h->pool = pool;
 	h->sandbox = sandbox;
-	char keys[AL_PATH_MAX];
+	const char *state = cfg->state_dir;
+	char keys[AL_PATH_MAX + 8];
 	snprintf(keys, sizeof keys, "%s/keys", state);
-	snprintf(h->run_dir, sizeof h->run_dir, "%s/run", state);
+	snprintf(h->run_dir, sizeof h->run_dir, "%s", cfg->run_dir);
 	mkdir(keys, 0700);
 	mkdir(h->run_dir, 0755);
 	if (lease_slot(h, err) < 0)
@@ -48,13 +62,15 @@ int gwhost_start(gwhost *h, al_netpool *pool, const char *state,
 		goto fail_ca;
 	if (al_uidrange_take(&al_uidrange_gw, sandbox, &h->uid, err) < 0)
 		goto fail_mint;
+	static al_gateway_env env;
+	al_gateway_env_fill(&env, cfg);
 	al_gateway_spec spec = {
 		.slot = &h->lease.slot,
 		.uid = h->uid.base,
 		.gid = h->uid.base,
 		.sandbox = sandbox,
 		.prog = prog,
-		.env = env,
+		.env = env.env,
 		.run_dir = h->run_dir, /* egress directory, address journal */
 		.cred_fd = cred_fd,
 	};

@@ -34,13 +34,17 @@ typedef struct gwhost {
 	int64_t launch_ms;	       /* al_gateway_launch's own time */
 } gwhost;
 
-/* Start prog as sandbox's gateway with env (NULL-terminated "K=V") on a
- * slot of pool, whose state directory is state, with cred_fd (> 0) as
- * its credential channel (fd 7; the caller keeps its copy). On failure
- * what was taken is released. */
-int gwhost_start(gwhost *h, al_netpool *pool, const char *state,
-		 const char *prog, const char *sandbox, char *const *env,
-		 int cred_fd, al_err *err);
+/* The configuration of our environment (al_config_load) with state as
+ * AIRLOCK_STATE: what a shim of that state directory would have. */
+int gwhost_config(al_config *cfg, const char *state, al_err *err);
+/* Start prog as sandbox's gateway on a slot of pool, whose state
+ * directory is cfg->state_dir, with the environment a shim gives it
+ * (al_gateway_env_fill of cfg) and cred_fd (> 0) as its credential
+ * channel (fd 7; the caller keeps its copy). On failure what was taken
+ * is released. */
+int gwhost_start(gwhost *h, al_netpool *pool, const al_config *cfg,
+		 const char *prog, const char *sandbox, int cred_fd,
+		 al_err *err);
 /* Send c (its sandbox and gateway filled in here) as GW_CONFIG with id and
  * wait up to 10 s for the gateway's answer: a GW_ACK of that id in *ack
  * (the caller frees it with al_frame_free). */

@@ -13,7 +13,11 @@
  *                                           does) and start the gateway
  *                                           PROG for sandbox ID on it
  *                                           (al_gateway_launch, its own
- *                                           uid); print the slot as JSON;
+ *                                           uid, the environment a shim
+ *                                           gives it: al_gateway_env_fill
+ *                                           of the configuration in ours,
+ *                                           AIRLOCK_STATE=STATE); print
+ *                                           the slot as JSON;
  *                                           then each stdin line is a
  *                                           "network" object sent as
  *                                           GW_CONFIG, and the ACK is
@@ -153,8 +157,6 @@ static int parse_mac(const char *t, uint8_t mac[6])
 	return 0;
 }
 
-extern char **environ;
-
 /* One network line from stdin as GW_CONFIG; the ACK as a JSON line. */
 static void configure(gwhost *h, uint32_t id, const char *line)
 {
@@ -183,10 +185,13 @@ static int gateway_cmd(al_netpool *pool, const char *state, const char *prog,
 		       const char *sandbox)
 {
 	al_err e;
+	al_config cfg;
+	if (gwhost_config(&cfg, state, &e) < 0)
+		die("configuration", &e);
 	gwhost h;
 	/* A test's credential channel (an fd it passed us) as fd 7. */
 	const char *cred = getenv("AIRLOCK_TEST_CRED_FD");
-	if (gwhost_start(&h, pool, state, prog, sandbox, environ,
+	if (gwhost_start(&h, pool, &cfg, prog, sandbox,
 			 cred != NULL ? atoi(cred) : -1, &e) < 0)
 		die("gateway", &e);
 	const al_netslot *sl = &h.lease.slot;

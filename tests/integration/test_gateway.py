@@ -29,7 +29,7 @@ import time
 import pytest
 
 from conftest import BUILD, NETSLOT_TOOL as TOOL, REPO, needs_root
-from upstream_world import Lines, upstream_world
+from upstream_world import Lines, egress_policy, upstream_world
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 GATEWAY = os.path.join(BUILD, "airlock-gateway")
@@ -73,15 +73,8 @@ def gateway(world, dns, allow_cidrs, allow):
     os.chmod(state, 0o711)
     os.makedirs(os.path.join(state, "run"), mode=0o755)
     policies = os.path.join(state, "policies")
-    os.makedirs(policies, mode=0o755)
-    with open(os.path.join(REPO, "policies", "egress.lua")) as f:
-        src = f.read()
-    # Let allowed.test's port 7000 through as TCP (the shipped policy's
-    # own table, left empty there).
-    start = src.index("extra_ports = {")
-    end = src.index("}", start) + 1
-    with open(os.path.join(policies, "egress.lua"), "w") as f:
-        f.write(src[:start] + POLICY_PORTS.strip() + src[end:])
+    # Let allowed.test's port 7000 through as TCP.
+    egress_policy(policies, POLICY_PORTS)
     env = dict(os.environ,
                AIRLOCK_STATE=state, AIRLOCK_POLICIES=policies,
                AIRLOCK_UPSTREAM_DNS=dns,

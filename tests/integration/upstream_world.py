@@ -54,6 +54,21 @@ class Lines:
                 return out
 
 
+def egress_policy(policies, ports, tail=""):
+    """Write policies/egress.lua (the directory is made): the shipped
+    policy with its own `extra_ports = {}` table, left empty there,
+    replaced by ports (Lua, e.g. allowed.test's 7000 as TCP pass-through)
+    and tail appended."""
+    os.makedirs(policies, mode=0o755, exist_ok=True)
+    repo = os.path.dirname(os.path.dirname(HERE))
+    with open(os.path.join(repo, "policies", "egress.lua")) as f:
+        src = f.read()
+    start = src.index("extra_ports = {")
+    end = src.index("}", start) + 1
+    with open(os.path.join(policies, "egress.lua"), "w") as f:
+        f.write(src[:start] + ports.strip() + src[end:] + tail)
+
+
 def make_certs(d, names):
     """A test CA and one leaf with every name as a SAN."""
     ca_key, ca = os.path.join(d, "up-ca.key"), os.path.join(d, "up-ca.crt")

@@ -31,7 +31,7 @@ _spec.loader.exec_module(it)
 
 sys.path.insert(0, os.path.join(_HERE, "..", "integration"))
 import host_clients  # noqa: E402
-from upstream_world import upstream_world  # noqa: E402
+from upstream_world import egress_policy, upstream_world  # noqa: E402
 
 WORLD_NET, WORLD_HOST = "10.251.78.0/24", "10.251.78.1"
 RESOLVER = "10.251.78.2"   # the gateways' upstream DNS; allowed.test's
@@ -79,13 +79,7 @@ def world():
 def stack(world):
     """The integration suite's stack, its gateways pointed at the world."""
     policies = os.path.join(world["dir"], "policies")
-    os.makedirs(policies, mode=0o755)
-    with open(os.path.join(it.REPO, "policies", "egress.lua")) as f:
-        src = f.read()
-    start = src.index("extra_ports = {")
-    end = src.index("}", start) + 1
-    with open(os.path.join(policies, "egress.lua"), "w") as f:
-        f.write(src[:start] + POLICY_PORTS + src[end:] + POLICY_PATHS)
+    egress_policy(policies, POLICY_PORTS, POLICY_PATHS)
     yield from it.running_stack(env={
         "AIRLOCK_POLICIES": policies,
         "AIRLOCK_UPSTREAM_DNS": RESOLVER + ":53",

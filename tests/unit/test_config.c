@@ -51,6 +51,9 @@ static void test_defaults(void **state)
 	assert_int_equal(cfg.pool_full_pct, 95);
 	assert_int_equal(cfg.egress_log_rate, AL_EGRESS_LOG_RATE_DEFAULT);
 	assert_int_equal(cfg.egress_log_burst, AL_EGRESS_LOG_BURST_DEFAULT);
+	assert_string_equal(cfg.net_pool, AL_NET_POOL_DEFAULT);
+	assert_int_equal(cfg.gw_head_timeout_ms, 30000);
+	assert_int_equal(cfg.gw_idle_timeout_ms, 120000);
 	assert_true(cfg.sql_dir[0] == '/');
 	assert_true(cfg.policies_dir[0] == '/');
 	assert_true(cfg.libexec_dir[0] == '/');
@@ -483,6 +486,57 @@ static void test_pool_settings(void **state)
 	expect_bad("AIRLOCK_POOL_RESERVE_MB", "lots");
 }
 
+/* What every gateway is started with (core/net/gwlaunch): checked once
+ * here, so that a bad value stops the programs rather than falling back
+ * to a default in the gateways. */
+static void test_gateway_settings(void **state)
+{
+	(void)state;
+	al_config cfg;
+	al_err err;
+	static const char *const env[] = {"AIRLOCK_NET_POOL",
+					  "10.77.0.0/16",
+					  "AIRLOCK_GW_HEAD_TIMEOUT_MS",
+					  "1500",
+					  "AIRLOCK_GW_IDLE_TIMEOUT_MS",
+					  "86400000",
+					  NULL};
+	assert_int_equal(load(env, &cfg, &err), 0);
+	assert_string_equal(cfg.net_pool, "10.77.0.0/16");
+	assert_int_equal(cfg.gw_head_timeout_ms, 1500);
+	assert_int_equal(cfg.gw_idle_timeout_ms, 86400000);
+	/* Empty is unset: the default. */
+	static const char *const empty[] = {"AIRLOCK_NET_POOL", "", NULL};
+	assert_int_equal(load(empty, &cfg, &err), 0);
+	assert_string_equal(cfg.net_pool, "10.200.0.0/16");
+
+	expect_bad("AIRLOCK_GW_HEAD_TIMEOUT_MS", "0");
+	expect_bad("AIRLOCK_GW_HEAD_TIMEOUT_MS", "86400001");
+	expect_bad("AIRLOCK_GW_HEAD_TIMEOUT_MS", "30s");
+	expect_bad("AIRLOCK_GW_IDLE_TIMEOUT_MS", "-1");
+	expect_bad("AIRLOCK_GW_IDLE_TIMEOUT_MS", "0x10");
+	static const char *const pools[] = {
+		"10.77.0.1/16", /* host bits */
+		"10.77.0.0/31", /* smaller than one slot */
+		"198.18.0.0/16", "127.0.0.0/24",  "169.254.0.0/16",
+		"224.0.0.0/8",	 "0.0.0.0/0",	  "10.77.0.0",
+		"fd00::/64",	 "10.77.0.0/16 ",
+	};
+	for (size_t i = 0; i < sizeof pools / sizeof pools[0]; i++)
+		expect_bad("AIRLOCK_NET_POOL", pools[i]);
+	/* The message says what is allowed and what is wrong. */
+	static const char *const synth[] = {"AIRLOCK_NET_POOL", "198.18.0.0/16",
+					    NULL};
+	assert_int_equal(load(synth, &cfg, &err), -1);
+	assert_non_null(strstr(err.msg, "a.b.c.d/len"));
+	assert_non_null(strstr(err.msg, "overlaps 198.18.0.0/15"));
+	static const char *const range[] = {"AIRLOCK_GW_IDLE_TIMEOUT_MS", "0",
+					    NULL};
+	assert_int_equal(load(range, &cfg, &err), -1);
+	assert_string_equal(err.msg, "AIRLOCK_GW_IDLE_TIMEOUT_MS must be "
+				     "between 1 and 86400000");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -499,6 +553,7 @@ int main(void)
 		cmocka_unit_test(test_limits_and_quotas),
 		cmocka_unit_test(test_pool_settings),
 		cmocka_unit_test(test_cpus),
+		cmocka_unit_test(test_gateway_settings),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -146,6 +146,42 @@ static void test_never_list(void **state)
 			0);
 }
 
+/* What a pool may be, before the host's routes are looked at. */
+static void test_pool_parse(void **state)
+{
+	(void)state;
+	al_net_prefix p;
+	al_err err;
+	assert_int_equal(al_net_pool_parse("10.77.0.0/16", &p, &err), 0);
+	assert_int_equal(p.addr, IP(10, 77, 0, 0));
+	assert_int_equal(p.len, 16);
+	assert_int_equal(al_net_pool_parse("100.64.0.0/30", &p, &err), 0);
+	static const struct {
+		const char *text, *says;
+	} bad[] = {
+		{"10.77.0.1/16", "host bits"},
+		{"10.77.0.4/31", "smaller than one /30"},
+		{"198.19.0.0/16", "overlaps 198.18.0.0/15"},
+		{"0.0.0.0/9", "overlaps 0.0.0.0/8"},
+		{"127.1.0.0/16", "overlaps 127.0.0.0/8"},
+		{"169.254.0.0/24", "overlaps 169.254.0.0/16"},
+		{"239.0.0.0/8", "overlaps 224.0.0.0/4"},
+		{"250.0.0.0/8", "overlaps 240.0.0.0/4"},
+		{"pool", "not an IPv4 prefix"},
+	};
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		p = (al_net_prefix){1, 1};
+		if (al_net_pool_parse(bad[i].text, &p, &err) != -1)
+			fail_msg("pool %s accepted", bad[i].text);
+		assert_int_equal(err.code, AL_EINVAL);
+		if (strstr(err.msg, bad[i].says) == NULL)
+			fail_msg("pool %s: \"%s\" does not say \"%s\"",
+				 bad[i].text, err.msg, bad[i].says);
+		/* Untouched on failure. */
+		assert_int_equal(p.addr, 1);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -153,6 +189,7 @@ int main(void)
 		cmocka_unit_test(test_overlap),
 		cmocka_unit_test(test_slots),
 		cmocka_unit_test(test_never_list),
+		cmocka_unit_test(test_pool_parse),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
