@@ -250,19 +250,6 @@ int al_policy_run(al_policy_state *st, lua_CFunction fn, void *ud, char *msg,
 	return -1;
 }
 
-void al_policy_copy_printable(char *dst, size_t len, const char *src,
-			      size_t src_len)
-{
-	if (len == 0)
-		return;
-	size_t n = src_len < len - 1 ? src_len : len - 1;
-	for (size_t i = 0; i < n; i++) {
-		unsigned char c = (unsigned char)src[i];
-		dst[i] = c >= 0x20 && c < 0x7f ? (char)c : '?';
-	}
-	dst[n] = '\0';
-}
-
 /* ---- rate-limited log lines ---- */
 
 static bool loglimit_take(al_policy_loglimit *b)
@@ -380,7 +367,7 @@ static int open_restricted(lua_State *L)
 	lua_pushlightuserdata(L, p);
 	lua_pushcclosure(L, lua_policy_log, 1);
 	lua_setglobal(L, "log");
-	p->kind->open(L);
+	al_policy_lib_open(L, p->kind->request_src);
 	al_policy_state *st = state_of(L);
 	lua_pushcfunction(L, runner);
 	st->runner_ref = luaL_ref(L, LUA_REGISTRYINDEX);

@@ -73,14 +73,9 @@ static int dry_run(al_policy_state *st, char *msg, size_t msg_len)
 	return al_policy_run(st, ask_policy, &a, msg, msg_len);
 }
 
-static void open_credentials(lua_State *L)
-{
-	al_policy_lib_open(L, request_src);
-}
-
 const al_policy_kind al_policy_credentials_kind = {
 	.entry = "credentials",
-	.open = open_credentials,
+	.request_src = request_src,
 	.dry_run = dry_run,
 };
 

@@ -90,14 +90,9 @@ static int dry_run(al_policy_state *st, char *msg, size_t msg_len)
 	return al_policy_run(st, ask_policy, &a, msg, msg_len);
 }
 
-static void open_egress(lua_State *L)
-{
-	al_policy_lib_open(L, request_src);
-}
-
 const al_policy_kind al_policy_egress_kind = {
 	.entry = "egress",
-	.open = open_egress,
+	.request_src = request_src,
 	.dry_run = dry_run,
 };
 

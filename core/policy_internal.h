@@ -1,7 +1,8 @@
 /* policy internals shared by policy.c (the engine: states, budget,
- * reload), policy_lib.c (what both kinds share), policy_egress.c and
- * policy_credentials.c (the kinds). The engine reaches a kind only
- * through its al_policy_kind. */
+ * reload), policy_lib.c (what every policy gets and the conversions both
+ * kinds use; below the engine), policy_egress.c and policy_credentials.c
+ * (the kinds, above it). The engine reaches a kind only through its
+ * al_policy_kind. */
 #ifndef AL_POLICY_INTERNAL_H
 #define AL_POLICY_INTERNAL_H
 
@@ -89,9 +90,9 @@ void al_policy_copy_printable(char *dst, size_t len, const char *src,
 /* A kind of policy (policy.h): what the engine (policy.c) needs of it. */
 struct al_policy_kind {
 	const char *entry; /* the entry function the file defines */
-	/* Give a state being built its globals and its request builder
-	 * (request_ref): al_policy_lib_open with the kind's source. */
-	void (*open)(lua_State *L);
+	/* Its request builder, Lua source of a function(entry, fields...)
+	 * that calls entry with the request table (al_policy_lib_open). */
+	const char *request_src;
 	/* A decision on made-up input, on a state just loaded: 0 when it
 	 * was well-formed, else -1 with why in msg. */
 	int (*dry_run)(al_policy_state *st, char *msg, size_t msg_len);

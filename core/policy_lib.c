@@ -141,6 +141,19 @@ static int lua_deny(lua_State *L)
 	return verdict(L, 0);
 }
 
+void al_policy_copy_printable(char *dst, size_t len, const char *src,
+			      size_t src_len)
+{
+	if (len == 0)
+		return;
+	size_t n = src_len < len - 1 ? src_len : len - 1;
+	for (size_t i = 0; i < n; i++) {
+		unsigned char c = (unsigned char)src[i];
+		dst[i] = c >= 0x20 && c < 0x7f ? (char)c : '?';
+	}
+	dst[n] = '\0';
+}
+
 void al_policy_lib_open(lua_State *L, const char *request_src)
 {
 	lua_register(L, "match", lua_match);
