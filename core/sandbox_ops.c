@@ -14,7 +14,6 @@
 #include "standby.h"
 #include "store.h"
 #include "template.h"
-#include "vm/probe.h"
 #include "vm/shape.h"
 #include "vm/snapshot.h"
 

@@ -17,6 +17,7 @@
 #include "log.h"
 #include "reap.h"
 #include "shimctl.h"
+#include "vm/shape.h"
 
 #define SLOT_PREFIX "standby-v"
 #define END_DEADLINE_MS 30000
@@ -290,9 +291,15 @@ int al_standby_claim_or_spawn(const al_config *cfg, al_db *db,
 			      al_shim_ready *ready, al_err *err)
 {
 	/* Standbys are kept only where the template's pool is on (the
-	 * controller, al_template_pool_bounds); the look costs a readdir. */
-	if (al_config_driver_enabled(cfg, sb->driver) &&
-	    al_standby_claim(cfg, sb, deadline_ms, ready) == 0)
+	 * controller, al_template_pool_bounds); the look costs a readdir.
+	 * A vm standby runs on the default limits' vCPUs for good: a
+	 * sandbox of another count would only be declined by each one. */
+	int may_claim = al_config_driver_enabled(cfg, sb->driver);
+	if (strcmp(sb->driver, "vm") == 0 &&
+	    al_vm_shape_vcpus(sb->limits.cpu_millis) !=
+		    al_vm_shape_vcpus(cfg->default_cpu_millis))
+		may_claim = 0;
+	if (may_claim && al_standby_claim(cfg, sb, deadline_ms, ready) == 0)
 		return 0;
 	return al_shimctl_spawn(cfg, db, sb, deadline_ms, ready, err);
 }
