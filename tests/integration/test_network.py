@@ -18,6 +18,7 @@ import select
 import signal
 import socket
 import subprocess
+import sys
 import time
 
 import pytest
@@ -246,28 +247,63 @@ def test_spoofed_source_does_not_reach_the_gateway(api, stack, sandboxes,
         side.close()
 
 
-def ns_held(ino):
-    """Whether any process is in, or holds an fd on, namespace ino, or
-    any mount of the host's shows it."""
+# SO_NETNS_COOKIE (Linux 5.14): a network namespace's 64-bit id, never
+# reused, unlike its nsfs inode number, which the next namespace made
+# (a warm-pool refill right after a delete) may get again.
+SO_NETNS_COOKIE = 71
+COOKIE_OF = ("import socket; s = socket.socket(); print(int.from_bytes("
+             f"s.getsockopt(socket.SOL_SOCKET, {SO_NETNS_COOKIE}, 8), "
+             "'little'))")
+
+
+def netns_cookie(path):
+    """The cookie of the network namespace at path, or None when it
+    cannot be entered (gone)."""
+    p = subprocess.run(["nsenter", f"--net={path}", sys.executable, "-c",
+                        COOKIE_OF], capture_output=True, text=True)
+    return int(p.stdout) if p.returncode == 0 else None
+
+
+def netns_id(path):
+    """(inode, cookie): the namespace at path, told apart from a later
+    one with its inode number."""
+    cookie = netns_cookie(path)
+    assert cookie is not None, f"cannot enter {path}"
+    return os.stat(path).st_ino, cookie
+
+
+def ns_holders(ino):
+    """Paths through which a process (as its namespace or by fd) or a
+    mount of the host's reaches a namespace of inode ino."""
     for pid in filter(str.isdigit, os.listdir("/proc")):
         if is_ns(f"/proc/{pid}/ns/net", ino):
-            return True
+            yield f"/proc/{pid}/ns/net"
         try:
             fds = os.listdir(f"/proc/{pid}/fd")
         except OSError:
             continue
-        if any(is_ns(f"/proc/{pid}/fd/{fd}", ino) for fd in fds):
-            return True
+        for fd in fds:
+            if is_ns(f"/proc/{pid}/fd/{fd}", ino):
+                yield f"/proc/{pid}/fd/{fd}"
     with open("/proc/self/mountinfo") as f:
-        return f"net:[{ino}]" in f.read()
+        for line in f:
+            fields = line.split()
+            if f"net:[{ino}]" in fields[3]:
+                yield fields[4]
 
 
-def gone_or_renewed(stack, i, ino):
-    """Slot i's namespace of inode ino is gone (no process, fd or mount
+def ns_held(ns):
+    """Whether namespace ns (netns_id) is still held by anything."""
+    ino, cookie = ns
+    return any(netns_cookie(p) == cookie for p in ns_holders(ino))
+
+
+def gone_or_renewed(stack, i, ns):
+    """Slot i's namespace ns (netns_id) is gone (no process, fd or mount
     keeps it) and its lock not taken (the index may already be prepared
     afresh: new namespaces)."""
     return (not lock_state(stack, i).startswith("taken") and
-            not ns_held(ino))
+            not ns_held(ns))
 
 
 def test_a_live_slot_is_out_of_the_mount_table(api, stack, sandboxes,
@@ -288,14 +324,14 @@ def test_a_live_slot_is_out_of_the_mount_table(api, stack, sandboxes,
 def test_delete_removes_the_slot(api, stack, sandboxes, driver):
     sb = sandboxes.create()
     i = slot_of(stack, sb["id"])
-    ino = os.stat(slot_ns(stack, sb["id"], "gw")).st_ino
-    assert ns_held(ino)
+    ns = netns_id(slot_ns(stack, sb["id"], "gw"))
+    assert ns_held(ns)
     r = api.delete(f"{api.base}/v1/sandboxes/{sb['id']}", timeout=TIMEOUT)
     assert r.status_code in (200, 204), r.text
     deadline = time.time() + 10
-    while time.time() < deadline and not gone_or_renewed(stack, i, ino):
+    while time.time() < deadline and not gone_or_renewed(stack, i, ns):
         time.sleep(0.1)
-    assert gone_or_renewed(stack, i, ino), (lock_state(stack, i),
+    assert gone_or_renewed(stack, i, ns), (lock_state(stack, i),
                                             slot_files(stack, i))
 
 
@@ -303,7 +339,7 @@ def test_reconcile_removes_a_killed_shims_slot(api, stack, sandboxes,
                                                driver):
     sb = sandboxes.create()
     i = slot_of(stack, sb["id"])
-    ns_before = os.stat(slot_ns(stack, sb["id"], "gw")).st_ino
+    ns_before = netns_id(slot_ns(stack, sb["id"], "gw"))
     pid = shim_of(stack, sb["id"])
     os.kill(pid, signal.SIGKILL)
 

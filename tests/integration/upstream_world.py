@@ -6,6 +6,7 @@ a veth, one or more addresses in it each served by gateway_upstream.py
 on 7000), and optionally a sniffer (upstream_sniff.py) that reports every
 packet arriving from anywhere but the host's end of the veth. Nothing
 here listens outside that namespace."""
+import ipaddress
 import json
 import os
 import select
@@ -90,6 +91,40 @@ def make_certs(d, names):
     return ca, crt, key
 
 
+def clear_stale_world(tag, net):
+    """A world of an earlier run that was killed before its teardown
+    leaves its host end behind: a link with an address in net and a
+    route to net that wins over the new one (the servers then seem to
+    be down). Such a link of this tag is removed; one of anything else
+    is a clash, said at once rather than as every test's timeout."""
+    out = subprocess.run(["ip", "-j", "addr", "show"], capture_output=True,
+                         text=True, check=True).stdout
+    prefix = ipaddress.ip_network(net)
+    for link in json.loads(out):
+        for a in link.get("addr_info", []):
+            try:
+                inside = ipaddress.ip_address(a["local"]) in prefix
+            except ValueError:
+                continue
+            if not inside:
+                continue
+            if link["ifname"].startswith(tag[:4] + "h"):
+                subprocess.run(["ip", "link", "del", link["ifname"]],
+                               capture_output=True)
+            else:
+                raise AssertionError(
+                    f"the test world's network {net} is already on this "
+                    f"host: {link['ifname']} has {a['local']}")
+
+
+def check_route(host_if, addr):
+    """The host reaches addr through the world's link, not another."""
+    out = subprocess.run(["ip", "route", "get", addr], capture_output=True,
+                         text=True).stdout
+    assert f" dev {host_if} " in out, \
+        f"the host reaches the test world's {addr} elsewhere: {out}"
+
+
 def upstream_world(tag, host_addr, net, servers, names, sniff=False,
                    files=None):
     """Generator (for a fixture): the namespace <tag>-up-<pid>, the host's
@@ -106,6 +141,7 @@ def upstream_world(tag, host_addr, net, servers, names, sniff=False,
     procs = []
     try:
         ca, crt, key = make_certs(d, sorted(names))
+        clear_stale_world(tag, net)
         run("ip", "netns", "add", ns)
         run("ip", "link", "add", host_if, "type", "veth", "peer", "name",
             up_if, "netns", ns)
@@ -120,6 +156,8 @@ def upstream_world(tag, host_addr, net, servers, names, sniff=False,
                 up_if, *nodad)
         run("ip", "-n", ns, "link", "set", up_if, "up")
         run("ip", "-n", ns, "link", "set", "lo", "up")
+        for a in servers:
+            check_route(host_if, a)
         logs, sniffer = {}, None
         for a in servers:
             p = subprocess.Popen(
