@@ -1,6 +1,7 @@
 # Airlock build. `make` builds everything into build/; `make SAN=1` builds
 # the same with ASan+UBSan into build-san/ (what `make test` uses).
 #   make run | up | down | test | bench | bench-scale | deps | fuzz | lint | clean
+#   make tools: the helpers tests and benchmarks drive the libraries with
 
 CC      ?= cc
 SAN     ?= 0
@@ -18,11 +19,25 @@ CPPFLAGS += -Icore -I/usr/include/postgresql -I/usr/include/luajit-2.1
 CFLAGS  += $(CSTD) $(OPT) $(WARN) $(HARDEN) $(SANFLAGS) -D_GNU_SOURCE
 LDFLAGS += $(SANFLAGS) -pie -Wl,-z,relro,-z,now -Wl,--as-needed
 
-# sysfilter_gen.c is a build tool: its output, not itself, is in the library.
-# A family of modules with one consumer has a subfolder (core/vm/); its
-# headers are included by path from core/ ("vm/qmp.h").
-CORE_SRC := $(filter-out core/sysfilter_gen.c,$(wildcard core/*.c core/*/*.c))
-CORE_OBJ := $(CORE_SRC:%.c=$(B)/obj/%.o) $(B)/obj/gen/sysfilter_bpf.o
+# core/ is one folder per domain, each a library of its own
+# ($(B)/lib/libal-<folder>.a); code only the gateway uses is gateway/gw/
+# (libal-gw.a). Headers are included by path from core/ ("base/err.h",
+# "vm/qmp.h") or, for the gateway's, from gateway/ ("gw/http.h").
+# LIB_ORDER lists every library before the ones it uses (the folder graph
+# has no cycle: docs/architecture.md), which is the order a static link
+# wants; each program names the libraries it needs and is linked with
+# those, in that order. host/sysfilter_gen.c is a build tool: its output
+# (gen/sysfilter_bpf.c), not itself, is in libal-host.a.
+LIB_ORDER := sandbox template jail vm model cred net gw ca pool host \
+             policy proto base
+lib_src   = $(filter-out core/host/sysfilter_gen.c,$(wildcard \
+              $(if $(filter gw,$(1)),gateway/gw,core/$(1))/*.c))
+lib_obj   = $(patsubst %.c,$(B)/obj/%.o,$(call lib_src,$(1))) \
+            $(if $(filter host,$(1)),$(B)/obj/gen/sysfilter_bpf.o)
+LIB_FILE  = $(B)/lib/libal-$(1).a
+# The libraries of a program, in link order.
+libs_of   = $(foreach l,$(LIB_ORDER),$(if $(filter $(l),$(1)),$(call LIB_FILE,$(l))))
+# Everything in one archive, for the tests, fuzzers and benchmarks.
 LIBAL    := $(B)/libairlock.a
 CORE_LIBS := -lpq -ljson-c -lbtrfsutil -lcap -lcrypto -larchive -lluajit-5.1 \
              -lpthread -lmnl -lnftnl -lssl -levent_openssl -levent
@@ -33,23 +48,36 @@ CTL_OBJ  := $(patsubst %.c,$(B)/obj/%.o,$(wildcard controller/*.c))
 CLI_OBJ  := $(patsubst %.c,$(B)/obj/%.o,$(wildcard cli/*.c))
 BLD_OBJ  := $(patsubst %.c,$(B)/obj/%.o,$(wildcard builder/*.c))
 GW_OBJ   := $(patsubst %.c,$(B)/obj/%.o,$(wildcard gateway/*.c))
+
+# Each program's libraries (what its objects call, and what those call).
+FCGI_LIBS := sandbox template jail vm model cred net pool host policy \
+             proto base
+SHIM_LIBS := sandbox jail vm model cred net pool host policy proto base
+CTL_LIBS  := sandbox jail vm model cred net ca pool host policy proto base
+CLI_LIBS  := template model cred net pool host policy proto base
+BLD_LIBS  := template jail vm model cred net ca pool host policy proto base
+GW_LIBS   := gw cred net ca host policy proto base
 # The agent runs inside sandboxes: static, no sanitizers, only the codec
 # and error modules of core.
-AGENT_SRC := $(wildcard guest/*.c) core/agentproto.c core/err.c core/log.c \
-             core/hex.c core/jsonkey.c
+AGENT_SRC := $(wildcard guest/*.c) core/proto/agentproto.c core/base/err.c \
+             core/base/log.c core/base/hex.c core/base/jsonkey.c \
+             core/base/clock.c
 
 UNIT_SRC := $(wildcard tests/unit/test_*.c)
 UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(B)/tests/%)
 FUZZ_SRC := $(wildcard tests/fuzz/fuzz_*.c)
 
 PROGS := $(B)/airlock-fcgi $(B)/airlock-shim $(B)/airlock-controller \
-         $(B)/airlock $(B)/airlock-agent \
-         $(if $(BLD_OBJ),$(B)/airlock-builder) \
-         $(if $(GW_OBJ),$(B)/airlock-gateway) $(B)/netslot-tool \
-         $(B)/netslot-bench $(B)/egress-tool $(B)/cred-tool
+         $(B)/airlock $(B)/airlock-agent $(B)/airlock-builder \
+         $(B)/airlock-gateway
+# What the tests and benchmarks drive the libraries with (make tools).
+TOOLS := $(B)/netslot-tool $(B)/netslot-bench $(B)/egress-tool \
+         $(B)/cred-tool
 
-.PHONY: all deps run up down test unit integration bench bench-scale fuzz lint clean
+.PHONY: all tools deps run up down test unit integration bench bench-scale \
+        fuzz lint clean
 all: $(PROGS)
+tools: $(TOOLS) $(LIBAL)
 
 # The headers of the packages `make deps` installs, checked once per build
 # directory before anything compiles: a machine without them gets one line
@@ -71,43 +99,52 @@ $(DEPS_OK):
 	fi
 	@mkdir -p $(dir $@) && touch $@
 
-$(B)/obj/%.o: %.c $(wildcard */*.h core/*/*.h) | $(DEPS_OK)
+# -MMD: each object's header dependencies, read back below.
+$(B)/obj/%.o: %.c | $(DEPS_OK)
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
+	$(CC) $(CPPFLAGS) $(CFLAGS) -MMD -MP -c $< -o $@
+# The gateway's own modules, and what tests them, reach them as "gw/x.h".
+$(B)/obj/gateway/%.o: CPPFLAGS += -Igateway
+-include $(shell find $(B)/obj -name '*.d' 2>/dev/null)
 
 # The jails' seccomp programs, compiled by libseccomp when Airlock is built
-# (core/sysfilter_gen.c): a jail's start then costs no filter generation.
-$(B)/sysfilter-gen: core/sysfilter_gen.c | $(DEPS_OK)
+# (core/host/sysfilter_gen.c): a jail's start then costs no filter generation.
+$(B)/sysfilter-gen: core/host/sysfilter_gen.c | $(DEPS_OK)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CSTD) $(OPT) $(WARN) -D_GNU_SOURCE -o $@ $< \
 	  -lseccomp
 $(B)/gen/sysfilter_bpf.c: $(B)/sysfilter-gen
 	@mkdir -p $(dir $@)
 	$< >$@.tmp && mv $@.tmp $@
-$(B)/obj/gen/sysfilter_bpf.o: $(B)/gen/sysfilter_bpf.c core/sysfilter_internal.h
+$(B)/obj/gen/sysfilter_bpf.o: $(B)/gen/sysfilter_bpf.c core/host/sysfilter_internal.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
 
-$(LIBAL): $(CORE_OBJ)
+$(foreach l,$(LIB_ORDER),$(eval $(call LIB_FILE,$(l)): $(call lib_obj,$(l))))
+$(B)/lib/%.a:
+	@mkdir -p $(dir $@)
+	@rm -f $@
+	ar rcs $@ $^
+$(LIBAL): $(foreach l,$(LIB_ORDER),$(call lib_obj,$(l)))
 	@rm -f $@
 	ar rcs $@ $^
 
-$(B)/airlock-fcgi: $(FCGI_OBJ) $(LIBAL)
+$(B)/airlock-fcgi: $(FCGI_OBJ) $(call libs_of,$(FCGI_LIBS))
 	$(CC) $(LDFLAGS) -o $@ $^ -lfcgi $(CORE_LIBS)
-$(B)/airlock-shim: $(SHIM_OBJ) $(LIBAL)
+$(B)/airlock-shim: $(SHIM_OBJ) $(call libs_of,$(SHIM_LIBS))
 	$(CC) $(LDFLAGS) -o $@ $^ $(CORE_LIBS)
-$(B)/airlock-controller: $(CTL_OBJ) $(LIBAL)
+$(B)/airlock-controller: $(CTL_OBJ) $(call libs_of,$(CTL_LIBS))
 	$(CC) $(LDFLAGS) -o $@ $^ $(CORE_LIBS)
-$(B)/airlock-builder: $(BLD_OBJ) $(LIBAL)
+$(B)/airlock-builder: $(BLD_OBJ) $(call libs_of,$(BLD_LIBS))
 	$(CC) $(LDFLAGS) -o $@ $^ $(CORE_LIBS)
-$(B)/airlock-gateway: $(GW_OBJ) $(LIBAL)
+$(B)/airlock-gateway: $(GW_OBJ) $(call libs_of,$(GW_LIBS))
 	$(CC) $(LDFLAGS) -o $@ $^ $(CORE_LIBS)
 # Its gateway command plays the controller's mint service too
 # (tests/integration/gwhost.c, which bench/gwrun.c builds from as well).
 $(B)/netslot-tool: tests/integration/netslot_tool.c \
                    tests/integration/gwhost.c tests/integration/gwhost.h \
                    $(B)/obj/controller/mint.o $(LIBAL)
-	$(CC) $(CPPFLAGS) -Icontroller $(CFLAGS) $(LDFLAGS) -o $@ \
+	$(CC) $(CPPFLAGS) -Icontroller -Igateway $(CFLAGS) $(LDFLAGS) -o $@ \
 	  $(filter-out %.h,$^) $(CORE_LIBS)
 $(B)/egress-tool: tests/integration/egress_tool.c $(LIBAL)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(CORE_LIBS)
@@ -115,11 +152,12 @@ $(B)/cred-tool: tests/integration/cred_tool.c $(LIBAL)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(CORE_LIBS)
 $(B)/netslot-bench: bench/netslot.c $(LIBAL)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(CORE_LIBS)
-$(B)/airlock: $(CLI_OBJ) $(LIBAL)
+$(B)/airlock: $(CLI_OBJ) $(call libs_of,$(CLI_LIBS))
 	$(CC) $(LDFLAGS) -o $@ $^ -lcurl $(CORE_LIBS)
 
-$(B)/airlock-agent: $(AGENT_SRC) guest/nic.h core/agentproto.h core/err.h \
-                   core/log.h core/hex.h core/jsonkey.h | $(DEPS_OK)
+$(B)/airlock-agent: $(AGENT_SRC) guest/nic.h core/proto/agentproto.h \
+                   core/base/err.h core/base/log.h core/base/hex.h \
+                   core/base/jsonkey.h core/base/clock.h | $(DEPS_OK)
 	@mkdir -p $(dir $@)
 	$(CC) $(CSTD) -O2 -g $(WARN) -fstack-protector-strong \
 	  -D_FORTIFY_SOURCE=2 -D_GNU_SOURCE -Icore -static -o $@ \
@@ -127,7 +165,8 @@ $(B)/airlock-agent: $(AGENT_SRC) guest/nic.h core/agentproto.h core/err.h \
 
 $(B)/tests/%: tests/unit/%.c $(LIBAL)
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(CFLAGS) -Itests/unit $(LDFLAGS) -o $@ $< $(LIBAL) \
+	$(CC) $(CPPFLAGS) -Igateway $(CFLAGS) -Itests/unit $(LDFLAGS) -o $@ $< \
+	  $(LIBAL) \
 	  -lcmocka $(CORE_LIBS)
 
 # The guest kernel of the vm driver comes with the other dependencies;
@@ -157,12 +196,12 @@ test:
 # beside the same slot made by hand with ip and nft, then the egress
 # gateway beside direct connections and squid.
 bench:
-	@scripts/deps.sh && $(MAKE) -s all && bench/run.sh && bench/build.sh && \
+	@scripts/deps.sh && $(MAKE) -s all tools && bench/run.sh && bench/build.sh && \
 	  $(B)/netslot-bench && AIRLOCK_BUILD=$(B) bench/gateway.sh
 
 # Issue 9's rows that hold many sandboxes at once (minutes).
 bench-scale:
-	@scripts/deps.sh && $(MAKE) -s all && bench/scale.sh
+	@scripts/deps.sh && $(MAKE) -s all tools && bench/scale.sh
 
 fuzz:
 	@scripts/fuzz.sh $(FUZZ_SRC)

@@ -28,7 +28,7 @@ done
 STATE=$(mktemp -d /tmp/airlock-bench-build-XXXXXX)
 export AIRLOCK_STATE=$STATE AIRLOCK_BUILD=$BUILD AIRLOCK_LIBEXEC=$BUILD
 export AIRLOCK_DB="host=$STATE/run/pg dbname=airlock user=airlock"
-export AIRLOCK_SQL_DIR=$REPO/core/sql
+export AIRLOCK_SQL_DIR=$REPO/core/model/sql
 export AIRLOCK_POOL_SIZE=${AIRLOCK_POOL_SIZE:-16G}
 POOL=$STATE/pool
 SBX=$POOL/bench-sandboxes

@@ -1,4 +1,4 @@
-/* Response masking speed: core/gw/credmask (the gateway's masker of a
+/* Response masking speed: gateway/gw/credmask (the gateway's masker of a
  * credential's value in every encoding) over bodies of four kinds,
  * beside a peer, the same bytes copied through the same 16 KiB pieces
  * (what an unmasked body costs at least). Kinds: random bytes (a

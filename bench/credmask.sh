@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Response masking speed (bench/credmask.c): core/gw/credmask over four
+# Response masking speed (bench/credmask.c): gateway/gw/credmask over four
 # kinds of body beside a copy of the same pieces; MB/s and ratio. No
 # stack needed.
 #

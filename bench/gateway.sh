@@ -416,7 +416,7 @@ gateway_leg() {
 	local libs="-lpq -ljson-c -lbtrfsutil -lcap -lcrypto -larchive"
 	libs="$libs -lluajit-5.1 -lpthread -lmnl -lnftnl -lssl -levent_openssl -levent"
 	# shellcheck disable=SC2086
-	if ! cc -std=gnu17 -O2 -g -Wall -Wextra -Werror -D_GNU_SOURCE -Icore \
+	if ! cc -std=gnu17 -O2 -g -Wall -Wextra -Werror -D_GNU_SOURCE -Icore -Igateway \
 		-Icontroller -Itests/integration -I/usr/include/luajit-2.1 \
 		-o "$WORK/bin/gwrun" bench/gwrun.c tests/integration/gwhost.c \
 		controller/mint.c "$BUILD/libairlock.a" $libs \

@@ -28,8 +28,8 @@
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 
-#include "gw/ca.h"
-#include "gw/mint.h"
+#include "ca/ca.h"
+#include "ca/mint.h"
 #include "gw/tls.h"
 #include "mint.h"
 #include "tlssess.h"

@@ -23,6 +23,6 @@ bench_cc() {
 	shift
 	mkdir -p "$BUILD/bench"
 	# shellcheck disable=SC2086
-	cc -std=gnu17 -O2 -g -Wall -Wextra -Werror -D_GNU_SOURCE $SAN -Icore \
+	cc -std=gnu17 -O2 -g -Wall -Wextra -Werror -D_GNU_SOURCE $SAN -Icore -Igateway \
 		-o "$BUILD/bench/$name" "$@"
 }

@@ -14,7 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "policy.h"
+#include "policy/policy.h"
 
 #define GOAL_US 5.0
 

@@ -23,7 +23,7 @@
 
 #include <linux/btrfs.h>
 
-#include "store.h"
+#include "pool/store.h"
 
 /* The mode is the bench's choice; al_store_quota_enable picks simple
  * where the kernel has it. */

@@ -25,7 +25,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-cc -std=gnu17 -O2 -g -Wall -Wextra -Werror -D_GNU_SOURCE $SAN -I"$REPO/core" \
+cc -std=gnu17 -O2 -g -Wall -Wextra -Werror -D_GNU_SOURCE $SAN -I"$REPO/core" -I"$REPO/gateway" \
 	-o "$TMP/snapshot" "$REPO/bench/snapshot.c" "$BUILD/libairlock.a" \
 	-lbtrfsutil -lpq -ljson-c -lseccomp -lcap -lcrypto -larchive -lpthread
 

@@ -28,11 +28,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "agentproto.h"
-#include "cleanup.h"
-#include "context.h"
-#include "log.h"
-#include "store.h"
+#include "base/cleanup.h"
+#include "base/log.h"
+#include "base/rmtree.h"
+#include "pool/store.h"
+#include "proto/agentproto.h"
+#include "template/context.h"
 
 #define DEBOOTSTRAP "/usr/sbin/debootstrap"
 #define DEBOOTSTRAP_TIMEOUT_MS (60ll * 60 * 1000)
@@ -364,7 +365,7 @@ static int from_debian(bld *b, al_err *err)
 	 * /dev (the jail's tmpfs, the VM's devtmpfs). */
 	char dev[AL_PATH_MAX + 200];
 	snprintf(dev, sizeof dev, "%s/dev", tmp);
-	if (al_context_rmtree(dev, err) < 0)
+	if (al_rmtree(dev, err) < 0)
 		return -1;
 	if (mkdir(dev, 0755) < 0)
 		return al_err_sys(err, AL_ESYS, errno, "mkdir %s", dev);

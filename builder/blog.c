@@ -13,8 +13,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "json.h"
-#include "log.h"
+#include "base/json.h"
+#include "base/log.h"
 
 /* What the commands of one build may put into log.jsonl: it lives on the
  * host's disk and the commands are the template author's. */

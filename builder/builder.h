@@ -23,13 +23,13 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "airlockfile.h"
-#include "config.h"
-#include "db.h"
-#include "err.h"
+#include "base/config.h"
+#include "base/err.h"
+#include "host/uidrange.h"
+#include "model/db.h"
+#include "model/template.h"
 #include "net/pool.h"
-#include "template.h"
-#include "uidrange.h"
+#include "template/airlockfile.h"
 
 #define BLD_MAX_TMP 8
 

@@ -13,9 +13,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "agentproto.h"
-#include "log.h"
-#include "store.h"
+#include "base/log.h"
+#include "pool/store.h"
+#include "proto/agentproto.h"
 #include "vm/probe.h"
 #include "vm/snapshot.h"
 #include "vm/tmplcache.h"

@@ -18,9 +18,10 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "cleanup.h"
-#include "context.h"
-#include "log.h"
+#include "base/cleanup.h"
+#include "base/log.h"
+#include "base/rmtree.h"
+#include "template/context.h"
 
 #define RESOLVE_FLAGS                                                          \
 	(RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV)
@@ -232,7 +233,7 @@ int fsroot_remove_top(const char *root, const char *name, al_err *err)
 	}
 	char path[AL_PATH_MAX + 300];
 	snprintf(path, sizeof path, "%s/%s", root, name);
-	return al_context_rmtree(path, err);
+	return al_rmtree(path, err);
 }
 
 /* Read all of fd (a regular file of at most max bytes); name for errors. */

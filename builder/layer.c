@@ -12,8 +12,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "log.h"
-#include "store.h"
+#include "base/log.h"
+#include "pool/store.h"
 
 int bld_layer_path(const bld *b, const char *key, char *out, size_t outlen,
 		   al_err *err)

@@ -1,4 +1,4 @@
-/* The build log's streams, carried by nginx (core/buildlog.h).
+/* The build log's streams, carried by nginx (core/template/buildlog.h).
  *
  * The builder starts this at once as its own process
  * ("airlock-builder --log-stream ID BUILDER_PID", the listening socket
@@ -20,11 +20,11 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "base/log.h"
 #include "builder.h"
-#include "buildlog.h"
-#include "log.h"
-#include "sse.h"
-#include "streamhttp.h"
+#include "proto/sse.h"
+#include "proto/streamhttp.h"
+#include "template/buildlog.h"
 
 #define LS_STREAMS_MAX 256
 #define LS_PENDING_MAX 16
@@ -69,7 +69,7 @@ typedef struct ls {
 static void stream_close(const ls *l, ls_stream *st)
 {
 	/* Its lease is over: the next stream start of the project may
-	 * drop it (core/buildlog.h). */
+	 * drop it (core/template/buildlog.h). */
 	if (st->lease[0] != '\0')
 		al_buildlog_lease_end(l->dir, st->lease);
 	if (st->fd >= 0)

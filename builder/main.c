@@ -5,7 +5,7 @@
  * it) and publishes it as the template's next version. Started detached
  * by the API (stderr to state/log/builder.log), or in the foreground by
  * scripts/build-template.sh. Progress and command output go to
- * state/builds/<ID>/log.jsonl (format: core/template.h), the outcome to
+ * state/builds/<ID>/log.jsonl (format: core/model/template.h), the outcome to
  * the row.
  *
  * Environment: AIRLOCK_STATE, AIRLOCK_DB, AIRLOCK_LIBEXEC (the agent),
@@ -26,11 +26,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "agentproto.h"
-#include "cleanup.h"
-#include "context.h"
-#include "log.h"
-#include "store.h"
+#include "base/cleanup.h"
+#include "base/log.h"
+#include "base/rmtree.h"
+#include "pool/store.h"
+#include "proto/agentproto.h"
+#include "template/context.h"
 
 #define AGENT_MAX (64u << 20)
 
@@ -71,7 +72,7 @@ static int load_inputs(bld *b, int *line, al_err *err)
 		return -1;
 
 	/* A fresh context directory: a retried build starts clean. */
-	if (al_context_rmtree(b->ctxdir, err) < 0)
+	if (al_rmtree(b->ctxdir, err) < 0)
 		return -1;
 	if (mkdir(b->ctxdir, 0700) < 0)
 		return al_err_sys(err, AL_ESYS, errno, "mkdir %s", b->ctxdir);
@@ -306,7 +307,7 @@ out:
 	bld_net_down(&b);
 	bld_tmp_cleanup(&b);
 	if (b.ctxdir[0] != '\0')
-		al_context_rmtree(b.ctxdir, NULL);
+		al_rmtree(b.ctxdir, NULL);
 	if (b.logfd >= 0)
 		close(b.logfd);
 	if (b.af != NULL)

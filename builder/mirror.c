@@ -11,7 +11,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "cleanup.h"
+#include "base/cleanup.h"
 
 #define SOURCES_MAX (1u << 20)
 

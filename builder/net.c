@@ -23,13 +23,13 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "agentproto.h"
-#include "cgroup.h"
-#include "egress.h"
-#include "egress_log.h"
-#include "log.h"
+#include "base/log.h"
+#include "host/cgroup.h"
+#include "model/egress_log.h"
+#include "net/egress.h"
 #include "net/gwlaunch.h"
-#include "netspec.h"
+#include "net/netspec.h"
+#include "proto/agentproto.h"
 
 #define NET_ACK_MS 5000
 #define NET_REGISTRIES_MAX 8
@@ -368,7 +368,7 @@ void bld_net_explain(bld *b, uint64_t before)
 	for (size_t i = 0; i < len && shown < want && shown < NET_EXPLAIN_MAX;
 	     i++) {
 		json_object *e = json_object_array_get_idx(arr, i), *allow, *d;
-		/* A count of decisions not logged (core/egress.h) is no
+		/* A count of decisions not logged (core/net/egress.h) is no
 		 * denial of its own. */
 		if (json_object_object_get_ex(e, "dropped", &d))
 			unlogged += (uint64_t)json_object_get_int64(d);

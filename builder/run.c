@@ -15,10 +15,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "agentproto.h"
-#include "cleanup.h"
+#include "base/cleanup.h"
+#include "base/log.h"
 #include "driver.h"
-#include "log.h"
+#include "proto/agentproto.h"
 
 #define BUILD_AGENT_DIR ".airlock-build"
 #define BUILD_AGENT "/" BUILD_AGENT_DIR "/agent"

@@ -23,7 +23,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "gw/ca.h"
+#include "ca/ca.h"
 
 #define BUNDLE_MAX (8u << 20)
 

@@ -20,8 +20,8 @@
 #include <json-c/json.h>
 #include <openssl/evp.h>
 
-#include "context.h"
 #include "sse.h"
+#include "template/context.h"
 
 typedef struct follow {
 	sse_parser p;

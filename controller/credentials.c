@@ -3,10 +3,10 @@
 
 #include <unistd.h>
 
-#include "audit.h"
-#include "credcrypt.h"
-#include "credential.h"
-#include "log.h"
+#include "base/log.h"
+#include "cred/credcrypt.h"
+#include "model/audit.h"
+#include "model/credential.h"
 
 #define RESEAL_BATCH 100
 /* Between re-sealing and removing a key: a fcgi request that loaded

@@ -3,8 +3,8 @@
 #ifndef AL_CTL_CREDENTIALS_H
 #define AL_CTL_CREDENTIALS_H
 
-#include "config.h"
-#include "db.h"
+#include "base/config.h"
+#include "model/db.h"
 
 /* Make <state>/keys/master-1.key if there is no master key yet. */
 int ctl_master_key_ensure(const al_config *cfg);

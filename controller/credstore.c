@@ -5,8 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "audit.h"
-#include "credential.h"
+#include "model/audit.h"
+#include "model/credential.h"
 
 static int effective(void *arg, const char *sandbox, al_credsvc_sandbox *sb,
 		     al_cred_set *out, al_err *err)

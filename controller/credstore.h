@@ -4,10 +4,10 @@
 #ifndef AL_CONTROLLER_CREDSTORE_H
 #define AL_CONTROLLER_CREDSTORE_H
 
-#include "config.h"
-#include "credcrypt.h"
+#include "base/config.h"
+#include "cred/credcrypt.h"
 #include "credsvc.h"
-#include "db.h"
+#include "model/db.h"
 
 typedef struct ctl_credstore {
 	al_db *db;

@@ -17,10 +17,10 @@
 
 #include <openssl/crypto.h>
 
-#include "agentproto.h"
-#include "config.h"
-#include "log.h"
-#include "ratebucket.h"
+#include "base/config.h"
+#include "base/log.h"
+#include "base/ratebucket.h"
+#include "proto/agentproto.h"
 
 #define LOG_EVERY_MS 60000
 

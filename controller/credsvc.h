@@ -1,6 +1,6 @@
 /* credsvc: the controller's credential service on <state>/run/cred.sock
  * (one thread, one poll loop), the host end of the credential channel
- * (messages in core/credproto.h).
+ * (messages in core/cred/credproto.h).
  *
  * - A shim (root peers only) connects before it starts a sandbox's
  *   gateway and says CRED_HELLO {"sandbox":id}: the connection is that
@@ -32,8 +32,8 @@
 
 #include <stdint.h>
 
-#include "credproto.h"
-#include "err.h"
+#include "base/err.h"
+#include "cred/credproto.h"
 
 #define AL_CREDSVC_SOCK "run/cred.sock" /* under the state dir */
 #define AL_CREDSVC_CONNS 4096

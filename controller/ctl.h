@@ -5,8 +5,8 @@
 
 #include <signal.h>
 
-#include "config.h"
-#include "db.h"
+#include "base/config.h"
+#include "model/db.h"
 #include "net/pool.h"
 
 typedef struct ctl {

@@ -4,11 +4,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "egress.h"
-#include "egress_log.h"
-#include "log.h"
-#include "sandbox.h"
-#include "template.h"
+#include "base/log.h"
+#include "model/egress_log.h"
+#include "model/sandbox.h"
+#include "model/template.h"
+#include "net/egress.h"
 
 /* Records per INSERT (whole files: one file adds at most 256). */
 #define INGEST_BATCH 4096

@@ -1,12 +1,12 @@
 /* The controller's part of the egress log: the gateways' decision files
- * (core/egress.h) into PostgreSQL (core/egress_log.h), and retention. */
+ * (core/net/egress.h) into PostgreSQL (core/model/egress_log.h), and retention. */
 #ifndef AL_CTL_EGRESS_INGEST_H
 #define AL_CTL_EGRESS_INGEST_H
 
 #include <stdbool.h>
 
-#include "config.h"
-#include "db.h"
+#include "base/config.h"
+#include "model/db.h"
 
 /* Record what waits in run/egress, a batch of whole files per statement,
  * and unlink each file once its batch is in. With tidy, also remove the

@@ -3,10 +3,10 @@
 
 #include <stdlib.h>
 
-#include "log.h"
-#include "reap.h"
-#include "sandbox.h"
-#include "shimctl.h"
+#include "base/log.h"
+#include "model/sandbox.h"
+#include "sandbox/reap.h"
+#include "sandbox/shimctl.h"
 
 void ctl_expire(ctl *c)
 {

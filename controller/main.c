@@ -9,7 +9,7 @@
  *         (3 s deadline, else TCG), remember the answer, and build the
  *         VM artefacts (disk image + base snapshot) of every template
  *         that has none or stale ones; create the host CA
- *         (STATE/keys/ca.{key,crt}, core/gw/ca.h) if there is none, before
+ *         (STATE/keys/ca.{key,crt}, core/ca/ca.h) if there is none, before
  *         any template is built. A vm failure never fails --init:
  *         it is logged and recorded as the reason the vm driver is
  *         unavailable (the ns driver does not need any of it). Exit.
@@ -19,7 +19,7 @@
  *         credential uses any more, exit (controller/credentials.h).
  * default: run the time-based rules until SIGTERM, each in its own file
  * (this one holds --init and the loop):
- *   - the shims' spooled transitions (core/spool.h: a sandbox ended) are
+ *   - the shims' spooled transitions (core/sandbox/spool.h: a sandbox ended) are
  *     recorded in batches, one transaction each, as they appear (inotify)
  *     and on every tick; a file goes only once its batch committed
  *     (controller/spool_drain.h);
@@ -33,16 +33,16 @@
  *     fail; dead standbys are released; rootfs snapshots with no live
  *     sandbox or standby are deleted. Nothing leaks across a crash of
  *     any program (controller/reconcile.h);
- *   - the gateways' egress decisions (core/egress.h: run/egress/) are
+ *   - the gateways' egress decisions (core/net/egress.h: run/egress/) are
  *     recorded in batches every tick and their files unlinked; rows
  *     older than AIRLOCK_EGRESS_RETENTION_DAYS are deleted;
  *   - warm pool, every tick: AIRLOCK_WARM_POOL ns standbys and (while
  *     the vm driver is usable and the template has its VM snapshot)
  *     AIRLOCK_WARM_POOL_VM vm standbys per template at the least are kept
  *     ready, so that a create claims one instead of starting cold; up to
- *     the _MAX variables while creates come (core/warmpool.h); retired
+ *     the _MAX variables while creates come (core/sandbox/warmpool.h); retired
  *     standbys (a template rebuilt or deleted, a pool shrunk:
- *     core/standby.h) are ended (controller/refill.h);
+ *     core/sandbox/standby.h) are ended (controller/refill.h);
  *   - network slots (core/net/pool.h): enough ready of each kind for
  *     the creates and standby starts to come, sized like the warm pool
  *     from the create rate, prepared here off every create's path;
@@ -65,30 +65,30 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "agentproto.h"
-#include "auth.h"
-#include "config.h"
+#include "base/config.h"
+#include "base/log.h"
+#include "ca/ca.h"
 #include "credentials.h"
 #include "credstore.h"
 #include "credsvc.h"
 #include "ctl.h"
-#include "db.h"
 #include "egress_ingest.h"
 #include "expiry.h"
-#include "gw/ca.h"
-#include "log.h"
 #include "mint.h"
+#include "model/auth.h"
+#include "model/db.h"
+#include "model/template.h"
 #include "net/pool.h"
 #include "policywatch.h"
-#include "poolcap.h"
+#include "pool/poolcap.h"
+#include "pool/store.h"
 #include "poolcaps.h"
+#include "proto/agentproto.h"
 #include "reconcile.h"
 #include "refill.h"
+#include "sandbox/spool.h"
 #include "spares.h"
-#include "spool.h"
 #include "spool_drain.h"
-#include "store.h"
-#include "template.h"
 #include "vm/mem.h"
 #include "vm/probe.h"
 #include "vm/snapshot.h"
@@ -372,11 +372,11 @@ int main(int argc, char **argv)
 			al_warn("credential service: %s", err.msg);
 	}
 
-	/* The policies' status GET /v1/info shows (core/policypub.h). */
+	/* The policies' status GET /v1/info shows (core/policy/policypub.h). */
 	if (!once)
 		policywatch_start(&cfg);
 
-	/* Snapshots made ahead for the starts of a burst (core/spare.h). */
+	/* Snapshots made ahead for the starts of a burst (core/sandbox/spare.h). */
 	if (!once) {
 		char ready[AL_PATH_MAX + 32];
 		snprintf(ready, sizeof ready, "%s/controller.ready",

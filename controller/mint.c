@@ -16,13 +16,13 @@
 
 #include <openssl/sha.h>
 
-#include "agentproto.h"
-#include "config.h"
-#include "gw/leafcache.h"
-#include "gw/mint.h"
-#include "log.h"
-#include "ratebucket.h"
-#include "uidrange.h"
+#include "base/config.h"
+#include "base/log.h"
+#include "base/ratebucket.h"
+#include "ca/leafcache.h"
+#include "ca/mint.h"
+#include "host/uidrange.h"
+#include "proto/agentproto.h"
 
 /* Bucket index of a peer: its gateway slot, ROOT_SLOT for root, and
  * DENIED_SLOT shared by every other uid (read, then refused: so that

@@ -14,8 +14,8 @@
 #ifndef AL_CONTROLLER_MINT_H
 #define AL_CONTROLLER_MINT_H
 
-#include "err.h"
-#include "gw/ca.h"
+#include "base/err.h"
+#include "ca/ca.h"
 
 #define AL_MINTD_BURST 256
 #define AL_MINTD_RATE 32

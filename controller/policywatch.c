@@ -10,9 +10,9 @@
 #include <sys/inotify.h>
 #include <unistd.h>
 
-#include "log.h"
-#include "policy.h"
-#include "policypub.h"
+#include "base/log.h"
+#include "policy/policy.h"
+#include "policy/policypub.h"
 
 /* A look at the files at least this often, watch or not. */
 #define POLICYWATCH_TICK_MS 1000

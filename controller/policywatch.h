@@ -2,11 +2,11 @@
  * (core/policy) from the policies directory, reloads them when a file
  * changes (inotify on the directory, and a look every second for what a
  * watch misses) and publishes their status for the API on each (re)load
- * (core/policypub.h). */
+ * (core/policy/policypub.h). */
 #ifndef AL_CONTROLLER_POLICYWATCH_H
 #define AL_CONTROLLER_POLICYWATCH_H
 
-#include "config.h"
+#include "base/config.h"
 
 /* Load and publish once, then start the thread. cfg must outlive it. */
 int policywatch_start(const al_config *cfg);

@@ -1,9 +1,9 @@
 /* poolcaps: see poolcaps.h. */
 #include "poolcaps.h"
 
-#include "log.h"
-#include "poolcap.h"
-#include "project.h"
+#include "base/log.h"
+#include "model/project.h"
+#include "pool/poolcap.h"
 
 typedef struct {
 	const al_config *cfg;

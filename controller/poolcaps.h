@@ -1,11 +1,11 @@
-/* The controller's part of the pool caps (core/poolcap.h): the cap of all
+/* The controller's part of the pool caps (core/pool/poolcap.h): the cap of all
  * sandboxes follows the pool as templates and builds take or free space,
  * and each project's group follows its quota and that cap. */
 #ifndef AL_CTL_POOLCAPS_H
 #define AL_CTL_POOLCAPS_H
 
-#include "config.h"
-#include "db.h"
+#include "base/config.h"
+#include "model/db.h"
 
 /* Set the cap of all sandboxes from the pool as it is now; with db, also
  * every existing project group's from its project's quota. Failures are

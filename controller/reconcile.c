@@ -10,16 +10,16 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "airlockfile.h"
-#include "cgroup.h"
-#include "log.h"
-#include "reap.h"
-#include "sandbox.h"
-#include "shimctl.h"
-#include "spool.h"
+#include "base/log.h"
+#include "host/cgroup.h"
+#include "model/sandbox.h"
+#include "model/template.h"
+#include "sandbox/reap.h"
+#include "sandbox/shimctl.h"
+#include "sandbox/spool.h"
+#include "sandbox/standby.h"
 #include "spool_drain.h"
-#include "standby.h"
-#include "template.h"
+#include "template/airlockfile.h"
 
 /* A sandbox may sit in "creating" this long before a missing shim counts
  * as a failed start rather than one in progress. */

@@ -7,7 +7,7 @@
  *     starter died before recording it: it is destroyed (its client
  *     never got it);
  *   - a build whose builder died is marked failed;
- *   - a standby whose shim died is released (core/standby.h);
+ *   - a standby whose shim died is released (core/sandbox/standby.h);
  *   - a rootfs snapshot with no live sandbox or standby is deleted;
  *   - the network slots of shims that died are removed. */
 #ifndef AL_CTL_RECONCILE_H

@@ -7,16 +7,16 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "log.h"
-#include "sandbox.h"
-#include "shimctl.h"
+#include "base/log.h"
+#include "model/sandbox.h"
+#include "model/template.h"
+#include "pool/store.h"
+#include "sandbox/shimctl.h"
+#include "sandbox/standby.h"
+#include "sandbox/warmpool.h"
 #include "spares.h"
-#include "standby.h"
-#include "store.h"
-#include "template.h"
 #include "vm/probe.h"
 #include "vm/snapshot.h"
-#include "warmpool.h"
 
 /* (template, driver) pairs whose standby failed to start recently, so
  * a broken template is retried every POOL_BACKOFF_S rather than every

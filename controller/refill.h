@@ -1,6 +1,6 @@
 /* refill: what the controller keeps ready ahead of the creates, sized
- * from their rate (core/warmpool.h):
- *   - warm pool standbys (core/standby.h): AIRLOCK_WARM_POOL ns standbys
+ * from their rate (core/sandbox/warmpool.h):
+ *   - warm pool standbys (core/sandbox/standby.h): AIRLOCK_WARM_POOL ns standbys
  *     and (while the vm driver is usable and the template has its VM
  *     snapshot) AIRLOCK_WARM_POOL_VM vm standbys per template at the
  *     least, up to the _MAX variables while creates come, or the

@@ -7,11 +7,11 @@
 #include <sys/stat.h>
 #include <time.h>
 
-#include "agentproto.h"
-#include "log.h"
-#include "spare.h"
-#include "store.h"
-#include "template.h"
+#include "base/log.h"
+#include "model/template.h"
+#include "pool/store.h"
+#include "proto/agentproto.h"
+#include "sandbox/spare.h"
 
 #define SPARES_TEMPLATES 64
 #define SPARES_TICK_MS 100

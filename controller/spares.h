@@ -1,5 +1,5 @@
 /* spares: the controller's thread that keeps spare template snapshots
- * (core/spare.h) ready, off its main loop: a snapshot waits for a btrfs
+ * (core/sandbox/spare.h) ready, off its main loop: a snapshot waits for a btrfs
  * transaction commit (tens to hundreds of ms under load), which would
  * hold back the spool and the warm pool. The main loop tells it which
  * template versions exist and how many creates each had lately. */
@@ -8,7 +8,7 @@
 
 #include <stdint.h>
 
-#include "config.h"
+#include "base/config.h"
 
 /* Spares kept per template version: recent creates of the window
  * (every driver), at least MIN, at most MAX. MIN is one burst of the

@@ -1,9 +1,9 @@
 /* spool_drain: see spool_drain.h. */
 #include "spool_drain.h"
 
-#include "log.h"
-#include "sandbox.h"
-#include "spool.h"
+#include "base/log.h"
+#include "model/sandbox.h"
+#include "sandbox/spool.h"
 
 /* Spooled events recorded in one transaction. */
 #define SPOOL_BATCH 256

@@ -1,4 +1,4 @@
-/* spool_drain: the shims' spooled transitions (core/spool.h: a sandbox
+/* spool_drain: the shims' spooled transitions (core/sandbox/spool.h: a sandbox
  * ended) recorded in PostgreSQL, a batch per transaction; a file goes
  * only once its batch committed. */
 #ifndef AL_CTL_SPOOL_DRAIN_H

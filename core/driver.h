@@ -12,8 +12,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "config.h"
-#include "err.h"
+#include "base/config.h"
+#include "base/err.h"
 
 struct al_netslot;
 
@@ -23,7 +23,7 @@ typedef struct al_limits {
 	uint32_t cpu_shares;   /* relative weight, 1024 = one normal share */
 	uint32_t cpu_millis;   /* CPU cap in thousandths of a CPU; 0 = none */
 	uint64_t disk_bytes;   /* new data on the pool (qgroup); 0 = none */
-	/* The project's group on the pool and its cap (core/poolcap.h);
+	/* The project's group on the pool and its cap (core/pool/poolcap.h);
 	 * set by a create, 0 in a standby's. */
 	int64_t pool_group;
 	uint64_t pool_group_bytes;

@@ -8,7 +8,7 @@
 #include <time.h>
 
 #include "api_credentials.h"
-#include "audit.h"
+#include "model/audit.h"
 
 /* Unix seconds, or RFC 3339 in UTC ("2026-12-01T18:00:00[.123]Z"), to
  * unix µs; -1 for anything else. */

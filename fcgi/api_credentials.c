@@ -1,6 +1,6 @@
 /* The credential routes (see api_credentials.h). Values arrive in
  * bodies only, are sealed at once and never answered, logged or
- * audited: every answer is a view (core/credential.h). */
+ * audited: every answer is a view (core/model/credential.h). */
 #include "api_credentials.h"
 
 #include <stdlib.h>
@@ -8,12 +8,12 @@
 
 #include <openssl/crypto.h>
 
-#include "audit.h"
-#include "credclient.h"
-#include "credcrypt.h"
-#include "credential.h"
-#include "log.h"
-#include "project.h"
+#include "base/log.h"
+#include "cred/credclient.h"
+#include "cred/credcrypt.h"
+#include "model/audit.h"
+#include "model/credential.h"
+#include "model/project.h"
 
 /* Whose credentials r acts on: its key's project, or for an admin the
  * ?project= it names. */
@@ -53,7 +53,7 @@ static void audit(al_req *r, const char *action, const char *project,
 
 /* A change committed: the controller pushes the new sets to the
  * affected gateways and says when they have them, so the next request
- * sees it. Bounded (core/credclient.h); the answer stands either way. */
+ * sees it. Bounded (core/cred/credclient.h); the answer stands either way. */
 static void push(const al_req *r, const char *project)
 {
 	al_err err;

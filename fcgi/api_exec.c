@@ -9,11 +9,11 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "agentproto.h"
+#include "base/json.h"
+#include "base/log.h"
 #include "http.h"
-#include "json.h"
-#include "log.h"
-#include "sandbox_req.h"
+#include "proto/agentproto.h"
+#include "sandbox/sandbox_req.h"
 #include "streams.h"
 #include "upstream.h"
 

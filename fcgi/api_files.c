@@ -9,11 +9,11 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "agentproto.h"
+#include "base/json.h"
+#include "base/log.h"
+#include "base/path.h"
 #include "http.h"
-#include "json.h"
-#include "log.h"
-#include "path.h"
+#include "proto/agentproto.h"
 #include "upstream.h"
 
 #define FILE_CHUNK (256u << 10)

@@ -3,9 +3,9 @@
  * read too, so both always agree). */
 #include "driver.h"
 #include "http.h"
-#include "policypub.h"
+#include "policy/policypub.h"
 
-/* The controller's view, one for every worker (core/policypub.h). */
+/* The controller's view, one for every worker (core/policy/policypub.h). */
 static json_object *policies_status(const al_config *cfg)
 {
 	al_err err = {0};

@@ -9,14 +9,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "agentproto.h"
-#include "egress_log.h"
+#include "base/json.h"
+#include "base/log.h"
 #include "http.h"
-#include "json.h"
-#include "log.h"
-#include "netspec.h"
-#include "sandbox.h"
-#include "template.h"
+#include "model/egress_log.h"
+#include "model/sandbox.h"
+#include "model/template.h"
+#include "net/netspec.h"
+#include "proto/agentproto.h"
 #include "upstream.h"
 
 /* The gateway answers in SHIM_GW_ACK_MS (3 s); the shim in a little more. */

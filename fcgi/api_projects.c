@@ -5,11 +5,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "buildlog.h"
-#include "json.h"
-#include "log.h"
-#include "poolcap.h"
-#include "project.h"
+#include "base/json.h"
+#include "base/log.h"
+#include "model/project.h"
+#include "pool/poolcap.h"
+#include "template/buildlog.h"
 
 /* The request's JSON object body; NULL after answering the error. */
 static json_object *read_object(al_req *r, const char *const *fields)
@@ -55,7 +55,7 @@ void al_api_projects(al_req *r)
 }
 
 /* What the project's sandboxes have written on the pool now and the
- * most they may write together (core/poolcap.h), beside its quotas:
+ * most they may write together (core/pool/poolcap.h), beside its quotas:
  * {"written_mb","cap_mb"}, cap 0 until its first sandbox started. */
 static void add_pool_use(al_req *r, json_object *o)
 {

@@ -5,10 +5,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/json.h"
 #include "http.h"
-#include "json.h"
-#include "sandbox.h"
-#include "sandbox_ops.h"
+#include "model/sandbox.h"
+#include "sandbox/sandbox_ops.h"
 #include "vm/net.h"
 
 /* A vm sandbox's NIC address: derived from its id (core/vm/net.h), the

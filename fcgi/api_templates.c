@@ -22,22 +22,23 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "agentproto.h"
-#include "airlockfile.h"
 #include "api_templates.h"
-#include "buildlog.h"
-#include "cleanup.h"
-#include "context.h"
-#include "log.h"
-#include "multipart.h"
-#include "project.h"
-#include "sandbox.h"
-#include "spawn.h"
-#include "sse.h"
-#include "standby.h"
-#include "store.h"
+#include "base/cleanup.h"
+#include "base/log.h"
+#include "base/multipart.h"
+#include "base/rmtree.h"
+#include "base/spawn.h"
+#include "model/project.h"
+#include "model/sandbox.h"
+#include "model/template.h"
+#include "pool/store.h"
+#include "proto/agentproto.h"
+#include "proto/sse.h"
+#include "sandbox/standby.h"
 #include "streams.h"
-#include "template.h"
+#include "template/airlockfile.h"
+#include "template/buildlog.h"
+#include "template/context.h"
 
 #define AIRLOCKFILE_MAX (1024 * 1024)
 #define CONTEXT_MAX (1024ull << 20)
@@ -56,7 +57,7 @@ static int name_reserved(const char *name)
 static void discard_build_dir(const char *dir)
 {
 	al_err err = {0};
-	if (al_context_rmtree(dir, &err) < 0)
+	if (al_rmtree(dir, &err) < 0)
 		al_warn("removing %s: %s", dir, err.msg);
 }
 

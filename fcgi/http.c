@@ -6,10 +6,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "capacity.h"
-#include "json.h"
-#include "log.h"
-#include "sandbox_ops.h"
+#include "base/capacity.h"
+#include "base/json.h"
+#include "base/log.h"
+#include "sandbox/sandbox_ops.h"
 
 const char *al_req_param(al_req *r, const char *name)
 {

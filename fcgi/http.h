@@ -10,11 +10,11 @@
 #include <fcgiapp.h>
 #include <json-c/json.h>
 
-#include "auth.h"
-#include "config.h"
-#include "db.h"
-#include "err.h"
-#include "query.h"
+#include "base/config.h"
+#include "base/err.h"
+#include "base/query.h"
+#include "model/auth.h"
+#include "model/db.h"
 
 #define AL_URI_PATH_MAX 2048
 /* A captured path segment: ids (al_id_valid, 63) and credential names

@@ -29,14 +29,14 @@
 
 #include <fcgiapp.h>
 
-#include "agentproto.h"
-#include "auth.h"
-#include "config.h"
-#include "credcrypt.h"
-#include "db.h"
+#include "base/config.h"
+#include "base/log.h"
+#include "cred/credcrypt.h"
 #include "http.h"
-#include "log.h"
-#include "sandbox_ops.h"
+#include "model/auth.h"
+#include "model/db.h"
+#include "proto/agentproto.h"
+#include "sandbox/sandbox_ops.h"
 
 #define EXIT_USAGE 100
 #define EXIT_TEMP 111

@@ -4,10 +4,10 @@
 #include "api_credentials.h"
 #include "api_projects.h"
 #include "api_templates.h"
-#include "auth.h"
-#include "config.h"
+#include "base/config.h"
+#include "base/log.h"
 #include "http.h"
-#include "log.h"
+#include "model/auth.h"
 
 /* Who may call a route. */
 enum access {

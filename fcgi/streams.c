@@ -3,9 +3,9 @@
 
 #include <string.h>
 
-#include "buildlog.h"
-#include "log.h"
-#include "project.h"
+#include "base/log.h"
+#include "model/project.h"
+#include "template/buildlog.h"
 #include "upstream.h"
 
 #define SHIM_ANSWER_MS 3000

@@ -1,14 +1,14 @@
 /* streams: the project's stream slots for the streams nginx carries,
- * exec streams and build-log streams (core/project.h has the lease
+ * exec streams and build-log streams (core/model/project.h has the lease
  * table). fcgi never sees a stream end, so a start that finds every
  * slot taken asks the shims holding the project's leases which streams
- * are still open (for a build's, its streamer's marks: core/buildlog.h)
+ * are still open (for a build's, its streamer's marks: core/template/buildlog.h)
  * and drops the leases of the others before it gives up. */
 #ifndef AL_FCGI_STREAMS_H
 #define AL_FCGI_STREAMS_H
 
-#include "agentproto.h"
 #include "http.h"
+#include "proto/agentproto.h"
 
 /* A slot of r's key's project for a stream of holder (a sandbox id, or
  * a build's stream name "build-<id>"): lease filled and recorded in a

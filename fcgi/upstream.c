@@ -6,9 +6,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "json.h"
-#include "jsonkey.h"
-#include "shimctl.h"
+#include "base/json.h"
+#include "base/jsonkey.h"
+#include "sandbox/shimctl.h"
 
 int al_upstream_open(al_req *r, uint16_t type, const char *payload,
 		     int64_t deadline_ms, al_err *err)

@@ -12,9 +12,9 @@
 
 #include <json-c/json.h>
 
-#include "agentproto.h"
-#include "err.h"
+#include "base/err.h"
 #include "http.h"
+#include "proto/agentproto.h"
 
 /* A new connection to r's sandbox with the request frame of type sent
  * as AL_REQ_ID_CLIENT (the peer taking bytes until deadline_ms): the fd,

@@ -9,10 +9,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "agentproto.h"
+#include "base/fdpass.h"
 #include "credchan.h"
-#include "fdpass.h"
 #include "gw.h"
+#include "proto/agentproto.h"
 
 /* An ACK is a few bytes: a shim that takes none for this long is stuck. */
 #define GW_ACK_SEND_MS 2000

@@ -8,11 +8,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "agentproto.h"
+#include "base/dnsname.h"
 #include "credchan.h"
 #include "gw/credcodec.h"
 #include "gw/http_internal.h"
-#include "policy.h"
+#include "policy/policy.h"
+#include "proto/agentproto.h"
 
 /* Rewritten values are built in gw/http's output buffer (al_http_out)
  * and wiped before free. */
@@ -38,7 +39,7 @@ static void buf_free(buf *b)
 static bool cred_for_host(const al_cred *c, const char *host)
 {
 	for (size_t i = 0; i < c->nhosts; i++)
-		if (al_policy_name_match(host, c->hosts[i]))
+		if (al_dnsname_match(host, c->hosts[i]))
 			return true;
 	return false;
 }

@@ -54,7 +54,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "credproto.h"
+#include "cred/credproto.h"
 #include "gw.h"
 #include "gw/credmask.h"
 #include "gw/credscan.h"

@@ -10,8 +10,8 @@
 
 #include <openssl/crypto.h>
 
-#include "agentproto.h"
 #include "net/gwlaunch.h"
+#include "proto/agentproto.h"
 
 #define IN_MAX (AL_FRAME_MAX_PAYLOAD + (64u << 10))
 #define OUT_MAX (4u << 20)

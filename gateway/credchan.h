@@ -1,5 +1,5 @@
 /* credchan: the gateway's end of the credential channel (fd 7, see
- * core/credproto.h for the messages).
+ * core/cred/credproto.h for the messages).
  *
  * The shim opens the channel (connect + CRED_HELLO for this sandbox)
  * before it starts the gateway and hands it over as fd 7; no fd 7 when
@@ -20,7 +20,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "credproto.h"
+#include "cred/credproto.h"
 #include "gw.h"
 
 #define GW_CREDCHAN_FD 7

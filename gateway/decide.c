@@ -6,8 +6,8 @@
 
 #include <event2/event.h>
 
-#include "agentproto.h"
 #include "gw.h"
+#include "proto/agentproto.h"
 
 bool gw_decide(gw *g, enum al_egress_proto proto, const char *name,
 	       unsigned port, const char *method, const char *path,

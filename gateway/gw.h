@@ -13,7 +13,7 @@
  *           kept-alive connection, upstream dial and forwarding
  * credchan.c fd 7: the credential set, rate-limit tokens, audit records
  *           (credchan.h)
- * The DNS server (fds 3 and 4) is core/gw/dnsserv. */
+ * The DNS server (fds 3 and 4) is gateway/gw/dnsserv. */
 #ifndef AL_GATEWAY_GW_H
 #define AL_GATEWAY_GW_H
 
@@ -23,15 +23,15 @@
 #include <event2/bufferevent.h>
 #include <event2/event.h>
 
-#include "egress.h"
 #include "gw/dnsserv.h"
 #include "gw/fakeip.h"
 #include "gw/resolve.h"
 #include "gw/tls.h"
 #include "gw/upaddr.h"
 #include "gw/uppool.h"
-#include "netspec.h"
-#include "policy.h"
+#include "net/egress.h"
+#include "net/netspec.h"
+#include "policy/policy.h"
 
 struct bufferevent;
 struct event_base;

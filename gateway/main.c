@@ -12,7 +12,7 @@
  * when present), AIRLOCK_NET_POOL (the slots' prefix, never dialled:
  * required, so that a gateway never falls back to a pool the operator
  * moved away from), AIRLOCK_EGRESS_LOG_RATE, AIRLOCK_EGRESS_LOG_BURST,
- * AIRLOCK_GW_HEAD_TIMEOUT_MS, AIRLOCK_GW_IDLE_TIMEOUT_MS (core/config.h,
+ * AIRLOCK_GW_HEAD_TIMEOUT_MS, AIRLOCK_GW_IDLE_TIMEOUT_MS (core/base/config.h,
  * whose parser refuses a bad value here as in the starter),
  * AIRLOCK_UPSTREAM_DNS, AIRLOCK_UPSTREAM_HOSTS, AIRLOCK_UPSTREAM_CA,
  * AIRLOCK_UPSTREAM_ALLOW_CIDRS.
@@ -35,13 +35,13 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "config.h"
+#include "base/addr.h"
+#include "base/config.h"
 #include "credchan.h"
 #include "gw.h"
-#include "net/addr.h"
+#include "host/sysfilter.h"
 #include "net/gwlaunch.h"
 #include "net/pool.h"
-#include "sysfilter.h"
 #include "tlssess.h"
 
 #if defined(__SANITIZE_ADDRESS__)

@@ -16,9 +16,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "base/addr.h"
 #include "cred.h"
 #include "gw.h"
-#include "net/addr.h"
 
 static enum al_egress_proto proto_of(unsigned port)
 {

@@ -38,12 +38,12 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "agentproto.h"
 #include "cred.h"
 #include "dial.h"
 #include "gw.h"
 #include "gw/http.h"
 #include "gw/httpbody.h"
+#include "proto/agentproto.h"
 #include "tlssess.h"
 
 typedef struct relay {

@@ -12,9 +12,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "agentproto.h"
 #include "dial.h"
 #include "gw.h"
+#include "proto/agentproto.h"
 
 typedef struct splice {
 	gw *g;

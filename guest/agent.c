@@ -1,5 +1,5 @@
 /* airlock-agent: runs processes and moves files inside a sandbox for the
- * host, over one framed channel (core/agentproto.h).
+ * host, over one framed channel (core/proto/agentproto.h).
  *
  *   airlock-agent [--fd N | --port /dev/vport0p1]
  *
@@ -32,8 +32,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "hex.h"
-#include "log.h"
+#include "base/hex.h"
+#include "base/log.h"
 #include "nic.h"
 
 static void die(int code, const char *fmt, ...)

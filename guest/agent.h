@@ -8,8 +8,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "agentproto.h"
-#include "err.h"
+#include "base/err.h"
+#include "proto/agentproto.h"
 
 /* Stop reading children's output, pending files and new requests while
  * this much is queued for the host: the host's pace sets ours. */

@@ -18,7 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "log.h"
+#include "base/log.h"
 
 /* fs/ext4/ext4.h; not in the uapi headers. */
 #define DISK_EXT4_IOC_RESIZE_FS _IOW('f', 16, uint64_t)

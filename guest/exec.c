@@ -22,7 +22,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "log.h"
+#include "base/log.h"
 
 /* Reads of AGENT_CHUNK taken from a pipe after its process was reaped. */
 #define DRAIN_READS 16

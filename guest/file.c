@@ -13,7 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "log.h"
+#include "base/log.h"
 
 /* Entries listed at most; a bigger directory is reported truncated. */
 #define MAX_LIST 100000

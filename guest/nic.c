@@ -15,7 +15,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "hex.h"
+#include "base/hex.h"
 
 bool al_nic_mac_parse(const char *s, uint8_t mac[6])
 {

@@ -3,13 +3,13 @@
 #   make vm-kernel            guest kernel + modules + initrd into the state
 #                             dir ($AIRLOCK_STATE, default ./var)
 
-INIT_SRC := $(wildcard guest/init/*.c) guest/nic.c core/hex.c
+INIT_SRC := $(wildcard guest/init/*.c) guest/nic.c core/base/hex.c
 AL_STATE ?= $(or $(AIRLOCK_STATE),$(CURDIR)/var)
 
 all: $(B)/airlock-init
 
 # Like the agent: static, no sanitizers, runs inside the sandbox.
-$(B)/airlock-init: $(INIT_SRC) guest/nic.h core/hex.h
+$(B)/airlock-init: $(INIT_SRC) guest/nic.h core/base/hex.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CSTD) -O2 -g $(WARN) -fstack-protector-strong \
 	  -D_FORTIFY_SOURCE=2 -D_GNU_SOURCE -Icore -static -o $@ $(INIT_SRC)

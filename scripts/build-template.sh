@@ -48,7 +48,7 @@ BUILD=$(realpath -m -- "${AIRLOCK_BUILD:-$REPO/build}")
 export AIRLOCK_STATE=$STATE
 export AIRLOCK_DB=${AIRLOCK_DB:-"host=$STATE/run/pg dbname=airlock user=airlock"}
 export AIRLOCK_LIBEXEC=${AIRLOCK_LIBEXEC:-$BUILD}
-export AIRLOCK_SQL_DIR=${AIRLOCK_SQL_DIR:-$REPO/core/sql}
+export AIRLOCK_SQL_DIR=${AIRLOCK_SQL_DIR:-$REPO/core/model/sql}
 
 [ -x "$BUILD/airlock-builder" ] || die "$BUILD/airlock-builder missing (run: make)"
 [ -x "$AIRLOCK_LIBEXEC/airlock-agent" ] ||

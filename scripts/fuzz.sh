@@ -35,7 +35,7 @@ if ! command -v clang >/dev/null; then
 fi
 
 CFLAGS=(-std=gnu17 -O1 -g -fno-omit-frame-pointer -D_GNU_SOURCE
-	-Icore -I/usr/include/postgresql -I/usr/include/luajit-2.1
+	-Icore -Igateway -I/usr/include/postgresql -I/usr/include/luajit-2.1
 	-fsanitize=fuzzer-no-link,address,undefined
 	-fno-sanitize-recover=undefined)
 LIBS=(-lpq -ljson-c -lbtrfsutil -lcap -lcrypto -larchive -lluajit-5.1 -lpthread
@@ -66,16 +66,17 @@ throttle() {
 }
 
 objs=()
-for c in core/*.c core/*/*.c; do
+for c in core/*/*.c gateway/gw/*.c; do
 	# A build tool with a main(), not library code (see the Makefile).
-	[ "$c" = core/sysfilter_gen.c ] && continue
-	# Named by path: core/driver.c and core/vm/driver.c are two objects.
+	[ "$c" = core/host/sysfilter_gen.c ] && continue
+	# Named by path: core/sandbox/drivers.c and core/vm/driver.c are two objects.
 	n=${c#core/}
+	n=${n#gateway/}
 	n=${n%.c}
 	n=${n//\//_}
 	o=$OUT/obj/$n.o
 	if [ ! -e "$o" ] || [ "$c" -nt "$o" ] ||
-		[ -n "$(find core -name '*.h' -newer "$o" -print -quit)" ]; then
+		[ -n "$(find core gateway/gw -name '*.h' -newer "$o" -print -quit)" ]; then
 		rm -f "$o"
 		throttle
 		compile_core "$c" "$o" &

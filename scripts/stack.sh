@@ -53,7 +53,7 @@ NGX=$STATE/nginx
 # Every airlock process gets these explicitly; none relies on defaults.
 export AIRLOCK_STATE=$STATE
 export AIRLOCK_DB="host=$PGSOCK dbname=airlock user=airlock"
-export AIRLOCK_SQL_DIR=$REPO/core/sql
+export AIRLOCK_SQL_DIR=$REPO/core/model/sql
 export AIRLOCK_LIBEXEC=$BUILD
 
 # Never fails: a closed stderr (see stop_run) must not stop what logs.
@@ -186,7 +186,7 @@ tail_log() {
 # controller has recorded yet), is kept on disk in spool/ from `down` to
 # the next start. Its size (AIRLOCK_RUN_SIZE) bounds the memory the
 # spools can take while PostgreSQL is away: past it a gateway counts
-# the decisions it drops (core/egress.h), as on a full disk. A run/ left
+# the decisions it drops (core/net/egress.h), as on a full disk. A run/ left
 # on disk by an older stack whose PostgreSQL still listens there stays
 # as it is until its `down`.
 RUN_SIZE=${AIRLOCK_RUN_SIZE:-512m}

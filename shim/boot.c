@@ -11,7 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "log.h"
+#include "base/log.h"
 #include "shim.h"
 
 #define READY_DEADLINE_MS 60000

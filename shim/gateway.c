@@ -5,9 +5,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "credclient.h"
-#include "log.h"
-#include "net/addr.h"
+#include "base/addr.h"
+#include "base/log.h"
+#include "cred/credclient.h"
 #include "shim.h"
 
 void shim_gwproc_init(shim_gwproc *g)

@@ -30,10 +30,10 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "config.h"
-#include "err.h"
+#include "base/config.h"
+#include "base/err.h"
+#include "host/uidrange.h"
 #include "net/gwlaunch.h"
-#include "uidrange.h"
 
 #define SHIM_GW_BACKOFF_MIN_MS 200
 #define SHIM_GW_BACKOFF_MAX_MS 30000

@@ -12,7 +12,7 @@
  * "ERR <code> <message>" on the ready fd (whoever started it records the
  * sandbox running), then serves its control socket until the sandbox is
  * destroyed, its machine dies or the shim gets SIGTERM. How it ended is
- * spooled (core/spool.h) for the controller to record.
+ * spooled (core/sandbox/spool.h) for the controller to record.
  * Exit codes: 0 sandbox ended normally, 100 usage, 111 start failed. */
 #include <errno.h>
 #include <fcntl.h>
@@ -27,15 +27,15 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "capacity.h"
-#include "cleanup.h"
-#include "log.h"
-#include "poolcap.h"
+#include "base/capacity.h"
+#include "base/cleanup.h"
+#include "base/log.h"
+#include "pool/poolcap.h"
+#include "pool/store.h"
+#include "sandbox/spare.h"
+#include "sandbox/spool.h"
+#include "sandbox/standby.h"
 #include "shim.h"
-#include "spare.h"
-#include "spool.h"
-#include "standby.h"
-#include "store.h"
 
 /* A TCG guest restored while the host is busy with a burst of others can
  * take seconds to say hello; past this the machine is taken as broken. */
@@ -213,7 +213,7 @@ static int64_t now_us(void)
 
 /* Cap what the sandbox may add to its template and put it in its
  * project's group on the pool (a standby: in the standbys'), whose cap
- * bounds what the project's sandboxes write together (core/poolcap.h);
+ * bounds what the project's sandboxes write together (core/pool/poolcap.h);
  * fails closed: a sandbox is not started (or claimed) without both. */
 static int limit_disk(shim *s, const al_limits *l, int standby, int was_standby,
 		      al_err *err)
@@ -254,7 +254,7 @@ static int grow_disk(shim *s, uint64_t bytes, al_err *err)
 }
 
 /* Snapshot the template into pool/sandboxes/<name> (or take a spare
- * snapshot, core/spare.h) and start the machine
+ * snapshot, core/sandbox/spare.h) and start the machine
  * on it; name is the sandbox id, or the slot of a standby. */
 static int start_machine(shim *s, const char *name, const char *tmpl_name,
 			 const al_limits *limits, int standby, al_err *err)
@@ -392,7 +392,7 @@ static int bring_up_standby(shim *s, al_sandbox *spec, al_template_version *tv,
 	shim_template_set(s, has_boot ? tv : NULL);
 	/* The slot names the template version it holds, so that standbys
 	 * of a version that was rebuilt since can be told apart and
-	 * retired (core/standby.h). */
+	 * retired (core/sandbox/standby.h). */
 	if (al_standby_slot(s->sb.template_version, s->slot, sizeof s->slot,
 			    err) < 0)
 		return -1;

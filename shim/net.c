@@ -6,8 +6,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "log.h"
-#include "netspec.h"
+#include "base/log.h"
+#include "net/netspec.h"
 
 void shim_net_init(shim_net *n)
 {

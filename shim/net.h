@@ -14,10 +14,10 @@
 
 #include <stddef.h>
 
-#include "config.h"
-#include "err.h"
+#include "base/config.h"
+#include "base/err.h"
+#include "model/sandbox.h"
 #include "net/pool.h"
-#include "sandbox.h"
 
 typedef struct shim_net {
 	al_netpool pool;

@@ -11,12 +11,12 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "credclient.h"
-#include "credproto.h"
-#include "fdpass.h"
-#include "log.h"
-#include "netspec.h"
-#include "ratebucket.h"
+#include "base/fdpass.h"
+#include "base/log.h"
+#include "base/ratebucket.h"
+#include "cred/credclient.h"
+#include "cred/credproto.h"
+#include "net/netspec.h"
 #include "shim.h"
 
 void shim_netctl_init(shim *s)

@@ -14,10 +14,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cgroup.h"
-#include "json.h"
-#include "log.h"
-#include "machine_end.h"
+#include "base/json.h"
+#include "base/log.h"
+#include "host/cgroup.h"
+#include "sandbox/machine_end.h"
 #include "shim.h"
 
 static shim_route *route_add(shim *s, uint16_t kind, int client,

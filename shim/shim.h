@@ -10,16 +10,16 @@
 
 #include <json-c/json.h>
 
-#include "agentproto.h"
-#include "config.h"
+#include "base/config.h"
+#include "base/ratebucket.h"
 #include "driver.h"
 #include "gateway.h"
+#include "model/sandbox.h"
+#include "model/template.h"
 #include "net.h"
-#include "ratebucket.h"
-#include "sandbox.h"
-#include "sse.h"
-#include "streamhttp.h"
-#include "template.h"
+#include "proto/agentproto.h"
+#include "proto/sse.h"
+#include "proto/streamhttp.h"
 
 #define SHIM_MAX_CLIENTS 256
 /* Queued bytes toward one client or the agent before the peer counts as
@@ -145,7 +145,7 @@ typedef struct shim {
 } shim;
 
 /* Release everything the sandbox holds (agent, machine, rootfs, socket)
- * and spool the final event (core/spool.h). Safe to call more than
+ * and spool the final event (core/sandbox/spool.h). Safe to call more than
  * once. */
 void shim_teardown(shim *s, al_event ev, const char *detail);
 
@@ -200,7 +200,7 @@ uint32_t shim_client_gen(const shim *s, int i);
  * gateway that refuses its first config, breaks the protocol or does not
  * answer within SHIM_GW_ACK_MS is detached: its control fd closes, on
  * which it must exit (and the supervisor sees it go). A GW_CREDCHAN_REQ
- * is answered with a fresh credential channel (core/credclient.h) passed
+ * is answered with a fresh credential channel (core/cred/credclient.h) passed
  * by SCM_RIGHTS, at most SHIM_GW_CREDCHAN_BURST at once and
  * SHIM_GW_CREDCHAN_RATE a second; otherwise {"ok":false}. */
 #define SHIM_WHO_GW (-5)

@@ -19,9 +19,9 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "log.h"
+#include "base/log.h"
+#include "proto/streamhttp.h"
 #include "shim.h"
-#include "streamhttp.h"
 
 /* Room for the streams' sockets beside the control clients. */
 static void raise_fd_limit(void)

@@ -22,13 +22,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "agentproto.h"
-#include "cgroup.h"
-#include "config.h"
-#include "egress.h"
+#include "base/config.h"
+#include "base/vfork.h"
+#include "host/cgroup.h"
+#include "net/egress.h"
 #include "net/nft.h"
 #include "net/nl.h"
-#include "vfork.h"
+#include "proto/agentproto.h"
 
 #define GW_NSOCK 4 /* fds 3..6 */
 

@@ -45,8 +45,8 @@
 #include <stddef.h>
 #include <sys/types.h>
 
-#include "config.h"
-#include "err.h"
+#include "base/config.h"
+#include "base/err.h"
 #include "net/slot.h"
 
 #define AL_GWLAUNCH_FD_DNS_UDP 3
@@ -71,10 +71,10 @@ typedef struct al_gateway_spec {
 	 * these and nothing else. */
 	char *const *env;
 	/* <state>/run, or NULL: the launcher makes <run_dir>/egress/<sandbox>/
-	 * (core/egress.h) and the synthetic address journal
+	 * (core/net/egress.h) and the synthetic address journal
 	 * al_gateway_map_path() the gateway's own before it starts. */
 	const char *run_dir;
-	/* The sandbox's cgroup leaf (core/cgroup.h name), which the gateway
+	/* The sandbox's cgroup leaf (core/host/cgroup.h name), which the gateway
 	 * joins before its first instruction (AL_CGROUP_JOIN_LIMITS), or
 	 * NULL: it stays in the caller's. */
 	const char *cgroup;

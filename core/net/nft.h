@@ -29,8 +29,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "err.h"
-#include "net/addr.h"
+#include "base/addr.h"
+#include "base/err.h"
 
 /* The gateway's transparent TCP listener in every slot. */
 #define AL_NFT_TPROXY_PORT 15001

@@ -16,7 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cleanup.h"
+#include "base/cleanup.h"
 
 int al_nl_enter(int target_ns_fd, al_err *err)
 {

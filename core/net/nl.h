@@ -11,7 +11,7 @@
 
 #include <stdint.h>
 
-#include "err.h"
+#include "base/err.h"
 
 /* One netlink message or answer; libmnl's MNL_SOCKET_BUFFER_SIZE is a
  * run-time value (page size). */

@@ -26,9 +26,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "config.h"
-#include "err.h"
-#include "net/addr.h"
+#include "base/addr.h"
+#include "base/config.h"
+#include "base/err.h"
 #include "net/slot.h"
 
 #define AL_NETPOOL_ENV "AIRLOCK_NET_POOL"

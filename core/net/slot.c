@@ -14,7 +14,7 @@
 #include <sys/mount.h>
 #include <unistd.h>
 
-#include "cleanup.h"
+#include "base/cleanup.h"
 #include "net/nft.h"
 #include "net/nl.h"
 

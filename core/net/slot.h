@@ -30,9 +30,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "config.h"
-#include "err.h"
-#include "net/addr.h"
+#include "base/addr.h"
+#include "base/config.h"
+#include "base/err.h"
 
 #define AL_NETSLOT_LINK "al-guest"
 #define AL_NETSLOT_GUEST_IF "eth0"

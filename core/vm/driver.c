@@ -35,13 +35,13 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "agentproto.h"
-#include "cgroup.h"
-#include "cleanup.h"
-#include "config.h"
-#include "file.h"
-#include "log.h"
+#include "base/cleanup.h"
+#include "base/config.h"
+#include "base/file.h"
+#include "base/log.h"
+#include "host/cgroup.h"
 #include "net/slot.h"
+#include "proto/agentproto.h"
 #include "vm/machine.h"
 #include "vm/mem.h"
 #include "vm/net.h"

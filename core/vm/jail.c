@@ -22,9 +22,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "cleanup.h"
-#include "log.h"
-#include "sysfilter.h"
+#include "base/cleanup.h"
+#include "base/log.h"
+#include "host/sysfilter.h"
 
 /* ---- uids ---- */
 

@@ -24,8 +24,8 @@
 #include <stddef.h>
 #include <sys/types.h>
 
-#include "err.h"
-#include "uidrange.h"
+#include "base/err.h"
+#include "host/uidrange.h"
 
 /* Jailed QEMUs take uids [AL_VMJAIL_UID_BASE, +AL_VMJAIL_UID_COUNT), one
  * each, from the host-wide pool of uidrange.h (where the ranges are laid

@@ -17,10 +17,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "agentproto.h"
-#include "cgroup.h"
-#include "cleanup.h"
-#include "log.h"
+#include "base/cleanup.h"
+#include "base/log.h"
+#include "host/cgroup.h"
+#include "proto/agentproto.h"
 #include "vm/net.h"
 
 /* guest/init/init.c */

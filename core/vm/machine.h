@@ -25,7 +25,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "err.h"
+#include "base/err.h"
 #include "vm/jail.h"
 #include "vm/probe.h"
 #include "vm/qmp.h"

@@ -15,12 +15,12 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "agentproto.h"
-#include "cleanup.h"
-#include "config.h"
-#include "fdpass.h"
-#include "file.h"
-#include "log.h"
+#include "base/cleanup.h"
+#include "base/config.h"
+#include "base/fdpass.h"
+#include "base/file.h"
+#include "base/log.h"
+#include "proto/agentproto.h"
 
 int al_vmmem_is_sealed(int fd)
 {

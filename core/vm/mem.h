@@ -16,7 +16,7 @@
 #ifndef AL_VMMEM_H
 #define AL_VMMEM_H
 
-#include "err.h"
+#include "base/err.h"
 
 #define AL_VMMEM_SOCK "vm-mem.sock"
 #define AL_VMMEM_SEALS_ALL 0x000f /* F_SEAL_SEAL|SHRINK|GROW|WRITE */

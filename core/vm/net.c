@@ -6,7 +6,7 @@
 
 #include <openssl/evp.h>
 
-#include "config.h"
+#include "base/config.h"
 #include "net/slot.h"
 
 int al_vm_mac_for_id(const char *sandbox_id, uint8_t mac[6], al_err *err)

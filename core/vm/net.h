@@ -16,7 +16,7 @@
 
 #include <stdint.h>
 
-#include "err.h"
+#include "base/err.h"
 
 struct al_netslot;
 

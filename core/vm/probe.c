@@ -9,8 +9,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "agentproto.h"
-#include "cleanup.h"
+#include "base/cleanup.h"
+#include "proto/agentproto.h"
 #include "vm/jail.h"
 #include "vm/machine.h"
 

@@ -15,8 +15,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "config.h"
-#include "err.h"
+#include "base/config.h"
+#include "base/err.h"
 
 /* Every guest's RAM: sandboxes take no other size. */
 #define AL_VM_MEM_MB 256

@@ -10,10 +10,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "agentproto.h"
-#include "cleanup.h"
-#include "json.h"
-#include "log.h"
+#include "base/cleanup.h"
+#include "base/json.h"
+#include "base/log.h"
+#include "proto/agentproto.h"
 
 struct al_qmp {
 	int fd;

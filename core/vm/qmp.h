@@ -13,7 +13,7 @@
 
 #include <json-c/json.h>
 
-#include "err.h"
+#include "base/err.h"
 
 #define AL_QMP_LINE_MAX (256u << 10)
 

@@ -10,11 +10,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "agentproto.h"
-#include "cleanup.h"
-#include "config.h"
-#include "file.h"
-#include "log.h"
+#include "base/cleanup.h"
+#include "base/config.h"
+#include "base/file.h"
+#include "base/log.h"
+#include "proto/agentproto.h"
 #include "vm/machine.h"
 #include "vm/snapshot.h"
 

@@ -24,8 +24,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base/err.h"
 #include "driver.h"
-#include "err.h"
 #include "vm/probe.h"
 
 /* How long a start waits for another start making the shape it needs:

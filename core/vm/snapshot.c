@@ -14,10 +14,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "agentproto.h"
-#include "cleanup.h"
-#include "file.h"
-#include "log.h"
+#include "base/cleanup.h"
+#include "base/file.h"
+#include "base/log.h"
+#include "proto/agentproto.h"
 #include "vm/jail.h"
 #include "vm/machine.h"
 #include "vm/tmplcache.h"

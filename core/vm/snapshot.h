@@ -27,8 +27,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "config.h"
-#include "err.h"
+#include "base/config.h"
+#include "base/err.h"
 #include "vm/probe.h"
 
 #define AL_VM_LINK ".airlock-vm"

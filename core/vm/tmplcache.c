@@ -16,8 +16,8 @@
 
 #include <linux/fs.h>
 
-#include "cleanup.h"
-#include "file.h"
+#include "base/cleanup.h"
+#include "base/file.h"
 #include "vm/snapshot.h"
 
 #define MKFS "/usr/sbin/mkfs.ext4"

@@ -25,7 +25,7 @@
 
 #include <stddef.h>
 
-#include "err.h"
+#include "base/err.h"
 #include "vm/probe.h"
 
 #define AL_VM_TMPLCACHE_KEY_LEN 64 /* hex digits */

@@ -56,7 +56,7 @@
 #include <unistd.h>
 
 #include "../nic.h"
-#include "hex.h"
+#include "base/hex.h"
 
 #define INIT_MARKER "AIRLOCK-INIT 1\n"
 #define INIT_PROBE_OK "AIRLOCK-PROBE-OK"

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "agentproto.h"
+#include "proto/agentproto.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "airlockfile.h"
+#include "template/airlockfile.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

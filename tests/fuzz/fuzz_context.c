@@ -12,7 +12,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "context.h"
+#include "base/rmtree.h"
+#include "template/context.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -63,7 +64,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 	close(fd);
 	check_parent(parent);
-	if (al_context_rmtree(parent, &err) < 0)
+	if (al_rmtree(parent, &err) < 0)
 		abort();
 	return 0;
 }

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "credproto.h"
+#include "cred/credproto.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

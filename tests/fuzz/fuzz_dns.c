@@ -1,4 +1,4 @@
-/* Fuzz core/gw/dns and the core of core/gw/dnsserv: arbitrary bytes as a
+/* Fuzz gateway/gw/dns and the core of gateway/gw/dnsserv: arbitrary bytes as a
  * query from the guest. Whatever they are: no crash, an answer that fits
  * AL_DNS_ANSWER_MAX and echoes the id, an answer that is itself never
  * taken for a query (no loops), a decided name that is canonical, and an
@@ -14,9 +14,10 @@
 
 #include <event2/event.h>
 
+#include "base/dnsname.h"
 #include "gw/dns.h"
 #include "gw/dnsserv.h"
-#include "policy.h"
+#include "policy/policy.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -26,7 +27,7 @@ static void decide(void *arg, const char *name, al_dnsserv_decision *out)
 {
 	(void)arg;
 	char canon[AL_DNS_NAME_MAX];
-	if (al_policy_name_canon(name, canon, sizeof canon, NULL) != 0 ||
+	if (al_dnsname_canon(name, canon, sizeof canon, NULL) != 0 ||
 	    strcmp(canon, name) != 0)
 		abort(); /* only canonical names are put to the policy */
 	out->allow = allow_all || strlen(name) % 2 == 0;
@@ -77,8 +78,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	size_t n;
 	if (v == AL_DNS_ASK) {
 		char canon[AL_DNS_NAME_MAX];
-		if (al_policy_name_canon(q.name, canon, sizeof canon, NULL) !=
-			    0 ||
+		if (al_dnsname_canon(q.name, canon, sizeof canon, NULL) != 0 ||
 		    strcmp(canon, q.name) != 0 || q.qclass != AL_DNS_CLASS_IN ||
 		    al_dns_type_is_meta(q.qtype) || !q.has_question)
 			abort();

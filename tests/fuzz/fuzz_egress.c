@@ -1,4 +1,4 @@
-/* Fuzz the egress record's unpacker (core/egress.h): the controller reads
+/* Fuzz the egress record's unpacker (core/net/egress.h): the controller reads
  * files a gateway (which parses hostile bytes, and may be compromised)
  * wrote. Whatever the bytes: 0 with a record within bounds, which packs
  * and unpacks to itself, or -1 with an error. */
@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "egress.h"
+#include "net/egress.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

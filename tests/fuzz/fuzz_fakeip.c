@@ -1,4 +1,4 @@
-/* Fuzz core/gw/fakeip's loader: arbitrary bytes as a saved map. Whatever
+/* Fuzz gateway/gw/fakeip's loader: arbitrary bytes as a saved map. Whatever
  * they are: no crash; a map it accepts packs back to exactly the same
  * bytes (the format has one spelling), maps every address back to its
  * name and every name to its address, and keeps handing out new

@@ -1,4 +1,4 @@
-/* Fuzz the network frames' unpackers (core/netspec.h): GW_CONFIG (what a
+/* Fuzz the network frames' unpackers (core/net/netspec.h): GW_CONFIG (what a
  * gateway is told), GW_ACK (what the shim hears from a gateway that may
  * be compromised), NETWORK and its RESULT. Whatever the bytes, an unpack
  * returns 0 with a result within its contract, which packs and unpacks
@@ -8,8 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "config.h"
-#include "netspec.h"
+#include "base/config.h"
+#include "net/netspec.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

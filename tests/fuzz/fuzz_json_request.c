@@ -7,11 +7,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "config.h"
-#include "json.h"
-#include "jsonkey.h"
-#include "path.h"
-#include "sandbox_req.h"
+#include "base/config.h"
+#include "base/json.h"
+#include "base/jsonkey.h"
+#include "base/path.h"
+#include "sandbox/sandbox_req.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

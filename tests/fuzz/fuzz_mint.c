@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gw/ca.h"
-#include "gw/mint.h"
+#include "ca/ca.h"
+#include "ca/mint.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

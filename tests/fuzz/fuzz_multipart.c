@@ -9,7 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "multipart.h"
+#include "base/multipart.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

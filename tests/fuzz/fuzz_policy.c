@@ -15,8 +15,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "log.h"
-#include "policy.h"
+#include "base/dnsname.h"
+#include "base/log.h"
+#include "policy/policy.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -55,17 +56,17 @@ static void check(al_policy *p, const al_egress_req *r)
 	if (r->mode == AL_NET_NONE || (unsigned)r->mode >= AL_NET_MODE_MAX)
 		abort();
 	for (size_t i = 0; i < r->n_deny; i++)
-		if (al_policy_name_match(r->name, r->deny[i]))
+		if (al_dnsname_match(r->name, r->deny[i]))
 			abort();
 	if (r->mode == AL_NET_ALLOWLIST && !r->build) {
 		bool listed = false;
 		for (size_t i = 0; i < r->n_allow; i++)
-			listed |= al_policy_name_match(r->name, r->allow[i]);
+			listed |= al_dnsname_match(r->name, r->allow[i]);
 		if (!listed)
 			abort();
 	}
 	char canon[256];
-	if (al_policy_name_canon(r->name, canon, sizeof canon, NULL) != 0 ||
+	if (al_dnsname_canon(r->name, canon, sizeof canon, NULL) != 0 ||
 	    strcmp(canon, r->name) != 0)
 		abort(); /* a name that is not canonical never passes */
 }

@@ -6,8 +6,8 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "project.h"
-#include "template.h"
+#include "model/project.h"
+#include "model/template.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -21,7 +21,7 @@
 #include <unistd.h>
 
 #include "../../shim/shim.h"
-#include "log.h"
+#include "base/log.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -8,8 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "config.h"
-#include "sandbox.h"
+#include "base/config.h"
+#include "model/sandbox.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

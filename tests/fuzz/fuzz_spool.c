@@ -1,4 +1,4 @@
-/* Fuzz the spool parser (core/spool.h): a spool file is a name and a few
+/* Fuzz the spool parser (core/sandbox/spool.h): a spool file is a name and a few
  * hundred bytes the controller reads from run/events. Input: the file
  * name up to the first newline, the content after it. Whatever the
  * bytes, al_spool_parse returns 0 with an event of a shim that matches
@@ -10,8 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "json.h"
-#include "spool.h"
+#include "base/json.h"
+#include "sandbox/spool.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -4,18 +4,18 @@
  *
  *   cred-tool effective <sandbox id>
  *
- * prints the CRED_SET (core/credproto.h) the controller would push,
+ * prints the CRED_SET (core/cred/credproto.h) the controller would push,
  * from al_credential_effective (values decrypted with the state dir's
  * master keys). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "config.h"
-#include "credcrypt.h"
-#include "credential.h"
-#include "credproto.h"
-#include "db.h"
+#include "base/config.h"
+#include "cred/credcrypt.h"
+#include "cred/credproto.h"
+#include "model/credential.h"
+#include "model/db.h"
 
 int main(int argc, char **argv)
 {

@@ -1,7 +1,7 @@
 /* egress-tool RUN_DIR SANDBOX N AT_MS
  *
  * Writes N egress decisions for SANDBOX through the gateway's writer
- * (core/egress.h), as a gateway would but without its log rate (the
+ * (core/net/egress.h), as a gateway would but without its log rate (the
  * test pages through every record; the rate has tests of its own):
  * record i is at AT_MS + i, allowed when i is even, protocol https to
  * host<i>.example:443 GET /p/<i>. Prints "dropped=D suppressed=S". For
@@ -10,8 +10,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "agentproto.h"
-#include "egress.h"
+#include "net/egress.h"
+#include "proto/agentproto.h"
 
 int main(int argc, char **argv)
 {

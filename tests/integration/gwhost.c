@@ -1,7 +1,7 @@
 /* gwhost: see gwhost.h. */
 #include "gwhost.h"
 
-#include "credproto.h"
+#include "cred/credproto.h"
 
 #include <fcntl.h>
 #include <signal.h>

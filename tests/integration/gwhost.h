@@ -10,13 +10,13 @@
 #include <arpa/inet.h>
 #include <stdint.h>
 
-#include "agentproto.h"
-#include "gw/ca.h"
+#include "ca/ca.h"
+#include "host/uidrange.h"
 #include "mint.h"
 #include "net/gwlaunch.h"
+#include "net/netspec.h"
 #include "net/pool.h"
-#include "netspec.h"
-#include "uidrange.h"
+#include "proto/agentproto.h"
 
 /* How long a GW_ACK (or a CRED_SET_ACK) may take. */
 #define GWHOST_ACK_TIMEOUT_MS 10000

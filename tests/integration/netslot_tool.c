@@ -39,10 +39,10 @@
 #include <unistd.h>
 
 #include "gwhost.h"
+#include "host/uidrange.h"
 #include "net/nft.h"
 #include "net/pool.h"
 #include "net/slot.h"
-#include "uidrange.h"
 
 static void die(const char *what, const al_err *e)
 {

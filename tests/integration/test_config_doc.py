@@ -6,7 +6,7 @@ What counts as a setting, the rule this test applies:
   - an AIRLOCK_* name the programs read: in their C sources (every .c
     and .h of the checkout outside tests/ and bench/), a string literal
     that is exactly the name, outside comments. That is how the code
-    reads one: getenv("AIRLOCK_X"), core/config.c's lookup tables, a
+    reads one: getenv("AIRLOCK_X"), core/base/config.c's lookup tables, a
     #define handed to getenv, a FastCGI parameter name. A name inside a
     longer string (an error message) is not a read;
   - an AIRLOCK_* name the operator's scripts read: in scripts/*.sh, an

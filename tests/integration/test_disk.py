@@ -13,7 +13,7 @@ import pytest
 from conftest import (STACK, TIMEOUT, Sandboxes, assert_error, exec_json)
 from test_warm_pool import standbys, wait_pool
 
-# What the test stack runs with (core/config.c defaults).
+# What the test stack runs with (core/base/config.c defaults).
 DEFAULT_DISK_MB = 4096
 MAX_DISK_MB = 65536
 POOL_FULL_PCT = 95
@@ -309,7 +309,7 @@ def test_nearly_full_pool_answers_507(stack, api):
         assert_error(r, 507, "insufficient_storage")
 
         # Running sandboxes keep running; the pool's reserve is not
-        # theirs (core/poolcap.h), so once the controller has seen the
+        # theirs (core/pool/poolcap.h), so once the controller has seen the
         # pool this full (every second), their writes stop inside them.
         res = sh(api, running, "cat /etc/hostname")
         assert res["exit_code"] == 0 and res["stdout"].strip(), res

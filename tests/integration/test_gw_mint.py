@@ -18,8 +18,8 @@ from cryptography.hazmat.primitives.asymmetric import ec
 
 from conftest import exec_json
 
-GW_UID_BASE = 1900065536  # AL_UIDRANGE_GW_BASE (core/uidrange.h)
-AL_EPERM, AL_EINVAL, AL_EQUOTA = 3, 1, 17  # core/err.h
+GW_UID_BASE = 1900065536  # AL_UIDRANGE_GW_BASE (core/host/uidrange.h)
+AL_EPERM, AL_EINVAL, AL_EQUOTA = 3, 1, 17  # core/base/err.h
 
 
 def spki():

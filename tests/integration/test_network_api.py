@@ -3,7 +3,7 @@ the egress log (GET /v1/sandboxes/{id}/egress) fed by the gateways'
 decision files, and the egress policy's status in GET /v1/info.
 
 The decisions are written by build*/egress-tool through the gateway's own
-writer (core/egress.h) into the stack's run/egress/, as a gateway would;
+writer (core/net/egress.h) into the stack's run/egress/, as a gateway would;
 the controller ingests them. ns sandboxes only: nothing here depends on
 the driver (the setting is a row and a frame to the shim)."""
 import json

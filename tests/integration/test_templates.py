@@ -628,7 +628,7 @@ def test_cli_sets_template_pool_bounds(stack):
 
 def test_deleted_templates_spare_snapshots_go(stack, api, templates):
     """The controller makes spare snapshots of every template for the
-    starts to take (core/spare.h); a deleted template's go with it."""
+    starts to take (core/sandbox/spare.h); a deleted template's go with it."""
     name, events = templates.build("spared", "FROM minimal\nRUN true\n")
     assert events[-1].data["status"] == "succeeded", events[-1].data
     d = os.path.join(stack.state, "pool", "spares")

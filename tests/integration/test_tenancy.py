@@ -539,7 +539,7 @@ def test_concurrent_creates_do_not_overshoot(stack, api):
                          "quota_exceeded")
         assert e["message"] == "running sandboxes: 2 of 2"
         # A client in a burst is told when to look again (a sandbox's
-        # end frees the place; core/project.h AL_QUOTA_RETRY_S).
+        # end frees the place; core/model/project.h AL_QUOTA_RETRY_S).
         assert all(r.headers.get("Retry-After") == "5" for r in rs
                    if r.status_code == 429)
     finally:

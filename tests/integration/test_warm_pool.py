@@ -101,7 +101,7 @@ def test_claimed_sandbox_has_its_own_identity_and_limits(stack, api,
         assert cgroup_value(sid, "pids", "pids.max", "pids.max") == "77"
         assert cgroup_value(sid, "memory", "memory.limit_in_bytes",
                             "memory.max") == str(200 << 20)
-        # So are the shares of memory outside processes (core/memshare.h):
+        # So are the shares of memory outside processes (core/host/memshare.h):
         # /dev/shm half of it, SysV shm a quarter, resized at the claim.
         res = exec_json(api, sid, ["sh", "-c",
                                    "grep ' /dev/shm ' /proc/mounts; "

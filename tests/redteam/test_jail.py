@@ -9,7 +9,7 @@ import subprocess
 import time
 import uuid
 
-# The host nodes the ns jail binds into its /dev (core/driver_ns.c), and
+# The host nodes the ns jail binds into its /dev (core/jail/driver.c), and
 # /dev/null, which also masks /proc files: compared down to the ctime.
 BOUND = ["/dev/null", "/dev/zero", "/dev/full", "/dev/random",
          "/dev/urandom"]

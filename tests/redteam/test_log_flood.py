@@ -26,14 +26,14 @@ from conftest import it
 pytestmark = pytest.mark.skipif(os.geteuid() != 0,
                                 reason="network slots need root")
 
-# core/config.h's defaults: the suite's stack sets neither setting.
+# core/base/config.h's defaults: the suite's stack sets neither setting.
 RATE, BURST = 50, 500
 FLOOD_S = 8  # long enough to outrun the bound on a loaded TCG host too
 PROBE = "/tmp/probe"
 TCP_TO = "203.0.113.10"  # public-looking: the slot's rules pass it on
 # The slots use none; a few would not matter, a flood's worth would.
 CONNTRACK_MAX = 64
-RATE_REASON = "over the log rate"  # core/egress.h AL_EGRESS_REASON_RATE
+RATE_REASON = "over the log rate"  # core/net/egress.h AL_EGRESS_REASON_RATE
 FLOOD = re.compile(r"flood: dns sent (\d+) answered (\d+) addressed (\d+); "
                    r"tcp tried (\d+) connected (\d+) data (\d+)")
 

@@ -27,7 +27,7 @@
 
 #include <cmocka.h>
 
-#include "agentproto.h"
+#include "proto/agentproto.h"
 
 #define DEADLINE_MS 10000
 

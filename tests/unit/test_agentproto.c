@@ -16,7 +16,7 @@
 
 #include <cmocka.h>
 
-#include "agentproto.h"
+#include "proto/agentproto.h"
 
 static void hdr(uint8_t *h, uint32_t magic, uint16_t type, uint16_t flags,
 		uint32_t id, uint32_t len)

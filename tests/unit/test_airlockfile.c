@@ -9,7 +9,7 @@
 
 #include <cmocka.h>
 
-#include "airlockfile.h"
+#include "template/airlockfile.h"
 
 static al_airlockfile *parse_ok(const char *text)
 {

@@ -15,7 +15,7 @@
 
 #include <cmocka.h>
 
-#include "buildlog.h"
+#include "template/buildlog.h"
 
 /* out holds exactly want; it is emptied. */
 static void expect(al_buf *out, const char *want)

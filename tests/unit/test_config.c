@@ -10,8 +10,8 @@
 
 #include <cmocka.h>
 
-#include "config.h"
-#include "json.h"
+#include "base/config.h"
+#include "base/json.h"
 
 #include "fake_env.h"
 
@@ -470,7 +470,7 @@ static void test_pool_settings(void **state)
 	al_err err;
 	static const char *const none[] = {NULL};
 	assert_int_equal(load(none, &cfg, &err), 0);
-	/* 0: a tenth of the pool (core/poolcap.h); half of that per
+	/* 0: a tenth of the pool (core/pool/poolcap.h); half of that per
 	 * project. */
 	assert_int_equal(cfg.pool_reserve_mb, 0);
 	assert_int_equal(cfg.pool_project_pct, 50);

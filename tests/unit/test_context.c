@@ -19,7 +19,8 @@
 #include <archive.h>
 #include <archive_entry.h>
 
-#include "context.h"
+#include "base/rmtree.h"
+#include "template/context.h"
 
 /* One tar entry to craft. */
 typedef struct tent {
@@ -134,7 +135,7 @@ static int teardown(void **state)
 {
 	(void)state;
 	al_err err = {0};
-	assert_int_equal(al_context_rmtree(base, &err), 0);
+	assert_int_equal(al_rmtree(base, &err), 0);
 	assert_int_equal(access(base, F_OK), -1);
 	return 0;
 }
@@ -184,7 +185,7 @@ static void reset_ctx(void)
 	char dir[512];
 	al_err err = {0};
 	path_of(dir, "ctx");
-	assert_int_equal(al_context_rmtree(dir, &err), 0);
+	assert_int_equal(al_rmtree(dir, &err), 0);
 	mkdir_rel("ctx");
 }
 

@@ -13,7 +13,7 @@
 
 #include <cmocka.h>
 
-#include "credcrypt.h"
+#include "cred/credcrypt.h"
 
 static char state[] = "/tmp/test_credcrypt.XXXXXX";
 

@@ -9,7 +9,7 @@
 
 #include <cmocka.h>
 
-#include "credential.h"
+#include "model/credential.h"
 
 static int parse(const char *body, int rotate, al_cred_spec *s, al_err *err)
 {

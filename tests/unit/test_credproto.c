@@ -1,4 +1,4 @@
-/* The credential channel's payloads (core/credproto.h): what a peer
+/* The credential channel's payloads (core/cred/credproto.h): what a peer
  * sends is taken only in its documented shape, a set packs and unpacks to
  * itself, and error messages never carry a value. */
 #include <setjmp.h>
@@ -11,8 +11,8 @@
 
 #include <cmocka.h>
 
-#include "agentproto.h"
-#include "credproto.h"
+#include "cred/credproto.h"
+#include "proto/agentproto.h"
 
 static al_cred cred(const char *id, const char *name, const char *value)
 {

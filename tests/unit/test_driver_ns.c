@@ -24,9 +24,9 @@
 
 #include "shrun.h"
 
-#include "cgroup.h"
 #include "driver.h"
-#include "uidrange.h"
+#include "host/cgroup.h"
+#include "host/uidrange.h"
 
 static char tmpdir[] = "/tmp/al-jail-XXXXXX";
 static char rootfs[256];

@@ -26,10 +26,10 @@
 #include "shrun.h"
 #include <json-c/json.h>
 
-#include "agentproto.h"
-#include "config.h"
+#include "base/config.h"
+#include "base/log.h"
 #include "driver.h"
-#include "log.h"
+#include "proto/agentproto.h"
 #include "vm/probe.h"
 #include "vm/snapshot.h"
 

@@ -1,4 +1,4 @@
-/* Egress records and the gateway's writer (core/egress.h): a record
+/* Egress records and the gateway's writer (core/net/egress.h): a record
  * packs and unpacks to itself; the writer batches into one file per
  * flush, at most batch records a file; past the cap of unconsumed files
  * it drops records and says how many once there is room again. */
@@ -15,7 +15,7 @@
 
 #include <cmocka.h>
 
-#include "egress.h"
+#include "net/egress.h"
 
 static char run_dir[64];
 

@@ -11,8 +11,8 @@
 #include <cmocka.h>
 
 #include "../../guest/nic.c"
-#include "agentproto.h"
 #include "net/slot.h"
+#include "proto/agentproto.h"
 #include "vm/net.h"
 
 static void test_slot_round_trip(void **state)

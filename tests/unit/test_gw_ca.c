@@ -15,7 +15,7 @@
 #include <openssl/pem.h>
 #include <openssl/x509v3.h>
 
-#include "gw/ca.h"
+#include "ca/ca.h"
 
 static char dir[] = "/tmp/al-gwca-XXXXXX";
 

@@ -19,9 +19,9 @@
 #include <openssl/pem.h>
 #include <openssl/ssl.h>
 
-#include "gw/ca.h"
-#include "gw/leafcache.h"
-#include "gw/mint.h"
+#include "ca/ca.h"
+#include "ca/leafcache.h"
+#include "ca/mint.h"
 #include "gw/tls.h"
 
 static char dir[] = "/tmp/al-gwtls-XXXXXX";

@@ -6,7 +6,7 @@
 
 #include <cmocka.h>
 
-#include "hex.h"
+#include "base/hex.h"
 
 static void test_digits_both_cases(void **state)
 {

@@ -10,8 +10,8 @@
 
 #include <cmocka.h>
 
-#include "json.h"
-#include "sandbox_req.h"
+#include "base/json.h"
+#include "sandbox/sandbox_req.h"
 
 static int create(const char *body, al_create_req *req, al_err *err)
 {

@@ -12,12 +12,12 @@
 
 #include <cmocka.h>
 
-#include "agentproto.h"
-#include "credential.h"
-#include "json.h"
-#include "jsonkey.h"
-#include "project.h"
-#include "sandbox_req.h"
+#include "base/json.h"
+#include "base/jsonkey.h"
+#include "model/credential.h"
+#include "model/project.h"
+#include "proto/agentproto.h"
+#include "sandbox/sandbox_req.h"
 
 /* Refused by al_json_parse_object with a message holding want (and
  * "repeated"), or accepted when want is NULL. */

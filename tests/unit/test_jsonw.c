@@ -13,7 +13,7 @@
 #include <cmocka.h>
 #include <json-c/json.h>
 
-#include "jsonw.h"
+#include "base/jsonw.h"
 
 static const char *str_of(json_object *o, const char *k)
 {

@@ -16,7 +16,7 @@
 
 #include <cmocka.h>
 
-#include "log.h"
+#include "base/log.h"
 
 static char dir[64];
 static int saved_stderr = -1;

@@ -9,8 +9,8 @@
 
 #include <cmocka.h>
 
-#include "cgroup.h"
-#include "machine_end.h"
+#include "host/cgroup.h"
+#include "sandbox/machine_end.h"
 
 #define MIB (1ull << 20)
 /* Wait statuses as waitpid gives them. */

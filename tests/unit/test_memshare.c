@@ -7,7 +7,7 @@
 
 #include <cmocka.h>
 
-#include "memshare.h"
+#include "host/memshare.h"
 
 #define MIB (1ull << 20)
 

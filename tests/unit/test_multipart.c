@@ -10,7 +10,7 @@
 
 #include <cmocka.h>
 
-#include "multipart.h"
+#include "base/multipart.h"
 
 #define CT                                                                     \
 	"multipart/form-data; boundary=------------------------d74496d66958873e"

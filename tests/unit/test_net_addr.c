@@ -8,7 +8,7 @@
 
 #include <cmocka.h>
 
-#include "net/addr.h"
+#include "base/addr.h"
 
 #define IP(a, b, c, d)                                                         \
 	(((uint32_t)(a) << 24) | ((uint32_t)(b) << 16) |                       \

@@ -1,4 +1,4 @@
-/* The network object (core/netspec.h) and the frames that carry it: what
+/* The network object (core/net/netspec.h) and the frames that carry it: what
  * the API accepts is canonical, what it refuses says which entry and
  * why, and every payload packs and unpacks to itself. */
 #include <setjmp.h>
@@ -11,7 +11,8 @@
 
 #include <cmocka.h>
 
-#include "netspec.h"
+#include "base/dnsname.h"
+#include "net/netspec.h"
 
 static int parse(const char *text, bool require_mode, al_netspec *out,
 		 al_err *err)
@@ -40,8 +41,7 @@ static void test_parse_canonical(void **state)
 	assert_string_equal(ns.allow[2], "*");
 	assert_null(ns.allow[3]);
 	assert_int_equal(ns.n_deny, 1);
-	assert_true(al_policy_name_match("a.githubusercontent.com",
-					 ns.allow[1]));
+	assert_true(al_dnsname_match("a.githubusercontent.com", ns.allow[1]));
 	al_netspec_free(&ns);
 	/* Without a mode: the default, allowlist with nothing allowed. */
 	assert_int_equal(parse("{}", false, &ns, &err), 0);

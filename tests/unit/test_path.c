@@ -8,7 +8,7 @@
 
 #include <cmocka.h>
 
-#include "path.h"
+#include "base/path.h"
 
 static void expect_norm(const char *in, const char *want)
 {

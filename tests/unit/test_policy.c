@@ -14,8 +14,9 @@
 
 #include <cmocka.h>
 
-#include "log.h"
-#include "policy.h"
+#include "base/dnsname.h"
+#include "base/log.h"
+#include "policy/policy.h"
 
 #define SHIPPED "policies/egress.lua"
 
@@ -197,7 +198,7 @@ static void test_request_lists_narrow_in_c(void **state)
 }
 
 /* The allow, deny and metadata tables a policy gets are reused across
- * calls (core/policy_egress.c): each call must still see exactly what its
+ * calls (core/policy/policy_egress.c): each call must still see exactly what its
  * request carries, whatever the policy did to the tables of an earlier
  * call and whatever changed in the request's lists, even in place. */
 static const char seen_src[] =
@@ -348,27 +349,25 @@ static void test_names(void **state)
 {
 	(void)state;
 	char out[256];
-	assert_int_equal(al_policy_name_canon("WWW.Example.COM.", out,
-					      sizeof out, NULL),
+	assert_int_equal(al_dnsname_canon("WWW.Example.COM.", out, sizeof out,
+					  NULL),
 			 0);
 	assert_string_equal(out, "www.example.com");
-	assert_int_equal(al_policy_name_canon("a..b", out, sizeof out, NULL),
+	assert_int_equal(al_dnsname_canon("a..b", out, sizeof out, NULL), -1);
+	assert_int_equal(al_dnsname_canon("b\xc3\xbc.de", out, sizeof out,
+					  NULL),
 			 -1);
-	assert_int_equal(al_policy_name_canon("b\xc3\xbc.de", out, sizeof out,
-					      NULL),
-			 -1);
-	assert_int_equal(al_policy_name_canon("", out, sizeof out, NULL), -1);
-	assert_int_equal(al_policy_name_canon("a b", out, sizeof out, NULL),
-			 -1);
-	assert_true(al_policy_name_match("a.b.example.com", "*.example.com"));
-	assert_true(al_policy_name_match("a.example.com", "*.EXAMPLE.com."));
-	assert_false(al_policy_name_match("example.com", "*.example.com"));
-	assert_false(al_policy_name_match("badexample.com", "*.example.com"));
-	assert_true(al_policy_name_match("example.com", "Example.com"));
-	assert_false(al_policy_name_match("example.co", "example.com"));
-	assert_true(al_policy_name_match("anything.at.all", "*"));
-	assert_false(al_policy_name_match("a.example.com", "a*.example.com"));
-	assert_false(al_policy_name_match("a.example.com", ""));
+	assert_int_equal(al_dnsname_canon("", out, sizeof out, NULL), -1);
+	assert_int_equal(al_dnsname_canon("a b", out, sizeof out, NULL), -1);
+	assert_true(al_dnsname_match("a.b.example.com", "*.example.com"));
+	assert_true(al_dnsname_match("a.example.com", "*.EXAMPLE.com."));
+	assert_false(al_dnsname_match("example.com", "*.example.com"));
+	assert_false(al_dnsname_match("badexample.com", "*.example.com"));
+	assert_true(al_dnsname_match("example.com", "Example.com"));
+	assert_false(al_dnsname_match("example.co", "example.com"));
+	assert_true(al_dnsname_match("anything.at.all", "*"));
+	assert_false(al_dnsname_match("a.example.com", "a*.example.com"));
+	assert_false(al_dnsname_match("a.example.com", ""));
 }
 
 /* ---- hostile policies ---- */

@@ -9,7 +9,7 @@
 
 #include <cmocka.h>
 
-#include "policy.h"
+#include "policy/policy.h"
 
 static al_cred_req req(const char *method, const char *team)
 {

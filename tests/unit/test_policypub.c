@@ -11,7 +11,7 @@
 
 #include <cmocka.h>
 
-#include "policypub.h"
+#include "policy/policypub.h"
 
 static const char good[] = "function egress(req) return allow() end\n";
 

@@ -14,7 +14,7 @@
 
 #include <cmocka.h>
 
-#include "poolcap.h"
+#include "pool/poolcap.h"
 
 #include "btrfs_loop.h"
 

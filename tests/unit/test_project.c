@@ -9,8 +9,8 @@
 
 #include <cmocka.h>
 
-#include "project.h"
-#include "template.h"
+#include "model/project.h"
+#include "model/template.h"
 
 static void test_quota_check(void **state)
 {

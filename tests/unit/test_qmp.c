@@ -15,7 +15,7 @@
 
 #include <cmocka.h>
 
-#include "agentproto.h"
+#include "proto/agentproto.h"
 #include "vm/qmp.h"
 
 /* ---- parser ---- */

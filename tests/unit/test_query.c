@@ -7,7 +7,7 @@
 
 #include <cmocka.h>
 
-#include "query.h"
+#include "base/query.h"
 
 static void test_decodes_pairs(void **state)
 {

@@ -1,4 +1,4 @@
-/* The token bucket (core/ratebucket.h) shared by the credential rate
+/* The token bucket (core/base/ratebucket.h) shared by the credential rate
  * limits and the mint service: a full start, refill over time, the wait
  * it names, no credit for a clock that went back. */
 #include <setjmp.h>
@@ -8,7 +8,7 @@
 
 #include <cmocka.h>
 
-#include "ratebucket.h"
+#include "base/ratebucket.h"
 
 static void test_burst_then_refill(void **state)
 {

@@ -9,8 +9,8 @@
 
 #include <cmocka.h>
 
-#include "config.h"
-#include "sandbox.h"
+#include "base/config.h"
+#include "model/sandbox.h"
 
 #define R (-1) /* rejected */
 

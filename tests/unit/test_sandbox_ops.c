@@ -18,11 +18,11 @@
 
 #include <cmocka.h>
 
-#include "capacity.h"
-#include "poolcap.h"
-#include "project.h"
-#include "sandbox_ops.h"
-#include "store.h"
+#include "base/capacity.h"
+#include "model/project.h"
+#include "pool/poolcap.h"
+#include "pool/store.h"
+#include "sandbox/sandbox_ops.h"
 
 #include "btrfs_loop.h"
 #include "fake_env.h"
@@ -79,7 +79,7 @@ static void shim_says(const char *mode)
 	assert_int_equal(fclose(f), 0);
 }
 
-/* core/sql of the checkout this test was built in (it runs as
+/* core/model/sql of the checkout this test was built in (it runs as
  * build-san/tests/test_sandbox_ops). */
 static int checkout_sql(char *out, size_t len)
 {
@@ -94,7 +94,8 @@ static int checkout_sql(char *out, size_t len)
 			return -1;
 		*slash = '\0';
 	}
-	return (size_t)snprintf(out, len, "%s/core/sql", exe) < len ? 0 : -1;
+	return (size_t)snprintf(out, len, "%s/core/model/sql", exe) < len ? 0
+									  : -1;
 }
 
 static int setup(void **state)

@@ -17,7 +17,7 @@
 
 #include <cmocka.h>
 
-#include "spawn.h"
+#include "base/spawn.h"
 
 /* What the program wrote to the ready pipe until it closed, as a string;
  * rd is closed. */

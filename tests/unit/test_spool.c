@@ -1,4 +1,4 @@
-/* The spool (core/spool.h): what a shim writes is what the controller
+/* The spool (core/sandbox/spool.h): what a shim writes is what the controller
  * reads, in (sandbox, seq) order; a file that is not an event is moved
  * to bad/ and never applied; an acknowledged event is gone. */
 #include <setjmp.h>
@@ -13,7 +13,7 @@
 
 #include <cmocka.h>
 
-#include "spool.h"
+#include "sandbox/spool.h"
 
 static al_config cfg;
 

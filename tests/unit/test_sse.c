@@ -8,7 +8,7 @@
 
 #include <cmocka.h>
 
-#include "sse.h"
+#include "proto/sse.h"
 
 static char *text(al_buf *b)
 {

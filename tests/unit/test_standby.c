@@ -1,4 +1,4 @@
-/* Warm-pool standbys (core/standby.h) against fake shims listening where
+/* Warm-pool standbys (core/sandbox/standby.h) against fake shims listening where
  * real ones do: names are made and read back the same way; only a
  * standby of the sandbox's template and driver is claimed; a retired
  * standby is out of the pool at once, still reachable, and ended by
@@ -20,8 +20,8 @@
 
 #include <cmocka.h>
 
-#include "agentproto.h"
-#include "standby.h"
+#include "proto/agentproto.h"
+#include "sandbox/standby.h"
 
 static al_config cfg;
 static char base[64];

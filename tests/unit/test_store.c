@@ -18,7 +18,7 @@
 
 #include <cmocka.h>
 
-#include "store.h"
+#include "pool/store.h"
 
 #include "btrfs_loop.h"
 
@@ -274,7 +274,7 @@ static void test_quota_full_qgroups(void **state)
 	umount2(mnt2, MNT_DETACH);
 }
 
-/* Groups over sandboxes (core/poolcap.h's levels): a project's group
+/* Groups over sandboxes (core/pool/poolcap.h's levels): a project's group
  * caps what its sandboxes write together, the group of all caps the
  * projects together, and a sandbox moved between groups takes its data
  * with it. Runs after test_quota turned quotas on. */

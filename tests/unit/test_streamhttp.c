@@ -9,7 +9,7 @@
 
 #include <cmocka.h>
 
-#include "streamhttp.h"
+#include "proto/streamhttp.h"
 
 #define TOKEN "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
 

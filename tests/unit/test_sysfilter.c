@@ -30,8 +30,8 @@
 
 #include <cmocka.h>
 
-#include "fdpass.h"
-#include "sysfilter.h"
+#include "base/fdpass.h"
+#include "host/sysfilter.h"
 
 #define X32 0x40000000L
 

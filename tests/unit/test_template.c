@@ -10,7 +10,7 @@
 
 #include <cmocka.h>
 
-#include "template.h"
+#include "model/template.h"
 
 static void cfg_init(al_config *cfg)
 {

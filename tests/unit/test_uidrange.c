@@ -12,7 +12,7 @@
 
 #include <cmocka.h>
 
-#include "uidrange.h"
+#include "host/uidrange.h"
 
 static char dir[] = "/tmp/al-uidrange-XXXXXX";
 static al_uidrange_pool pool = {

@@ -21,7 +21,7 @@
 
 #include <cmocka.h>
 
-#include "file.h"
+#include "base/file.h"
 #include "vm/mem.h"
 
 #define MIB (1024 * 1024)
@@ -244,7 +244,7 @@ static void test_sealed_copy_refuses(void **state)
 	rm_rf(dir);
 }
 
-/* ---- al_file_copy_sparse (core/file.h) ---- */
+/* ---- al_file_copy_sparse (core/base/file.h) ---- */
 
 static void test_copy_sparse_files(void **state)
 {
@@ -306,7 +306,7 @@ static void test_copy_sparse_files(void **state)
 	rm_rf(dir);
 }
 
-/* ---- al_file_clone (core/file.h) ---- */
+/* ---- al_file_clone (core/base/file.h) ---- */
 
 static void test_file_clone(void **state)
 {

@@ -7,7 +7,7 @@
 
 #include <cmocka.h>
 
-#include "warmpool.h"
+#include "sandbox/warmpool.h"
 
 static void test_target_is_recent_creates_within_bounds(void **state)
 {
