@@ -85,7 +85,7 @@ int al_netslot_socket(const al_netslot *s, int domain, int type, int proto,
 		      al_err *err);
 /* vm: a file descriptor on the slot's tap, for QEMU's -netdev tap,fd=. */
 int al_netslot_tap_open(const al_netslot *s, al_err *err);
-/* vm: the guest MAC the rules accept (the sandbox's, core/vmnet.h). */
+/* vm: the guest MAC the rules accept (the sandbox's, core/vm/net.h). */
 int al_netslot_set_mac(const al_netslot *s, const uint8_t mac[6], al_err *err);
 
 #endif

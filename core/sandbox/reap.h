@@ -1,7 +1,7 @@
 /* reap: release what a sandbox holds on the host when its shim is gone
  * (crashed, killed, or the host restarted): rootfs subvolume, control
  * socket and pid file, cgroup leaves. Idempotent; used by the controller's
- * reconcile pass, and for a dead standby's by core/standby.c. */
+ * reconcile pass, and for a dead standby's by core/sandbox/standby.c. */
 #ifndef AL_REAP_H
 #define AL_REAP_H
 

@@ -90,7 +90,7 @@ class Env:
             "AIRLOCK_BUILD": build,
             "AIRLOCK_LIBEXEC": build,
             "AIRLOCK_DB": f"host={state}/run/pg dbname=airlock user=airlock",
-            "AIRLOCK_SQL_DIR": os.path.join(REPO, "core", "sql"),
+            "AIRLOCK_SQL_DIR": os.path.join(REPO, "core", "model", "sql"),
             "AIRLOCK_POOL_SIZE": "16G",
             "ASAN_OPTIONS": "detect_leaks=0",
         })

@@ -376,7 +376,7 @@ def stack_controller(stack, *args):
     env["AIRLOCK_DB"] = (f"host={stack.state}/run/pg dbname=airlock"
                          " user=airlock")
     env.setdefault("AIRLOCK_SQL_DIR", os.path.join(
-        os.path.dirname(__file__), "..", "..", "core", "sql"))
+        os.path.dirname(__file__), "..", "..", "core", "model", "sql"))
     env.setdefault("AIRLOCK_LIBEXEC", stack.build)
     return subprocess.run([os.path.join(stack.build, "airlock-controller"),
                            *args], stdout=subprocess.PIPE,

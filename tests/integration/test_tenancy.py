@@ -423,7 +423,7 @@ def test_migration_moves_existing_rows_to_default(stack):
     """Rows written under 001-003 are in project default after 004; done
     in a scratch schema of the stack's database."""
     schema = "mig_" + secrets.token_hex(4)
-    sql = os.path.join(REPO, "core", "sql")
+    sql = os.path.join(REPO, "core", "model", "sql")
     conn = f"host={stack.state}/run/pg dbname=airlock user=airlock"
     script = [f"CREATE SCHEMA {schema};", f"SET search_path = {schema};"]
     for f in ("001_init.sql", "002_vm.sql", "003_templates.sql"):
