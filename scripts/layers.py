@@ -2,7 +2,9 @@
 """core's folders (and gateway/gw) as layers: which folder includes which,
 checked to have no cycle and to follow the Makefile's LIB_ORDER (a library
 before every library it uses, the order a static link needs). Prints the
-graph; exits 1 naming an include that breaks either rule.
+graph; exits 1 naming an include that breaks either rule. Then the same
+for modules (x.c with x.h and x_internal.h) in every program and library:
+no two modules include each other, directly or around a loop.
 
     python3 scripts/layers.py [--dot]"""
 import collections
@@ -56,7 +58,74 @@ if '--dot' in sys.argv:
     print('}')
     sys.exit(0)
 
+
+
+def module_loops():
+    """Cycles of the module include graph, each as a list of modules."""
+    srcs = [f for f in subprocess.check_output(['git', 'ls-files']).decode()
+            .split() if f.endswith(('.c', '.h')) and os.path.exists(f)
+            and not f.startswith(('tests/', 'bench/'))]
+    known = set(srcs)
+
+    def module(path):
+        m = os.path.splitext(path)[0]
+        return m[:-len('_internal')] if m.endswith('_internal') else m
+    graph = collections.defaultdict(set)
+    for f in srcs:
+        for line in open(f, errors='replace'):
+            m = inc.match(line)
+            if not m:
+                continue
+            for base in (os.path.dirname(f), 'core', 'gateway'):
+                t = os.path.normpath(os.path.join(base, m.group(1)))
+                if t in known:
+                    if module(t) != module(f):
+                        graph[module(f)].add(module(t))
+                    break
+    # Tarjan's strongly connected components, iteratively.
+    index, low, stack, on, loops, n = {}, {}, [], set(), [], [0]
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = n[0]
+        n[0] += 1
+        stack.append(root)
+        on.add(root)
+        while work:
+            v, it = work[-1]
+            w = next(it, None)
+            if w is not None:
+                if w not in index:
+                    index[w] = low[w] = n[0]
+                    n[0] += 1
+                    stack.append(w)
+                    on.add(w)
+                    work.append((w, iter(sorted(graph.get(w, ())))))
+                elif w in on:
+                    low[v] = min(low[v], index[w])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[v])
+            if low[v] == index[v]:
+                comp = []
+                while True:
+                    w = stack.pop()
+                    on.discard(w)
+                    comp.append(w)
+                    if w == v:
+                        break
+                if len(comp) > 1:
+                    loops.append(sorted(comp))
+    return loops
+
+
 bad = 0
+for loop in module_loops():
+    print(f'layers: modules include each other: {" ".join(loop)}',
+          file=sys.stderr)
+    bad = 1
 for a in sorted(edges):
     print(f'{a:9} -> {" ".join(sorted(edges[a]))}')
 for a in sorted(edges):

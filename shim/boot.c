@@ -4,6 +4,8 @@
  * defaults every exec gets (ENV, WORKDIR, USER of the Airlockfile).
  * Everything here talks to the agent synchronously, before the relay
  * loop starts (or, for a standby, before it is put in the pool). */
+#include "boot.h"
+
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,7 +14,6 @@
 #include <unistd.h>
 
 #include "base/log.h"
-#include "shim.h"
 
 #define READY_DEADLINE_MS 60000
 #define READY_RETRY_MS 100

@@ -13,9 +13,11 @@
  * reaches out never runs one. What the guest sent first waits in the
  * sockets' queues and is the new gateway's first read; until then
  * nothing is forwarded anywhere: fail closed.
- * airlock-gateway runs on those sockets (core/net/gwlaunch.h). Its
- * control fd goes to netctl.c (shim_netctl_attach), which sends the
- * first GW_CONFIG and every later one. The gateway is watched through
+ * airlock-gateway runs on those sockets (core/net/gwlaunch.h). The
+ * calls that may start one return its control fd, which the caller hands
+ * to netctl.c (shim_netctl_started): it sends the first GW_CONFIG and
+ * every later one; a death is reported the same way, for netctl to
+ * detach. This module knows nothing else of the shim. The gateway is watched through
  * its pidfd. When it dies it is detached and started again after
  * 200 ms, then twice as long each time up to 30 s; the delay goes back
  * to 200 ms once one has run for a minute: bounded restarts. While none
@@ -46,6 +48,8 @@
 
 typedef struct shim_gwproc {
 	int on; /* the sandbox has a gateway (begun, not ended) */
+	const al_config *cfg;
+	const char *sandbox; /* its id (the shim's, outlives this) */
 	const al_netslot *slot;
 	char addr[AL_NET_ADDR_STRLEN]; /* the gateway's, in the slot */
 	char prog[AL_PATH_MAX];
@@ -60,23 +64,26 @@ typedef struct shim_gwproc {
 	int socks[3];
 } shim_gwproc;
 
-struct shim;
-
 void shim_gwproc_init(shim_gwproc *g);
-/* The sandbox's gateway on slot: the uid taken and its sockets made; the
+/* The gateway of sandbox on slot: the uid taken and its sockets made; the
  * first start waits for the guest's first use of them (a failed start
  * is logged and retried, as a death is). -1 when no uid can be had
- * (the start fails). */
-int shim_gwproc_begin(struct shim *s, const al_netslot *slot, al_err *err);
+ * (the start fails). cfg and sandbox must outlive g. */
+int shim_gwproc_begin(shim_gwproc *g, const al_config *cfg, const char *sandbox,
+		      const al_netslot *slot, al_err *err);
 /* Start it now if it has not started yet (a network change must reach
- * it); 1 when it was started by this call and runs. */
-int shim_gwproc_wake(struct shim *s);
-int shim_gwproc_poll(struct shim *s, struct pollfd *pfd, int *who, int n);
-void shim_gwproc_event(struct shim *s, short revents);
+ * it): the control fd of the gateway started by this call, else -1. */
+int shim_gwproc_wake(shim_gwproc *g);
+/* The poll loop's part. event and tick return the control fd of a
+ * gateway they started, else -1; event sets *died when the running one
+ * ended (its control channel is to be detached). */
+int shim_gwproc_poll(const shim_gwproc *g, struct pollfd *pfd, int *who, int n);
+int shim_gwproc_event(shim_gwproc *g, short revents, int *died);
 /* ms until the next start is due, or -1. */
-int shim_gwproc_timeout(const struct shim *s, int64_t now);
-void shim_gwproc_tick(struct shim *s, int64_t now);
-/* Kill and reap it, drop the uid, remove its state. Idempotent. */
-void shim_gwproc_end(struct shim *s);
+int shim_gwproc_timeout(const shim_gwproc *g, int64_t now);
+int shim_gwproc_tick(shim_gwproc *g, int64_t now);
+/* Kill and reap it, drop the uid, remove its state. Idempotent; its
+ * control channel is detached first by the caller. */
+void shim_gwproc_end(shim_gwproc *g);
 
 #endif

@@ -1,9 +1,11 @@
-/* The sandbox's network setting and its gateway's control channel (see
- * shim.h): GW_CONFIG out, GW_ACK in, one at a time. The gateway parses
+/* The sandbox's network setting and its gateway's control channel
+ * (netctl.h): GW_CONFIG out, GW_ACK in, one at a time. The gateway parses
  * hostile bytes and may be compromised, so what it sends is checked like
  * anything from outside, and it can neither stall the loop (the fd is
  * non-blocking, the queue bounded) nor keep a config it never
  * acknowledged (a late or missing ACK detaches it). */
+#include "netctl.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -16,8 +18,9 @@
 #include "base/ratebucket.h"
 #include "cred/credclient.h"
 #include "cred/credproto.h"
+#include "gateway.h"
 #include "net/netspec.h"
-#include "shim.h"
+#include "route.h"
 
 void shim_netctl_init(shim *s)
 {
@@ -153,6 +156,17 @@ int shim_netctl_attach(shim *s, int fd, const char *gateway_addr, int build,
 	return 0;
 }
 
+void shim_netctl_started(shim *s, int fd)
+{
+	if (fd < 0)
+		return;
+	al_err err = {0};
+	/* Ours from here (closed on failure: the gateway then exits, and
+	 * its pidfd says so). */
+	if (shim_netctl_attach(s, fd, s->gwproc.addr, 0, &err) < 0)
+		al_warn("sandbox %s: gateway control: %s", s->sb.id, err.msg);
+}
+
 /* A gateway not started yet (it waits for the guest's first use of its
  * sockets) starts now with network as its first config; 1 when that
  * config is on its way (its ACK answers the change). */
@@ -160,9 +174,10 @@ static int wake_with(shim *s, json_object *network)
 {
 	json_object *was = s->sb.network;
 	s->sb.network = network;
-	int woke = shim_gwproc_wake(s);
+	int fd = shim_gwproc_wake(&s->gwproc);
+	shim_netctl_started(s, fd);
 	s->sb.network = was;
-	return woke && s->gw.fd >= 0 && s->gw.wait_id != 0;
+	return fd >= 0 && s->gw.fd >= 0 && s->gw.wait_id != 0;
 }
 
 void shim_netctl_request(shim *s, int client, const al_frame *f)

@@ -2,6 +2,8 @@
  * channel, and signals, in one poll loop. Requests from clients are given
  * agent-side ids so that many clients can share the one agent channel;
  * every frame from the agent is routed back by that id or dropped. */
+#include "relay.h"
+
 #include <errno.h>
 #include <poll.h>
 #include <signal.h>
@@ -16,146 +18,14 @@
 
 #include "base/json.h"
 #include "base/log.h"
+#include "boot.h"
+#include "gateway.h"
 #include "host/cgroup.h"
+#include "life.h"
+#include "netctl.h"
+#include "route.h"
 #include "sandbox/machine_end.h"
-#include "shim.h"
-
-static shim_route *route_add(shim *s, uint16_t kind, int client,
-			     uint32_t client_id)
-{
-	shim_route *r = calloc(1, sizeof *r);
-	if (r == NULL)
-		return NULL;
-	/* Skip 0 (the session id) on wrap-around. */
-	if (s->next_agent_id == 0)
-		s->next_agent_id = 1;
-	r->agent_id = s->next_agent_id++;
-	r->client = client;
-	r->client_gen = s->clients[client].gen;
-	r->client_id = client_id;
-	r->kind = kind;
-	r->stream = -1;
-	r->next = s->routes;
-	s->routes = r;
-	return r;
-}
-
-static shim_route *route_by_agent(shim *s, uint32_t agent_id)
-{
-	for (shim_route *r = s->routes; r != NULL; r = r->next)
-		if (r->agent_id == agent_id)
-			return r;
-	return NULL;
-}
-
-shim_route *shim_route_find(shim *s, uint32_t agent_id)
-{
-	return route_by_agent(s, agent_id);
-}
-
-static shim_route *route_by_client(shim *s, int client, uint32_t client_id)
-{
-	for (shim_route *r = s->routes; r != NULL; r = r->next)
-		if (r->client == client &&
-		    r->client_gen == s->clients[client].gen &&
-		    r->client_id == client_id)
-			return r;
-	return NULL;
-}
-
-static void route_del(shim *s, shim_route *dead)
-{
-	for (shim_route **p = &s->routes; *p != NULL; p = &(*p)->next)
-		if (*p == dead) {
-			*p = dead->next;
-			free(dead);
-			return;
-		}
-}
-
-static int to_agent(shim *s, uint16_t type, uint32_t id, const void *p,
-		    size_t n, al_err *err)
-{
-	return al_frame_encode(&s->agent_out, type, id, p, n, err);
-}
-
-static void drop_client(shim *s, int i);
-
-void shim_relay_kill(shim *s, uint32_t agent_id)
-{
-	static const char kill_req[] = "{\"signal\":9}";
-	to_agent(s, AL_F_SIGNAL, agent_id, kill_req, sizeof kill_req - 1, NULL);
-}
-
-static void to_client(shim *s, int i, uint16_t type, uint32_t id, const void *p,
-		      size_t n)
-{
-	al_err err = {0};
-	if (al_frame_encode(&s->clients[i].out, type, id, p, n, &err) < 0) {
-		al_warn("sandbox %s: client %d dropped: %s", s->sb.id, i,
-			err.msg);
-		drop_client(s, i);
-	}
-}
-
-static void client_error(shim *s, int i, uint32_t id, al_code code,
-			 const char *msg)
-{
-	al_err err = {0};
-	char *txt = al_error_pack(code, msg, &err);
-	if (txt == NULL) {
-		al_warn("sandbox %s: client %d dropped: %s", s->sb.id, i,
-			err.msg);
-		drop_client(s, i);
-		return;
-	}
-	to_client(s, i, AL_F_ERROR, id, txt, strlen(txt));
-	free(txt);
-}
-
-static void drop_client(shim *s, int i)
-{
-	shim_client *c = &s->clients[i];
-	if (c->fd < 0)
-		return;
-	/* A process whose client went away is killed: nobody could read
-	 * its output or stop it any more. One that runs for a stream
-	 * belongs to the stream now. */
-	char *abort_req = NULL;
-	shim_route *next;
-	for (shim_route *r = s->routes; r != NULL; r = next) {
-		next = r->next;
-		if (r->client != i || r->client_gen != c->gen)
-			continue;
-		if (r->kind == AL_F_EXEC ||
-		    (r->kind == AL_F_STREAM_EXEC && r->stream < 0)) {
-			shim_relay_kill(s, r->agent_id);
-		} else if (r->kind == AL_F_FILE_WRITE ||
-			   r->kind == AL_F_FILE_READ) {
-			/* A half-sent file must not appear in the sandbox,
-			 * and a download nobody reads must not go on; the
-			 * agent answers an abort with nothing. */
-			if (abort_req == NULL)
-				abort_req = al_error_pack(AL_ESTATE,
-							  "client went away",
-							  NULL);
-			if (abort_req != NULL)
-				to_agent(s, AL_F_ERROR, r->agent_id, abort_req,
-					 strlen(abort_req), NULL);
-			route_del(s, r);
-			continue;
-		}
-		r->client = -1;
-	}
-	free(abort_req);
-	close(c->fd);
-	c->fd = -1;
-	c->gen++;
-	al_frame_reader_free(&c->in);
-	al_buf_free(&c->out);
-	if (s->destroy_client == i)
-		s->destroy_client = -1;
-}
+#include "stream.h"
 
 static void status_reply(shim *s, int i, uint32_t id)
 {
@@ -172,7 +42,7 @@ static void status_reply(shim *s, int i, uint32_t id)
 	json_object_object_add(o, "pid", json_object_new_int(s->h.init_pid));
 	const char *txt =
 		json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN);
-	to_client(s, i, AL_F_RESULT, id, txt, strlen(txt));
+	shim_client_send(s, i, AL_F_RESULT, id, txt, strlen(txt));
 	json_object_put(o);
 }
 
@@ -180,14 +50,14 @@ static void claim(shim *s, int i, al_frame *f)
 {
 	al_err err = {0};
 	if (!s->standby) {
-		client_error(s, i, f->id, AL_ESTATE,
-			     "this sandbox is not a standby");
+		shim_client_fail(s, i, f->id, AL_ESTATE,
+				 "this sandbox is not a standby");
 		return;
 	}
 	char *result = NULL;
 	int rc = shim_claim(s, f->payload, f->len, &result, &err);
 	if (rc == AL_DECLINED) {
-		client_error(s, i, f->id, err.code, err.msg);
+		shim_client_fail(s, i, f->id, err.code, err.msg);
 		return;
 	}
 	if (rc < 0) {
@@ -195,13 +65,13 @@ static void claim(shim *s, int i, al_frame *f)
 		 * the sandbox cold instead. */
 		al_warn("standby %s: claim by %s failed: %s", s->slot, s->sb.id,
 			err.msg);
-		client_error(s, i, f->id, err.code, err.msg);
+		shim_client_fail(s, i, f->id, err.code, err.msg);
 		free(result);
 		s->stopping = 1;
 		return;
 	}
 	al_info("standby %s is now sandbox %s", s->slot, s->sb.id);
-	to_client(s, i, AL_F_RESULT, f->id, result, strlen(result));
+	shim_client_send(s, i, AL_F_RESULT, f->id, result, strlen(result));
 	free(result);
 }
 
@@ -211,29 +81,30 @@ static void stream_exec(shim *s, int i, al_frame *f)
 {
 	al_err err = {0};
 	al_stream_exec_msg m;
-	if (route_by_client(s, i, f->id) != NULL) {
-		client_error(s, i, f->id, AL_EINVAL,
-			     "request id already in use");
+	if (shim_route_by_client(s, i, f->id) != NULL) {
+		shim_client_fail(s, i, f->id, AL_EINVAL,
+				 "request id already in use");
 		return;
 	}
 	if (shim_streams_open(s) >= SHIM_MAX_STREAMS) {
-		client_error(s, i, f->id, AL_EUNAVAIL,
-			     "too many streams open in this sandbox");
+		shim_client_fail(s, i, f->id, AL_EUNAVAIL,
+				 "too many streams open in this sandbox");
 		return;
 	}
 	if (al_stream_exec_unpack(f->payload, f->len, &m, &err) < 0) {
-		client_error(s, i, f->id, err.code, err.msg);
+		shim_client_fail(s, i, f->id, err.code, err.msg);
 		return;
 	}
 	char *req = shim_exec_defaults(s, &m.exec, &err);
-	shim_route *r = req != NULL ? route_add(s, AL_F_STREAM_EXEC, i, f->id)
-				    : NULL;
+	shim_route *r = req != NULL
+				? shim_route_add(s, AL_F_STREAM_EXEC, i, f->id)
+				: NULL;
 	if (r != NULL) {
 		memcpy(r->lease, m.lease, sizeof r->lease);
 		r->background = m.background;
-		if (to_agent(s, AL_F_EXEC, r->agent_id, req, strlen(req),
-			     &err) < 0) {
-			route_del(s, r);
+		if (shim_agent_send(s, AL_F_EXEC, r->agent_id, req, strlen(req),
+				    &err) < 0) {
+			shim_route_del(s, r);
 			r = NULL;
 		}
 	} else if (req != NULL) {
@@ -242,7 +113,7 @@ static void stream_exec(shim *s, int i, al_frame *f)
 	free(req);
 	al_stream_exec_free(&m);
 	if (r == NULL)
-		client_error(s, i, f->id, err.code, err.msg);
+		shim_client_fail(s, i, f->id, err.code, err.msg);
 }
 
 static void streams_reply(shim *s, int i, al_frame *f)
@@ -254,10 +125,10 @@ static void streams_reply(shim *s, int i, al_frame *f)
 			    : NULL;
 	al_streams_msg_free(&m);
 	if (txt == NULL) {
-		client_error(s, i, f->id, err.code, err.msg);
+		shim_client_fail(s, i, f->id, err.code, err.msg);
 		return;
 	}
-	to_client(s, i, AL_F_RESULT, f->id, txt, strlen(txt));
+	shim_client_send(s, i, AL_F_RESULT, f->id, txt, strlen(txt));
 	free(txt);
 }
 
@@ -274,8 +145,8 @@ static void stream_from_agent(shim *s, shim_route *r, al_frame *f, int live)
 		/* Refused to start (forwarded), or output nobody reads any
 		 * more (a background process's after its stream closed). */
 		if (live && f->type == AL_F_ERROR)
-			to_client(s, r->client, f->type, r->client_id,
-				  f->payload, f->len);
+			shim_client_send(s, r->client, f->type, r->client_id,
+					 f->payload, f->len);
 		return;
 	}
 	al_err perr;
@@ -293,15 +164,15 @@ static void stream_from_agent(shim *s, shim_route *r, al_frame *f, int live)
 			   : NULL;
 	if (txt == NULL) {
 		al_warn("sandbox %s: stream: %s", s->sb.id, err.msg);
-		shim_relay_kill(s, r->agent_id);
+		shim_agent_kill(s, r->agent_id);
 		if (live)
-			client_error(s, r->client, r->client_id, err.code,
-				     err.msg);
+			shim_client_fail(s, r->client, r->client_id, err.code,
+					 err.msg);
 		return;
 	}
 	if (live)
-		to_client(s, r->client, AL_F_RESULT, r->client_id, txt,
-			  strlen(txt));
+		shim_client_send(s, r->client, AL_F_RESULT, r->client_id, txt,
+				 strlen(txt));
 	free(txt);
 }
 
@@ -312,8 +183,8 @@ static void from_client(shim *s, int i, al_frame *f)
 	shim_route *r;
 	if (s->standby && f->type != AL_F_STATUS && f->type != AL_F_CLAIM &&
 	    f->type != AL_F_DESTROY) {
-		client_error(s, i, f->id, AL_ESTATE,
-			     "a standby serves no requests until claimed");
+		shim_client_fail(s, i, f->id, AL_ESTATE,
+				 "a standby serves no requests until claimed");
 		return;
 	}
 	switch (f->type) {
@@ -341,14 +212,15 @@ static void from_client(shim *s, int i, al_frame *f)
 	case AL_F_FILE_READ:
 	case AL_F_FILE_WRITE:
 	case AL_F_FILE_LIST:
-		if (route_by_client(s, i, f->id) != NULL) {
-			client_error(s, i, f->id, AL_EINVAL,
-				     "request id already in use");
+		if (shim_route_by_client(s, i, f->id) != NULL) {
+			shim_client_fail(s, i, f->id, AL_EINVAL,
+					 "request id already in use");
 			return;
 		}
-		r = route_add(s, f->type, i, f->id);
+		r = shim_route_add(s, f->type, i, f->id);
 		if (r == NULL) {
-			client_error(s, i, f->id, AL_ENOMEM, "out of memory");
+			shim_client_fail(s, i, f->id, AL_ENOMEM,
+					 "out of memory");
 			return;
 		}
 		if (f->type == AL_F_EXEC) {
@@ -358,38 +230,43 @@ static void from_client(shim *s, int i, al_frame *f)
 					    ? shim_exec_defaults(s, &m, &err)
 					    : NULL;
 			al_exec_msg_free(&m);
-			int rc = req != NULL ? to_agent(s, f->type, r->agent_id,
-							req, strlen(req), &err)
-					     : -1;
+			int rc = req != NULL
+					 ? shim_agent_send(s, f->type,
+							   r->agent_id, req,
+							   strlen(req), &err)
+					 : -1;
 			free(req);
 			if (rc < 0) {
-				client_error(s, i, f->id, err.code, err.msg);
-				route_del(s, r);
+				shim_client_fail(s, i, f->id, err.code,
+						 err.msg);
+				shim_route_del(s, r);
 			}
 			return;
 		}
-		if (to_agent(s, f->type, r->agent_id, f->payload, f->len,
-			     &err) < 0) {
-			client_error(s, i, f->id, err.code, err.msg);
-			route_del(s, r);
+		if (shim_agent_send(s, f->type, r->agent_id, f->payload, f->len,
+				    &err) < 0) {
+			shim_client_fail(s, i, f->id, err.code, err.msg);
+			shim_route_del(s, r);
 		}
 		return;
 	case AL_F_STDIN:
 	case AL_F_SIGNAL:
 	case AL_F_FILE_DATA:
 	case AL_F_FILE_END:
-		r = route_by_client(s, i, f->id);
+		r = shim_route_by_client(s, i, f->id);
 		if (r == NULL) {
-			client_error(s, i, f->id, AL_ENOENT, "no such request");
+			shim_client_fail(s, i, f->id, AL_ENOENT,
+					 "no such request");
 			return;
 		}
-		if (to_agent(s, f->type, r->agent_id, f->payload, f->len,
-			     &err) < 0)
-			client_error(s, i, f->id, err.code, err.msg);
+		if (shim_agent_send(s, f->type, r->agent_id, f->payload, f->len,
+				    &err) < 0)
+			shim_client_fail(s, i, f->id, err.code, err.msg);
 		return;
 	default:
-		client_error(s, i, f->id, AL_EINVAL,
-			     "frame type not accepted on the control socket");
+		shim_client_fail(
+			s, i, f->id, AL_EINVAL,
+			"frame type not accepted on the control socket");
 		return;
 	}
 }
@@ -413,7 +290,7 @@ static void from_agent(shim *s, al_frame *f)
 				s->sb.id);
 		return;
 	}
-	shim_route *r = route_by_agent(s, f->id);
+	shim_route *r = shim_route_find(s, f->id);
 	if (r == NULL)
 		return;
 	int live = r->client >= 0 && s->clients[r->client].fd >= 0 &&
@@ -421,10 +298,10 @@ static void from_agent(shim *s, al_frame *f)
 	if (r->kind == AL_F_STREAM_EXEC)
 		stream_from_agent(s, r, f, live);
 	else if (live)
-		to_client(s, r->client, f->type, r->client_id, f->payload,
-			  f->len);
+		shim_client_send(s, r->client, f->type, r->client_id,
+				 f->payload, f->len);
 	if (ends_request(r, f->type))
-		route_del(s, r);
+		shim_route_del(s, r);
 }
 
 int shim_relay_add_client(shim *s, int fd)
@@ -460,7 +337,7 @@ static void read_client(shim *s, int i)
 	shim_client *c = &s->clients[i];
 	int rc = al_frame_reader_fill(&c->in, c->fd, &err);
 	if (rc <= 0) {
-		drop_client(s, i);
+		shim_client_drop(s, i);
 		return;
 	}
 	for (;;) {
@@ -469,7 +346,7 @@ static void read_client(shim *s, int i)
 		if (n < 0) {
 			al_warn("sandbox %s: client %d: %s", s->sb.id, i,
 				err.msg);
-			drop_client(s, i);
+			shim_client_drop(s, i);
 			return;
 		}
 		if (n == 0)
@@ -581,7 +458,7 @@ static void flush_all(shim *s)
 		shim_client *c = &s->clients[i];
 		if (c->fd >= 0 && al_buf_pending(&c->out) > 0 &&
 		    al_buf_flush(&c->out, c->fd, &err) < 0)
-			drop_client(s, i);
+			shim_client_drop(s, i);
 	}
 	shim_streams_flush(s);
 }
@@ -651,14 +528,14 @@ int shim_relay_turn(shim *s, int timeout_ms, al_event *ev, char *detail,
 	}
 	n = shim_streams_poll(s, pfd, who, n);
 	n = shim_netctl_poll(s, pfd, who, n);
-	n = shim_gwproc_poll(s, pfd, who, n);
+	n = shim_gwproc_poll(&s->gwproc, pfd, who, n);
 	int timer = shim_streams_timeout(s, al_now_ms());
 	if (timer >= 0 && (timeout_ms < 0 || timer < timeout_ms))
 		timeout_ms = timer;
 	timer = shim_netctl_timeout(s, al_now_ms());
 	if (timer >= 0 && (timeout_ms < 0 || timer < timeout_ms))
 		timeout_ms = timer;
-	timer = shim_gwproc_timeout(s, al_now_ms());
+	timer = shim_gwproc_timeout(&s->gwproc, al_now_ms());
 	if (timer >= 0 && (timeout_ms < 0 || timer < timeout_ms))
 		timeout_ms = timer;
 	if (poll(pfd, (nfds_t)n, timeout_ms) < 0) {
@@ -680,7 +557,12 @@ int shim_relay_turn(shim *s, int timeout_ms, al_event *ev, char *detail,
 		} else if (who[k] == SHIM_WHO_GW) {
 			shim_netctl_event(s, pfd[k].revents);
 		} else if (who[k] == SHIM_WHO_GWPROC) {
-			shim_gwproc_event(s, pfd[k].revents);
+			int died = 0;
+			int fd = shim_gwproc_event(&s->gwproc, pfd[k].revents,
+						   &died);
+			if (died)
+				shim_netctl_detach(s, "the gateway ended");
+			shim_netctl_started(s, fd);
 		} else if (who[k] == SHIM_WHO_HTTP_LISTEN ||
 			   who[k] >= SHIM_WHO_STREAM) {
 			shim_streams_event(s, who[k], pfd[k].revents);
@@ -698,14 +580,14 @@ int shim_relay_turn(shim *s, int timeout_ms, al_event *ev, char *detail,
 			    (pfd[k].revents & (POLLHUP | POLLERR)))
 				/* Gone while paused: what it sent last is
 				 * abandoned with it. */
-				drop_client(s, i);
+				shim_client_drop(s, i);
 			else if (pfd[k].revents & (POLLIN | POLLHUP | POLLERR))
 				read_client(s, i);
 		}
 	}
 	shim_streams_tick(s, al_now_ms());
 	shim_netctl_tick(s, al_now_ms());
-	shim_gwproc_tick(s, al_now_ms());
+	shim_netctl_started(s, shim_gwproc_tick(&s->gwproc, al_now_ms()));
 	return s->stopping;
 }
 
@@ -722,17 +604,17 @@ void shim_relay_finish(shim *s, al_event ev, const char *detail)
 		if (r->client >= 0 && s->clients[r->client].fd >= 0 &&
 		    s->clients[r->client].gen == r->client_gen &&
 		    r->client != s->destroy_client)
-			client_error(s, r->client, r->client_id, AL_ESTATE,
-				     "the sandbox ended");
+			shim_client_fail(s, r->client, r->client_id, AL_ESTATE,
+					 "the sandbox ended");
 	shim_streams_finish(s);
 	shim_netctl_detach(s, "the sandbox ended");
 	flush_all(s);
 	shim_teardown(s, ev, why);
 	finish_destroy(s);
 	while (s->routes != NULL)
-		route_del(s, s->routes);
+		shim_route_del(s, s->routes);
 	for (int i = 0; i < SHIM_MAX_CLIENTS; i++)
-		drop_client(s, i);
+		shim_client_drop(s, i);
 	al_frame_reader_free(&s->agent_in);
 	al_buf_free(&s->agent_out);
 }
@@ -746,25 +628,4 @@ int shim_relay_run(shim *s)
 		;
 	shim_relay_finish(s, ev, detail);
 	return 0;
-}
-
-uint32_t shim_client_gen(const shim *s, int i)
-{
-	return s->clients[i].gen;
-}
-
-void shim_client_reply(shim *s, int i, uint32_t gen, uint16_t type, uint32_t id,
-		       const void *p, size_t n)
-{
-	if (i >= 0 && i < SHIM_MAX_CLIENTS && s->clients[i].fd >= 0 &&
-	    s->clients[i].gen == gen)
-		to_client(s, i, type, id, p, n);
-}
-
-void shim_client_error(shim *s, int i, uint32_t gen, uint32_t id, al_code code,
-		       const char *msg)
-{
-	if (i >= 0 && i < SHIM_MAX_CLIENTS && s->clients[i].fd >= 0 &&
-	    s->clients[i].gen == gen)
-		client_error(s, i, id, code, msg);
 }

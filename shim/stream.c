@@ -7,6 +7,8 @@
  * the events straight to nginx from its poll loop; no fcgi worker is
  * involved. nginx closing the connection (its client went away) kills
  * the process unless it was started with "background". */
+#include "stream.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -21,7 +23,7 @@
 
 #include "base/log.h"
 #include "proto/streamhttp.h"
-#include "shim.h"
+#include "route.h"
 
 /* Room for the streams' sockets beside the control clients. */
 static void raise_fd_limit(void)
@@ -121,7 +123,7 @@ static void stream_close(shim *s, int i)
 		if (r != NULL)
 			r->stream = -1;
 		if (!st->background)
-			shim_relay_kill(s, st->agent_id);
+			shim_agent_kill(s, st->agent_id);
 	}
 	if (st->fd >= 0)
 		close(st->fd);
@@ -152,7 +154,7 @@ static void stream_fail(shim *s, int i, al_code code, const char *msg)
 		if (r != NULL)
 			r->stream = -1;
 		if (!st->background)
-			shim_relay_kill(s, st->agent_id);
+			shim_agent_kill(s, st->agent_id);
 		st->agent_id = 0;
 	}
 }
@@ -233,7 +235,7 @@ char *shim_streams_answer(shim *s, const al_streams_msg *m, al_err *err)
 			    strcmp(r->lease, m->lease[k]) != 0)
 				continue;
 			if (m->end != AL_OK)
-				shim_relay_kill(s, r->agent_id);
+				shim_agent_kill(s, r->agent_id);
 			else
 				found = 1;
 		}

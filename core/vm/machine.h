@@ -26,8 +26,8 @@
 #include <sys/types.h>
 
 #include "base/err.h"
+#include "vm/guest.h"
 #include "vm/jail.h"
-#include "vm/probe.h"
 #include "vm/qmp.h"
 
 #define AL_VM_RUNLINK ".airlock-vm-run"

@@ -4,41 +4,19 @@
  * the driver is unavailable.
  *
  * Files (STATE is the config's state_dir):
- *   STATE/vm/kernel/vmlinuz, STATE/vm/initrd.img   scripts/vm-kernel.sh
  *   STATE/vm/accel           "kvm" or "tcg", written by al_vm_accel_save
  *   STATE/vm/unavailable     why the vm driver cannot be used here, written
  *                            by airlock-controller --init (absent = usable)
- * A template's VM artefacts are vm/snapshot.h's. */
+ * The guest's shape and kernel files are vm/guest.h's, a template's VM
+ * artefacts vm/snapshot.h's. */
 #ifndef AL_VM_PROBE_H
 #define AL_VM_PROBE_H
 
 #include <stddef.h>
 #include <stdint.h>
 
-#include "base/config.h"
 #include "base/err.h"
-
-/* Every guest's RAM: sandboxes take no other size. */
-#define AL_VM_MEM_MB 256
-/* Every guest's vCPUs (-smp): part of the snapshot a sandbox is
- * restored from, like its RAM, so a sandbox's "cpus" is at most this. */
-#define AL_VM_VCPUS 1
-/* Written by the guest init when probing (guest/init/init.c). */
-#define AL_VM_PROBE_MARKER "AIRLOCK-PROBE-OK"
-#define AL_VM_QEMU "/usr/bin/qemu-system-x86_64"
-
-typedef enum al_vm_accel { AL_VM_TCG = 0, AL_VM_KVM = 1 } al_vm_accel;
-
-typedef struct al_vm_kernel {
-	char vmlinuz[AL_PATH_MAX];
-	char initrd[AL_PATH_MAX];
-} al_vm_kernel;
-
-const char *al_vm_accel_name(al_vm_accel a);
-
-/* Kernel and initrd under state_dir; AL_ENOENT naming the missing file
- * and the command that makes it. */
-int al_vm_kernel_find(const char *state_dir, al_vm_kernel *k, al_err *err);
+#include "vm/guest.h"
 
 /* Boot a tiny guest (kernel + initrd, no disk) under KVM and wait at most
  * timeout_ms for the guest init's probe marker. AL_VM_KVM only if it came;

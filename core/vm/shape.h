@@ -26,7 +26,7 @@
 
 #include "base/err.h"
 #include "driver.h"
-#include "vm/probe.h"
+#include "vm/guest.h"
 
 /* How long a start waits for another start making the shape it needs:
  * below fcgi's wait for a start (30 s), so that the caller is told to

@@ -29,24 +29,7 @@
 
 #include "base/config.h"
 #include "base/err.h"
-#include "vm/probe.h"
-
-#define AL_VM_LINK ".airlock-vm"
-#define AL_VM_DISK ".airlock-disk.ext4"
-#define AL_VM_BASE_DISK "disk.base.ext4"
-/* VMDIR/<prefix>N: the snapshot of N vCPUs (vm/shape.h); also the prefix
- * of its lock (.lock) and of a half-made one (.new). */
-#define AL_VM_SHAPE_PREFIX "vcpus-"
-/* The template's disk image: the product's default disk_mb, so a default
- * create (and every smaller one, capped by its qgroup) starts with no
- * grow; a larger disk_mb grows it after the restore. */
-#define AL_VM_DISK_BYTES (4096ull << 20)
-/* Raised whenever QEMU's devices, the guest kernel's command line, the
- * GO line or the agent's frames change: a snapshot of another format is
- * not restored but rebuilt. 2: virtio-net, MAC in GO. 3: tickless idle
- * guest (TSC kept). 4: the agent grows the disk (DISK_GROW), 4 GiB image.
- * 6: disk.base.ext4, which snapshots of other vCPU counts boot from. */
-#define AL_VM_SNAPSHOT_FORMAT "6"
+#include "vm/guest.h"
 
 /* Build a template's VM artefacts in vmdir (created if missing) from the
  * template root filesystem rootfs: disk.base.ext4 via mkfs.ext4 -d, then

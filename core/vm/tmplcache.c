@@ -18,7 +18,7 @@
 
 #include "base/cleanup.h"
 #include "base/file.h"
-#include "vm/snapshot.h"
+#include "vm/guest.h"
 
 #define MKFS "/usr/sbin/mkfs.ext4"
 /* A tree deeper than this is not a root filesystem we built. */

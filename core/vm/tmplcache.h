@@ -26,7 +26,7 @@
 #include <stddef.h>
 
 #include "base/err.h"
-#include "vm/probe.h"
+#include "vm/guest.h"
 
 #define AL_VM_TMPLCACHE_KEY_LEN 64 /* hex digits */
 
