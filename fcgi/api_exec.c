@@ -14,6 +14,7 @@
 #include "http.h"
 #include "proto/agentproto.h"
 #include "sandbox/sandbox_req.h"
+#include "sandbox/shimctl.h"
 #include "streams.h"
 #include "upstream.h"
 
@@ -157,7 +158,7 @@ static int open_exec(al_req *r, uint16_t type, char *s, const al_exec_req *req,
 	if (al_frame_send(fd, AL_F_STDIN, AL_REQ_ID_CLIENT, "", 0, err) == 0)
 		return fd;
 fail:
-	al_upstream_relay_error(err);
+	al_shimctl_relay_error(err);
 	close(fd);
 	return -1;
 }

@@ -14,6 +14,7 @@
 #include "base/path.h"
 #include "http.h"
 #include "proto/agentproto.h"
+#include "sandbox/shimctl.h"
 #include "upstream.h"
 
 #define FILE_CHUNK (256u << 10)
@@ -198,7 +199,7 @@ void al_api_files_put(al_req *r)
 	goto out;
 
 fail_relay:
-	al_upstream_relay_error(&err);
+	al_shimctl_relay_error(&err);
 fail:
 	al_http_error(r, &err);
 out:

@@ -10,17 +10,12 @@
 #include <string.h>
 
 #include "base/json.h"
-#include "base/log.h"
 #include "http.h"
 #include "model/egress_log.h"
 #include "model/sandbox.h"
 #include "model/template.h"
 #include "net/netspec.h"
-#include "proto/agentproto.h"
-#include "upstream.h"
-
-/* The gateway answers in SHIM_GW_ACK_MS (3 s); the shim in a little more. */
-#define NETWORK_DEADLINE_MS 5000
+#include "sandbox/sandbox_ops.h"
 
 /* The body: the network object itself, mode required. */
 static int parse_body(al_req *r, al_netspec *ns, al_err *err)
@@ -46,54 +41,25 @@ void al_api_sandbox_network_put(al_req *r)
 		al_http_error(r, &err);
 		return;
 	}
-	json_object *network = al_netspec_to_json(&ns);
-	char *payload = network != NULL ? al_net_update_pack(&ns, &err) : NULL;
-	al_netspec_free(&ns);
-	al_sandbox sb = {0};
-	al_db *db = NULL;
-	al_frame res = {0};
 	bool gateway = false;
-	if (payload == NULL) {
+	al_db *db = al_req_db(r, &err);
+	json_object *network = NULL;
+	if (db == NULL ||
+	    al_sandbox_ops_set_network(r->cfg, db, r->id, al_req_scope(r), &ns,
+				       &gateway, &err) < 0 ||
+	    (network = al_netspec_to_json(&ns)) == NULL) {
 		if (err.code == AL_OK)
 			al_err_set(&err, AL_ENOMEM, 0, "out of memory");
-		goto out;
-	}
-	db = al_req_db(r, &err);
-	if (db == NULL ||
-	    al_sandbox_get_in(db, r->id, al_req_scope(r), &sb, &err) < 0)
-		goto out;
-	if (sb.state != AL_ST_RUNNING) {
-		al_err_set(&err, AL_ESTATE, 0,
-			   "sandbox %s is %s: its network changes only while"
-			   " it runs",
-			   sb.id, al_state_name(sb.state));
-		goto out;
-	}
-	/* The shim (and its gateway) first: what is recorded is what
-	 * runs. */
-	if (al_upstream_call(r->cfg, sb.id, AL_F_NETWORK, payload,
-			     al_now_ms() + NETWORK_DEADLINE_MS, &res,
-			     &err) < 0 ||
-	    al_net_result_unpack(res.payload, res.len, &gateway, &err) < 0 ||
-	    al_sandbox_set_network(db, sb.id, al_req_scope(r), network, &err) <
-		    0)
-		goto out;
-	al_info("sandbox %s: network set to %s (gateway %s)", sb.id,
-		al_json_compact(network), gateway ? "acknowledged" : "none");
-	json_object_put(sb.network);
-	sb.network = json_object_get(network);
-	json_object *o = json_object_new_object();
-	json_object_object_add(o, "network", json_object_get(network));
-	json_object_object_add(o, "gateway", json_object_new_boolean(gateway));
-	al_http_json(r, 200, o);
-	json_object_put(o);
-out:
-	if (err.code != AL_OK)
 		al_http_error(r, &err);
-	al_frame_free(&res);
-	al_sandbox_free_fields(&sb);
-	json_object_put(network);
-	free(payload);
+	} else {
+		json_object *o = json_object_new_object();
+		json_object_object_add(o, "network", network);
+		json_object_object_add(o, "gateway",
+				       json_object_new_boolean(gateway));
+		al_http_json(r, 200, o);
+		json_object_put(o);
+	}
+	al_netspec_free(&ns);
 }
 
 /* The egress log of id (a sandbox's, or a build's: its gateway logs

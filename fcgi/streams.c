@@ -5,6 +5,7 @@
 
 #include "base/log.h"
 #include "model/project.h"
+#include "sandbox/shimctl.h"
 #include "template/buildlog.h"
 #include "upstream.h"
 
@@ -34,8 +35,8 @@ static void check_group(al_req *r, const char *sandbox,
 	char *req = al_streams_pack(lease, n, end, message, &err);
 	if (req == NULL)
 		return;
-	int rc = al_upstream_call(r->cfg, sandbox, AL_F_STREAMS, req,
-				  al_now_ms() + SHIM_ANSWER_MS, &f, &err);
+	int rc = al_shimctl_request(r->cfg, sandbox, AL_F_STREAMS, req,
+				    al_now_ms() + SHIM_ANSWER_MS, &f, &err);
 	free(req);
 	al_streams_msg live = {0};
 	if (rc == 0) {

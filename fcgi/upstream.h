@@ -21,12 +21,6 @@
  * or -1 (nothing left open). */
 int al_upstream_open(al_req *r, uint16_t type, const char *payload,
 		     int64_t deadline_ms, al_err *err);
-/* One request to sandbox's shim answered by one RESULT: 0 with *result
- * filled (caller frees), or -1 with err (an ERROR relayed; AL_EUNAVAIL
- * when the shim is not running). */
-int al_upstream_call(const al_config *cfg, const char *sandbox, uint16_t type,
-		     const char *payload, int64_t deadline_ms, al_frame *result,
-		     al_err *err);
 /* al_upstream_next: besides -1 (err ready for al_http_error: the
  * connection failed or broke the protocol, or the sandbox answered with
  * an ERROR, or for another request). */
@@ -42,7 +36,5 @@ int al_upstream_next(al_req *r, int fd, al_frame_reader *rd, al_frame *f,
 		     int64_t until_ms, al_err *err);
 /* Parse a JSON object frame payload; NULL with AL_EPROTO otherwise. */
 json_object *al_upstream_json(const al_frame *f, al_err *err);
-/* Map an error from the shim/agent to what the API client may see. */
-void al_upstream_relay_error(al_err *e);
 
 #endif

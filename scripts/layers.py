@@ -8,6 +8,7 @@ no two modules include each other, directly or around a loop.
 
     python3 scripts/layers.py [--dot]"""
 import collections
+import glob
 import os
 import re
 import subprocess
@@ -121,7 +122,29 @@ def module_loops():
     return loops
 
 
+def handler_calls():
+    """(caller file, callee, its file) of every call between handlers."""
+    handlers = sorted(glob.glob('fcgi/api_*.c'))
+    text = {f: open(f).read() for f in handlers}
+    defined = {}
+    for f in handlers:
+        for m in re.finditer(r'^(?!static)[a-z][^\n;]*?\b(\w+)\(', text[f],
+                             re.M):
+            defined.setdefault(m.group(1), f)
+    calls = []
+    for f in handlers:
+        for name, home in sorted(defined.items()):
+            if home != f and re.search(r'\b%s\s*\(' % name, text[f]):
+                calls.append((f, name, home))
+    return calls
+
+
 bad = 0
+for caller, name, home in handler_calls():
+    print(f'layers: {caller} calls {name} of {home} (a handler calls no'
+          ' other handler: move the shared part into core or fcgi)',
+          file=sys.stderr)
+    bad = 1
 for loop in module_loops():
     print(f'layers: modules include each other: {" ".join(loop)}',
           file=sys.stderr)

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "base/capacity.h"
+#include "base/cleanup.h"
 #include "base/log.h"
 #include "driver.h"
 #include "model/credential.h"
@@ -277,6 +278,39 @@ int al_sandbox_ops_delete(const al_config *cfg, al_db *db, const char *id,
 	}
 	al_info("sandbox %s deleted", id);
 	return 0;
+}
+
+/* The shim answers a network change once its gateway has (SHIM_GW_ACK_MS,
+ * 3 s); this leaves it a little more. */
+#define NETWORK_DEADLINE_MS 5000
+
+int al_sandbox_ops_set_network(const al_config *cfg, al_db *db, const char *id,
+			       const char *project, const al_netspec *ns,
+			       bool *gateway, al_err *err)
+{
+	if (al_sandbox_ops_running(db, id, project, err) < 0)
+		return -1;
+	al_autofree char *payload = al_net_update_pack(ns, err);
+	json_object *network = al_netspec_to_json(ns);
+	al_frame res = {0};
+	int rc = -1;
+	if (payload == NULL || network == NULL) {
+		if (err->code == AL_OK)
+			al_err_set(err, AL_ENOMEM, 0, "out of memory");
+	} else if (al_shimctl_request(cfg, id, AL_F_NETWORK, payload,
+				      al_now_ms() + NETWORK_DEADLINE_MS, &res,
+				      err) == 0 &&
+		   al_net_result_unpack(res.payload, res.len, gateway, err) ==
+			   0 &&
+		   al_sandbox_set_network(db, id, project, network, err) == 0) {
+		al_info("sandbox %s: network set to %s (gateway %s)", id,
+			al_json_compact(network),
+			*gateway ? "acknowledged" : "none");
+		rc = 0;
+	}
+	al_frame_free(&res);
+	json_object_put(network);
+	return rc;
 }
 
 int al_sandbox_ops_running(al_db *db, const char *id, const char *project,

@@ -15,12 +15,15 @@
 #ifndef AL_SANDBOX_OPS_H
 #define AL_SANDBOX_OPS_H
 
+#include <stdbool.h>
+
 #include "base/config.h"
 #include "base/err.h"
 #include "base/json.h"
 #include "model/auth.h"
 #include "model/db.h"
 #include "model/sandbox.h"
+#include "net/netspec.h"
 #include "sandbox/sandbox_req.h"
 
 /* Create the sandbox req asks for, on behalf of caller (its key's
@@ -39,6 +42,15 @@ int al_sandbox_ops_create(const al_config *cfg, al_db *db,
  * cleans up what it left). */
 int al_sandbox_ops_delete(const al_config *cfg, al_db *db, const char *id,
 			  const char *project, al_err *err);
+
+/* Set the network of running sandbox id of project to ns: its shim
+ * (and its gateway, which acknowledges it) first, then the row, so that
+ * what is recorded is what runs. *gateway: whether a gateway took it
+ * (false: the sandbox has none, and only mode none was recorded).
+ * AL_ESTATE when it is not running; the shim's refusal relayed. */
+int al_sandbox_ops_set_network(const al_config *cfg, al_db *db, const char *id,
+			       const char *project, const al_netspec *ns,
+			       bool *gateway, al_err *err);
 
 /* 0 when sandbox id of project is running: what an exec or a file
  * transfer needs; AL_ENOENT, or AL_ESTATE naming the state it is in. */

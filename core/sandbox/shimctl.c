@@ -92,6 +92,87 @@ int al_shimctl_call_raw(int fd, uint16_t type, uint32_t id, const char *body,
 	return rc;
 }
 
+void al_shimctl_relay_error(al_err *e)
+{
+	/* The message comes from inside the sandbox: keep it printable
+	 * ASCII so it cannot break the JSON or the log line. */
+	for (char *p = e->msg; *p != '\0'; p++)
+		if ((unsigned char)*p < 0x20 || (unsigned char)*p >= 0x7f)
+			*p = '?';
+	switch (e->code) {
+	case AL_EINVAL:
+	case AL_ENOENT:
+	case AL_ESTATE:
+	case AL_EEXIST:
+	case AL_ETOOBIG:
+	case AL_EPATH:
+	case AL_EPERM:
+	case AL_ETIMEDOUT:
+	case AL_EUNAVAIL:
+	case AL_ENOSPACE:
+	case AL_ESYS:
+	case AL_ENOMEM:
+	case AL_EPROTO:
+		break;
+	case AL_EAUTH:
+		/* The caller is authenticated; the sandbox refused. */
+		e->code = AL_EPERM;
+		break;
+	case AL_OK:
+	case AL_EDB:
+	case AL_EINTERNAL:
+	case AL_EQUOTA:
+	case AL_CODE_MAX:
+	default:
+		e->code = AL_EPROTO;
+		break;
+	}
+}
+
+void al_shimctl_error_frame(const al_frame *f, al_err *err)
+{
+	al_err perr;
+	if (al_error_unpack(f->payload, f->len, err, &perr) < 0) {
+		al_err_set(err, AL_EPROTO, 0, "sandbox sent a malformed error");
+		return;
+	}
+	al_shimctl_relay_error(err);
+}
+
+int al_shimctl_request(const al_config *cfg, const char *sandbox, uint16_t type,
+		       const char *payload, int64_t deadline_ms,
+		       al_frame *result, al_err *err)
+{
+	int fd = al_shimctl_connect(cfg, sandbox, err);
+	if (fd < 0)
+		return -1;
+	al_frame_reader rd;
+	al_frame_reader_init(&rd);
+	int rc = al_frame_send_until(fd, type, AL_REQ_ID_CLIENT, payload,
+				     strlen(payload), deadline_ms, err);
+	while (rc == 0) {
+		rc = al_frame_recv(fd, &rd, result, deadline_ms, err);
+		if (rc < 0)
+			break;
+		if (result->id == AL_REQ_ID_CLIENT &&
+		    result->type == AL_F_RESULT)
+			break;
+		if (result->id == AL_REQ_ID_CLIENT &&
+		    result->type == AL_F_ERROR) {
+			al_shimctl_error_frame(result, err);
+			al_frame_free(result);
+			rc = -1;
+			break;
+		}
+		al_frame_free(result);
+	}
+	al_frame_reader_free(&rd);
+	close(fd);
+	if (rc < 0)
+		al_shimctl_relay_error(err);
+	return rc;
+}
+
 int al_shimctl_destroy(const al_config *cfg, const char *id, al_err *err)
 {
 	al_autofd int fd = al_shimctl_connect(cfg, id, err);

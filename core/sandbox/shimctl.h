@@ -46,6 +46,21 @@ int al_shimctl_spawn_standbys(const al_config *cfg, al_db *db, const char *tmpl,
 			      int version, const char *driver, int n,
 			      int64_t deadline_ms, al_err *err);
 
+/* One request of type to sandbox's shim, sent as AL_REQ_ID_CLIENT and
+ * answered by one RESULT: 0 with *result filled (caller frees), or -1
+ * with err (an ERROR relayed, al_shimctl_relay_error; AL_EUNAVAIL when
+ * the shim is not running). For the API's calls: what the shim or the
+ * agent inside says is passed on as the API client may see it. */
+int al_shimctl_request(const al_config *cfg, const char *sandbox, uint16_t type,
+		       const char *payload, int64_t deadline_ms,
+		       al_frame *result, al_err *err);
+/* An ERROR frame from a shim into err, relayed. */
+void al_shimctl_error_frame(const al_frame *f, al_err *err);
+/* An error from a shim or the agent behind it, as an API client may see
+ * it: its message printable ASCII (it may come from inside the sandbox),
+ * codes the sandbox has no business sending turned into AL_EPROTO. */
+void al_shimctl_relay_error(al_err *e);
+
 /* Ask the shim to tear the sandbox down and wait until it has. */
 int al_shimctl_destroy(const al_config *cfg, const char *id, al_err *err);
 
