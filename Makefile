@@ -8,7 +8,8 @@ SAN     ?= 0
 B       := $(if $(filter 1,$(SAN)),build-san,build)
 
 WARN    := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes \
-           -Wmissing-prototypes -Wformat=2 -Wformat-nonliteral -Wvla
+           -Wmissing-prototypes -Wformat=2 -Wformat-nonliteral -Wvla \
+           -Wswitch-enum
 CSTD    := -std=gnu17
 HARDEN  := -fstack-protector-strong -D_FORTIFY_SOURCE=2 -fPIE
 OPT     := -O2 -g

@@ -420,8 +420,25 @@ static void dispatch(agent *a, const al_frame *f)
 	case AL_F_STATUS:
 	case AL_F_DESTROY:
 	case AL_F_CLAIM:
+	case AL_F_START:
+	case AL_F_NETWORK:
+	case AL_F_STREAM_EXEC:
+	case AL_F_STREAMS:
+	case AL_F_GW_CONFIG:
+	case AL_F_GW_ACK:
+	case AL_F_GW_CREDCHAN_REQ:
+	case AL_F_GW_CREDCHAN:
+	case AL_F_CRED_HELLO:
+	case AL_F_CRED_GRANT:
+	case AL_F_CRED_TAKE:
+	case AL_F_CRED_USE:
+	case AL_F_CRED_SET:
+	case AL_F_CRED_SET_ACK:
+	case AL_F_CRED_REFRESH:
+	case AL_F_CRED_REFRESH_DONE:
 	case AL_F_TYPE_MAX:
 	default:
+		/* The host's own frames: never a request to the agent. */
 		break;
 	}
 	/* Answering with ERROR would end a live request of that id in the

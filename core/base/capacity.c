@@ -5,14 +5,9 @@
 
 int al_capacity_exhausted(const al_err *e)
 {
-	switch (e->code) {
-	case AL_EUNAVAIL:
-	case AL_ENOSPACE:
-	case AL_ENOMEM:
+	if (e->code == AL_EUNAVAIL || e->code == AL_ENOSPACE ||
+	    e->code == AL_ENOMEM)
 		return 1;
-	default:
-		break;
-	}
 	switch (e->sys_errno) {
 	case EAGAIN:
 	case ENOMEM:

@@ -133,20 +133,18 @@ int al_store_is_subvol(const char *path, al_err *err)
 		return -1;
 	errno = 0;
 	enum btrfs_util_error e = btrfs_util_is_subvolume(path);
-	switch (e) {
-	case BTRFS_UTIL_OK:
+	/* libbtrfsutil's own enum: the few answers that say yes or no, and
+	 * every other (of this version or a later one) a failure. */
+	if (e == BTRFS_UTIL_OK)
 		return 1;
-	case BTRFS_UTIL_ERROR_NOT_SUBVOLUME:
-	case BTRFS_UTIL_ERROR_NOT_BTRFS:
+	if (e == BTRFS_UTIL_ERROR_NOT_SUBVOLUME ||
+	    e == BTRFS_UTIL_ERROR_NOT_BTRFS)
 		return 0;
-	case BTRFS_UTIL_ERROR_STAT_FAILED:
-	case BTRFS_UTIL_ERROR_STATFS_FAILED:
-		if (errno == ENOENT || errno == ENOTDIR)
-			return 0;
-		return store_fail(err, e, "inspect", path);
-	default:
-		return store_fail(err, e, "inspect", path);
-	}
+	if ((e == BTRFS_UTIL_ERROR_STAT_FAILED ||
+	     e == BTRFS_UTIL_ERROR_STATFS_FAILED) &&
+	    (errno == ENOENT || errno == ENOTDIR))
+		return 0;
+	return store_fail(err, e, "inspect", path);
 }
 
 int al_store_quota_enable(const char *pool_dir, al_err *err)

@@ -122,6 +122,7 @@ void al_shimctl_relay_error(al_err *e)
 	case AL_EDB:
 	case AL_EINTERNAL:
 	case AL_EQUOTA:
+	case AL_EDISABLED:
 	case AL_CODE_MAX:
 	default:
 		e->code = AL_EPROTO;
