@@ -14,6 +14,7 @@
 #include "http.h"
 #include "model/egress_log.h"
 #include "model/sandbox.h"
+#include "model/sandbox_state.h"
 #include "model/template.h"
 #include "net/netspec.h"
 #include "proto/agentproto.h"
