@@ -5,6 +5,7 @@
 
 #include "base/log.h"
 #include "model/sandbox.h"
+#include "model/sandbox_state.h"
 #include "sandbox/reap.h"
 #include "sandbox/shimctl.h"
 

@@ -13,6 +13,7 @@
 #include "base/log.h"
 #include "host/cgroup.h"
 #include "model/sandbox.h"
+#include "model/sandbox_state.h"
 #include "model/template.h"
 #include "sandbox/reap.h"
 #include "sandbox/shimctl.h"

@@ -13,6 +13,7 @@
 #include "http.h"
 #include "model/egress_log.h"
 #include "model/sandbox.h"
+#include "model/sandbox_state.h"
 #include "model/template.h"
 #include "net/netspec.h"
 #include "sandbox/sandbox_ops.h"

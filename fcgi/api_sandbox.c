@@ -8,6 +8,7 @@
 #include "base/json.h"
 #include "http.h"
 #include "model/sandbox.h"
+#include "model/sandbox_state.h"
 #include "sandbox/sandbox_ops.h"
 #include "vm/net.h"
 

@@ -7,7 +7,9 @@
 
 #include "base/err.h"
 #include "model/sandbox.h"
+#include "model/sandbox_state.h"
 #include "model/template.h"
+#include "sandbox/shimspec.h"
 #include "shim.h"
 
 /* A shim with nothing yet, for sandbox (or standby slot) name. */

@@ -27,7 +27,9 @@
 #include "base/cleanup.h"
 #include "base/log.h"
 #include "life.h"
+#include "model/sandbox_state.h"
 #include "relay.h"
+#include "sandbox/shimspec.h"
 
 /* The spec is in a memfd written before the shim was started. */
 #define SPEC_TIMEOUT_MS 5000

@@ -3,6 +3,7 @@
 #ifndef AL_SHIM_RELAY_H
 #define AL_SHIM_RELAY_H
 
+#include "model/sandbox_state.h"
 #include "shim.h"
 
 /* Run until the sandbox ends. Returns the process exit code. */

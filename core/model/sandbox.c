@@ -1,7 +1,7 @@
 /* The sandbox model's SQL: rows, transitions and their events. What
- * needs no database (the lifecycle table, ids, the shim's spec and ready
- * report) is in sandbox_state.c, so that a program without a database
- * connection (the shim) links without libpq. */
+ * needs no database is apart, so that a program without a database
+ * connection (the shim) does not link this: the lifecycle table in
+ * sandbox_state.c, a row's fields, API JSON and ids in sandbox_row.c. */
 #include "model/sandbox.h"
 
 #include <errno.h>
@@ -14,6 +14,7 @@
 #include "base/config.h"
 #include "base/json.h"
 #include "base/log.h"
+#include "model/sandbox_state.h"
 
 /* The same as the column's default in core/model/sql/008_network.sql. */
 #define AL_SANDBOX_NETWORK_DEFAULT                                             \

@@ -1,6 +1,8 @@
-/* sandbox: the lifecycle state machine and the sandbox's rows in
- * PostgreSQL (sandboxes, sandbox_events). Every transition is checked
- * against the table and written with an event row in one transaction. */
+/* sandbox: the al_sandbox type and its rows in PostgreSQL (sandboxes,
+ * sandbox_events; sandbox.c). Every transition is checked against the
+ * state table (model/sandbox_state.h) and written with an event row in
+ * one transaction. Freeing a row's fields, its API JSON and a new id need
+ * no database (sandbox_row.c). */
 #ifndef AL_SANDBOX_H
 #define AL_SANDBOX_H
 
@@ -11,34 +13,7 @@
 #include "base/err.h"
 #include "driver.h"
 #include "model/db.h"
-#include "model/template.h"
-
-typedef enum al_state {
-	AL_ST_CREATING,
-	AL_ST_RUNNING,
-	AL_ST_PAUSED,
-	AL_ST_SUSPENDED,
-	AL_ST_ERROR,
-	AL_ST_DELETED,
-	AL_ST_MAX
-} al_state;
-
-typedef enum al_event {
-	AL_EV_READY,   /* creating -> running */
-	AL_EV_PAUSE,   /* running -> paused */
-	AL_EV_RESUME,  /* paused|suspended -> running */
-	AL_EV_SUSPEND, /* running|paused -> suspended */
-	AL_EV_FAIL,    /* creating|running|paused -> error */
-	AL_EV_DELETE,  /* any but deleted -> deleted */
-	AL_EV_MAX
-} al_event;
-
-const char *al_state_name(al_state s);
-/* -1 if unknown. */
-int al_state_from_name(const char *name);
-const char *al_event_name(al_event e);
-/* The next state, or -1 (AL_ESTATE) when the event is not allowed in s. */
-int al_state_next(al_state s, al_event e, al_err *err);
+#include "model/sandbox_state.h"
 
 typedef struct al_sandbox {
 	char id[64];
@@ -129,41 +104,6 @@ typedef struct al_sandbox_creates {
 int al_sandbox_recent_creates(al_db *db, uint32_t window_s,
 			      al_sandbox_creates *out, int max, int *n,
 			      al_err *err);
-
-/* What a shim is told to run: the sandbox (id, template and version,
- * driver, limits, env) and what the template's version asks of the
- * machine (boot: env, workdir, user, START, READY). It is the shim's
- * stdin when started cold (id set) or as a standby (id "", no limits or
- * env) and the CLAIM frame's payload to a standby (no boot: the standby
- * has it). The shim holds no database connection: this is all it
- * knows of its sandbox. Never holds secrets in argv, so it is not argv.
- *
- *   {"id":"...","template":"minimal","template_version":3,"driver":"ns",
- *    "limits":{"memory_bytes":N,"pids":N,"cpu_shares":N,"cpu_millis":N,
- *              "disk_bytes":N},
- *    "env":{"K":"V"},"network":{NETSPEC (core/net/netspec.h)},
- *    "boot":{"env":{},"workdir":"/","user":"root","start":[..],
- *            "ready":[..]}}
- *
- * Pack: tv NULL leaves boot out. Unpack checks every field (ids, names,
- * limits in range, env and argv shapes); sb gets the sandbox fields (the
- * caller frees them with al_sandbox_free_fields), tv the boot (freed
- * with al_template_version_free) and *has_boot whether there was one. */
-char *al_shim_spec_pack(const al_sandbox *sb, const al_template_version *tv,
-			al_err *err);
-int al_shim_spec_unpack(const void *payload, size_t len, al_sandbox *sb,
-			al_template_version *tv, int *has_boot, al_err *err);
-
-/* What a shim says once its sandbox runs (the ready fd's "OK <json>"
- * line of a cold start, the RESULT of a CLAIM): {"pid":N,"accel":"..."},
- * the shim's pid and the accelerator ("kvm", "tcg", "" for none). */
-typedef struct al_shim_ready {
-	int pid;
-	char accel[8];
-} al_shim_ready;
-char *al_shim_ready_pack(const al_shim_ready *r, al_err *err);
-int al_shim_ready_unpack(const void *payload, size_t len, al_shim_ready *out,
-			 al_err *err);
 
 /* JSON view for the API: id, project, state, template, driver, accel (vm only),
  * created_at, expires_at, metadata, limits, network (never env). */

@@ -132,7 +132,7 @@ enum al_frame_type {
 	AL_F_NETWORK = 39,
 	/* host -> shim, the one frame on a shim's stdin when it is started
 	 * (a sealed memfd; never on a socket): the sandbox or standby it is
-	 * to run, al_shim_spec_pack() (core/model/sandbox.h). A CLAIM carries the
+	 * to run, al_shim_spec_pack() (core/sandbox/shimspec.h). A CLAIM carries the
 	 * same shape without "boot". */
 	AL_F_START = 40,
 	/* shim -> gateway on its control fd (6): al_gw_config_pack()

@@ -11,7 +11,9 @@
 #include "base/err.h"
 #include "model/db.h"
 #include "model/sandbox.h"
+#include "model/template.h"
 #include "proto/agentproto.h"
+#include "sandbox/shimspec.h"
 
 /* Connect to the shim of sandbox id; AL_EUNAVAIL if it is not there. */
 int al_shimctl_connect(const al_config *cfg, const char *id, al_err *err);

@@ -27,6 +27,7 @@
 #include "base/config.h"
 #include "base/err.h"
 #include "model/sandbox.h"
+#include "model/sandbox_state.h"
 
 /* A spool file is a few hundred bytes; anything bigger is not one. */
 #define AL_SPOOL_FILE_MAX 4096

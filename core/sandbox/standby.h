@@ -32,6 +32,7 @@
 #include "base/err.h"
 #include "model/db.h"
 #include "model/sandbox.h"
+#include "sandbox/shimspec.h"
 
 /* A new slot name for a standby of template version version. */
 int al_standby_slot(int version, char *out, size_t outlen, al_err *err);

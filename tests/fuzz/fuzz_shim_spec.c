@@ -10,6 +10,8 @@
 
 #include "base/config.h"
 #include "model/sandbox.h"
+#include "model/template.h"
+#include "sandbox/shimspec.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "base/json.h"
+#include "model/sandbox_state.h"
 #include "sandbox/spool.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

@@ -20,6 +20,8 @@
 
 #include "base/capacity.h"
 #include "model/project.h"
+#include "model/sandbox.h"
+#include "model/sandbox_state.h"
 #include "pool/poolcap.h"
 #include "pool/store.h"
 #include "sandbox/sandbox_ops.h"

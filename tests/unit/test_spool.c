@@ -13,6 +13,7 @@
 
 #include <cmocka.h>
 
+#include "model/sandbox_state.h"
 #include "sandbox/spool.h"
 
 static al_config cfg;

@@ -21,6 +21,7 @@
 #include <cmocka.h>
 
 #include "proto/agentproto.h"
+#include "sandbox/shimspec.h"
 #include "sandbox/standby.h"
 
 static al_config cfg;
