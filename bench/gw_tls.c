@@ -210,7 +210,7 @@ int main(int argc, char **argv)
 	}
 	report("al_ca_mint_point + DER, CPU (mint service)", v, n);
 
-	al_mintd *m = al_mintd_start(dir, ca, &err);
+	al_mintd *m = ctl_mintd_start(dir, ca, &err);
 	if (m == NULL)
 		die("mint service", &err);
 	char sock[96];
@@ -231,7 +231,7 @@ int main(int argc, char **argv)
 			   : "mint.sock round trip, wall, signed (miss)",
 		       v, cnt);
 	}
-	al_mintd_stop(m);
+	ctl_mintd_stop(m);
 
 	al_gw_tls_config cfg = {.mint = mint_direct, .upstream_ca = crt};
 	al_gw_tls *t = al_gw_tls_new(&cfg, &err);

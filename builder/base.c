@@ -47,10 +47,10 @@ static int from_scratch(bld *b, al_err *err)
 		return -1;
 	snprintf(b->parent, sizeof b->parent, "%s", final);
 	if (al_store_is_subvol(final, NULL) == 1) {
-		blog_step(b, st, 1);
+		bld_blog_step(b, st, 1);
 		return 0;
 	}
-	blog_step(b, st, 0);
+	bld_blog_step(b, st, 0);
 	b->rebuilt = 1;
 	snprintf(tmp, sizeof tmp, "%s/.tmp-%s-%d", b->layers, b->key,
 		 (int)getpid());
@@ -94,12 +94,12 @@ static int from_template(bld *b, al_err *err)
 	}
 	char seed[160], base_key[AL_AF_KEY_HEX];
 	snprintf(seed, sizeof seed, "template:%s:%d", name, b->base.version);
-	fsroot_sha256_hex(seed, base_key);
+	bld_fsroot_sha256_hex(seed, base_key);
 	if (al_airlockfile_step_key(base_key, st, NULL, b->key, err) < 0)
 		return -1;
 	snprintf(b->parent, sizeof b->parent, "%s", rootfs);
-	blog_step(b, st, 1);
-	blog_info(b, "base: template %s version %d", name, b->base.version);
+	bld_blog_step(b, st, 1);
+	bld_blog_info(b, "base: template %s version %d", name, b->base.version);
 	return 0;
 }
 
@@ -225,10 +225,10 @@ static int debootstrap(bld *b, const char *suite, const char *include,
 			continue;
 		if (n <= 0)
 			break;
-		blog_output(b, 0, buf, (size_t)n);
+		bld_blog_output(b, 0, buf, (size_t)n);
 	}
 	close(pfd[0]);
-	blog_output_flush(b);
+	bld_blog_output_flush(b);
 	int st;
 	while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
 		;
@@ -267,7 +267,7 @@ static int from_debian(bld *b, al_err *err)
 	const al_af_step *st = &b->af->steps[0];
 	const al_af_from *fr = &st->from;
 	char mirror[1100];
-	if (mirror_of_host(fr->suite, mirror, sizeof mirror, err) < 0)
+	if (bld_mirror_of_host(fr->suite, mirror, sizeof mirror, err) < 0)
 		return -1;
 
 	/* Sorted and deduplicated: the order written changes nothing. */
@@ -304,7 +304,7 @@ static int from_debian(bld *b, al_err *err)
 	snprintf(seed, seedlen,
 		 "airlock-debootstrap-v3\n%s\nminbase+apt\n%s\n%s", fr->suite,
 		 include, mirror);
-	fsroot_sha256_hex(seed, b->key);
+	bld_fsroot_sha256_hex(seed, b->key);
 	free(seed);
 
 	char final[AL_PATH_MAX + 160], tmp[AL_PATH_MAX + 160];
@@ -317,13 +317,13 @@ static int from_debian(bld *b, al_err *err)
 	 * not Debian itself. */
 	if (al_store_is_subvol(final, NULL) == 1) {
 		free(include);
-		blog_step(b, st, 1);
+		bld_blog_step(b, st, 1);
 		return 0;
 	}
-	blog_step(b, st, 0);
+	bld_blog_step(b, st, 0);
 	b->rebuilt = 1;
-	blog_info(b, "debootstrap %s from %s (packages: %s)", fr->suite, mirror,
-		  include[0] != '\0' ? include : "none");
+	bld_blog_info(b, "debootstrap %s from %s (packages: %s)", fr->suite,
+		      mirror, include[0] != '\0' ? include : "none");
 	snprintf(tmp, sizeof tmp, "%s/.tmp-%s-%d", b->layers, b->key,
 		 (int)getpid());
 	if (al_store_subvol_create(tmp, err) < 0) {
@@ -336,19 +336,20 @@ static int from_debian(bld *b, al_err *err)
 	free(include);
 	/* debootstrap mounts /proc and /sys in the target; a failure can
 	 * leave them there, and a mounted subvolume cannot be deleted. */
-	fsroot_umount_below(tmp);
+	bld_fsroot_umount_below(tmp);
 	if (rc < 0) {
 		/* debootstrap's own log says which package broke. */
 		char dlog[AL_PATH_MAX + 200];
 		size_t len;
 		snprintf(dlog, sizeof dlog, "%s/debootstrap/debootstrap.log",
 			 tmp);
-		char *text = fsroot_read_host_file(dlog, 64u << 20, &len, NULL);
+		char *text = bld_fsroot_read_host_file(dlog, 64u << 20, &len,
+						       NULL);
 		if (text != NULL) {
 			size_t from = len > 8192 ? len - 8192 : 0;
-			blog_info(b, "last lines of debootstrap.log:");
-			blog_output(b, 1, text + from, len - from);
-			blog_output_flush(b);
+			bld_blog_info(b, "last lines of debootstrap.log:");
+			bld_blog_output(b, 1, text + from, len - from);
+			bld_blog_output_flush(b);
 			free(text);
 		}
 		return -1;
@@ -357,9 +358,10 @@ static int from_debian(bld *b, al_err *err)
 	/* debootstrap copied the host's own hostname and resolver into the
 	 * new system: neither belongs in a template. DNS comes with the
 	 * egress gateway. */
-	if (fsroot_write_file(tmp, "/etc/hostname", "sandbox\n", 8, 0644, err) <
-		    0 ||
-	    fsroot_write_file(tmp, "/etc/resolv.conf", "", 0, 0644, err) < 0)
+	if (bld_fsroot_write_file(tmp, "/etc/hostname", "sandbox\n", 8, 0644,
+				  err) < 0 ||
+	    bld_fsroot_write_file(tmp, "/etc/resolv.conf", "", 0, 0644, err) <
+		    0)
 		return -1;
 	/* The device nodes debootstrap made: every sandbox gets its own
 	 * /dev (the jail's tmpfs, the VM's devtmpfs). */
@@ -372,7 +374,7 @@ static int from_debian(bld *b, al_err *err)
 	return bld_layer_install(b, tmp, final, err);
 }
 
-int base_prepare(bld *b, al_err *err)
+int bld_base_prepare(bld *b, al_err *err)
 {
 	const al_af_from *fr = b->af->from;
 	b->step = 1;

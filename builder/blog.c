@@ -20,7 +20,7 @@
  * host's disk and the commands are the template author's. */
 #define BLOG_OUTPUT_MAX (4u << 20)
 
-int blog_open(bld *b, al_err *err)
+int bld_blog_open(bld *b, al_err *err)
 {
 	char path[AL_PATH_MAX + 128];
 	snprintf(path, sizeof path, "%s/log.jsonl", b->dir);
@@ -64,7 +64,7 @@ static size_t write_event(bld *b, json_object *o)
 	return w > 0 ? (size_t)w : 0;
 }
 
-void blog_event(bld *b, json_object *o)
+void bld_blog_event(bld *b, json_object *o)
 {
 	write_event(b, o);
 }
@@ -78,7 +78,7 @@ static json_object *event(const char *name)
 	return o;
 }
 
-void blog_step(bld *b, const al_af_step *st, int cached)
+void bld_blog_step(bld *b, const al_af_step *st, int cached)
 {
 	json_object *o = event("step");
 	if (o == NULL)
@@ -88,7 +88,7 @@ void blog_step(bld *b, const al_af_step *st, int cached)
 	json_object_object_add(o, "line", json_object_new_int(st->line));
 	json_object_object_add(o, "text", json_object_new_string(st->text));
 	json_object_object_add(o, "cached", json_object_new_boolean(cached));
-	blog_event(b, o);
+	bld_blog_event(b, o);
 }
 
 static void emit_output(bld *b, int stream, const unsigned char *p, size_t n,
@@ -111,7 +111,7 @@ static void emit_output(bld *b, int stream, const unsigned char *p, size_t n,
 			json_object_new_string("airlock: the build's output "
 					       "passed 4 MiB; the rest is "
 					       "not logged\n"));
-		blog_event(b, o);
+		bld_blog_event(b, o);
 		return;
 	}
 	json_object_object_add(o, "stream",
@@ -134,7 +134,7 @@ static void emit_output(bld *b, int stream, const unsigned char *p, size_t n,
 	b->output_logged += write_event(b, o);
 }
 
-void blog_output(bld *b, int stream, const void *data, size_t len)
+void bld_blog_output(bld *b, int stream, const void *data, size_t len)
 {
 	stream = stream != 0;
 	if (len == 0)
@@ -171,7 +171,7 @@ void blog_output(bld *b, int stream, const void *data, size_t len)
 	free(buf);
 }
 
-void blog_output_flush(bld *b)
+void bld_blog_output_flush(bld *b)
 {
 	for (int s = 0; s < 2; s++) {
 		if (b->ncarry[s] > 0)
@@ -181,7 +181,7 @@ void blog_output_flush(bld *b)
 	}
 }
 
-void blog_info(bld *b, const char *fmt, ...)
+void bld_blog_info(bld *b, const char *fmt, ...)
 {
 	char msg[1024];
 	va_list ap;
@@ -193,10 +193,10 @@ void blog_info(bld *b, const char *fmt, ...)
 		return;
 	json_object_object_add(o, "step", json_object_new_int(b->step));
 	json_object_object_add(o, "message", json_object_new_string(msg));
-	blog_event(b, o);
+	bld_blog_event(b, o);
 }
 
-void blog_status_ok(bld *b, int version)
+void bld_blog_status_ok(bld *b, int version)
 {
 	json_object *o = event("status");
 	if (o == NULL)
@@ -205,10 +205,10 @@ void blog_status_ok(bld *b, int version)
 			       json_object_new_string("succeeded"));
 	json_object_object_add(o, "name", json_object_new_string(b->name));
 	json_object_object_add(o, "version", json_object_new_int(version));
-	blog_event(b, o);
+	bld_blog_event(b, o);
 }
 
-void blog_status_failed(bld *b, int step, int line, const char *error)
+void bld_blog_status_failed(bld *b, int step, int line, const char *error)
 {
 	json_object *o = event("status");
 	if (o == NULL)
@@ -217,5 +217,5 @@ void blog_status_failed(bld *b, int step, int line, const char *error)
 	json_object_object_add(o, "step", json_object_new_int(step));
 	json_object_object_add(o, "line", json_object_new_int(line));
 	json_object_object_add(o, "error", json_object_new_string(error));
-	blog_event(b, o);
+	bld_blog_event(b, o);
 }

@@ -93,43 +93,44 @@ typedef struct bld {
 } bld;
 
 /* ---- blog.c ---- */
-int blog_open(bld *b, al_err *err);
+int bld_blog_open(bld *b, al_err *err);
 /* One event line; takes o. Errors are logged, not returned: a log that
  * cannot be written must not change the build's outcome. */
-void blog_event(bld *b, json_object *o);
-void blog_step(bld *b, const al_af_step *st, int cached);
+void bld_blog_event(bld *b, json_object *o);
+void bld_blog_step(bld *b, const al_af_step *st, int cached);
 /* stream 0 = stdout, 1 = stderr */
-void blog_output(bld *b, int stream, const void *data, size_t len);
-void blog_output_flush(bld *b);
-void blog_info(bld *b, const char *fmt, ...)
+void bld_blog_output(bld *b, int stream, const void *data, size_t len);
+void bld_blog_output_flush(bld *b);
+void bld_blog_info(bld *b, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
-void blog_status_ok(bld *b, int version);
-void blog_status_failed(bld *b, int step, int line, const char *error);
+void bld_blog_status_ok(bld *b, int version);
+void bld_blog_status_failed(bld *b, int step, int line, const char *error);
 
 /* ---- fsroot.c ---- */
 /* mkdir -p of abs inside the tree at root (every path resolved as if
  * root were "/"). */
-int fsroot_mkdir_p(const char *root, const char *abs, mode_t mode, al_err *err);
+int bld_fsroot_mkdir_p(const char *root, const char *abs, mode_t mode,
+		       al_err *err);
 /* Write data to abs inside root (parents created 0755), replacing a file
  * there by rename; owned by 0:0 with mode. */
-int fsroot_write_file(const char *root, const char *abs, const void *data,
-		      size_t len, mode_t mode, al_err *err);
+int bld_fsroot_write_file(const char *root, const char *abs, const void *data,
+			  size_t len, mode_t mode, al_err *err);
 /* Make sure /proc /dev /sys /tmp are directories in root. */
-int fsroot_ensure_sysdirs(const char *root, al_err *err);
+int bld_fsroot_ensure_sysdirs(const char *root, al_err *err);
 /* Remove the top-level entry name of root (file, link or tree); a
  * missing one is fine. */
-int fsroot_remove_top(const char *root, const char *name, al_err *err);
+int bld_fsroot_remove_top(const char *root, const char *name, al_err *err);
 /* Read a whole file (at most max bytes). */
-char *fsroot_read_host_file(const char *path, size_t max, size_t *len,
-			    al_err *err);
+char *bld_fsroot_read_host_file(const char *path, size_t max, size_t *len,
+				al_err *err);
 /* The same for the file abs inside the layer at root (resolved in it). */
-char *fsroot_read_file(const char *root, const char *abs, size_t max,
-		       size_t *len, al_err *err);
+char *bld_fsroot_read_file(const char *root, const char *abs, size_t max,
+			   size_t *len, al_err *err);
 /* Lazily unmount everything mounted at or below path (what a failed
  * debootstrap leaves). */
-void fsroot_umount_below(const char *path);
+void bld_fsroot_umount_below(const char *path);
 /* sha256 hex of s. */
-void fsroot_sha256_hex(const char *s, char out[AL_AF_KEY_HEX]);
+void bld_fsroot_sha256_hex(const char *s, char out[AL_AF_KEY_HEX]);
 
 /* ---- layer.c ---- */
 /* pool/layers/<key> into out. */
@@ -149,12 +150,13 @@ void bld_tmp_remove_stale(const char *dir);
 
 /* ---- base.c ---- */
 /* Set b->parent and b->key from FROM (step 1). */
-int base_prepare(bld *b, al_err *err);
+int bld_base_prepare(bld *b, al_err *err);
 
 /* ---- mirror.c ---- */
 /* The Debian mirror for suite: AIRLOCK_DEBIAN_MIRROR, else the host's apt
  * sources (an http(s):// or file:/ URL). AL_ENOENT when there is none. */
-int mirror_of_host(const char *suite, char *out, size_t outlen, al_err *err);
+int bld_mirror_of_host(const char *suite, char *out, size_t outlen,
+		       al_err *err);
 
 /* ---- net.c ---- */
 /* Make RUN steps' network ready before a step: the slot leased and the
@@ -182,7 +184,7 @@ void bld_net_down(bld *b);
 void bld_net_settle(bld *b);
 /* The host's package registries a build may reach besides the policy's
  * build_registries, as name patterns (at most max, each < 256 bytes):
- * the hosts of the host's Debian mirrors (mirror_of_host for its
+ * the hosts of the host's Debian mirrors (bld_mirror_of_host for its
  * release, -updates and -security) and of npm's registry
  * (AIRLOCK_NPM_REGISTRY, else "registry=" of /etc/npmrc or
  * /usr/etc/npmrc, else registry.npmjs.org). */
@@ -191,15 +193,15 @@ size_t bld_net_registries(char (*out)[256], size_t max);
 /* ---- run.c ---- */
 /* Run step st in a build sandbox on the layer at rootfs. Output goes to
  * the log. -1 with err ("RUN exited with 2") when it fails. */
-int run_step(bld *b, const al_af_step *st, size_t idx, const char *rootfs,
-	     al_err *err);
+int bld_run_step(bld *b, const al_af_step *st, size_t idx, const char *rootfs,
+		 al_err *err);
 
 /* ---- stepenv.c ---- */
 /* What step idx runs with (base template + Airlockfile). */
-json_object *step_env(const bld *b, size_t nenv, al_err *err);
-const char *step_workdir(const bld *b, size_t idx);
+json_object *bld_step_env(const bld *b, size_t nenv, al_err *err);
+const char *bld_step_workdir(const bld *b, size_t idx);
 /* "" for the default (root); else "user[:group]". */
-void step_user(const bld *b, size_t idx, char *out, size_t outlen);
+void bld_step_user(const bld *b, size_t idx, char *out, size_t outlen);
 
 /* ---- trust.c ---- */
 /* Where the host CA's certificate goes in a template. */
@@ -213,13 +215,13 @@ int bld_trust_ca(const bld *b, const char *root, al_err *err);
 /* ---- logstream.c ---- */
 /* Start the log streamer of b (a process of its own that outlives a
  * killed builder; it exits a little after the builder). */
-int logstream_start(const bld *b, al_err *err);
+int bld_logstream_start(const bld *b, al_err *err);
 /* "airlock-builder --log-stream ID BUILDER_PID": the streamer itself.
  * The builder's pid comes from the builder: one the streamer read with
  * getppid() would be its reaper's when the builder died first. */
-int logstream_main(const char *id, pid_t builder);
+int bld_logstream_main(const char *id, pid_t builder);
 
 /* ---- finish.c ---- */
-int finish_publish(bld *b, int *version, al_err *err);
+int bld_finish_publish(bld *b, int *version, al_err *err);
 
 #endif

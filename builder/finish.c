@@ -46,11 +46,12 @@ static int version_meta(bld *b, al_template_version *tv, al_err *err)
 	size_t last = b->af->nsteps - 1;
 	memset(tv, 0, sizeof *tv);
 	snprintf(tv->name, sizeof tv->name, "%s", b->name);
-	tv->env = step_env(b, b->af->nenv, err);
+	tv->env = bld_step_env(b, b->af->nenv, err);
 	if (tv->env == NULL)
 		return -1;
-	snprintf(tv->workdir, sizeof tv->workdir, "%s", step_workdir(b, last));
-	step_user(b, last, tv->user, sizeof tv->user);
+	snprintf(tv->workdir, sizeof tv->workdir, "%s",
+		 bld_step_workdir(b, last));
+	bld_step_user(b, last, tv->user, sizeof tv->user);
 	if (tv->user[0] == '\0')
 		snprintf(tv->user, sizeof tv->user, "root");
 	if (b->af->start != NULL)
@@ -70,12 +71,12 @@ static int prepare_rootfs(bld *b, const char *root, al_err *err)
 	static const char *const drop[] = {".airlock-build", ".airlock-vm",
 					   ".airlock-disk.ext4"};
 	for (size_t i = 0; i < sizeof drop / sizeof drop[0]; i++)
-		if (fsroot_remove_top(root, drop[i], err) < 0)
+		if (bld_fsroot_remove_top(root, drop[i], err) < 0)
 			return -1;
-	if (fsroot_ensure_sysdirs(root, err) < 0)
+	if (bld_fsroot_ensure_sysdirs(root, err) < 0)
 		return -1;
-	if (fsroot_write_file(root, "/sbin/airlock-agent", b->agent,
-			      b->agent_len, 0755, err) < 0) {
+	if (bld_fsroot_write_file(root, "/sbin/airlock-agent", b->agent,
+				  b->agent_len, 0755, err) < 0) {
 		al_err_wrap(err, "installing the agent");
 		return -1;
 	}
@@ -86,10 +87,10 @@ static void build_vm(bld *b, const char *name, int version)
 {
 	char why[512];
 	if (!al_vm_usable(b->cfg.state_dir, why, sizeof why)) {
-		blog_info(b,
-			  "no VM snapshot for this version: %s (the ns "
-			  "driver can use it)",
-			  why);
+		bld_blog_info(b,
+			      "no VM snapshot for this version: %s (the ns "
+			      "driver can use it)",
+			      why);
 		return;
 	}
 	al_vm_kernel k;
@@ -104,8 +105,8 @@ static void build_vm(bld *b, const char *name, int version)
 		goto warn;
 	snprintf(vmdir, sizeof vmdir, "%s/vm", vdir);
 	al_vm_accel accel = al_vm_accel_load(b->cfg.state_dir);
-	blog_info(b, "building the VM disk image and base snapshot (%s)",
-		  al_vm_accel_name(accel));
+	bld_blog_info(b, "building the VM disk image and base snapshot (%s)",
+		      al_vm_accel_name(accel));
 	int64_t t0 = al_now_ms();
 	char key[AL_VM_TMPLCACHE_KEY_LEN + 1];
 	int cached = al_vm_template_build(rootfs, vmdir, &k, accel,
@@ -113,20 +114,20 @@ static void build_vm(bld *b, const char *name, int version)
 	if (cached < 0)
 		goto warn;
 	if (cached)
-		blog_info(b, "VM snapshot from the cache (%s)", key);
-	blog_info(b, "VM snapshot ready in %lld ms",
-		  (long long)(al_now_ms() - t0));
+		bld_blog_info(b, "VM snapshot from the cache (%s)", key);
+	bld_blog_info(b, "VM snapshot ready in %lld ms",
+		      (long long)(al_now_ms() - t0));
 	return;
 warn:
 	al_warn("build %s: VM artefacts of %s version %d: %s", b->id, name,
 		version, err.msg);
-	blog_info(b,
-		  "warning: no VM snapshot for this version (%s); the ns "
-		  "driver can use it",
-		  err.msg);
+	bld_blog_info(b,
+		      "warning: no VM snapshot for this version (%s); the ns "
+		      "driver can use it",
+		      err.msg);
 }
 
-int finish_publish(bld *b, int *version, al_err *err)
+int bld_finish_publish(bld *b, int *version, al_err *err)
 {
 	char dir[AL_PATH_MAX + 32], tmp[AL_PATH_MAX + 160];
 	snprintf(dir, sizeof dir, "%s/template-versions", b->cfg.pool_dir);
@@ -148,7 +149,7 @@ int finish_publish(bld *b, int *version, al_err *err)
 	if (rc < 0)
 		return -1;
 	bld_tmp_forget(b, tmp);
-	blog_info(b, "published %s version %d", b->name, *version);
+	bld_blog_info(b, "published %s version %d", b->name, *version);
 	build_vm(b, b->name, *version);
 	return 0;
 }

@@ -115,7 +115,8 @@ static int open_root(const char *root, al_err *err)
 	return fd;
 }
 
-int fsroot_mkdir_p(const char *root, const char *abs, mode_t mode, al_err *err)
+int bld_fsroot_mkdir_p(const char *root, const char *abs, mode_t mode,
+		       al_err *err)
 {
 	al_autofd int rootfd = open_root(root, err);
 	if (rootfd < 0)
@@ -127,8 +128,8 @@ int fsroot_mkdir_p(const char *root, const char *abs, mode_t mode, al_err *err)
 	return 0;
 }
 
-int fsroot_write_file(const char *root, const char *abs, const void *data,
-		      size_t len, mode_t mode, al_err *err)
+int bld_fsroot_write_file(const char *root, const char *abs, const void *data,
+			  size_t len, mode_t mode, al_err *err)
 {
 	char dir[4200];
 	if (abs == NULL || abs[0] != '/' || strlen(abs) >= sizeof dir)
@@ -180,7 +181,7 @@ int fsroot_write_file(const char *root, const char *abs, const void *data,
 	return 0;
 }
 
-int fsroot_ensure_sysdirs(const char *root, al_err *err)
+int bld_fsroot_ensure_sysdirs(const char *root, al_err *err)
 {
 	static const struct {
 		const char *name;
@@ -215,7 +216,7 @@ int fsroot_ensure_sysdirs(const char *root, al_err *err)
 	return 0;
 }
 
-int fsroot_remove_top(const char *root, const char *name, al_err *err)
+int bld_fsroot_remove_top(const char *root, const char *name, al_err *err)
 {
 	al_autofd int rootfd = open_root(root, err);
 	if (rootfd < 0)
@@ -273,8 +274,8 @@ static char *read_fd(int fd, const char *name, size_t max, size_t *len,
 	return buf;
 }
 
-char *fsroot_read_host_file(const char *path, size_t max, size_t *len,
-			    al_err *err)
+char *bld_fsroot_read_host_file(const char *path, size_t max, size_t *len,
+				al_err *err)
 {
 	al_autofd int fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0) {
@@ -285,8 +286,8 @@ char *fsroot_read_host_file(const char *path, size_t max, size_t *len,
 	return read_fd(fd, path, max, len, err);
 }
 
-char *fsroot_read_file(const char *root, const char *abs, size_t max,
-		       size_t *len, al_err *err)
+char *bld_fsroot_read_file(const char *root, const char *abs, size_t max,
+			   size_t *len, al_err *err)
 {
 	if (abs == NULL || abs[0] != '/') {
 		al_err_set(err, AL_EPATH, 0, "bad path");
@@ -304,7 +305,7 @@ char *fsroot_read_file(const char *root, const char *abs, size_t max,
 	return read_fd(fd, abs, max, len, err);
 }
 
-void fsroot_umount_below(const char *path)
+void bld_fsroot_umount_below(const char *path)
 {
 	size_t pl = strlen(path);
 	/* Deepest first: repeat until nothing below path is mounted. */
@@ -333,7 +334,7 @@ void fsroot_umount_below(const char *path)
 	}
 }
 
-void fsroot_sha256_hex(const char *s, char out[AL_AF_KEY_HEX])
+void bld_fsroot_sha256_hex(const char *s, char out[AL_AF_KEY_HEX])
 {
 	unsigned char md[EVP_MAX_MD_SIZE];
 	unsigned int mdlen = 0;

@@ -50,7 +50,7 @@ void bld_tmp_cleanup(bld *b)
 		if (b->tmp[i][0] == '\0')
 			continue;
 		al_err tmp_err = {0};
-		fsroot_umount_below(b->tmp[i]);
+		bld_fsroot_umount_below(b->tmp[i]);
 		if (al_store_subvol_delete(b->tmp[i], &tmp_err) < 0)
 			al_warn("build %s: %s", b->id, tmp_err.msg);
 		b->tmp[i][0] = '\0';
@@ -120,7 +120,7 @@ void bld_tmp_remove_stale(const char *dir)
 		char p[AL_PATH_MAX + 300];
 		snprintf(p, sizeof p, "%s/%s", dir, de->d_name);
 		al_err tmp_err = {0};
-		fsroot_umount_below(p);
+		bld_fsroot_umount_below(p);
 		if (al_store_subvol_delete(p, &tmp_err) < 0)
 			al_warn("removing %s: %s", p, tmp_err.msg);
 		else

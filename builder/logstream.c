@@ -310,7 +310,7 @@ static void serve(ls *l)
 	}
 }
 
-int logstream_main(const char *id, pid_t builder)
+int bld_logstream_main(const char *id, pid_t builder)
 {
 	static ls l;
 	al_err err = {0};
@@ -339,7 +339,7 @@ int logstream_main(const char *id, pid_t builder)
 	return 0;
 }
 
-int logstream_start(const bld *b, al_err *err)
+int bld_logstream_start(const bld *b, al_err *err)
 {
 	struct sockaddr_un sa = {.sun_family = AF_UNIX};
 	char prog[AL_PATH_MAX + 32];

@@ -54,8 +54,8 @@ static int load_inputs(bld *b, int *line, al_err *err)
 	size_t len;
 	*line = 0;
 	snprintf(path, sizeof path, "%s/Airlockfile", b->dir);
-	b->airlockfile = fsroot_read_host_file(path, AL_AF_MAX_BYTES, &len,
-					       err);
+	b->airlockfile = bld_fsroot_read_host_file(path, AL_AF_MAX_BYTES, &len,
+						   err);
 	if (b->airlockfile == NULL)
 		return -1;
 	b->af = al_airlockfile_parse(b->airlockfile, len, line, err);
@@ -67,7 +67,8 @@ static int load_inputs(bld *b, int *line, al_err *err)
 	b->steps = (int)b->af->nsteps;
 
 	snprintf(path, sizeof path, "%s/airlock-agent", b->cfg.libexec_dir);
-	b->agent = fsroot_read_host_file(path, AGENT_MAX, &b->agent_len, err);
+	b->agent = bld_fsroot_read_host_file(path, AGENT_MAX, &b->agent_len,
+					     err);
 	if (b->agent == NULL)
 		return -1;
 
@@ -94,8 +95,8 @@ static int load_inputs(bld *b, int *line, al_err *err)
 static int copy_step(bld *b, const al_af_step *st, size_t idx,
 		     const char *rootfs, al_err *err)
 {
-	const char *wd = step_workdir(b, idx);
-	if (fsroot_mkdir_p(rootfs, wd, 0755, err) < 0)
+	const char *wd = bld_step_workdir(b, idx);
+	if (bld_fsroot_mkdir_p(rootfs, wd, 0755, err) < 0)
 		return -1;
 	for (size_t i = 0; i < st->copy.nsrc; i++) {
 		if (al_context_copy(b->ctxdir, st->copy.src[i], rootfs,
@@ -125,7 +126,7 @@ static int run_steps(bld *b, al_err *err)
 		if (st->kind == AL_AF_COPY &&
 		    al_context_hash_srcs(b->ctxdir, st->copy.src, st->copy.nsrc,
 					 extra, err) < 0) {
-			blog_step(b, st, 0);
+			bld_blog_step(b, st, 0);
 			al_err_wrap(err, "COPY");
 			return -1;
 		}
@@ -136,7 +137,7 @@ static int run_steps(bld *b, al_err *err)
 			return -1;
 		memcpy(b->key, key, sizeof key);
 		if (!fs) {
-			blog_step(b, st, !b->rebuilt);
+			bld_blog_step(b, st, !b->rebuilt);
 			continue;
 		}
 
@@ -144,11 +145,11 @@ static int run_steps(bld *b, al_err *err)
 		if (bld_layer_path(b, key, final, sizeof final, err) < 0)
 			return -1;
 		if (!b->no_cache && al_store_is_subvol(final, NULL) == 1) {
-			blog_step(b, st, 1);
+			bld_blog_step(b, st, 1);
 			snprintf(b->parent, sizeof b->parent, "%s", final);
 			continue;
 		}
-		blog_step(b, st, 0);
+		bld_blog_step(b, st, 0);
 		b->rebuilt = 1;
 		int64_t t0 = al_now_ms();
 		snprintf(tmp, sizeof tmp, "%s/.tmp-%s-%d", b->layers, key,
@@ -161,8 +162,9 @@ static int run_steps(bld *b, al_err *err)
 		if (al_store_limit(tmp, (uint64_t)b->cfg.max_disk_mb << 20,
 				   err) < 0)
 			return -1;
-		int rc = st->kind == AL_AF_RUN ? run_step(b, st, i, tmp, err)
-					       : copy_step(b, st, i, tmp, err);
+		int rc = st->kind == AL_AF_RUN
+				 ? bld_run_step(b, st, i, tmp, err)
+				 : copy_step(b, st, i, tmp, err);
 		if (rc < 0)
 			return -1;
 		if (bld_layer_install(b, tmp, final, err) < 0)
@@ -185,8 +187,8 @@ static void fail_build(bld *b, int line, const al_err *err)
 		snprintf(msg, sizeof msg, "line %d: %s", line, err->msg);
 	else
 		snprintf(msg, sizeof msg, "%s", err->msg);
-	blog_output_flush(b);
-	blog_status_failed(b, step, line, msg);
+	bld_blog_output_flush(b);
+	bld_blog_status_failed(b, step, line, msg);
 	al_err tmp_err = {0};
 	if (al_build_update(b->db, b->id, AL_BUILD_FAILED, step, b->steps, 0,
 			    msg, &tmp_err) < 0)
@@ -232,7 +234,7 @@ int main(int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 	umask(022);
 	if (streamer) {
-		int rc = logstream_main(b.id, builder);
+		int rc = bld_logstream_main(b.id, builder);
 		al_log_flush();
 		return rc;
 	}
@@ -242,7 +244,7 @@ int main(int argc, char **argv)
 		return 111;
 	}
 	/* Without it the API serves the log once the build is done. */
-	if (logstream_start(&b, &err) < 0)
+	if (bld_logstream_start(&b, &err) < 0)
 		al_warn("build %s: no live log stream: %s", b.id, err.msg);
 	b.db = al_db_open(b.cfg.db_conninfo, &err);
 	if (b.db == NULL) {
@@ -262,7 +264,7 @@ int main(int argc, char **argv)
 
 	int line = 0, version = 0, rc = 1;
 	int64_t t0 = al_now_ms();
-	if (blog_open(&b, &err) < 0) {
+	if (bld_blog_open(&b, &err) < 0) {
 		fail_build(&b, 0, &err);
 		goto out;
 	}
@@ -286,17 +288,17 @@ int main(int argc, char **argv)
 	bld_tmp_remove_stale(b.layers);
 	bld_tmp_remove_stale(tv_dir);
 
-	if (base_prepare(&b, &err) < 0 || run_steps(&b, &err) < 0) {
+	if (bld_base_prepare(&b, &err) < 0 || run_steps(&b, &err) < 0) {
 		fail_build(&b, 0, &err);
 		goto out;
 	}
 	b.step = b.steps;
-	if (finish_publish(&b, &version, &err) < 0) {
+	if (bld_finish_publish(&b, &version, &err) < 0) {
 		fail_build(&b, 0, &err);
 		goto out;
 	}
 	bld_net_settle(&b);
-	blog_status_ok(&b, version);
+	bld_blog_status_ok(&b, version);
 	if (al_build_update(b.db, b.id, AL_BUILD_SUCCEEDED, b.steps, b.steps,
 			    version, NULL, &err) < 0)
 		al_error("build %s: recording success: %s", b.id, err.msg);

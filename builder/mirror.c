@@ -130,8 +130,8 @@ static int mirror_from_file(const char *path, const char *suite, char *out,
 {
 	size_t len;
 	al_err tmp_err = {0};
-	al_autofree char *text = fsroot_read_host_file(path, SOURCES_MAX, &len,
-						       &tmp_err);
+	al_autofree char *text = bld_fsroot_read_host_file(path, SOURCES_MAX,
+							   &len, &tmp_err);
 	if (text == NULL)
 		return 0;
 	size_t pl = strlen(path);
@@ -140,7 +140,7 @@ static int mirror_from_file(const char *path, const char *suite, char *out,
 	return mirror_from_list(text, suite, out, outlen);
 }
 
-int mirror_of_host(const char *suite, char *out, size_t outlen, al_err *err)
+int bld_mirror_of_host(const char *suite, char *out, size_t outlen, al_err *err)
 {
 	const char *env = getenv("AIRLOCK_DEBIAN_MIRROR");
 	if (env != NULL && env[0] != '\0') {

@@ -83,8 +83,8 @@ static void host_release(char *out, size_t outlen)
 	snprintf(out, outlen, "bookworm");
 	size_t len;
 	al_err tmp_err = {0};
-	char *t = fsroot_read_host_file("/etc/os-release", NPMRC_MAX, &len,
-					&tmp_err);
+	char *t = bld_fsroot_read_host_file("/etc/os-release", NPMRC_MAX, &len,
+					    &tmp_err);
 	if (t == NULL)
 		return;
 	char *v = strstr(t, "VERSION_CODENAME=");
@@ -102,7 +102,7 @@ static int npmrc_registry(const char *path, char *out, size_t outlen)
 {
 	size_t len;
 	al_err tmp_err = {0};
-	char *t = fsroot_read_host_file(path, NPMRC_MAX, &len, &tmp_err);
+	char *t = bld_fsroot_read_host_file(path, NPMRC_MAX, &len, &tmp_err);
 	if (t == NULL)
 		return 0;
 	int found = 0;
@@ -134,7 +134,7 @@ size_t bld_net_registries(char (*out)[256], size_t max)
 	for (size_t i = 0; i < sizeof suffix / sizeof suffix[0]; i++) {
 		al_err tmp_err = {0};
 		snprintf(suite, sizeof suite, "%s%s", rel, suffix[i]);
-		if (mirror_of_host(suite, url, sizeof url, &tmp_err) == 0)
+		if (bld_mirror_of_host(suite, url, sizeof url, &tmp_err) == 0)
 			add_host(out, max, &n, url);
 	}
 	const char *npm = getenv("AIRLOCK_NPM_REGISTRY");
@@ -340,11 +340,11 @@ static void explain_one(bld *b, json_object *e)
 	if (json_object_object_get_ex(e, "port", &v))
 		port = json_object_get_int(v);
 	if (strcmp(f[0], "dns") == 0)
-		blog_info(b, "egress denied: DNS lookup of %s (%s)", f[1],
-			  f[2]);
+		bld_blog_info(b, "egress denied: DNS lookup of %s (%s)", f[1],
+			      f[2]);
 	else
-		blog_info(b, "egress denied: %s %s:%d%s (%s)", f[0], f[1], port,
-			  strcmp(f[3], "?") != 0 ? f[3] : "", f[2]);
+		bld_blog_info(b, "egress denied: %s %s:%d%s (%s)", f[0], f[1],
+			      port, strcmp(f[3], "?") != 0 ? f[3] : "", f[2]);
 }
 
 void bld_net_explain(bld *b, uint64_t before)
@@ -380,17 +380,18 @@ void bld_net_explain(bld *b, uint64_t before)
 	}
 	json_object_put(arr);
 	if (unlogged > 0)
-		blog_info(b,
-			  "%llu more egress decisions were not logged (over "
-			  "the log rate or no room): some denials may be "
-			  "among them",
-			  (unsigned long long)unlogged);
-	blog_info(b,
-		  "a template build reaches only what policies/egress.lua "
-		  "allows builds (build_registries) and the host's package "
-		  "registries; the build's egress log: GET "
-		  "/v1/templates/builds/%s/egress",
-		  b->id);
+		bld_blog_info(
+			b,
+			"%llu more egress decisions were not logged (over "
+			"the log rate or no room): some denials may be "
+			"among them",
+			(unsigned long long)unlogged);
+	bld_blog_info(b,
+		      "a template build reaches only what policies/egress.lua "
+		      "allows builds (build_registries) and the host's package "
+		      "registries; the build's egress log: GET "
+		      "/v1/templates/builds/%s/egress",
+		      b->id);
 }
 
 void bld_net_settle(bld *b)

@@ -84,8 +84,8 @@ typedef struct resolv_saved {
 static void resolv_save(const char *rootfs, resolv_saved *r)
 {
 	al_err tmp_err = {0};
-	r->text = fsroot_read_file(rootfs, "/etc/resolv.conf", 1u << 16,
-				   &r->len, &tmp_err);
+	r->text = bld_fsroot_read_file(rootfs, "/etc/resolv.conf", 1u << 16,
+				       &r->len, &tmp_err);
 }
 
 static void resolv_restore(const char *rootfs, const al_netslot *net,
@@ -96,12 +96,12 @@ static void resolv_restore(const char *rootfs, const al_netslot *net,
 	int n = snprintf(ours, sizeof ours, "nameserver %s\n", gw);
 	size_t len = 0;
 	al_err tmp_err = {0};
-	char *now = fsroot_read_file(rootfs, "/etc/resolv.conf", 1u << 16, &len,
-				     &tmp_err);
+	char *now = bld_fsroot_read_file(rootfs, "/etc/resolv.conf", 1u << 16,
+					 &len, &tmp_err);
 	if (r->text != NULL && now != NULL && len == (size_t)n &&
 	    memcmp(now, ours, len) == 0 &&
-	    fsroot_write_file(rootfs, "/etc/resolv.conf", r->text, r->len, 0644,
-			      &tmp_err) < 0)
+	    bld_fsroot_write_file(rootfs, "/etc/resolv.conf", r->text, r->len,
+				  0644, &tmp_err) < 0)
 		al_warn("restoring /etc/resolv.conf: %s", tmp_err.msg);
 	free(now);
 	free(r->text);
@@ -110,7 +110,7 @@ static void resolv_restore(const char *rootfs, const al_netslot *net,
 
 static int remove_agent(const char *rootfs, al_err *err)
 {
-	return fsroot_remove_top(rootfs, BUILD_AGENT_DIR, err);
+	return bld_fsroot_remove_top(rootfs, BUILD_AGENT_DIR, err);
 }
 
 /* The EXEC of RUN step st, packed. */
@@ -125,17 +125,17 @@ static char *exec_payload(const bld *b, const al_af_step *st, size_t idx,
 	for (size_t i = 0; i < st->cmd.argc; i++)
 		json_object_array_add(cmd,
 				      json_object_new_string(st->cmd.argv[i]));
-	json_object *env = step_env(b, st->nenv, err);
+	json_object *env = bld_step_env(b, st->nenv, err);
 	if (env == NULL) {
 		json_object_put(cmd);
 		return NULL;
 	}
 	char user[200];
-	step_user(b, idx, user, sizeof user);
+	bld_step_user(b, idx, user, sizeof user);
 	al_exec_msg m = {
 		.cmd = cmd,
 		.env = env,
-		.cwd = step_workdir(b, idx),
+		.cwd = bld_step_workdir(b, idx),
 		.user = user[0] != '\0' ? user : NULL,
 		.timeout_ms = RUN_TIMEOUT_MS,
 	};
@@ -183,11 +183,12 @@ static int converse(bld *b, int fd, const char *payload, al_err *err)
 			break;
 		case AL_F_STDOUT:
 		case AL_F_STDERR:
-			blog_output(b, f.type == AL_F_STDERR, f.payload, f.len);
+			bld_blog_output(b, f.type == AL_F_STDERR, f.payload,
+					f.len);
 			break;
 		case AL_F_ERROR: {
 			al_err why, perr;
-			blog_output_flush(b);
+			bld_blog_output_flush(b);
 			if (al_error_unpack(f.payload, f.len, &why, &perr) < 0)
 				al_err_set(err, AL_EPROTO, 0,
 					   "agent sent a malformed ERROR");
@@ -199,7 +200,7 @@ static int converse(bld *b, int fd, const char *payload, al_err *err)
 		}
 		case AL_F_EXIT: {
 			al_exit_msg m;
-			blog_output_flush(b);
+			bld_blog_output_flush(b);
 			if (al_exit_unpack(f.payload, f.len, &m, err) < 0)
 				err->code = AL_EPROTO;
 			else if (m.exit_code == 0)
@@ -227,25 +228,26 @@ out:
 	return rc;
 }
 
-int run_step(bld *b, const al_af_step *st, size_t idx, const char *rootfs,
-	     al_err *err)
+int bld_run_step(bld *b, const al_af_step *st, size_t idx, const char *rootfs,
+		 al_err *err)
 {
 	/* Without its network (no slot, no gateway) a step still runs, with
 	 * loopback only: nothing gets out, and the log says why. */
 	al_err net_err = {0};
 	const al_netslot *net = bld_net_up(b, &net_err);
 	if (net == NULL && !b->net.down_noted) {
-		blog_info(b, "RUN steps have no network (loopback only): %s",
-			  net_err.msg);
+		bld_blog_info(b,
+			      "RUN steps have no network (loopback only): %s",
+			      net_err.msg);
 		al_warn("build %s: %s", b->id, net_err.msg);
 		b->net.down_noted = 1;
 	}
 	/* /etc for the resolv.conf the jail writes (a FROM scratch layer
 	 * may have none yet). */
-	if (fsroot_ensure_sysdirs(rootfs, err) < 0 ||
-	    fsroot_mkdir_p(rootfs, "/etc", 0755, err) < 0 ||
+	if (bld_fsroot_ensure_sysdirs(rootfs, err) < 0 ||
+	    bld_fsroot_mkdir_p(rootfs, "/etc", 0755, err) < 0 ||
 	    bld_trust_ca(b, rootfs, err) < 0 ||
-	    fsroot_mkdir_p(rootfs, step_workdir(b, idx), 0755, err) < 0)
+	    bld_fsroot_mkdir_p(rootfs, bld_step_workdir(b, idx), 0755, err) < 0)
 		return -1;
 	char *payload = exec_payload(b, st, idx, err);
 	if (payload == NULL)

@@ -17,7 +17,7 @@ static int set_in_file(const bld *b, size_t idx, al_af_kind kind)
 	return 0;
 }
 
-json_object *step_env(const bld *b, size_t nenv, al_err *err)
+json_object *bld_step_env(const bld *b, size_t nenv, al_err *err)
 {
 	json_object *env = json_object_new_object();
 	if (env == NULL) {
@@ -52,7 +52,7 @@ json_object *step_env(const bld *b, size_t nenv, al_err *err)
 	return env;
 }
 
-const char *step_workdir(const bld *b, size_t idx)
+const char *bld_step_workdir(const bld *b, size_t idx)
 {
 	if (set_in_file(b, idx, AL_AF_WORKDIR))
 		return b->af->steps[idx].workdir;
@@ -61,7 +61,7 @@ const char *step_workdir(const bld *b, size_t idx)
 	return "/";
 }
 
-void step_user(const bld *b, size_t idx, char *out, size_t outlen)
+void bld_step_user(const bld *b, size_t idx, char *out, size_t outlen)
 {
 	const al_af_step *st = &b->af->steps[idx];
 	out[0] = '\0';

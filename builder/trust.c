@@ -34,7 +34,8 @@ static int append_once(const char *root, const char *abs, const char *text,
 {
 	size_t blen = 0;
 	al_err tmp_err = {0};
-	char *old = fsroot_read_file(root, abs, BUNDLE_MAX, &blen, &tmp_err);
+	char *old = bld_fsroot_read_file(root, abs, BUNDLE_MAX, &blen,
+					 &tmp_err);
 	if (old == NULL && tmp_err.code != AL_ENOENT) {
 		*err = tmp_err;
 		return -1;
@@ -54,8 +55,8 @@ static int append_once(const char *root, const char *abs, const char *text,
 	if (nl)
 		joined[blen] = '\n';
 	memcpy(joined + blen + (size_t)nl, text, len);
-	int rc = fsroot_write_file(root, abs, joined, blen + (size_t)nl + len,
-				   0644, err);
+	int rc = bld_fsroot_write_file(root, abs, joined,
+				       blen + (size_t)nl + len, 0644, err);
 	free(joined);
 	free(old);
 	return rc;
@@ -77,7 +78,8 @@ int bld_trust_ca(const bld *b, const char *root, al_err *err)
 		return -1;
 	static const char npm[] = "cafile=" BLD_CA_BUNDLE "\n";
 	int rc = -1;
-	if (fsroot_write_file(root, BLD_CA_FILE, pem, len, 0644, err) == 0 &&
+	if (bld_fsroot_write_file(root, BLD_CA_FILE, pem, len, 0644, err) ==
+		    0 &&
 	    append_once(root, BLD_CA_BUNDLE, pem, len, pem, err) == 0 &&
 	    append_once(root, "/etc/npmrc", npm, sizeof npm - 1, "cafile",
 			err) == 0)

@@ -125,7 +125,7 @@ static void on_event(const char *event, const char *data, void *ud)
 static size_t follow_sink(char *p, size_t sz, size_t n, void *ud)
 {
 	follow *fw = ud;
-	return sse_feed(&fw->p, p, sz * n) < 0 ? 0 : sz * n;
+	return cli_sse_feed(&fw->p, p, sz * n) < 0 ? 0 : sz * n;
 }
 
 /* POST the form; returns the HTTP status and the answer in m. */
@@ -216,11 +216,11 @@ static int build(cli *c, const char *dir, const char *name, int no_cache)
 	free(m.data);
 
 	follow fw = {0};
-	sse_init(&fw.p, on_event, &fw);
+	cli_sse_init(&fw.p, on_event, &fw);
 	membuf unused = {0};
 	st = cli_request(c, "GET", path, NULL, 0, "text/event-stream", &unused,
 			 follow_sink, &fw);
-	sse_free(&fw.p);
+	cli_sse_free(&fw.p);
 	free(unused.data);
 	if (fw.succeeded) {
 		printf("built template %s version %d\n", name, fw.version);

@@ -96,7 +96,7 @@ static void on_event(const char *event, const char *data, void *ud)
 static size_t exec_sink(char *p, size_t sz, size_t n, void *ud)
 {
 	exec_ctx *x = ud;
-	if (sse_feed(&x->p, p, sz * n) < 0)
+	if (cli_sse_feed(&x->p, p, sz * n) < 0)
 		return 0;
 	return sz * n;
 }
@@ -115,12 +115,12 @@ static int cmd_exec(cli *c, const char *id, int timeout, int argc, char **argv)
 	char path[4096];
 	snprintf(path, sizeof path, "/v1/sandboxes/%s/exec", id);
 	exec_ctx x = {.exit_code = -1};
-	sse_init(&x.p, on_event, &x);
+	cli_sse_init(&x.p, on_event, &x);
 	membuf m = {0};
 	long st = cli_request(c, "POST", path, body, strlen(body),
 			      "text/event-stream", &m, exec_sink, &x);
 	json_object_put(req);
-	sse_free(&x.p);
+	cli_sse_free(&x.p);
 	if (st < 0)
 		return 1;
 	if (st >= 400) {

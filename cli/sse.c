@@ -3,14 +3,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-void sse_init(sse_parser *p, sse_event_fn fn, void *ctx)
+void cli_sse_init(sse_parser *p, sse_event_fn fn, void *ctx)
 {
 	memset(p, 0, sizeof *p);
 	p->fn = fn;
 	p->ctx = ctx;
 }
 
-void sse_free(sse_parser *p)
+void cli_sse_free(sse_parser *p)
 {
 	free(p->line);
 	free(p->data);
@@ -80,7 +80,7 @@ static int field(sse_parser *p, const char *line, size_t len)
 	return 0;
 }
 
-int sse_feed(sse_parser *p, const char *buf, size_t n)
+int cli_sse_feed(sse_parser *p, const char *buf, size_t n)
 {
 	if (p->overflow)
 		return -1;

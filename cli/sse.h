@@ -20,9 +20,9 @@ typedef struct sse_parser {
 	void *ctx;
 } sse_parser;
 
-void sse_init(sse_parser *p, sse_event_fn fn, void *ctx);
+void cli_sse_init(sse_parser *p, sse_event_fn fn, void *ctx);
 /* Feed bytes; -1 once the stream is unusable (overflow, OOM). */
-int sse_feed(sse_parser *p, const char *buf, size_t n);
-void sse_free(sse_parser *p);
+int cli_sse_feed(sse_parser *p, const char *buf, size_t n);
+void cli_sse_free(sse_parser *p);
 
 #endif

@@ -686,8 +686,8 @@ static void *loop(void *arg)
 	return NULL;
 }
 
-al_credsvc *al_credsvc_start(const char *state_dir,
-			     const al_credsvc_store *store, al_err *err)
+al_credsvc *ctl_credsvc_start(const char *state_dir,
+			      const al_credsvc_store *store, al_err *err)
 {
 	al_credsvc *s = calloc(1, sizeof *s);
 	if (s == NULL) {
@@ -745,7 +745,7 @@ fail:
 	return NULL;
 }
 
-void al_credsvc_stop(al_credsvc *s)
+void ctl_credsvc_stop(al_credsvc *s)
 {
 	if (s == NULL)
 		return;

@@ -80,9 +80,9 @@ typedef struct al_credsvc al_credsvc;
 
 /* Bind <state_dir>/run/cred.sock (replacing a stale one) and start the
  * thread. store is copied; its arg must outlive the service. */
-al_credsvc *al_credsvc_start(const char *state_dir,
-			     const al_credsvc_store *store, al_err *err);
+al_credsvc *ctl_credsvc_start(const char *state_dir,
+			      const al_credsvc_store *store, al_err *err);
 /* Stop the thread (queued rows are written first), close and unlink. */
-void al_credsvc_stop(al_credsvc *s);
+void ctl_credsvc_stop(al_credsvc *s);
 
 #endif

@@ -355,7 +355,7 @@ int main(int argc, char **argv)
 	if (!once) {
 		ca = open_ca(&cfg, &err);
 		if (ca != NULL)
-			mintd = al_mintd_start(cfg.state_dir, ca, &err);
+			mintd = ctl_mintd_start(cfg.state_dir, ca, &err);
 		if (mintd == NULL)
 			al_warn("mint service: %s", err.msg);
 	}
@@ -367,14 +367,14 @@ int main(int argc, char **argv)
 	if (!once) {
 		al_credsvc_store st;
 		if (ctl_credstore_open(&credstore, &cfg, &st, &err) == 0)
-			credsvc = al_credsvc_start(cfg.state_dir, &st, &err);
+			credsvc = ctl_credsvc_start(cfg.state_dir, &st, &err);
 		if (credsvc == NULL)
 			al_warn("credential service: %s", err.msg);
 	}
 
 	/* The policies' status GET /v1/info shows (core/policy/policypub.h). */
 	if (!once)
-		policywatch_start(&cfg);
+		ctl_policywatch_start(&cfg);
 
 	/* Snapshots made ahead for the starts of a burst (core/sandbox/spare.h). */
 	if (!once) {
@@ -382,7 +382,7 @@ int main(int argc, char **argv)
 		snprintf(ready, sizeof ready, "%s/controller.ready",
 			 cfg.run_dir);
 		unlink(ready);
-		spares_start(&cfg);
+		ctl_spares_start(&cfg);
 	}
 
 	/* A shim's spooled event wakes the loop; the tick's scan catches
@@ -439,8 +439,8 @@ int main(int argc, char **argv)
 	}
 	if (watch >= 0)
 		close(watch);
-	spares_stop();
-	policywatch_stop();
+	ctl_spares_stop();
+	ctl_policywatch_stop();
 	if (c->net != NULL && !once) {
 		/* Leased slots stay with their sandboxes; ready ones are
 		 * nobody's once no controller keeps them. */
@@ -448,9 +448,9 @@ int main(int argc, char **argv)
 		al_netpool_drain(&netpool, AL_NETSLOT_VM);
 	}
 	al_vmmem_stop(vmmem);
-	al_credsvc_stop(credsvc);
+	ctl_credsvc_stop(credsvc);
 	ctl_credstore_close(&credstore);
-	al_mintd_stop(mintd);
+	ctl_mintd_stop(mintd);
 	al_ca_close(ca);
 	al_db_close(db);
 	return 0;

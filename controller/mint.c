@@ -274,7 +274,7 @@ static void *loop(void *arg)
 	}
 }
 
-al_mintd *al_mintd_start(const char *state_dir, al_ca *ca, al_err *err)
+al_mintd *ctl_mintd_start(const char *state_dir, al_ca *ca, al_err *err)
 {
 	al_mintd *m = calloc(1, sizeof *m);
 	if (m == NULL) {
@@ -333,7 +333,7 @@ fail:
 	return NULL;
 }
 
-void al_mintd_stop(al_mintd *m)
+void ctl_mintd_stop(al_mintd *m)
 {
 	if (m == NULL)
 		return;

@@ -28,8 +28,8 @@ typedef struct al_mintd al_mintd;
 
 /* Bind <state_dir>/run/mint.sock (replacing a stale one) and start the
  * thread. ca stays owned by the caller and must outlive the service. */
-al_mintd *al_mintd_start(const char *state_dir, al_ca *ca, al_err *err);
+al_mintd *ctl_mintd_start(const char *state_dir, al_ca *ca, al_err *err);
 /* Stop the thread, close and unlink the socket. */
-void al_mintd_stop(al_mintd *m);
+void ctl_mintd_stop(al_mintd *m);
 
 #endif

@@ -105,7 +105,7 @@ static void *run(void *arg)
 	return NULL;
 }
 
-int policywatch_start(const al_config *cfg)
+int ctl_policywatch_start(const al_config *cfg)
 {
 	pw.cfg = cfg;
 	for (int i = 0; i < NPOLICIES; i++)
@@ -137,7 +137,7 @@ int policywatch_start(const al_config *cfg)
 	return 0;
 }
 
-void policywatch_stop(void)
+void ctl_policywatch_stop(void)
 {
 	if (pw.running) {
 		uint64_t one = 1;

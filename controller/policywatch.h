@@ -9,8 +9,8 @@
 #include "base/config.h"
 
 /* Load and publish once, then start the thread. cfg must outlive it. */
-int policywatch_start(const al_config *cfg);
+int ctl_policywatch_start(const al_config *cfg);
 /* Stop the thread, close the policies and withdraw their status. */
-void policywatch_stop(void);
+void ctl_policywatch_stop(void);
 
 #endif

@@ -155,7 +155,7 @@ void ctl_refill_net(ctl *c)
 void ctl_mark_ready(ctl *c)
 {
 	static int marked;
-	if (marked || !spares_filled() || (c->net != NULL && !net_filled))
+	if (marked || !ctl_spares_filled() || (c->net != NULL && !net_filled))
 		return;
 	char path[AL_PATH_MAX + 32];
 	snprintf(path, sizeof path, "%s/controller.ready", c->cfg->run_dir);
@@ -256,7 +256,7 @@ void ctl_refill(ctl *c)
 		recent[i] = recent_creates(rates, nrates, refs[i].name, "ns") +
 			    recent_creates(rates, nrates, refs[i].name, "vm");
 	}
-	spares_set(names, versions, recent, count);
+	ctl_spares_set(names, versions, recent, count);
 	for (int i = 0; i < count && !c->stop; i++) {
 		refill_one(cfg, db, &refs[i], "ns",
 			   recent_creates(rates, nrates, refs[i].name, "ns"));

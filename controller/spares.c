@@ -25,7 +25,7 @@ static struct {
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
 	pthread_t thread;
-	int running, stop, known; /* known: spares_set was called */
+	int running, stop, known; /* known: ctl_spares_set was called */
 	int filled;		  /* a look found none short */
 	const al_config *cfg;
 	int n;
@@ -123,7 +123,7 @@ static void *spares_main(void *arg)
 	return NULL;
 }
 
-int spares_start(const al_config *cfg)
+int ctl_spares_start(const al_config *cfg)
 {
 	sp.cfg = cfg;
 	/* Signals are the main loop's (they end its poll). */
@@ -141,8 +141,8 @@ int spares_start(const al_config *cfg)
 	return 0;
 }
 
-void spares_set(const char (*name)[64], const int *version,
-		const uint32_t *recent, int n)
+void ctl_spares_set(const char (*name)[64], const int *version,
+		    const uint32_t *recent, int n)
 {
 	pthread_mutex_lock(&sp.mu);
 	sp.n = n < SPARES_TEMPLATES ? n : SPARES_TEMPLATES;
@@ -162,7 +162,7 @@ void spares_set(const char (*name)[64], const int *version,
 	pthread_mutex_unlock(&sp.mu);
 }
 
-int spares_filled(void)
+int ctl_spares_filled(void)
 {
 	pthread_mutex_lock(&sp.mu);
 	int f = sp.filled || !sp.running;
@@ -170,7 +170,7 @@ int spares_filled(void)
 	return f;
 }
 
-void spares_stop(void)
+void ctl_spares_stop(void)
 {
 	if (!sp.running)
 		return;

@@ -21,14 +21,14 @@
 #define SPARES_MIN 200
 #define SPARES_MAX 256
 
-int spares_start(const al_config *cfg);
+int ctl_spares_start(const al_config *cfg);
 /* The templates' current versions and their creates of the window; a
  * version not listed loses its spares. */
-void spares_set(const char (*name)[64], const int *version,
-		const uint32_t *recent, int n);
-/* 1 once every template version spares_set named had its spares at a
+void ctl_spares_set(const char (*name)[64], const int *version,
+		    const uint32_t *recent, int n);
+/* 1 once every template version ctl_spares_set named had its spares at a
  * look (the first fill after the start is done). */
-int spares_filled(void);
-void spares_stop(void);
+int ctl_spares_filled(void);
+void ctl_spares_stop(void);
 
 #endif

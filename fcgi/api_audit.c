@@ -37,16 +37,16 @@ static int64_t parse_since(const char *s)
 	return t < 0 ? -1 : (int64_t)t * 1000000 + frac;
 }
 
-void al_api_audit(al_req *r)
+void fcgi_api_audit(al_req *r)
 {
 	al_err err;
-	al_audit_filter f = {.project = al_req_list_project(r)};
+	al_audit_filter f = {.project = fcgi_req_list_project(r)};
 	int64_t limit = AL_AUDIT_LIST_DEFAULT;
 	const char *before = NULL;
 	for (int i = 0; i < r->query.n; i++) {
 		const char *k = r->query.q[i].key, *v = r->query.q[i].val;
 		if (strcmp(k, "limit") == 0) {
-			if (al_req_limit(r, v, AL_AUDIT_LIST_MAX, &limit) < 0)
+			if (fcgi_req_limit(r, v, AL_AUDIT_LIST_MAX, &limit) < 0)
 				return;
 		} else if (strcmp(k, "before") == 0) {
 			before = v;
@@ -56,26 +56,27 @@ void al_api_audit(al_req *r)
 			f.sandbox = v;
 		} else if (strcmp(k, "since") == 0) {
 			if ((f.since_us = parse_since(v)) < 0) {
-				al_http_errorf(r, AL_EINVAL,
-					       "'since' must be unix seconds or"
-					       " RFC 3339 UTC"
-					       " (2026-12-01T18:00:00Z)");
+				fcgi_http_errorf(
+					r, AL_EINVAL,
+					"'since' must be unix seconds or"
+					" RFC 3339 UTC"
+					" (2026-12-01T18:00:00Z)");
 				return;
 			}
 		} else if (strcmp(k, "project") != 0) {
-			al_http_errorf(r, AL_EINVAL,
-				       "unknown query parameter (use"
-				       " credential=, sandbox=, since=,"
-				       " limit=, before=, project=)");
+			fcgi_http_errorf(r, AL_EINVAL,
+					 "unknown query parameter (use"
+					 " credential=, sandbox=, since=,"
+					 " limit=, before=, project=)");
 			return;
 		}
 	}
 	json_object *arr = NULL;
 	char next[AL_AUDIT_CURSOR_MAX];
-	al_db *db = al_req_db(r, &err);
+	al_db *db = fcgi_req_db(r, &err);
 	if (db == NULL ||
 	    al_audit_list(db, &f, (int)limit, before, &arr, next, &err) < 0) {
-		al_http_error(r, &err);
+		fcgi_http_error(r, &err);
 		return;
 	}
 	json_object *o = json_object_new_object();
@@ -83,6 +84,6 @@ void al_api_audit(al_req *r)
 	json_object_object_add(o, "next",
 			       next[0] != '\0' ? json_object_new_string(next)
 					       : NULL);
-	al_http_json(r, 200, o);
+	fcgi_http_json(r, 200, o);
 	json_object_put(o);
 }

@@ -19,7 +19,7 @@
  * ?project= it names. */
 static al_cred_who who_of(al_req *r)
 {
-	const char *q = al_req_query(r, "project");
+	const char *q = fcgi_req_query(r, "project");
 	al_cred_who w = {.project = r->who.project,
 			 .admin = r->who.role == AL_ROLE_ADMIN};
 	if (w.admin && q != NULL && q[0] != '\0')
@@ -34,7 +34,7 @@ static void audit(al_req *r, const char *action, const char *project,
 		  const char *reason)
 {
 	al_err err;
-	al_db *db = al_req_db(r, &err);
+	al_db *db = fcgi_req_db(r, &err);
 	al_audit_rec rec = {
 		.project = project,
 		.key_id = r->who.key_id,
@@ -73,7 +73,7 @@ static void refused(al_req *r, const al_err *err, int hidden)
 	if (hidden)
 		audit(r, "failed_access", r->who.project, r->id, "deny",
 		      "another project's credential");
-	al_http_error(r, err);
+	fcgi_http_error(r, err);
 }
 
 static const char *view_str(json_object *o, const char *k)
@@ -89,7 +89,7 @@ static int read_spec(al_req *r, int rotate, al_cred_spec *spec, al_err *err)
 {
 	char *body = NULL;
 	size_t len = 0;
-	if (al_req_body(r, AL_CRED_BODY_MAX, &body, &len, err) < 0)
+	if (fcgi_req_body(r, AL_CRED_BODY_MAX, &body, &len, err) < 0)
 		return -1;
 	int rc = al_cred_spec_parse(body, len, rotate, spec, err);
 	OPENSSL_cleanse(body, len);
@@ -99,18 +99,18 @@ static int read_spec(al_req *r, int rotate, al_cred_spec *spec, al_err *err)
 
 static void answer_view(al_req *r, int status, json_object *view)
 {
-	al_http_json(r, status, view);
+	fcgi_http_json(r, status, view);
 	json_object_put(view);
 }
 
-void al_api_credential_create(al_req *r)
+void fcgi_api_credential_create(al_req *r)
 {
 	al_err err;
 	al_cred_spec spec;
 	al_keyring kr = {0};
 	json_object *view = NULL;
 	if (read_spec(r, 0, &spec, &err) < 0) {
-		al_http_error(r, &err);
+		fcgi_http_error(r, &err);
 		return;
 	}
 	int admin = r->who.role == AL_ROLE_ADMIN;
@@ -128,7 +128,7 @@ void al_api_credential_create(al_req *r)
 		      err.msg);
 		goto fail;
 	}
-	if ((db = al_req_db(r, &err)) == NULL)
+	if ((db = fcgi_req_db(r, &err)) == NULL)
 		goto fail;
 	if (project != NULL && strcmp(project, r->who.project) != 0) {
 		int exists = al_project_exists(db, project, &err);
@@ -154,20 +154,20 @@ void al_api_credential_create(al_req *r)
 fail:
 	al_keyring_wipe(&kr);
 	al_cred_spec_free(&spec);
-	al_http_error(r, &err);
+	fcgi_http_error(r, &err);
 }
 
-void al_api_credential_list(al_req *r)
+void fcgi_api_credential_list(al_req *r)
 {
 	al_err err;
 	al_cred_who w = who_of(r);
-	al_db *db = al_req_db(r, &err);
+	al_db *db = fcgi_req_db(r, &err);
 	/* An admin's list is every project's unless it names one. */
-	const char *filter = w.admin ? al_req_list_project(r) : w.project;
+	const char *filter = w.admin ? fcgi_req_list_project(r) : w.project;
 	json_object *arr = db != NULL ? al_credential_list(db, &w, filter, &err)
 				      : NULL;
 	if (arr == NULL) {
-		al_http_error(r, &err);
+		fcgi_http_error(r, &err);
 		return;
 	}
 	json_object *o = json_object_new_object();
@@ -175,12 +175,12 @@ void al_api_credential_list(al_req *r)
 	answer_view(r, 200, o);
 }
 
-void al_api_credential_get(al_req *r)
+void fcgi_api_credential_get(al_req *r)
 {
 	al_err err;
 	int hidden = 0;
 	al_cred_who w = who_of(r);
-	al_db *db = al_req_db(r, &err);
+	al_db *db = fcgi_req_db(r, &err);
 	json_object *view = db != NULL ? al_credential_get(db, &w, r->id,
 							   &hidden, NULL, &err)
 				       : NULL;
@@ -191,7 +191,7 @@ void al_api_credential_get(al_req *r)
 	answer_view(r, 200, view);
 }
 
-void al_api_credential_rotate(al_req *r)
+void fcgi_api_credential_rotate(al_req *r)
 {
 	al_err err;
 	al_cred_spec spec;
@@ -199,11 +199,11 @@ void al_api_credential_rotate(al_req *r)
 	int hidden = 0;
 	json_object *view = NULL;
 	if (read_spec(r, 1, &spec, &err) < 0) {
-		al_http_error(r, &err);
+		fcgi_http_error(r, &err);
 		return;
 	}
 	al_cred_who w = who_of(r);
-	al_db *db = al_req_db(r, &err);
+	al_db *db = fcgi_req_db(r, &err);
 	int rc = -1;
 	if (db != NULL && al_keyring_load(&kr, r->cfg->state_dir, 1, &err) == 0)
 		rc = al_credential_rotate(db, &kr, &w, r->id, &spec, &hidden,
@@ -225,13 +225,13 @@ void al_api_credential_rotate(al_req *r)
 	answer_view(r, 200, view);
 }
 
-void al_api_credential_delete(al_req *r)
+void fcgi_api_credential_delete(al_req *r)
 {
 	al_err err;
 	int hidden = 0;
 	json_object *view = NULL;
 	al_cred_who w = who_of(r);
-	al_db *db = al_req_db(r, &err);
+	al_db *db = fcgi_req_db(r, &err);
 	if (db == NULL ||
 	    al_credential_delete(db, &w, r->id, &hidden, &view, &err) < 0) {
 		if (db != NULL && err.code == AL_EPERM)
@@ -245,5 +245,5 @@ void al_api_credential_delete(al_req *r)
 	      "allow", view_str(view, "id"));
 	push(r, view_str(view, "project"));
 	json_object_put(view);
-	al_http_no_content(r);
+	fcgi_http_no_content(r);
 }

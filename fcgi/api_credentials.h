@@ -15,11 +15,11 @@
 
 #include "http.h"
 
-void al_api_credential_create(al_req *r);
-void al_api_credential_list(al_req *r);
-void al_api_credential_get(al_req *r);
-void al_api_credential_rotate(al_req *r);
-void al_api_credential_delete(al_req *r);
-void al_api_audit(al_req *r);
+void fcgi_api_credential_create(al_req *r);
+void fcgi_api_credential_list(al_req *r);
+void fcgi_api_credential_get(al_req *r);
+void fcgi_api_credential_rotate(al_req *r);
+void fcgi_api_credential_delete(al_req *r);
+void fcgi_api_audit(al_req *r);
 
 #endif

@@ -143,7 +143,7 @@ static int open_exec(al_req *r, uint16_t type, char *s, const al_exec_req *req,
 {
 	if (s == NULL)
 		return -1;
-	int fd = al_upstream_open(r, type, s, 0, err);
+	int fd = fcgi_upstream_open(r, type, s, 0, err);
 	free(s);
 	if (fd < 0 || req->stdin_data == NULL)
 		return fd;
@@ -174,8 +174,8 @@ static void exec_stream(al_req *r, const al_exec_req *req, json_object *env)
 	char token[AL_STREAM_TOKEN_LEN + 1];
 	al_frame_reader rd;
 	al_frame_reader_init(&rd);
-	if (al_streams_acquire(r, r->id, lease, &err) < 0) {
-		al_http_error(r, &err);
+	if (fcgi_streams_acquire(r, r->id, lease, &err) < 0) {
+		fcgi_http_error(r, &err);
 		return;
 	}
 	al_exec_msg m = exec_msg(req, env);
@@ -187,7 +187,7 @@ static void exec_stream(al_req *r, const al_exec_req *req, json_object *env)
 	int64_t deadline = al_now_ms() + STREAM_START_MS;
 	while (fd >= 0) {
 		al_frame f;
-		int k = al_upstream_next(r, fd, &rd, &f, deadline, &err);
+		int k = fcgi_upstream_next(r, fd, &rd, &f, deadline, &err);
 		if (k == AL_UPSTREAM_IDLE)
 			al_err_set(&err, AL_ETIMEDOUT, 0,
 				   "the command did not start in time");
@@ -211,21 +211,21 @@ static void exec_stream(al_req *r, const al_exec_req *req, json_object *env)
 		close(fd);
 	/* A stream whose lease is not recorded is never handed to nginx:
 	 * the shim kills its process when its token expires. */
-	if (al_streams_done(r, ok, &err) < 0)
+	if (fcgi_streams_done(r, ok, &err) < 0)
 		ok = 0;
 	if (!ok) {
-		al_http_error(r, &err);
+		fcgi_http_error(r, &err);
 		return;
 	}
 	char hdr[160 + AL_STREAM_TOKEN_LEN];
 	snprintf(hdr, sizeof hdr,
 		 "X-Accel-Redirect: /_airlock/stream/%s/%s\r\n", r->id, token);
-	al_http_head(r, 200, "text/event-stream", hdr);
+	fcgi_http_head(r, 200, "text/event-stream", hdr);
 	explicit_bzero(token, sizeof token);
 	explicit_bzero(hdr, sizeof hdr);
 }
 
-void al_api_exec(al_req *r)
+void fcgi_api_exec(al_req *r)
 {
 	al_err err;
 	char *body = NULL;
@@ -239,24 +239,24 @@ void al_api_exec(al_req *r)
 	memset(out, 0, sizeof out);
 	al_frame_reader_init(&rd);
 
-	if (al_req_body(r, AL_JSON_BODY_MAX, &body, &len, &err) < 0) {
-		al_http_error(r, &err);
+	if (fcgi_req_body(r, AL_JSON_BODY_MAX, &body, &len, &err) < 0) {
+		fcgi_http_error(r, &err);
 		goto out;
 	}
 	int prc = al_exec_req_parse(body, len, &req, &err);
 	free(body);
 	if (prc < 0) {
-		al_http_error(r, &err);
+		fcgi_http_error(r, &err);
 		goto out;
 	}
-	int sse = al_req_wants_sse(r);
+	int sse = fcgi_req_wants_sse(r);
 	if (req.background && !sse) {
-		al_http_errorf(r, AL_EINVAL,
-			       "'background' needs an event stream "
-			       "(Accept: text/event-stream)");
+		fcgi_http_errorf(r, AL_EINVAL,
+				 "'background' needs an event stream "
+				 "(Accept: text/event-stream)");
 		goto out_req;
 	}
-	if (al_req_sandbox_running(r) < 0)
+	if (fcgi_req_sandbox_running(r) < 0)
 		goto out_req;
 	/* The shim lays this over the sandbox's own env. */
 	env = req.env != NULL ? json_object_get(req.env)
@@ -265,9 +265,9 @@ void al_api_exec(al_req *r)
 		exec_stream(r, &req, env);
 		goto out_req;
 	}
-	al_db *db = al_req_db(r, &err);
+	al_db *db = fcgi_req_db(r, &err);
 	if (db == NULL) {
-		al_http_error(r, &err);
+		fcgi_http_error(r, &err);
 		goto out_req;
 	}
 	int64_t t0 = al_now_ms();
@@ -275,7 +275,7 @@ void al_api_exec(al_req *r)
 	al_exec_msg m = exec_msg(&req, env);
 	fd = open_exec(r, AL_F_EXEC, al_exec_pack(&m, &err), &req, &err);
 	if (fd < 0) {
-		al_http_error(r, &err);
+		fcgi_http_error(r, &err);
 		goto out_req;
 	}
 	int64_t key_check = al_now_ms() + KEY_CHECK_MS;
@@ -283,7 +283,7 @@ void al_api_exec(al_req *r)
 	for (;;) {
 		al_frame f;
 		int64_t until = key_check < deadline ? key_check : deadline;
-		int k = al_upstream_next(r, fd, &rd, &f, until, &err);
+		int k = fcgi_upstream_next(r, fd, &rd, &f, until, &err);
 		if (k == AL_UPSTREAM_GONE) {
 			al_info("sandbox %s: exec client went away, stopping "
 				"command",
@@ -355,11 +355,11 @@ void al_api_exec(al_req *r)
 	json_object_object_add(result, "truncated",
 			       json_object_new_boolean(out[0].truncated ||
 						       out[1].truncated));
-	al_http_json(r, 200, result);
+	fcgi_http_json(r, 200, result);
 	goto out_req;
 
 fail:
-	al_http_error(r, &err);
+	fcgi_http_error(r, &err);
 out_req:
 	al_exec_req_free(&req);
 out:

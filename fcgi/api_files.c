@@ -25,15 +25,15 @@
 static int query_path(al_req *r, char *out, size_t outlen)
 {
 	al_err err;
-	const char *p = al_req_query(r, "path");
+	const char *p = fcgi_req_query(r, "path");
 	if (p == NULL) {
-		al_http_errorf(r, AL_EPATH,
-			       "query parameter 'path' is "
-			       "required");
+		fcgi_http_errorf(r, AL_EPATH,
+				 "query parameter 'path' is "
+				 "required");
 		return -1;
 	}
 	if (al_path_normalize(p, out, outlen, &err) < 0) {
-		al_http_error(r, &err);
+		fcgi_http_error(r, &err);
 		return -1;
 	}
 	return 0;
@@ -41,11 +41,12 @@ static int query_path(al_req *r, char *out, size_t outlen)
 
 /* The next frame of the file request on fd: 1 with *f filled (never an
  * ERROR: that becomes err), 0 when the HTTP client went away, -1 with err
- * ready for al_http_error (stalled says what a timeout means). */
+ * ready for fcgi_http_error (stalled says what a timeout means). */
 static int next_reply(al_req *r, int fd, al_frame_reader *rd, al_frame *f,
 		      const char *stalled, al_err *err)
 {
-	int k = al_upstream_next(r, fd, rd, f, al_now_ms() + FILE_IDLE_MS, err);
+	int k = fcgi_upstream_next(r, fd, rd, f, al_now_ms() + FILE_IDLE_MS,
+				   err);
 	if (k == AL_UPSTREAM_GONE)
 		return 0;
 	if (k == AL_UPSTREAM_IDLE)
@@ -59,7 +60,7 @@ static int next_reply(al_req *r, int fd, al_frame_reader *rd, al_frame *f,
  * at its EOF. */
 static int body_length(al_req *r, uint64_t *len, al_err *err)
 {
-	const char *cl = al_req_param(r, "CONTENT_LENGTH");
+	const char *cl = fcgi_req_param(r, "CONTENT_LENGTH");
 	*len = UINT64_MAX;
 	if (cl == NULL || cl[0] == '\0')
 		return 0;
@@ -77,14 +78,15 @@ static int body_length(al_req *r, uint64_t *len, al_err *err)
 }
 
 /* The request frame of type for path on a new connection to the shim:
- * the fd, or -1 with err ready for al_http_error. */
+ * the fd, or -1 with err ready for fcgi_http_error. */
 static int open_request(al_req *r, uint16_t type, const char *path, int mode,
 			al_err *err)
 {
 	char *s = al_file_req_pack(path, mode, err);
 	if (s == NULL)
 		return -1;
-	int fd = al_upstream_open(r, type, s, al_now_ms() + FILE_IDLE_MS, err);
+	int fd = fcgi_upstream_open(r, type, s, al_now_ms() + FILE_IDLE_MS,
+				    err);
 	free(s);
 	return fd;
 }
@@ -114,7 +116,7 @@ static int early_reply(al_req *r, int fd, al_frame_reader *rd, al_err *err)
  * arrived whole is followed by FILE_END; anything else closes the
  * connection without it, and the shim aborts the write, which leaves
  * no file. */
-void al_api_files_put(al_req *r)
+void fcgi_api_files_put(al_req *r)
 {
 	char path[AL_API_PATH_MAX + 2];
 	al_err err;
@@ -128,7 +130,7 @@ void al_api_files_put(al_req *r)
 		goto out;
 	if (body_length(r, &want, &err) < 0)
 		goto fail;
-	if (al_req_sandbox_running(r) < 0)
+	if (fcgi_req_sandbox_running(r) < 0)
 		goto out;
 	buf = malloc(FILE_CHUNK);
 	if (buf == NULL) {
@@ -194,14 +196,14 @@ void al_api_files_put(al_req *r)
 	json_object_object_add(res, "path", json_object_new_string(path));
 	json_object_object_add(res, "bytes",
 			       json_object_new_int64((int64_t)total));
-	al_http_json(r, 201, res);
+	fcgi_http_json(r, 201, res);
 	json_object_put(res);
 	goto out;
 
 fail_relay:
 	al_shimctl_relay_error(&err);
 fail:
-	al_http_error(r, &err);
+	fcgi_http_error(r, &err);
 out:
 	free(buf);
 	if (fd >= 0)
@@ -271,7 +273,7 @@ static void files_list(al_req *r, const char *path)
 	json_object *result = NULL;
 	int fd = open_request(r, AL_F_FILE_LIST, path, -1, &err);
 	if (fd < 0) {
-		al_http_error(r, &err);
+		fcgi_http_error(r, &err);
 		return;
 	}
 	al_frame_reader rd;
@@ -285,7 +287,7 @@ static void files_list(al_req *r, const char *path)
 			break;
 		int answer = f.type == AL_F_RESULT;
 		if (answer)
-			result = al_upstream_json(&f, &err);
+			result = fcgi_upstream_json(&f, &err);
 		al_frame_free(&f);
 		if (answer)
 			break;
@@ -295,23 +297,23 @@ static void files_list(al_req *r, const char *path)
 	if (k == 0)
 		return; /* the client went away */
 	if (result == NULL) {
-		al_http_error(r, &err);
+		fcgi_http_error(r, &err);
 		return;
 	}
 	json_object *entries = clean_entries(result, &err);
 	json_object_put(result);
 	if (entries == NULL) {
-		al_http_error(r, &err);
+		fcgi_http_error(r, &err);
 		return;
 	}
 	json_object *o = json_object_new_object();
 	json_object_object_add(o, "path", json_object_new_string(path));
 	json_object_object_add(o, "entries", entries);
-	al_http_json(r, 200, o);
+	fcgi_http_json(r, 200, o);
 	json_object_put(o);
 }
 
-void al_api_files_get(al_req *r)
+void fcgi_api_files_get(al_req *r)
 {
 	char path[AL_API_PATH_MAX + 2];
 	al_err err;
@@ -321,13 +323,13 @@ void al_api_files_get(al_req *r)
 	al_frame_reader_init(&rd);
 	if (query_path(r, path, sizeof path) < 0)
 		goto out;
-	if (al_req_sandbox_running(r) < 0)
+	if (fcgi_req_sandbox_running(r) < 0)
 		goto out;
-	const char *list = al_req_query(r, "list");
+	const char *list = fcgi_req_query(r, "list");
 	if (list != NULL && strcmp(list, "1") != 0 &&
 	    strcmp(list, "true") != 0 && strcmp(list, "0") != 0 &&
 	    strcmp(list, "false") != 0) {
-		al_http_errorf(r, AL_EINVAL, "'list' must be 1 or 0");
+		fcgi_http_errorf(r, AL_EINVAL, "'list' must be 1 or 0");
 		goto out;
 	}
 	if (list != NULL &&
@@ -358,11 +360,12 @@ void al_api_files_get(al_req *r)
 			goto fail;
 		}
 		if (!r->headers_sent)
-			al_http_head(r, 200, "application/octet-stream", NULL);
+			fcgi_http_head(r, 200, "application/octet-stream",
+				       NULL);
 		int end = f.type == AL_F_FILE_END;
 		int wrc = 0;
 		if (f.len > 0)
-			wrc = al_http_write(r, f.payload, f.len);
+			wrc = fcgi_http_write(r, f.payload, f.len);
 		al_frame_free(&f);
 		if (wrc < 0 || end)
 			break;
@@ -370,7 +373,7 @@ void al_api_files_get(al_req *r)
 	goto out;
 
 fail:
-	al_http_error(r, &err);
+	fcgi_http_error(r, &err);
 out:
 	if (fd >= 0)
 		close(fd);

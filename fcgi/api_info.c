@@ -23,7 +23,7 @@ static json_object *policies_status(const al_config *cfg)
 	return o;
 }
 
-void al_api_info(al_req *r)
+void fcgi_api_info(al_req *r)
 {
 	al_driver_status st;
 	al_driver_status_read(r->cfg, &st);
@@ -46,6 +46,6 @@ void al_api_info(al_req *r)
 	 * them: for admin keys. */
 	if (r->who.role == AL_ROLE_ADMIN)
 		json_object_object_add(o, "policies", policies_status(r->cfg));
-	al_http_json(r, 200, o);
+	fcgi_http_json(r, 200, o);
 	json_object_put(o);
 }

@@ -23,7 +23,7 @@ static int parse_body(al_req *r, al_netspec *ns, al_err *err)
 {
 	char *body = NULL;
 	size_t len = 0;
-	if (al_req_body(r, AL_JSON_BODY_MAX, &body, &len, err) < 0)
+	if (fcgi_req_body(r, AL_JSON_BODY_MAX, &body, &len, err) < 0)
 		return -1;
 	json_object *o = al_json_parse_object(body, len, err);
 	free(body);
@@ -34,30 +34,30 @@ static int parse_body(al_req *r, al_netspec *ns, al_err *err)
 	return rc;
 }
 
-void al_api_sandbox_network_put(al_req *r)
+void fcgi_api_sandbox_network_put(al_req *r)
 {
 	al_err err = {0};
 	al_netspec ns;
 	if (parse_body(r, &ns, &err) < 0) {
-		al_http_error(r, &err);
+		fcgi_http_error(r, &err);
 		return;
 	}
 	bool gateway = false;
-	al_db *db = al_req_db(r, &err);
+	al_db *db = fcgi_req_db(r, &err);
 	json_object *network = NULL;
 	if (db == NULL ||
-	    al_sandbox_ops_set_network(r->cfg, db, r->id, al_req_scope(r), &ns,
-				       &gateway, &err) < 0 ||
+	    al_sandbox_ops_set_network(r->cfg, db, r->id, fcgi_req_scope(r),
+				       &ns, &gateway, &err) < 0 ||
 	    (network = al_netspec_to_json(&ns)) == NULL) {
 		if (err.code == AL_OK)
 			al_err_set(&err, AL_ENOMEM, 0, "out of memory");
-		al_http_error(r, &err);
+		fcgi_http_error(r, &err);
 	} else {
 		json_object *o = json_object_new_object();
 		json_object_object_add(o, "network", network);
 		json_object_object_add(o, "gateway",
 				       json_object_new_boolean(gateway));
-		al_http_json(r, 200, o);
+		fcgi_http_json(r, 200, o);
 		json_object_put(o);
 	}
 	al_netspec_free(&ns);
@@ -74,13 +74,13 @@ static void egress_answer(al_req *r, al_db *db, int64_t limit,
 	char next[AL_EGRESS_CURSOR_MAX];
 	if (al_egress_log_list(db, r->id, (int)limit, before, &arr, next,
 			       &err) < 0) {
-		al_http_error(r, &err);
+		fcgi_http_error(r, &err);
 		return;
 	}
 	al_egress_counts cnt;
 	if (al_egress_log_counts(db, r->id, &cnt, &err) < 0) {
 		json_object_put(arr);
-		al_http_error(r, &err);
+		fcgi_http_error(r, &err);
 		return;
 	}
 	json_object *counts = json_object_new_object();
@@ -96,7 +96,7 @@ static void egress_answer(al_req *r, al_db *db, int64_t limit,
 	json_object_object_add(o, "next",
 			       next[0] != '\0' ? json_object_new_string(next)
 					       : NULL);
-	al_http_json(r, 200, o);
+	fcgi_http_json(r, 200, o);
 	json_object_put(o);
 }
 
@@ -108,14 +108,14 @@ static int egress_query(al_req *r, int64_t *limit, const char **before)
 	for (int i = 0; i < r->query.n; i++) {
 		const char *k = r->query.q[i].key, *v = r->query.q[i].val;
 		if (strcmp(k, "limit") == 0) {
-			if (al_req_limit(r, v, AL_EGRESS_LIST_MAX, limit) < 0)
+			if (fcgi_req_limit(r, v, AL_EGRESS_LIST_MAX, limit) < 0)
 				return -1;
 		} else if (strcmp(k, "before") == 0) {
 			*before = v;
 		} else {
-			al_http_errorf(r, AL_EINVAL,
-				       "unknown query parameter (use limit=,"
-				       " before=)");
+			fcgi_http_errorf(r, AL_EINVAL,
+					 "unknown query parameter (use limit=,"
+					 " before=)");
 			return -1;
 		}
 	}
@@ -127,7 +127,7 @@ static int egress_query(al_req *r, int64_t *limit, const char **before)
 static int sandbox_seen(al_req *r, al_db *db, al_err *err)
 {
 	al_sandbox sb;
-	if (al_sandbox_get_in(db, r->id, al_req_scope(r), &sb, err) < 0)
+	if (al_sandbox_get_in(db, r->id, fcgi_req_scope(r), &sb, err) < 0)
 		return -1;
 	al_sandbox_free_fields(&sb);
 	return 0;
@@ -137,7 +137,7 @@ static int build_seen(al_req *r, al_db *db, al_err *err)
 {
 	if (!al_id_valid(r->id))
 		return al_err_set(err, AL_ENOENT, 0, "no such build");
-	json_object *b = al_build_get(db, r->id, al_req_scope(r), err);
+	json_object *b = al_build_get(db, r->id, fcgi_req_scope(r), err);
 	json_object_put(b);
 	return b != NULL ? 0 : -1;
 }
@@ -149,20 +149,20 @@ static void egress_of(al_req *r, int (*seen)(al_req *, al_db *, al_err *))
 	const char *before;
 	if (egress_query(r, &limit, &before) < 0)
 		return;
-	al_db *db = al_req_db(r, &err);
+	al_db *db = fcgi_req_db(r, &err);
 	if (db == NULL || seen(r, db, &err) < 0) {
-		al_http_error(r, &err);
+		fcgi_http_error(r, &err);
 		return;
 	}
 	egress_answer(r, db, limit, before);
 }
 
-void al_api_sandbox_egress(al_req *r)
+void fcgi_api_sandbox_egress(al_req *r)
 {
 	egress_of(r, sandbox_seen);
 }
 
-void al_api_build_egress(al_req *r)
+void fcgi_api_build_egress(al_req *r)
 {
 	egress_of(r, build_seen);
 }

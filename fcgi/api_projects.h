@@ -8,12 +8,12 @@
 
 #include "http.h"
 
-void al_api_projects(al_req *r);
-void al_api_project_create(al_req *r);
-void al_api_project_get(al_req *r);
-void al_api_project_quota(al_req *r);
-void al_api_keys(al_req *r);
-void al_api_key_create(al_req *r);
-void al_api_key_delete(al_req *r);
+void fcgi_api_projects(al_req *r);
+void fcgi_api_project_create(al_req *r);
+void fcgi_api_project_get(al_req *r);
+void fcgi_api_project_quota(al_req *r);
+void fcgi_api_keys(al_req *r);
+void fcgi_api_key_create(al_req *r);
+void fcgi_api_key_delete(al_req *r);
 
 #endif

@@ -26,37 +26,37 @@ static void add_mac(json_object *o, const al_sandbox *sb)
 	json_object_object_add(o, "mac", json_object_new_string(s));
 }
 
-void al_api_health(al_req *r)
+void fcgi_api_health(al_req *r)
 {
 	static const char body[] = "{\"status\":\"ok\"}\n";
-	al_http_head(r, 200, "application/json", "Content-Length: 16\r\n");
-	al_http_write(r, body, sizeof body - 1);
+	fcgi_http_head(r, 200, "application/json", "Content-Length: 16\r\n");
+	fcgi_http_write(r, body, sizeof body - 1);
 }
 
-void al_api_sandbox_create(al_req *r)
+void fcgi_api_sandbox_create(al_req *r)
 {
 	al_err err;
 	char *body = NULL;
 	size_t len = 0;
 	al_create_req req;
 
-	if (al_req_body(r, AL_JSON_BODY_MAX, &body, &len, &err) < 0) {
-		al_http_error(r, &err);
+	if (fcgi_req_body(r, AL_JSON_BODY_MAX, &body, &len, &err) < 0) {
+		fcgi_http_error(r, &err);
 		return;
 	}
 	int rc = al_create_req_parse(body, len, r->cfg->default_timeout_s,
 				     r->cfg->max_timeout_s, &req, &err);
 	free(body);
 	if (rc < 0) {
-		al_http_error(r, &err);
+		fcgi_http_error(r, &err);
 		return;
 	}
-	/* PostgreSQL unreachable (AL_EUNAVAIL): al_http_error tells the
+	/* PostgreSQL unreachable (AL_EUNAVAIL): fcgi_http_error tells the
 	 * client when to come back. */
-	al_db *db = al_req_db(r, &err);
+	al_db *db = fcgi_req_db(r, &err);
 	if (db == NULL) {
 		al_create_req_free(&req);
-		al_http_error(r, &err);
+		fcgi_http_error(r, &err);
 		return;
 	}
 	al_sandbox sb;
@@ -65,17 +65,17 @@ void al_api_sandbox_create(al_req *r)
 				   &err);
 	al_create_req_free(&req);
 	if (rc < 0) {
-		al_http_error_retry(r, &err, retry_after);
+		fcgi_http_error_retry(r, &err, retry_after);
 		return;
 	}
 	json_object *o = al_sandbox_to_json(&sb);
 	add_mac(o, &sb);
 	al_sandbox_free_fields(&sb);
-	al_http_json(r, 201, o);
+	fcgi_http_json(r, 201, o);
 	json_object_put(o);
 }
 
-void al_api_sandbox_list(al_req *r)
+void fcgi_api_sandbox_list(al_req *r)
 {
 	al_err err;
 	int state = -1;
@@ -86,67 +86,67 @@ void al_api_sandbox_list(al_req *r)
 		if (strcmp(k, "state") == 0) {
 			state = al_state_from_name(v);
 			if (state < 0) {
-				al_http_errorf(r, AL_EINVAL,
-					       "unknown state in 'state'");
+				fcgi_http_errorf(r, AL_EINVAL,
+						 "unknown state in 'state'");
 				goto out;
 			}
 		} else if (strcmp(k, "project") == 0) {
-			continue; /* al_req_list_project */
+			continue; /* fcgi_req_list_project */
 		} else if (strncmp(k, "metadata.", 9) == 0 && k[9] != '\0' &&
 			   strlen(k + 9) <= al_json_metadata_limits.max_key &&
 			   strlen(v) <= al_json_metadata_limits.max_value) {
 			json_object_object_add(filter, k + 9,
 					       json_object_new_string(v));
 		} else {
-			al_http_errorf(r, AL_EINVAL,
-				       "unknown or oversized query parameter "
-				       "(use state=, project=, "
-				       "metadata.<key>=)");
+			fcgi_http_errorf(r, AL_EINVAL,
+					 "unknown or oversized query parameter "
+					 "(use state=, project=, "
+					 "metadata.<key>=)");
 			goto out;
 		}
 	}
-	al_db *db = al_req_db(r, &err);
+	al_db *db = fcgi_req_db(r, &err);
 	json_object *arr = NULL;
-	if (db == NULL || al_sandbox_list(db, al_req_list_project(r), state,
+	if (db == NULL || al_sandbox_list(db, fcgi_req_list_project(r), state,
 					  filter, &arr, &err) < 0) {
-		al_http_error(r, &err);
+		fcgi_http_error(r, &err);
 		goto out;
 	}
 	json_object *o = json_object_new_object();
 	json_object_object_add(o, "sandboxes", arr);
-	al_http_json(r, 200, o);
+	fcgi_http_json(r, 200, o);
 	json_object_put(o);
 out:
 	json_object_put(filter);
 }
 
-void al_api_sandbox_get(al_req *r)
+void fcgi_api_sandbox_get(al_req *r)
 {
 	al_err err;
 	al_sandbox sb;
-	al_db *db = al_req_db(r, &err);
+	al_db *db = fcgi_req_db(r, &err);
 	/* Another project's is not found by the very query that misses an
 	 * unknown id. */
 	if (db == NULL ||
-	    al_sandbox_get_in(db, r->id, al_req_scope(r), &sb, &err) < 0) {
-		al_http_error(r, &err);
+	    al_sandbox_get_in(db, r->id, fcgi_req_scope(r), &sb, &err) < 0) {
+		fcgi_http_error(r, &err);
 		return;
 	}
 	json_object *o = al_sandbox_to_json(&sb);
 	add_mac(o, &sb);
 	al_sandbox_free_fields(&sb);
-	al_http_json(r, 200, o);
+	fcgi_http_json(r, 200, o);
 	json_object_put(o);
 }
 
-void al_api_sandbox_delete(al_req *r)
+void fcgi_api_sandbox_delete(al_req *r)
 {
 	al_err err;
-	al_db *db = al_req_db(r, &err);
+	al_db *db = fcgi_req_db(r, &err);
 	if (db == NULL || al_sandbox_ops_delete(r->cfg, db, r->id,
-						al_req_scope(r), &err) < 0) {
-		al_http_error(r, &err);
+						fcgi_req_scope(r), &err) < 0) {
+		fcgi_http_error(r, &err);
 		return;
 	}
-	al_http_no_content(r);
+	fcgi_http_no_content(r);
 }

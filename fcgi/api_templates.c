@@ -86,7 +86,7 @@ static int write_file(const char *dir, const char *name, const char *data,
 /* Stream the multipart body into fields (context straight to its file). */
 static int read_form(al_req *r, al_mp_field *fields, size_t n, al_err *err)
 {
-	const char *ct = al_req_param(r, "CONTENT_TYPE");
+	const char *ct = fcgi_req_param(r, "CONTENT_TYPE");
 	if (ct == NULL || ct[0] == '\0')
 		return al_err_set(err, AL_EINVAL, 0,
 				  "send the template as multipart/form-data");
@@ -187,26 +187,26 @@ static int start_builder(const al_config *cfg, const char *id, al_err *err)
 	return al_spawn_detached(prog, argv, logpath, NULL, err);
 }
 
-void al_api_template_build(al_req *r)
+void fcgi_api_template_build(al_req *r)
 {
 	al_err err = {0};
 	char id[21], dir[AL_PATH_MAX], parent[AL_PATH_MAX + 16];
 	/* A build writes a new template version into the pool. */
 	if (al_store_room(r->cfg->pool_dir, r->cfg->pool_full_pct, &err) < 0) {
-		al_http_error(r, &err);
+		fcgi_http_error(r, &err);
 		return;
 	}
-	al_db *db = al_req_db(r, &err);
+	al_db *db = fcgi_req_db(r, &err);
 	if (db == NULL || al_sandbox_new_id(id, &err) < 0 ||
 	    al_build_dir(r->cfg, id, dir, sizeof dir, &err) < 0) {
-		al_http_error(r, &err);
+		fcgi_http_error(r, &err);
 		return;
 	}
 	snprintf(parent, sizeof parent, "%s/builds", r->cfg->state_dir);
 	if ((mkdir(parent, 0700) < 0 && errno != EEXIST) ||
 	    mkdir(dir, 0700) < 0) {
 		al_err_sys(&err, AL_ESYS, errno, "mkdir %s", dir);
-		al_http_error(r, &err);
+		fcgi_http_error(r, &err);
 		return;
 	}
 	char ctx_path[AL_PATH_MAX + 32];
@@ -216,7 +216,7 @@ void al_api_template_build(al_req *r)
 	if (ctx_fd < 0) {
 		al_err_sys(&err, AL_ESYS, errno, "create %s", ctx_path);
 		discard_build_dir(dir);
-		al_http_error(r, &err);
+		fcgi_http_error(r, &err);
 		return;
 	}
 	al_mp_field fields[] = {
@@ -266,7 +266,7 @@ void al_api_template_build(al_req *r)
 	if (rc < 0) {
 		al_mp_fields_free(fields, nf);
 		discard_build_dir(dir);
-		al_http_error(r, &err);
+		fcgi_http_error(r, &err);
 		return;
 	}
 	if (start_builder(r->cfg, id, &err) < 0) {
@@ -274,7 +274,7 @@ void al_api_template_build(al_req *r)
 		al_build_update(db, id, AL_BUILD_FAILED, 0, 0, 0,
 				"could not start the builder", &tmp);
 		al_mp_fields_free(fields, nf);
-		al_http_error(r, &err);
+		fcgi_http_error(r, &err);
 		return;
 	}
 	al_info("template %s: build %s started", fields[0].value, id);
@@ -287,51 +287,51 @@ void al_api_template_build(al_req *r)
 	json_object_object_add(o, "status", json_object_new_string("queued"));
 	json_object_object_add(o, "logs", json_object_new_string(logs));
 	al_mp_fields_free(fields, nf);
-	al_http_json(r, 202, o);
+	fcgi_http_json(r, 202, o);
 	json_object_put(o);
 }
 
-void al_api_templates(al_req *r)
+void fcgi_api_templates(al_req *r)
 {
 	al_err err = {0};
-	al_db *db = al_req_db(r, &err);
-	const char *project = al_req_query(r, "project");
+	al_db *db = fcgi_req_db(r, &err);
+	const char *project = fcgi_req_query(r, "project");
 	json_object *arr = NULL;
-	if (db == NULL || (arr = al_template_list(db, al_req_scope(r), project,
-						  &err)) == NULL) {
-		al_http_error(r, &err);
+	if (db == NULL || (arr = al_template_list(db, fcgi_req_scope(r),
+						  project, &err)) == NULL) {
+		fcgi_http_error(r, &err);
 		return;
 	}
 	json_object *o = json_object_new_object();
 	json_object_object_add(o, "templates", arr);
-	al_http_json(r, 200, o);
+	fcgi_http_json(r, 200, o);
 	json_object_put(o);
 }
 
-void al_api_template_get(al_req *r)
+void fcgi_api_template_get(al_req *r)
 {
 	al_err err = {0};
-	al_db *db = al_req_db(r, &err);
+	al_db *db = fcgi_req_db(r, &err);
 	if (db == NULL) {
-		al_http_error(r, &err);
+		fcgi_http_error(r, &err);
 		return;
 	}
 	al_template_version tv = {0};
 	al_template_row row;
 	if (!al_id_valid(r->id)) {
-		al_http_errorf(r, AL_ENOENT, "no such template");
+		fcgi_http_errorf(r, AL_ENOENT, "no such template");
 		return;
 	}
 	if (al_template_access(db, r->id, &r->who, 0, &err) < 0 ||
 	    al_template_row_get(db, r->id, &row, &err) < 0 ||
 	    al_template_get_version(db, r->id, 0, &tv, &err) < 0) {
-		al_http_error(r, &err);
+		fcgi_http_error(r, &err);
 		return;
 	}
 	json_object *versions = al_template_versions(db, r->id, &err);
 	if (versions == NULL) {
 		al_template_version_free(&tv);
-		al_http_error(r, &err);
+		fcgi_http_error(r, &err);
 		return;
 	}
 	json_object *o = json_object_new_object();
@@ -357,55 +357,55 @@ void al_api_template_get(al_req *r)
 	json_object_object_add(o, "ready", json_object_get(tv.ready));
 	json_object_object_add(o, "versions", versions);
 	al_template_version_free(&tv);
-	al_http_json(r, 200, o);
+	fcgi_http_json(r, 200, o);
 	json_object_put(o);
 }
 
-void al_api_template_delete(al_req *r)
+void fcgi_api_template_delete(al_req *r)
 {
 	al_err err = {0};
-	al_db *db = al_req_db(r, &err);
+	al_db *db = fcgi_req_db(r, &err);
 	if (db == NULL) {
-		al_http_error(r, &err);
+		fcgi_http_error(r, &err);
 		return;
 	}
 	if (!al_id_valid(r->id)) {
-		al_http_errorf(r, AL_ENOENT, "no such template");
+		fcgi_http_errorf(r, AL_ENOENT, "no such template");
 		return;
 	}
 	if (al_template_access(db, r->id, &r->who, 1, &err) < 0 ||
 	    al_template_delete(db, r->cfg, r->id, &err) < 0) {
-		al_http_error(r, &err);
+		fcgi_http_error(r, &err);
 		return;
 	}
 	/* Its standbys can never be claimed now: out of the pool at once,
 	 * and the controller ends them. */
 	al_standby_retire_all(r->cfg, r->id, NULL);
 	al_info("template %s deleted", r->id);
-	al_http_no_content(r);
+	fcgi_http_no_content(r);
 }
 
 static json_object *load_build(al_req *r, al_err *err)
 {
-	al_db *db = al_req_db(r, err);
+	al_db *db = fcgi_req_db(r, err);
 	if (db == NULL)
 		return NULL;
 	if (!al_id_valid(r->id)) {
 		al_err_set(err, AL_ENOENT, 0, "no such build");
 		return NULL;
 	}
-	return al_build_get(db, r->id, al_req_scope(r), err);
+	return al_build_get(db, r->id, fcgi_req_scope(r), err);
 }
 
-void al_api_build_get(al_req *r)
+void fcgi_api_build_get(al_req *r)
 {
 	al_err err = {0};
 	json_object *b = load_build(r, &err);
 	if (b == NULL) {
-		al_http_error(r, &err);
+		fcgi_http_error(r, &err);
 		return;
 	}
-	al_http_json(r, 200, b);
+	fcgi_http_json(r, 200, b);
 	json_object_put(b);
 }
 
@@ -457,11 +457,11 @@ static void serve_stored_log(al_req *r, const char *path, json_object *row)
 			     "the builder exited before finishing the build",
 			     &err);
 	}
-	if (al_http_head(r, 200, "text/event-stream",
-			 "Cache-Control: no-cache\r\n"
-			 "X-Accel-Buffering: no\r\n") == 0 &&
-	    al_http_write(r, out.data + out.off, al_buf_pending(&out)) == 0)
-		al_http_flush(r);
+	if (fcgi_http_head(r, 200, "text/event-stream",
+			   "Cache-Control: no-cache\r\n"
+			   "X-Accel-Buffering: no\r\n") == 0 &&
+	    fcgi_http_write(r, out.data + out.off, al_buf_pending(&out)) == 0)
+		fcgi_http_flush(r);
 	al_buf_free(&out);
 }
 
@@ -490,13 +490,13 @@ static int hand_over_stream(al_req *r, const char *dir, json_object **row,
 		json_object_put(*row);
 		*row = again;
 	}
-	if (al_streams_acquire(r, name, lease, err) < 0)
+	if (fcgi_streams_acquire(r, name, lease, err) < 0)
 		return -1;
 	/* Recorded before it is handed over: a lease fcgi could not
 	 * record never opens a stream (its token goes unused). */
 	int ok = al_buildlog_token_issue(dir, r->who.key_id, lease, token,
 					 err) == 0;
-	if (al_streams_done(r, ok, err) < 0 && ok) {
+	if (fcgi_streams_done(r, ok, err) < 0 && ok) {
 		al_buildlog_lease_end(dir, lease);
 		ok = 0;
 	}
@@ -505,7 +505,7 @@ static int hand_over_stream(al_req *r, const char *dir, json_object **row,
 	char hdr[160 + AL_STREAM_TOKEN_LEN];
 	snprintf(hdr, sizeof hdr,
 		 "X-Accel-Redirect: /_airlock/stream/%s/%s\r\n", name, token);
-	al_http_head(r, 200, "text/event-stream", hdr);
+	fcgi_http_head(r, 200, "text/event-stream", hdr);
 	explicit_bzero(token, sizeof token);
 	explicit_bzero(hdr, sizeof hdr);
 	return 1;
@@ -515,24 +515,24 @@ static int hand_over_stream(al_req *r, const char *dir, json_object **row,
  * a finished one's is written at once. A key revoked while its stream
  * is open ends it: the streamer watches for the key's mark
  * (al_buildlog_key_revoke). */
-void al_api_build_logs(al_req *r)
+void fcgi_api_build_logs(al_req *r)
 {
 	al_err err = {0};
 	json_object *row = load_build(r, &err);
 	if (row == NULL) {
-		al_http_error(r, &err);
+		fcgi_http_error(r, &err);
 		return;
 	}
 	char dir[AL_PATH_MAX], path[AL_PATH_MAX + 16];
 	if (al_build_dir(r->cfg, r->id, dir, sizeof dir, &err) < 0) {
 		json_object_put(row);
-		al_http_error(r, &err);
+		fcgi_http_error(r, &err);
 		return;
 	}
 	snprintf(path, sizeof path, "%s/log.jsonl", dir);
 	int rc = build_finished(row) ? 0 : hand_over_stream(r, dir, &row, &err);
 	if (rc < 0) {
-		al_http_error(r, &err);
+		fcgi_http_error(r, &err);
 	} else if (rc == 0) {
 		/* The row again: the builder may have finished meanwhile. */
 		json_object *now = load_build(r, &err);
@@ -548,23 +548,23 @@ void al_api_build_logs(al_req *r)
 /* PUT /v1/templates/{name}/warm_pool (admin keys): the template's own
  * standby bounds; the controller follows them within 5 s. Standbys cost
  * host memory charged to no project, hence admin only. */
-void al_api_template_pool(al_req *r)
+void fcgi_api_template_pool(al_req *r)
 {
 	al_err err;
 	char *body = NULL;
 	size_t len = 0;
 	al_json_setting u[AL_POOL_NBOUNDS];
-	if (al_req_body(r, AL_JSON_BODY_MAX, &body, &len, &err) < 0) {
-		al_http_error(r, &err);
+	if (fcgi_req_body(r, AL_JSON_BODY_MAX, &body, &len, &err) < 0) {
+		fcgi_http_error(r, &err);
 		return;
 	}
 	int rc = al_template_pool_parse(body, len, u, &err);
 	free(body);
-	al_db *db = rc == 0 ? al_req_db(r, &err) : NULL;
+	al_db *db = rc == 0 ? fcgi_req_db(r, &err) : NULL;
 	al_template_row row;
 	if (db == NULL || al_template_pool_set(db, r->id, u, &err) < 0 ||
 	    al_template_row_get(db, r->id, &row, &err) < 0) {
-		al_http_error(r, &err);
+		fcgi_http_error(r, &err);
 		return;
 	}
 	al_info("template %s: warm pool bounds changed", r->id);
@@ -572,6 +572,6 @@ void al_api_template_pool(al_req *r)
 	json_object_object_add(o, "name", json_object_new_string(r->id));
 	json_object_object_add(o, "warm_pool",
 			       al_template_pool_json(r->cfg, row.pool));
-	al_http_json(r, 200, o);
+	fcgi_http_json(r, 200, o);
 	json_object_put(o);
 }

@@ -11,17 +11,17 @@
 #include "base/log.h"
 #include "sandbox/sandbox_ops.h"
 
-const char *al_req_param(al_req *r, const char *name)
+const char *fcgi_req_param(al_req *r, const char *name)
 {
 	return FCGX_GetParam(name, r->fcgi->envp);
 }
 
-const char *al_req_query(al_req *r, const char *key)
+const char *fcgi_req_query(al_req *r, const char *key)
 {
 	return al_query_get(&r->query, key);
 }
 
-al_db *al_req_db(al_req *r, al_err *err)
+al_db *fcgi_req_db(al_req *r, al_err *err)
 {
 	if (*r->dbp == NULL) {
 		*r->dbp = al_db_open(r->cfg->db_conninfo, err);
@@ -37,9 +37,9 @@ al_db *al_req_db(al_req *r, al_err *err)
 	return *r->dbp;
 }
 
-int al_req_body(al_req *r, size_t max, char **buf, size_t *len, al_err *err)
+int fcgi_req_body(al_req *r, size_t max, char **buf, size_t *len, al_err *err)
 {
-	const char *cl = al_req_param(r, "CONTENT_LENGTH");
+	const char *cl = fcgi_req_param(r, "CONTENT_LENGTH");
 	if (cl != NULL && cl[0] != '\0') {
 		char *end = NULL;
 		errno = 0;
@@ -97,26 +97,26 @@ int al_req_body(al_req *r, size_t max, char **buf, size_t *len, al_err *err)
 	return 0;
 }
 
-int al_req_wants_sse(al_req *r)
+int fcgi_req_wants_sse(al_req *r)
 {
-	const char *a = al_req_param(r, "HTTP_ACCEPT");
+	const char *a = fcgi_req_param(r, "HTTP_ACCEPT");
 	return a != NULL && strstr(a, "text/event-stream") != NULL;
 }
 
-int al_req_sees(const al_req *r, const char *project)
+int fcgi_req_sees(const al_req *r, const char *project)
 {
 	return r->who.role == AL_ROLE_ADMIN ||
 	       (project != NULL && strcmp(project, r->who.project) == 0);
 }
 
-const char *al_req_scope(const al_req *r)
+const char *fcgi_req_scope(const al_req *r)
 {
 	return r->who.role == AL_ROLE_ADMIN ? NULL : r->who.project;
 }
 
-const char *al_req_list_project(al_req *r)
+const char *fcgi_req_list_project(al_req *r)
 {
-	const char *q = al_req_query(r, "project");
+	const char *q = fcgi_req_query(r, "project");
 	if (r->who.role == AL_ROLE_ADMIN)
 		return q != NULL && q[0] != '\0' ? q : NULL;
 	/* No project is named "": another project's list is empty. */
@@ -125,31 +125,31 @@ const char *al_req_list_project(al_req *r)
 	return r->who.project;
 }
 
-int al_req_sandbox_running(al_req *r)
+int fcgi_req_sandbox_running(al_req *r)
 {
 	al_err err;
-	al_db *db = al_req_db(r, &err);
+	al_db *db = fcgi_req_db(r, &err);
 	if (db == NULL ||
-	    al_sandbox_ops_running(db, r->id, al_req_scope(r), &err) < 0) {
-		al_http_error(r, &err);
+	    al_sandbox_ops_running(db, r->id, fcgi_req_scope(r), &err) < 0) {
+		fcgi_http_error(r, &err);
 		return -1;
 	}
 	return 0;
 }
 
-int al_req_limit(al_req *r, const char *v, int max, int64_t *out)
+int fcgi_req_limit(al_req *r, const char *v, int max, int64_t *out)
 {
 	char *end = NULL;
 	long long n = strtoll(v, &end, 10);
 	if (v[0] < '0' || v[0] > '9' || *end != '\0' || n < 1 || n > max) {
-		al_http_errorf(r, AL_EINVAL, "'limit' must be 1 to %d", max);
+		fcgi_http_errorf(r, AL_EINVAL, "'limit' must be 1 to %d", max);
 		return -1;
 	}
 	*out = n;
 	return 0;
 }
 
-const char *al_http_reason(int status)
+const char *fcgi_http_reason(int status)
 {
 	/* clang-format off */
 	switch (status) {
@@ -175,15 +175,15 @@ const char *al_http_reason(int status)
 	/* clang-format on */
 }
 
-int al_http_head(al_req *r, int status, const char *content_type,
-		 const char *extra_headers)
+int fcgi_http_head(al_req *r, int status, const char *content_type,
+		   const char *extra_headers)
 {
 	char head[1024];
 
 	if (r->headers_sent)
 		return -1;
 	int n = snprintf(head, sizeof head, "Status: %d %s\r\n%s%s%s%s\r\n",
-			 status, al_http_reason(status),
+			 status, fcgi_http_reason(status),
 			 content_type != NULL ? "Content-Type: " : "",
 			 content_type != NULL ? content_type : "",
 			 content_type != NULL ? "\r\n" : "",
@@ -195,7 +195,7 @@ int al_http_head(al_req *r, int status, const char *content_type,
 	return FCGX_PutStr(head, n, r->fcgi->out) == n ? 0 : -1;
 }
 
-int al_http_write(al_req *r, const void *p, size_t n)
+int fcgi_http_write(al_req *r, const void *p, size_t n)
 {
 	const char *s = p;
 	while (n > 0) {
@@ -208,7 +208,7 @@ int al_http_write(al_req *r, const void *p, size_t n)
 	return 0;
 }
 
-int al_http_flush(al_req *r)
+int fcgi_http_flush(al_req *r)
 {
 	if (FCGX_FFlush(r->fcgi->out) < 0 || FCGX_GetError(r->fcgi->out) != 0)
 		return -1;
@@ -224,26 +224,26 @@ static void send_json(al_req *r, int status, json_object *body,
 	char extra[160];
 	snprintf(extra, sizeof extra, "%sContent-Length: %zu\r\n", headers,
 		 n + 1);
-	if (al_http_head(r, status, "application/json", extra) < 0)
+	if (fcgi_http_head(r, status, "application/json", extra) < 0)
 		return;
-	al_http_write(r, s, n);
-	al_http_write(r, "\n", 1);
+	fcgi_http_write(r, s, n);
+	fcgi_http_write(r, "\n", 1);
 }
 
-void al_http_json(al_req *r, int status, json_object *body)
+void fcgi_http_json(al_req *r, int status, json_object *body)
 {
 	send_json(r, status, body, "");
 }
 
-void al_http_error(al_req *r, const al_err *e)
+void fcgi_http_error(al_req *r, const al_err *e)
 {
 	/* Unavailable (PostgreSQL down or out of connections, a shim
 	 * gone): the client is told when to ask again. */
-	al_http_error_retry(r, e,
-			    e->code == AL_EUNAVAIL ? AL_CAPACITY_RETRY_S : 0);
+	fcgi_http_error_retry(r, e,
+			      e->code == AL_EUNAVAIL ? AL_CAPACITY_RETRY_S : 0);
 }
 
-void al_http_error_retry(al_req *r, const al_err *e, int retry_after_s)
+void fcgi_http_error_retry(al_req *r, const al_err *e, int retry_after_s)
 {
 	al_code code = e->code;
 	if (code == AL_OK || (unsigned)code >= AL_CODE_MAX)
@@ -283,7 +283,7 @@ void al_http_error_retry(al_req *r, const al_err *e, int retry_after_s)
 	json_object_put(o);
 }
 
-void al_http_errorf(al_req *r, al_code code, const char *fmt, ...)
+void fcgi_http_errorf(al_req *r, al_code code, const char *fmt, ...)
 {
 	al_err e;
 	va_list ap;
@@ -292,10 +292,10 @@ void al_http_errorf(al_req *r, al_code code, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(e.msg, sizeof e.msg, fmt, ap);
 	va_end(ap);
-	al_http_error(r, &e);
+	fcgi_http_error(r, &e);
 }
 
-void al_http_no_content(al_req *r)
+void fcgi_http_no_content(al_req *r)
 {
-	al_http_head(r, 204, NULL, NULL);
+	fcgi_http_head(r, 204, NULL, NULL);
 }

@@ -39,65 +39,65 @@ typedef struct al_req {
 typedef void (*al_handler_fn)(al_req *r);
 
 /* Request parameters (FastCGI environment). */
-const char *al_req_param(al_req *r, const char *name);
+const char *fcgi_req_param(al_req *r, const char *name);
 /* Query parameter by exact key, NULL if absent (first occurrence). */
-const char *al_req_query(al_req *r, const char *key);
+const char *fcgi_req_query(al_req *r, const char *key);
 /* The thread's database connection, connected if needed; NULL with
  * AL_EUNAVAIL when PostgreSQL is not reachable. */
-al_db *al_req_db(al_req *r, al_err *err);
+al_db *fcgi_req_db(al_req *r, al_err *err);
 /* Read the whole request body, at most max bytes (413 past it, whatever
  * CONTENT_LENGTH says). *buf is malloc'ed and NUL-terminated. */
-int al_req_body(al_req *r, size_t max, char **buf, size_t *len, al_err *err);
+int fcgi_req_body(al_req *r, size_t max, char **buf, size_t *len, al_err *err);
 /* 1 if the client asked for server-sent events. */
-int al_req_wants_sse(al_req *r);
+int fcgi_req_wants_sse(al_req *r);
 /* 1 if r's key may see an object of project: an admin key every
  * project's, a member key its own project's only. */
-int al_req_sees(const al_req *r, const char *project);
+int fcgi_req_sees(const al_req *r, const char *project);
 /* The project r's key is confined to: NULL (none) for an admin key. */
-const char *al_req_scope(const al_req *r);
+const char *fcgi_req_scope(const al_req *r);
 /* Whose objects a list shows: an admin's ?project= (NULL: every
  * project's); a member's own project's only, whatever it asks. */
-const char *al_req_list_project(al_req *r);
+const char *fcgi_req_list_project(al_req *r);
 
 /* 0 when the sandbox r->id, which r's key may see, is running (an exec
  * or a file transfer may go to it); else its error is answered here
  * (404, 409) and -1 returned. */
-int al_req_sandbox_running(al_req *r);
+int fcgi_req_sandbox_running(al_req *r);
 
 /* A page's ?limit= value v: 1..max into *out, else 400 answered here
  * and -1. */
-int al_req_limit(al_req *r, const char *v, int max, int64_t *out);
+int fcgi_req_limit(al_req *r, const char *v, int max, int64_t *out);
 
 /* Responses. Each sends the status line and headers once. */
-const char *al_http_reason(int status);
-int al_http_head(al_req *r, int status, const char *content_type,
-		 const char *extra_headers);
-int al_http_write(al_req *r, const void *p, size_t n);
-int al_http_flush(al_req *r);
-void al_http_json(al_req *r, int status, json_object *body);
-void al_http_error(al_req *r, const al_err *e);
+const char *fcgi_http_reason(int status);
+int fcgi_http_head(al_req *r, int status, const char *content_type,
+		   const char *extra_headers);
+int fcgi_http_write(al_req *r, const void *p, size_t n);
+int fcgi_http_flush(al_req *r);
+void fcgi_http_json(al_req *r, int status, json_object *body);
+void fcgi_http_error(al_req *r, const al_err *e);
 /* The same with Retry-After when retry_after_s > 0. */
-void al_http_error_retry(al_req *r, const al_err *e, int retry_after_s);
-void al_http_errorf(al_req *r, al_code code, const char *fmt, ...)
+void fcgi_http_error_retry(al_req *r, const al_err *e, int retry_after_s);
+void fcgi_http_errorf(al_req *r, al_code code, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
-void al_http_no_content(al_req *r);
+void fcgi_http_no_content(al_req *r);
 
 /* Router (router.c): dispatch r to its handler, answering 404 / 405 / 401
  * itself. */
-void al_route(al_req *r);
+void fcgi_route(al_req *r);
 
 /* Handlers. */
-void al_api_health(al_req *r);
-void al_api_info(al_req *r);
-void al_api_sandbox_create(al_req *r);
-void al_api_sandbox_list(al_req *r);
-void al_api_sandbox_get(al_req *r);
-void al_api_sandbox_delete(al_req *r);
-void al_api_sandbox_network_put(al_req *r);
-void al_api_sandbox_egress(al_req *r);
-void al_api_build_egress(al_req *r);
-void al_api_exec(al_req *r);
-void al_api_files_put(al_req *r);
-void al_api_files_get(al_req *r);
+void fcgi_api_health(al_req *r);
+void fcgi_api_info(al_req *r);
+void fcgi_api_sandbox_create(al_req *r);
+void fcgi_api_sandbox_list(al_req *r);
+void fcgi_api_sandbox_get(al_req *r);
+void fcgi_api_sandbox_delete(al_req *r);
+void fcgi_api_sandbox_network_put(al_req *r);
+void fcgi_api_sandbox_egress(al_req *r);
+void fcgi_api_build_egress(al_req *r);
+void fcgi_api_exec(al_req *r);
+void fcgi_api_files_put(al_req *r);
+void fcgi_api_files_get(al_req *r);
 
 #endif

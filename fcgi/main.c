@@ -94,17 +94,17 @@ static void log_safe(char *dst, size_t dstlen, const char *src)
  * of REQUEST_URI, with the AIRLOCK_PREFIX location prefix removed. */
 static int request_path(al_req *r, al_err *err)
 {
-	const char *p = al_req_param(r, "DOCUMENT_URI");
+	const char *p = fcgi_req_param(r, "DOCUMENT_URI");
 	size_t n;
 	if (p != NULL && p[0] != '\0') {
 		n = strlen(p);
 	} else {
-		p = al_req_param(r, "REQUEST_URI");
+		p = fcgi_req_param(r, "REQUEST_URI");
 		if (p == NULL)
 			p = "/";
 		n = strcspn(p, "?");
 	}
-	const char *prefix = al_req_param(r, "AIRLOCK_PREFIX");
+	const char *prefix = fcgi_req_param(r, "AIRLOCK_PREFIX");
 	if (prefix != NULL) {
 		size_t pl = strlen(prefix);
 		while (pl > 0 && prefix[pl - 1] == '/')
@@ -135,7 +135,7 @@ static int request_path(al_req *r, al_err *err)
 #define DRAIN_MAX (1u << 20)
 static void drain_body(al_req *r)
 {
-	const char *cl = al_req_param(r, "CONTENT_LENGTH");
+	const char *cl = fcgi_req_param(r, "CONTENT_LENGTH");
 	char *end = NULL;
 	unsigned long long len = cl != NULL ? strtoull(cl, &end, 10) : 0;
 	if (cl == NULL || end == cl || len == 0 || len > DRAIN_MAX)
@@ -159,16 +159,16 @@ static void handle(FCGX_Request *fr, al_db **dbp)
 	r->cfg = &cfg;
 	r->dbp = dbp;
 	r->start_ms = al_now_ms();
-	r->method = al_req_param(r, "REQUEST_METHOD");
+	r->method = fcgi_req_param(r, "REQUEST_METHOD");
 	if (r->method == NULL)
 		r->method = "GET";
 
 	/* nginx's view ($proxy_add_x_forwarded_for) when the snippet passes
 	 * it, else the header itself; the first entry is the original
 	 * client as the proxies in front reported it. */
-	const char *xff = al_req_param(r, "AIRLOCK_FORWARDED_FOR");
+	const char *xff = fcgi_req_param(r, "AIRLOCK_FORWARDED_FOR");
 	if (xff == NULL || xff[0] == '\0')
-		xff = al_req_param(r, "HTTP_X_FORWARDED_FOR");
+		xff = fcgi_req_param(r, "HTTP_X_FORWARDED_FOR");
 	char first[64];
 	if (xff != NULL && xff[0] != '\0') {
 		size_t n = strcspn(xff, ",");
@@ -179,17 +179,17 @@ static void handle(FCGX_Request *fr, al_db **dbp)
 		log_safe(r->client, sizeof r->client, first);
 	} else {
 		log_safe(r->client, sizeof r->client,
-			 al_req_param(r, "REMOTE_ADDR"));
+			 fcgi_req_param(r, "REMOTE_ADDR"));
 	}
 
-	const char *qs = al_req_param(r, "QUERY_STRING");
+	const char *qs = fcgi_req_param(r, "QUERY_STRING");
 	if (request_path(r, &err) < 0 ||
 	    al_query_parse(qs, &r->query, &err) < 0)
-		al_http_error(r, &err);
+		fcgi_http_error(r, &err);
 	else
-		al_route(r);
+		fcgi_route(r);
 	if (!r->headers_sent)
-		al_http_errorf(r, AL_EINTERNAL, "no response");
+		fcgi_http_errorf(r, AL_EINTERNAL, "no response");
 	drain_body(r);
 
 	/* The query may carry paths or filters; the log gets the path. */

@@ -24,38 +24,39 @@ static const struct route {
 	enum access access;
 	al_handler_fn fn;
 } routes[] = {
-	{"GET", "/v1/health", ANYONE, al_api_health},
-	{"GET", "/v1/projects", ADMIN, al_api_projects},
-	{"POST", "/v1/projects", ADMIN, al_api_project_create},
-	{"GET", "/v1/projects/{id}", ADMIN, al_api_project_get},
-	{"PUT", "/v1/projects/{id}/quota", ADMIN, al_api_project_quota},
-	{"GET", "/v1/keys", ADMIN, al_api_keys},
-	{"POST", "/v1/keys", ADMIN, al_api_key_create},
-	{"DELETE", "/v1/keys/{id}", ADMIN, al_api_key_delete},
-	{"GET", "/v1/info", KEY, al_api_info},
-	{"POST", "/v1/credentials", KEY, al_api_credential_create},
-	{"GET", "/v1/credentials", KEY, al_api_credential_list},
-	{"GET", "/v1/credentials/{id}", KEY, al_api_credential_get},
-	{"PUT", "/v1/credentials/{id}", KEY, al_api_credential_rotate},
-	{"DELETE", "/v1/credentials/{id}", KEY, al_api_credential_delete},
-	{"GET", "/v1/audit", KEY, al_api_audit},
-	{"GET", "/v1/templates", KEY, al_api_templates},
-	{"POST", "/v1/templates", KEY, al_api_template_build},
-	{"GET", "/v1/templates/builds/{id}", KEY, al_api_build_get},
-	{"GET", "/v1/templates/builds/{id}/logs", KEY, al_api_build_logs},
-	{"GET", "/v1/templates/builds/{id}/egress", KEY, al_api_build_egress},
-	{"GET", "/v1/templates/{id}", KEY, al_api_template_get},
-	{"DELETE", "/v1/templates/{id}", KEY, al_api_template_delete},
-	{"PUT", "/v1/templates/{id}/warm_pool", ADMIN, al_api_template_pool},
-	{"POST", "/v1/sandboxes", KEY, al_api_sandbox_create},
-	{"GET", "/v1/sandboxes", KEY, al_api_sandbox_list},
-	{"GET", "/v1/sandboxes/{id}", KEY, al_api_sandbox_get},
-	{"DELETE", "/v1/sandboxes/{id}", KEY, al_api_sandbox_delete},
-	{"PUT", "/v1/sandboxes/{id}/network", KEY, al_api_sandbox_network_put},
-	{"GET", "/v1/sandboxes/{id}/egress", KEY, al_api_sandbox_egress},
-	{"POST", "/v1/sandboxes/{id}/exec", KEY, al_api_exec},
-	{"PUT", "/v1/sandboxes/{id}/files", KEY, al_api_files_put},
-	{"GET", "/v1/sandboxes/{id}/files", KEY, al_api_files_get},
+	{"GET", "/v1/health", ANYONE, fcgi_api_health},
+	{"GET", "/v1/projects", ADMIN, fcgi_api_projects},
+	{"POST", "/v1/projects", ADMIN, fcgi_api_project_create},
+	{"GET", "/v1/projects/{id}", ADMIN, fcgi_api_project_get},
+	{"PUT", "/v1/projects/{id}/quota", ADMIN, fcgi_api_project_quota},
+	{"GET", "/v1/keys", ADMIN, fcgi_api_keys},
+	{"POST", "/v1/keys", ADMIN, fcgi_api_key_create},
+	{"DELETE", "/v1/keys/{id}", ADMIN, fcgi_api_key_delete},
+	{"GET", "/v1/info", KEY, fcgi_api_info},
+	{"POST", "/v1/credentials", KEY, fcgi_api_credential_create},
+	{"GET", "/v1/credentials", KEY, fcgi_api_credential_list},
+	{"GET", "/v1/credentials/{id}", KEY, fcgi_api_credential_get},
+	{"PUT", "/v1/credentials/{id}", KEY, fcgi_api_credential_rotate},
+	{"DELETE", "/v1/credentials/{id}", KEY, fcgi_api_credential_delete},
+	{"GET", "/v1/audit", KEY, fcgi_api_audit},
+	{"GET", "/v1/templates", KEY, fcgi_api_templates},
+	{"POST", "/v1/templates", KEY, fcgi_api_template_build},
+	{"GET", "/v1/templates/builds/{id}", KEY, fcgi_api_build_get},
+	{"GET", "/v1/templates/builds/{id}/logs", KEY, fcgi_api_build_logs},
+	{"GET", "/v1/templates/builds/{id}/egress", KEY, fcgi_api_build_egress},
+	{"GET", "/v1/templates/{id}", KEY, fcgi_api_template_get},
+	{"DELETE", "/v1/templates/{id}", KEY, fcgi_api_template_delete},
+	{"PUT", "/v1/templates/{id}/warm_pool", ADMIN, fcgi_api_template_pool},
+	{"POST", "/v1/sandboxes", KEY, fcgi_api_sandbox_create},
+	{"GET", "/v1/sandboxes", KEY, fcgi_api_sandbox_list},
+	{"GET", "/v1/sandboxes/{id}", KEY, fcgi_api_sandbox_get},
+	{"DELETE", "/v1/sandboxes/{id}", KEY, fcgi_api_sandbox_delete},
+	{"PUT", "/v1/sandboxes/{id}/network", KEY,
+	 fcgi_api_sandbox_network_put},
+	{"GET", "/v1/sandboxes/{id}/egress", KEY, fcgi_api_sandbox_egress},
+	{"POST", "/v1/sandboxes/{id}/exec", KEY, fcgi_api_exec},
+	{"PUT", "/v1/sandboxes/{id}/files", KEY, fcgi_api_files_put},
+	{"GET", "/v1/sandboxes/{id}/files", KEY, fcgi_api_files_get},
 };
 
 /* Match path against pattern; fills id (AL_REQ_ID_MAX) on a capture. */
@@ -85,17 +86,17 @@ static int match(const char *pattern, const char *path, char *id)
 /* The key from "Authorization: Bearer <key>" or "X-API-Key: <key>". */
 static const char *request_key(al_req *r)
 {
-	const char *h = al_req_param(r, "HTTP_AUTHORIZATION");
+	const char *h = fcgi_req_param(r, "HTTP_AUTHORIZATION");
 	if (h != NULL && strncasecmp(h, "Bearer ", 7) == 0) {
 		h += 7;
 		while (*h == ' ')
 			h++;
 		return h;
 	}
-	return al_req_param(r, "HTTP_X_API_KEY");
+	return fcgi_req_param(r, "HTTP_X_API_KEY");
 }
 
-void al_route(al_req *r)
+void fcgi_route(al_req *r)
 {
 	char allow[128] = "";
 	const struct route *hit = NULL;
@@ -116,7 +117,7 @@ void al_route(al_req *r)
 	}
 	if (hit == NULL) {
 		if (allow[0] == '\0') {
-			al_http_errorf(r, AL_ENOENT, "no such endpoint");
+			fcgi_http_errorf(r, AL_ENOENT, "no such endpoint");
 			return;
 		}
 		char extra[160];
@@ -124,31 +125,31 @@ void al_route(al_req *r)
 		static const char body[] =
 			"{\"error\":{\"code\":\"method_not_allowed\","
 			"\"message\":\"method not allowed\"}}\n";
-		al_http_head(r, 405, "application/json", extra);
-		al_http_write(r, body, sizeof body - 1);
+		fcgi_http_head(r, 405, "application/json", extra);
+		fcgi_http_write(r, body, sizeof body - 1);
 		return;
 	}
 	if (hit->access != ANYONE) {
 		al_err err;
 		const char *key = request_key(r);
 		if (key == NULL || key[0] == '\0') {
-			al_http_errorf(r, AL_EAUTH,
-				       "API key required (Authorization: "
-				       "Bearer <key> or X-API-Key)");
+			fcgi_http_errorf(r, AL_EAUTH,
+					 "API key required (Authorization: "
+					 "Bearer <key> or X-API-Key)");
 			return;
 		}
-		al_db *db = al_req_db(r, &err);
+		al_db *db = fcgi_req_db(r, &err);
 		if (db == NULL) {
-			al_http_error(r, &err);
+			fcgi_http_error(r, &err);
 			return;
 		}
 		if (al_auth_identify(db, key, &r->who, &err) < 0) {
-			al_http_error(r, &err);
+			fcgi_http_error(r, &err);
 			return;
 		}
 		if (hit->access == ADMIN && r->who.role != AL_ROLE_ADMIN) {
-			al_http_errorf(r, AL_EPERM,
-				       "this endpoint needs an admin key");
+			fcgi_http_errorf(r, AL_EPERM,
+					 "this endpoint needs an admin key");
 			return;
 		}
 	}

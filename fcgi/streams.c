@@ -100,10 +100,10 @@ static void check_leases(al_req *r, json_object *arr, al_code end,
 	free(lease);
 }
 
-int al_streams_acquire(al_req *r, const char *holder,
-		       char lease[AL_STREAM_LEASE_LEN + 1], al_err *err)
+int fcgi_streams_acquire(al_req *r, const char *holder,
+			 char lease[AL_STREAM_LEASE_LEN + 1], al_err *err)
 {
-	al_db *db = al_req_db(r, err);
+	al_db *db = fcgi_req_db(r, err);
 	if (db == NULL || al_hex_random(lease, AL_STREAM_LEASE_LEN, err) < 0 ||
 	    al_project_begin_stream(db, r->cfg, r->who.project, err) < 0)
 		return -1;
@@ -129,7 +129,7 @@ int al_streams_acquire(al_req *r, const char *holder,
 	return rc;
 }
 
-int al_streams_done(al_req *r, int ok, al_err *err)
+int fcgi_streams_done(al_req *r, int ok, al_err *err)
 {
 	if (ok)
 		return al_db_commit(*r->dbp, err);
@@ -137,10 +137,10 @@ int al_streams_done(al_req *r, int ok, al_err *err)
 	return 0;
 }
 
-void al_streams_end_key(al_req *r, long long key_id)
+void fcgi_streams_end_key(al_req *r, long long key_id)
 {
 	al_err err = {0};
-	al_db *db = al_req_db(r, &err);
+	al_db *db = fcgi_req_db(r, &err);
 	json_object *arr = db != NULL ? al_project_stream_leases(db, NULL,
 								 key_id, &err)
 				      : NULL;

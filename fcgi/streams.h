@@ -14,13 +14,13 @@
  * a build's stream name "build-<id>"): lease filled and recorded in a
  * transaction left open on r's connection (holding the project's row
  * lock), or -1 (err; AL_EQUOTA when they are all taken; nothing open).
- * End it with al_streams_done once the stream exists in its shim (or
+ * End it with fcgi_streams_done once the stream exists in its shim (or
  * its token is issued) (ok) or failed to start. */
-int al_streams_acquire(al_req *r, const char *holder,
-		       char lease[AL_STREAM_LEASE_LEN + 1], al_err *err);
-int al_streams_done(al_req *r, int ok, al_err *err);
+int fcgi_streams_acquire(al_req *r, const char *holder,
+			 char lease[AL_STREAM_LEASE_LEN + 1], al_err *err);
+int fcgi_streams_done(al_req *r, int ok, al_err *err);
 /* Key key_id was revoked: its open streams end with an "unauthorized"
  * error event, in every shim that holds one. */
-void al_streams_end_key(al_req *r, long long key_id);
+void fcgi_streams_end_key(al_req *r, long long key_id);
 
 #endif

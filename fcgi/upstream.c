@@ -10,8 +10,8 @@
 #include "base/jsonkey.h"
 #include "sandbox/shimctl.h"
 
-int al_upstream_open(al_req *r, uint16_t type, const char *payload,
-		     int64_t deadline_ms, al_err *err)
+int fcgi_upstream_open(al_req *r, uint16_t type, const char *payload,
+		       int64_t deadline_ms, al_err *err)
 {
 	int fd = al_shimctl_connect(r->cfg, r->id, err);
 	if (fd < 0)
@@ -25,7 +25,7 @@ int al_upstream_open(al_req *r, uint16_t type, const char *payload,
 	return fd;
 }
 
-/* A decoded frame as al_upstream_next hands it out. */
+/* A decoded frame as fcgi_upstream_next hands it out. */
 static int take(al_frame *f, al_err *err)
 {
 	if (f->id != AL_REQ_ID_CLIENT) {
@@ -41,8 +41,8 @@ static int take(al_frame *f, al_err *err)
 	return AL_UPSTREAM_FRAME;
 }
 
-int al_upstream_next(al_req *r, int fd, al_frame_reader *rd, al_frame *f,
-		     int64_t until_ms, al_err *err)
+int fcgi_upstream_next(al_req *r, int fd, al_frame_reader *rd, al_frame *f,
+		       int64_t until_ms, al_err *err)
 {
 	for (;;) {
 		int k = al_frame_next(rd, f, err);
@@ -91,7 +91,7 @@ int al_upstream_next(al_req *r, int fd, al_frame_reader *rd, al_frame *f,
 	}
 }
 
-json_object *al_upstream_json(const al_frame *f, al_err *err)
+json_object *fcgi_upstream_json(const al_frame *f, al_err *err)
 {
 	json_tokener *tok = json_tokener_new_ex(AL_JSON_DEPTH_MAX);
 	if (tok == NULL) {

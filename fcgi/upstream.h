@@ -3,7 +3,7 @@
  * read the replies while watching the HTTP client, and turn what the
  * sandbox says went wrong into what the API client may see.
  *
- * Every function that can fail leaves err ready for al_http_error. */
+ * Every function that can fail leaves err ready for fcgi_http_error. */
 #ifndef AL_FCGI_UPSTREAM_H
 #define AL_FCGI_UPSTREAM_H
 
@@ -19,9 +19,9 @@
 /* A new connection to r's sandbox with the request frame of type sent
  * as AL_REQ_ID_CLIENT (the peer taking bytes until deadline_ms): the fd,
  * or -1 (nothing left open). */
-int al_upstream_open(al_req *r, uint16_t type, const char *payload,
-		     int64_t deadline_ms, al_err *err);
-/* al_upstream_next: besides -1 (err ready for al_http_error: the
+int fcgi_upstream_open(al_req *r, uint16_t type, const char *payload,
+		       int64_t deadline_ms, al_err *err);
+/* fcgi_upstream_next: besides -1 (err ready for fcgi_http_error: the
  * connection failed or broke the protocol, or the sandbox answered with
  * an ERROR, or for another request). */
 enum al_upstream_next_result {
@@ -32,9 +32,9 @@ enum al_upstream_next_result {
 };
 /* Next frame from the shim connection fd, waiting until until_ms
  * (monotonic; 0 = forever). */
-int al_upstream_next(al_req *r, int fd, al_frame_reader *rd, al_frame *f,
-		     int64_t until_ms, al_err *err);
+int fcgi_upstream_next(al_req *r, int fd, al_frame_reader *rd, al_frame *f,
+		       int64_t until_ms, al_err *err);
 /* Parse a JSON object frame payload; NULL with AL_EPROTO otherwise. */
-json_object *al_upstream_json(const al_frame *f, al_err *err);
+json_object *fcgi_upstream_json(const al_frame *f, al_err *err);
 
 #endif

@@ -156,9 +156,9 @@ void agent_req_remove(agent *a, agent_req *r)
 		}
 	}
 	if (r->kind == REQ_PROC)
-		exec_free(r);
+		agent_exec_free(r);
 	else
-		file_free(r);
+		agent_file_free(r);
 	al_buf_free(&r->inq);
 	free(r);
 }
@@ -283,13 +283,13 @@ static void identity(agent *a, const al_frame *f)
 		agent_send_err(a, f->id, &err);
 		return;
 	}
-	if (id.mac[0] != '\0' && !al_nic_mac_parse(id.mac, mac)) {
+	if (id.mac[0] != '\0' && !agent_nic_mac_parse(id.mac, mac)) {
 		al_err_set(
 			&err, AL_EINVAL, 0,
 			"mac must be a unicast xx:xx:xx:xx:xx:xx, lowercase");
 		goto bad;
 	}
-	if (id.net[0] != '\0' && !al_nic_net_parse(id.net, &net)) {
+	if (id.net[0] != '\0' && !agent_nic_net_parse(id.net, &net)) {
 		al_err_set(&err, AL_EINVAL, 0,
 			   "net must be \"a.b.c.d/len,gateway\" or \"none\"");
 		goto bad;
@@ -320,17 +320,17 @@ static void identity(agent *a, const al_frame *f)
 	int rc = 0;
 	char nic[IF_NAMESIZE];
 	if (id.mac[0] != '\0' || net.on) {
-		if (!al_nic_find(nic)) {
+		if (!agent_nic_find(nic)) {
 			errno = ENODEV;
 			rc = -1;
 		}
 	}
 	const char *step;
 	if (rc == 0 && id.mac[0] != '\0')
-		rc = al_nic_set_mac(nic, mac, &step);
+		rc = agent_nic_set_mac(nic, mac, &step);
 	if (rc == 0 && net.on) {
 		what = "configuring the network";
-		rc = al_nic_net_apply(nic, &net, &step);
+		rc = agent_nic_net_apply(nic, &net, &step);
 	}
 	if (rc == 0) {
 		what = "clock_settime";
@@ -381,34 +381,34 @@ static void dispatch(agent *a, const al_frame *f)
 		identity(a, f);
 		return;
 	case AL_F_DISK_GROW:
-		disk_grow(a, f);
+		agent_disk_grow(a, f);
 		return;
 	case AL_F_EXEC:
-		exec_start(a, f);
+		agent_exec_start(a, f);
 		return;
 	case AL_F_STDIN:
-		exec_stdin(a, f);
+		agent_exec_stdin(a, f);
 		return;
 	case AL_F_SIGNAL:
-		exec_signal(a, f);
+		agent_exec_signal(a, f);
 		return;
 	case AL_F_FILE_READ:
-		file_read(a, f);
+		agent_file_read(a, f);
 		return;
 	case AL_F_FILE_WRITE:
-		file_write(a, f);
+		agent_file_write(a, f);
 		return;
 	case AL_F_FILE_DATA:
-		file_data(a, f);
+		agent_file_data(a, f);
 		return;
 	case AL_F_FILE_END:
-		file_end(a, f);
+		agent_file_end(a, f);
 		return;
 	case AL_F_FILE_LIST:
-		file_list(a, f);
+		agent_file_list(a, f);
 		return;
 	case AL_F_ERROR:
-		if (file_abort(a, f))
+		if (agent_file_abort(a, f))
 			return;
 		break;
 	case AL_F_HELLO:
@@ -466,14 +466,14 @@ static void protocol_violation(agent *a, const al_err *err)
 		struct pollfd p = {.fd = a->chan, .events = POLLOUT};
 		(void)poll(&p, 1, 100);
 	}
-	exec_kill_all(a);
+	agent_exec_kill_all(a);
 	exit(100);
 }
 
 static void shutdown_agent(agent *a, const char *why)
 {
 	al_info("%s: stopping all processes", why);
-	exec_kill_all(a);
+	agent_exec_kill_all(a);
 	while (a->reqs != NULL)
 		agent_req_remove(a, a->reqs);
 	exit(0);
@@ -483,7 +483,7 @@ static void shutdown_agent(agent *a, const char *why)
  * stdin queues have room; the rest waits in the reader. */
 static void take_frames(agent *a)
 {
-	while (!agent_out_full(a) && !exec_stdin_backlog(a)) {
+	while (!agent_out_full(a) && !agent_exec_stdin_backlog(a)) {
 		al_frame f;
 		al_err err;
 		int rc = al_frame_next(&a->rd, &f, &err);
@@ -516,8 +516,8 @@ static void loop(agent *a)
 {
 	for (;;) {
 		take_frames(a);
-		bool more_files = file_pump(a);
-		exec_finish(a);
+		bool more_files = agent_file_pump(a);
+		agent_exec_finish(a);
 
 		int rc = al_buf_flush(&a->out, a->chan, NULL);
 		if (rc < 0)
@@ -539,7 +539,7 @@ static void loop(agent *a)
 		bool full = agent_out_full(a);
 		nfds_t n = 0;
 		pfd[n] = (struct pollfd){.fd = a->chan};
-		if (!full && !exec_stdin_backlog(a))
+		if (!full && !agent_exec_stdin_backlog(a))
 			pfd[n].events |= POLLIN;
 		if (al_buf_pending(&a->out) > 0)
 			pfd[n].events |= POLLOUT;
@@ -563,7 +563,7 @@ static void loop(agent *a)
 			}
 		}
 
-		int timeout = exec_timeouts(a);
+		int timeout = agent_exec_timeouts(a);
 		if (more_files && !full)
 			timeout = 0;
 		if (poll(pfd, n, timeout) < 0) {
@@ -579,16 +579,16 @@ static void loop(agent *a)
 			case SLOT_CHAN:
 				break;
 			case SLOT_SIG:
-				exec_reap(a);
+				agent_exec_reap(a);
 				break;
 			case SLOT_OUT:
-				exec_pipe_ready(a, slots[i].req, 1);
+				agent_exec_pipe_ready(a, slots[i].req, 1);
 				break;
 			case SLOT_ERR:
-				exec_pipe_ready(a, slots[i].req, 2);
+				agent_exec_pipe_ready(a, slots[i].req, 2);
 				break;
 			case SLOT_IN:
-				exec_stdin_ready(a, slots[i].req);
+				agent_exec_stdin_ready(a, slots[i].req);
 				break;
 			default:
 				break;

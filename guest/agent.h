@@ -88,42 +88,42 @@ int agent_check_path(const char *path, al_err *err);
 al_code agent_code_from_errno(int e);
 
 /* disk.c */
-void disk_grow(agent *a, const al_frame *f);
+void agent_disk_grow(agent *a, const al_frame *f);
 
 /* exec.c */
-void exec_start(agent *a, const al_frame *f);
-void exec_stdin(agent *a, const al_frame *f);
-void exec_signal(agent *a, const al_frame *f);
-void exec_reap(agent *a);
-void exec_pipe_ready(agent *a, agent_req *r, int which);
-void exec_stdin_ready(agent *a, agent_req *r);
+void agent_exec_start(agent *a, const al_frame *f);
+void agent_exec_stdin(agent *a, const al_frame *f);
+void agent_exec_signal(agent *a, const al_frame *f);
+void agent_exec_reap(agent *a);
+void agent_exec_pipe_ready(agent *a, agent_req *r, int which);
+void agent_exec_stdin_ready(agent *a, agent_req *r);
 /* Kill processes past their deadline; returns ms to the next one, -1. */
-int exec_timeouts(agent *a);
+int agent_exec_timeouts(agent *a);
 /* Send EXIT for reaped processes and free them. */
-void exec_finish(agent *a);
-void exec_kill_all(agent *a);
-void exec_free(agent_req *r);
-bool exec_stdin_backlog(const agent *a);
+void agent_exec_finish(agent *a);
+void agent_exec_kill_all(agent *a);
+void agent_exec_free(agent_req *r);
+bool agent_exec_stdin_backlog(const agent *a);
 
 /* reaper.c: in a child of the agent, run start(arg) (which must not
  * return) as the child of a subreaper that kills all it left once it
  * ends, then end the same way. The command's pid is written to sync_fd
  * first. Does not return. */
-void reaper_main(int sync_fd, void (*start)(void *), void *arg)
+void agent_reaper_main(int sync_fd, void (*start)(void *), void *arg)
 	__attribute__((noreturn));
 
 /* file.c */
-void file_read(agent *a, const al_frame *f);
-void file_write(agent *a, const al_frame *f);
-void file_data(agent *a, const al_frame *f);
-void file_end(agent *a, const al_frame *f);
+void agent_file_read(agent *a, const al_frame *f);
+void agent_file_write(agent *a, const al_frame *f);
+void agent_file_data(agent *a, const al_frame *f);
+void agent_file_end(agent *a, const al_frame *f);
 /* Host gave up on a transfer (ERROR on its id): stop a read, or drop a
  * write's partial file, without answering. false if f's id is not a
  * live transfer. */
-bool file_abort(agent *a, const al_frame *f);
-void file_list(agent *a, const al_frame *f);
+bool agent_file_abort(agent *a, const al_frame *f);
+void agent_file_list(agent *a, const al_frame *f);
 /* Send the next chunk of pending reads; true if more remain. */
-bool file_pump(agent *a);
-void file_free(agent_req *r);
+bool agent_file_pump(agent *a);
+void agent_file_free(agent_req *r);
 
 #endif

@@ -69,7 +69,7 @@ static int dev_wait(dev_t dev, int64_t want, al_err *err)
 	return 0;
 }
 
-void disk_grow(agent *a, const al_frame *f)
+void agent_disk_grow(agent *a, const al_frame *f)
 {
 	al_err err;
 	if (agent_req_find(a, f->id) != NULL) {

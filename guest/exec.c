@@ -44,7 +44,7 @@ static void close_fd(int *fd)
 	}
 }
 
-void exec_free(agent_req *r)
+void agent_exec_free(agent_req *r)
 {
 	close_fd(&r->out_fd);
 	close_fd(&r->err_fd);
@@ -425,7 +425,7 @@ child(char **argv, char **envp, const char *cwd, const run_as *ra, int in_fd,
 	_exit(e == ENOENT ? 127 : 126);
 }
 
-/* child()'s arguments through reaper_main. */
+/* child()'s arguments through agent_reaper_main. */
 typedef struct child_args {
 	char **argv, **envp;
 	const char *cwd;
@@ -447,7 +447,7 @@ static int set_nonblock(int fd)
 	return 0;
 }
 
-void exec_start(agent *a, const al_frame *f)
+void agent_exec_start(agent *a, const al_frame *f)
 {
 	al_err err;
 	char **argv = NULL;
@@ -501,7 +501,7 @@ void exec_start(agent *a, const al_frame *f)
 		child_args ca = {argv,	  envp,	    cwd,     &ra,
 				 p_in[0], p_out[1], p_err[1]};
 		if (m.kill_on_exit)
-			reaper_main(p_sync[1], child_start, &ca);
+			agent_reaper_main(p_sync[1], child_start, &ca);
 		child_start(&ca);
 	}
 
@@ -577,7 +577,7 @@ static agent_req *find_proc(agent *a, uint32_t id)
 	return r != NULL && r->kind == REQ_PROC ? r : NULL;
 }
 
-void exec_stdin_ready(agent *a, agent_req *r)
+void agent_exec_stdin_ready(agent *a, agent_req *r)
 {
 	(void)a;
 	if (r->in_fd < 0)
@@ -593,7 +593,7 @@ void exec_stdin_ready(agent *a, agent_req *r)
 		close_fd(&r->in_fd);
 }
 
-void exec_stdin(agent *a, const al_frame *f)
+void agent_exec_stdin(agent *a, const al_frame *f)
 {
 	agent_req *r = find_proc(a, f->id);
 	/* Stdin racing with the exit of its process is normal: drop it. */
@@ -609,10 +609,10 @@ void exec_stdin(agent *a, const al_frame *f)
 		close_fd(&r->in_fd);
 		return;
 	}
-	exec_stdin_ready(a, r);
+	agent_exec_stdin_ready(a, r);
 }
 
-bool exec_stdin_backlog(const agent *a)
+bool agent_exec_stdin_backlog(const agent *a)
 {
 	for (const agent_req *r = a->reqs; r != NULL; r = r->next)
 		if (r->kind == REQ_PROC && r->in_fd >= 0 &&
@@ -651,7 +651,7 @@ static int parse_signal(const al_frame *f, int *sig, al_err *err)
 	return 0;
 }
 
-void exec_signal(agent *a, const al_frame *f)
+void agent_exec_signal(agent *a, const al_frame *f)
 {
 	al_err err;
 	int sig = 0;
@@ -673,7 +673,7 @@ void exec_signal(agent *a, const al_frame *f)
 	kill_group(r, sig);
 }
 
-void exec_reap(agent *a)
+void agent_exec_reap(agent *a)
 {
 	struct signalfd_siginfo_buf {
 		uint8_t b[128];
@@ -719,12 +719,12 @@ static int pipe_read(agent *a, agent_req *r, int which)
 	return 0;
 }
 
-void exec_pipe_ready(agent *a, agent_req *r, int which)
+void agent_exec_pipe_ready(agent *a, agent_req *r, int which)
 {
 	(void)pipe_read(a, r, which);
 }
 
-int exec_timeouts(agent *a)
+int agent_exec_timeouts(agent *a)
 {
 	int64_t now = al_now_ms();
 	int64_t next = -1;
@@ -770,7 +770,7 @@ static void send_exit(agent *a, agent_req *r)
 	free(txt);
 }
 
-void exec_finish(agent *a)
+void agent_exec_finish(agent *a)
 {
 	agent_req *next;
 	for (agent_req *r = a->reqs; r != NULL; r = next) {
@@ -788,7 +788,7 @@ void exec_finish(agent *a)
 	}
 }
 
-void exec_kill_all(agent *a)
+void agent_exec_kill_all(agent *a)
 {
 	for (agent_req *r = a->reqs; r != NULL; r = r->next)
 		if (r->kind == REQ_PROC)

@@ -20,7 +20,7 @@
 
 static uint8_t chunk[AGENT_CHUNK];
 
-void file_free(agent_req *r)
+void agent_file_free(agent_req *r)
 {
 	if (r->fd >= 0) {
 		close(r->fd);
@@ -45,7 +45,7 @@ static void fail_req(agent *a, agent_req *r, const al_err *err)
 
 /* ---- FILE_READ ---- */
 
-void file_read(agent *a, const al_frame *f)
+void agent_file_read(agent *a, const al_frame *f)
 {
 	al_err err;
 	al_file_req q;
@@ -80,7 +80,7 @@ fail:
 	agent_send_err(a, f->id, &err);
 }
 
-bool file_pump(agent *a)
+bool agent_file_pump(agent *a)
 {
 	bool more = false;
 	agent_req *next;
@@ -131,10 +131,10 @@ static int make_parents(char *dir, al_err *err)
 
 /* FILE_WRITE: the content goes to a hidden temporary file in the target's
  * own directory (so the final rename cannot cross a filesystem), which
- * file_end renames over the target once it is complete and on disk.
+ * agent_file_end renames over the target once it is complete and on disk.
  * Until then the target, if any, is untouched; a write that never
- * completes is unlinked (file_free). */
-void file_write(agent *a, const al_frame *f)
+ * completes is unlinked (agent_file_free). */
+void agent_file_write(agent *a, const al_frame *f)
 {
 	al_err err;
 	al_file_req q;
@@ -181,7 +181,7 @@ void file_write(agent *a, const al_frame *f)
 			   "create a file beside %s", path);
 		goto fail;
 	}
-	r->tmp = tmp; /* from here on file_free unlinks it */
+	r->tmp = tmp; /* from here on agent_file_free unlinks it */
 	tmp = NULL;
 	if (fchmod(r->fd, (mode_t)q.mode) < 0) {
 		al_err_sys(&err, AL_ESYS, errno, "chmod %s", path);
@@ -208,7 +208,7 @@ static agent_req *find_write(agent *a, const al_frame *f)
 	return r;
 }
 
-void file_data(agent *a, const al_frame *f)
+void agent_file_data(agent *a, const al_frame *f)
 {
 	agent_req *r = find_write(a, f);
 	if (r == NULL)
@@ -246,7 +246,7 @@ static void sync_parent(const char *path)
 		close(fd);
 }
 
-void file_end(agent *a, const al_frame *f)
+void agent_file_end(agent *a, const al_frame *f)
 {
 	al_err err;
 	agent_req *r = find_write(a, f);
@@ -287,12 +287,12 @@ void file_end(agent *a, const al_frame *f)
 	free(res);
 }
 
-bool file_abort(agent *a, const al_frame *f)
+bool agent_file_abort(agent *a, const al_frame *f)
 {
 	agent_req *r = agent_req_find(a, f->id);
 	if (r == NULL || (r->kind != REQ_FWRITE && r->kind != REQ_FREAD))
 		return false;
-	/* file_free (through remove) unlinks a write's temp file. */
+	/* agent_file_free (through remove) unlinks a write's temp file. */
 	agent_req_remove(a, r);
 	return true;
 }
@@ -405,7 +405,7 @@ out:
 	return res;
 }
 
-void file_list(agent *a, const al_frame *f)
+void agent_file_list(agent *a, const al_frame *f)
 {
 	al_err err;
 	al_file_req q;

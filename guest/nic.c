@@ -17,7 +17,7 @@
 
 #include "base/hex.h"
 
-bool al_nic_mac_parse(const char *s, uint8_t mac[6])
+bool agent_nic_mac_parse(const char *s, uint8_t mac[6])
 {
 	if (strlen(s) != 17)
 		return false;
@@ -49,7 +49,7 @@ static long ifindex_of(const char *name)
 	return strtol(idx, NULL, 10);
 }
 
-bool al_nic_find(char name[IF_NAMESIZE])
+bool agent_nic_find(char name[IF_NAMESIZE])
 {
 	DIR *d = opendir("/sys/class/net");
 	if (d == NULL)
@@ -88,7 +88,7 @@ static int nic_socket(const char *name, struct ifreq *ifr, const char **step)
 	return socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
 }
 
-int al_nic_set_mac(const char *name, const uint8_t mac[6], const char **step)
+int agent_nic_set_mac(const char *name, const uint8_t mac[6], const char **step)
 {
 	struct ifreq ifr;
 	int s = nic_socket(name, &ifr, step);
@@ -142,7 +142,7 @@ static bool addr_parse(const char *s, size_t len, uint32_t *out)
 	return true;
 }
 
-bool al_nic_net_parse(const char *s, al_nic_net *n)
+bool agent_nic_net_parse(const char *s, al_nic_net *n)
 {
 	memset(n, 0, sizeof n[0]);
 	if (strcmp(s, "none") == 0)
@@ -211,7 +211,7 @@ static int link_up(int s, struct ifreq *ifr, const char **step)
 	return rc == 0 ? ioctl(s, SIOCSIFFLAGS, ifr) : rc;
 }
 
-int al_nic_up(const char *name, const char **step)
+int agent_nic_up(const char *name, const char **step)
 {
 	struct ifreq ifr;
 	int s = nic_socket(name, &ifr, step);
@@ -224,7 +224,8 @@ int al_nic_up(const char *name, const char **step)
 	return rc;
 }
 
-int al_nic_net_apply(const char *name, const al_nic_net *n, const char **step)
+int agent_nic_net_apply(const char *name, const al_nic_net *n,
+			const char **step)
 {
 	if (!n->on)
 		return 0;

@@ -12,11 +12,11 @@
 
 /* "xx:xx:xx:xx:xx:xx", lowercase hex, exactly 17 characters, a unicast
  * address that is not all zeros: the only form the host sends. */
-bool al_nic_mac_parse(const char *s, uint8_t mac[6]);
+bool agent_nic_mac_parse(const char *s, uint8_t mac[6]);
 
 /* The virtio-net interface with the lowest ifindex (the machine has one;
  * without udev the kernel calls it eth0). */
-bool al_nic_find(char name[IF_NAMESIZE]);
+bool agent_nic_find(char name[IF_NAMESIZE]);
 
 /* The NIC's network as the host gives it (GO line, IDENTITY "net"):
  * "a.b.c.d/len,g.g.g.g" (the sandbox's address and prefix, 8..30, and
@@ -28,20 +28,22 @@ typedef struct al_nic_net {
 	uint32_t addr, gateway;
 	int prefix;
 } al_nic_net;
-bool al_nic_net_parse(const char *s, al_nic_net *n);
+bool agent_nic_net_parse(const char *s, al_nic_net *n);
 
 /* Interface name up with n's address, a default route via the gateway
  * (again: taking the link down for a MAC change drops it) and
  * /etc/resolv.conf naming the gateway, its only resolver. Nothing for
  * "none". -1 with errno, *step naming what failed. */
-int al_nic_net_apply(const char *name, const al_nic_net *n, const char **step);
+int agent_nic_net_apply(const char *name, const al_nic_net *n,
+			const char **step);
 
 /* Interface name up (the init's lo). -1 with errno and *step. */
-int al_nic_up(const char *name, const char **step);
+int agent_nic_up(const char *name, const char **step);
 
 /* Give interface name the MAC with its link down (taken down and brought
  * back up if something raised it) and read it back. -1 with errno, and
  * *step naming what failed. */
-int al_nic_set_mac(const char *name, const uint8_t mac[6], const char **step);
+int agent_nic_set_mac(const char *name, const uint8_t mac[6],
+		      const char **step);
 
 #endif

@@ -162,7 +162,7 @@ static void __attribute__((noreturn)) end_like(int status)
 	_exit(WIFEXITED(status) ? WEXITSTATUS(status) : 126);
 }
 
-void reaper_main(int sync_fd, void (*start)(void *), void *arg)
+void agent_reaper_main(int sync_fd, void (*start)(void *), void *arg)
 {
 	/* Nothing but SIGKILL ends the reaper: the command's group gets the
 	 * host's SIGNALs and timeouts, never the reaper. */

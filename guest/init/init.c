@@ -326,8 +326,8 @@ static bool parse_go(const char *s, go_msg *g)
 		return false;
 	memcpy(mac, s, 17);
 	mac[17] = '\0';
-	return al_nic_mac_parse(mac, g->mac) &&
-	       al_nic_net_parse(s + 18, &g->net);
+	return agent_nic_mac_parse(mac, g->mac) &&
+	       agent_nic_net_parse(s + 18, &g->net);
 }
 
 /* The NIC's name: the virtio-net interface with the lowest ifindex (the
@@ -337,7 +337,7 @@ static char nic_name[IF_NAMESIZE];
 
 static void find_nic(void)
 {
-	for (int waited = 0; !al_nic_find(nic_name); waited += 2) {
+	for (int waited = 0; !agent_nic_find(nic_name); waited += 2) {
 		if (waited >= WAIT_DEV_MS)
 			fatal("no virtio-net interface");
 		sleep_ms(2);
@@ -349,7 +349,7 @@ static void find_nic(void)
 static void set_mac(const uint8_t mac[6])
 {
 	const char *step;
-	if (al_nic_set_mac(nic_name, mac, &step) < 0)
+	if (agent_nic_set_mac(nic_name, mac, &step) < 0)
 		fatal("%s of %s: %s", step, nic_name, strerror(errno));
 }
 
@@ -377,7 +377,7 @@ static void apply_go(const go_msg *g)
 	explicit_bzero(&req, sizeof req);
 	set_mac(g->mac);
 	const char *step;
-	if (al_nic_net_apply(nic_name, &g->net, &step) < 0)
+	if (agent_nic_net_apply(nic_name, &g->net, &step) < 0)
 		fatal("%s of %s: %s", step, nic_name, strerror(errno));
 }
 
@@ -527,7 +527,7 @@ int main(void)
 	find_nic();
 	/* Loopback, as every machine has it (mode "none" has only it). */
 	const char *step;
-	if (al_nic_up("lo", &step) < 0)
+	if (agent_nic_up("lo", &step) < 0)
 		logmsg("%s of lo: %s", step, strerror(errno));
 	char port[64];
 	find_port(port, sizeof port);

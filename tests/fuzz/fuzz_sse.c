@@ -19,15 +19,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	sse_parser p;
 	size_t count = 0;
-	sse_init(&p, on_event, &count);
+	cli_sse_init(&p, on_event, &count);
 	size_t off = 0, step = 1;
 	while (off < size) {
 		size_t n = size - off < step ? size - off : step;
-		if (sse_feed(&p, (const char *)data + off, n) < 0)
+		if (cli_sse_feed(&p, (const char *)data + off, n) < 0)
 			break;
 		off += n;
 		step = step * 3 % 17 + 1;
 	}
-	sse_free(&p);
+	cli_sse_free(&p);
 	return 0;
 }

@@ -57,7 +57,7 @@ int gwhost_start(gwhost *h, al_netpool *pool, const al_config *cfg,
 	h->ca = al_ca_open(keys, err);
 	if (h->ca == NULL)
 		goto fail_lease;
-	h->mint = al_mintd_start(state, h->ca, err);
+	h->mint = ctl_mintd_start(state, h->ca, err);
 	if (h->mint == NULL)
 		goto fail_ca;
 	if (al_uidrange_take(&al_uidrange_gw, sandbox, &h->uid, err) < 0)
@@ -87,7 +87,7 @@ int gwhost_start(gwhost *h, al_netpool *pool, const al_config *cfg,
 fail_uid:
 	al_uidrange_drop(&h->uid);
 fail_mint:
-	al_mintd_stop(h->mint);
+	ctl_mintd_stop(h->mint);
 fail_ca:
 	al_ca_close(h->ca);
 fail_lease:
@@ -156,7 +156,7 @@ int gwhost_stop(gwhost *h, int sig)
 	close(h->proc.pidfd);
 	al_gateway_state_remove(h->run_dir, h->sandbox);
 	al_uidrange_drop(&h->uid);
-	al_mintd_stop(h->mint);
+	ctl_mintd_stop(h->mint);
 	al_ca_close(h->ca);
 	al_netpool_release(h->pool, &h->lease);
 	return si.si_code == CLD_EXITED ? si.si_status : 128 + si.si_status;

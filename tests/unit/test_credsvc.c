@@ -146,7 +146,7 @@ static int setup(void **state)
 	al_credsvc_store st = {.effective = fake_effective,
 			       .audit = fake_audit};
 	al_err err = {0};
-	svc = al_credsvc_start(dir, &st, &err);
+	svc = ctl_credsvc_start(dir, &st, &err);
 	assert_non_null(svc);
 	return 0;
 }
@@ -154,7 +154,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
 	(void)state;
-	al_credsvc_stop(svc);
+	ctl_credsvc_stop(svc);
 	char run[64];
 	snprintf(run, sizeof run, "%s/run", dir);
 	rmdir(run);

@@ -1,5 +1,5 @@
 /* The guest's network as the host hands it over: al_vm_net_format (host,
- * core/vm/net.h) into the GO line and IDENTITY, al_nic_net_parse (guest,
+ * core/vm/net.h) into the GO line and IDENTITY, agent_nic_net_parse (guest,
  * guest/nic.h) out of them, and IDENTITY's pack/unpack (agentproto). */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -26,7 +26,7 @@ static void test_slot_round_trip(void **state)
 	al_vm_net_format(&s, text);
 	assert_string_equal(text, "10.200.0.22/30,10.200.0.21");
 	al_nic_net n;
-	assert_true(al_nic_net_parse(text, &n));
+	assert_true(agent_nic_net_parse(text, &n));
 	assert_true(n.on);
 	assert_int_equal(n.addr, s.addr.guest);
 	assert_int_equal(n.gateway, s.addr.gateway);
@@ -40,11 +40,11 @@ static void test_none(void **state)
 	al_vm_net_format(NULL, text);
 	assert_string_equal(text, "none");
 	al_nic_net n = {.on = true};
-	assert_true(al_nic_net_parse(text, &n));
+	assert_true(agent_nic_net_parse(text, &n));
 	assert_false(n.on);
 	/* Nothing to apply: the NIC stays down. */
 	const char *step = NULL;
-	assert_int_equal(al_nic_net_apply("eth0", &n, &step), 0);
+	assert_int_equal(agent_nic_net_apply("eth0", &n, &step), 0);
 }
 
 static void test_bad_forms_refused(void **state)
@@ -68,7 +68,7 @@ static void test_bad_forms_refused(void **state)
 	};
 	for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
 		al_nic_net n;
-		if (al_nic_net_parse(bad[i], &n))
+		if (agent_nic_net_parse(bad[i], &n))
 			fail_msg("accepted \"%s\"", bad[i]);
 	}
 }
