@@ -1,4 +1,4 @@
-/* template: versions and builds of templates, in PostgreSQL and the pool
+/* template: templates and their versions, in PostgreSQL and the pool
  * (layout in template.h).
  *
  * Publishing and deleting a name serialize on a transaction-scoped
@@ -429,9 +429,6 @@ json_object *al_template_list(al_db *db, const char *visible_to,
 
 /* ---- warm pool bounds ---- */
 
-const char *const al_pool_bound_names[AL_POOL_NBOUNDS] = {"ns_min", "ns_max",
-							  "vm_min", "vm_max"};
-
 #define POOL_COLUMNS "pool_ns_min, pool_ns_max, pool_vm_min, pool_vm_max"
 
 /* The AL_POOL_NBOUNDS columns from col on: -1 for NULL. */
@@ -441,14 +438,6 @@ static void pool_bounds_get(const PGresult *res, int row, int col, int *out)
 		out[k] = PQgetisnull(res, row, col + k)
 				 ? -1
 				 : atoi(PQgetvalue(res, row, col + k));
-}
-
-int al_template_pool_parse(const char *buf, size_t len,
-			   al_json_setting out[AL_POOL_NBOUNDS], al_err *err)
-{
-	return al_json_settings_parse(buf, len, al_pool_bound_names,
-				      AL_POOL_NBOUNDS, AL_POOL_BOUND_MAX, out,
-				      err);
 }
 
 int al_template_pool_set(al_db *db, const char *name,
@@ -485,48 +474,6 @@ int al_template_pool_set(al_db *db, const char *name,
 	if (n != 1)
 		return al_err_set(err, AL_ENOENT, 0, "no template '%s'", name);
 	return 0;
-}
-
-void al_template_pool_bounds(const al_config *cfg, const int *own,
-			     const char *driver, uint32_t *min, uint32_t *max)
-{
-	int vm = strcmp(driver, "vm") == 0;
-	int kmin = vm ? AL_POOL_VM_MIN : AL_POOL_NS_MIN;
-	int kmax = vm ? AL_POOL_VM_MAX : AL_POOL_NS_MAX;
-	*min = own[kmin] >= 0 ? (uint32_t)own[kmin]
-			      : (vm ? cfg->warm_pool_vm : cfg->warm_pool);
-	if (own[kmax] >= 0)
-		*max = (uint32_t)own[kmax];
-	else if (*min == 0)
-		*max = 0; /* a pool switched off stays off */
-	else
-		*max = vm ? cfg->warm_pool_vm_max : cfg->warm_pool_max;
-	if (*max < *min)
-		*max = *min;
-	if (!al_config_driver_enabled(cfg, driver))
-		*min = *max = 0;
-}
-
-json_object *al_template_pool_json(const al_config *cfg, const int *own)
-{
-	json_object *o = json_object_new_object();
-	json_object *defaults = json_object_new_array();
-	static const char *const drivers[] = {"ns", "vm"};
-	for (int d = 0; d < 2; d++) {
-		uint32_t min, max;
-		al_template_pool_bounds(cfg, own, drivers[d], &min, &max);
-		json_object_object_add(o, al_pool_bound_names[2 * d],
-				       json_object_new_int64(min));
-		json_object_object_add(o, al_pool_bound_names[2 * d + 1],
-				       json_object_new_int64(max));
-	}
-	for (int k = 0; k < AL_POOL_NBOUNDS; k++)
-		if (own[k] < 0)
-			json_object_array_add(
-				defaults,
-				json_object_new_string(al_pool_bound_names[k]));
-	json_object_object_add(o, "defaults", defaults);
-	return o;
 }
 
 int al_template_row_get(al_db *db, const char *name, al_template_row *out,
@@ -710,203 +657,4 @@ int al_template_delete(al_db *db, const al_config *cfg, const char *name,
 fail:
 	al_db_rollback(db);
 	return -1;
-}
-
-/* ---- builds ---- */
-
-static const char *const build_status_names[] = {
-	[AL_BUILD_QUEUED] = "queued",
-	[AL_BUILD_RUNNING] = "running",
-	[AL_BUILD_SUCCEEDED] = "succeeded",
-	[AL_BUILD_FAILED] = "failed",
-};
-
-const char *al_build_status_name(al_build_status s)
-{
-	if ((unsigned)s > AL_BUILD_FAILED)
-		return "unknown";
-	return build_status_names[s];
-}
-
-int al_build_dir(const al_config *cfg, const char *id, char *out, size_t outlen,
-		 al_err *err)
-{
-	if (id == NULL || !al_id_valid(id))
-		return al_err_set(err, AL_EINVAL, 0, "invalid build id");
-	int n = snprintf(out, outlen, "%s/builds/%s", cfg->state_dir, id);
-	if (n < 0 || (size_t)n >= outlen)
-		return al_err_set(err, AL_EINVAL, 0,
-				  "path of build %s too long", id);
-	return 0;
-}
-
-int al_build_insert(al_db *db, const char *id, const char *name,
-		    const char *project, int public, int no_cache, al_err *err)
-{
-	if (id == NULL || !al_id_valid(id))
-		return al_err_set(err, AL_EINVAL, 0, "invalid build id");
-	if (name == NULL || !al_id_valid(name))
-		return al_err_set(err, AL_EINVAL, 0,
-				  "invalid template name: 1 to 63 of a-z, 0-9 "
-				  "and '-', not starting with '-'");
-	if (project == NULL || !al_id_valid(project))
-		return al_err_set(err, AL_EINVAL, 0, "invalid project");
-	const char *p[] = {id, name, no_cache ? "true" : "false", project,
-			   public ? "true" : "false"};
-	return exec_cmd(db,
-			"INSERT INTO template_builds (id, name, status,"
-			" no_cache, project, public) VALUES ($1, $2, 'queued',"
-			" $3::boolean, $4, $5::boolean)",
-			5, p, err);
-}
-
-int al_build_update(al_db *db, const char *id, al_build_status status, int step,
-		    int steps, int version, const char *error, al_err *err)
-{
-	if (id == NULL || !al_id_valid(id))
-		return al_err_set(err, AL_EINVAL, 0, "invalid build id");
-	if ((unsigned)status > AL_BUILD_FAILED)
-		return al_err_set(err, AL_EINTERNAL, 0, "bad build status");
-	char sbuf[16], nbuf[16], vbuf[16], ebuf[1024];
-	snprintf(sbuf, sizeof sbuf, "%d", step);
-	snprintf(nbuf, sizeof nbuf, "%d", steps);
-	snprintf(vbuf, sizeof vbuf, "%d", version);
-	if (error != NULL)
-		snprintf(ebuf, sizeof ebuf, "%s", error);
-	const char *p[] = {
-		id,   build_status_names[status], sbuf,
-		nbuf, version > 0 ? vbuf : NULL,  error != NULL ? ebuf : NULL,
-	};
-	long long n = al_db_exec_rows(
-		db,
-		"UPDATE template_builds SET status = $2, step = $3::int,"
-		" steps = $4::int, version = coalesce($5::int, version),"
-		" error = $6, finished_at = CASE WHEN $2 IN ('succeeded',"
-		" 'failed') THEN now() ELSE NULL END WHERE id = $1",
-		6, p, err);
-	if (n < 0)
-		return -1;
-	if (n != 1)
-		return al_err_set(err, AL_ENOENT, 0, "no build '%s'", id);
-	return 0;
-}
-
-static json_object *int_or_null(PGresult *res, int col)
-{
-	if (PQgetisnull(res, 0, col))
-		return NULL;
-	return json_object_new_int(atoi(PQgetvalue(res, 0, col)));
-}
-
-static json_object *str_or_null(PGresult *res, int col)
-{
-	if (PQgetisnull(res, 0, col))
-		return NULL;
-	return json_object_new_string(PQgetvalue(res, 0, col));
-}
-
-int al_build_claim(al_db *db, const char *id, int pid, al_build_claimed *out,
-		   al_err *err)
-{
-	char pbuf[16];
-	snprintf(pbuf, sizeof pbuf, "%d", pid);
-	const char *p[] = {id, pbuf};
-	PGresult *res = al_db_exec(
-		db,
-		"UPDATE template_builds SET status = 'running',"
-		" builder_pid = $2::int WHERE id = $1 AND status = 'queued'"
-		" RETURNING name, no_cache, project",
-		2, p, err);
-	if (res == NULL)
-		return -1;
-	if (PQntuples(res) != 1) {
-		PQclear(res);
-		return al_err_set(err, AL_ESTATE, 0,
-				  "build %s is unknown or not queued", id);
-	}
-	snprintf(out->name, sizeof out->name, "%s", PQgetvalue(res, 0, 0));
-	out->no_cache = strcmp(PQgetvalue(res, 0, 1), "t") == 0;
-	snprintf(out->project, sizeof out->project, "%s",
-		 PQgetvalue(res, 0, 2));
-	PQclear(res);
-	return 0;
-}
-
-int al_build_list_pending(al_db *db, al_build_pending **out, int *n,
-			  al_err *err)
-{
-	PGresult *res = al_db_exec(
-		db,
-		"SELECT id, coalesce(builder_pid, 0),"
-		" extract(epoch FROM now() - created_at)::int, steps"
-		" FROM template_builds WHERE status IN ('queued', 'running')",
-		0, NULL, err);
-	if (res == NULL)
-		return -1;
-	int rows = PQntuples(res);
-	al_build_pending *b = calloc(rows > 0 ? (size_t)rows : 1, sizeof *b);
-	if (b == NULL) {
-		PQclear(res);
-		return al_err_set(err, AL_ENOMEM, ENOMEM, "out of memory");
-	}
-	for (int i = 0; i < rows; i++) {
-		snprintf(b[i].id, sizeof b[i].id, "%s", PQgetvalue(res, i, 0));
-		b[i].builder_pid = atoi(PQgetvalue(res, i, 1));
-		b[i].age_s = atoi(PQgetvalue(res, i, 2));
-		b[i].steps = atoi(PQgetvalue(res, i, 3));
-	}
-	PQclear(res);
-	*out = b;
-	*n = rows;
-	return 0;
-}
-
-json_object *al_build_get(al_db *db, const char *id, const char *project,
-			  al_err *err)
-{
-	if (id == NULL || !al_id_valid(id)) {
-		al_err_set(err, AL_ENOENT, 0, "no build '%s'",
-			   id != NULL && strlen(id) < 80 ? id : "");
-		return NULL;
-	}
-	const char *p[] = {id, project};
-	PGresult *res = al_db_exec(
-		db,
-		"SELECT id, name, status, step, steps, version, error,"
-		" to_char(created_at AT TIME ZONE 'UTC',"
-		" 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'),"
-		" to_char(finished_at AT TIME ZONE 'UTC',"
-		" 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'), no_cache, project"
-		" FROM template_builds WHERE id = $1"
-		" AND ($2::text IS NULL OR project = $2)",
-		2, p, err);
-	if (res == NULL)
-		return NULL;
-	if (PQntuples(res) != 1) {
-		PQclear(res);
-		al_err_set(err, AL_ENOENT, 0, "no build '%s'", id);
-		return NULL;
-	}
-	json_object *o = json_object_new_object();
-	if (o == NULL) {
-		PQclear(res);
-		al_err_set(err, AL_ENOMEM, ENOMEM, "out of memory");
-		return NULL;
-	}
-	json_object_object_add(o, "id", str_or_null(res, 0));
-	json_object_object_add(o, "name", str_or_null(res, 1));
-	json_object_object_add(o, "status", str_or_null(res, 2));
-	json_object_object_add(o, "step", int_or_null(res, 3));
-	json_object_object_add(o, "steps", int_or_null(res, 4));
-	json_object_object_add(o, "version", int_or_null(res, 5));
-	json_object_object_add(o, "error", str_or_null(res, 6));
-	json_object_object_add(o, "created_at", str_or_null(res, 7));
-	json_object_object_add(o, "finished_at", str_or_null(res, 8));
-	json_object_object_add(o, "no_cache",
-			       json_object_new_boolean(strcmp(PQgetvalue(res, 0,
-									 9),
-							      "t") == 0));
-	json_object_object_add(o, "project", str_or_null(res, 10));
-	PQclear(res);
-	return o;
 }
