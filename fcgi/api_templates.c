@@ -42,6 +42,7 @@
 #include "template/builddir.h"
 #include "template/buildlog.h"
 #include "template/context.h"
+#include "template/versions.h"
 
 #define AIRLOCKFILE_MAX (1024 * 1024)
 #define CONTEXT_MAX (1024ull << 20)
@@ -377,7 +378,7 @@ void al_api_template_delete(al_req *r)
 		return;
 	}
 	if (al_template_access(db, r->id, &r->who, 1, &err) < 0 ||
-	    al_template_delete(db, r->cfg, r->id, &err) < 0) {
+	    al_versions_delete(db, r->cfg, r->id, &err) < 0) {
 		al_http_error(r, &err);
 		return;
 	}

@@ -48,16 +48,38 @@ int al_template_version_rootfs(const al_config *cfg, const char *name,
 int al_template_get_version(al_db *db, const char *name, int version,
 			    al_template_version *out, al_err *err);
 
-/* Publish a built rootfs as the next version of name: rootfs_tmp (a
- * subvolume in the pool) is moved to the version's place, the rows are
- * written in one transaction (template created on its first version,
- * with the default limits of cfg and driver "ns"), and the
- * pool/templates/<name> link is switched atomically. *version_out gets
- * the new version number. */
-int al_template_publish(al_db *db, const al_config *cfg,
-			const al_template_version *tv, const char *build_id,
-			const char *airlockfile, const char *rootfs_tmp,
-			int *version_out, al_err *err);
+/* Publishing a version and deleting a template change the pool and
+ * these rows together (core/template/versions.h does both); they
+ * serialize on a transaction-scoped advisory lock of the name, so two
+ * builds of one template get versions n and n+1 and the
+ * pool/templates/<name> link always ends at the version the database
+ * calls current, whatever order the builders finish in.
+ *
+ * Begin a transaction holding name's lock; the caller ends it with
+ * al_db_commit or al_db_rollback. */
+int al_template_lock(al_db *db, const char *name, al_err *err);
+/* Under the lock: the version the next publish of name gets (1 for a
+ * new name), or -1. */
+int al_template_next_version(al_db *db, const char *name, al_err *err);
+/* Under the lock: the rows of version `version` of tv->name, built by
+ * build_id from airlockfile; the template's row is created on its first
+ * version (with the default limits of cfg, driver "ns", and the build's
+ * project and visibility) and made to point at it. AL_EEXIST when the
+ * name belongs to another project or is public and the build is not an
+ * admin's. */
+int al_template_insert_version(al_db *db, const al_config *cfg,
+			       const al_template_version *tv, int version,
+			       const char *build_id, const char *airlockfile,
+			       al_err *err);
+/* The version the database calls current: 0 when name has none, or
+ * -1. */
+int al_template_current_version(al_db *db, const char *name, al_err *err);
+/* name's oldest version, 1 when it has none yet, or -1. */
+int al_template_first_version(al_db *db, const char *name, al_err *err);
+/* Under the lock: delete name's row and with it every version's;
+ * AL_ESTATE (409) while a sandbox uses it, AL_ENOENT if unknown. Builds
+ * stay. */
+int al_template_delete_rows(al_db *db, const char *name, al_err *err);
 
 /* A template's own warm pool bounds (columns pool_ns_min .. pool_vm_max:
  * core/model/sql/006_warm_pool.sql), in this order; -1 where it follows
@@ -123,10 +145,5 @@ int al_template_refs(al_db *db, al_template_ref *out, int max, al_err *err);
 
 /* 1 if a sandbox that is not deleted uses any version of name. */
 int al_template_in_use(al_db *db, const char *name, al_err *err);
-
-/* Delete every version of name (rows and pool), AL_ESTATE (409) while a
- * sandbox uses it, AL_ENOENT if unknown. */
-int al_template_delete(al_db *db, const al_config *cfg, const char *name,
-		       al_err *err);
 
 #endif
