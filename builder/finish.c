@@ -16,6 +16,7 @@
 #include "base/log.h"
 #include "pool/store.h"
 #include "proto/agentproto.h"
+#include "template/versions.h"
 #include "vm/probe.h"
 #include "vm/snapshot.h"
 #include "vm/tmplcache.h"
@@ -143,7 +144,7 @@ int bld_finish_publish(bld *b, int *version, al_err *err)
 	al_template_version tv;
 	if (version_meta(b, &tv, err) < 0)
 		return -1;
-	int rc = al_template_publish(b->db, &b->cfg, &tv, b->id, b->airlockfile,
+	int rc = al_versions_publish(b->db, &b->cfg, &tv, b->id, b->airlockfile,
 				     tmp, version, err);
 	al_template_version_free(&tv);
 	if (rc < 0)

@@ -24,6 +24,7 @@
 #include "builder.h"
 #include "proto/sse.h"
 #include "proto/streamhttp.h"
+#include "template/builddir.h"
 #include "template/buildlog.h"
 
 #define LS_STREAMS_MAX 256
@@ -323,7 +324,7 @@ int bld_logstream_main(const char *id, pid_t builder)
 	for (int k = 0; k < LS_PENDING_MAX; k++)
 		l.conn[k].fd = -1;
 	if (al_config_load(cfg, &err) < 0 ||
-	    al_build_dir(cfg, id, l.dir, sizeof l.dir, &err) < 0) {
+	    al_builddir_path(cfg, id, l.dir, sizeof l.dir, &err) < 0) {
 		al_error("build %s: log stream: %s", id, err.msg);
 		return 111;
 	}

@@ -5,7 +5,7 @@
  * it) and publishes it as the template's next version. Started detached
  * by the API (stderr to state/log/builder.log), or in the foreground by
  * scripts/build-template.sh. Progress and command output go to
- * state/builds/<ID>/log.jsonl (format: core/model/template.h), the outcome to
+ * state/builds/<ID>/log.jsonl (format: core/template/builddir.h), the outcome to
  * the row.
  *
  * Environment: AIRLOCK_STATE, AIRLOCK_DB, AIRLOCK_LIBEXEC (the agent),
@@ -29,8 +29,10 @@
 #include "base/cleanup.h"
 #include "base/log.h"
 #include "base/rmtree.h"
+#include "model/build.h"
 #include "pool/store.h"
 #include "proto/agentproto.h"
+#include "template/builddir.h"
 #include "template/context.h"
 
 #define AGENT_MAX (64u << 20)
@@ -251,7 +253,7 @@ int main(int argc, char **argv)
 		al_error("%s", err.msg);
 		return 111;
 	}
-	if (al_build_dir(&b.cfg, b.id, b.dir, sizeof b.dir, &err) < 0 ||
+	if (al_builddir_path(&b.cfg, b.id, b.dir, sizeof b.dir, &err) < 0 ||
 	    claim_build(&b, &err) < 0) {
 		al_error("%s", err.msg);
 		al_db_close(b.db);

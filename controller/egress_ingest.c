@@ -5,9 +5,9 @@
 #include <string.h>
 
 #include "base/log.h"
+#include "model/build.h"
 #include "model/egress_log.h"
 #include "model/sandbox.h"
-#include "model/template.h"
 #include "net/egress.h"
 
 /* Records per INSERT (whole files: one file adds at most 256). */

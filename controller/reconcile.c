@@ -12,9 +12,9 @@
 
 #include "base/log.h"
 #include "host/cgroup.h"
+#include "model/build.h"
 #include "model/sandbox.h"
 #include "model/sandbox_state.h"
-#include "model/template.h"
 #include "sandbox/reap.h"
 #include "sandbox/shimctl.h"
 #include "sandbox/spool.h"

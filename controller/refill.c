@@ -11,6 +11,7 @@
 #include "model/sandbox.h"
 #include "model/template.h"
 #include "pool/store.h"
+#include "sandbox/poolbounds.h"
 #include "sandbox/shimctl.h"
 #include "sandbox/standby.h"
 #include "sandbox/warmpool.h"
@@ -53,7 +54,7 @@ static void refill_one(const al_config *cfg, al_db *db,
 {
 	const char *name = ref->name;
 	uint32_t min, max_own;
-	al_template_pool_bounds(cfg, ref->pool, driver, &min, &max_own);
+	al_poolbounds_in_effect(cfg, ref->pool, driver, &min, &max_own);
 	if (max_own == 0) {
 		/* The pool was switched off: standbys left from before only
 		 * cost memory (and, idle under TCG, CPU). */
@@ -262,7 +263,7 @@ void ctl_refill(ctl *c)
 			   recent_creates(rates, nrates, refs[i].name, "ns"));
 		/* With the vm pool off this retires what is left of it. */
 		uint32_t vmin, vmax;
-		al_template_pool_bounds(cfg, refs[i].pool, "vm", &vmin, &vmax);
+		al_poolbounds_in_effect(cfg, refs[i].pool, "vm", &vmin, &vmax);
 		if (vm_ok[i] || vmax == 0)
 			refill_one(cfg, db, &refs[i], "vm",
 				   recent_creates(rates, nrates, refs[i].name,

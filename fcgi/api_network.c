@@ -11,10 +11,9 @@
 
 #include "base/json.h"
 #include "http.h"
+#include "model/build.h"
 #include "model/egress_log.h"
 #include "model/sandbox.h"
-#include "model/sandbox_state.h"
-#include "model/template.h"
 #include "net/netspec.h"
 #include "sandbox/sandbox_ops.h"
 

@@ -28,17 +28,21 @@
 #include "base/multipart.h"
 #include "base/rmtree.h"
 #include "base/spawn.h"
+#include "model/build.h"
 #include "model/project.h"
 #include "model/sandbox.h"
 #include "model/template.h"
 #include "pool/store.h"
 #include "proto/agentproto.h"
 #include "proto/sse.h"
+#include "sandbox/poolbounds.h"
 #include "sandbox/standby.h"
 #include "streams.h"
 #include "template/airlockfile.h"
+#include "template/builddir.h"
 #include "template/buildlog.h"
 #include "template/context.h"
+#include "template/versions.h"
 
 #define AIRLOCKFILE_MAX (1024 * 1024)
 #define CONTEXT_MAX (1024ull << 20)
@@ -198,7 +202,7 @@ void fcgi_api_template_build(al_req *r)
 	}
 	al_db *db = fcgi_req_db(r, &err);
 	if (db == NULL || al_sandbox_new_id(id, &err) < 0 ||
-	    al_build_dir(r->cfg, id, dir, sizeof dir, &err) < 0) {
+	    al_builddir_path(r->cfg, id, dir, sizeof dir, &err) < 0) {
 		fcgi_http_error(r, &err);
 		return;
 	}
@@ -343,7 +347,7 @@ void fcgi_api_template_get(al_req *r)
 			       json_object_new_boolean(row.owner.public));
 	json_object_object_add(o, "driver", json_object_new_string(row.driver));
 	json_object_object_add(o, "warm_pool",
-			       al_template_pool_json(r->cfg, row.pool));
+			       al_poolbounds_json(r->cfg, row.pool));
 	json_object_object_add(o, "memory_mb",
 			       json_object_new_int64(row.memory_mb));
 	json_object_object_add(o, "pids", json_object_new_int64(row.pids));
@@ -374,7 +378,7 @@ void fcgi_api_template_delete(al_req *r)
 		return;
 	}
 	if (al_template_access(db, r->id, &r->who, 1, &err) < 0 ||
-	    al_template_delete(db, r->cfg, r->id, &err) < 0) {
+	    al_versions_delete(db, r->cfg, r->id, &err) < 0) {
 		fcgi_http_error(r, &err);
 		return;
 	}
@@ -524,7 +528,7 @@ void fcgi_api_build_logs(al_req *r)
 		return;
 	}
 	char dir[AL_PATH_MAX], path[AL_PATH_MAX + 16];
-	if (al_build_dir(r->cfg, r->id, dir, sizeof dir, &err) < 0) {
+	if (al_builddir_path(r->cfg, r->id, dir, sizeof dir, &err) < 0) {
 		json_object_put(row);
 		fcgi_http_error(r, &err);
 		return;
@@ -558,7 +562,7 @@ void fcgi_api_template_pool(al_req *r)
 		fcgi_http_error(r, &err);
 		return;
 	}
-	int rc = al_template_pool_parse(body, len, u, &err);
+	int rc = al_poolbounds_parse(body, len, u, &err);
 	free(body);
 	al_db *db = rc == 0 ? fcgi_req_db(r, &err) : NULL;
 	al_template_row row;
@@ -571,7 +575,7 @@ void fcgi_api_template_pool(al_req *r)
 	json_object *o = json_object_new_object();
 	json_object_object_add(o, "name", json_object_new_string(r->id));
 	json_object_object_add(o, "warm_pool",
-			       al_template_pool_json(r->cfg, row.pool));
+			       al_poolbounds_json(r->cfg, row.pool));
 	fcgi_http_json(r, 200, o);
 	json_object_put(o);
 }

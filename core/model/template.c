@@ -1,26 +1,11 @@
-/* template: versions and builds of templates, in PostgreSQL and the pool
- * (layout in template.h).
- *
- * Publishing and deleting a name serialize on a transaction-scoped
- * advisory lock of that name, so two builds of one template get versions
- * n and n+1 and the pool/templates/<name> link always ends at the
- * version the database calls current, whatever order the builders
- * finish in. */
+/* template: templates and their versions, in PostgreSQL (the pool's
+ * side, and the order both go in: core/template/versions.c). */
 #include "model/template.h"
 
-#include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
-#include "base/cleanup.h"
-#include "base/log.h"
-#include "base/rmtree.h"
-#include "pool/store.h"
 
 /* Advisory lock key of a template name: a 64-bit hash computed by the
  * server, salted so it cannot collide with the migration lock. */
@@ -28,23 +13,12 @@
 	"SELECT pg_advisory_xact_lock(hashtextextended("                       \
 	"'airlock-template:' || $1, 0))"
 
-static int exec_cmd(al_db *db, const char *sql, int n,
-		    const char *const *params, al_err *err)
+int al_template_lock(al_db *db, const char *name, al_err *err)
 {
-	PGresult *res = al_db_exec(db, sql, n, params, err);
-	if (res == NULL)
-		return -1;
-	PQclear(res);
-	return 0;
-}
-
-/* Begin a transaction holding name's lock. */
-static int begin_locked(al_db *db, const char *name, al_err *err)
-{
-	if (exec_cmd(db, "BEGIN", 0, NULL, err) < 0)
+	if (al_db_begin(db, err) < 0)
 		return -1;
 	const char *p[] = {name};
-	if (exec_cmd(db, LOCK_SQL, 1, p, err) < 0) {
+	if (al_db_exec_rows(db, LOCK_SQL, 1, p, err) < 0) {
 		al_db_rollback(db);
 		return -1;
 	}
@@ -107,100 +81,49 @@ int al_template_get_version(al_db *db, const char *name, int version,
 	return 0;
 }
 
-/* mkdir that accepts an existing directory. */
-static int mkdir_ok(const char *path, mode_t mode, al_err *err)
+/* The integer sql (of one parameter, name) answers in its first row, 0
+ * when it answers none, or -1. */
+static int int_of_name(al_db *db, const char *sql, const char *name,
+		       al_err *err)
 {
-	if (mkdir(path, mode) < 0 && errno != EEXIST)
-		return al_err_sys(err, AL_ESYS, errno, "mkdir %s", path);
-	return 0;
-}
-
-/* Point pool/templates/<name> at the version the database calls current
- * (or remove it when there is none). Called with name's lock held. A
- * real directory there is the version built before versions existed
- * (scripts/template-minimal.sh): it is moved to its version's place
- * first, since a symlink cannot replace a directory. */
-static int link_current(al_db *db, const al_config *cfg, const char *name,
-			al_err *err)
-{
-	char link[AL_PATH_MAX + 96], tmp[AL_PATH_MAX + 128];
 	const char *p[] = {name};
-	PGresult *res = al_db_exec(db,
-				   "SELECT version FROM templates"
-				   " WHERE name = $1",
-				   1, p, err);
+	PGresult *res = al_db_exec(db, sql, 1, p, err);
 	if (res == NULL)
 		return -1;
-	int cur = PQntuples(res) == 1 ? atoi(PQgetvalue(res, 0, 0)) : 0;
+	int v = PQntuples(res) == 1 ? atoi(PQgetvalue(res, 0, 0)) : 0;
 	PQclear(res);
+	return v;
+}
 
-	if (al_config_template_root(cfg, name, link, sizeof link, err) < 0)
+int al_template_current_version(al_db *db, const char *name, al_err *err)
+{
+	return int_of_name(db, "SELECT version FROM templates WHERE name = $1",
+			   name, err);
+}
+
+int al_template_first_version(al_db *db, const char *name, al_err *err)
+{
+	int first = int_of_name(db,
+				"SELECT coalesce(min(version), 1)"
+				" FROM template_versions WHERE name = $1",
+				name, err);
+	if (first < 0)
 		return -1;
-	struct stat st;
-	if (lstat(link, &st) == 0 && S_ISDIR(st.st_mode)) {
-		char vdir[AL_PATH_MAX + 96], vroot[AL_PATH_MAX + 128];
-		res = al_db_exec(db,
-				 "SELECT coalesce(min(version), 1)"
-				 " FROM template_versions WHERE name = $1",
-				 1, p, err);
-		if (res == NULL)
-			return -1;
-		int legacy = atoi(PQgetvalue(res, 0, 0));
-		PQclear(res);
-		if (legacy <= 0)
-			legacy = 1;
-		if (al_template_version_dir(cfg, name, legacy, vdir,
-					    sizeof vdir, err) < 0 ||
-		    al_template_version_rootfs(cfg, name, legacy, vroot,
-					       sizeof vroot, err) < 0)
-			return -1;
-		snprintf(tmp, sizeof tmp, "%s/template-versions/%s",
-			 cfg->pool_dir, name);
-		if (mkdir_ok(tmp, 0700, err) < 0 ||
-		    mkdir_ok(vdir, 0700, err) < 0)
-			return -1;
-		if (renameat2(AT_FDCWD, link, AT_FDCWD, vroot,
-			      RENAME_NOREPLACE) < 0) {
-			if (errno != EEXIST)
-				return al_err_sys(err, AL_ESYS, errno,
-						  "moving %s to %s", link,
-						  vroot);
-			/* Its place is taken: the directory is a stray copy. */
-			if (al_store_subvol_delete(link, err) < 0)
-				return -1;
-		}
-		al_info("template %s: version %d moved to %s", name, legacy,
-			vroot);
-	}
-	if (cur <= 0) {
-		if (unlink(link) < 0 && errno != ENOENT)
-			return al_err_sys(err, AL_ESYS, errno, "unlink %s",
-					  link);
-		return 0;
-	}
-	/* Relative, so the state directory can move. */
-	char target[256];
-	snprintf(target, sizeof target, "../template-versions/%s/%d/rootfs",
-		 name, cur);
-	int n = snprintf(tmp, sizeof tmp, "%s/templates/.%s.link-%d",
-			 cfg->pool_dir, name, (int)getpid());
-	if (n < 0 || (size_t)n >= sizeof tmp)
-		return al_err_set(err, AL_EINVAL, 0, "path too long");
-	char dir[AL_PATH_MAX + 16];
-	snprintf(dir, sizeof dir, "%s/templates", cfg->pool_dir);
-	if (mkdir_ok(dir, 0700, err) < 0)
+	return first > 0 ? first : 1;
+}
+
+int al_template_next_version(al_db *db, const char *name, al_err *err)
+{
+	int version = int_of_name(db,
+				  "SELECT coalesce(max(version), 0) + 1"
+				  " FROM template_versions WHERE name = $1",
+				  name, err);
+	if (version < 0)
 		return -1;
-	unlink(tmp);
-	if (symlink(target, tmp) < 0)
-		return al_err_sys(err, AL_ESYS, errno, "symlink %s", tmp);
-	/* rename() replaces the old link in one step: a sandbox created
-	 * meanwhile snapshots the old version or the new one. */
-	if (rename(tmp, link) < 0) {
-		int e = errno;
-		unlink(tmp);
-		return al_err_sys(err, AL_ESYS, e, "rename %s", link);
-	}
-	return 0;
+	if (version == 0)
+		return al_err_set(err, AL_EDB, 0, "template %s: bad version",
+				  name);
+	return version;
 }
 
 /* The version's fields as SQL parameters. */
@@ -212,63 +135,12 @@ static const char *json_or_null(json_object *o)
 		       : NULL;
 }
 
-int al_template_publish(al_db *db, const al_config *cfg,
-			const al_template_version *tv, const char *build_id,
-			const char *airlockfile, const char *rootfs_tmp,
-			int *version_out, al_err *err)
+int al_template_insert_version(al_db *db, const al_config *cfg,
+			       const al_template_version *tv, int version,
+			       const char *build_id, const char *airlockfile,
+			       al_err *err)
 {
-	char vdir[AL_PATH_MAX + 96], vroot[AL_PATH_MAX + 128];
-	char parent[AL_PATH_MAX + 96];
-	int moved = 0;
-
-	if (tv == NULL || !al_id_valid(tv->name))
-		return al_err_set(err, AL_EINVAL, 0, "invalid template name");
-	if (rootfs_tmp == NULL || al_store_is_subvol(rootfs_tmp, err) != 1)
-		return al_err_set(err, AL_EINVAL, 0,
-				  "publish: %s is not a subvolume",
-				  rootfs_tmp != NULL ? rootfs_tmp : "(null)");
 	const char *name = tv->name;
-	snprintf(parent, sizeof parent, "%s/template-versions", cfg->pool_dir);
-	if (mkdir_ok(parent, 0700, err) < 0)
-		return -1;
-	snprintf(parent, sizeof parent, "%s/template-versions/%s",
-		 cfg->pool_dir, name);
-	if (mkdir_ok(parent, 0700, err) < 0)
-		return -1;
-
-	if (begin_locked(db, name, err) < 0)
-		return -1;
-	const char *p1[] = {name};
-	PGresult *res = al_db_exec(db,
-				   "SELECT coalesce(max(version), 0) + 1"
-				   " FROM template_versions WHERE name = $1",
-				   1, p1, err);
-	if (res == NULL)
-		goto fail;
-	int version = atoi(PQgetvalue(res, 0, 0));
-	PQclear(res);
-	if (version <= 0) {
-		al_err_set(err, AL_EDB, 0, "template %s: bad version", name);
-		goto fail;
-	}
-	if (al_template_version_dir(cfg, name, version, vdir, sizeof vdir,
-				    err) < 0 ||
-	    al_template_version_rootfs(cfg, name, version, vroot, sizeof vroot,
-				       err) < 0)
-		goto fail;
-	/* Left over from a publish whose transaction did not commit. */
-	if (al_store_subvol_delete(vroot, err) < 0)
-		goto fail;
-	if (mkdir_ok(vdir, 0700, err) < 0)
-		goto fail;
-	if (renameat2(AT_FDCWD, rootfs_tmp, AT_FDCWD, vroot, RENAME_NOREPLACE) <
-	    0) {
-		al_err_sys(err, AL_ESYS, errno, "moving %s to %s", rootfs_tmp,
-			   vroot);
-		goto fail;
-	}
-	moved = 1;
-
 	char vbuf[16], mem[24], pids[16], cpu[16], disk[16];
 	snprintf(vbuf, sizeof vbuf, "%d", version);
 	snprintf(mem, sizeof mem, "%llu",
@@ -294,14 +166,12 @@ int al_template_publish(al_db *db, const al_config *cfg,
 		" templates.project = excluded.project)",
 		7, p2, err);
 	if (wrote < 0)
-		goto fail;
-	if (wrote != 1) {
-		al_err_set(err, AL_EEXIST, 0,
-			   "template name '%s' is taken by another project "
-			   "or a public template",
-			   name);
-		goto fail;
-	}
+		return -1;
+	if (wrote != 1)
+		return al_err_set(err, AL_EEXIST, 0,
+				  "template name '%s' is taken by another "
+				  "project or a public template",
+				  name);
 	const char *p3[] = {
 		name,
 		vbuf,
@@ -313,52 +183,17 @@ int al_template_publish(al_db *db, const al_config *cfg,
 		json_or_null(tv->start),
 		json_or_null(tv->ready),
 	};
-	res = al_db_exec(db,
-			 "INSERT INTO template_versions (name, version,"
-			 " build_id, airlockfile, env, workdir, run_user,"
-			 " start_cmd, ready_cmd) VALUES ($1, $2::int, $3, $4,"
-			 " $5::jsonb, $6, $7, $8::jsonb, $9::jsonb)",
-			 9, p3, err);
+	PGresult *res =
+		al_db_exec(db,
+			   "INSERT INTO template_versions (name, version,"
+			   " build_id, airlockfile, env, workdir, run_user,"
+			   " start_cmd, ready_cmd) VALUES ($1, $2::int, $3, $4,"
+			   " $5::jsonb, $6, $7, $8::jsonb, $9::jsonb)",
+			   9, p3, err);
 	if (res == NULL)
-		goto fail;
+		return -1;
 	PQclear(res);
-	if (exec_cmd(db, "COMMIT", 0, NULL, err) < 0) {
-		/* Whether it committed is unknown only if the connection
-		 * broke; the version row then decides on the next publish,
-		 * which deletes a rootfs without a row at this place. */
-		goto fail_nolock;
-	}
-
-	/* The link follows the database, under the lock again: a slower
-	 * publisher of an older version cannot point it backwards. */
-	if (begin_locked(db, name, err) < 0)
-		goto published;
-	if (link_current(db, cfg, name, err) < 0) {
-		al_db_rollback(db);
-		goto published;
-	}
-	if (exec_cmd(db, "COMMIT", 0, NULL, err) < 0)
-		goto published;
-	*version_out = version;
 	return 0;
-
-published:
-	/* The version exists; only the link is stale until the next
-	 * publish. Not a failure of the build. */
-	al_warn("template %s version %d: switching pool/templates link: %s",
-		name, version, err != NULL ? err->msg : "");
-	*version_out = version;
-	return 0;
-
-fail:
-	al_db_rollback(db);
-fail_nolock:
-	if (moved && rename(vroot, rootfs_tmp) < 0)
-		al_warn("template %s: moving %s back: %s", name, vroot,
-			strerror(errno));
-	if (moved)
-		rmdir(vdir);
-	return -1;
 }
 
 int al_template_owner_get(al_db *db, const char *name, al_template_owner *out,
@@ -429,9 +264,6 @@ json_object *al_template_list(al_db *db, const char *visible_to,
 
 /* ---- warm pool bounds ---- */
 
-const char *const al_pool_bound_names[AL_POOL_NBOUNDS] = {"ns_min", "ns_max",
-							  "vm_min", "vm_max"};
-
 #define POOL_COLUMNS "pool_ns_min, pool_ns_max, pool_vm_min, pool_vm_max"
 
 /* The AL_POOL_NBOUNDS columns from col on: -1 for NULL. */
@@ -441,14 +273,6 @@ static void pool_bounds_get(const PGresult *res, int row, int col, int *out)
 		out[k] = PQgetisnull(res, row, col + k)
 				 ? -1
 				 : atoi(PQgetvalue(res, row, col + k));
-}
-
-int al_template_pool_parse(const char *buf, size_t len,
-			   al_json_setting out[AL_POOL_NBOUNDS], al_err *err)
-{
-	return al_json_settings_parse(buf, len, al_pool_bound_names,
-				      AL_POOL_NBOUNDS, AL_POOL_BOUND_MAX, out,
-				      err);
 }
 
 int al_template_pool_set(al_db *db, const char *name,
@@ -485,48 +309,6 @@ int al_template_pool_set(al_db *db, const char *name,
 	if (n != 1)
 		return al_err_set(err, AL_ENOENT, 0, "no template '%s'", name);
 	return 0;
-}
-
-void al_template_pool_bounds(const al_config *cfg, const int *own,
-			     const char *driver, uint32_t *min, uint32_t *max)
-{
-	int vm = strcmp(driver, "vm") == 0;
-	int kmin = vm ? AL_POOL_VM_MIN : AL_POOL_NS_MIN;
-	int kmax = vm ? AL_POOL_VM_MAX : AL_POOL_NS_MAX;
-	*min = own[kmin] >= 0 ? (uint32_t)own[kmin]
-			      : (vm ? cfg->warm_pool_vm : cfg->warm_pool);
-	if (own[kmax] >= 0)
-		*max = (uint32_t)own[kmax];
-	else if (*min == 0)
-		*max = 0; /* a pool switched off stays off */
-	else
-		*max = vm ? cfg->warm_pool_vm_max : cfg->warm_pool_max;
-	if (*max < *min)
-		*max = *min;
-	if (!al_config_driver_enabled(cfg, driver))
-		*min = *max = 0;
-}
-
-json_object *al_template_pool_json(const al_config *cfg, const int *own)
-{
-	json_object *o = json_object_new_object();
-	json_object *defaults = json_object_new_array();
-	static const char *const drivers[] = {"ns", "vm"};
-	for (int d = 0; d < 2; d++) {
-		uint32_t min, max;
-		al_template_pool_bounds(cfg, own, drivers[d], &min, &max);
-		json_object_object_add(o, al_pool_bound_names[2 * d],
-				       json_object_new_int64(min));
-		json_object_object_add(o, al_pool_bound_names[2 * d + 1],
-				       json_object_new_int64(max));
-	}
-	for (int k = 0; k < AL_POOL_NBOUNDS; k++)
-		if (own[k] < 0)
-			json_object_array_add(
-				defaults,
-				json_object_new_string(al_pool_bound_names[k]));
-	json_object_object_add(o, "defaults", defaults);
-	return o;
 }
 
 int al_template_row_get(al_db *db, const char *name, al_template_row *out,
@@ -622,291 +404,35 @@ int al_template_in_use(al_db *db, const char *name, al_err *err)
 	return used;
 }
 
-/* Remove every version directory of name from the pool. The rows are
- * gone already: a crash here leaves directories without rows, which a
- * later publish of the name overwrites. */
-static void remove_versions(const al_config *cfg, const char *name)
-{
-	char dir[AL_PATH_MAX + 64];
-	snprintf(dir, sizeof dir, "%s/template-versions/%s", cfg->pool_dir,
-		 name);
-	DIR *d = opendir(dir);
-	if (d == NULL)
-		return;
-	struct dirent *de;
-	while ((de = readdir(d)) != NULL) {
-		if (de->d_name[0] == '.')
-			continue;
-		char v[AL_PATH_MAX + 400];
-		al_err tmp_err = {0};
-		snprintf(v, sizeof v, "%s/%s/rootfs", dir, de->d_name);
-		if (al_store_subvol_delete(v, &tmp_err) < 0)
-			al_warn("template %s: %s", name, tmp_err.msg);
-		/* vm/ and the version directory itself. */
-		snprintf(v, sizeof v, "%s/%s", dir, de->d_name);
-		if (al_rmtree(v, &tmp_err) < 0)
-			al_warn("template %s: %s", name, tmp_err.msg);
-	}
-	closedir(d);
-	rmdir(dir);
-}
-
-int al_template_delete(al_db *db, const al_config *cfg, const char *name,
-		       al_err *err)
+int al_template_delete_rows(al_db *db, const char *name, al_err *err)
 {
 	if (name == NULL || !al_id_valid(name))
 		return al_err_set(err, AL_ENOENT, 0, "no template '%s'",
 				  name != NULL ? name : "");
-	if (begin_locked(db, name, err) < 0)
-		return -1;
 	const char *p[] = {name};
 	PGresult *res = al_db_exec(db,
 				   "SELECT 1 FROM templates WHERE name = $1"
 				   " FOR UPDATE",
 				   1, p, err);
 	if (res == NULL)
-		goto fail;
+		return -1;
 	int exists = PQntuples(res) == 1;
 	PQclear(res);
-	if (!exists) {
-		al_err_set(err, AL_ENOENT, 0, "no template '%s'", name);
-		goto fail;
-	}
+	if (!exists)
+		return al_err_set(err, AL_ENOENT, 0, "no template '%s'", name);
 	int used = al_template_in_use(db, name, err);
 	if (used < 0)
-		goto fail;
-	if (used) {
-		al_err_set(err, AL_ESTATE, 0,
-			   "template '%s' is used by a sandbox; delete its "
-			   "sandboxes first",
-			   name);
-		goto fail;
-	}
+		return -1;
+	if (used)
+		return al_err_set(err, AL_ESTATE, 0,
+				  "template '%s' is used by a sandbox; delete "
+				  "its sandboxes first",
+				  name);
 	/* Builds are history: they stay. Versions go with the row. */
 	res = al_db_exec(db, "DELETE FROM templates WHERE name = $1", 1, p,
 			 err);
 	if (res == NULL)
-		goto fail;
-	PQclear(res);
-	/* The link goes first (still under the lock), so no new sandbox
-	 * snapshots a version being deleted. */
-	char link[AL_PATH_MAX + 96];
-	if (al_config_template_root(cfg, name, link, sizeof link, err) < 0)
-		goto fail;
-	struct stat st;
-	if (lstat(link, &st) == 0) {
-		if (S_ISDIR(st.st_mode)) {
-			if (al_store_subvol_delete(link, err) < 0)
-				goto fail;
-		} else if (unlink(link) < 0 && errno != ENOENT) {
-			al_err_sys(err, AL_ESYS, errno, "unlink %s", link);
-			goto fail;
-		}
-	}
-	if (exec_cmd(db, "COMMIT", 0, NULL, err) < 0)
 		return -1;
-	remove_versions(cfg, name);
-	return 0;
-fail:
-	al_db_rollback(db);
-	return -1;
-}
-
-/* ---- builds ---- */
-
-static const char *const build_status_names[] = {
-	[AL_BUILD_QUEUED] = "queued",
-	[AL_BUILD_RUNNING] = "running",
-	[AL_BUILD_SUCCEEDED] = "succeeded",
-	[AL_BUILD_FAILED] = "failed",
-};
-
-const char *al_build_status_name(al_build_status s)
-{
-	if ((unsigned)s > AL_BUILD_FAILED)
-		return "unknown";
-	return build_status_names[s];
-}
-
-int al_build_dir(const al_config *cfg, const char *id, char *out, size_t outlen,
-		 al_err *err)
-{
-	if (id == NULL || !al_id_valid(id))
-		return al_err_set(err, AL_EINVAL, 0, "invalid build id");
-	int n = snprintf(out, outlen, "%s/builds/%s", cfg->state_dir, id);
-	if (n < 0 || (size_t)n >= outlen)
-		return al_err_set(err, AL_EINVAL, 0,
-				  "path of build %s too long", id);
-	return 0;
-}
-
-int al_build_insert(al_db *db, const char *id, const char *name,
-		    const char *project, int public, int no_cache, al_err *err)
-{
-	if (id == NULL || !al_id_valid(id))
-		return al_err_set(err, AL_EINVAL, 0, "invalid build id");
-	if (name == NULL || !al_id_valid(name))
-		return al_err_set(err, AL_EINVAL, 0,
-				  "invalid template name: 1 to 63 of a-z, 0-9 "
-				  "and '-', not starting with '-'");
-	if (project == NULL || !al_id_valid(project))
-		return al_err_set(err, AL_EINVAL, 0, "invalid project");
-	const char *p[] = {id, name, no_cache ? "true" : "false", project,
-			   public ? "true" : "false"};
-	return exec_cmd(db,
-			"INSERT INTO template_builds (id, name, status,"
-			" no_cache, project, public) VALUES ($1, $2, 'queued',"
-			" $3::boolean, $4, $5::boolean)",
-			5, p, err);
-}
-
-int al_build_update(al_db *db, const char *id, al_build_status status, int step,
-		    int steps, int version, const char *error, al_err *err)
-{
-	if (id == NULL || !al_id_valid(id))
-		return al_err_set(err, AL_EINVAL, 0, "invalid build id");
-	if ((unsigned)status > AL_BUILD_FAILED)
-		return al_err_set(err, AL_EINTERNAL, 0, "bad build status");
-	char sbuf[16], nbuf[16], vbuf[16], ebuf[1024];
-	snprintf(sbuf, sizeof sbuf, "%d", step);
-	snprintf(nbuf, sizeof nbuf, "%d", steps);
-	snprintf(vbuf, sizeof vbuf, "%d", version);
-	if (error != NULL)
-		snprintf(ebuf, sizeof ebuf, "%s", error);
-	const char *p[] = {
-		id,   build_status_names[status], sbuf,
-		nbuf, version > 0 ? vbuf : NULL,  error != NULL ? ebuf : NULL,
-	};
-	long long n = al_db_exec_rows(
-		db,
-		"UPDATE template_builds SET status = $2, step = $3::int,"
-		" steps = $4::int, version = coalesce($5::int, version),"
-		" error = $6, finished_at = CASE WHEN $2 IN ('succeeded',"
-		" 'failed') THEN now() ELSE NULL END WHERE id = $1",
-		6, p, err);
-	if (n < 0)
-		return -1;
-	if (n != 1)
-		return al_err_set(err, AL_ENOENT, 0, "no build '%s'", id);
-	return 0;
-}
-
-static json_object *int_or_null(PGresult *res, int col)
-{
-	if (PQgetisnull(res, 0, col))
-		return NULL;
-	return json_object_new_int(atoi(PQgetvalue(res, 0, col)));
-}
-
-static json_object *str_or_null(PGresult *res, int col)
-{
-	if (PQgetisnull(res, 0, col))
-		return NULL;
-	return json_object_new_string(PQgetvalue(res, 0, col));
-}
-
-int al_build_claim(al_db *db, const char *id, int pid, al_build_claimed *out,
-		   al_err *err)
-{
-	char pbuf[16];
-	snprintf(pbuf, sizeof pbuf, "%d", pid);
-	const char *p[] = {id, pbuf};
-	PGresult *res = al_db_exec(
-		db,
-		"UPDATE template_builds SET status = 'running',"
-		" builder_pid = $2::int WHERE id = $1 AND status = 'queued'"
-		" RETURNING name, no_cache, project",
-		2, p, err);
-	if (res == NULL)
-		return -1;
-	if (PQntuples(res) != 1) {
-		PQclear(res);
-		return al_err_set(err, AL_ESTATE, 0,
-				  "build %s is unknown or not queued", id);
-	}
-	snprintf(out->name, sizeof out->name, "%s", PQgetvalue(res, 0, 0));
-	out->no_cache = strcmp(PQgetvalue(res, 0, 1), "t") == 0;
-	snprintf(out->project, sizeof out->project, "%s",
-		 PQgetvalue(res, 0, 2));
 	PQclear(res);
 	return 0;
-}
-
-int al_build_list_pending(al_db *db, al_build_pending **out, int *n,
-			  al_err *err)
-{
-	PGresult *res = al_db_exec(
-		db,
-		"SELECT id, coalesce(builder_pid, 0),"
-		" extract(epoch FROM now() - created_at)::int, steps"
-		" FROM template_builds WHERE status IN ('queued', 'running')",
-		0, NULL, err);
-	if (res == NULL)
-		return -1;
-	int rows = PQntuples(res);
-	al_build_pending *b = calloc(rows > 0 ? (size_t)rows : 1, sizeof *b);
-	if (b == NULL) {
-		PQclear(res);
-		return al_err_set(err, AL_ENOMEM, ENOMEM, "out of memory");
-	}
-	for (int i = 0; i < rows; i++) {
-		snprintf(b[i].id, sizeof b[i].id, "%s", PQgetvalue(res, i, 0));
-		b[i].builder_pid = atoi(PQgetvalue(res, i, 1));
-		b[i].age_s = atoi(PQgetvalue(res, i, 2));
-		b[i].steps = atoi(PQgetvalue(res, i, 3));
-	}
-	PQclear(res);
-	*out = b;
-	*n = rows;
-	return 0;
-}
-
-json_object *al_build_get(al_db *db, const char *id, const char *project,
-			  al_err *err)
-{
-	if (id == NULL || !al_id_valid(id)) {
-		al_err_set(err, AL_ENOENT, 0, "no build '%s'",
-			   id != NULL && strlen(id) < 80 ? id : "");
-		return NULL;
-	}
-	const char *p[] = {id, project};
-	PGresult *res = al_db_exec(
-		db,
-		"SELECT id, name, status, step, steps, version, error,"
-		" to_char(created_at AT TIME ZONE 'UTC',"
-		" 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'),"
-		" to_char(finished_at AT TIME ZONE 'UTC',"
-		" 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'), no_cache, project"
-		" FROM template_builds WHERE id = $1"
-		" AND ($2::text IS NULL OR project = $2)",
-		2, p, err);
-	if (res == NULL)
-		return NULL;
-	if (PQntuples(res) != 1) {
-		PQclear(res);
-		al_err_set(err, AL_ENOENT, 0, "no build '%s'", id);
-		return NULL;
-	}
-	json_object *o = json_object_new_object();
-	if (o == NULL) {
-		PQclear(res);
-		al_err_set(err, AL_ENOMEM, ENOMEM, "out of memory");
-		return NULL;
-	}
-	json_object_object_add(o, "id", str_or_null(res, 0));
-	json_object_object_add(o, "name", str_or_null(res, 1));
-	json_object_object_add(o, "status", str_or_null(res, 2));
-	json_object_object_add(o, "step", int_or_null(res, 3));
-	json_object_object_add(o, "steps", int_or_null(res, 4));
-	json_object_object_add(o, "version", int_or_null(res, 5));
-	json_object_object_add(o, "error", str_or_null(res, 6));
-	json_object_object_add(o, "created_at", str_or_null(res, 7));
-	json_object_object_add(o, "finished_at", str_or_null(res, 8));
-	json_object_object_add(o, "no_cache",
-			       json_object_new_boolean(strcmp(PQgetvalue(res, 0,
-									 9),
-							      "t") == 0));
-	json_object_object_add(o, "project", str_or_null(res, 10));
-	PQclear(res);
-	return o;
 }

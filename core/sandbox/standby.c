@@ -291,7 +291,7 @@ int al_standby_claim_or_spawn(const al_config *cfg, al_db *db,
 			      al_shim_ready *ready, al_err *err)
 {
 	/* Standbys are kept only where the template's pool is on (the
-	 * controller, al_template_pool_bounds); the look costs a readdir.
+	 * controller, al_poolbounds_in_effect); the look costs a readdir.
 	 * A vm standby runs on the default limits' vCPUs for good: a
 	 * sandbox of another count would only be declined by each one. */
 	int may_claim = al_config_driver_enabled(cfg, sb->driver);

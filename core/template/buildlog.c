@@ -15,8 +15,8 @@
 
 #include "base/cleanup.h"
 #include "model/auth.h"
-#include "model/template.h"
 #include "proto/sse.h"
+#include "template/builddir.h"
 
 static int finished(json_object *o)
 {
@@ -142,7 +142,7 @@ int al_buildlog_lease_live(const al_config *cfg, const char *id,
 {
 	char dir[AL_PATH_MAX], path[AL_PATH_MAX + 128];
 	struct stat st;
-	if (al_build_dir(cfg, id, dir, sizeof dir, NULL) < 0 ||
+	if (al_builddir_path(cfg, id, dir, sizeof dir, NULL) < 0 ||
 	    lease_path(dir, lease, "open", path, sizeof path) < 0 ||
 	    !al_buildlog_streamer_up(cfg, id))
 		return 0;

@@ -1,7 +1,7 @@
 /* buildlog: a build's log as the SSE stream of
  * GET /v1/templates/builds/{id}/logs, which nginx carries from the
  * builder (like exec streams from the shim, core/proto/streamhttp.h):
- *  - each log.jsonl line (core/model/template.h) becomes one event;
+ *  - each log.jsonl line (core/template/builddir.h) becomes one event;
  *  - the stream is named "build-<id>": the builder's log streamer
  *    listens on run/stream/build-<id>.sock and nginx reaches it as
  *    /_airlock/stream/build-<id>/<token>;

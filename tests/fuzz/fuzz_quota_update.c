@@ -7,7 +7,7 @@
 #include <stdlib.h>
 
 #include "model/project.h"
-#include "model/template.h"
+#include "sandbox/poolbounds.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -15,7 +15,7 @@ static void pool_bounds(const uint8_t *data, size_t size)
 {
 	al_json_setting u[AL_POOL_NBOUNDS];
 	al_err err;
-	if (al_template_pool_parse((const char *)data, size, u, &err) < 0) {
+	if (al_poolbounds_parse((const char *)data, size, u, &err) < 0) {
 		if (err.code != AL_EINVAL && err.code != AL_ETOOBIG)
 			abort();
 		return;
@@ -25,7 +25,7 @@ static void pool_bounds(const uint8_t *data, size_t size)
 		if (u[k].is_null && !u[k].set)
 			abort();
 		if (u[k].set && !u[k].is_null &&
-		    (u[k].value < 0 || u[k].value > AL_POOL_BOUND_MAX))
+		    (u[k].value < 0 || u[k].value > AL_POOLBOUNDS_MAX))
 			abort();
 		any |= u[k].set;
 	}

@@ -10,7 +10,10 @@
 
 #include <cmocka.h>
 
+#include "model/build.h"
 #include "model/template.h"
+#include "sandbox/poolbounds.h"
+#include "template/builddir.h"
 
 static void cfg_init(al_config *cfg)
 {
@@ -65,8 +68,8 @@ static void test_bad_names_refused(void **state)
 							    out, sizeof out,
 							    &err),
 				 -1);
-		assert_int_equal(al_build_dir(&cfg, bad[i], out, sizeof out,
-					      &err),
+		assert_int_equal(al_builddir_path(&cfg, bad[i], out, sizeof out,
+						  &err),
 				 -1);
 	}
 	al_err err = {0};
@@ -102,7 +105,7 @@ static void test_too_small_buffer(void **state)
 						    sizeof out, &err),
 			 -1);
 	assert_int_equal(err.code, AL_EINVAL);
-	assert_int_equal(al_build_dir(&cfg, "b123", out, 8, &err), -1);
+	assert_int_equal(al_builddir_path(&cfg, "b123", out, 8, &err), -1);
 }
 
 static void test_build_dir(void **state)
@@ -112,7 +115,8 @@ static void test_build_dir(void **state)
 	cfg_init(&cfg);
 	char out[1024];
 	al_err err = {0};
-	assert_int_equal(al_build_dir(&cfg, "b0a1", out, sizeof out, &err), 0);
+	assert_int_equal(al_builddir_path(&cfg, "b0a1", out, sizeof out, &err),
+			 0);
 	assert_string_equal(out, "/var/lib/airlock/builds/b0a1");
 }
 
@@ -143,28 +147,28 @@ static void test_pool_bounds(void **state)
 	cfg.warm_pool_vm_max = 2;
 	uint32_t min, max;
 	int dflt[AL_POOL_NBOUNDS] = {-1, -1, -1, -1};
-	al_template_pool_bounds(&cfg, dflt, "ns", &min, &max);
+	al_poolbounds_in_effect(&cfg, dflt, "ns", &min, &max);
 	assert_int_equal(min, 2);
 	assert_int_equal(max, 8);
-	al_template_pool_bounds(&cfg, dflt, "vm", &min, &max);
+	al_poolbounds_in_effect(&cfg, dflt, "vm", &min, &max);
 	assert_int_equal(min, 0);
 	assert_int_equal(max, 0);
 
 	int own[AL_POOL_NBOUNDS] = {5, -1, -1, 3};
-	al_template_pool_bounds(&cfg, own, "ns", &min, &max);
+	al_poolbounds_in_effect(&cfg, own, "ns", &min, &max);
 	assert_int_equal(min, 5);
 	assert_int_equal(max, 8);
-	al_template_pool_bounds(&cfg, own, "vm", &min, &max);
+	al_poolbounds_in_effect(&cfg, own, "vm", &min, &max);
 	assert_int_equal(min, 0);
 	assert_int_equal(max, 3);
 
 	int low[AL_POOL_NBOUNDS] = {6, 4, -1, -1};
-	al_template_pool_bounds(&cfg, low, "ns", &min, &max);
+	al_poolbounds_in_effect(&cfg, low, "ns", &min, &max);
 	assert_int_equal(min, 6);
 	assert_int_equal(max, 6);
 
 	cfg.drivers = AL_CONFIG_DRIVER_VM;
-	al_template_pool_bounds(&cfg, own, "ns", &min, &max);
+	al_poolbounds_in_effect(&cfg, own, "ns", &min, &max);
 	assert_int_equal(min, 0);
 	assert_int_equal(max, 0);
 }
@@ -175,7 +179,7 @@ static void test_pool_parse(void **state)
 	al_json_setting u[AL_POOL_NBOUNDS];
 	al_err err;
 	const char *ok = "{\"ns_min\":3,\"vm_max\":null}";
-	assert_int_equal(al_template_pool_parse(ok, strlen(ok), u, &err), 0);
+	assert_int_equal(al_poolbounds_parse(ok, strlen(ok), u, &err), 0);
 	assert_true(u[AL_POOL_NS_MIN].set && !u[AL_POOL_NS_MIN].is_null);
 	assert_int_equal(u[AL_POOL_NS_MIN].value, 3);
 	assert_true(u[AL_POOL_VM_MAX].set && u[AL_POOL_VM_MAX].is_null);
@@ -191,8 +195,8 @@ static void test_pool_parse(void **state)
 		"{",
 	};
 	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-		assert_int_equal(al_template_pool_parse(bad[i], strlen(bad[i]),
-							u, &err),
+		assert_int_equal(al_poolbounds_parse(bad[i], strlen(bad[i]), u,
+						     &err),
 				 -1);
 		assert_int_equal(err.code, AL_EINVAL);
 	}
