@@ -394,7 +394,7 @@ int main(int argc, char **argv)
 	/* Without it, shims prepare their sandboxes' slots themselves (and
 	 * fail the start where they cannot either). */
 	static al_netpool netpool;
-	if (al_netpool_open(&netpool, cfg.state_dir, NULL, &err) == 0)
+	if (al_netpool_open(&netpool, cfg.state_dir, cfg.net_pool, &err) == 0)
 		c->net = &netpool;
 	else
 		al_warn("network slots: %s", err.msg);

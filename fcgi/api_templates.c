@@ -283,8 +283,12 @@ void fcgi_api_template_build(al_req *r)
 	}
 	al_info("template %s: build %s started", fields[0].value, id);
 	json_object *o = json_object_new_object();
-	char logs[128];
-	snprintf(logs, sizeof logs, "/v1/templates/builds/%s/logs", id);
+	/* Under the prefix the client reached the API by. */
+	size_t pl;
+	const char *prefix = fcgi_req_prefix(r, &pl);
+	char logs[AL_PATH_MAX];
+	snprintf(logs, sizeof logs, "%.*s/v1/templates/builds/%s/logs", (int)pl,
+		 prefix, id);
 	json_object_object_add(o, "build_id", json_object_new_string(id));
 	json_object_object_add(o, "name",
 			       json_object_new_string(fields[0].value));

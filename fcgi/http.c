@@ -16,6 +16,18 @@ const char *fcgi_req_param(al_req *r, const char *name)
 	return FCGX_GetParam(name, r->fcgi->envp);
 }
 
+const char *fcgi_req_prefix(al_req *r, size_t *len)
+{
+	const char *prefix = fcgi_req_param(r, "AIRLOCK_PREFIX");
+	if (prefix == NULL)
+		prefix = "";
+	size_t n = strlen(prefix);
+	while (n > 0 && prefix[n - 1] == '/')
+		n--;
+	*len = n;
+	return prefix;
+}
+
 const char *fcgi_req_query(al_req *r, const char *key)
 {
 	return al_query_get(&r->query, key);

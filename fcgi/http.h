@@ -40,6 +40,9 @@ typedef void (*al_handler_fn)(al_req *r);
 
 /* Request parameters (FastCGI environment). */
 const char *fcgi_req_param(al_req *r, const char *name);
+/* The location prefix the API is served under (AIRLOCK_PREFIX, without
+ * its trailing slashes): its length in *len, "" when none. */
+const char *fcgi_req_prefix(al_req *r, size_t *len);
 /* Query parameter by exact key, NULL if absent (first occurrence). */
 const char *fcgi_req_query(al_req *r, const char *key);
 /* The thread's database connection, connected if needed; NULL with

@@ -104,16 +104,12 @@ static int request_path(al_req *r, al_err *err)
 			p = "/";
 		n = strcspn(p, "?");
 	}
-	const char *prefix = fcgi_req_param(r, "AIRLOCK_PREFIX");
-	if (prefix != NULL) {
-		size_t pl = strlen(prefix);
-		while (pl > 0 && prefix[pl - 1] == '/')
-			pl--;
-		if (pl > 0 && n >= pl && strncmp(p, prefix, pl) == 0 &&
-		    (n == pl || p[pl] == '/')) {
-			p += pl;
-			n -= pl;
-		}
+	size_t pl;
+	const char *prefix = fcgi_req_prefix(r, &pl);
+	if (pl > 0 && n >= pl && strncmp(p, prefix, pl) == 0 &&
+	    (n == pl || p[pl] == '/')) {
+		p += pl;
+		n -= pl;
 	}
 	if (n >= sizeof r->path)
 		return al_err_set(err, AL_ENOENT, 0, "no such endpoint");

@@ -648,3 +648,83 @@ def test_deleted_templates_spare_snapshots_go(stack, api, templates):
     while mine():
         assert time.monotonic() < deadline, mine()
         time.sleep(0.5)
+
+
+def reload_nginx(stack):
+    ngx = f"{stack.state}/nginx"
+    subprocess.run(["nginx", "-p", f"{ngx}/", "-c", f"{ngx}/nginx.conf",
+                    "-e", f"{stack.state}/log/nginx-error.log", "-s",
+                    "reload"], check=True, timeout=30)
+
+
+def location_block(text, head):
+    """The nginx block that starts with head, through its closing brace."""
+    start = text.index(head)
+    depth = 0
+    for i in range(start, len(text)):
+        if text[i] == "{":
+            depth += 1
+        elif text[i] == "}":
+            depth -= 1
+            if depth == 0:
+                return text[start:i + 1]
+    raise AssertionError(f"{head} has no end")
+
+
+def test_api_under_a_path_prefix(stack, api):
+    """operations.md's "Under a path prefix": the /v1/ location's body
+    under /airlock/ with AIRLOCK_PREFIX set. The workers route the
+    prefixed paths, and the build log URL a build answers with carries the
+    prefix (without one, it is the plain path) and streams the log."""
+    name = unique("prefix")
+    r = submit(api, name, "FROM minimal\nRUN true\n")
+    assert r.status_code == 202, r.text
+    plain = r.json()
+    assert plain["logs"] == f"/v1/templates/builds/{plain['build_id']}/logs"
+    follow(api, plain["build_id"])
+
+    conf = f"{stack.state}/nginx/airlock.conf"
+    original = open(conf).read()
+    block = location_block(original, "location /v1/ {")
+    assert 'fastcgi_param AIRLOCK_PREFIX    "";' in block
+    prefixed = block.replace("location /v1/ {", "location /airlock/ {", 1) \
+        .replace('fastcgi_param AIRLOCK_PREFIX    "";',
+                 "fastcgi_param AIRLOCK_PREFIX /airlock/;")
+    try:
+        with open(conf, "a") as f:
+            f.write("\n" + prefixed + "\n")
+        reload_nginx(stack)
+        deadline = time.monotonic() + 30
+        while True:
+            r = api.get(f"{api.base}/airlock/v1/health", timeout=TIMEOUT)
+            if r.status_code == 200 or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+        assert r.status_code == 200 and r.json() == {"status": "ok"}, r.text
+        r = api.get(f"{api.base}/airlock/v1/templates/{name}",
+                    timeout=TIMEOUT)
+        assert r.status_code == 200 and r.json()["name"] == name, r.text
+        parts = {"name": (None, name), "airlockfile": (None,
+                 "FROM minimal\nRUN echo again\n")}
+        r = api.post(f"{api.base}/airlock/v1/templates", files=parts,
+                     timeout=TIMEOUT)
+        assert r.status_code == 202, r.text
+        body = r.json()
+        logs = body["logs"]
+        assert logs == f"/airlock/v1/templates/builds/{body['build_id']}/logs"
+        r = api.get(api.base + logs, headers={"Accept": "text/event-stream"},
+                    stream=True, timeout=(5, 600))
+        assert r.status_code == 200, r.text
+        events = []
+        for ev in sse_events(r):
+            events.append(ev)
+            if ev.name == "status" and ev.data.get("status") in (
+                    "succeeded", "failed"):
+                break
+        r.close()
+        assert events[-1].data["status"] == "succeeded", events
+    finally:
+        with open(conf, "w") as f:
+            f.write(original)
+        reload_nginx(stack)
+        delete_template(api, name)
