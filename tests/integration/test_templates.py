@@ -61,9 +61,11 @@ def submit(api, name, airlockfile, files=None, no_cache=False, context=None):
     return api.post(f"{api.base}/v1/templates", files=parts, timeout=timeout)
 
 
-def follow(api, build_id, seconds=600):
-    """The build's log events until its status event."""
-    r = api.get(f"{api.base}/v1/templates/builds/{build_id}/logs",
+def follow(api, build_id, seconds=600, logs=None):
+    """The build's log events until its status event; logs: the log's
+    path, if not the plain one."""
+    logs = logs or f"/v1/templates/builds/{build_id}/logs"
+    r = api.get(api.base + logs,
                 headers={"Accept": "text/event-stream"}, stream=True,
                 timeout=(5, seconds))
     assert r.status_code == 200, r.text
@@ -712,16 +714,7 @@ def test_api_under_a_path_prefix(stack, api):
         body = r.json()
         logs = body["logs"]
         assert logs == f"/airlock/v1/templates/builds/{body['build_id']}/logs"
-        r = api.get(api.base + logs, headers={"Accept": "text/event-stream"},
-                    stream=True, timeout=(5, 600))
-        assert r.status_code == 200, r.text
-        events = []
-        for ev in sse_events(r):
-            events.append(ev)
-            if ev.name == "status" and ev.data.get("status") in (
-                    "succeeded", "failed"):
-                break
-        r.close()
+        events = follow(api, body["build_id"], logs=logs)
         assert events[-1].data["status"] == "succeeded", events
     finally:
         with open(conf, "w") as f:
