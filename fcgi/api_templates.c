@@ -23,26 +23,18 @@
 #include <unistd.h>
 
 #include "api_templates.h"
-#include "base/cleanup.h"
 #include "base/log.h"
 #include "base/multipart.h"
-#include "base/rmtree.h"
-#include "base/spawn.h"
 #include "model/build.h"
-#include "model/project.h"
-#include "model/sandbox.h"
 #include "model/template.h"
-#include "pool/store.h"
 #include "proto/agentproto.h"
 #include "proto/sse.h"
 #include "sandbox/poolbounds.h"
-#include "sandbox/standby.h"
+#include "sandbox/template_ops.h"
 #include "streams.h"
-#include "template/airlockfile.h"
 #include "template/builddir.h"
 #include "template/buildlog.h"
 #include "template/context.h"
-#include "template/versions.h"
 
 #define AIRLOCKFILE_MAX (1024 * 1024)
 #define CONTEXT_MAX (1024ull << 20)
@@ -50,42 +42,6 @@
 #define LOG_POLL_MS 50
 /* How long a log request waits for a queued build's builder. */
 #define BUILDER_START_MS 5000
-
-/* A name the router would read as something else. */
-static int name_reserved(const char *name)
-{
-	return strcmp(name, "builds") == 0;
-}
-
-/* Remove a build directory that never got its row. */
-static void discard_build_dir(const char *dir)
-{
-	al_err err = {0};
-	if (al_rmtree(dir, &err) < 0)
-		al_warn("removing %s: %s", dir, err.msg);
-}
-
-static int write_file(const char *dir, const char *name, const char *data,
-		      size_t len, al_err *err)
-{
-	char path[AL_PATH_MAX + 64];
-	snprintf(path, sizeof path, "%s/%s", dir, name);
-	al_autofd int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC,
-				0600);
-	if (fd < 0)
-		return al_err_sys(err, AL_ESYS, errno, "create %s", path);
-	size_t off = 0;
-	while (off < len) {
-		ssize_t n = write(fd, data + off, len - off);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return al_err_sys(err, AL_ESYS, errno, "write %s",
-					  path);
-		off += (size_t)n;
-	}
-	return 0;
-}
 
 /* Stream the multipart body into fields (context straight to its file). */
 static int read_form(al_req *r, al_mp_field *fields, size_t n, al_err *err)
@@ -126,90 +82,13 @@ static int parse_bool(const al_mp_field *f, int *out, al_err *err)
 	return 0;
 }
 
-/* The Airlockfile must parse, and a FROM <template> must exist: both are
- * the client's mistake (400, naming the line). */
-static int check_airlockfile(al_db *db, const al_identity *who,
-			     const char *text, size_t len, al_err *err)
-{
-	int line = 0;
-	al_airlockfile *af = al_airlockfile_parse(text, len, &line, err);
-	if (af == NULL)
-		return -1;
-	int rc = 0;
-	if (af->from->base == AL_AF_BASE_TEMPLATE) {
-		al_template_version tv = {0};
-		al_err e = {0};
-		if (al_template_access(db, af->from->template_name, who, 0,
-				       &e) < 0 ||
-		    al_template_get_version(db, af->from->template_name, 0, &tv,
-					    &e) < 0)
-			rc = al_err_set(err,
-					e.code == AL_ENOENT ? AL_EINVAL
-							    : e.code,
-					0, "line %d: %s", af->steps[0].line,
-					e.code == AL_ENOENT
-						? "FROM names an unknown "
-						  "template"
-						: e.msg);
-		al_template_version_free(&tv);
-	}
-	al_airlockfile_free(af);
-	return rc;
-}
-
-/* A name r's key may build: new, or a template it may change. Names are
- * unique across projects. */
-static int check_name(al_db *db, const al_identity *who, const char *name,
-		      al_err *err)
-{
-	al_template_owner o;
-	al_err e = {0};
-	if (al_template_owner_get(db, name, &o, &e) < 0) {
-		if (e.code == AL_ENOENT)
-			return 0;
-		*err = e;
-		return -1;
-	}
-	if (al_template_may(&o, who, 1))
-		return 0;
-	return al_err_set(err, AL_EEXIST, 0,
-			  o.public ? "template name '%s' is taken by a public "
-				     "template"
-				   : "template name '%s' is taken",
-			  name);
-}
-
-static int start_builder(const al_config *cfg, const char *id, al_err *err)
-{
-	char prog[AL_PATH_MAX + 32], logpath[AL_PATH_MAX + 32];
-	if ((size_t)snprintf(prog, sizeof prog, "%s/airlock-builder",
-			     cfg->libexec_dir) >= sizeof prog ||
-	    (size_t)snprintf(logpath, sizeof logpath, "%s/log/builder.log",
-			     cfg->state_dir) >= sizeof logpath)
-		return al_err_set(err, AL_EINVAL, 0, "path too long");
-	char *const argv[] = {prog, "--build", (char *)id, NULL};
-	return al_spawn_detached(prog, argv, logpath, NULL, err);
-}
-
 void fcgi_api_template_build(al_req *r)
 {
 	al_err err = {0};
-	char id[21], dir[AL_PATH_MAX], parent[AL_PATH_MAX + 16];
-	/* A build writes a new template version into the pool. */
-	if (al_store_room(r->cfg->pool_dir, r->cfg->pool_full_pct, &err) < 0) {
-		fcgi_http_error(r, &err);
-		return;
-	}
+	char id[21], dir[AL_PATH_MAX];
 	al_db *db = fcgi_req_db(r, &err);
-	if (db == NULL || al_sandbox_new_id(id, &err) < 0 ||
-	    al_builddir_path(r->cfg, id, dir, sizeof dir, &err) < 0) {
-		fcgi_http_error(r, &err);
-		return;
-	}
-	snprintf(parent, sizeof parent, "%s/builds", r->cfg->state_dir);
-	if ((mkdir(parent, 0700) < 0 && errno != EEXIST) ||
-	    mkdir(dir, 0700) < 0) {
-		al_err_sys(&err, AL_ESYS, errno, "mkdir %s", dir);
+	if (db == NULL ||
+	    al_template_ops_build_dir(r->cfg, id, dir, sizeof dir, &err) < 0) {
 		fcgi_http_error(r, &err);
 		return;
 	}
@@ -219,7 +98,7 @@ void fcgi_api_template_build(al_req *r)
 			  0600);
 	if (ctx_fd < 0) {
 		al_err_sys(&err, AL_ESYS, errno, "create %s", ctx_path);
-		discard_build_dir(dir);
+		al_template_ops_build_abandon(dir);
 		fcgi_http_error(r, &err);
 		return;
 	}
@@ -242,46 +121,24 @@ void fcgi_api_template_build(al_req *r)
 		rc = al_err_set(&err, AL_EINVAL, 0, "context is empty");
 	if (rc == 0 && !fields[2].present)
 		unlink(ctx_path); /* no context: COPY has nothing to copy */
-	if (rc == 0 &&
-	    (strlen(fields[0].value) != fields[0].len ||
-	     !al_id_valid(fields[0].value) || name_reserved(fields[0].value)))
+	if (rc == 0 && strlen(fields[0].value) != fields[0].len)
 		rc = al_err_set(&err, AL_EINVAL, 0,
 				"name must be 1-63 characters of [a-z0-9-], "
 				"not starting with '-', and not 'builds'");
 	if (rc == 0)
 		rc = parse_bool(&fields[3], &no_cache, &err);
-	if (rc == 0)
-		rc = check_name(db, &r->who, fields[0].value, &err);
-	if (rc == 0)
-		rc = check_airlockfile(db, &r->who, fields[1].value,
-				       (size_t)fields[1].len, &err);
-	if (rc == 0)
-		rc = write_file(dir, "Airlockfile", fields[1].value,
-				(size_t)fields[1].len, &err);
-	if (rc == 0)
-		rc = al_project_begin_build(db, r->cfg, r->who.project, &err);
-	if (rc == 0 && (al_build_insert(db, id, fields[0].value, r->who.project,
-					r->who.role == AL_ROLE_ADMIN, no_cache,
-					&err) < 0 ||
-			al_db_commit(db, &err) < 0)) {
-		al_db_rollback(db);
-		rc = -1;
-	}
+	if (rc < 0)
+		al_template_ops_build_abandon(dir);
+	else
+		rc = al_template_ops_build(r->cfg, db, &r->who, id, dir,
+					   fields[0].value, fields[1].value,
+					   (size_t)fields[1].len, no_cache,
+					   &err);
 	if (rc < 0) {
 		al_mp_fields_free(fields, nf);
-		discard_build_dir(dir);
 		fcgi_http_error(r, &err);
 		return;
 	}
-	if (start_builder(r->cfg, id, &err) < 0) {
-		al_err tmp = {0};
-		al_build_update(db, id, AL_BUILD_FAILED, 0, 0, 0,
-				"could not start the builder", &tmp);
-		al_mp_fields_free(fields, nf);
-		fcgi_http_error(r, &err);
-		return;
-	}
-	al_info("template %s: build %s started", fields[0].value, id);
 	json_object *o = json_object_new_object();
 	/* Under the prefix the client reached the API by. */
 	size_t pl;
@@ -377,19 +234,10 @@ void fcgi_api_template_delete(al_req *r)
 		fcgi_http_error(r, &err);
 		return;
 	}
-	if (!al_id_valid(r->id)) {
-		fcgi_http_errorf(r, AL_ENOENT, "no such template");
-		return;
-	}
-	if (al_template_access(db, r->id, &r->who, 1, &err) < 0 ||
-	    al_versions_delete(db, r->cfg, r->id, &err) < 0) {
+	if (al_template_ops_delete(r->cfg, db, &r->who, r->id, &err) < 0) {
 		fcgi_http_error(r, &err);
 		return;
 	}
-	/* Its standbys can never be claimed now: out of the pool at once,
-	 * and the controller ends them. */
-	al_standby_retire_all(r->cfg, r->id, NULL);
-	al_info("template %s deleted", r->id);
 	fcgi_http_no_content(r);
 }
 
