@@ -109,7 +109,8 @@ int al_template_ops_build_dir(const al_config *cfg, char *id, char *dir,
 	    al_builddir_path(cfg, id, dir, dirlen, err) < 0)
 		return -1;
 	snprintf(parent, sizeof parent, "%s/builds", cfg->state_dir);
-	if ((mkdir(parent, 0700) < 0 && errno != EEXIST) || mkdir(dir, 0700) < 0)
+	if ((mkdir(parent, 0700) < 0 && errno != EEXIST) ||
+	    mkdir(dir, 0700) < 0)
 		return al_err_sys(err, AL_ESYS, errno, "mkdir %s", dir);
 	return 0;
 }
@@ -137,10 +138,10 @@ int al_template_ops_build(const al_config *cfg, al_db *db,
 		rc = al_file_replace(path, airlockfile, len, 0600, err);
 	if (rc == 0)
 		rc = al_project_begin_build(db, cfg, who->project, err);
-	if (rc == 0 && (al_build_insert(db, id, name, who->project,
-					who->role == AL_ROLE_ADMIN, no_cache,
-					err) < 0 ||
-			al_db_commit(db, err) < 0)) {
+	if (rc == 0 &&
+	    (al_build_insert(db, id, name, who->project,
+			     who->role == AL_ROLE_ADMIN, no_cache, err) < 0 ||
+	     al_db_commit(db, err) < 0)) {
 		al_db_rollback(db);
 		rc = -1;
 	}
