@@ -47,49 +47,55 @@ int al_shimctl_call(int fd, uint16_t type, uint32_t id, json_object *req,
 				   err);
 }
 
-int al_shimctl_call_raw(int fd, uint16_t type, uint32_t id, const char *body,
-			int64_t deadline_ms, json_object **result, al_err *err)
+/* Frames from fd until the RESULT (0, *f filled: the caller frees it) or
+ * the ERROR (-1, err as the shim sent it) of request id; frames of other
+ * requests are dropped. */
+static int await_answer(int fd, uint32_t id, int64_t deadline_ms, al_frame *f,
+			al_err *err)
 {
-	if (al_frame_send(fd, type, id, body, strlen(body), err) < 0)
-		return -1;
 	al_frame_reader r;
 	al_frame_reader_init(&r);
-	int rc = -1;
+	int rc;
 	for (;;) {
-		al_frame f;
-		if (al_frame_recv(fd, &r, &f, deadline_ms, err) < 0)
+		rc = al_frame_recv(fd, &r, f, deadline_ms, err);
+		if (rc < 0)
 			break;
-		if (f.id != id ||
-		    (f.type != AL_F_RESULT && f.type != AL_F_ERROR)) {
-			al_frame_free(&f);
-			continue;
-		}
-		if (f.type == AL_F_ERROR) {
+		if (f->id == id && f->type == AL_F_RESULT)
+			break;
+		if (f->id == id && f->type == AL_F_ERROR) {
 			al_err perr;
-			if (al_error_unpack(f.payload, f.len, err, &perr) < 0)
+			if (al_error_unpack(f->payload, f->len, err, &perr) < 0)
 				al_err_set(err, AL_EPROTO, 0,
 					   "shim sent a malformed answer");
-			al_frame_free(&f);
+			al_frame_free(f);
+			rc = -1;
 			break;
 		}
-		json_object *obj = json_tokener_parse((const char *)f.payload);
-		al_frame_free(&f);
-		if (obj == NULL ||
-		    !json_object_is_type(obj, json_type_object)) {
-			json_object_put(obj);
-			al_err_set(err, AL_EPROTO, 0,
-				   "shim sent a malformed answer");
-			break;
-		}
-		if (result != NULL)
-			*result = obj;
-		else
-			json_object_put(obj);
-		rc = 0;
-		break;
+		al_frame_free(f);
 	}
 	al_frame_reader_free(&r);
 	return rc;
+}
+
+int al_shimctl_call_raw(int fd, uint16_t type, uint32_t id, const char *body,
+			int64_t deadline_ms, json_object **result, al_err *err)
+{
+	al_frame f;
+	if (al_frame_send(fd, type, id, body, strlen(body), err) < 0 ||
+	    await_answer(fd, id, deadline_ms, &f, err) < 0)
+		return -1;
+	json_object *obj = json_tokener_parse((const char *)f.payload);
+	al_frame_free(&f);
+	if (obj == NULL || !json_object_is_type(obj, json_type_object)) {
+		json_object_put(obj);
+		return al_err_set(err, AL_EPROTO, 0,
+				  "shim sent a malformed answer");
+	}
+	if (result != NULL)
+		*result = obj;
+	else
+		json_object_put(obj);
+	return 0;
 }
 
 void al_shimctl_relay_error(al_err *e)
@@ -144,34 +150,16 @@ int al_shimctl_request(const al_config *cfg, const char *sandbox, uint16_t type,
 		       const char *payload, int64_t deadline_ms,
 		       al_frame *result, al_err *err)
 {
-	int fd = al_shimctl_connect(cfg, sandbox, err);
+	al_autofd int fd = al_shimctl_connect(cfg, sandbox, err);
 	if (fd < 0)
 		return -1;
-	al_frame_reader rd;
-	al_frame_reader_init(&rd);
-	int rc = al_frame_send_until(fd, type, AL_REQ_ID_CLIENT, payload,
-				     strlen(payload), deadline_ms, err);
-	while (rc == 0) {
-		rc = al_frame_recv(fd, &rd, result, deadline_ms, err);
-		if (rc < 0)
-			break;
-		if (result->id == AL_REQ_ID_CLIENT &&
-		    result->type == AL_F_RESULT)
-			break;
-		if (result->id == AL_REQ_ID_CLIENT &&
-		    result->type == AL_F_ERROR) {
-			al_shimctl_error_frame(result, err);
-			al_frame_free(result);
-			rc = -1;
-			break;
-		}
-		al_frame_free(result);
-	}
-	al_frame_reader_free(&rd);
-	close(fd);
-	if (rc < 0)
+	if (al_frame_send_until(fd, type, AL_REQ_ID_CLIENT, payload,
+				strlen(payload), deadline_ms, err) < 0 ||
+	    await_answer(fd, AL_REQ_ID_CLIENT, deadline_ms, result, err) < 0) {
 		al_shimctl_relay_error(err);
-	return rc;
+		return -1;
+	}
+	return 0;
 }
 
 int al_shimctl_destroy(const al_config *cfg, const char *id, al_err *err)
