@@ -41,7 +41,22 @@ typedef struct al_sandbox_spec {
 	 * slot's guest namespace; vm: QEMU's NIC gets the slot's tap and
 	 * the guest its address. */
 	const struct al_netslot *net;
+	/* NULL: start from the template. Else a directory capture() filled
+	 * (vm): start resumes the machine saved there, with rootfs the
+	 * snapshot of its disk taken after the capture. Its agent is the
+	 * one that ran, paused (AL_F_PAUSE) and long past its HELLO: the
+	 * caller sends it AL_F_RESUME, then AL_F_IDENTITY (clock, fresh
+	 * entropy), instead of waiting for a HELLO. */
+	const char *restore_dir;
 } al_sandbox_spec;
+
+/* What a capture wrote, for the shim's timing line and the snapshot's
+ * record. */
+typedef struct al_capture_stats {
+	uint64_t dirty_pages; /* guest pages written since the template's */
+	uint64_t bytes;	      /* new bytes on the pool (memory and state) */
+	double state_ms, scan_ms, write_ms;
+} al_capture_stats;
 
 /* One named step of a start and what it took, for the shim's timing
  * line (a driver fills what it measures; the rest stay zero). */
@@ -103,9 +118,20 @@ typedef struct al_driver {
 	 * files are the host's (ns). */
 	/* 1 when it grew the disk, 0 when it was big enough already. */
 	int (*grow_disk)(al_driver_handle *h, uint64_t bytes, al_err *err);
-	/* Freeze / thaw all processes (later issues; may be NULL). */
+	/* Stop / go on (resident: memory stays, nothing is released): vm
+	 * QMP stop / cont, ns the freezer. */
 	int (*pause)(al_driver_handle *h, al_err *err);
 	int (*resume)(al_driver_handle *h, al_err *err);
+	/* Save the paused machine's memory and device state into dir (an
+	 * empty directory on the pool), for a later start with
+	 * spec->restore_dir = dir. Only the guest pages written since the
+	 * template's snapshot are written (the rest are the template's), so
+	 * its cost follows what the guest wrote, not its size. The machine
+	 * stays paused; its disk lives in the rootfs, which the caller
+	 * snapshots next. NULL: the driver keeps no memory (ns), and a
+	 * suspend keeps the filesystem only. */
+	int (*capture)(al_driver_handle *h, const char *dir,
+		       al_capture_stats *st, al_err *err);
 	/* The accelerator the started machine runs under ("kvm", "tcg"):
 	 * known only after start, since a restore runs under the one its
 	 * snapshot was taken with. NULL where the machine is no virtual

@@ -143,6 +143,20 @@ enum al_frame_type {
 	 * {"ok":false,"error":"..."}; answers the GW_CONFIG of its id. */
 	AL_F_GW_ACK = 42,
 
+	/* Pause and resume. fcgi -> shim: {} -> RESULT {} once the sandbox
+	 * is paused (resident: vm vCPUs stopped, ns jail frozen) or running
+	 * again. shim -> agent, before the machine stops and after it runs
+	 * again: {} -> RESULT {}. After its PAUSE RESULT the agent writes
+	 * nothing more to the channel (output waits in the pipes, exits and
+	 * answers in its queue) and no command deadline fires, until a
+	 * RESUME; then every deadline moves by the time it was paused on
+	 * its own clock (a vm guest's clock stood still with it). The host
+	 * sends nothing else between the two, so the channel is quiet and
+	 * at a frame boundary while paused: a vm can be saved then and the
+	 * agent resumed by another shim. */
+	AL_F_PAUSE = 43,
+	AL_F_RESUME = 44,
+
 	/* The credential channel (issue 11); payloads packed and unpacked in
 	 * core/cred/credproto.h, which documents each. */
 	AL_F_CRED_HELLO = 50,
@@ -171,6 +185,8 @@ enum al_frame_type {
 #define AL_REQ_ID_BOOT_START 0xffffffe0u
 #define AL_REQ_ID_BOOT_WARM_UP 0xffffffe1u
 #define AL_REQ_ID_BOOT_READY 0xffffffe2u
+#define AL_REQ_ID_PAUSE 0xffffffe3u
+#define AL_REQ_ID_RESUME 0xffffffe4u
 #define AL_REQ_ID_VM_IDENTITY 0xfffffff0u
 #define AL_REQ_ID_VM_DISK_GROW 0xfffffff1u
 
