@@ -372,6 +372,29 @@ bad:
 	agent_send_err(a, f->id, &err);
 }
 
+/* PAUSE: answer, then generate nothing (the loop reads no pipe, sends
+ * no exit or file chunk, fires no deadline) until RESUME, so that the
+ * channel stays quiet while the machine is stopped or saved. */
+static void pause_agent(agent *a, const al_frame *f)
+{
+	if (a->paused_at == 0)
+		a->paused_at = al_now_ms();
+	agent_send(a, AL_F_RESULT, f->id, "{}", 2);
+}
+
+/* RESUME: deadlines move by the time paused on this clock (a vm guest's
+ * stood still while it was stopped, so there it moves them by ~0). */
+static void resume_agent(agent *a, const al_frame *f)
+{
+	if (a->paused_at != 0) {
+		int64_t paused = al_now_ms() - a->paused_at;
+		if (paused > 0)
+			agent_exec_shift_deadlines(a, paused);
+		a->paused_at = 0;
+	}
+	agent_send(a, AL_F_RESULT, f->id, "{}", 2);
+}
+
 /* ---- the loop ---- */
 
 static void dispatch(agent *a, const al_frame *f)
@@ -379,6 +402,12 @@ static void dispatch(agent *a, const al_frame *f)
 	switch ((enum al_frame_type)f->type) {
 	case AL_F_IDENTITY:
 		identity(a, f);
+		return;
+	case AL_F_PAUSE:
+		pause_agent(a, f);
+		return;
+	case AL_F_RESUME:
+		resume_agent(a, f);
 		return;
 	case AL_F_DISK_GROW:
 		agent_disk_grow(a, f);
@@ -516,8 +545,10 @@ static void loop(agent *a)
 {
 	for (;;) {
 		take_frames(a);
-		bool more_files = agent_file_pump(a);
-		agent_exec_finish(a);
+		bool paused = a->paused_at != 0;
+		bool more_files = !paused && agent_file_pump(a);
+		if (!paused)
+			agent_exec_finish(a);
 
 		int rc = al_buf_flush(&a->out, a->chan, NULL);
 		if (rc < 0)
@@ -547,7 +578,7 @@ static void loop(agent *a)
 		pfd[n] = (struct pollfd){.fd = a->sigfd, .events = POLLIN};
 		slots[n++] = (struct slot){SLOT_SIG, NULL};
 		for (agent_req *r = a->reqs; r != NULL; r = r->next) {
-			if (r->kind != REQ_PROC)
+			if (r->kind != REQ_PROC || paused)
 				continue;
 			if (!full && r->out_fd >= 0) {
 				pfd[n] = (struct pollfd){r->out_fd, POLLIN, 0};
@@ -563,7 +594,7 @@ static void loop(agent *a)
 			}
 		}
 
-		int timeout = agent_exec_timeouts(a);
+		int timeout = paused ? -1 : agent_exec_timeouts(a);
 		if (more_files && !full)
 			timeout = 0;
 		if (poll(pfd, n, timeout) < 0) {

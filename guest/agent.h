@@ -60,6 +60,9 @@ typedef struct agent {
 	int sigfd;
 	agent_req *reqs;
 	unsigned nreqs;
+	/* al_now_ms() of the host's PAUSE, 0 while running: the agent
+	 * generates no frame and no deadline fires until its RESUME. */
+	int64_t paused_at;
 } agent;
 
 /* Queue a frame for the host. The queue is bounded; overflowing it
@@ -99,6 +102,8 @@ void agent_exec_pipe_ready(agent *a, agent_req *r, int which);
 void agent_exec_stdin_ready(agent *a, agent_req *r);
 /* Kill processes past their deadline; returns ms to the next one, -1. */
 int agent_exec_timeouts(agent *a);
+/* Move every deadline by ms (the time the agent was paused). */
+void agent_exec_shift_deadlines(agent *a, int64_t ms);
 /* Send EXIT for reaped processes and free them. */
 void agent_exec_finish(agent *a);
 void agent_exec_kill_all(agent *a);

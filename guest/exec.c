@@ -746,6 +746,13 @@ int agent_exec_timeouts(agent *a)
 	return (int)next;
 }
 
+void agent_exec_shift_deadlines(agent *a, int64_t ms)
+{
+	for (agent_req *r = a->reqs; r != NULL; r = r->next)
+		if (r->kind == REQ_PROC && r->deadline_ms != 0)
+			r->deadline_ms += ms;
+}
+
 static void send_exit(agent *a, agent_req *r)
 {
 	al_exit_msg m = {.exit_code = -1};

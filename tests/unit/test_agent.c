@@ -8,6 +8,7 @@
 #include <ftw.h>
 #include <json-c/json.h>
 #include <limits.h>
+#include <poll.h>
 #include <sched.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -540,6 +541,63 @@ static void test_exec_timeout(void **state)
 	assert_string_equal(r->signal, "SIGKILL");
 	assert_true(r->timed_out);
 	assert_true(dt >= 250 && dt < 5000);
+	free(r);
+}
+
+/* A paused agent sends nothing (the host may stop or save its machine
+ * then) and its deadlines stand still: a command that would have timed
+ * out during the pause runs to its end after the RESUME. */
+static void test_pause_holds_output_and_deadlines(void **state)
+{
+	ctx *c = *state;
+	skip_hello(c);
+	run *r = new_run(40);
+	send_json(c, AL_F_EXEC, 40,
+		  "{\"cmd\":[\"sh\",\"-c\",\"echo one; sleep 1.5; echo two\"],"
+		  "\"timeout_ms\":1000}");
+	while (r->out_len < 4) {
+		al_frame f;
+		recv_frame(c, &f);
+		route(&r, 1, &f);
+		al_frame_free(&f);
+	}
+	assert_string_equal(r->out, "one\n");
+
+	al_frame f;
+	send_raw(c, AL_F_PAUSE, AL_REQ_ID_PAUSE, "{}", 2);
+	recv_frame(c, &f);
+	assert_int_equal(f.type, AL_F_RESULT);
+	assert_int_equal(f.id, AL_REQ_ID_PAUSE);
+	al_frame_free(&f);
+
+	/* 1.2 s quiet: past the command's deadline and its end. */
+	struct pollfd p = {.fd = c->fd, .events = POLLIN};
+	assert_int_equal(poll(&p, 1, 1200), 0);
+
+	send_raw(c, AL_F_RESUME, AL_REQ_ID_RESUME, "{}", 2);
+	recv_frame(c, &f);
+	assert_int_equal(f.type, AL_F_RESULT);
+	assert_int_equal(f.id, AL_REQ_ID_RESUME);
+	al_frame_free(&f);
+	wait_runs(c, &r, 1);
+	assert_string_equal(r->out, "one\ntwo\n");
+	assert_int_equal(r->exit_code, 0);
+	assert_false(r->timed_out);
+	free(r);
+}
+
+/* A RESUME without a PAUSE is answered and changes nothing. */
+static void test_resume_unpaused(void **state)
+{
+	ctx *c = *state;
+	skip_hello(c);
+	al_frame f;
+	send_raw(c, AL_F_RESUME, AL_REQ_ID_RESUME, "{}", 2);
+	recv_frame(c, &f);
+	assert_int_equal(f.type, AL_F_RESULT);
+	al_frame_free(&f);
+	run *r = exec_wait(c, 41, "{\"cmd\":[\"echo\",\"x\"]}");
+	assert_string_equal(r->out, "x\n");
 	free(r);
 }
 
@@ -1584,6 +1642,8 @@ int main(void)
 		T(test_exec_stdin_cat),
 		T(test_exec_concurrent),
 		T(test_exec_timeout),
+		T(test_pause_holds_output_and_deadlines),
+		T(test_resume_unpaused),
 		T(test_exec_background_does_not_hold_exit),
 		T(test_exec_signal),
 		T(test_exec_kill_on_exit),
