@@ -9,6 +9,7 @@
 #include "http.h"
 #include "model/sandbox.h"
 #include "model/sandbox_state.h"
+#include "sandbox/lifecycle_ops.h"
 #include "sandbox/sandbox_ops.h"
 #include "vm/net.h"
 
@@ -120,15 +121,13 @@ out:
 	json_object_put(filter);
 }
 
-void fcgi_api_sandbox_get(al_req *r)
+/* Answer the sandbox r->id as it is now. Another project's is not
+ * found by the very query that misses an unknown id. */
+static void answer_sandbox(al_req *r, al_db *db)
 {
 	al_err err;
 	al_sandbox sb;
-	al_db *db = fcgi_req_db(r, &err);
-	/* Another project's is not found by the very query that misses an
-	 * unknown id. */
-	if (db == NULL ||
-	    al_sandbox_get_in(db, r->id, fcgi_req_scope(r), &sb, &err) < 0) {
+	if (al_sandbox_get_in(db, r->id, fcgi_req_scope(r), &sb, &err) < 0) {
 		fcgi_http_error(r, &err);
 		return;
 	}
@@ -137,6 +136,42 @@ void fcgi_api_sandbox_get(al_req *r)
 	al_sandbox_free_fields(&sb);
 	fcgi_http_json(r, 200, o);
 	json_object_put(o);
+}
+
+void fcgi_api_sandbox_get(al_req *r)
+{
+	al_err err;
+	al_db *db = fcgi_req_db(r, &err);
+	if (db == NULL) {
+		fcgi_http_error(r, &err);
+		return;
+	}
+	answer_sandbox(r, db);
+}
+
+/* POST /v1/sandboxes/{id}/pause and /resume: no body; the answer is the
+ * sandbox as the operation left it. */
+static void lifecycle_call(al_req *r,
+			   int (*op)(const al_config *, al_db *, const char *,
+				     const char *, al_err *))
+{
+	al_err err = {0};
+	al_db *db = fcgi_req_db(r, &err);
+	if (db == NULL || op(r->cfg, db, r->id, fcgi_req_scope(r), &err) < 0) {
+		fcgi_http_error(r, &err);
+		return;
+	}
+	answer_sandbox(r, db);
+}
+
+void fcgi_api_sandbox_pause(al_req *r)
+{
+	lifecycle_call(r, al_lifecycle_pause);
+}
+
+void fcgi_api_sandbox_resume(al_req *r)
+{
+	lifecycle_call(r, al_lifecycle_resume);
 }
 
 void fcgi_api_sandbox_delete(al_req *r)

@@ -51,6 +51,8 @@ static const struct route {
 	{"GET", "/v1/sandboxes", KEY, fcgi_api_sandbox_list},
 	{"GET", "/v1/sandboxes/{id}", KEY, fcgi_api_sandbox_get},
 	{"DELETE", "/v1/sandboxes/{id}", KEY, fcgi_api_sandbox_delete},
+	{"POST", "/v1/sandboxes/{id}/pause", KEY, fcgi_api_sandbox_pause},
+	{"POST", "/v1/sandboxes/{id}/resume", KEY, fcgi_api_sandbox_resume},
 	{"PUT", "/v1/sandboxes/{id}/network", KEY,
 	 fcgi_api_sandbox_network_put},
 	{"GET", "/v1/sandboxes/{id}/egress", KEY, fcgi_api_sandbox_egress},

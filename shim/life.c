@@ -15,6 +15,7 @@
 #include "base/log.h"
 #include "boot.h"
 #include "gateway.h"
+#include "lifecycle.h"
 #include "netctl.h"
 #include "pool/poolcap.h"
 #include "pool/store.h"
@@ -483,6 +484,7 @@ void shim_init(shim *s, const char *name)
 	s->sig_fd = -1;
 	s->destroy_client = -1;
 	shim_netctl_init(s);
+	shim_lifecycle_init(s);
 	s->h.agent_fd = -1;
 	s->next_agent_id = 1;
 	shim_net_init(&s->net);

@@ -22,6 +22,7 @@
 #include "gateway.h"
 #include "host/cgroup.h"
 #include "life.h"
+#include "lifecycle.h"
 #include "netctl.h"
 #include "route.h"
 #include "sandbox/machine_end.h"
@@ -30,9 +31,10 @@
 static void status_reply(shim *s, int i, uint32_t id)
 {
 	json_object *o = json_object_new_object();
-	json_object_object_add(o, "state",
-			       json_object_new_string(s->standby ? "standby"
-								 : "running"));
+	json_object_object_add(
+		o, "state",
+		json_object_new_string(s->standby ? "standby"
+						  : shim_lifecycle_state(s)));
 	json_object_object_add(o, "driver",
 			       json_object_new_string(s->driver->name));
 	if (s->driver->accel != NULL)
@@ -208,6 +210,10 @@ static void from_client(shim *s, int i, al_frame *f)
 	case AL_F_NETWORK:
 		shim_netctl_request(s, i, f);
 		return;
+	case AL_F_PAUSE:
+	case AL_F_RESUME:
+		shim_lifecycle_request(s, i, f);
+		return;
 	case AL_F_EXEC:
 	case AL_F_FILE_READ:
 	case AL_F_FILE_WRITE:
@@ -290,6 +296,8 @@ static void from_agent(shim *s, al_frame *f)
 				s->sb.id);
 		return;
 	}
+	if (shim_lifecycle_from_agent(s, f))
+		return;
 	shim_route *r = shim_route_find(s, f->id);
 	if (r == NULL)
 		return;
@@ -538,6 +546,9 @@ int shim_relay_turn(shim *s, int timeout_ms, al_event *ev, char *detail,
 	timer = shim_gwproc_timeout(&s->gwproc, al_now_ms());
 	if (timer >= 0 && (timeout_ms < 0 || timer < timeout_ms))
 		timeout_ms = timer;
+	timer = shim_lifecycle_timeout(s, al_now_ms());
+	if (timer >= 0 && (timeout_ms < 0 || timer < timeout_ms))
+		timeout_ms = timer;
 	if (poll(pfd, (nfds_t)n, timeout_ms) < 0) {
 		if (errno == EINTR)
 			return 0;
@@ -587,6 +598,7 @@ int shim_relay_turn(shim *s, int timeout_ms, al_event *ev, char *detail,
 	}
 	shim_streams_tick(s, al_now_ms());
 	shim_netctl_tick(s, al_now_ms());
+	shim_lifecycle_tick(s, al_now_ms());
 	shim_netctl_started(s, shim_gwproc_tick(&s->gwproc, al_now_ms()));
 	return s->stopping;
 }

@@ -112,6 +112,21 @@ typedef struct shim_gwctl {
 	al_ratebucket credchan_rate; /* GW_CREDCHAN_REQs answered */
 } shim_gwctl;
 
+/* Pause and resume (lifecycle.c): where the sandbox is, and the client
+ * waiting for a pause to finish. */
+#define SHIM_PAUSE_MS 5000 /* the agent's PAUSE answer, at most */
+typedef enum shim_phase {
+	SHIM_RUNNING,
+	SHIM_PAUSING, /* PAUSE sent to the agent, its answer awaited */
+	SHIM_PAUSED,
+} shim_phase;
+typedef struct shim_pause {
+	shim_phase phase;
+	int client; /* waiting for the pause, or -1 */
+	uint32_t client_gen, client_id;
+	int64_t deadline_ms;
+} shim_pause;
+
 typedef struct shim {
 	al_config cfg;
 	al_sandbox sb; /* from the spec it was started or claimed with */
@@ -143,6 +158,7 @@ typedef struct shim {
 	int http_fd;
 	char http_path[AL_PATH_MAX];
 	shim_gwctl gw;
+	shim_pause pause;
 	int destroy_client; /* client waiting for DESTROY, or -1 */
 	uint32_t destroy_id;
 	int stopping;

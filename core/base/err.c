@@ -27,6 +27,8 @@ static const struct {
 	[AL_EINTERNAL] = {"internal", 500},
 	[AL_EQUOTA] = {"quota_exceeded", 429},
 	[AL_EDISABLED] = {"disabled", 422},
+	[AL_ENOTSUP] = {"not_supported", 422},
+	[AL_EMEMORY] = {"memory_not_supported", 422},
 };
 
 static void err_vset(al_err *err, al_code code, int sys_errno,

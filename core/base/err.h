@@ -29,6 +29,8 @@ typedef enum al_code {
 	AL_EINTERNAL, /* bug or impossible state: 500 */
 	AL_EQUOTA,    /* over a project's quota: 429 */
 	AL_EDISABLED, /* the operator turned it off (a driver): 422 */
+	AL_ENOTSUP,   /* the sandbox's driver cannot do that: 422 */
+	AL_EMEMORY,   /* it cannot keep memory (ns suspend): 422 */
 	AL_CODE_MAX
 } al_code;
 

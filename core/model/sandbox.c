@@ -3,6 +3,7 @@
  * connection (the shim) does not link this: the lifecycle table in
  * sandbox_state.c, a row's fields, API JSON and ids in sandbox_row.c. */
 #include "model/sandbox.h"
+#include "model/sandbox_internal.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -116,7 +117,9 @@ int al_sandbox_insert(al_db *db, const al_sandbox *sb, int timeout_s,
 	" to_char(expires_at AT TIME ZONE 'UTC',"                              \
 	" 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'),"                               \
 	" coalesce(accel, ''), coalesce(template_version, 0), disk_bytes,"     \
-	" project, network::text, cpu_millis"
+	" project, network::text, cpu_millis, coalesce(op, ''),"               \
+	" to_char(last_activity_at AT TIME ZONE 'UTC',"                        \
+	" 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"')"
 
 static void copy_field(char *dst, size_t dstlen, const char *src)
 {
@@ -167,6 +170,9 @@ static int row_to_sandbox(PGresult *res, int i, al_sandbox *out, al_err *err)
 	}
 	out->limits.cpu_millis = (uint32_t)strtoul(PQgetvalue(res, i, 18), NULL,
 						   10);
+	copy_field(out->op, sizeof out->op, PQgetvalue(res, i, 19));
+	copy_field(out->last_activity_at, sizeof out->last_activity_at,
+		   PQgetvalue(res, i, 20));
 	return 0;
 }
 
@@ -271,11 +277,8 @@ fail:
 	return -1;
 }
 
-/* Inside an open transaction: lock id's row, check ev against the state
- * table, write the new state and the event row (at_ms 0: now). -1 with
- * AL_ESTATE (rejected) or AL_ENOENT leaves the transaction usable. */
-static int transition_locked(al_db *db, const char *id, al_event ev,
-			     const char *detail, int64_t at_ms, al_err *err)
+int al_sandbox_transition_locked(al_db *db, const char *id, al_event ev,
+				 const char *detail, int64_t at_ms, al_err *err)
 {
 	const char *p1[] = {id};
 	PGresult *res = al_db_exec(db,
@@ -336,7 +339,7 @@ int al_sandbox_transition(al_db *db, const char *id, al_event ev,
 		return al_err_set(err, AL_EINTERNAL, 0, "event out of range");
 	if (al_db_begin(db, err) < 0)
 		return -1;
-	if (transition_locked(db, id, ev, detail, 0, err) < 0 ||
+	if (al_sandbox_transition_locked(db, id, ev, detail, 0, err) < 0 ||
 	    al_db_commit(db, err) < 0) {
 		al_db_rollback(db);
 		return -1;
@@ -357,8 +360,9 @@ int al_sandbox_record_events(al_db *db, const al_sandbox_event *evs, int n,
 		al_err e = {0};
 		if (!al_id_valid(evs[i].id) || (unsigned)evs[i].ev >= AL_EV_MAX)
 			continue; /* the spool's parser lets none through */
-		if (transition_locked(db, evs[i].id, evs[i].ev, evs[i].detail,
-				      evs[i].at_ms, &e) == 0) {
+		if (al_sandbox_transition_locked(db, evs[i].id, evs[i].ev,
+						 evs[i].detail, evs[i].at_ms,
+						 &e) == 0) {
 			done++;
 			continue;
 		}

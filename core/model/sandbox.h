@@ -34,6 +34,8 @@ typedef struct al_sandbox {
 	 * the default (allowlist, empty lists). */
 	json_object *network;
 	long long created_by_key; /* the API key that created it; 0 unknown */
+	char op[16]; /* the operation under way (model/sandbox_op.h), or "" */
+	char last_activity_at[40];
 } al_sandbox;
 
 void al_sandbox_free_fields(al_sandbox *sb);
@@ -105,8 +107,9 @@ int al_sandbox_recent_creates(al_db *db, uint32_t window_s,
 			      al_sandbox_creates *out, int max, int *n,
 			      al_err *err);
 
-/* JSON view for the API: id, project, state, template, driver, accel (vm only),
- * created_at, expires_at, metadata, limits, network (never env). */
+/* JSON view for the API: id, project, state, operation (null when none),
+ * template, driver, accel (vm only), created_at, expires_at,
+ * last_activity_at, metadata, limits, network (never env). */
 json_object *al_sandbox_to_json(const al_sandbox *sb);
 /* Its network object (a new reference; the default's when NULL). */
 json_object *al_sandbox_network_json(const al_sandbox *sb);

@@ -36,6 +36,10 @@ json_object *al_sandbox_to_json(const al_sandbox *sb)
 				       json_object_new_string(sb->project));
 	json_object_object_add(
 		o, "state", json_object_new_string(al_state_name(sb->state)));
+	json_object_object_add(o, "operation",
+			       sb->op[0] != '\0'
+				       ? json_object_new_string(sb->op)
+				       : NULL);
 	json_object_object_add(o, "template",
 			       json_object_new_string(sb->template_name));
 	json_object_object_add(o, "driver", json_object_new_string(sb->driver));
@@ -51,6 +55,10 @@ json_object *al_sandbox_to_json(const al_sandbox *sb)
 			       json_object_new_string(sb->created_at));
 	json_object_object_add(o, "expires_at",
 			       json_object_new_string(sb->expires_at));
+	if (sb->last_activity_at[0] != '\0')
+		json_object_object_add(
+			o, "last_activity_at",
+			json_object_new_string(sb->last_activity_at));
 	json_object_object_add(o, "metadata", meta);
 	json_object_object_add(
 		o, "memory_mb",

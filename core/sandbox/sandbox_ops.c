@@ -323,7 +323,12 @@ int al_sandbox_ops_running(al_db *db, const char *id, const char *project,
 	if (al_sandbox_get_in(db, id, project, &sb, err) < 0)
 		return -1;
 	int rc = 0;
-	if (sb.state != AL_ST_RUNNING)
+	if (sb.state == AL_ST_PAUSED || sb.state == AL_ST_SUSPENDED)
+		rc = al_err_set(err, AL_ESTATE, 0,
+				"sandbox %s is %s: resume it first (POST "
+				"/v1/sandboxes/%s/resume)",
+				sb.id, al_state_name(sb.state), sb.id);
+	else if (sb.state != AL_ST_RUNNING)
 		rc = al_err_set(err, AL_ESTATE, 0,
 				"sandbox %s is %s, not running", sb.id,
 				al_state_name(sb.state));

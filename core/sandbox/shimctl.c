@@ -119,6 +119,7 @@ void al_shimctl_relay_error(al_err *e)
 	case AL_ESYS:
 	case AL_ENOMEM:
 	case AL_EPROTO:
+	case AL_ENOTSUP:
 		break;
 	case AL_EAUTH:
 		/* The caller is authenticated; the sandbox refused. */
@@ -129,6 +130,7 @@ void al_shimctl_relay_error(al_err *e)
 	case AL_EINTERNAL:
 	case AL_EQUOTA:
 	case AL_EDISABLED:
+	case AL_EMEMORY:
 	case AL_CODE_MAX:
 	default:
 		e->code = AL_EPROTO;

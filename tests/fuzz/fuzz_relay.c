@@ -7,7 +7,7 @@
  * Input: one byte of flags (bit 0: a standby, bit 1: its claim fails),
  * then operations, each a byte and its operands (see run_op).
  *
- * fuzz-sources: shim/route.c shim/boot.c shim/stream.c shim/gateway.c
+ * fuzz-sources: shim/route.c shim/boot.c shim/stream.c shim/gateway.c shim/lifecycle.c
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -146,6 +146,7 @@ static uint16_t pick_type(uint8_t b)
 		AL_F_FILE_READ, AL_F_FILE_DATA, AL_F_FILE_END,	AL_F_FILE_WRITE,
 		AL_F_FILE_LIST, AL_F_RESULT,	AL_F_ERROR,	AL_F_STATUS,
 		AL_F_DESTROY,	AL_F_CLAIM,	AL_F_IDENTITY,	AL_F_DISK_GROW,
+		AL_F_PAUSE,	AL_F_RESUME,
 		0,		16,		31,		37,
 		0xffff,
 	};
@@ -176,6 +177,8 @@ static void canned_request(peer *p, uint8_t which, uint32_t id)
 		{AL_F_FILE_DATA, "chunk"},
 		{AL_F_FILE_END, ""},
 		{AL_F_DESTROY, "{}"},
+		{AL_F_PAUSE, "{}"},
+		{AL_F_RESUME, "{}"},
 	};
 	size_t k = which % (sizeof reqs / sizeof *reqs);
 	send_frame(p, reqs[k].type, id, reqs[k].body, strlen(reqs[k].body));
@@ -236,9 +239,11 @@ static int run_op(input *in, al_event *ev, char *detail, size_t dlen)
 		if (p != NULL)
 			send_bytes(p, buf, n);
 		break;
-	case 3: /* an agent frame, mostly for ids the shim handed out */
+	case 3: /* an agent frame, mostly for ids the shim handed out, or
+		 * an answer to the shim's own PAUSE / RESUME */
 		type = pick_type(take(in));
-		id = take(in) % 16;
+		id = take(in);
+		id = id >= 248 ? AL_REQ_ID_PAUSE + (id & 1) : id % 16;
 		n = take(in) % sizeof buf;
 		for (size_t i = 0; i < n; i++)
 			buf[i] = take(in);

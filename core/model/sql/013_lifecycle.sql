@@ -1,0 +1,13 @@
+-- The operation under way on a sandbox (core/model/sandbox_op.h): written
+-- before its work starts and cleared with the state it leads to, so the
+-- public state stays what it was while the work runs and one operation
+-- at a time runs on a sandbox. last_activity_at: the last API call,
+-- command or stream byte, what idle rules measure.
+ALTER TABLE sandboxes
+	ADD COLUMN op text CHECK (op IN ('pausing', 'resuming', 'suspending',
+		'snapshotting', 'forking')),
+	ADD COLUMN op_started_at timestamptz,
+	ADD COLUMN last_activity_at timestamptz NOT NULL DEFAULT now();
+
+CREATE INDEX sandboxes_op_idx ON sandboxes (op_started_at)
+	WHERE op IS NOT NULL;
