@@ -74,6 +74,7 @@
 #include "ctl.h"
 #include "egress_ingest.h"
 #include "expiry.h"
+#include "lifecycle.h"
 #include "mint.h"
 #include "model/auth.h"
 #include "model/db.h"
@@ -416,12 +417,14 @@ int main(int argc, char **argv)
 						  RECONCILE_EVERY_S * 1000);
 		if (once || now - last_expire >= 1000) {
 			ctl_expire(c);
+			ctl_lifecycle_tick(c);
 			ctl_poolcaps_refresh(&cfg, NULL);
 			last_expire = now;
 		}
 		if (once || now - last_reconcile >= RECONCILE_EVERY_S * 1000) {
 			ctl_poolcaps_refresh(&cfg, db);
 			ctl_reconcile(c);
+			ctl_lifecycle_reconcile(c);
 			al_vmmem_prune(vmmem);
 			ctl_egress_retain(&cfg, db);
 			ctl_audit_retain(&cfg, db);

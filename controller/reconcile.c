@@ -85,8 +85,11 @@ static void reconcile_live(ctl *c)
 		int creating = sb.state == AL_ST_CREATING;
 		int young = creating &&
 			    seconds_since(sb.created_at) < CREATING_GRACE_S;
+		/* A suspend ends its shim before it is recorded: an
+		 * operation under way is settled by controller/lifecycle.c. */
+		int busy = sb.op[0] != '\0';
 		al_sandbox_free_fields(&sb);
-		if (young)
+		if (young || busy)
 			continue;
 		if (present) {
 			/* Started, never recorded running: whoever started
@@ -127,9 +130,11 @@ static void reconcile_pool(const al_config *cfg, al_db *db)
 		al_err err = {0};
 		al_sandbox sb = {0};
 		int rc = al_sandbox_get(db, de->d_name, &sb, &err);
-		int live = rc == 0 && (sb.state == AL_ST_CREATING ||
-				       sb.state == AL_ST_RUNNING ||
-				       sb.state == AL_ST_PAUSED);
+		/* A resume makes the root of a suspended sandbox. */
+		int live = rc == 0 &&
+			   (sb.state == AL_ST_CREATING ||
+			    sb.state == AL_ST_RUNNING ||
+			    sb.state == AL_ST_PAUSED || sb.op[0] != '\0');
 		if (rc == 0)
 			al_sandbox_free_fields(&sb);
 		if (live || (rc < 0 && err.code != AL_ENOENT))

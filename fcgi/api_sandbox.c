@@ -149,29 +149,95 @@ void fcgi_api_sandbox_get(al_req *r)
 	answer_sandbox(r, db);
 }
 
-/* POST /v1/sandboxes/{id}/pause and /resume: no body; the answer is the
- * sandbox as the operation left it. */
-static void lifecycle_call(al_req *r,
-			   int (*op)(const al_config *, al_db *, const char *,
-				     const char *, al_err *))
+/* Answer the sandbox as an operation left it, with extra members. */
+static void answer_after(al_req *r, al_db *db, json_object *extra)
+{
+	al_err err;
+	al_sandbox sb;
+	if (al_sandbox_get_in(db, r->id, fcgi_req_scope(r), &sb, &err) < 0) {
+		fcgi_http_error(r, &err);
+		json_object_put(extra);
+		return;
+	}
+	json_object *o = al_sandbox_to_json(&sb);
+	add_mac(o, &sb);
+	al_sandbox_free_fields(&sb);
+	if (o != NULL && extra != NULL) {
+		json_object_object_foreach(extra, k, v)
+			json_object_object_add(o, k, json_object_get(v));
+	}
+	json_object_put(extra);
+	fcgi_http_json(r, 200, o);
+	json_object_put(o);
+}
+
+/* POST /v1/sandboxes/{id}/pause: no body. */
+void fcgi_api_sandbox_pause(al_req *r)
 {
 	al_err err = {0};
 	al_db *db = fcgi_req_db(r, &err);
-	if (db == NULL || op(r->cfg, db, r->id, fcgi_req_scope(r), &err) < 0) {
+	if (db == NULL || al_lifecycle_pause(r->cfg, db, r->id,
+					     fcgi_req_scope(r), &err) < 0) {
 		fcgi_http_error(r, &err);
 		return;
 	}
 	answer_sandbox(r, db);
 }
 
-void fcgi_api_sandbox_pause(al_req *r)
-{
-	lifecycle_call(r, al_lifecycle_pause);
-}
-
+/* POST /v1/sandboxes/{id}/resume: no body; says whether the memory
+ * came back. */
 void fcgi_api_sandbox_resume(al_req *r)
 {
-	lifecycle_call(r, al_lifecycle_resume);
+	al_err err = {0};
+	int cold = 0;
+	al_db *db = fcgi_req_db(r, &err);
+	if (db == NULL ||
+	    al_lifecycle_resume(r->cfg, db, r->id, fcgi_req_scope(r), &cold,
+				&err) < 0) {
+		fcgi_http_error(r, &err);
+		return;
+	}
+	json_object *extra = json_object_new_object();
+	json_object_object_add(extra, "resumed_cold",
+			       json_object_new_boolean(cold));
+	answer_after(r, db, extra);
+}
+
+/* POST /v1/sandboxes/{id}/suspend: {"memory": bool} or no body. */
+void fcgi_api_sandbox_suspend(al_req *r)
+{
+	static const char *const fields[] = {"memory", NULL};
+	al_err err = {0};
+	char *body = NULL;
+	size_t len = 0;
+	int memory = -1;
+	if (fcgi_req_body(r, AL_JSON_BODY_MAX, &body, &len, &err) < 0) {
+		fcgi_http_error(r, &err);
+		return;
+	}
+	if (len > 0) {
+		json_object *o = al_json_parse_object(body, len, &err);
+		if (o == NULL || al_json_check_fields(o, fields, &err) < 0 ||
+		    al_json_get_bool(o, "memory", &memory, &err) < 0) {
+			json_object_put(o);
+			free(body);
+			fcgi_http_error(r, &err);
+			return;
+		}
+		json_object_put(o);
+	}
+	free(body);
+	char snap[64];
+	al_db *db = fcgi_req_db(r, &err);
+	if (db == NULL ||
+	    al_lifecycle_suspend(r->cfg, db, r->id, fcgi_req_scope(r), memory,
+				 snap, &err) < 0) {
+		fcgi_http_error(r, &err);
+		return;
+	}
+	json_object *extra = json_object_new_object();
+	json_object_object_add(extra, "snapshot", json_object_new_string(snap));
+	answer_after(r, db, extra);
 }
 
 void fcgi_api_sandbox_delete(al_req *r)

@@ -98,6 +98,7 @@ void fcgi_api_sandbox_get(al_req *r);
 void fcgi_api_sandbox_delete(al_req *r);
 void fcgi_api_sandbox_pause(al_req *r);
 void fcgi_api_sandbox_resume(al_req *r);
+void fcgi_api_sandbox_suspend(al_req *r);
 void fcgi_api_sandbox_network_put(al_req *r);
 void fcgi_api_sandbox_egress(al_req *r);
 void fcgi_api_build_egress(al_req *r);

@@ -53,6 +53,7 @@ static const struct route {
 	{"DELETE", "/v1/sandboxes/{id}", KEY, fcgi_api_sandbox_delete},
 	{"POST", "/v1/sandboxes/{id}/pause", KEY, fcgi_api_sandbox_pause},
 	{"POST", "/v1/sandboxes/{id}/resume", KEY, fcgi_api_sandbox_resume},
+	{"POST", "/v1/sandboxes/{id}/suspend", KEY, fcgi_api_sandbox_suspend},
 	{"PUT", "/v1/sandboxes/{id}/network", KEY,
 	 fcgi_api_sandbox_network_put},
 	{"GET", "/v1/sandboxes/{id}/egress", KEY, fcgi_api_sandbox_egress},

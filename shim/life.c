@@ -214,24 +214,81 @@ static int grow_disk(shim *s, uint64_t bytes, al_err *err)
 	return 0;
 }
 
+/* A resumed machine's agent, paused since its suspend, goes on: the
+ * first thing it sends is the answer (no HELLO: it said that long ago). */
+static int resume_agent(shim *s, al_err *err)
+{
+	if (al_frame_send(s->h.agent_fd, AL_F_RESUME, AL_REQ_ID_RESUME, "{}", 2,
+			  err) < 0)
+		return -1;
+	int64_t deadline = al_now_ms() + HELLO_TIMEOUT_MS;
+	for (;;) {
+		al_frame f;
+		if (al_frame_recv(s->h.agent_fd, &s->agent_in, &f, deadline,
+				  err) < 0) {
+			al_err_wrap(err, "waiting for the resumed agent");
+			return -1;
+		}
+		int mine = f.id == AL_REQ_ID_RESUME;
+		int ok = mine && f.type == AL_F_RESULT;
+		al_frame_free(&f);
+		if (ok)
+			return 0;
+		if (mine)
+			return al_err_set(err, AL_EPROTO, 0,
+					  "the resumed agent refused to go on");
+	}
+}
+
+/* Where the machine's files come from: the template (its version's
+ * root) or, resuming, the snapshot's; *restore gets the snapshot's
+ * saved machine when it holds one this driver can load ("" if not). */
+static int machine_source(shim *s, char *src, char *restore, al_err *err)
+{
+	restore[0] = '\0';
+	if (s->sb.resume_snapshot[0] == '\0')
+		return shim_template_rootfs(s, src, AL_PATH_MAX, err);
+	char dir[AL_PATH_MAX];
+	struct stat st;
+	if (al_config_snapshot_dir(&s->cfg, s->sb.resume_snapshot, dir,
+				   sizeof dir, err) < 0)
+		return -1;
+	int n = snprintf(src, AL_PATH_MAX, "%s/rootfs", dir);
+	if (n < 0 || n >= AL_PATH_MAX)
+		return al_err_set(err, AL_EINVAL, 0, "snapshot path too long");
+	if (stat(src, &st) < 0)
+		return al_err_sys(err, AL_ESTATE, errno,
+				  "snapshot %s of sandbox %s is gone",
+				  s->sb.resume_snapshot, s->sb.id);
+	if (s->driver->capture != NULL) {
+		n = snprintf(restore, AL_PATH_MAX, "%s/vm", dir);
+		if (n < 0 || n >= AL_PATH_MAX || stat(restore, &st) < 0)
+			restore[0] = '\0';
+	}
+	return 0;
+}
+
 /* Snapshot the template into pool/sandboxes/<name> (or take a spare
- * snapshot, core/sandbox/spare.h) and start the machine
- * on it; name is the sandbox id, or the slot of a standby. */
+ * snapshot, core/sandbox/spare.h), or resuming the sandbox's snapshot,
+ * and start the machine on it; name is the sandbox id, or the slot of a
+ * standby. */
 static int start_machine(shim *s, const char *name, const char *tmpl_name,
 			 const al_limits *limits, int standby, al_err *err)
 {
-	char tmpl[AL_PATH_MAX];
-	if (shim_template_rootfs(s, tmpl, sizeof tmpl, err) < 0 ||
+	char tmpl[AL_PATH_MAX], restore[AL_PATH_MAX];
+	int resume = s->sb.resume_snapshot[0] != '\0';
+	if (machine_source(s, tmpl, restore, err) < 0 ||
 	    al_config_sandbox_root(&s->cfg, name, s->rootfs, sizeof s->rootfs,
 				   err) < 0)
 		return -1;
 	/* A spare the controller made ahead is renamed into place; only
 	 * without one does this start wait for a snapshot's commit. */
-	if (!al_spare_take(&s->cfg, s->tv.name, s->tv.version, tmpl,
-			   s->rootfs) &&
+	if ((resume || !al_spare_take(&s->cfg, s->tv.name, s->tv.version, tmpl,
+				      s->rootfs)) &&
 	    al_store_snapshot(tmpl, s->rootfs, err) < 0) {
 		s->rootfs[0] = '\0'; /* nothing of ours to delete */
-		al_err_wrap(err, "template %s", tmpl_name);
+		al_err_wrap(err, resume ? "snapshot %s" : "template %s",
+			    resume ? s->sb.resume_snapshot : tmpl_name);
 		return -1;
 	}
 	if (limit_disk(s, limits, standby, 0, err) < 0)
@@ -248,18 +305,24 @@ static int start_machine(shim *s, const char *name, const char *tmpl_name,
 		.agent = "/sbin/airlock-agent",
 		.limits = *limits,
 		.net = shim_net_slot(&s->net),
+		.restore_dir = restore[0] != '\0' ? restore : NULL,
 	};
 	if (s->driver->start(&spec, &s->h, err) < 0)
 		return -1;
 	s->started = 1;
 	s->h.agent_in = &s->agent_in;
 	start_ms.driver = al_now_ms();
-	if (wait_hello(s, err) < 0)
+	/* Without its memory a resume is a fresh boot of its files. */
+	s->resumed_cold = resume && spec.restore_dir == NULL;
+	if ((spec.restore_dir != NULL ? resume_agent(s, err)
+				      : wait_hello(s, err)) < 0)
 		return -1;
 	start_ms.hello = al_now_ms();
 	if (grow_disk(s, limits->disk_bytes, err) < 0)
 		return -1;
-	if (shim_template_start(s, err) < 0)
+	/* The template's START runs at a boot, not in a machine that
+	 * goes on from where it stopped. */
+	if (spec.restore_dir == NULL && shim_template_start(s, err) < 0)
 		return -1;
 	int fl = fcntl(s->h.agent_fd, F_GETFL);
 	if (fl < 0 || fcntl(s->h.agent_fd, F_SETFL, fl | O_NONBLOCK) < 0)
@@ -286,7 +349,7 @@ static int sandbox_paths(shim *s, const char *id, al_err *err)
  * now (a restore runs under the one its snapshot was taken with). */
 static char *ready_report(const shim *s, al_err *err)
 {
-	al_shim_ready r = {.pid = (int)getpid()};
+	al_shim_ready r = {.pid = (int)getpid(), .cold = s->resumed_cold};
 	/* The accelerator is the machine's, known only now (a restore runs
 	 * under the one its snapshot was taken with). */
 	if (s->driver->accel != NULL)

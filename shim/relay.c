@@ -212,6 +212,7 @@ static void from_client(shim *s, int i, al_frame *f)
 		return;
 	case AL_F_PAUSE:
 	case AL_F_RESUME:
+	case AL_F_SUSPEND:
 		shim_lifecycle_request(s, i, f);
 		return;
 	case AL_F_EXEC:
@@ -460,8 +461,13 @@ static int read_signals(shim *s, al_event *ev, char *detail, size_t dlen)
 static void flush_all(shim *s)
 {
 	al_err err = {0};
-	if (s->h.agent_fd >= 0 && al_buf_pending(&s->agent_out) > 0)
-		al_buf_flush(&s->agent_out, s->h.agent_fd, &err);
+	if (s->h.agent_fd >= 0 && al_buf_pending(&s->agent_out) > 0) {
+		if (s->pause.holding)
+			al_buf_flush_max(&s->agent_out, s->h.agent_fd,
+					 &s->pause.hold_left, &err);
+		else
+			al_buf_flush(&s->agent_out, s->h.agent_fd, &err);
+	}
 	for (int i = 0; i < SHIM_MAX_CLIENTS; i++) {
 		shim_client *c = &s->clients[i];
 		if (c->fd >= 0 && al_buf_pending(&c->out) > 0 &&
@@ -520,7 +526,8 @@ int shim_relay_turn(shim *s, int timeout_ms, al_event *ev, char *detail,
 	int agent_behind = al_buf_pending(&s->agent_out) >=
 			   SHIM_AGENT_QUEUE_HIGH;
 	short aev = mark_busy(s, busy) ? 0 : POLLIN;
-	if (al_buf_pending(&s->agent_out) > 0)
+	if (al_buf_pending(&s->agent_out) > 0 &&
+	    (!s->pause.holding || s->pause.hold_left > 0))
 		aev |= POLLOUT;
 	pfd[n] = (struct pollfd){.fd = s->h.agent_fd, .events = aev};
 	who[n++] = -3;
@@ -610,6 +617,10 @@ void shim_relay_finish(shim *s, al_event ev, const char *detail)
 	if (s->destroy_client >= 0) {
 		ev = AL_EV_DELETE;
 		snprintf(why, sizeof why, "deleted");
+	} else if (s->pause.suspended) {
+		ev = AL_EV_SUSPEND;
+		snprintf(why, sizeof why, "suspended to snapshot %s",
+			 s->pause.snapshot);
 	}
 	/* Tell every waiting client the sandbox is gone before tearing down. */
 	for (shim_route *r = s->routes; r != NULL; r = r->next)

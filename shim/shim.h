@@ -119,12 +119,28 @@ typedef enum shim_phase {
 	SHIM_RUNNING,
 	SHIM_PAUSING, /* PAUSE sent to the agent, its answer awaited */
 	SHIM_PAUSED,
+	/* A suspend's PAUSE sent to the agent (the channel to it held
+	 * after that frame), its answer awaited. */
+	SHIM_SUSPENDING,
 } shim_phase;
 typedef struct shim_pause {
 	shim_phase phase;
-	int client; /* waiting for the pause, or -1 */
+	int client; /* waiting for the pause or suspend, or -1 */
 	uint32_t client_gen, client_id;
 	int64_t deadline_ms;
+	/* The suspend under way: its snapshot, whether it keeps memory,
+	 * and whether the sandbox was paused before (it stays so if the
+	 * suspend fails). */
+	char snapshot[64];
+	int memory, was_paused;
+	/* Set once the snapshot is committed: the shim ends, its sandbox
+	 * suspended (nothing is spooled: fcgi records it). */
+	int suspended;
+	/* The agent channel is held: at most hold_left more bytes of
+	 * agent_out are written (up to the end of the suspend's PAUSE), so
+	 * nothing reaches the agent after it went quiet. */
+	int holding;
+	size_t hold_left;
 } shim_pause;
 
 typedef struct shim {
@@ -143,9 +159,10 @@ typedef struct shim {
 	shim_client clients[SHIM_MAX_CLIENTS];
 	shim_route *routes;
 	uint32_t next_agent_id;
-	int started; /* driver->start succeeded: stop() is owed */
-	int has_row; /* s->sb is a sandbox whose end this shim spools */
-	int standby; /* warm pool entry waiting for a CLAIM */
+	int started;	  /* driver->start succeeded: stop() is owed */
+	int has_row;	  /* s->sb is a sandbox whose end this shim spools */
+	int standby;	  /* warm pool entry waiting for a CLAIM */
+	int resumed_cold; /* resumed from a snapshot without its memory */
 	/* Disk limit the machine's own disk was grown for (a vm's guest
 	 * filesystem): a standby takes no claim below it. */
 	uint64_t grown_for;

@@ -675,6 +675,12 @@ int al_config_sandbox_root(const al_config *cfg, const char *id, char *out,
 	return join_id(out, outlen, cfg->pool_dir, "sandboxes", id, "", err);
 }
 
+int al_config_snapshot_dir(const al_config *cfg, const char *id, char *out,
+			   size_t outlen, al_err *err)
+{
+	return join_id(out, outlen, cfg->pool_dir, "snapshots", id, "", err);
+}
+
 int al_config_template_root(const al_config *cfg, const char *name, char *out,
 			    size_t outlen, al_err *err)
 {

@@ -125,6 +125,10 @@ int al_config_driver_check(const al_config *cfg, const char *name, al_err *err);
 int al_config_sandbox_root(const al_config *cfg, const char *id, char *out,
 			   size_t outlen,
 			   al_err *err); /* pool/sandboxes/<id> */
+/* pool/snapshots/<id>: a committed snapshot's directory (its unfinished
+ * one is pool/snapshots/.<id>.tmp). */
+int al_config_snapshot_dir(const al_config *cfg, const char *id, char *out,
+			   size_t outlen, al_err *err);
 int al_config_template_root(const al_config *cfg, const char *name, char *out,
 			    size_t outlen,
 			    al_err *err); /* pool/templates/<name> */

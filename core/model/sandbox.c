@@ -119,7 +119,7 @@ int al_sandbox_insert(al_db *db, const al_sandbox *sb, int timeout_s,
 	" coalesce(accel, ''), coalesce(template_version, 0), disk_bytes,"     \
 	" project, network::text, cpu_millis, coalesce(op, ''),"               \
 	" to_char(last_activity_at AT TIME ZONE 'UTC',"                        \
-	" 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"')"
+	" 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'), coalesce(resume_snapshot, '')"
 
 static void copy_field(char *dst, size_t dstlen, const char *src)
 {
@@ -173,6 +173,8 @@ static int row_to_sandbox(PGresult *res, int i, al_sandbox *out, al_err *err)
 	copy_field(out->op, sizeof out->op, PQgetvalue(res, i, 19));
 	copy_field(out->last_activity_at, sizeof out->last_activity_at,
 		   PQgetvalue(res, i, 20));
+	copy_field(out->resume_snapshot, sizeof out->resume_snapshot,
+		   PQgetvalue(res, i, 21));
 	return 0;
 }
 

@@ -35,6 +35,9 @@ typedef struct al_sandbox {
 	json_object *network;
 	long long created_by_key; /* the API key that created it; 0 unknown */
 	char op[16]; /* the operation under way (model/sandbox_op.h), or "" */
+	/* The snapshot it resumes from (model/snapshot.h) while suspended,
+	 * the last it was suspended to after; "" for none. */
+	char resume_snapshot[64];
 	char last_activity_at[40];
 } al_sandbox;
 

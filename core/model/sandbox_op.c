@@ -146,19 +146,23 @@ int al_sandbox_op_begin(al_db *db, const char *id, const char *project,
 	return 0;
 }
 
-int al_sandbox_op_end(al_db *db, const char *id, al_op op, al_event ev,
-		      const char *detail, al_err *err)
+/* End op on id (its shim now shim_pid, when > 0), applying ev. */
+static int op_end(al_db *db, const char *id, al_op op, al_event ev,
+		  const char *detail, int shim_pid, al_err *err)
 {
 	if (!al_id_valid(id))
 		return al_err_set(err, AL_ENOENT, 0, "no such sandbox");
 	if (al_db_begin(db, err) < 0)
 		return -1;
-	const char *params[] = {id, al_op_name(op)};
-	PGresult *res = al_db_exec(db,
-				   "UPDATE sandboxes SET op = NULL,"
-				   " op_started_at = NULL, updated_at = now()"
-				   " WHERE id = $1 AND op = $2",
-				   2, params, err);
+	char pid[16];
+	snprintf(pid, sizeof pid, "%d", shim_pid);
+	const char *params[] = {id, al_op_name(op), shim_pid > 0 ? pid : NULL};
+	PGresult *res = al_db_exec(
+		db,
+		"UPDATE sandboxes SET op = NULL, op_started_at = NULL,"
+		" shim_pid = coalesce($3::int, shim_pid), updated_at = now()"
+		" WHERE id = $1 AND op = $2",
+		3, params, err);
 	if (res == NULL)
 		goto fail;
 	int ended = strcmp(PQcmdTuples(res), "1") == 0;
@@ -177,6 +181,19 @@ int al_sandbox_op_end(al_db *db, const char *id, al_op op, al_event ev,
 fail:
 	al_db_rollback(db);
 	return -1;
+}
+
+int al_sandbox_op_end(al_db *db, const char *id, al_op op, al_event ev,
+		      const char *detail, al_err *err)
+{
+	return op_end(db, id, op, ev, detail, 0, err);
+}
+
+int al_sandbox_op_end_resumed(al_db *db, const char *id, int shim_pid,
+			      al_err *err)
+{
+	return op_end(db, id, AL_OP_RESUMING, AL_EV_RESUME, NULL, shim_pid,
+		      err);
 }
 
 int al_sandbox_op_stale(al_db *db, int older_s, char (*ids)[64], al_op *ops,

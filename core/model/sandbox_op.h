@@ -39,6 +39,11 @@ int al_sandbox_op_begin(al_db *db, const char *id, const char *project,
 int al_sandbox_op_end(al_db *db, const char *id, al_op op, al_event ev,
 		      const char *detail, al_err *err);
 
+/* A resume from suspended ended with the sandbox's new shim (shim_pid)
+ * running it: the op ends with resume, in one transaction. */
+int al_sandbox_op_end_resumed(al_db *db, const char *id, int shim_pid,
+			      al_err *err);
+
 /* Operations under way for longer than older_s seconds, at most max:
  * ids into ids, their op into ops; *n of them. */
 int al_sandbox_op_stale(al_db *db, int older_s, char (*ids)[64], al_op *ops,

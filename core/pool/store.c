@@ -81,7 +81,7 @@ int al_store_subvol_create(const char *path, al_err *err)
 	return 0;
 }
 
-int al_store_snapshot(const char *src, const char *dst, al_err *err)
+static int snapshot(const char *src, const char *dst, int flags, al_err *err)
 {
 	if (path_ok(src, err) < 0 || path_ok(dst, err) < 0)
 		return -1;
@@ -90,11 +90,21 @@ int al_store_snapshot(const char *src, const char *dst, al_err *err)
 	 * transid and no sync: the snapshot is usable as soon as the ioctl
 	 * returns, durability comes with the next regular commit. */
 	errno = 0;
-	enum btrfs_util_error e = btrfs_util_create_snapshot(src, dst, 0, NULL,
-							     NULL);
+	enum btrfs_util_error e = btrfs_util_create_snapshot(src, dst, flags,
+							     NULL, NULL);
 	if (e != BTRFS_UTIL_OK)
 		return store_fail(err, e, "snapshot", dst);
 	return 0;
+}
+
+int al_store_snapshot(const char *src, const char *dst, al_err *err)
+{
+	return snapshot(src, dst, 0, err);
+}
+
+int al_store_snapshot_ro(const char *src, const char *dst, al_err *err)
+{
+	return snapshot(src, dst, BTRFS_UTIL_CREATE_SNAPSHOT_READ_ONLY, err);
 }
 
 int al_store_subvol_delete(const char *path, al_err *err)

@@ -15,6 +15,8 @@ int al_store_check(const char *pool_dir, al_err *err);
 int al_store_subvol_create(const char *path, al_err *err);
 /* Writable snapshot src -> dst (dst must not exist). */
 int al_store_snapshot(const char *src, const char *dst, al_err *err);
+/* The same, read-only: what a sandbox snapshot keeps of its files. */
+int al_store_snapshot_ro(const char *src, const char *dst, al_err *err);
 /* Delete a subvolume and any nested subvolumes; a missing path is not an
  * error (idempotent, so crash recovery can call it again). */
 int al_store_subvol_delete(const char *path, al_err *err);

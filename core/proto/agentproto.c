@@ -52,6 +52,7 @@ static const char *const type_names[AL_F_TYPE_MAX] = {
 	[AL_F_NETWORK] = "NETWORK",
 	[AL_F_PAUSE] = "PAUSE",
 	[AL_F_RESUME] = "RESUME",
+	[AL_F_SUSPEND] = "SUSPEND",
 	[AL_F_START] = "START",
 	[AL_F_GW_CONFIG] = "GW_CONFIG",
 	[AL_F_GW_ACK] = "GW_ACK",
@@ -201,10 +202,17 @@ static ssize_t write_nosig(int fd, const struct iovec *iov, int cnt)
 
 int al_buf_flush(al_buf *b, int fd, al_err *err)
 {
-	while (b->len > b->off) {
+	size_t all = SIZE_MAX;
+	return al_buf_flush_max(b, fd, &all, err);
+}
+
+int al_buf_flush_max(al_buf *b, int fd, size_t *max, al_err *err)
+{
+	while (b->len > b->off && *max > 0) {
+		size_t have = b->len - b->off;
 		struct iovec iov = {
 			.iov_base = b->data + b->off,
-			.iov_len = b->len - b->off,
+			.iov_len = have < *max ? have : *max,
 		};
 		ssize_t n = write_nosig(fd, &iov, 1);
 		if (n < 0) {
@@ -216,6 +224,7 @@ int al_buf_flush(al_buf *b, int fd, al_err *err)
 					  "write to peer");
 		}
 		buf_consume(b, (size_t)n);
+		*max -= (size_t)n;
 	}
 	return 0;
 }
@@ -1197,4 +1206,108 @@ void al_streams_msg_free(al_streams_msg *m)
 {
 	free(m->lease);
 	memset(m, 0, sizeof *m);
+}
+
+/* A snapshot id as al_id_valid (base/config.h, which the agent does not
+ * link) takes it: [a-z0-9][a-z0-9-]{0,62}. */
+static int snapshot_id_valid(const char *s, size_t n)
+{
+	if (n == 0 || n > 63 || s[0] == '-')
+		return 0;
+	for (size_t i = 0; i < n; i++)
+		if (!((s[i] >= 'a' && s[i] <= 'z') ||
+		      (s[i] >= '0' && s[i] <= '9') || s[i] == '-'))
+			return 0;
+	return 1;
+}
+
+/* The boolean field key of o into *out (absent: unchanged); -1 (e) when
+ * it is not a boolean. */
+static int get_bool(json_object *o, const char *key, int *out, al_err *e)
+{
+	json_object *v = NULL;
+	if (!json_object_object_get_ex(o, key, &v))
+		return 0;
+	if (!json_object_is_type(v, json_type_boolean))
+		return al_err_set(e, AL_EINVAL, 0,
+				  "field \"%s\" must be true or false", key);
+	*out = json_object_get_boolean(v);
+	return 0;
+}
+
+char *al_suspend_pack(const al_suspend_msg *m, al_err *err)
+{
+	json_object *o = json_object_new_object();
+	if (o != NULL) {
+		json_object_object_add(o, "snapshot",
+				       json_object_new_string(m->snapshot));
+		json_object_object_add(o, "memory",
+				       json_object_new_boolean(m->memory));
+	}
+	return pack(o, err);
+}
+
+int al_suspend_unpack(const void *payload, size_t len, al_suspend_msg *out,
+		      al_err *err)
+{
+	memset(out, 0, sizeof *out);
+	json_object *o = unpack(payload, len, "SUSPEND", err);
+	if (o == NULL)
+		return -1;
+	al_err e = {0};
+	size_t n = 0;
+	const char *id = get_str(o, "snapshot", &n, &e);
+	if (e.code == AL_OK && (id == NULL || !snapshot_id_valid(id, n)))
+		al_err_set(&e, AL_EINVAL, 0,
+			   "field \"snapshot\" must be a snapshot id");
+	else if (e.code == AL_OK)
+		memcpy(out->snapshot, id, n + 1);
+	if (e.code == AL_OK)
+		(void)get_bool(o, "memory", &out->memory, &e);
+	json_object_put(o);
+	if (e.code != AL_OK) {
+		memset(out, 0, sizeof *out);
+		*err = e;
+		return -1;
+	}
+	return 0;
+}
+
+char *al_suspend_result_pack(const al_suspend_msg *m, al_err *err)
+{
+	json_object *o = json_object_new_object();
+	if (o != NULL) {
+		json_object_object_add(
+			o, "bytes", json_object_new_int64((int64_t)m->bytes));
+		json_object_object_add(o, "memory",
+				       json_object_new_boolean(m->memory));
+	}
+	return pack(o, err);
+}
+
+int al_suspend_result_unpack(const void *payload, size_t len,
+			     al_suspend_msg *out, al_err *err)
+{
+	memset(out, 0, sizeof *out);
+	json_object *o = unpack(payload, len, "SUSPEND result", err);
+	if (o == NULL)
+		return -1;
+	al_err e = {0};
+	json_object *b = NULL;
+	if (!json_object_object_get_ex(o, "bytes", &b) ||
+	    !json_object_is_type(b, json_type_int) ||
+	    json_object_get_int64(b) < 0)
+		al_err_set(&e, AL_EINVAL, 0,
+			   "field \"bytes\" must be a count of bytes");
+	else
+		out->bytes = (uint64_t)json_object_get_int64(b);
+	if (e.code == AL_OK)
+		(void)get_bool(o, "memory", &out->memory, &e);
+	json_object_put(o);
+	if (e.code != AL_OK) {
+		memset(out, 0, sizeof *out);
+		*err = e;
+		return -1;
+	}
+	return 0;
 }

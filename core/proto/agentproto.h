@@ -156,6 +156,12 @@ enum al_frame_type {
 	 * agent resumed by another shim. */
 	AL_F_PAUSE = 43,
 	AL_F_RESUME = 44,
+	/* fcgi -> shim: take the sandbox's snapshot and end it, durable:
+	 * al_suspend_pack() -> RESULT al_suspend_result_pack() once the
+	 * snapshot's directory is committed (the shim then releases the
+	 * machine and exits), or ERROR with the sandbox as it was (running
+	 * or paused) when it failed before that. */
+	AL_F_SUSPEND = 45,
 
 	/* The credential channel (issue 11); payloads packed and unpacked in
 	 * core/cred/credproto.h, which documents each. */
@@ -216,6 +222,9 @@ size_t al_buf_pending(const al_buf *b);
 /* Write as much as the fd takes. 0 = all flushed, AL_AGAIN = some left
  * (fd would block), -1 = write error (peer gone). */
 int al_buf_flush(al_buf *b, int fd, al_err *err);
+/* The same, writing at most *max bytes (*max counts down): 0 once *max
+ * is 0 or all is flushed. */
+int al_buf_flush_max(al_buf *b, int fd, size_t *max, al_err *err);
 
 /* Encode a frame into out (header + payload). */
 int al_frame_encode(al_buf *out, uint16_t type, uint32_t id,
@@ -382,6 +391,22 @@ char *al_streams_pack(char (*const lease)[AL_STREAM_LEASE_LEN + 1], size_t n,
 int al_streams_unpack(const void *payload, size_t len, al_streams_msg *out,
 		      al_err *err);
 void al_streams_msg_free(al_streams_msg *m);
+
+/* SUSPEND: {"snapshot":"<id>","memory":bool}: the snapshot's id (its
+ * directory, al_config_snapshot_dir) and whether the machine's memory
+ * is to be kept (a driver without capture refuses true). Its RESULT:
+ * {"bytes":N,"memory":bool}: what the snapshot holds. */
+typedef struct al_suspend_msg {
+	char snapshot[64];
+	int memory;
+	uint64_t bytes; /* RESULT only */
+} al_suspend_msg;
+char *al_suspend_pack(const al_suspend_msg *m, al_err *err);
+int al_suspend_unpack(const void *payload, size_t len, al_suspend_msg *out,
+		      al_err *err);
+char *al_suspend_result_pack(const al_suspend_msg *m, al_err *err);
+int al_suspend_result_unpack(const void *payload, size_t len,
+			     al_suspend_msg *out, al_err *err);
 
 /* RESULT of a FILE_WRITE: {"bytes":N}. */
 char *al_file_result_pack(uint64_t bytes, al_err *err);

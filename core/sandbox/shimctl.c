@@ -120,6 +120,7 @@ void al_shimctl_relay_error(al_err *e)
 	case AL_ENOMEM:
 	case AL_EPROTO:
 	case AL_ENOTSUP:
+	case AL_EMEMORY:
 		break;
 	case AL_EAUTH:
 		/* The caller is authenticated; the sandbox refused. */
@@ -130,7 +131,6 @@ void al_shimctl_relay_error(al_err *e)
 	case AL_EINTERNAL:
 	case AL_EQUOTA:
 	case AL_EDISABLED:
-	case AL_EMEMORY:
 	case AL_CODE_MAX:
 	default:
 		e->code = AL_EPROTO;

@@ -104,6 +104,9 @@ char *al_shim_spec_pack(const al_sandbox *sb, const al_template_version *tv,
 				       json_object_get(sb->metadata));
 	if (tv != NULL)
 		json_object_object_add(o, "boot", boot_to_json(tv));
+	/* A suspended sandbox's start resumes it from its snapshot. */
+	if (sb->state == AL_ST_SUSPENDED && sb->resume_snapshot[0] != '\0')
+		add_str(o, "resume", sb->resume_snapshot);
 	const char *t = json_object_to_json_string_ext(
 		o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE);
 	char *out = t != NULL ? strdup(t) : NULL;
@@ -248,9 +251,9 @@ int al_shim_spec_unpack(const void *payload, size_t len, al_sandbox *sb,
 			al_template_version *tv, int *has_boot, al_err *err)
 {
 	static const char *const fields[] = {
-		"id",  "template", "template_version", "driver",  "limits",
-		"env", "boot",	   "network",	       "project", "metadata",
-		NULL};
+		"id",	  "template", "template_version", "driver",  "limits",
+		"env",	  "boot",     "network",	  "project", "metadata",
+		"resume", NULL};
 	memset(sb, 0, sizeof *sb);
 	memset(tv, 0, sizeof *tv);
 	*has_boot = 0;
@@ -263,6 +266,8 @@ int al_shim_spec_unpack(const void *payload, size_t len, al_sandbox *sb,
 	    spec_name(o, "id", 0, sb->id, sizeof sb->id, err) < 0 ||
 	    spec_name(o, "project", 0, sb->project, sizeof sb->project, err) <
 		    0 ||
+	    spec_name(o, "resume", 0, sb->resume_snapshot,
+		      sizeof sb->resume_snapshot, err) < 0 ||
 	    al_json_get_str_map(o, "metadata", &al_json_metadata_limits, &meta,
 				err) < 0 ||
 	    spec_name(o, "template", 1, sb->template_name,
@@ -297,6 +302,9 @@ char *al_shim_ready_pack(const al_shim_ready *r, al_err *err)
 	if (o != NULL) {
 		json_object_object_add(o, "pid", json_object_new_int(r->pid));
 		add_str(o, "accel", r->accel);
+		if (r->cold)
+			json_object_object_add(o, "resumed_cold",
+					       json_object_new_boolean(1));
 		const char *t = json_object_to_json_string_ext(
 			o, JSON_C_TO_STRING_PLAIN);
 		out = t != NULL ? strdup(t) : NULL;
@@ -310,7 +318,8 @@ char *al_shim_ready_pack(const al_shim_ready *r, al_err *err)
 int al_shim_ready_unpack(const void *payload, size_t len, al_shim_ready *out,
 			 al_err *err)
 {
-	static const char *const fields[] = {"pid", "accel", NULL};
+	static const char *const fields[] = {"pid", "accel", "resumed_cold",
+					     NULL};
 	memset(out, 0, sizeof *out);
 	al_err e = {0};
 	json_object *o = al_json_parse_object(payload, len, &e);
@@ -322,7 +331,8 @@ int al_shim_ready_unpack(const void *payload, size_t len, al_shim_ready *out,
 	     al_json_get_str(o, "accel", sizeof out->accel - 1, &accel, NULL,
 			     &e) != 1 ||
 	     (accel[0] != '\0' && strcmp(accel, "kvm") != 0 &&
-	      strcmp(accel, "tcg") != 0))) {
+	      strcmp(accel, "tcg") != 0) ||
+	     al_json_get_bool(o, "resumed_cold", &out->cold, &e) < 0)) {
 		if (e.code == AL_OK)
 			al_err_set(&e, AL_EPROTO, 0,
 				   "the shim's ready report is malformed");

@@ -14,7 +14,12 @@
  *              "disk_bytes":N},
  *    "env":{"K":"V"},"network":{NETSPEC (core/net/netspec.h)},
  *    "boot":{"env":{},"workdir":"/","user":"root","start":[..],
- *            "ready":[..]}}
+ *            "ready":[..]},
+ *    "resume":"<snapshot id>"}
+ *
+ * "resume" (a suspended sandbox's start): its files and, where the
+ * snapshot holds it, its machine come from that snapshot
+ * (al_config_snapshot_dir) instead of the template.
  *
  * The ready report is what a shim says once its sandbox runs. */
 #ifndef AL_SHIMSPEC_H
@@ -41,6 +46,9 @@ int al_shim_spec_unpack(const void *payload, size_t len, al_sandbox *sb,
 typedef struct al_shim_ready {
 	int pid;
 	char accel[8];
+	/* A resume that could not bring the memory back (ns, or a vm
+	 * snapshot this host cannot load): "resumed_cold":true. */
+	int cold;
 } al_shim_ready;
 char *al_shim_ready_pack(const al_shim_ready *r, al_err *err);
 int al_shim_ready_unpack(const void *payload, size_t len, al_shim_ready *out,

@@ -1,7 +1,8 @@
 /* Fuzz the payload unpackers of agentproto that take bytes from a
  * hostile peer: file, disk grow, IDENTITY, EXEC, STREAM_EXEC and STREAMS requests
  * (from the host, in the shim and the agent), ERROR and EXIT (from the
- * agent, in the shim, fcgi and the builder). Whatever the
+ * agent, in the shim, fcgi and the builder), SUSPEND's result (from the
+ * shim, in fcgi). Whatever the
  * bytes, an unpack returns 0 with a well-formed result or -1 with an
  * error. */
 #include <stddef.h>
@@ -66,6 +67,28 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		    strcmp(again.path, q.path) != 0 || again.mode != q.mode)
 			abort();
 		free(s);
+	} else if (err.code == AL_OK) {
+		abort();
+	}
+	al_suspend_msg su;
+	err.code = AL_OK;
+	if (al_suspend_unpack(data, size, &su, &err) == 0) {
+		size_t n = strnlen(su.snapshot, sizeof su.snapshot);
+		char *s = al_suspend_pack(&su, &err);
+		al_suspend_msg again;
+		if (n == 0 || n == sizeof su.snapshot || s == NULL ||
+		    al_suspend_unpack(s, strlen(s), &again, &err) < 0 ||
+		    strcmp(again.snapshot, su.snapshot) != 0 ||
+		    again.memory != su.memory)
+			abort();
+		free(s);
+	} else if (err.code == AL_OK) {
+		abort();
+	}
+	err.code = AL_OK;
+	if (al_suspend_result_unpack(data, size, &su, &err) == 0) {
+		if (su.bytes > INT64_MAX)
+			abort();
 	} else if (err.code == AL_OK) {
 		abort();
 	}

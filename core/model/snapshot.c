@@ -1,0 +1,223 @@
+/* Snapshot rows (snapshot.h). */
+#include "model/snapshot.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/config.h"
+#include "model/sandbox_internal.h"
+
+#define SNAPSHOT_COLUMNS                                                       \
+	"id, sandbox_id, project, kind, coalesce(name, ''), status, memory,"   \
+	" driver, template, coalesce(template_version, 0), bytes,"             \
+	" to_char(created_at AT TIME ZONE 'UTC',"                              \
+	" 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"')"
+
+static void copy_field(char *dst, size_t len, const char *src)
+{
+	snprintf(dst, len, "%s", src != NULL ? src : "");
+}
+
+static void row_to_snapshot(PGresult *res, int i, al_snapshot *out)
+{
+	memset(out, 0, sizeof *out);
+	copy_field(out->id, sizeof out->id, PQgetvalue(res, i, 0));
+	copy_field(out->sandbox_id, sizeof out->sandbox_id,
+		   PQgetvalue(res, i, 1));
+	copy_field(out->project, sizeof out->project, PQgetvalue(res, i, 2));
+	copy_field(out->kind, sizeof out->kind, PQgetvalue(res, i, 3));
+	copy_field(out->name, sizeof out->name, PQgetvalue(res, i, 4));
+	copy_field(out->status, sizeof out->status, PQgetvalue(res, i, 5));
+	out->memory = strcmp(PQgetvalue(res, i, 6), "t") == 0;
+	copy_field(out->driver, sizeof out->driver, PQgetvalue(res, i, 7));
+	copy_field(out->template_name, sizeof out->template_name,
+		   PQgetvalue(res, i, 8));
+	out->template_version = atoi(PQgetvalue(res, i, 9));
+	out->bytes = strtoll(PQgetvalue(res, i, 10), NULL, 10);
+	copy_field(out->created_at, sizeof out->created_at,
+		   PQgetvalue(res, i, 11));
+}
+
+int al_snapshot_insert_pending(al_db *db, const char *id, const al_sandbox *sb,
+			       const char *kind, const char *name, al_err *err)
+{
+	if (!al_id_valid(id) || !al_id_valid(sb->id))
+		return al_err_set(err, AL_EINVAL, 0, "invalid snapshot id");
+	char ver[16];
+	snprintf(ver, sizeof ver, "%d", sb->template_version);
+	const char *params[] = {
+		id,
+		sb->id,
+		sb->project,
+		kind,
+		name,
+		sb->driver,
+		sb->template_name,
+		sb->template_version > 0 ? ver : NULL,
+	};
+	PGresult *res = al_db_exec(
+		db,
+		"INSERT INTO snapshots (id, sandbox_id, project, kind, name,"
+		" driver, template, template_version)"
+		" VALUES ($1, $2, $3, $4, $5, $6, $7, $8::int)",
+		8, params, err);
+	if (res == NULL)
+		return -1;
+	PQclear(res);
+	return 0;
+}
+
+int al_snapshot_commit_suspend(al_db *db, const char *sb_id, const char *id,
+			       long long bytes, int memory, al_err *err)
+{
+	char b[24];
+	snprintf(b, sizeof b, "%lld", bytes);
+	const char *p1[] = {id, b, memory < 0 ? NULL : memory ? "t" : "f"};
+	const char *p2[] = {sb_id, id};
+	if (al_db_begin(db, err) < 0)
+		return -1;
+	PGresult *res = al_db_exec(db,
+				   "UPDATE snapshots SET status = 'ready',"
+				   " bytes = $2::bigint,"
+				   " memory = coalesce($3::boolean, memory)"
+				   " WHERE id = $1",
+				   3, p1, err);
+	if (res == NULL)
+		goto fail;
+	PQclear(res);
+	res = al_db_exec(db,
+			 "UPDATE sandboxes SET resume_snapshot = $2, op = NULL,"
+			 " op_started_at = NULL, updated_at = now()"
+			 " WHERE id = $1 AND op = 'suspending'",
+			 2, p2, err);
+	if (res == NULL)
+		goto fail;
+	int ended = strcmp(PQcmdTuples(res), "1") == 0;
+	PQclear(res);
+	if (!ended) {
+		al_err_set(err, AL_ESTATE, 0, "sandbox %s is not suspending",
+			   sb_id);
+		goto fail;
+	}
+	if (al_sandbox_transition_locked(db, sb_id, AL_EV_SUSPEND, id, 0, err) <
+		    0 ||
+	    al_db_commit(db, err) < 0)
+		goto fail;
+	return 0;
+fail:
+	al_db_rollback(db);
+	return -1;
+}
+
+int al_snapshot_list_unneeded(al_db *db, char (*ids)[64], int max, int *n,
+			      al_err *err)
+{
+	*n = 0;
+	char lim[16];
+	snprintf(lim, sizeof lim, "%d", max);
+	const char *params[] = {lim};
+	PGresult *res = al_db_exec(
+		db,
+		"SELECT p.id FROM snapshots p JOIN sandboxes s"
+		" ON s.id = p.sandbox_id WHERE s.state = 'deleted'"
+		" AND p.kind <> 'named' ORDER BY p.created_at LIMIT $1::int",
+		1, params, err);
+	if (res == NULL)
+		return -1;
+	for (int i = 0; i < PQntuples(res) && *n < max; i++)
+		snprintf(ids[(*n)++], 64, "%s", PQgetvalue(res, i, 0));
+	PQclear(res);
+	return 0;
+}
+
+int al_snapshot_pending_of(al_db *db, const char *sb_id, char *id, al_err *err)
+{
+	id[0] = '\0';
+	const char *params[] = {sb_id};
+	PGresult *res =
+		al_db_exec(db,
+			   "SELECT id FROM snapshots WHERE sandbox_id = $1"
+			   " AND status = 'pending' AND kind = 'suspend'"
+			   " ORDER BY created_at DESC LIMIT 1",
+			   1, params, err);
+	if (res == NULL)
+		return -1;
+	if (PQntuples(res) == 1)
+		snprintf(id, 64, "%s", PQgetvalue(res, 0, 0));
+	PQclear(res);
+	return 0;
+}
+
+int al_snapshot_delete_row(al_db *db, const char *id, al_err *err)
+{
+	const char *params[] = {id};
+	PGresult *res = al_db_exec(
+		db,
+		"WITH u AS (UPDATE sandboxes SET resume_snapshot = NULL"
+		" WHERE resume_snapshot = $1)"
+		" DELETE FROM snapshots WHERE id = $1",
+		1, params, err);
+	if (res == NULL)
+		return -1;
+	PQclear(res);
+	return 0;
+}
+
+int al_snapshot_known(al_db *db, const char *id, al_err *err)
+{
+	const char *params[] = {id};
+	PGresult *res = al_db_exec(db, "SELECT 1 FROM snapshots WHERE id = $1",
+				   1, params, err);
+	if (res == NULL)
+		return -1;
+	int known = PQntuples(res) == 1;
+	PQclear(res);
+	return known;
+}
+
+int al_snapshot_get_in(al_db *db, const char *id, const char *project,
+		       al_snapshot *out, al_err *err)
+{
+	if (!al_id_valid(id))
+		return al_err_set(err, AL_ENOENT, 0, "no such snapshot");
+	const char *params[] = {id, project};
+	PGresult *res = al_db_exec(db,
+				   "SELECT " SNAPSHOT_COLUMNS " FROM snapshots"
+				   " WHERE id = $1"
+				   " AND ($2::text IS NULL OR project = $2)",
+				   2, params, err);
+	if (res == NULL)
+		return -1;
+	int rc = 0;
+	if (PQntuples(res) != 1)
+		rc = al_err_set(err, AL_ENOENT, 0, "no snapshot '%s'", id);
+	else
+		row_to_snapshot(res, 0, out);
+	PQclear(res);
+	return rc;
+}
+
+json_object *al_snapshot_to_json(const al_snapshot *s)
+{
+	json_object *o = json_object_new_object();
+	if (o == NULL)
+		return NULL;
+	json_object_object_add(o, "id", json_object_new_string(s->id));
+	json_object_object_add(o, "sandbox_id",
+			       json_object_new_string(s->sandbox_id));
+	json_object_object_add(o, "kind", json_object_new_string(s->kind));
+	json_object_object_add(o, "name",
+			       s->name[0] != '\0'
+				       ? json_object_new_string(s->name)
+				       : NULL);
+	json_object_object_add(o, "status", json_object_new_string(s->status));
+	json_object_object_add(o, "memory", json_object_new_boolean(s->memory));
+	json_object_object_add(o, "driver", json_object_new_string(s->driver));
+	json_object_object_add(o, "template",
+			       json_object_new_string(s->template_name));
+	json_object_object_add(o, "bytes", json_object_new_int64(s->bytes));
+	json_object_object_add(o, "created_at",
+			       json_object_new_string(s->created_at));
+	return o;
+}

@@ -1,0 +1,63 @@
+/* snapshot: the rows of sandbox snapshots (snapshots table). The files
+ * are the shim's (pool/snapshots/<id>, al_config_snapshot_dir); a row is
+ * written pending before the shim takes one and turns ready once the
+ * shim committed it, so a sweep can tell an unfinished directory from a
+ * committed one. A project sees only its own: another project's
+ * snapshot is the same AL_ENOENT as an unknown id. */
+#ifndef AL_SNAPSHOT_H
+#define AL_SNAPSHOT_H
+
+#include <json-c/json.h>
+
+#include "base/err.h"
+#include "model/db.h"
+#include "model/sandbox.h"
+
+typedef struct al_snapshot {
+	char id[64];
+	char sandbox_id[64];
+	char project[64];
+	char kind[16];	 /* suspend, rolling, named, fork */
+	char name[64];	 /* "" for none */
+	char status[16]; /* pending, ready, broken */
+	int memory;	 /* the machine's memory is in it (vm) */
+	char driver[16];
+	char template_name[64];
+	int template_version;
+	long long bytes;
+	char created_at[40];
+} al_snapshot;
+
+/* A new pending row id of sandbox sb (its project, driver, template). */
+int al_snapshot_insert_pending(al_db *db, const char *id, const al_sandbox *sb,
+			       const char *kind, const char *name, al_err *err);
+
+/* A suspend of sandbox sb_id committed snapshot id (bytes, memory; -1:
+ * as recorded): in
+ * one transaction the row turns ready, the sandbox records it as the one
+ * to resume from, and its suspending operation ends in suspended. */
+int al_snapshot_commit_suspend(al_db *db, const char *sb_id, const char *id,
+			       long long bytes, int memory, al_err *err);
+
+/* Snapshots no sandbox needs any more: of deleted sandboxes, not named,
+ * at most max ids into ids, *n of them. */
+int al_snapshot_list_unneeded(al_db *db, char (*ids)[64], int max, int *n,
+			      al_err *err);
+/* The pending snapshot of sandbox sb_id's suspend under way, into id
+ * (64 bytes); 0 with id "" when there is none. */
+int al_snapshot_pending_of(al_db *db, const char *sb_id, char *id, al_err *err);
+/* Remove id's row (and the reference of a sandbox that would resume
+ * from it); its directory must be gone already. */
+int al_snapshot_delete_row(al_db *db, const char *id, al_err *err);
+/* 1 if a row names id, 0 if none. */
+int al_snapshot_known(al_db *db, const char *id, al_err *err);
+
+/* Load id (of project; NULL: any). */
+int al_snapshot_get_in(al_db *db, const char *id, const char *project,
+		       al_snapshot *out, al_err *err);
+
+/* API view: id, sandbox_id, kind, name, status, memory, driver,
+ * template, bytes, created_at. */
+json_object *al_snapshot_to_json(const al_snapshot *s);
+
+#endif

@@ -1,0 +1,111 @@
+"""Suspend and resume from suspended (issue 25): a suspended sandbox holds
+no process, no slot and no writable subvolume, only its snapshot; a
+resume brings it back under the same id with its files (ns: its
+processes start afresh, "resumed_cold"; vm: the same processes and
+memory). An ns suspend must ask for "memory": false."""
+import os
+import time
+
+from conftest import (TIMEOUT, assert_error, exec_json, pid_alive, qemu_of,
+                      shim_of)
+
+
+def call(api, sid, what, body=None):
+    return api.post(f"{api.base}/v1/sandboxes/{sid}/{what}", json=body,
+                    timeout=TIMEOUT)
+
+
+def get(api, sid):
+    return api.get(f"{api.base}/v1/sandboxes/{sid}", timeout=TIMEOUT)
+
+
+def suspend_body(driver):
+    return {"memory": False} if driver == "ns" else {}
+
+
+def test_ns_suspend_needs_memory_false(api, sandboxes, driver):
+    if driver != "ns":
+        return
+    sid = sandboxes.create()["id"]
+    for body in (None, {}, {"memory": True}):
+        r = call(api, sid, "suspend", body)
+        assert_error(r, 422, "memory_not_supported")
+        assert "memory" in r.json()["error"]["message"]
+    assert get(api, sid).json()["state"] == "running"
+    assert exec_json(api, sid, ["true"])["exit_code"] == 0
+
+
+def test_suspend_resume_keeps_files(stack, api, sandboxes, driver):
+    sid = sandboxes.create()["id"]
+    exec_json(api, sid, ["sh", "-c", "echo kept > /root/mark; sync"])
+    shim = shim_of(stack, sid)
+    assert shim is not None
+    qemu = qemu_of(stack, sid) if driver == "vm" else None
+
+    r = call(api, sid, "suspend", suspend_body(driver))
+    assert r.status_code == 200, r.text
+    sb = r.json()
+    assert sb["state"] == "suspended" and sb["operation"] is None, sb
+    snap = sb["snapshot"]
+    assert snap
+    # Nothing of it runs or is held: no shim, no QEMU, no writable root.
+    deadline = time.monotonic() + 10
+    while pid_alive(shim) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not pid_alive(shim), "the shim outlived the suspend"
+    if qemu is not None:
+        assert not pid_alive(qemu), "QEMU outlived the suspend"
+    assert not os.path.exists(os.path.join(stack.state, "pool", "sandboxes",
+                                           sid))
+    assert os.path.isdir(os.path.join(stack.state, "pool", "snapshots",
+                                      snap, "rootfs"))
+    r = api.post(f"{api.base}/v1/sandboxes/{sid}/exec",
+                 json={"cmd": ["true"]}, timeout=TIMEOUT)
+    assert_error(r, 409, "conflict")
+    assert "resume" in r.json()["error"]["message"]
+    assert_error(call(api, sid, "pause"), 409, "conflict")
+    assert_error(call(api, sid, "suspend", suspend_body(driver)), 409,
+                 "conflict")
+
+    r = call(api, sid, "resume")
+    assert r.status_code == 200, r.text
+    sb = r.json()
+    assert sb["state"] == "running", sb
+    assert sb["resumed_cold"] is (driver == "ns"), sb
+    out = exec_json(api, sid, ["cat", "/root/mark"])
+    assert out["stdout"] == "kept\n", out
+    assert_error(call(api, sid, "resume"), 409, "conflict")
+
+
+def test_suspend_from_paused_and_delete_while_suspended(stack, api, sandboxes,
+                                                        driver):
+    sid = sandboxes.create()["id"]
+    assert call(api, sid, "pause").status_code == 200
+    r = call(api, sid, "suspend", suspend_body(driver))
+    assert r.status_code == 200, r.text
+    snap = r.json()["snapshot"]
+    r = api.delete(f"{api.base}/v1/sandboxes/{sid}", timeout=TIMEOUT)
+    assert r.status_code == 204, r.text
+    assert get(api, sid).status_code == 404
+    # The controller removes a deleted sandbox's suspend snapshot.
+    path = os.path.join(stack.state, "pool", "snapshots", snap)
+    deadline = time.monotonic() + 30
+    while os.path.exists(path) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not os.path.exists(path), "the snapshot outlived its sandbox"
+
+
+def test_suspend_of_foreign_or_unknown_sandbox_is_404(api):
+    for what in ("suspend", "resume"):
+        r = call(api, "nosuchsandbox0000000", what, {"memory": False})
+        assert_error(r, 404, "not_found")
+
+
+def test_suspend_body_is_checked(api, sandboxes):
+    sid = sandboxes.create()["id"]
+    for body in ('{"memory": 1}', '{"memroy": false}', '[]', '{'):
+        r = api.post(f"{api.base}/v1/sandboxes/{sid}/suspend", data=body,
+                     headers={"Content-Type": "application/json"},
+                     timeout=TIMEOUT)
+        assert_error(r, 400, "invalid_request")
+    assert get(api, sid).json()["state"] == "running"
