@@ -67,22 +67,25 @@ static void shim_state(const al_config *cfg, const char *id, char *out,
 	close(fd);
 }
 
-/* A suspend whose caller is gone: committed or not, by its directory. */
-static void settle_suspend(ctl *c, const char *id, al_err *err)
+/* A suspend or snapshot whose caller is gone: committed or not, by its
+ * directory. */
+static void settle_snapshot(ctl *c, const char *id, al_op op, al_err *err)
 {
 	char snap[64];
 	if (al_snapshot_pending_of(c->db, id, snap, err) < 0)
 		return;
-	if (snap[0] != '\0' && al_snapfiles_committed(c->cfg, snap)) {
+	int committed = snap[0] != '\0' && al_snapfiles_committed(c->cfg, snap);
+	if (committed && op == AL_OP_SUSPENDING) {
 		if (al_snapshot_commit_suspend(c->db, id, snap, 0, -1, err) ==
 		    0)
 			al_info("sandbox %s: suspend to %s recorded", id, snap);
 		return;
 	}
-	if (snap[0] != '\0')
+	if (committed)
+		(void)al_snapshot_mark_ready(c->db, snap, 0, -1, err);
+	else if (snap[0] != '\0')
 		(void)al_snapshot_delete_row(c->db, snap, err);
-	(void)al_sandbox_op_end(c->db, id, AL_OP_SUSPENDING, AL_EV_MAX, NULL,
-				err);
+	(void)al_sandbox_op_end(c->db, id, op, AL_EV_MAX, NULL, err);
 }
 
 /* Pause or resume whose caller is gone: the row follows the shim. */
@@ -122,8 +125,8 @@ static void settle_stale_ops(ctl *c)
 		al_err e = {0};
 		al_warn("sandbox %s: settling its stale %s", ids[i],
 			al_op_name(ops[i]));
-		if (ops[i] == AL_OP_SUSPENDING)
-			settle_suspend(c, ids[i], &e);
+		if (ops[i] == AL_OP_SUSPENDING || ops[i] == AL_OP_SNAPSHOTTING)
+			settle_snapshot(c, ids[i], ops[i], &e);
 		else if (ops[i] == AL_OP_PAUSING || ops[i] == AL_OP_RESUMING)
 			settle_by_shim(c, ids[i], ops[i], &e);
 		else

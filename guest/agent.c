@@ -452,6 +452,7 @@ static void dispatch(agent *a, const al_frame *f)
 	case AL_F_START:
 	case AL_F_NETWORK:
 	case AL_F_SUSPEND:
+	case AL_F_SNAPSHOT:
 	case AL_F_STREAM_EXEC:
 	case AL_F_STREAMS:
 	case AL_F_GW_CONFIG:

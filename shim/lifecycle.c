@@ -51,6 +51,15 @@ static void answer(shim *s, al_code code, const char *msg)
 	p->client = -1;
 }
 
+static void answer_result(shim *s, const char *txt)
+{
+	shim_pause *p = &s->pause;
+	if (p->client >= 0)
+		shim_client_reply(s, p->client, p->client_gen, AL_F_RESULT,
+				  p->client_id, txt, strlen(txt));
+	p->client = -1;
+}
+
 /* Tell the agent to go on; a failure to queue it ends the sandbox the
  * way any broken agent channel does. */
 static void agent_resume(shim *s)
@@ -185,13 +194,12 @@ static int commit_dir(const char *tmp, const char *dir, al_err *err)
 	return 0;
 }
 
-/* The suspend failed before its commit: the sandbox goes on as it was
- * (running, or paused when it was). */
-static void suspend_failed(shim *s, const al_err *why)
+/* After a snapshot (taken, or failed before its commit) the sandbox
+ * goes on as it was: running, or paused when it was. */
+static void carry_on(shim *s)
 {
 	shim_pause *p = &s->pause;
 	al_err err = {0};
-	al_warn("sandbox %s: suspend failed: %s", s->sb.id, why->msg);
 	p->holding = 0;
 	if (p->was_paused) {
 		if (s->driver->pause(&s->h, &err) < 0)
@@ -204,6 +212,13 @@ static void suspend_failed(shim *s, const al_err *why)
 		agent_resume(s);
 		p->phase = SHIM_RUNNING;
 	}
+}
+
+static void suspend_failed(shim *s, const al_err *why)
+{
+	al_warn("sandbox %s: %s failed: %s", s->sb.id,
+		s->pause.end ? "suspend" : "snapshot", why->msg);
+	carry_on(s);
 	answer(s, why->code, why->msg);
 }
 
@@ -250,12 +265,22 @@ static void take_snapshot(shim *s)
 	}
 	al_suspend_msg m = {.memory = p->memory,
 			    .bytes = (uint64_t)tree_bytes(dir)};
-	al_info("sandbox %s: suspended to snapshot %s (%s, %llu bytes, "
-		"%llu dirty pages)",
-		s->sb.id, p->snapshot, p->memory ? "memory" : "files only",
+	al_info("sandbox %s: %s snapshot %s (%s, %llu bytes, %llu dirty "
+		"pages)",
+		s->sb.id, p->end ? "suspended to" : "took", p->snapshot,
+		p->memory ? "memory" : "files only",
 		(unsigned long long)m.bytes,
 		(unsigned long long)st.dirty_pages);
 	char *txt = al_suspend_result_pack(&m, &err);
+	if (!p->end) {
+		carry_on(s);
+		if (txt != NULL)
+			answer_result(s, txt);
+		else
+			answer(s, err.code, err.msg);
+		free(txt);
+		return;
+	}
 	if (p->client >= 0 && shim_client_gen(s, p->client) == p->client_gen &&
 	    s->clients[p->client].fd >= 0) {
 		/* Sent directly: the shim ends right after. */
@@ -302,6 +327,7 @@ static void suspend_request(shim *s, int i, const al_frame *f)
 	}
 	snprintf(p->snapshot, sizeof p->snapshot, "%s", m.snapshot);
 	p->memory = m.memory;
+	p->end = f->type == AL_F_SUSPEND;
 	p->was_paused = p->phase == SHIM_PAUSED;
 	if (!m.memory) {
 		/* Nothing of the agent is kept: no need to quiet it. */
@@ -333,7 +359,7 @@ void shim_lifecycle_request(shim *s, int i, const al_frame *f)
 		pause_request(s, i, f->id);
 	else if (f->type == AL_F_RESUME)
 		resume_request(s, i, f->id);
-	else
+	else /* SUSPEND, SNAPSHOT */
 		suspend_request(s, i, f);
 }
 

@@ -213,6 +213,7 @@ static void from_client(shim *s, int i, al_frame *f)
 	case AL_F_PAUSE:
 	case AL_F_RESUME:
 	case AL_F_SUSPEND:
+	case AL_F_SNAPSHOT:
 		shim_lifecycle_request(s, i, f);
 		return;
 	case AL_F_EXEC:

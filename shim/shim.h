@@ -133,6 +133,7 @@ typedef struct shim_pause {
 	 * suspend fails). */
 	char snapshot[64];
 	int memory, was_paused;
+	int end; /* SUSPEND: the shim ends after; SNAPSHOT: it goes on */
 	/* Set once the snapshot is committed: the shim ends, its sandbox
 	 * suspended (nothing is spooled: fcgi records it). */
 	int suspended;

@@ -79,6 +79,7 @@ int al_sandbox_insert(al_db *db, const al_sandbox *sb, int timeout_s,
 		sb->network != NULL ? plain_json(sb->network) : NULL,
 		sb->created_by_key > 0 ? key : NULL,
 		millis,
+		sb->resume_snapshot[0] != '\0' ? sb->resume_snapshot : NULL,
 	};
 	/* The row and its first event in one statement, so one commit. */
 	PGresult *res = al_db_exec(
@@ -86,7 +87,8 @@ int al_sandbox_insert(al_db *db, const al_sandbox *sb, int timeout_s,
 		"WITH s AS (INSERT INTO sandboxes (id, template, driver, state,"
 		" memory_bytes, pids_max, cpu_shares, env, metadata,"
 		" created_at, expires_at, updated_at, accel, template_version,"
-		" disk_bytes, project, network, created_by_key, cpu_millis)"
+		" disk_bytes, project, network, created_by_key, cpu_millis,"
+		" resume_snapshot)"
 		" VALUES ($1, $2, $3, 'creating', $4, $5, $6, $7::jsonb,"
 		" $8::jsonb, now(), now() + make_interval(secs => $9::int),"
 		" now(), $10,"
@@ -95,11 +97,11 @@ int al_sandbox_insert(al_db *db, const al_sandbox *sb, int timeout_s,
 		" (SELECT version FROM templates WHERE name = $2)), $11, $12,"
 		/* NULL: the column's default (allowlist, empty lists). */
 		" coalesce($14::jsonb, " AL_SANDBOX_NETWORK_DEFAULT "),"
-		" $15::bigint, $16::int)"
+		" $15::bigint, $16::int, $17)"
 		" RETURNING id)"
 		" INSERT INTO sandbox_events (sandbox_id, from_state, to_state,"
 		" event) SELECT id, NULL, 'creating', 'create' FROM s",
-		16, params, err);
+		17, params, err);
 	if (res == NULL) {
 		al_err_wrap(err, "inserting sandbox %s", sb->id);
 		return -1;

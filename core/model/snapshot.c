@@ -68,29 +68,69 @@ int al_snapshot_insert_pending(al_db *db, const char *id, const al_sandbox *sb,
 	return 0;
 }
 
-int al_snapshot_commit_suspend(al_db *db, const char *sb_id, const char *id,
-			       long long bytes, int memory, al_err *err)
+static int mark_ready(al_db *db, const char *id, long long bytes, int memory,
+		      al_err *err)
 {
 	char b[24];
 	snprintf(b, sizeof b, "%lld", bytes);
-	const char *p1[] = {id, b, memory < 0 ? NULL : memory ? "t" : "f"};
-	const char *p2[] = {sb_id, id};
-	if (al_db_begin(db, err) < 0)
-		return -1;
+	const char *params[] = {id, b, memory < 0 ? NULL : memory ? "t" : "f"};
 	PGresult *res = al_db_exec(db,
 				   "UPDATE snapshots SET status = 'ready',"
 				   " bytes = $2::bigint,"
 				   " memory = coalesce($3::boolean, memory)"
 				   " WHERE id = $1",
-				   3, p1, err);
+				   3, params, err);
 	if (res == NULL)
-		goto fail;
+		return -1;
 	PQclear(res);
-	res = al_db_exec(db,
-			 "UPDATE sandboxes SET resume_snapshot = $2, op = NULL,"
-			 " op_started_at = NULL, updated_at = now()"
-			 " WHERE id = $1 AND op = 'suspending'",
-			 2, p2, err);
+	return 0;
+}
+
+int al_snapshot_mark_ready(al_db *db, const char *id, long long bytes,
+			   int memory, al_err *err)
+{
+	return mark_ready(db, id, bytes, memory, err);
+}
+
+int al_snapshot_list_of(al_db *db, const char *sb_id, const char *project,
+			json_object **out, al_err *err)
+{
+	const char *params[] = {sb_id, project};
+	PGresult *res = al_db_exec(
+		db,
+		"SELECT " SNAPSHOT_COLUMNS " FROM snapshots"
+		" WHERE sandbox_id = $1 AND ($2::text IS NULL OR project = $2)"
+		" ORDER BY created_at, id",
+		2, params, err);
+	if (res == NULL)
+		return -1;
+	json_object *arr = json_object_new_array();
+	for (int i = 0; arr != NULL && i < PQntuples(res); i++) {
+		al_snapshot s;
+		row_to_snapshot(res, i, &s);
+		json_object_array_add(arr, al_snapshot_to_json(&s));
+	}
+	PQclear(res);
+	if (arr == NULL)
+		return al_err_set(err, AL_ENOMEM, 0, "out of memory");
+	*out = arr;
+	return 0;
+}
+
+int al_snapshot_commit_suspend(al_db *db, const char *sb_id, const char *id,
+			       long long bytes, int memory, al_err *err)
+{
+	const char *p2[] = {sb_id, id};
+	if (al_db_begin(db, err) < 0)
+		return -1;
+	if (mark_ready(db, id, bytes, memory, err) < 0)
+		goto fail;
+	PGresult *res = al_db_exec(
+		db,
+		"UPDATE sandboxes SET resume_snapshot = $2, op = NULL,"
+		" op_started_at = NULL, updated_at = now()"
+		" WHERE id = $1 AND op = 'suspending'",
+		2, p2, err);
 	if (res == NULL)
 		goto fail;
 	int ended = strcmp(PQcmdTuples(res), "1") == 0;

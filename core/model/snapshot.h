@@ -39,12 +39,22 @@ int al_snapshot_insert_pending(al_db *db, const char *id, const al_sandbox *sb,
 int al_snapshot_commit_suspend(al_db *db, const char *sb_id, const char *id,
 			       long long bytes, int memory, al_err *err);
 
+/* Snapshot id was committed (bytes, memory): ready. */
+int al_snapshot_mark_ready(al_db *db, const char *id, long long bytes,
+			   int memory, al_err *err);
+
+/* Snapshots of sandbox sb_id (of project; NULL: any), oldest first: a
+ * JSON array of al_snapshot_to_json objects. AL_ENOENT when the
+ * sandbox is not the project's (or not there). */
+int al_snapshot_list_of(al_db *db, const char *sb_id, const char *project,
+			json_object **out, al_err *err);
+
 /* Snapshots no sandbox needs any more: of deleted sandboxes, not named,
  * at most max ids into ids, *n of them. */
 int al_snapshot_list_unneeded(al_db *db, char (*ids)[64], int max, int *n,
 			      al_err *err);
-/* The pending snapshot of sandbox sb_id's suspend under way, into id
- * (64 bytes); 0 with id "" when there is none. */
+/* The pending snapshot of sandbox sb_id (its suspend or snapshot under
+ * way), into id (64 bytes); 0 with id "" when there is none. */
 int al_snapshot_pending_of(al_db *db, const char *sb_id, char *id, al_err *err);
 /* Remove id's row (and the reference of a sandbox that would resume
  * from it); its directory must be gone already. */

@@ -53,6 +53,7 @@ static const char *const type_names[AL_F_TYPE_MAX] = {
 	[AL_F_PAUSE] = "PAUSE",
 	[AL_F_RESUME] = "RESUME",
 	[AL_F_SUSPEND] = "SUSPEND",
+	[AL_F_SNAPSHOT] = "SNAPSHOT",
 	[AL_F_START] = "START",
 	[AL_F_GW_CONFIG] = "GW_CONFIG",
 	[AL_F_GW_ACK] = "GW_ACK",

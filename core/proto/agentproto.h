@@ -162,6 +162,9 @@ enum al_frame_type {
 	 * machine and exits), or ERROR with the sandbox as it was (running
 	 * or paused) when it failed before that. */
 	AL_F_SUSPEND = 45,
+	/* fcgi -> shim: the same snapshot as SUSPEND (same messages), after
+	 * which the sandbox goes on as it was (running, or paused). */
+	AL_F_SNAPSHOT = 46,
 
 	/* The credential channel (issue 11); payloads packed and unpacked in
 	 * core/cred/credproto.h, which documents each. */

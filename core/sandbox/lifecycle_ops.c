@@ -14,6 +14,7 @@
 #include "pool/poolcap.h"
 #include "proto/agentproto.h"
 #include "sandbox/shimctl.h"
+#include "sandbox/snapfiles.h"
 
 /* The shim answers a pause once its agent did (SHIM_PAUSE_MS at most)
  * and the machine stopped. */
@@ -149,6 +150,54 @@ static int suspend_memory(const char *driver, int memory, al_err *err)
 	return vm;
 }
 
+/* Take a snapshot of sb (kind, name or NULL) through its shim with
+ * frame type (SUSPEND or SNAPSHOT), op begun on its row; *m gets what
+ * it holds. The row is pending meanwhile. 1: taken; 0 (err): refused,
+ * the row removed, the caller ends its op; -1 (err): no answer, the
+ * row and op left to the controller (al_sandbox_op_stale), which
+ * settles them from the snapshot's directory. */
+static int take(const al_config *cfg, al_db *db, const al_sandbox *sb,
+		uint16_t type, const char *kind, const char *name,
+		al_suspend_msg *m, al_err *err)
+{
+	al_autofree char *payload = NULL;
+	al_frame res = {0};
+	if (al_snapshot_insert_pending(db, m->snapshot, sb, kind, name, err) <
+	    0)
+		return -1;
+	al_suspend_msg got;
+	if ((payload = al_suspend_pack(m, err)) != NULL &&
+	    al_shimctl_request(cfg, sb->id, type, payload,
+			       al_now_ms() + SUSPEND_DEADLINE_MS, &res,
+			       err) == 0 &&
+	    al_suspend_result_unpack(res.payload, res.len, &got, err) == 0) {
+		al_frame_free(&res);
+		m->bytes = got.bytes;
+		m->memory = got.memory;
+		return 1;
+	}
+	al_frame_free(&res);
+	/* No answer: the shim may have committed it; the controller
+	 * settles the row from its directory. */
+	if (err->code == AL_ETIMEDOUT || err->code == AL_EPROTO ||
+	    err->code == AL_EUNAVAIL)
+		return -1;
+	al_err e2 = {0};
+	if (al_snapshot_delete_row(db, m->snapshot, &e2) < 0)
+		al_warn("snapshot %s: %s", m->snapshot, e2.msg);
+	return 0;
+}
+
+/* A new snapshot id into m. */
+static int new_snapshot(al_suspend_msg *m, al_err *err)
+{
+	char snap[21];
+	if (al_sandbox_new_id(snap, err) < 0)
+		return -1;
+	snprintf(m->snapshot, sizeof m->snapshot, "%s", snap);
+	return 0;
+}
+
 int al_lifecycle_suspend(const al_config *cfg, al_db *db, const char *id,
 			 const char *project, int memory, char snapshot[64],
 			 al_err *err)
@@ -159,42 +208,84 @@ int al_lifecycle_suspend(const al_config *cfg, al_db *db, const char *id,
 	int rc = -1;
 	al_state from;
 	al_suspend_msg m = {0};
-	al_autofree char *payload = NULL;
-	char snap[21];
 	if ((m.memory = suspend_memory(sb.driver, memory, err)) < 0 ||
-	    al_sandbox_new_id(snap, err) < 0 ||
+	    new_snapshot(&m, err) < 0 ||
 	    al_sandbox_op_begin(db, id, project, AL_OP_SUSPENDING, &from, err) <
 		    0)
 		goto out;
-	snprintf(m.snapshot, sizeof m.snapshot, "%s", snap);
-	al_frame res = {0};
-	if (al_snapshot_insert_pending(db, snap, &sb, "suspend", NULL, err) <
-		    0 ||
-	    (payload = al_suspend_pack(&m, err)) == NULL ||
-	    al_shimctl_request(cfg, id, AL_F_SUSPEND, payload,
-			       al_now_ms() + SUSPEND_DEADLINE_MS, &res,
-			       err) < 0 ||
-	    al_suspend_result_unpack(res.payload, res.len, &m, err) < 0) {
-		al_frame_free(&res);
-		/* No answer: the shim may have committed the snapshot; the
-		 * controller settles the row from its directory. */
-		if (err->code == AL_ETIMEDOUT || err->code == AL_EPROTO ||
-		    err->code == AL_EUNAVAIL)
-			goto out;
-		al_err e2 = {0};
-		if (al_snapshot_delete_row(db, snap, &e2) < 0)
-			al_warn("snapshot %s: %s", snap, e2.msg);
+	int got = take(cfg, db, &sb, AL_F_SUSPEND, "suspend", NULL, &m, err);
+	if (got == 0)
 		end_op(db, id, AL_OP_SUSPENDING, 0, AL_EV_SUSPEND, err);
-		goto out;
-	}
-	al_frame_free(&res);
-	if (al_snapshot_commit_suspend(db, id, snap, (long long)m.bytes,
+	if (got <= 0 ||
+	    al_snapshot_commit_suspend(db, id, m.snapshot, (long long)m.bytes,
 				       m.memory, err) < 0)
 		goto out;
-	snprintf(snapshot, 64, "%s", snap);
-	al_info("sandbox %s: suspended to snapshot %s", id, snap);
+	snprintf(snapshot, 64, "%s", m.snapshot);
+	al_info("sandbox %s: suspended to snapshot %s", id, m.snapshot);
 	rc = 0;
 out:
 	al_sandbox_free_fields(&sb);
 	return rc;
+}
+
+int al_lifecycle_snapshot(const al_config *cfg, al_db *db, const char *id,
+			  const char *project, const char *kind,
+			  const char *name, char snapshot[64], al_err *err)
+{
+	al_sandbox sb;
+	if (al_sandbox_get_in(db, id, project, &sb, err) < 0)
+		return -1;
+	int rc = -1;
+	al_state from;
+	/* A vm keeps its memory; an ns sandbox's snapshot is its files. */
+	al_suspend_msg m = {.memory = strcmp(sb.driver, "vm") == 0};
+	if (new_snapshot(&m, err) < 0 ||
+	    al_sandbox_op_begin(db, id, project, AL_OP_SNAPSHOTTING, &from,
+				err) < 0)
+		goto out;
+	int got = take(cfg, db, &sb, AL_F_SNAPSHOT, kind, name, &m, err);
+	if (got == 0)
+		end_op(db, id, AL_OP_SNAPSHOTTING, 0, AL_EV_MAX, err);
+	if (got <= 0)
+		goto out;
+	if (al_snapshot_mark_ready(db, m.snapshot, (long long)m.bytes, m.memory,
+				   err) < 0 ||
+	    end_op(db, id, AL_OP_SNAPSHOTTING, 1, AL_EV_MAX, err) < 0)
+		goto out;
+	snprintf(snapshot, 64, "%s", m.snapshot);
+	al_info("sandbox %s: snapshot %s taken (%s)", id, m.snapshot, kind);
+	rc = 0;
+out:
+	al_sandbox_free_fields(&sb);
+	return rc;
+}
+
+int al_lifecycle_snapshot_delete(const al_config *cfg, al_db *db,
+				 const char *snap, const char *project,
+				 al_err *err)
+{
+	al_snapshot sn;
+	if (al_snapshot_get_in(db, snap, project, &sn, err) < 0)
+		return -1;
+	if (strcmp(sn.status, "pending") == 0)
+		return al_err_set(err, AL_ESTATE, 0,
+				  "snapshot %s is being taken", snap);
+	al_sandbox sb;
+	if (al_sandbox_get(db, sn.sandbox_id, &sb, err) == 0) {
+		int needed = sb.state == AL_ST_SUSPENDED &&
+			     strcmp(sb.resume_snapshot, snap) == 0;
+		al_sandbox_free_fields(&sb);
+		if (needed)
+			return al_err_set(err, AL_ESTATE, 0,
+					  "sandbox %s is suspended on snapshot "
+					  "%s: resume or delete it first",
+					  sn.sandbox_id, snap);
+	}
+	char dir[AL_PATH_MAX];
+	if (al_config_snapshot_dir(cfg, snap, dir, sizeof dir, err) < 0 ||
+	    al_snapfiles_remove(dir, err) < 0 ||
+	    al_snapshot_delete_row(db, snap, err) < 0)
+		return -1;
+	al_info("snapshot %s deleted", snap);
+	return 0;
 }

@@ -37,4 +37,17 @@ int al_lifecycle_suspend(const al_config *cfg, al_db *db, const char *id,
 			 const char *project, int memory, char snapshot[64],
 			 al_err *err);
 
+/* A snapshot of running or paused sandbox id, which goes on as it was:
+ * kind "named" (name, or NULL) or "fork"; a vm's memory is in it, an ns
+ * sandbox's files only. *snapshot: its id. */
+int al_lifecycle_snapshot(const al_config *cfg, al_db *db, const char *id,
+			  const char *project, const char *kind,
+			  const char *name, char snapshot[64], al_err *err);
+
+/* Delete snapshot snap of project (NULL: any) with its files. AL_ESTATE
+ * while a suspended sandbox would resume from it or it is being taken. */
+int al_lifecycle_snapshot_delete(const al_config *cfg, al_db *db,
+				 const char *snap, const char *project,
+				 al_err *err);
+
 #endif

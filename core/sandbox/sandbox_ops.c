@@ -12,6 +12,7 @@
 #include "model/project.h"
 #include "model/sandbox.h"
 #include "model/sandbox_state.h"
+#include "model/snapshot.h"
 #include "model/template.h"
 #include "pool/poolcap.h"
 #include "pool/store.h"
@@ -121,6 +122,33 @@ static int add_credential_env(al_db *db, al_sandbox *sb, al_create_req *req,
 	return rc;
 }
 
+/* A create from a snapshot of project: its template and driver are
+ * the snapshot's (req's point at them), *version its template version. */
+static int from_snapshot(al_db *db, al_create_req *req, const char *project,
+			 int *version, al_err *err)
+{
+	al_snapshot snap;
+	if (al_snapshot_get_in(db, req->snapshot, project, &snap, err) < 0)
+		return -1;
+	if (strcmp(snap.status, "ready") != 0)
+		return al_err_set(err, AL_ESTATE, 0,
+				  "snapshot %s is %s, not ready", snap.id,
+				  snap.status);
+	if (req->driver != NULL && strcmp(req->driver, snap.driver) != 0)
+		return al_err_set(err, AL_EINVAL, 0,
+				  "snapshot %s is of a %s sandbox: it starts "
+				  "only under driver %s",
+				  snap.id, snap.driver, snap.driver);
+	snprintf(req->snapshot_template, sizeof req->snapshot_template, "%s",
+		 snap.template_name);
+	snprintf(req->snapshot_driver, sizeof req->snapshot_driver, "%s",
+		 snap.driver);
+	req->template_name = req->snapshot_template;
+	req->driver = req->snapshot_driver;
+	*version = snap.template_version;
+	return 0;
+}
+
 /* The new sandbox's row as req and the template ask, within what the
  * operator, the host and the request allow; nothing is written.
  * *retry_after_s -1: asking again does not help (no Retry-After, even
@@ -135,11 +163,21 @@ static int plan(const al_config *cfg, al_db *db, const al_identity *caller,
 	    al_config_check_cpus(cfg, req->cpu_millis, err) < 0 ||
 	    owner_of(caller, req, &owner, err) < 0)
 		return -1;
+	int version = 0;
+	if (req->snapshot != NULL &&
+	    from_snapshot(db, req, owner.project, &version, err) < 0)
+		return -1;
 	/* Before anything is written: a full pool takes no new sandbox,
 	 * and the ones running keep what is left. */
 	if (al_store_room(cfg->pool_dir, cfg->pool_full_pct, err) < 0 ||
 	    load_template(db, cfg, req->template_name, &owner, sb, err) < 0)
 		return -1;
+	if (req->snapshot != NULL) {
+		/* Its files are of the version it was taken from. */
+		sb->template_version = version;
+		snprintf(sb->resume_snapshot, sizeof sb->resume_snapshot, "%s",
+			 req->snapshot);
+	}
 	sb->limits.cpu_millis = req->cpu_millis != 0 ? req->cpu_millis
 						     : cfg->default_cpu_millis;
 	if (pick_driver(cfg, req, sb, err) < 0) {

@@ -11,9 +11,9 @@
 #include "net/netspec.h"
 
 static const char *const create_fields[] = {
-	"template", "timeout",	  "env",    "metadata", "memory_mb",
-	"pids",	    "cpu_shares", "driver", "disk_mb",	"project",
-	"network",  "cpus",	  NULL,
+	"template", "timeout",	  "env",      "metadata", "memory_mb",
+	"pids",	    "cpu_shares", "driver",   "disk_mb",  "project",
+	"network",  "cpus",	  "snapshot", NULL,
 };
 
 /* The request's "network" (mode required when it is there) as its
@@ -55,6 +55,21 @@ int al_create_req_parse(const char *buf, size_t len, uint32_t default_timeout_s,
 		goto fail;
 	if (out->template_name[0] == '\0') {
 		al_err_set(err, AL_EINVAL, 0, "'template' must not be empty");
+		goto fail;
+	}
+
+	r = al_json_get_str(o, "snapshot", 63, &out->snapshot, NULL, err);
+	if (r < 0)
+		goto fail;
+	if (r > 0 && !al_id_valid(out->snapshot)) {
+		al_err_set(err, AL_EINVAL, 0,
+			   "'snapshot' is not a snapshot id");
+		goto fail;
+	}
+	if (r > 0 && json_object_object_get_ex(o, "template", NULL)) {
+		al_err_set(err, AL_EINVAL, 0,
+			   "give 'template' or 'snapshot', not both: a "
+			   "sandbox from a snapshot has its template");
 		goto fail;
 	}
 

@@ -31,6 +31,11 @@ typedef struct al_create_req {
 	/* The canonical network object (al_netspec_to_json): the request's
 	 * "network", or the default (allowlist, empty lists). Owned. */
 	json_object *network;
+	/* "snapshot": the snapshot (core/model/snapshot.h) the sandbox
+	 * starts from instead of a template; NULL for none. Its template
+	 * and driver are the snapshot's. */
+	const char *snapshot;
+	char snapshot_template[64], snapshot_driver[16]; /* set by the op */
 } al_create_req;
 
 /* Parse and validate; timeout defaults to default_timeout_s and must be in

@@ -104,8 +104,10 @@ char *al_shim_spec_pack(const al_sandbox *sb, const al_template_version *tv,
 				       json_object_get(sb->metadata));
 	if (tv != NULL)
 		json_object_object_add(o, "boot", boot_to_json(tv));
-	/* A suspended sandbox's start resumes it from its snapshot. */
-	if (sb->state == AL_ST_SUSPENDED && sb->resume_snapshot[0] != '\0')
+	/* A suspended sandbox's start resumes it from its snapshot, a new
+	 * one from a snapshot starts there. */
+	if ((sb->state == AL_ST_SUSPENDED || sb->state == AL_ST_CREATING) &&
+	    sb->resume_snapshot[0] != '\0')
 		add_str(o, "resume", sb->resume_snapshot);
 	const char *t = json_object_to_json_string_ext(
 		o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE);

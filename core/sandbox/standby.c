@@ -290,11 +290,13 @@ int al_standby_claim_or_spawn(const al_config *cfg, al_db *db,
 			      const al_sandbox *sb, int64_t deadline_ms,
 			      al_shim_ready *ready, al_err *err)
 {
-	/* Standbys are kept only where the template's pool is on (the
+	/* A start from a snapshot is the snapshot's machine, no
+	 * standby's. Standbys are kept only where the template's pool is on (the
 	 * controller, al_poolbounds_in_effect); the look costs a readdir.
 	 * A vm standby runs on the default limits' vCPUs for good: a
 	 * sandbox of another count would only be declined by each one. */
-	int may_claim = al_config_driver_enabled(cfg, sb->driver);
+	int may_claim = al_config_driver_enabled(cfg, sb->driver) &&
+			sb->resume_snapshot[0] == '\0';
 	if (strcmp(sb->driver, "vm") == 0 &&
 	    al_vm_shape_vcpus(sb->limits.cpu_millis) !=
 		    al_vm_shape_vcpus(cfg->default_cpu_millis))

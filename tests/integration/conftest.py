@@ -429,7 +429,8 @@ class Sandboxes:
 
     def body(self, **body):
         """A create body for this driver."""
-        body.setdefault("template", "minimal")
+        if "snapshot" not in body:  # a snapshot has its template
+            body.setdefault("template", "minimal")
         if self.driver is not None:
             body.setdefault("driver", self.driver)
         return body

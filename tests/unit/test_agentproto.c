@@ -233,7 +233,7 @@ static void test_oversized_rejected_before_alloc(void **state)
 static void test_unknown_type(void **state)
 {
 	(void)state;
-	static const uint16_t bad[] = {0,  16, 31,    46,    49,
+	static const uint16_t bad[] = {0,  16, 31,    47,    49,
 				       58, 61, 0x100, 0xffff};
 	static const uint16_t good[] = {1,  8,	15, 32, 33, 34, 35, 36, 37,
 					38, 39, 40, 41, 42, 43, 44, 50, 51,
