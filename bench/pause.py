@@ -11,25 +11,24 @@ and IDLE idle `sleep` processes, then ROUNDS rounds of, in turn:
         with the API key on one kept-alive connection: the client's time
         from sending each request to having read its answer (200 with
         the sandbox in state paused, then running: checked every round);
-  peer  the same stop and start without Airlock: ns, FROZEN then THAWED
-        written to the sandbox's v1 freezer cgroup (the leaf named after
-        its id), each until freezer.state reads it back (read every
-        0.1 ms); vm, QEMU's monitor is a socketpair the
-        shim holds, so QMP stop/cont cannot be reached from outside: the
-        peer is kill -STOP / -CONT of the sandbox's QEMU process, each
-        until every QEMU thread shows stopped (T) in /proc, then none;
   get   GET /v1/sandboxes/{id} on the same connection: the floor of an
         API call (nginx, fcgi, key check, a database read) that pause
         and resume add their work to;
   shim  the PAUSE and RESUME frames fcgi sends, straight to the shim's
         control socket: the shim, the agent's acknowledgement and the
-        freezer or QMP, without HTTP and the database's operation rows.
+        freezer or QMP, without HTTP and the database's operation rows;
+  peer  the same stop and start without Airlock: ns, FROZEN then THAWED
+        written to the sandbox's v1 freezer cgroup (the leaf named after
+        its id), each until freezer.state reads it back (read every
+        0.1 ms); vm, QEMU's monitor is a socketpair the shim holds, so
+        QMP stop/cont cannot be reached from outside: the peer is
+        kill -STOP / -CONT of the sandbox's QEMU process, each until
+        every QEMU thread shows stopped (T) in /proc, then none.
 
-The two alternate within each round, so the machine's load falls on both
-alike. Prints p50/p90/p99 of pause and of resume for each, the ratio
-API/peer, and the goal (issue 25: <= 10 ms each under TCG, judged on the
-p50). Then checks the sandbox still works: the counter advances and an
-exec answers.
+All four alternate within each round, so the machine's load falls on
+them alike. Prints p50/p90/p99 of each, the ratio API/peer, and the
+goal (issue 25: <= 10 ms each under TCG, judged on the p50). Then checks
+the sandbox still works: the counter advances and an exec answers.
 
   pause.py --url http://127.0.0.1:8080 --key-file STATE/api-key \\
            --state STATE [--rounds 100] [--idle 50] [--driver ns|vm]
