@@ -23,6 +23,10 @@
 #   files  a 200 MiB upload and download per driver (bench/files.py)
 #       beside a host `cat` of the file into the sandbox's disk, with
 #       the memory of the shim and the fcgi workers before and after
+#   pause  last, per driver: BENCH_PAUSE_ROUNDS (100) POST pause and
+#       resume of one busy sandbox (bench/pause.py); peer: ns, its
+#       freezer cgroup written directly; vm, SIGSTOP / SIGCONT of its
+#       QEMU (QMP is the shim's alone); issue 25's goal: <= 10 ms each
 #
 # The vm series run only where GET /v1/info lists the vm driver; they
 # say so when they are skipped. Tears everything down after. What needs
@@ -31,8 +35,9 @@
 # Env: BENCH_ROUNDS (200, ns warm and cold), BENCH_B2B_ROUNDS (200, ns
 # back to back), BENCH_BURST (200), BENCH_VM_ROUNDS (100),
 # BENCH_VM_B2B_ROUNDS (50), BENCH_VM_PEER_RUNS (8), BENCH_VM_RSS_COUNT
-# (10), BENCH_VM_IDLE_COUNT (10), BENCH_FILES_MIB (200), AIRLOCK_BUILD
-# (build), BENCH_VM_CACHE (see bench/private-stack.sh).
+# (10), BENCH_VM_IDLE_COUNT (10), BENCH_FILES_MIB (200),
+# BENCH_PAUSE_ROUNDS (100), AIRLOCK_BUILD (build), BENCH_VM_CACHE (see
+# bench/private-stack.sh).
 set -euo pipefail
 
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -46,6 +51,7 @@ VM_PEER_RUNS=${BENCH_VM_PEER_RUNS:-8}
 VM_RSS_COUNT=${BENCH_VM_RSS_COUNT:-10}
 VM_IDLE_COUNT=${BENCH_VM_IDLE_COUNT:-10}
 FILES_MIB=${BENCH_FILES_MIB:-200}
+PAUSE_ROUNDS=${BENCH_PAUSE_ROUNDS:-100}
 # Hundreds of creates a minute, all in project default: the create rate
 # is what is measured here, not what a project may do.
 export AIRLOCK_QUOTA_CREATES_PER_MINUTE=${AIRLOCK_QUOTA_CREATES_PER_MINUTE:-1000000}
@@ -175,3 +181,9 @@ echo "bench: start steps, from $STATE/log/shim.log"
 
 bench/policy.sh # egress policy decision time beside a plain C loop
 bench/credmask.sh # response masking speed beside a plain copy
+
+# Pause -> resume through the API on one busy sandbox per driver, beside
+# the freezer (ns) or SIGSTOP of QEMU (vm); vm is skipped, with a
+# message, where GET /v1/info does not list it.
+/usr/bin/python3 bench/pause.py --url "$API" --key-file "$KEY_FILE" \
+	--state "$STATE" --rounds "$PAUSE_ROUNDS"

@@ -24,7 +24,8 @@ import requests
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(REPO, "tests", "integration"))
-from conftest import cmdline, is_qemu, mem_kib, proc_pids  # noqa: E402,F401
+from conftest import (cgroup_path, cmdline, is_qemu, mem_kib,  # noqa: E402,F401
+                      proc_pids)
 
 HZ = os.sysconf("SC_CLK_TCK")
 
@@ -227,6 +228,7 @@ def pct(xs, p):
     return xs[min(len(xs) - 1, int(round(p / 100 * (len(xs) - 1))))]
 
 
-def goal(text, figure, ok):
+def goal(text, figure, ok, issue=9):
     """One goal line: what it asks, what was measured, met or not."""
-    print(f"Goal (issue 9): {text}: {figure}: {'met' if ok else 'NOT met'}")
+    print(f"Goal (issue {issue}): {text}: {figure}: "
+          f"{'met' if ok else 'NOT met'}")
