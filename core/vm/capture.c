@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/sysmacros.h>
 #include <time.h>
 #include <unistd.h>
@@ -437,14 +438,13 @@ int al_vmcap_find_ram(const char *maps, size_t len, dev_t dev, ino_t ino,
 /* QEMU's RAM mapping: its start address, from /proc/<pid>/maps, checked
  * against the mapped file itself (/proc/<pid>/map_files), which no name
  * in the maps text can forge. */
-static int ram_mapping(pid_t pid, dev_t dev, ino_t ino, uint64_t ram,
+static int ram_mapping(int proc, dev_t dev, ino_t ino, uint64_t ram,
 		       uint64_t *start, al_err *err)
 {
-	char p[96];
-	snprintf(p, sizeof p, "/proc/%d/maps", (int)pid);
-	al_autofd int fd = open(p, O_RDONLY | O_CLOEXEC);
+	char p[96] = "maps";
+	al_autofd int fd = openat(proc, p, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
-		return al_err_sys(err, AL_ESYS, errno, "open %s", p);
+		return al_err_sys(err, AL_ESYS, errno, "open QEMU's %s", p);
 	al_autofree char *buf = malloc(MAPS_MAX);
 	if (buf == NULL)
 		return al_err_set(err, AL_ENOMEM, 0, "out of memory");
@@ -465,11 +465,11 @@ static int ram_mapping(pid_t pid, dev_t dev, ino_t ino, uint64_t ram,
 	}
 	if (al_vmcap_find_ram(buf, have, dev, ino, ram, start, err) < 0)
 		return -1;
-	snprintf(p, sizeof p, "/proc/%d/map_files/%" PRIx64 "-%" PRIx64,
-		 (int)pid, *start, *start + ram);
+	snprintf(p, sizeof p, "map_files/%" PRIx64 "-%" PRIx64, *start,
+		 *start + ram);
 	struct stat st;
-	if (stat(p, &st) < 0)
-		return al_err_sys(err, AL_EPROTO, errno, "stat %s", p);
+	if (fstatat(proc, p, &st, 0) < 0)
+		return al_err_sys(err, AL_EPROTO, errno, "stat QEMU's %s", p);
 	if (st.st_dev != dev || st.st_ino != ino)
 		return al_err_set(err, AL_EPROTO, 0,
 				  "QEMU's guest RAM mapping maps another file");
@@ -481,12 +481,11 @@ static int ram_mapping(pid_t pid, dev_t dev, ino_t ino, uint64_t ram,
 /* The pages of QEMU's RAM mapping the guest wrote: present and not the
  * file's (an anonymous copy), or swapped out (only anonymous pages of a
  * private mapping are). */
-static int scan_pages(pid_t pid, uint64_t start, uint64_t ram, uint8_t *map,
+static int scan_pages(int proc, uint64_t start, uint64_t ram, uint8_t *map,
 		      al_err *err)
 {
-	char p[64];
-	snprintf(p, sizeof p, "/proc/%d/pagemap", (int)pid);
-	al_autofd int fd = open(p, O_RDONLY | O_CLOEXEC);
+	const char *p = "QEMU's pagemap";
+	al_autofd int fd = openat(proc, "pagemap", O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return al_err_sys(err, AL_ESYS, errno, "open %s", p);
 	uint64_t pages = ram / PAGE, ent[4096];
@@ -510,15 +509,33 @@ static int scan_pages(pid_t pid, uint64_t start, uint64_t ram, uint8_t *map,
 	return 0;
 }
 
-int al_vmcap_dirty_pages(pid_t pid, dev_t dev, ino_t ino, uint64_t ram,
+int al_vmcap_proc_open(pid_t pid, int pidfd, al_err *err)
+{
+	char p[32];
+	snprintf(p, sizeof p, "/proc/%d", (int)pid);
+	int fd = open(p, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return al_err_sys(err, AL_ESTATE, errno, "QEMU is gone");
+	/* Alive after the open: then the pid was still its own when the
+	 * directory was opened, and the directory stays its own. */
+	if (pidfd >= 0 &&
+	    syscall(SYS_pidfd_send_signal, pidfd, 0, NULL, 0) < 0) {
+		int e = errno;
+		close(fd);
+		return al_err_sys(err, AL_ESTATE, e, "QEMU is gone");
+	}
+	return fd;
+}
+
+int al_vmcap_dirty_pages(int proc, dev_t dev, ino_t ino, uint64_t ram,
 			 uint8_t *map, uint64_t *start, al_err *err)
 {
 	if (ram == 0 || ram % PAGE != 0)
 		return al_err_set(err, AL_EINVAL, 0,
 				  "mapping size is no whole number of pages");
-	if (ram_mapping(pid, dev, ino, ram, start, err) < 0)
+	if (ram_mapping(proc, dev, ino, ram, start, err) < 0)
 		return -1;
-	return scan_pages(pid, *start, ram, map, err);
+	return scan_pages(proc, *start, ram, map, err);
 }
 
 typedef struct save_ctx {
@@ -664,18 +681,17 @@ static int save_files(al_vm_machine *m, al_vmcap_base *b, int dirfd,
 	al_autofree uint8_t *dirty = calloc(1, mlen);
 	if (dirty == NULL)
 		return al_err_set(err, AL_ENOMEM, 0, "out of memory");
-	if (al_vmcap_dirty_pages(m->pid, b->ram_dev, b->ram_ino, b->ram, dirty,
-				 &start, err) < 0)
+	al_autofd int proc = al_vmcap_proc_open(m->pid, m->pidfd, err);
+	if (proc < 0 || al_vmcap_dirty_pages(proc, b->ram_dev, b->ram_ino,
+					     b->ram, dirty, &start, err) < 0)
 		return -1;
 	st->dirty_pages = popcount(dirty, mlen);
 	st->scan_ms = since_ms(&t0);
 
 	clock_gettime(CLOCK_MONOTONIC, &t0);
-	char qp[64];
-	snprintf(qp, sizeof qp, "/proc/%d/mem", (int)m->pid);
-	al_autofd int qmem = open(qp, O_RDONLY | O_CLOEXEC);
+	al_autofd int qmem = openat(proc, "mem", O_RDONLY | O_CLOEXEC);
 	if (qmem < 0)
-		return al_err_sys(err, AL_ESYS, errno, "open %s", qp);
+		return al_err_sys(err, AL_ESYS, errno, "open QEMU's mem");
 	al_autofd int out = create_in(dirfd, "mem", err);
 	if (out < 0)
 		return -1;
@@ -944,14 +960,13 @@ int al_vmcap_before_load(al_vm_machine *m, void *arg, al_err *err)
 	if (b->ram != ld->meta.ram)
 		return al_err_set(err, AL_ESTATE, 0,
 				  "the machine's RAM is not the capture's");
-	if (ram_mapping(m->pid, b->ram_dev, b->ram_ino, b->ram, &start, err) <
-	    0)
+	al_autofd int proc = al_vmcap_proc_open(m->pid, m->pidfd, err);
+	if (proc < 0 ||
+	    ram_mapping(proc, b->ram_dev, b->ram_ino, b->ram, &start, err) < 0)
 		return -1;
-	char qp[64];
-	snprintf(qp, sizeof qp, "/proc/%d/mem", (int)m->pid);
-	al_autofd int qmem = open(qp, O_RDWR | O_CLOEXEC);
+	al_autofd int qmem = openat(proc, "mem", O_RDWR | O_CLOEXEC);
 	if (qmem < 0)
-		return al_err_sys(err, AL_ESYS, errno, "open %s", qp);
+		return al_err_sys(err, AL_ESYS, errno, "open QEMU's mem");
 	al_autofree uint8_t *buf = malloc(CHUNK_PAGES * PAGE);
 	if (buf == NULL)
 		return al_err_set(err, AL_ENOMEM, 0, "out of memory");

@@ -120,12 +120,17 @@ int al_vmcap_base_bind(al_vmcap_base *b, int ram_fd, al_err *err);
 int al_vmcap_find_ram(const char *maps, size_t len, dev_t dev, ino_t ino,
 		      uint64_t ram, uint64_t *start, al_err *err);
 
-/* The pages of process pid's mapping of file (dev, ino) (found as
- * al_vmcap_find_ram does, and checked against /proc/<pid>/map_files)
- * that were written since it was mapped: bit i of map (ram / 4096 bits,
- * zeroed by the caller) for page i. *start is the mapping's address.
- * Exposed for tests and benches. */
-int al_vmcap_dirty_pages(pid_t pid, dev_t dev, ino_t ino, uint64_t ram,
+/* /proc/<pid> of the process pidfd follows, opened while it lives (so
+ * that a reused pid cannot stand in for it); pidfd -1: unchecked (a
+ * test's own process). AL_ESTATE when it is gone. */
+int al_vmcap_proc_open(pid_t pid, int pidfd, al_err *err);
+
+/* The pages of the process's (proc: al_vmcap_proc_open) mapping of file
+ * (dev, ino), found as al_vmcap_find_ram does and checked against its
+ * map_files, that were written since it was mapped: bit i of map (ram /
+ * 4096 bits, zeroed by the caller) for page i. *start is the mapping's
+ * address. Exposed for tests and benches. */
+int al_vmcap_dirty_pages(int proc, dev_t dev, ino_t ino, uint64_t ram,
 			 uint8_t *map, uint64_t *start, al_err *err);
 
 /* Save the stopped machine m (QMP stop done; AL_ESTATE if it runs) into

@@ -349,6 +349,45 @@ static void test_suspend_resume_cycles(void **state)
 	run("rm -rf %s", dir[CYCLES]);
 }
 
+/* A rolling snapshot: captured, then the same machine goes on (cont,
+ * RESUME) and is captured again, writing only what changed since; the
+ * later capture resumes with everything of both. */
+static void test_rolling_capture_goes_on(void **state)
+{
+	(void)state;
+	NEED_VM();
+	char root[480], root2[480], d1[480], d2[480], out[64];
+	al_capture_stats s1, s2;
+	al_driver_handle h;
+	al_frame_reader r;
+	al_err err = {0};
+	snap(tmpl, "roll-0", root, sizeof root);
+	start_new("roll", root, &h, &r);
+	assert_int_equal(vm_exec(h.agent_fd, &r, 1, "echo one >/tmp/one", out,
+				 sizeof out),
+			 0);
+	capture(&h, &r, "cap-roll-1", d1, sizeof d1, &s1);
+	print_stats("rolling capture 1", &s1);
+	assert_int_equal(drv->resume(&h, &err), 0);
+	vm_request(h.agent_fd, &r, AL_F_RESUME, AL_REQ_ID_RESUME);
+	assert_int_equal(vm_exec(h.agent_fd, &r, 2,
+				 "echo two >/tmp/two && cat /tmp/one", out,
+				 sizeof out),
+			 0);
+	assert_string_equal(out, "one\n");
+	capture(&h, &r, "cap-roll-2", d2, sizeof d2, &s2);
+	print_stats("rolling capture 2", &s2);
+	assert_true(s2.bytes < s1.bytes);
+	snap(root, "roll-1", root2, sizeof root2);
+	stop(&h, &r);
+	resume("roll", root2, d2, &h, &r);
+	assert_int_equal(vm_exec(h.agent_fd, &r, 3, "cat /tmp/one /tmp/two",
+				 out, sizeof out),
+			 0);
+	assert_string_equal(out, "one\ntwo\n");
+	stop(&h, &r);
+}
+
 /* Rewrite one line "key=..." of dir/meta to "key=value". */
 static void meta_set(const char *dir, const char *key, const char *value)
 {
@@ -563,8 +602,10 @@ static void test_dirty_scan(void **state)
 	uint8_t map[32] = {0};
 	uint64_t start = 0;
 	al_err err = {0};
-	if (al_vmcap_dirty_pages(getpid(), sb.st_dev, sb.st_ino, ram, map,
-				 &start, &err) < 0)
+	int self = al_vmcap_proc_open(getpid(), -1, &err);
+	assert_true(self >= 0);
+	if (al_vmcap_dirty_pages(self, sb.st_dev, sb.st_ino, ram, map, &start,
+				 &err) < 0)
 		fail_msg("scan: %s", err.msg);
 	assert_int_equal(start, (uint64_t)(uintptr_t)p);
 	for (uint64_t i = 0; i < pages; i++)
@@ -572,17 +613,18 @@ static void test_dirty_scan(void **state)
 				 i == 3 || i == 200);
 	void *again = mmap(NULL, ram, PROT_READ, MAP_PRIVATE, fd, 0);
 	assert_true(again != MAP_FAILED);
-	assert_int_equal(al_vmcap_dirty_pages(getpid(), sb.st_dev, sb.st_ino,
-					      ram, map, &start, &err),
+	assert_int_equal(al_vmcap_dirty_pages(self, sb.st_dev, sb.st_ino, ram,
+					      map, &start, &err),
 			 -1);
 	assert_int_equal(err.code, AL_EPROTO);
 	munmap(again, ram);
 	assert_int_equal(munmap((void *)(p + 4096), 4096), 0);
-	assert_int_equal(al_vmcap_dirty_pages(getpid(), sb.st_dev, sb.st_ino,
-					      ram, map, &start, &err),
+	assert_int_equal(al_vmcap_dirty_pages(self, sb.st_dev, sb.st_ino, ram,
+					      map, &start, &err),
 			 -1);
 	munmap((void *)p, ram);
 	close(fd);
+	close(self);
 }
 
 /* Scan time of a mapping of size ram with 64 MiB written: the only step
@@ -602,15 +644,18 @@ static double scan_ms(uint64_t ram)
 	uint8_t *map = calloc(1, ram / 4096 / 8);
 	uint64_t start;
 	al_err err = {0};
+	int self = al_vmcap_proc_open(getpid(), -1, &err);
+	assert_true(self >= 0);
 	struct timespec a, b;
 	clock_gettime(CLOCK_MONOTONIC, &a);
-	assert_int_equal(al_vmcap_dirty_pages(getpid(), sb.st_dev, sb.st_ino,
-					      ram, map, &start, &err),
+	assert_int_equal(al_vmcap_dirty_pages(self, sb.st_dev, sb.st_ino, ram,
+					      map, &start, &err),
 			 0);
 	clock_gettime(CLOCK_MONOTONIC, &b);
 	free(map);
 	munmap(p, ram);
 	close(fd);
+	close(self);
 	return (double)(b.tv_sec - a.tv_sec) * 1e3 +
 	       (double)(b.tv_nsec - a.tv_nsec) / 1e6;
 }
@@ -729,6 +774,7 @@ int main(void)
 		cmocka_unit_test(test_find_ram_refuses_what_is_not_it),
 		cmocka_unit_test(test_dirty_scan),
 		cmocka_unit_test(test_suspend_resume_cycles),
+		cmocka_unit_test(test_rolling_capture_goes_on),
 		cmocka_unit_test(test_bench_64mib),
 		/* Last: it rebuilds the template's memory. */
 		cmocka_unit_test(test_incompatible_capture_refused),
