@@ -388,6 +388,49 @@ static void test_rolling_capture_goes_on(void **state)
 	stop(&h, &r);
 }
 
+/* A fork: two sandboxes resumed from one capture at once, each with its
+ * own id, hostname and entropy: both have the parent's memory and disk,
+ * and what one writes the other does not see. */
+static void test_fork_from_one_capture(void **state)
+{
+	(void)state;
+	NEED_VM();
+	char root[480], ra[480], rb[480], dir[480], out[128], oa[128], ob[128];
+	al_capture_stats st;
+	al_driver_handle h, a, b;
+	al_frame_reader r, fa, fb;
+	snap(tmpl, "fork-0", root, sizeof root);
+	start_new("parent", root, &h, &r);
+	assert_int_equal(vm_exec(h.agent_fd, &r, 1,
+				 "echo mine >/tmp/parent && echo disk >/root/p",
+				 out, sizeof out),
+			 0);
+	capture(&h, &r, "cap-fork", dir, sizeof dir, &st);
+	snap(root, "fork-a", ra, sizeof ra);
+	snap(root, "fork-b", rb, sizeof rb);
+	stop(&h, &r);
+	resume("child-a", ra, dir, &a, &fa);
+	resume("child-b", rb, dir, &b, &fb);
+	const char *look = "hostname; cat /tmp/parent /root/p; "
+			   "head -c 16 /dev/urandom | od -An -tx1";
+	assert_int_equal(vm_exec(a.agent_fd, &fa, 2, look, oa, sizeof oa), 0);
+	assert_int_equal(vm_exec(b.agent_fd, &fb, 2, look, ob, sizeof ob), 0);
+	assert_memory_equal(oa, "child-a\nmine\ndisk\n", 18);
+	assert_memory_equal(ob, "child-b\nmine\ndisk\n", 18);
+	/* Their random streams part after the identity's fresh entropy. */
+	assert_string_not_equal(oa + 18, ob + 18);
+	assert_int_equal(vm_exec(a.agent_fd, &fa, 3,
+				 "echo a >/tmp/parent && echo a >/root/p", out,
+				 sizeof out),
+			 0);
+	assert_int_equal(vm_exec(b.agent_fd, &fb, 3, "cat /tmp/parent /root/p",
+				 out, sizeof out),
+			 0);
+	assert_string_equal(out, "mine\ndisk\n");
+	stop(&a, &fa);
+	stop(&b, &fb);
+}
+
 /* Rewrite one line "key=..." of dir/meta to "key=value". */
 static void meta_set(const char *dir, const char *key, const char *value)
 {
@@ -775,6 +818,7 @@ int main(void)
 		cmocka_unit_test(test_dirty_scan),
 		cmocka_unit_test(test_suspend_resume_cycles),
 		cmocka_unit_test(test_rolling_capture_goes_on),
+		cmocka_unit_test(test_fork_from_one_capture),
 		cmocka_unit_test(test_bench_64mib),
 		/* Last: it rebuilds the template's memory. */
 		cmocka_unit_test(test_incompatible_capture_refused),
