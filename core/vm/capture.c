@@ -24,7 +24,6 @@
 #define CHUNK_PAGES 256u
 /* A QEMU's maps are a few hundred lines; more is not a QEMU to trust. */
 #define MAPS_MAX (4u << 20)
-#define DEVSTATE_MAX (16u << 20)
 /* Bits of a /proc/<pid>/pagemap entry (Documentation/admin-guide/mm/
  * pagemap.rst). */
 #define PM_PRESENT (1ull << 63)
@@ -659,16 +658,10 @@ static int save_files(al_vm_machine *m, al_vmcap_base *b, int dirfd,
 	al_autofd int sfd = create_in(dirfd, "devstate", err);
 	if (sfd < 0)
 		return -1;
-	/* QEMU writes through a descriptor of its own: O_WRONLY, as the
-	 * fdset's open asks. */
-	al_autofd int wfd = openat(dirfd, "devstate",
-				   O_WRONLY | O_NOFOLLOW | O_CLOEXEC);
-	if (wfd < 0)
-		return al_err_sys(err, AL_ESYS, errno, "open devstate");
-	if (al_vm_machine_save_devices(m, wfd, err) < 0)
+	uint64_t state_bytes = 0;
+	if (al_vm_machine_save_devices(m, sfd, &state_bytes, err) < 0)
 		return -1;
-	struct stat sst;
-	if (fstat(sfd, &sst) < 0 || sst.st_size <= 0)
+	if (state_bytes == 0)
 		return al_err_set(err, AL_EINTERNAL, 0,
 				  "QEMU wrote no device state");
 	if (sync_fd(sfd, "devstate", err) < 0)
@@ -743,7 +736,7 @@ static int save_files(al_vm_machine *m, al_vmcap_base *b, int dirfd,
 	    sync_fd(dirfd, "the directory", err) < 0)
 		return -1;
 	st->write_ms = since_ms(&t0);
-	st->bytes = c.written + (uint64_t)sst.st_size + mlen + (uint64_t)tl;
+	st->bytes = c.written + state_bytes + mlen + (uint64_t)tl;
 
 	/* This capture is the next one's base. */
 	int keep = openat(dirfd, "mem", O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
@@ -896,7 +889,7 @@ int al_vmcap_open(const char *dir, const al_vmcap_base *b, al_vmcap_load *ld,
 	ld->state_fd = open_in(dirfd, "devstate", &st, err);
 	if (ld->state_fd < 0)
 		goto fail;
-	if (st.st_size <= 0 || st.st_size > DEVSTATE_MAX) {
+	if (st.st_size <= 0 || st.st_size > AL_VM_DEVSTATE_MAX) {
 		al_err_set(err, AL_ESTATE, 0,
 			   "the capture's devstate is %lld bytes",
 			   (long long)st.st_size);

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -832,13 +833,67 @@ int al_vm_machine_save(al_vm_machine *m, int state_fd, al_err *err)
 #define VM_FDSET_DEVSTATE 3
 #define VM_FDSET_DEVSTATE_PATH "/dev/fdset/3"
 
-int al_vm_machine_save_devices(al_vm_machine *m, int fd, al_err *err)
+/* Copy the device state QEMU wrote into the memfd mfd to fd: at most
+ * AL_VM_DEVSTATE_MAX bytes, else nothing. */
+static int copy_devstate(int mfd, int fd, uint64_t *bytes, al_err *err)
 {
+	struct stat st;
+	if (fstat(mfd, &st) < 0)
+		return al_err_sys(err, AL_ESYS, errno, "fstat device state");
+	if (st.st_size > AL_VM_DEVSTATE_MAX)
+		return al_err_set(err, AL_EPROTO, 0,
+				  "QEMU wrote %lld bytes of device state, over "
+				  "the %d it may",
+				  (long long)st.st_size, AL_VM_DEVSTATE_MAX);
+	char buf[65536];
+	for (off_t at = 0; at < st.st_size;) {
+		ssize_t n = pread(mfd, buf, sizeof buf, at);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return al_err_sys(err, AL_ESYS, n < 0 ? errno : EIO,
+					  "reading the device state");
+		for (ssize_t w = 0; w < n;) {
+			ssize_t k = pwrite(fd, buf + w, (size_t)(n - w),
+					   at + w);
+			if (k < 0 && errno == EINTR)
+				continue;
+			if (k <= 0) {
+				int e = k < 0 ? errno : EIO;
+				return al_err_sys(err,
+						  e == ENOSPC || e == EDQUOT
+							  ? AL_EUNAVAIL
+							  : AL_ESYS,
+						  e,
+						  "writing the device state");
+			}
+			w += k;
+		}
+		at += n;
+	}
+	*bytes = (uint64_t)st.st_size;
+	return 0;
+}
+
+int al_vm_machine_save_devices(al_vm_machine *m, int fd, uint64_t *bytes,
+			       al_err *err)
+{
+	*bytes = 0;
+	al_autofd int mfd = memfd_create("airlock-devstate", MFD_CLOEXEC);
+	if (mfd < 0)
+		return al_err_sys(err, AL_ESYS, errno, "memfd_create");
+	/* QEMU opens the set's file write-only (and truncates it): a
+	 * write-only description of the same memfd. */
+	char self[64];
+	snprintf(self, sizeof self, "/proc/self/fd/%d", mfd);
+	al_autofd int wr = open(self, O_WRONLY | O_CLOEXEC);
+	if (wr < 0)
+		return al_err_sys(err, AL_ESYS, errno, "reopen %s", self);
 	int64_t deadline = al_now_ms() + AL_VM_RESTORE_TIMEOUT_MS;
 	json_object *args = json_object_new_object();
 	json_object_object_add(args, "fdset-id",
 			       json_object_new_int(VM_FDSET_DEVSTATE));
-	json_object *r = al_qmp_exec(m->qmp, "add-fd", args, fd, deadline, err);
+	json_object *r = al_qmp_exec(m->qmp, "add-fd", args, wr, deadline, err);
 	json_object_put(args);
 	if (r == NULL)
 		return -1;
@@ -852,7 +907,7 @@ int al_vm_machine_save_devices(al_vm_machine *m, int fd, al_err *err)
 	int rc = al_qmp_run(m->qmp, "xen-save-devices-state", args, deadline,
 			    err);
 	json_object_put(args);
-	/* The set holds QEMU's copy of fd until removed. */
+	/* The set holds QEMU's copy of the memfd until removed. */
 	args = json_object_new_object();
 	json_object_object_add(args, "fdset-id",
 			       json_object_new_int(VM_FDSET_DEVSTATE));
@@ -861,6 +916,8 @@ int al_vm_machine_save_devices(al_vm_machine *m, int fd, al_err *err)
 	    rc == 0)
 		rc = al_err_set(err, rerr.code, 0, "%s", rerr.msg);
 	json_object_put(args);
+	if (rc == 0)
+		rc = copy_devstate(mfd, fd, bytes, err);
 	return rc;
 }
 

@@ -110,9 +110,14 @@ int al_vm_machine_restore(al_vm_machine *m, const al_vm_launch *l, int state_fd,
 int al_vm_machine_save(al_vm_machine *m, int state_fd, al_err *err);
 /* Write the device state of a stopped guest to fd (QMP
  * xen-save-devices-state: every device but RAM, no configuration
- * section; loaded by a restore with l->devices_only). The guest stays
- * stopped and its disk active, so it can go on (cont). */
-int al_vm_machine_save_devices(al_vm_machine *m, int fd, al_err *err);
+ * section; loaded by a restore with l->devices_only), *bytes of it.
+ * QEMU writes into a memfd (its pages charged to QEMU's own cgroup), of
+ * which at most AL_VM_DEVSTATE_MAX bytes are copied: more is refused
+ * (AL_EPROTO), so a QEMU its guest took over cannot fill the pool. The
+ * guest stays stopped and its disk active, so it can go on (cont). */
+#define AL_VM_DEVSTATE_MAX (1 << 20) /* some 10 KB are written */
+int al_vm_machine_save_devices(al_vm_machine *m, int fd, uint64_t *bytes,
+			       al_err *err);
 /* 1 if QEMU's guest is running (QMP query-status), 0 if stopped. */
 int al_vm_machine_running(al_vm_machine *m, al_err *err);
 /* QEMU's version, "major.minor.micro package" (QMP query-version): what
