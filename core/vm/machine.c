@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "base/cleanup.h"
+#include "base/file.h"
 #include "base/log.h"
 #include "host/cgroup.h"
 #include "proto/agentproto.h"
@@ -837,7 +838,13 @@ int al_vm_machine_save(al_vm_machine *m, int state_fd, al_err *err)
  * AL_VM_DEVSTATE_MAX bytes, else nothing. */
 static int copy_devstate(int mfd, int fd, uint64_t *bytes, al_err *err)
 {
+	/* Sealed first: a QEMU that kept a copy of it cannot change it
+	 * between the check and the copy. */
 	struct stat st;
+	if (fcntl(mfd, F_ADD_SEALS,
+		  F_SEAL_GROW | F_SEAL_SHRINK | F_SEAL_WRITE) < 0)
+		return al_err_sys(err, AL_EPROTO, errno,
+				  "sealing QEMU's device state");
 	if (fstat(mfd, &st) < 0)
 		return al_err_sys(err, AL_ESYS, errno, "fstat device state");
 	if (st.st_size > AL_VM_DEVSTATE_MAX)
@@ -845,31 +852,9 @@ static int copy_devstate(int mfd, int fd, uint64_t *bytes, al_err *err)
 				  "QEMU wrote %lld bytes of device state, over "
 				  "the %d it may",
 				  (long long)st.st_size, AL_VM_DEVSTATE_MAX);
-	char buf[65536];
-	for (off_t at = 0; at < st.st_size;) {
-		ssize_t n = pread(mfd, buf, sizeof buf, at);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return al_err_sys(err, AL_ESYS, n < 0 ? errno : EIO,
-					  "reading the device state");
-		for (ssize_t w = 0; w < n;) {
-			ssize_t k = pwrite(fd, buf + w, (size_t)(n - w),
-					   at + w);
-			if (k < 0 && errno == EINTR)
-				continue;
-			if (k <= 0) {
-				int e = k < 0 ? errno : EIO;
-				return al_err_sys(err,
-						  e == ENOSPC || e == EDQUOT
-							  ? AL_EUNAVAIL
-							  : AL_ESYS,
-						  e,
-						  "writing the device state");
-			}
-			w += k;
-		}
-		at += n;
+	if (al_file_copy_sparse(mfd, fd, err) < 0) {
+		al_err_wrap(err, "copying the device state");
+		return -1;
 	}
 	*bytes = (uint64_t)st.st_size;
 	return 0;
@@ -879,7 +864,8 @@ int al_vm_machine_save_devices(al_vm_machine *m, int fd, uint64_t *bytes,
 			       al_err *err)
 {
 	*bytes = 0;
-	al_autofd int mfd = memfd_create("airlock-devstate", MFD_CLOEXEC);
+	al_autofd int mfd = memfd_create("airlock-devstate",
+					 MFD_CLOEXEC | MFD_ALLOW_SEALING);
 	if (mfd < 0)
 		return al_err_sys(err, AL_ESYS, errno, "memfd_create");
 	/* QEMU opens the set's file write-only (and truncates it): a
