@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,9 +33,10 @@
 
 static const char *const capture_files[] = {"devstate", "mem", "pages", "meta"};
 
-static int64_t mtime_ns(const struct stat *st)
+static uint64_t mtime_ns(const struct stat *st)
 {
-	return (int64_t)st->st_mtim.tv_sec * 1000000000 + st->st_mtim.tv_nsec;
+	return (uint64_t)st->st_mtim.tv_sec * 1000000000 +
+	       (uint64_t)st->st_mtim.tv_nsec;
 }
 
 static size_t bitmap_bytes(uint64_t ram)
@@ -97,23 +99,61 @@ static int pwrite_all(int fd, const void *buf, size_t len, off_t off,
 
 /* ---- meta ---- */
 
+/* One "key=value" line of meta: a string (cap bytes with its NUL) or a
+ * number in [min, max]. */
+typedef struct meta_field {
+	const char *key;
+	size_t off;
+	size_t cap; /* 0: a number */
+	uint64_t min, max;
+} meta_field;
+
+#define META_STR(k)                                                            \
+	{                                                                      \
+#k, offsetof(al_vmcap_meta, k),                                \
+			sizeof(((al_vmcap_meta *)0)->k), 0, 0                  \
+	}
+#define META_NUM(k, lo, hi)                                                    \
+	{                                                                      \
+#k, offsetof(al_vmcap_meta, k), 0, lo, hi                      \
+	}
+
+static const meta_field meta_fields[] = {
+	META_STR(layout),
+	META_STR(format),
+	META_STR(qemu),
+	META_STR(accel),
+	META_NUM(vcpus, 1, 1024),
+	META_NUM(ram, PAGE, 1ull << 40),
+	META_STR(base),
+	META_NUM(base_ino, 0, UINT64_MAX),
+	META_NUM(base_size, 0, 1ull << 40),
+	META_NUM(base_mtime_ns, 0, INT64_MAX),
+	META_NUM(dirty_pages, 0, (1ull << 40) / PAGE),
+};
+#define META_FIELDS (sizeof meta_fields / sizeof *meta_fields)
+
 int al_vmcap_meta_format(const al_vmcap_meta *m, char *out, size_t len)
 {
-	int n = snprintf(out, len,
-			 "layout=%s\nformat=%s\nqemu=%s\naccel=%s\nvcpus=%u\n"
-			 "ram=%" PRIu64 "\nbase=%s\nbase_ino=%" PRIu64
-			 "\nbase_size=%" PRIu64 "\nbase_mtime_ns=%" PRId64
-			 "\ndirty_pages=%" PRIu64 "\n",
-			 m->layout, m->format, m->qemu, m->accel, m->vcpus,
-			 m->ram, m->base, m->base_ino, m->base_size,
-			 m->base_mtime_ns, m->dirty_pages);
-	if (n < 0 || (size_t)n >= len)
-		return -1;
-	return n;
+	size_t at = 0;
+	for (size_t i = 0; i < META_FIELDS; i++) {
+		const meta_field *f = &meta_fields[i];
+		const char *p = (const char *)m + f->off;
+		int n = f->cap != 0
+				? snprintf(out + at, len - at, "%s=%s\n",
+					   f->key, p)
+				: snprintf(out + at, len - at,
+					   "%s=%" PRIu64 "\n", f->key,
+					   *(const uint64_t *)(const void *)p);
+		if (n < 0 || (size_t)n >= len - at)
+			return -1;
+		at += (size_t)n;
+	}
+	return (int)at;
 }
 
-/* A decimal number, all of s, at most max. */
-static int parse_u64(const char *s, uint64_t max, uint64_t *v)
+/* A decimal number, all of s, in [min, max]. */
+static int parse_u64(const char *s, uint64_t min, uint64_t max, uint64_t *v)
 {
 	if (*s == '\0' || strlen(s) > 20)
 		return -1;
@@ -126,39 +166,54 @@ static int parse_u64(const char *s, uint64_t max, uint64_t *v)
 			return -1;
 		n = n * 10 + d;
 	}
+	if (n < min)
+		return -1;
 	*v = n;
+	return 0;
+}
+
+/* One line (NUL terminated, printable) into m. */
+static int meta_line(char *line, size_t lineno, al_vmcap_meta *m, int *seen,
+		     al_err *err)
+{
+	char *eq = strchr(line, '=');
+	if (eq == NULL)
+		return al_err_set(err, AL_ESTATE, 0,
+				  "capture meta line %zu is no key=value",
+				  lineno);
+	*eq = '\0';
+	size_t k = 0;
+	while (k < META_FIELDS && strcmp(meta_fields[k].key, line) != 0)
+		k++;
+	if (k == META_FIELDS || seen[k])
+		return al_err_set(err, AL_ESTATE, 0,
+				  "capture meta line %zu: %s key \"%.40s\"",
+				  lineno,
+				  k == META_FIELDS ? "unknown" : "repeated",
+				  line);
+	seen[k] = 1;
+	const meta_field *f = &meta_fields[k];
+	const char *v = eq + 1;
+	char *p = (char *)m + f->off;
+	if (f->cap != 0
+		    ? strlen(v) >= f->cap
+		    : parse_u64(v, f->min, f->max, (uint64_t *)(void *)p) < 0)
+		return al_err_set(err, AL_ESTATE, 0, "capture meta: bad %s",
+				  f->key);
+	if (f->cap != 0)
+		memcpy(p, v, strlen(v) + 1);
 	return 0;
 }
 
 int al_vmcap_meta_parse(const char *text, size_t len, al_vmcap_meta *m,
 			al_err *err)
 {
-	enum {
-		K_LAYOUT,
-		K_FORMAT,
-		K_QEMU,
-		K_ACCEL,
-		K_VCPUS,
-		K_RAM,
-		K_BASE,
-		K_INO,
-		K_SIZE,
-		K_MTIME,
-		K_DIRTY,
-		K_COUNT
-	};
-	static const char *const keys[K_COUNT] = {"layout",	"format",
-						  "qemu",	"accel",
-						  "vcpus",	"ram",
-						  "base",	"base_ino",
-						  "base_size",	"base_mtime_ns",
-						  "dirty_pages"};
-	*m = (al_vmcap_meta){0};
+	memset(m, 0, sizeof *m);
 	if (len > AL_VMCAP_META_MAX)
 		return al_err_set(err, AL_ESTATE, 0,
 				  "capture meta is over %d bytes",
 				  AL_VMCAP_META_MAX);
-	int seen[K_COUNT] = {0};
+	int seen[META_FIELDS] = {0};
 	size_t at = 0, lineno = 0;
 	while (at < len) {
 		lineno++;
@@ -182,82 +237,14 @@ int al_vmcap_meta_parse(const char *text, size_t len, al_vmcap_meta *m,
 						  "capture meta line %zu is "
 						  "not printable",
 						  lineno);
-		char *eq = strchr(line, '=');
-		if (eq == NULL)
-			return al_err_set(err, AL_ESTATE, 0,
-					  "capture meta line %zu is no "
-					  "key=value",
-					  lineno);
-		*eq = '\0';
-		const char *v = eq + 1;
-		int k = 0;
-		while (k < K_COUNT && strcmp(keys[k], line) != 0)
-			k++;
-		if (k == K_COUNT || seen[k])
-			return al_err_set(err, AL_ESTATE, 0,
-					  "capture meta line %zu: %s key "
-					  "\"%.40s\"",
-					  lineno,
-					  k == K_COUNT ? "unknown" : "repeated",
-					  line);
-		seen[k] = 1;
-		uint64_t n = 0;
-		int bad = 0;
-		switch (k) {
-		case K_LAYOUT:
-		case K_FORMAT:
-		case K_QEMU:
-		case K_ACCEL:
-		case K_BASE: {
-			char *dst = k == K_LAYOUT   ? m->layout
-				    : k == K_FORMAT ? m->format
-				    : k == K_QEMU   ? m->qemu
-				    : k == K_ACCEL  ? m->accel
-						    : m->base;
-			size_t cap = k == K_LAYOUT   ? sizeof m->layout
-				     : k == K_FORMAT ? sizeof m->format
-				     : k == K_QEMU   ? sizeof m->qemu
-				     : k == K_ACCEL  ? sizeof m->accel
-						     : sizeof m->base;
-			bad = strlen(v) >= cap;
-			if (!bad)
-				snprintf(dst, cap, "%s", v);
-			break;
-		}
-		case K_VCPUS:
-			bad = parse_u64(v, 1024, &n) < 0 || n == 0;
-			m->vcpus = (unsigned)n;
-			break;
-		case K_RAM:
-			bad = parse_u64(v, 1ull << 40, &n) < 0 || n == 0 ||
-			      n % PAGE != 0;
-			m->ram = n;
-			break;
-		case K_INO:
-			bad = parse_u64(v, UINT64_MAX, &m->base_ino) < 0;
-			break;
-		case K_SIZE:
-			bad = parse_u64(v, 1ull << 40, &m->base_size) < 0;
-			break;
-		case K_MTIME:
-			bad = parse_u64(v, INT64_MAX, &n) < 0;
-			m->base_mtime_ns = (int64_t)n;
-			break;
-		case K_DIRTY:
-			bad = parse_u64(v, (1ull << 40) / PAGE,
-					&m->dirty_pages) < 0;
-			break;
-		default:
-			break;
-		}
-		if (bad)
-			return al_err_set(err, AL_ESTATE, 0,
-					  "capture meta: bad %s", keys[k]);
+		if (meta_line(line, lineno, m, seen, err) < 0)
+			return -1;
 	}
-	for (int k = 0; k < K_COUNT; k++)
+	for (size_t k = 0; k < META_FIELDS; k++)
 		if (!seen[k])
 			return al_err_set(err, AL_ESTATE, 0,
-					  "capture meta has no %s", keys[k]);
+					  "capture meta has no %s",
+					  meta_fields[k].key);
 	return 0;
 }
 
@@ -833,7 +820,8 @@ static int check_meta(const al_vmcap_meta *mt, const al_vmcap_base *b,
 				  mt->accel, al_vm_accel_name(b->accel));
 	if (mt->vcpus != b->vcpus)
 		return al_err_set(err, AL_ESTATE, 0,
-				  "the capture has %u vCPUs, the sandbox %u",
+				  "the capture has %" PRIu64
+				  " vCPUs, the sandbox %u",
 				  mt->vcpus, b->vcpus);
 	if (mt->ram != ((uint64_t)AL_VM_MEM_MB << 20) ||
 	    mt->ram != b->tmpl_size)

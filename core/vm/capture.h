@@ -61,13 +61,12 @@ typedef struct al_vmcap_meta {
 	char format[8];		/* AL_VM_SNAPSHOT_FORMAT */
 	char qemu[96];		/* al_vm_machine_version */
 	char accel[8];		/* "tcg", "kvm" */
-	unsigned vcpus;		/* -smp */
+	uint64_t vcpus;		/* -smp */
 	uint64_t ram;		/* guest RAM bytes (AL_VM_MEM_MB MiB) */
 	char base[AL_PATH_MAX]; /* the template snapshot dir (VMDIR or
 				 * VMDIR/vcpus-N) whose mem it is relative to */
 	/* base/mem as it was: a rebuilt template has another file there. */
-	uint64_t base_ino, base_size;
-	int64_t base_mtime_ns;
+	uint64_t base_ino, base_size, base_mtime_ns;
 	uint64_t dirty_pages; /* bits set in DIR/pages */
 } al_vmcap_meta;
 
@@ -86,8 +85,7 @@ int al_vmcap_meta_parse(const char *text, size_t len, al_vmcap_meta *m,
 typedef struct al_vmcap_base {
 	char snapdir[AL_PATH_MAX]; /* "" when it has none (a cold boot) */
 	int tmpl_fd;		   /* snapdir/mem, opened at the start */
-	uint64_t tmpl_ino, tmpl_size;
-	int64_t tmpl_mtime_ns;
+	uint64_t tmpl_ino, tmpl_size, tmpl_mtime_ns;
 	dev_t ram_dev; /* the sealed memfd QEMU maps its RAM from */
 	ino_t ram_ino;
 	uint64_t ram; /* its size: the RAM mapping's */
