@@ -3,20 +3,28 @@
  *
  * A sandbox's rootfs (a snapshot of its template's subvolume) holds the
  * symlink .airlock-vm to the template's VM directory (vm/snapshot.h).
- * start() reflinks the template's disk.ext4 into the rootfs and then:
+ * start() does one of three:
  *
- *  - restores, when the template has a base snapshot: QEMU starts with
+ *  - resumes, when the spec has a restore_dir, the machine a capture()
+ *    saved there (vm/capture.h: the template's RAM plus the pages the
+ *    guest had written, and its device state), on the disk in the rootfs
+ *    (.airlock-disk.ext4 as it was snapshotted after the capture). Its
+ *    init and agent run already: the caller RESUMEs the agent and gives
+ *    it its identity (adopt). A capture this host cannot resume is
+ *    AL_ESTATE, for the caller to start the disk cold instead;
+ *  - restores, when the template has a base snapshot, after reflinking
+ *    the template's disk.ext4 into the rootfs: QEMU starts with
  *    -incoming defer and maps the template's guest RAM (vm/mem.h)
  *    privately (share=off: copy-on-write, every clone shares the
  *    unchanged pages); over QMP the device state (~64 KB) is loaded with
  *    x-ignore-shared and the guest continued. It resumes inside the guest
  *    init, which was waiting for its host when the snapshot was taken;
- *  - otherwise boots the kernel cold (seconds under TCG).
+ *  - otherwise boots the kernel cold (seconds under TCG) on that disk.
  *
- * Either way the host then sends the init its GO line (clock, hostname,
- * fresh entropy, the sandbox's MAC; guest/init/init.c) on the
- * virtio-serial port "airlock", whose QEMU end is a socketpair. The
- * init starts airlock-agent on the port, and that socket becomes
+ * Unless it resumed, the host then sends the init its GO line (clock,
+ * hostname, fresh entropy, the sandbox's MAC; guest/init/init.c) on the
+ * virtio-serial port "airlock", whose QEMU end is a socketpair. The init
+ * starts airlock-agent on the port, and that socket becomes
  * h->agent_fd: the agent's HELLO is the first thing on it.
  *
  * QEMU itself (command line, jail, launch, migration) is vm/machine.h's;
