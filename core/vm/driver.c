@@ -19,7 +19,9 @@
  *    unchanged pages); over QMP the device state (~64 KB) is loaded with
  *    x-ignore-shared and the guest continued. It resumes inside the guest
  *    init, which was waiting for its host when the snapshot was taken;
- *  - otherwise boots the kernel cold (seconds under TCG) on that disk.
+ *  - otherwise boots the kernel cold (seconds under TCG) on that disk,
+ *    or on the rootfs's own when the spec says own_disk (a resume that
+ *    fell back).
  *
  * Unless it resumed, the host then sends the init its GO line (clock,
  * hostname, fresh entropy, the sandbox's MAC; guest/init/init.c) on the
@@ -271,10 +273,15 @@ static int vm_start(const al_sandbox_spec *spec, al_driver_handle *h,
 	vmdir[n] = '\0';
 	if (vmdir[0] != '/' || (size_t)n >= sizeof vmdir - 16)
 		return al_err_set(err, AL_EINVAL, 0, "bad %s link", AL_VM_LINK);
-	int restore = base_restorable(spec->id, vmdir, accel_s, sizeof accel_s);
+	/* The sandbox's own disk and no capture: only a boot fits it. */
+	int restore = (spec->own_disk && spec->restore_dir == NULL)
+			      ? 0
+			      : base_restorable(spec->id, vmdir, accel_s,
+						sizeof accel_s);
 	/* A capture to resume (vm/capture.h): its RAM is relative to the
 	 * template's snapshot, which must be there. */
 	const char *resume = spec->restore_dir;
+	int own_disk = resume != NULL || spec->own_disk;
 	if (resume != NULL && !restore)
 		return al_err_set(err, AL_ESTATE, 0,
 				  "cannot resume the capture %s: the template "
@@ -352,10 +359,10 @@ static int vm_start(const al_sandbox_spec *spec, al_driver_handle *h,
 		l.accel = al_vm_accel_load(cfg.state_dir);
 	}
 	/* A resumed machine's disk is the one its capture went with. */
-	if (resume != NULL ? disk_size(disk, &p->disk_size, err) < 0
-			   : disk_clone(tdisk, disk, &p->disk_size, err) < 0)
+	if (own_disk ? disk_size(disk, &p->disk_size, err) < 0
+		     : disk_clone(tdisk, disk, &p->disk_size, err) < 0)
 		goto fail;
-	disk_made = resume == NULL;
+	disk_made = !own_disk;
 	if (al_vm_mac_for_id(spec->id, macb, err) < 0)
 		goto fail;
 	al_vm_mac_format(macb, mac);

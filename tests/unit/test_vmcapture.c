@@ -480,8 +480,11 @@ static void test_incompatible_capture_refused(void **state)
 	al_err err = {0};
 	snap(tmpl, "inc-0", root, sizeof root);
 	start_new("inc", root, &h, &r);
-	assert_int_equal(vm_exec(h.agent_fd, &r, 1, "echo here >/root/mark",
-				 out, sizeof out),
+	/* Synced, as a suspend syncs the guest's disk before the capture:
+	 * a cold start from that disk (below) must find it. */
+	assert_int_equal(vm_exec(h.agent_fd, &r, 1,
+				 "echo here >/root/mark && sync", out,
+				 sizeof out),
 			 0);
 
 	/* Running: refused, nothing written. */
@@ -568,6 +571,27 @@ static void test_incompatible_capture_refused(void **state)
 	/* Still refused: mem.orig is a copy, not the file captured
 	 * against. A capture is never resumed on other RAM than its own. */
 	expect_refused(root2, dir, "rebuilt since the capture");
+
+	/* What the caller does then: the sandbox's own disk, booted cold.
+	 * Its files are there; its memory is not. */
+	al_sandbox_spec s = spec_of("inc", root2, NULL);
+	s.own_disk = 1;
+	int64_t t0 = al_now_ms();
+	if (drv->start(&s, &h, &err) < 0)
+		fail_msg("cold start on the own disk: %s", err.msg);
+	al_frame_reader_init(&r);
+	expect_hello(h.agent_fd, &r);
+	printf("# cold start on the sandbox's own disk: %lld ms\n",
+	       (long long)(al_now_ms() - t0));
+	assert_int_equal(vm_exec(h.agent_fd, &r, 1,
+				 "cat /root/mark; hostname; ls /tmp | wc -l",
+				 out, sizeof out),
+			 0);
+	assert_string_equal(out, "here\ninc\n0\n");
+	stop(&h, &r);
+	char disk[520];
+	snprintf(disk, sizeof disk, "%s/" AL_VM_DISK, root2);
+	assert_int_equal(access(disk, F_OK), 0);
 }
 
 /* QEMU's guest RAM is found only as the one private mapping of the
