@@ -112,7 +112,7 @@ static int group_setup(void **state)
 		"mkdir -p $r/bin $r/sbin $r/etc $r/root $r/tmp $r/dev $r/proc "
 		"$r/sys; cp /bin/busybox $r/bin/; for a in sh cat ls echo "
 		"test sleep grep kill dd head od sync mkdir rm cmp hostname "
-		"wc true printf mount seq; do ln -s busybox $r/bin/$a; done; "
+		"wc true printf mount seq nproc; do ln -s busybox $r/bin/$a; done; "
 		"cp %s $r/sbin/airlock-agent; "
 		"echo root:x:0:0:root:/root:/bin/sh >$r/etc/passwd",
 		tmpl, tmpl, agent) != 0)
@@ -178,15 +178,23 @@ static al_sandbox_spec spec_of(const char *id, const char *root,
 	return s;
 }
 
-static void start_new(const char *id, const char *root, al_driver_handle *h,
-		      al_frame_reader *r)
+static void start_new_cpus(const char *id, const char *root,
+			   uint32_t cpu_millis, al_driver_handle *h,
+			   al_frame_reader *r)
 {
 	al_sandbox_spec s = spec_of(id, root, NULL);
+	s.limits.cpu_millis = cpu_millis;
 	al_err err = {0};
 	if (drv->start(&s, h, &err) < 0)
 		fail_msg("start %s: %s", id, err.msg);
 	al_frame_reader_init(r);
 	expect_hello(h->agent_fd, r);
+}
+
+static void start_new(const char *id, const char *root, al_driver_handle *h,
+		      al_frame_reader *r)
+{
+	start_new_cpus(id, root, 0, h, r);
 }
 
 /* The shim's side of a suspend: the agent quiet (PAUSE answered), the
@@ -213,10 +221,12 @@ static void stop(al_driver_handle *h, al_frame_reader *r)
 /* The shim's side of a resume: start from the capture, RESUME the agent,
  * give it the sandbox's identity (adopt: clock, entropy, MAC, net).
  * Returns ms from the start to the agent's RESUME answer. */
-static int64_t resume(const char *id, const char *root, const char *dir,
-		      al_driver_handle *h, al_frame_reader *r)
+static int64_t resume_cpus(const char *id, const char *root, const char *dir,
+			   uint32_t cpu_millis, al_driver_handle *h,
+			   al_frame_reader *r)
 {
 	al_sandbox_spec s = spec_of(id, root, dir);
+	s.limits.cpu_millis = cpu_millis;
 	al_err err = {0};
 	int64_t t0 = al_now_ms();
 	if (drv->start(&s, h, &err) < 0)
@@ -228,6 +238,12 @@ static int64_t resume(const char *id, const char *root, const char *dir,
 	if (drv->adopt(h, &s, &err) < 0)
 		fail_msg("identity after resume: %s", err.msg);
 	return ms;
+}
+
+static int64_t resume(const char *id, const char *root, const char *dir,
+		      al_driver_handle *h, al_frame_reader *r)
+{
+	return resume_cpus(id, root, dir, 0, h, r);
 }
 
 static long long exec_num(al_driver_handle *h, al_frame_reader *r, uint32_t id,
@@ -434,6 +450,38 @@ static void test_fork_from_one_capture(void **state)
 	assert_string_equal(out, "mine\ndisk\n");
 	stop(&a, &fa);
 	stop(&b, &fb);
+}
+
+/* A machine of 2 vCPUs (its template's snapshot of that shape,
+ * VMDIR/vcpus-2) resumes with both, for a sandbox of as many; one of
+ * another count is refused. */
+static void test_two_vcpus(void **state)
+{
+	(void)state;
+	NEED_VM();
+	if (al_config_host_cpus() < 2) {
+		fprintf(stderr, "skipped: one CPU here, no 2-vCPU vm\n");
+		skip();
+	}
+	char root[480], root2[480], dir[480];
+	al_capture_stats st;
+	al_driver_handle h;
+	al_frame_reader r;
+	snap(tmpl, "two-0", root, sizeof root);
+	start_new_cpus("two", root, 2000, &h, &r);
+	assert_int_equal(exec_num(&h, &r, 1, "echo 7 >/tmp/seven && nproc"), 2);
+	capture(&h, &r, "cap-two", dir, sizeof dir, &st);
+	snap(root, "two-1", root2, sizeof root2);
+	stop(&h, &r);
+	al_sandbox_spec one = spec_of("two", root2, dir);
+	al_err err = {0};
+	assert_int_equal(drv->start(&one, &h, &err), -1);
+	assert_int_equal(err.code, AL_ESTATE);
+	assert_non_null(strstr(err.msg, "2 vCPUs, the sandbox 1"));
+	resume_cpus("two", root2, dir, 2000, &h, &r);
+	assert_int_equal(exec_num(&h, &r, 2, "nproc"), 2);
+	assert_int_equal(exec_num(&h, &r, 3, "cat /tmp/seven"), 7);
+	stop(&h, &r);
 }
 
 /* Rewrite one line "key=..." of dir/meta to "key=value". */
@@ -848,6 +896,7 @@ int main(void)
 		cmocka_unit_test(test_suspend_resume_cycles),
 		cmocka_unit_test(test_rolling_capture_goes_on),
 		cmocka_unit_test(test_fork_from_one_capture),
+		cmocka_unit_test(test_two_vcpus),
 		cmocka_unit_test(test_bench_64mib),
 		/* Last: it rebuilds the template's memory. */
 		cmocka_unit_test(test_incompatible_capture_refused),
