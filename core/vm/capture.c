@@ -49,6 +49,21 @@ static int bit(const uint8_t *map, uint64_t i)
 	return (map[i / 8] >> (i % 8)) & 1;
 }
 
+/* The next run of set bits of map (pages bits) from *i on, at most max
+ * long: its first page in *i, its length in *n; 0 when there is none. */
+static int next_run(const uint8_t *map, uint64_t pages, uint64_t max,
+		    uint64_t *i, uint64_t *n)
+{
+	while (*i < pages && !bit(map, *i))
+		(*i)++;
+	if (*i >= pages)
+		return 0;
+	*n = 1;
+	while (*i + *n < pages && *n < max && bit(map, *i + *n))
+		(*n)++;
+	return 1;
+}
+
 static uint64_t popcount(const uint8_t *map, size_t len)
 {
 	uint64_t n = 0;
@@ -579,22 +594,15 @@ static int revert_page(save_ctx *c, uint64_t i, al_err *err)
 
 static int write_mem(save_ctx *c, uint64_t pages, al_err *err)
 {
-	for (uint64_t i = 0; i < pages;) {
-		if (!bit(c->dirty, i)) {
-			if (c->b->prev_pages != NULL &&
-			    bit(c->b->prev_pages, i) &&
-			    revert_page(c, i, err) < 0)
-				return -1;
-			i++;
-			continue;
-		}
-		uint64_t n = 1;
-		while (i + n < pages && n < CHUNK_PAGES && bit(c->dirty, i + n))
-			n++;
+	uint64_t n;
+	for (uint64_t i = 0; next_run(c->dirty, pages, CHUNK_PAGES, &i, &n);
+	     i += n)
 		if (save_run(c, i, n, err) < 0)
 			return -1;
-		i += n;
-	}
+	for (uint64_t i = 0; c->b->prev_pages != NULL && i < pages; i++)
+		if (bit(c->b->prev_pages, i) && !bit(c->dirty, i) &&
+		    revert_page(c, i, err) < 0)
+			return -1;
 	return 0;
 }
 
@@ -843,6 +851,16 @@ static int check_meta(const al_vmcap_meta *mt, const al_vmcap_base *b,
 	return 0;
 }
 
+/* Have the kernel read the saved pages while QEMU starts: a capture of
+ * hours ago is no longer in the page cache. */
+static void prefetch(const al_vmcap_load *ld)
+{
+	uint64_t pages = ld->meta.ram / PAGE, n;
+	for (uint64_t i = 0; next_run(ld->pages, pages, pages, &i, &n); i += n)
+		(void)posix_fadvise(ld->mem_fd, (off_t)(i * PAGE),
+				    (off_t)(n * PAGE), POSIX_FADV_WILLNEED);
+}
+
 int al_vmcap_open(const char *dir, const al_vmcap_base *b, al_vmcap_load *ld,
 		  al_err *err)
 {
@@ -905,6 +923,7 @@ int al_vmcap_open(const char *dir, const al_vmcap_base *b, al_vmcap_load *ld,
 			   "the capture's pages do not match its meta");
 		goto fail;
 	}
+	prefetch(ld);
 	return 0;
 fail:
 	al_err_wrap(err, "capture %s", dir);
@@ -952,15 +971,9 @@ int al_vmcap_before_load(al_vm_machine *m, void *arg, al_err *err)
 	if (buf == NULL)
 		return al_err_set(err, AL_ENOMEM, 0, "out of memory");
 	ld->written = 0;
-	for (uint64_t i = 0; i < pages;) {
-		if (!bit(ld->pages, i)) {
-			i++;
-			continue;
-		}
-		uint64_t n = 1;
-		while (i + n < pages && n < CHUNK_PAGES &&
-		       bit(ld->pages, i + n))
-			n++;
+	uint64_t n;
+	for (uint64_t i = 0; next_run(ld->pages, pages, CHUNK_PAGES, &i, &n);
+	     i += n) {
 		size_t len = (size_t)(n * PAGE);
 		/* Into QEMU's private mapping: each page becomes its own
 		 * copy there, every other stays the template's, shared. */
@@ -970,7 +983,6 @@ int al_vmcap_before_load(al_vm_machine *m, void *arg, al_err *err)
 			       "the guest's RAM", err) < 0)
 			return -1;
 		ld->written += n;
-		i += n;
 	}
 	return 0;
 }
