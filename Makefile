@@ -17,6 +17,9 @@ SAN_ON   := -fsanitize=address,undefined -fno-omit-frame-pointer \
             -fno-sanitize-recover=undefined
 SANFLAGS := $(if $(filter 1,$(SAN)),$(SAN_ON))
 CPPFLAGS += -Icore -I/usr/include/postgresql -I/usr/include/luajit-2.1
+# Another guest RAM size for every vm of a build, in a build dir of its
+# own (core/vm/guest.h): make B=build-1g VM_MEM_MB=1024 build-1g/tests/...
+CPPFLAGS += $(if $(VM_MEM_MB),-DAL_VM_MEM_MB=$(VM_MEM_MB))
 CFLAGS  += $(CSTD) $(OPT) $(WARN) $(HARDEN) $(SANFLAGS) -D_GNU_SOURCE
 LDFLAGS += $(SANFLAGS) -pie -Wl,-z,relro,-z,now -Wl,--as-needed
 

@@ -48,6 +48,14 @@ typedef struct al_sandbox_spec {
 	 * caller sends it AL_F_RESUME, then AL_F_IDENTITY (clock, fresh
 	 * entropy), instead of waiting for a HELLO. */
 	const char *restore_dir;
+	/* 1: the rootfs's machine disk (vm: ROOTFS/.airlock-disk.ext4) is
+	 * the sandbox's own, as its snapshot kept it, never to be replaced
+	 * by the template's. Without restore_dir a vm boots it cold (no
+	 * template memory fits that disk) and its agent says HELLO as after
+	 * any start: what a caller does when a restore_dir start failed with
+	 * AL_ESTATE (the sandbox resumes cold, its files kept). ns: no
+	 * machine disk, nothing changes. */
+	int own_disk;
 } al_sandbox_spec;
 
 /* What a capture wrote, for the shim's timing line and the snapshot's

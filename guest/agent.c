@@ -261,8 +261,10 @@ al_code agent_code_from_errno(int e)
 
 /* ---- identity (vm restore) ---- */
 
-/* IDENTITY: a machine restored from a template snapshot, or a warm
- * standby being claimed, takes the sandbox's hostname, fresh entropy,
+/* IDENTITY: a machine restored from a template snapshot, a warm
+ * standby being claimed, or a machine resumed from a capture (each fork
+ * child of one), takes the sandbox's hostname, fresh entropy (the RNG
+ * reseeded from it at once),
  * the host's clock and, when "mac" is given (the vm driver always sends
  * it; the ns driver never does), its NIC's MAC, and then, when "net" is
  * given, the NIC's network again (the MAC change took the link down,
@@ -346,6 +348,12 @@ static void identity(agent *a, const al_frame *f)
 		what = "reseeding the kernel RNG";
 		int fd = open("/dev/urandom", O_WRONLY | O_CLOEXEC);
 		rc = fd < 0 ? -1 : ioctl(fd, RNDADDENTROPY, &req);
+		/* Mixed in is not used yet: a kernel whose RNG is ready
+		 * reseeds on its own schedule (up to a minute), and until
+		 * then machines resumed from one capture (a fork) would draw
+		 * the same stream. Reseed now. */
+		if (rc == 0)
+			rc = ioctl(fd, RNDRESEEDCRNG);
 		int e = errno;
 		if (fd >= 0)
 			close(fd);

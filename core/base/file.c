@@ -127,6 +127,16 @@ int al_file_copy_sparse(int in, int out, al_err *err)
 	}
 }
 
+int al_file_clone_fd(int in, int out, al_err *err)
+{
+	if (ioctl(out, FICLONE, in) == 0)
+		return 0;
+	/* A full filesystem would fail the copy too. */
+	if (errno == ENOSPC || errno == EDQUOT)
+		return al_err_sys(err, AL_EUNAVAIL, errno, "clone");
+	return al_file_copy_sparse(in, out, err);
+}
+
 int al_file_clone(const char *src, const char *dst, unsigned flags,
 		  uint64_t *size, al_err *err)
 {
@@ -142,14 +152,7 @@ int al_file_clone(const char *src, const char *dst, unsigned flags,
 				 0600);
 	if (out < 0)
 		return al_err_sys(err, AL_ESYS, errno, "create %s", dst);
-	int rc = 0;
-	if (ioctl(out, FICLONE, in) < 0) {
-		/* A full filesystem would fail the copy too. */
-		if (errno == ENOSPC || errno == EDQUOT)
-			rc = al_err_sys(err, AL_EUNAVAIL, errno, "clone");
-		else
-			rc = al_file_copy_sparse(in, out, err);
-	}
+	int rc = al_file_clone_fd(in, out, err);
 	if (rc == 0 && (flags & AL_FILE_CLONE_SYNC) && fsync(out) < 0)
 		rc = al_err_sys(err,
 				errno == ENOSPC || errno == EDQUOT ? AL_EUNAVAIL

@@ -28,5 +28,8 @@ int al_file_copy_sparse(int in, int out, al_err *err);
 #define AL_FILE_CLONE_SYNC 1u
 int al_file_clone(const char *src, const char *dst, unsigned flags,
 		  uint64_t *size, al_err *err);
+/* The same between open files: out (empty, writable) gets in's data;
+ * nothing is removed on failure. */
+int al_file_clone_fd(int in, int out, al_err *err);
 
 #endif

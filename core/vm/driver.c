@@ -3,20 +3,30 @@
  *
  * A sandbox's rootfs (a snapshot of its template's subvolume) holds the
  * symlink .airlock-vm to the template's VM directory (vm/snapshot.h).
- * start() reflinks the template's disk.ext4 into the rootfs and then:
+ * start() does one of three:
  *
- *  - restores, when the template has a base snapshot: QEMU starts with
+ *  - resumes, when the spec has a restore_dir, the machine a capture()
+ *    saved there (vm/capture.h: the template's RAM plus the pages the
+ *    guest had written, and its device state), on the disk in the rootfs
+ *    (.airlock-disk.ext4 as it was snapshotted after the capture). Its
+ *    init and agent run already: the caller RESUMEs the agent and gives
+ *    it its identity (adopt). A capture this host cannot resume is
+ *    AL_ESTATE, for the caller to start the disk cold instead;
+ *  - restores, when the template has a base snapshot, after reflinking
+ *    the template's disk.ext4 into the rootfs: QEMU starts with
  *    -incoming defer and maps the template's guest RAM (vm/mem.h)
  *    privately (share=off: copy-on-write, every clone shares the
  *    unchanged pages); over QMP the device state (~64 KB) is loaded with
  *    x-ignore-shared and the guest continued. It resumes inside the guest
  *    init, which was waiting for its host when the snapshot was taken;
- *  - otherwise boots the kernel cold (seconds under TCG).
+ *  - otherwise boots the kernel cold (seconds under TCG) on that disk,
+ *    or on the rootfs's own when the spec says own_disk (a resume that
+ *    fell back).
  *
- * Either way the host then sends the init its GO line (clock, hostname,
- * fresh entropy, the sandbox's MAC; guest/init/init.c) on the
- * virtio-serial port "airlock", whose QEMU end is a socketpair. The
- * init starts airlock-agent on the port, and that socket becomes
+ * Unless it resumed, the host then sends the init its GO line (clock,
+ * hostname, fresh entropy, the sandbox's MAC; guest/init/init.c) on the
+ * virtio-serial port "airlock", whose QEMU end is a socketpair. The init
+ * starts airlock-agent on the port, and that socket becomes
  * h->agent_fd: the agent's HELLO is the first thing on it.
  *
  * QEMU itself (command line, jail, launch, migration) is vm/machine.h's;
@@ -42,6 +52,7 @@
 #include "host/cgroup.h"
 #include "net/slot.h"
 #include "proto/agentproto.h"
+#include "vm/capture.h"
 #include "vm/machine.h"
 #include "vm/mem.h"
 #include "vm/net.h"
@@ -54,6 +65,7 @@ typedef struct vm_priv {
 	al_vm_accel accel;
 	uint64_t disk_size; /* bytes of its disk image, as QEMU sees it */
 	unsigned vcpus;	    /* its snapshot's (vm/shape.h) */
+	al_vmcap_base cap;  /* what its captures are relative to */
 } vm_priv;
 
 /* ---- small helpers ---- */
@@ -116,6 +128,7 @@ static void priv_free(vm_priv *p)
 	if (p == NULL)
 		return;
 	al_vm_machine_release(&p->m);
+	al_vmcap_base_free(&p->cap);
 	free(p);
 }
 
@@ -167,6 +180,65 @@ static int base_restorable(const char *id, const char *vmdir, char *accel_s,
 	return 1;
 }
 
+/* The template RAM the machine starts on, for its captures
+ * (vm/capture.h): needed to resume one, else only logged when missing
+ * (the sandbox runs; its captures are refused). */
+static int base_open(const al_sandbox_spec *spec, const char *snapdir,
+		     vm_priv *p, al_vm_accel accel, al_err *err)
+{
+	al_err why = {0};
+	if (al_vmcap_base_open(&p->cap, snapdir, p->vcpus, accel, &why) == 0)
+		return 0;
+	if (spec->restore_dir != NULL) {
+		*err = why;
+		return -1;
+	}
+	al_warn("vm %s: no captures of it: %s", spec->id, why.msg);
+	return 0;
+}
+
+static int base_bind(const al_sandbox_spec *spec, vm_priv *p, int mem_fd,
+		     al_err *err)
+{
+	al_err why = {0};
+	if (p->cap.tmpl_fd < 0 ||
+	    al_vmcap_base_bind(&p->cap, mem_fd, &why) == 0)
+		return 0;
+	if (spec->restore_dir != NULL) {
+		*err = why;
+		return -1;
+	}
+	al_warn("vm %s: no captures of it: %s", spec->id, why.msg);
+	al_vmcap_base_free(&p->cap);
+	return 0;
+}
+
+/* The disk a resumed machine brings (the caller's snapshot of it). */
+static int disk_size(const char *disk, uint64_t *size, al_err *err)
+{
+	struct stat st;
+	if (lstat(disk, &st) < 0)
+		return al_err_sys(err, AL_ENOENT, errno,
+				  "the resumed machine's disk %s", disk);
+	if (!S_ISREG(st.st_mode))
+		return al_err_set(err, AL_EINVAL, 0,
+				  "the resumed machine's disk %s is no file",
+				  disk);
+	*size = (uint64_t)st.st_size;
+	return 0;
+}
+
+/* A capture that did not load is not resumable here: AL_ESTATE, so the
+ * caller starts the sandbox's disk cold instead. Load (a timeout), or a
+ * host short of memory, is not the capture's fault and says so. */
+static void resume_failed(al_err *err)
+{
+	if (err->code != AL_ETIMEDOUT && err->code != AL_ENOMEM &&
+	    err->code != AL_EUNAVAIL)
+		err->code = AL_ESTATE;
+	al_err_wrap(err, "resuming the capture");
+}
+
 static int vm_start(const al_sandbox_spec *spec, al_driver_handle *h,
 		    al_err *err)
 {
@@ -201,7 +273,20 @@ static int vm_start(const al_sandbox_spec *spec, al_driver_handle *h,
 	vmdir[n] = '\0';
 	if (vmdir[0] != '/' || (size_t)n >= sizeof vmdir - 16)
 		return al_err_set(err, AL_EINVAL, 0, "bad %s link", AL_VM_LINK);
-	int restore = base_restorable(spec->id, vmdir, accel_s, sizeof accel_s);
+	/* The sandbox's own disk and no capture: only a boot fits it. */
+	int restore = (spec->own_disk && spec->restore_dir == NULL)
+			      ? 0
+			      : base_restorable(spec->id, vmdir, accel_s,
+						sizeof accel_s);
+	/* A capture to resume (vm/capture.h): its RAM is relative to the
+	 * template's snapshot, which must be there. */
+	const char *resume = spec->restore_dir;
+	int own_disk = resume != NULL || spec->own_disk;
+	if (resume != NULL && !restore)
+		return al_err_set(err, AL_ESTATE, 0,
+				  "cannot resume the capture %s: the template "
+				  "%s has no current snapshot",
+				  resume, vmdir);
 	al_vm_kernel kernel;
 	al_config cfg;
 	if (al_config_load(&cfg, err) < 0)
@@ -210,10 +295,12 @@ static int vm_start(const al_sandbox_spec *spec, al_driver_handle *h,
 	if (p == NULL)
 		return al_err_set(err, AL_ENOMEM, 0, "out of memory");
 	al_vm_machine_init(&p->m);
+	al_vmcap_base_init(&p->cap);
 	p->vcpus = al_vm_shape_vcpus(spec->limits.cpu_millis);
 	al_autofd int agent_fd = -1, tap_fd = -1, state_fd = -1, mem_fd = -1;
 	char runlink[AL_PATH_MAX] = "";
-	int cg_made = 0;
+	int cg_made = 0, disk_made = 0;
+	al_vmcap_load ld = {.mem_fd = -1, .state_fd = -1};
 	uint8_t macb[6];
 	char mac[AL_VM_MAC_STRLEN], net[AL_VM_NET_STRLEN];
 	al_vm_launch l = {.agent = spec->agent,
@@ -243,7 +330,16 @@ static int vm_start(const al_sandbox_spec *spec, al_driver_handle *h,
 	int64_t t0 = al_now_ms();
 	if (restore) {
 		l.mode = AL_VM_CLONE;
-		state_fd = open(state, O_RDONLY | O_CLOEXEC);
+		l.devices_only = resume != NULL;
+		if (base_open(spec, snapdir, p, l.accel, err) < 0)
+			goto fail;
+		if (resume != NULL) {
+			if (al_vmcap_open(resume, &p->cap, &ld, err) < 0)
+				goto fail;
+			state_fd = al_steal_fd(&ld.state_fd);
+		} else {
+			state_fd = open(state, O_RDONLY | O_CLOEXEC);
+		}
 		if (state_fd < 0) {
 			al_err_sys(err, AL_ENOENT, errno, "open %s", state);
 			goto fail;
@@ -253,6 +349,8 @@ static int vm_start(const al_sandbox_spec *spec, al_driver_handle *h,
 		if (mem_fd < 0)
 			goto fail;
 		l.mem_fd = mem_fd;
+		if (base_bind(spec, p, mem_fd, err) < 0)
+			goto fail;
 	} else {
 		if (al_vm_kernel_find(cfg.state_dir, &kernel, err) < 0)
 			goto fail;
@@ -260,8 +358,11 @@ static int vm_start(const al_sandbox_spec *spec, al_driver_handle *h,
 		l.kernel = &kernel;
 		l.accel = al_vm_accel_load(cfg.state_dir);
 	}
-	if (disk_clone(tdisk, disk, &p->disk_size, err) < 0)
+	/* A resumed machine's disk is the one its capture went with. */
+	if (own_disk ? disk_size(disk, &p->disk_size, err) < 0
+		     : disk_clone(tdisk, disk, &p->disk_size, err) < 0)
 		goto fail;
+	disk_made = !own_disk;
 	if (al_vm_mac_for_id(spec->id, macb, err) < 0)
 		goto fail;
 	al_vm_mac_format(macb, mac);
@@ -291,10 +392,15 @@ static int vm_start(const al_sandbox_spec *spec, al_driver_handle *h,
 			al_warn("vm %s: link %s: %s", spec->id, runlink,
 				strerror(errno));
 	}
-	int rc = restore ? al_vm_machine_restore(&p->m, &l, state_fd, &agent_fd,
-						 err)
+	int rc = restore ? al_vm_machine_restore(&p->m, &l, state_fd,
+						 resume != NULL
+							 ? al_vmcap_before_load
+							 : NULL,
+						 &ld, &agent_fd, err)
 			 : al_vm_machine_boot(&p->m, &l, &agent_fd, err);
-	if (rc < 0 && restore && err->code != AL_ETIMEDOUT) {
+	if (rc < 0 && resume != NULL)
+		resume_failed(err);
+	else if (rc < 0 && restore && err->code != AL_ETIMEDOUT) {
 		/* A snapshot this QEMU cannot load (a damaged file, a QEMU
 		 * changed under it): boot the template instead, seconds not
 		 * milliseconds, and say why. A timeout is load, not a bad
@@ -317,19 +423,30 @@ static int vm_start(const al_sandbox_spec *spec, al_driver_handle *h,
 	if (rc < 0)
 		goto fail;
 	int64_t t1 = al_now_ms();
-	if (al_vm_machine_go(agent_fd, spec->hostname, mac, net, err) < 0)
+	/* A resumed guest's init and agent run already (the agent paused,
+	 * AL_F_PAUSE): no GO; the caller sends RESUME and IDENTITY. */
+	if (resume == NULL &&
+	    al_vm_machine_go(agent_fd, spec->hostname, mac, net, err) < 0)
 		goto fail;
-	al_info("vm %s: %u vCPU%s %s under %s in %lld ms", spec->id, p->vcpus,
-		p->vcpus == 1 ? "" : "s", restore ? "restored" : "booted",
-		al_vm_accel_name(l.accel), (long long)(t1 - t0));
+	if (resume != NULL)
+		al_vmcap_base_take(&p->cap, &ld);
+	al_info("vm %s: %u vCPU%s %s under %s in %lld ms%s", spec->id, p->vcpus,
+		p->vcpus == 1 ? "" : "s",
+		resume != NULL ? "resumed"
+		: restore      ? "restored"
+			       : "booted",
+		al_vm_accel_name(l.accel), (long long)(t1 - t0),
+		resume != NULL ? " from its capture" : "");
 	p->accel = l.accel;
 	h->init_pid = p->m.pid;
 	h->agent_fd = al_steal_fd(&agent_fd);
 	h->priv = p;
+	al_vmcap_close(&ld);
 	return 0;
 fail:
 	al_vm_machine_explain(&p->m, 0, err);
 	al_err_wrap(err, "starting vm %s", spec->id);
+	al_vmcap_close(&ld);
 	priv_free(p);
 	if (cg_made) {
 		al_err tmp_err = {0};
@@ -337,7 +454,8 @@ fail:
 			al_warn("vm %s: %s", spec->id, tmp_err.msg);
 	}
 	h->cgroup[0] = '\0';
-	unlink(disk);
+	if (disk_made)
+		unlink(disk);
 	if (runlink[0] != '\0')
 		unlink(runlink);
 	return -1;
@@ -560,6 +678,21 @@ static int vm_resume(al_driver_handle *h, al_err *err)
 	return vm_pause_resume(h, "cont", err);
 }
 
+static int vm_capture(al_driver_handle *h, const char *dir,
+		      al_capture_stats *st, al_err *err)
+{
+	vm_priv *p = h != NULL ? h->priv : NULL;
+	if (p == NULL || dir == NULL || st == NULL)
+		return al_err_set(err, AL_ESTATE, 0, "vm not running");
+	return al_vmcap_save(&p->m, &p->cap, dir, st, err);
+}
+
+al_vm_machine *al_vm_driver_machine(const al_driver_handle *h)
+{
+	vm_priv *p = h != NULL ? h->priv : NULL;
+	return p != NULL ? &p->m : NULL;
+}
+
 static const char *vm_accel(const al_driver_handle *h)
 {
 	const vm_priv *p = h != NULL ? h->priv : NULL;
@@ -578,5 +711,6 @@ const al_driver al_driver_vm = {
 	.grow_disk = vm_grow_disk,
 	.pause = vm_pause,
 	.resume = vm_resume,
+	.capture = vm_capture,
 	.accel = vm_accel,
 };

@@ -11,8 +11,13 @@
 #include "base/config.h"
 #include "base/err.h"
 
-/* Every guest's RAM: sandboxes take no other size. */
+/* Every guest's RAM: sandboxes take no other size. A build may set
+ * another (-DAL_VM_MEM_MB=1024: the benches of a bigger guest); every
+ * guest of that build has it, and its template snapshots are its own
+ * (the template cache's key holds the size). */
+#ifndef AL_VM_MEM_MB
 #define AL_VM_MEM_MB 256
+#endif
 /* Every guest's vCPUs (-smp): part of the snapshot a sandbox is
  * restored from, like its RAM, so a sandbox's "cpus" is at most this. */
 #define AL_VM_VCPUS 1

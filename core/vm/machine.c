@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -18,6 +19,7 @@
 #include <unistd.h>
 
 #include "base/cleanup.h"
+#include "base/file.h"
 #include "base/log.h"
 #include "host/cgroup.h"
 #include "proto/agentproto.h"
@@ -347,6 +349,15 @@ static int build_argv(const al_vm_launch *l, vm_argv *a, al_err *err)
 	if (l->mode == AL_VM_CLONE) {
 		bad |= arg(a, "-incoming");
 		bad |= arg(a, "defer");
+		/* A migration stream's first section says what machine it
+		 * came from; device state alone has none, and QEMU refuses
+		 * a load without it ("Configuration section missing") unless
+		 * told not to expect it. Only for that load: a template's
+		 * state has the section, and this setting would fail it. */
+		if (l->devices_only) {
+			bad |= arg(a, "-global");
+			bad |= arg(a, "migration.send-configuration=off");
+		}
 	}
 	/* A sandbox's boot waits for the shim to put QEMU in its cgroup. */
 	if (l->mode == AL_VM_COLD)
@@ -789,11 +800,14 @@ int al_vm_machine_boot(al_vm_machine *m, const al_vm_launch *l, int *agent_fd,
  * snapshot was taken with a host connected, and a port whose host is
  * gone after the load would make the guest init start over. */
 int al_vm_machine_restore(al_vm_machine *m, const al_vm_launch *l, int state_fd,
+			  al_vm_before_load before_load, void *arg,
 			  int *agent_fd, al_err *err)
 {
 	int64_t deadline = al_now_ms() + AL_VM_RESTORE_TIMEOUT_MS;
 	int64_t t0 = al_now_ms();
 	if (launch(m, l, agent_fd, deadline, err) < 0)
+		return -1;
+	if (before_load != NULL && before_load(m, arg, err) < 0)
 		return -1;
 	int64_t t1 = al_now_ms();
 	if (migrate(m->qmp, "migrate-incoming", state_fd, deadline, err) < 0)
@@ -813,6 +827,133 @@ int al_vm_machine_save(al_vm_machine *m, int state_fd, al_err *err)
 	if (al_qmp_run(m->qmp, "stop", NULL, deadline, err) < 0)
 		return -1;
 	return migrate(m->qmp, "migrate", state_fd, deadline, err);
+}
+
+/* The set QEMU knows the device state's descriptor by: 1 is the disk's,
+ * 2 the console file's (build_argv). */
+#define VM_FDSET_DEVSTATE 3
+#define VM_FDSET_DEVSTATE_PATH "/dev/fdset/3"
+
+/* Copy the device state QEMU wrote into the memfd mfd to fd: at most
+ * AL_VM_DEVSTATE_MAX bytes, else nothing. */
+static int copy_devstate(int mfd, int fd, uint64_t *bytes, al_err *err)
+{
+	/* Sealed first: a QEMU that kept a copy of it cannot change it
+	 * between the check and the copy. */
+	struct stat st;
+	if (fcntl(mfd, F_ADD_SEALS,
+		  F_SEAL_GROW | F_SEAL_SHRINK | F_SEAL_WRITE) < 0)
+		return al_err_sys(err, AL_EPROTO, errno,
+				  "sealing QEMU's device state");
+	if (fstat(mfd, &st) < 0)
+		return al_err_sys(err, AL_ESYS, errno, "fstat device state");
+	if (st.st_size > AL_VM_DEVSTATE_MAX)
+		return al_err_set(err, AL_EPROTO, 0,
+				  "QEMU wrote %lld bytes of device state, over "
+				  "the %d it may",
+				  (long long)st.st_size, AL_VM_DEVSTATE_MAX);
+	if (al_file_copy_sparse(mfd, fd, err) < 0) {
+		al_err_wrap(err, "copying the device state");
+		return -1;
+	}
+	*bytes = (uint64_t)st.st_size;
+	return 0;
+}
+
+int al_vm_machine_save_devices(al_vm_machine *m, int fd, uint64_t *bytes,
+			       al_err *err)
+{
+	*bytes = 0;
+	al_autofd int mfd = memfd_create("airlock-devstate",
+					 MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	if (mfd < 0)
+		return al_err_sys(err, AL_ESYS, errno, "memfd_create");
+	/* QEMU opens the set's file write-only (and truncates it): a
+	 * write-only description of the same memfd. */
+	char self[64];
+	snprintf(self, sizeof self, "/proc/self/fd/%d", mfd);
+	al_autofd int wr = open(self, O_WRONLY | O_CLOEXEC);
+	if (wr < 0)
+		return al_err_sys(err, AL_ESYS, errno, "reopen %s", self);
+	int64_t deadline = al_now_ms() + AL_VM_RESTORE_TIMEOUT_MS;
+	json_object *args = json_object_new_object();
+	json_object_object_add(args, "fdset-id",
+			       json_object_new_int(VM_FDSET_DEVSTATE));
+	json_object *r = al_qmp_exec(m->qmp, "add-fd", args, wr, deadline, err);
+	json_object_put(args);
+	if (r == NULL)
+		return -1;
+	json_object_put(r);
+	/* live=false: a stopped guest's disk stays active (with true, QEMU
+	 * hands its images over as to a migration's destination). */
+	args = json_object_new_object();
+	json_object_object_add(args, "filename",
+			       json_object_new_string(VM_FDSET_DEVSTATE_PATH));
+	json_object_object_add(args, "live", json_object_new_boolean(0));
+	int rc = al_qmp_run(m->qmp, "xen-save-devices-state", args, deadline,
+			    err);
+	json_object_put(args);
+	/* The set holds QEMU's copy of the memfd until removed. */
+	args = json_object_new_object();
+	json_object_object_add(args, "fdset-id",
+			       json_object_new_int(VM_FDSET_DEVSTATE));
+	al_err rerr = {0};
+	if (al_qmp_run(m->qmp, "remove-fd", args, deadline, &rerr) < 0 &&
+	    rc == 0)
+		rc = al_err_set(err, rerr.code, 0, "%s", rerr.msg);
+	json_object_put(args);
+	if (rc == 0)
+		rc = copy_devstate(mfd, fd, bytes, err);
+	return rc;
+}
+
+int al_vm_machine_running(al_vm_machine *m, al_err *err)
+{
+	json_object *r = al_qmp_exec(m->qmp, "query-status", NULL, -1,
+				     al_now_ms() + AL_VM_QUIT_TIMEOUT_MS, err);
+	if (r == NULL)
+		return -1;
+	json_object *v = NULL;
+	int running = -1;
+	if (json_object_object_get_ex(r, "running", &v) &&
+	    json_object_is_type(v, json_type_boolean))
+		running = json_object_get_boolean(v);
+	json_object_put(r);
+	if (running < 0)
+		return al_err_set(err, AL_EPROTO, 0,
+				  "QEMU's query-status has no \"running\"");
+	return running;
+}
+
+int al_vm_machine_version(al_vm_machine *m, char *out, size_t len, al_err *err)
+{
+	json_object *r = al_qmp_exec(m->qmp, "query-version", NULL, -1,
+				     al_now_ms() + AL_VM_QUIT_TIMEOUT_MS, err);
+	if (r == NULL)
+		return -1;
+	json_object *q = NULL, *pkg = NULL, *v;
+	int64_t n[3] = {-1, -1, -1};
+	static const char *const keys[3] = {"major", "minor", "micro"};
+	json_object_object_get_ex(r, "qemu", &q);
+	json_object_object_get_ex(r, "package", &pkg);
+	for (int i = 0; i < 3; i++)
+		if (json_object_object_get_ex(q, keys[i], &v) &&
+		    json_object_is_type(v, json_type_int))
+			n[i] = json_object_get_int64(v);
+	const char *p = json_object_is_type(pkg, json_type_string)
+				? json_object_get_string(pkg)
+				: "";
+	int k = snprintf(out, len, "%lld.%lld.%lld %s", (long long)n[0],
+			 (long long)n[1], (long long)n[2], p);
+	json_object_put(r);
+	if (n[0] < 0 || n[1] < 0 || n[2] < 0 || k < 0 || (size_t)k >= len)
+		return al_err_set(err, AL_EPROTO, 0,
+				  "QEMU's query-version answer is not one");
+	/* One line, printable: it goes into a capture's meta. */
+	for (char *c = out; *c != '\0'; c++)
+		if (*c < ' ' || *c > '~')
+			*c = '?';
+	return 0;
 }
 
 int al_vm_machine_exited(const al_vm_machine *m, int ms)

@@ -57,6 +57,10 @@ typedef struct al_vm_launch {
 	/* -smp: part of the device state, so a clone has its snapshot's
 	 * (vm/shape.h); 0 is AL_VM_VCPUS. */
 	unsigned vcpus;
+	/* AL_VM_CLONE of a capture (vm/capture.h): the state to load is
+	 * device state alone (al_vm_machine_save_devices), without the
+	 * configuration section a migration stream begins with. */
+	int devices_only;
 } al_vm_launch;
 
 /* A QEMU and what it holds: its process, monitor, uid and run directory. */
@@ -93,13 +97,32 @@ int al_vm_machine_spawn(al_vm_machine *m, const al_vm_launch *l, int *qmp_fd,
  * *agent_fd gets the agent port, with the init waiting for its GO. */
 int al_vm_machine_boot(al_vm_machine *m, const al_vm_launch *l, int *agent_fd,
 		       al_err *err);
-/* Restore (l->mode AL_VM_CLONE): start QEMU waiting for its state, load
- * the device state from state_fd and run it. */
+/* Restore (l->mode AL_VM_CLONE): start QEMU waiting for its state, run
+ * before_load(m, arg) when not NULL (QEMU is up, its guest RAM mapped,
+ * nothing loaded or run yet), load the device state from state_fd and
+ * run it. */
+typedef int (*al_vm_before_load)(al_vm_machine *m, void *arg, al_err *err);
 int al_vm_machine_restore(al_vm_machine *m, const al_vm_launch *l, int state_fd,
+			  al_vm_before_load before_load, void *arg,
 			  int *agent_fd, al_err *err);
 /* Stop the guest and write its device state to state_fd (the RAM stays
  * in the launch's mem_fd). */
 int al_vm_machine_save(al_vm_machine *m, int state_fd, al_err *err);
+/* Write the device state of a stopped guest to fd (QMP
+ * xen-save-devices-state: every device but RAM, no configuration
+ * section; loaded by a restore with l->devices_only), *bytes of it.
+ * QEMU writes into a memfd (its pages charged to QEMU's own cgroup), of
+ * which at most AL_VM_DEVSTATE_MAX bytes are copied: more is refused
+ * (AL_EPROTO), so a QEMU its guest took over cannot fill the pool. The
+ * guest stays stopped and its disk active, so it can go on (cont). */
+#define AL_VM_DEVSTATE_MAX (1 << 20) /* some 10 KB are written */
+int al_vm_machine_save_devices(al_vm_machine *m, int fd, uint64_t *bytes,
+			       al_err *err);
+/* 1 if QEMU's guest is running (QMP query-status), 0 if stopped. */
+int al_vm_machine_running(al_vm_machine *m, al_err *err);
+/* QEMU's version, "major.minor.micro package" (QMP query-version): what
+ * device state is loadable by (a capture's meta). */
+int al_vm_machine_version(al_vm_machine *m, char *out, size_t len, al_err *err);
 /* 32 fresh bytes of host entropy in hex, for the guest's RNG (the GO
  * line, an adopt's IDENTITY); the caller wipes hex once it is sent. */
 #define AL_VM_ENTROPY_HEX (2 * 32 + 1)
@@ -109,6 +132,12 @@ int al_vm_entropy_hex(char hex[AL_VM_ENTROPY_HEX], al_err *err);
  * network (al_guest_net_format: "addr/prefix,gateway", or "none"). */
 int al_vm_machine_go(int agent_fd, const char *hostname, const char *mac,
 		     const char *net, al_err *err);
+
+/* The machine behind a started vm driver handle (vm/driver.c), for the
+ * tests and benches that measure QEMU's own ways beside the driver's;
+ * NULL when none runs. */
+struct al_driver_handle;
+al_vm_machine *al_vm_driver_machine(const struct al_driver_handle *h);
 
 /* 1 if QEMU ended within ms. */
 int al_vm_machine_exited(const al_vm_machine *m, int ms);
