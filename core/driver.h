@@ -45,8 +45,9 @@ typedef struct al_sandbox_spec {
 	 * (vm): start resumes the machine saved there, with rootfs the
 	 * snapshot of its disk taken after the capture. Its agent is the
 	 * one that ran, paused (AL_F_PAUSE) and long past its HELLO: the
-	 * caller sends it AL_F_RESUME, then AL_F_IDENTITY (clock, fresh
-	 * entropy), instead of waiting for a HELLO. */
+	 * caller sends it AL_F_RESUME instead of waiting for a HELLO, then
+	 * calls adopt() with the same spec (IDENTITY: clock, fresh entropy,
+	 * hostname, MAC). */
 	const char *restore_dir;
 	/* 1: the rootfs's machine disk (vm: ROOTFS/.airlock-disk.ext4) is
 	 * the sandbox's own, as its snapshot kept it, never to be replaced

@@ -215,8 +215,10 @@ static int grow_disk(shim *s, uint64_t bytes, al_err *err)
 }
 
 /* A resumed machine's agent, paused since its suspend, goes on: the
- * first thing it sends is the answer (no HELLO: it said that long ago). */
-static int resume_agent(shim *s, al_err *err)
+ * first thing it sends is the answer (no HELLO: it said that long ago).
+ * Then the machine takes spec's identity (adopt: clock, fresh entropy,
+ * hostname and MAC; a fork child's are its own). */
+static int resume_agent(shim *s, const al_sandbox_spec *spec, al_err *err)
 {
 	if (al_frame_send(s->h.agent_fd, AL_F_RESUME, AL_REQ_ID_RESUME, "{}", 2,
 			  err) < 0)
@@ -233,7 +235,9 @@ static int resume_agent(shim *s, al_err *err)
 		int ok = mine && f.type == AL_F_RESULT;
 		al_frame_free(&f);
 		if (ok)
-			return 0;
+			return s->driver->adopt != NULL
+				       ? s->driver->adopt(&s->h, spec, err)
+				       : 0;
 		if (mine)
 			return al_err_set(err, AL_EPROTO, 0,
 					  "the resumed agent refused to go on");
@@ -307,14 +311,25 @@ static int start_machine(shim *s, const char *name, const char *tmpl_name,
 		.net = shim_net_slot(&s->net),
 		.restore_dir = restore[0] != '\0' ? restore : NULL,
 	};
-	if (s->driver->start(&spec, &s->h, err) < 0)
-		return -1;
+	if (s->driver->start(&spec, &s->h, err) < 0) {
+		/* A saved machine this host cannot load (another QEMU, a
+		 * rebuilt template): its files boot afresh, never lost. */
+		if (spec.restore_dir == NULL || err->code != AL_ESTATE)
+			return -1;
+		al_warn("sandbox %s: its memory cannot come back (%s); "
+			"starting it from its files",
+			s->sb.id, err->msg);
+		spec.restore_dir = NULL;
+		spec.own_disk = 1;
+		if (s->driver->start(&spec, &s->h, err) < 0)
+			return -1;
+	}
 	s->started = 1;
 	s->h.agent_in = &s->agent_in;
 	start_ms.driver = al_now_ms();
 	/* Without its memory a resume is a fresh boot of its files. */
 	s->resumed_cold = resume && spec.restore_dir == NULL;
-	if ((spec.restore_dir != NULL ? resume_agent(s, err)
+	if ((spec.restore_dir != NULL ? resume_agent(s, &spec, err)
 				      : wait_hello(s, err)) < 0)
 		return -1;
 	start_ms.hello = al_now_ms();

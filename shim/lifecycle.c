@@ -144,7 +144,8 @@ static void remove_tmp(const char *tmp)
 static long long tree_bytes(const char *dir)
 {
 	char path[AL_PATH_MAX + 16];
-	static const char *const files[] = {"meta.json", "vm/mem", "vm/state",
+	static const char *const files[] = {"meta.json", "vm/mem",
+					    "vm/devstate", "vm/pages",
 					    "vm/meta"};
 	long long sum = 0;
 	for (size_t i = 0; i < sizeof files / sizeof *files; i++) {

@@ -56,6 +56,9 @@ def test_named_snapshot_and_sandbox_from_it(stack, api, sandboxes, driver):
 def test_fork_children_diverge(api, sandboxes, driver):
     parent = sandboxes.create()["id"]
     sh(api, parent, "echo parent > /root/who; sync")
+    # A vm's children get its memory: the parent's processes run on.
+    sleeper = sh(api, parent, "sleep 600 >/dev/null 2>&1 & echo $!")
+    spid = sleeper["stdout"].strip()
     r = post(api, f"/v1/sandboxes/{parent}/fork", {"count": 3})
     assert r.status_code == 201, r.text
     out = r.json()
@@ -68,6 +71,8 @@ def test_fork_children_diverge(api, sandboxes, driver):
     for k in kids:
         assert k["state"] == "running"
         assert sh(api, k["id"], "cat /root/who")["stdout"] == "parent\n"
+        alive = sh(api, k["id"], f"kill -0 {spid} && echo alive || true")
+        assert (alive["stdout"] == "alive\n") is (driver == "vm"), alive
         sh(api, k["id"], f"echo {k['id']} > /root/who")
     for k in kids:
         assert sh(api, k["id"], "cat /root/who")["stdout"] == k["id"] + "\n"
