@@ -15,8 +15,10 @@
 #include "model/build.h"
 #include "model/sandbox.h"
 #include "model/sandbox_state.h"
+#include "model/snapshot.h"
 #include "sandbox/reap.h"
 #include "sandbox/shimctl.h"
+#include "sandbox/snapfiles.h"
 #include "sandbox/spool.h"
 #include "sandbox/standby.h"
 #include "spool_drain.h"
@@ -107,8 +109,20 @@ static void reconcile_live(ctl *c)
 		al_warn("sandbox %s lost its shim; releasing it", ids[i]);
 		if (al_reap_sandbox(cfg, ids[i], &err) < 0)
 			al_warn("sandbox %s: %s", ids[i], err.msg);
+		/* Its last snapshot brings it back, suspended; without
+		 * one it is lost. */
+		char snap[64];
+		if (al_snapshot_latest_of(db, ids[i], snap, &err) == 0 &&
+		    snap[0] != '\0' && al_snapfiles_committed(cfg, snap) &&
+		    al_snapshot_recover(db, ids[i], snap, &err) == 0) {
+			al_warn("sandbox %s: recovered, suspended, from "
+				"snapshot %s",
+				ids[i], snap);
+			continue;
+		}
 		if (al_sandbox_transition(db, ids[i], AL_EV_FAIL,
-					  "the sandbox's shim is gone",
+					  "lost: the sandbox's shim is gone "
+					  "and it has no snapshot",
 					  &err) < 0)
 			al_warn("sandbox %s: %s", ids[i], err.msg);
 	}

@@ -110,18 +110,19 @@ int al_sandbox_insert(al_db *db, const al_sandbox *sb, int timeout_s,
 	return 0;
 }
 
-#define SANDBOX_COLUMNS                                                        \
-	"id, template, driver, state, coalesce(error, ''),"                    \
-	" memory_bytes, pids_max, cpu_shares, env::text, metadata::text,"      \
-	" coalesce(shim_pid, 0),"                                              \
-	" to_char(created_at AT TIME ZONE 'UTC',"                              \
-	" 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'),"                               \
-	" to_char(expires_at AT TIME ZONE 'UTC',"                              \
-	" 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'),"                               \
-	" coalesce(accel, ''), coalesce(template_version, 0), disk_bytes,"     \
-	" project, network::text, cpu_millis, coalesce(op, ''),"               \
-	" to_char(last_activity_at AT TIME ZONE 'UTC',"                        \
-	" 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'), coalesce(resume_snapshot, '')"
+#define SANDBOX_COLUMNS                                                         \
+	"id, template, driver, state, coalesce(error, ''),"                     \
+	" memory_bytes, pids_max, cpu_shares, env::text, metadata::text,"       \
+	" coalesce(shim_pid, 0),"                                               \
+	" to_char(created_at AT TIME ZONE 'UTC',"                               \
+	" 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'),"                                \
+	" to_char(expires_at AT TIME ZONE 'UTC',"                               \
+	" 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'),"                                \
+	" coalesce(accel, ''), coalesce(template_version, 0), disk_bytes,"      \
+	" project, network::text, cpu_millis, coalesce(op, ''),"                \
+	" to_char(last_activity_at AT TIME ZONE 'UTC',"                         \
+	" 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'), coalesce(resume_snapshot, '')," \
+	" coalesce(recovered_from, '')"
 
 static void copy_field(char *dst, size_t dstlen, const char *src)
 {
@@ -177,6 +178,8 @@ static int row_to_sandbox(PGresult *res, int i, al_sandbox *out, al_err *err)
 		   PQgetvalue(res, i, 20));
 	copy_field(out->resume_snapshot, sizeof out->resume_snapshot,
 		   PQgetvalue(res, i, 21));
+	copy_field(out->recovered_from, sizeof out->recovered_from,
+		   PQgetvalue(res, i, 22));
 	return 0;
 }
 

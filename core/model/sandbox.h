@@ -38,6 +38,9 @@ typedef struct al_sandbox {
 	/* The snapshot it resumes from (model/snapshot.h) while suspended,
 	 * the last it was suspended to after; "" for none. */
 	char resume_snapshot[64];
+	/* The snapshot it was brought back to after it lost its machine
+	 * (al_snapshot_recover); "" for none. */
+	char recovered_from[64];
 	char last_activity_at[40];
 } al_sandbox;
 

@@ -74,6 +74,10 @@ json_object *al_sandbox_to_json(const al_sandbox *sb)
 		o, "disk_mb",
 		json_object_new_int64((int64_t)(sb->limits.disk_bytes >> 20)));
 	json_object_object_add(o, "network", al_sandbox_network_json(sb));
+	if (sb->recovered_from[0] != '\0')
+		json_object_object_add(
+			o, "recovered_from",
+			json_object_new_string(sb->recovered_from));
 	if (sb->state == AL_ST_ERROR && sb->error[0] != '\0')
 		json_object_object_add(o, "error",
 				       json_object_new_string(sb->error));

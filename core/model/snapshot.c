@@ -189,6 +189,52 @@ int al_snapshot_pending_of(al_db *db, const char *sb_id, char *id, al_err *err)
 	return 0;
 }
 
+int al_snapshot_latest_of(al_db *db, const char *sb_id, char *id, al_err *err)
+{
+	id[0] = '\0';
+	const char *params[] = {sb_id};
+	PGresult *res =
+		al_db_exec(db,
+			   "SELECT id FROM snapshots WHERE sandbox_id = $1"
+			   " AND status = 'ready'"
+			   " ORDER BY created_at DESC, id LIMIT 1",
+			   1, params, err);
+	if (res == NULL)
+		return -1;
+	if (PQntuples(res) == 1)
+		snprintf(id, 64, "%s", PQgetvalue(res, 0, 0));
+	PQclear(res);
+	return 0;
+}
+
+int al_snapshot_recover(al_db *db, const char *sb_id, const char *id,
+			al_err *err)
+{
+	char why[160];
+	snprintf(why, sizeof why,
+		 "its machine was lost; recovered from snapshot %s", id);
+	const char *params[] = {sb_id, id};
+	if (al_db_begin(db, err) < 0)
+		return -1;
+	if (al_sandbox_transition_locked(db, sb_id, AL_EV_SUSPEND, why, 0,
+					 err) < 0)
+		goto fail;
+	PGresult *res = al_db_exec(db,
+				   "UPDATE sandboxes SET resume_snapshot = $2,"
+				   " recovered_from = $2, op = NULL,"
+				   " op_started_at = NULL WHERE id = $1",
+				   2, params, err);
+	if (res == NULL)
+		goto fail;
+	PQclear(res);
+	if (al_db_commit(db, err) < 0)
+		goto fail;
+	return 0;
+fail:
+	al_db_rollback(db);
+	return -1;
+}
+
 int al_snapshot_delete_row(al_db *db, const char *id, al_err *err)
 {
 	const char *params[] = {id};

@@ -39,6 +39,17 @@ int al_snapshot_insert_pending(al_db *db, const char *id, const al_sandbox *sb,
 int al_snapshot_commit_suspend(al_db *db, const char *sb_id, const char *id,
 			       long long bytes, int memory, al_err *err);
 
+/* The newest ready snapshot of sandbox sb_id into id (64 bytes); ""
+ * when it has none. */
+int al_snapshot_latest_of(al_db *db, const char *sb_id, char *id, al_err *err);
+
+/* Sandbox sb_id lost its machine (its shim is gone: a crash, a host
+ * restart) and is brought back suspended to its snapshot id, which it
+ * resumes from; recorded as recovered_from. AL_ESTATE when its state
+ * does not allow it (it was not running or paused any more). */
+int al_snapshot_recover(al_db *db, const char *sb_id, const char *id,
+			al_err *err);
+
 /* Snapshot id was committed (bytes, memory): ready. */
 int al_snapshot_mark_ready(al_db *db, const char *id, long long bytes,
 			   int memory, al_err *err);

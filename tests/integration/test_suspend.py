@@ -163,3 +163,48 @@ def test_vm_suspend_keeps_processes_over_cycles(api, sandboxes, driver):
                 == f"{k}\n"
     time.sleep(0.5)
     assert counter(api, sid)[0] > after, "the counter stopped"
+
+
+def wait_state(api, sid, want, seconds=60):
+    deadline = time.monotonic() + seconds
+    while True:
+        sb = get(api, sid).json()
+        if sb["state"] == want:
+            return sb
+        assert time.monotonic() < deadline, f"{sid}: {sb}"
+        time.sleep(0.3)
+
+
+def test_lost_machines_come_back_from_their_last_snapshot(stack, api,
+                                                          sandboxes, driver):
+    """kill -9 of the shims (their QEMUs die with them), as a host restart
+    does: a sandbox with a snapshot comes back suspended to it
+    (recovered_from) and resumes with its files; one without is lost
+    (error); a suspended one is untouched."""
+    body = suspend_body(driver)
+    snapped, bare, suspended = (sandboxes.create()["id"] for _ in range(3))
+    exec_json(api, snapped, ["sh", "-c", "echo saved > /root/f; sync"])
+    r = api.post(f"{api.base}/v1/sandboxes/{snapped}/snapshots",
+                 json={"name": "keep"}, timeout=TIMEOUT)
+    assert r.status_code == 201, r.text
+    snap = r.json()["id"]
+    exec_json(api, snapped, ["sh", "-c", "echo later > /root/f"])
+    assert call(api, snapped, "pause").status_code == 200
+    assert call(api, suspended, "suspend", body).status_code == 200
+    for sid in (snapped, bare):
+        pid = shim_of(stack, sid)
+        assert pid is not None
+        os.kill(pid, 9)
+
+    sb = wait_state(api, snapped, "suspended")
+    assert sb["recovered_from"] == snap, sb
+    sb = wait_state(api, bare, "error")
+    assert "lost" in sb.get("error", ""), sb
+    assert get(api, suspended).json()["state"] == "suspended"
+
+    r = call(api, snapped, "resume")
+    assert r.status_code == 200, r.text
+    # What it wrote after its last snapshot is lost with its machine.
+    assert exec_json(api, snapped, ["cat", "/root/f"])["stdout"] == "saved\n"
+    r = call(api, suspended, "resume")
+    assert r.status_code == 200, r.text

@@ -28,6 +28,9 @@ CREATE INDEX snapshots_sandbox_idx ON snapshots (sandbox_id, created_at);
 CREATE UNIQUE INDEX snapshots_name_idx ON snapshots (sandbox_id, name)
 	WHERE name IS NOT NULL;
 
--- The snapshot a suspended sandbox resumes from.
+-- The snapshot a suspended sandbox resumes from; recovered_from: the
+-- snapshot a sandbox that lost its machine (a host restart) was brought
+-- back suspended to.
 ALTER TABLE sandboxes ADD COLUMN resume_snapshot text
 	REFERENCES snapshots (id);
+ALTER TABLE sandboxes ADD COLUMN recovered_from text;
