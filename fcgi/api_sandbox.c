@@ -251,3 +251,39 @@ void fcgi_api_sandbox_delete(al_req *r)
 	}
 	fcgi_http_no_content(r);
 }
+
+/* POST /v1/sandboxes/{id}/timeout {"timeout": S}: its deadline becomes
+ * now + S seconds, in any state but deleted. */
+void fcgi_api_sandbox_timeout(al_req *r)
+{
+	static const char *const fields[] = {"timeout", NULL};
+	al_err err = {0};
+	char *body = NULL;
+	size_t len = 0;
+	int64_t secs = 0;
+	if (fcgi_req_body(r, AL_JSON_BODY_MAX, &body, &len, &err) < 0) {
+		fcgi_http_error(r, &err);
+		return;
+	}
+	json_object *o = al_json_parse_object(body, len, &err);
+	free(body);
+	int rc = o == NULL ? -1 : al_json_check_fields(o, fields, &err);
+	if (rc == 0)
+		rc = al_json_get_int(o, "timeout", 1, r->cfg->max_timeout_s,
+				     &secs, &err);
+	json_object_put(o);
+	if (rc == 0)
+		rc = al_err_set(&err, AL_EINVAL, 0,
+				"'timeout' (seconds) is required");
+	if (rc < 0) {
+		fcgi_http_error(r, &err);
+		return;
+	}
+	al_db *db = fcgi_req_db(r, &err);
+	if (db == NULL || al_sandbox_set_timeout(db, r->id, fcgi_req_scope(r),
+						 (uint32_t)secs, &err) < 0) {
+		fcgi_http_error(r, &err);
+		return;
+	}
+	answer_sandbox(r, db);
+}

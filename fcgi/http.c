@@ -141,8 +141,8 @@ int fcgi_req_sandbox_running(al_req *r)
 {
 	al_err err;
 	al_db *db = fcgi_req_db(r, &err);
-	if (db == NULL ||
-	    al_sandbox_ops_running(db, r->id, fcgi_req_scope(r), &err) < 0) {
+	if (db == NULL || al_sandbox_ops_running(r->cfg, db, r->id,
+						 fcgi_req_scope(r), &err) < 0) {
 		fcgi_http_error(r, &err);
 		return -1;
 	}

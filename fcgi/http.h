@@ -100,6 +100,7 @@ void fcgi_api_sandbox_pause(al_req *r);
 void fcgi_api_sandbox_resume(al_req *r);
 void fcgi_api_sandbox_suspend(al_req *r);
 void fcgi_api_sandbox_fork(al_req *r);
+void fcgi_api_sandbox_timeout(al_req *r);
 void fcgi_api_snapshot_create(al_req *r);
 void fcgi_api_snapshot_list(al_req *r);
 void fcgi_api_snapshot_get(al_req *r);

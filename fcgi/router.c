@@ -55,6 +55,7 @@ static const struct route {
 	{"POST", "/v1/sandboxes/{id}/resume", KEY, fcgi_api_sandbox_resume},
 	{"POST", "/v1/sandboxes/{id}/suspend", KEY, fcgi_api_sandbox_suspend},
 	{"POST", "/v1/sandboxes/{id}/fork", KEY, fcgi_api_sandbox_fork},
+	{"POST", "/v1/sandboxes/{id}/timeout", KEY, fcgi_api_sandbox_timeout},
 	{"POST", "/v1/sandboxes/{id}/snapshots", KEY, fcgi_api_snapshot_create},
 	{"GET", "/v1/sandboxes/{id}/snapshots", KEY, fcgi_api_snapshot_list},
 	{"GET", "/v1/snapshots/{id}", KEY, fcgi_api_snapshot_get},

@@ -80,6 +80,8 @@ int al_sandbox_insert(al_db *db, const al_sandbox *sb, int timeout_s,
 		sb->created_by_key > 0 ? key : NULL,
 		millis,
 		sb->resume_snapshot[0] != '\0' ? sb->resume_snapshot : NULL,
+		sb->on_timeout_suspend ? "suspend" : "delete",
+		sb->auto_resume ? "t" : "f",
 	};
 	/* The row and its first event in one statement, so one commit. */
 	PGresult *res = al_db_exec(
@@ -88,7 +90,7 @@ int al_sandbox_insert(al_db *db, const al_sandbox *sb, int timeout_s,
 		" memory_bytes, pids_max, cpu_shares, env, metadata,"
 		" created_at, expires_at, updated_at, accel, template_version,"
 		" disk_bytes, project, network, created_by_key, cpu_millis,"
-		" resume_snapshot)"
+		" resume_snapshot, on_timeout, auto_resume)"
 		" VALUES ($1, $2, $3, 'creating', $4, $5, $6, $7::jsonb,"
 		" $8::jsonb, now(), now() + make_interval(secs => $9::int),"
 		" now(), $10,"
@@ -97,11 +99,11 @@ int al_sandbox_insert(al_db *db, const al_sandbox *sb, int timeout_s,
 		" (SELECT version FROM templates WHERE name = $2)), $11, $12,"
 		/* NULL: the column's default (allowlist, empty lists). */
 		" coalesce($14::jsonb, " AL_SANDBOX_NETWORK_DEFAULT "),"
-		" $15::bigint, $16::int, $17)"
+		" $15::bigint, $16::int, $17, $18, $19::boolean)"
 		" RETURNING id)"
 		" INSERT INTO sandbox_events (sandbox_id, from_state, to_state,"
 		" event) SELECT id, NULL, 'creating', 'create' FROM s",
-		17, params, err);
+		19, params, err);
 	if (res == NULL) {
 		al_err_wrap(err, "inserting sandbox %s", sb->id);
 		return -1;
@@ -122,7 +124,7 @@ int al_sandbox_insert(al_db *db, const al_sandbox *sb, int timeout_s,
 	" project, network::text, cpu_millis, coalesce(op, ''),"                \
 	" to_char(last_activity_at AT TIME ZONE 'UTC',"                         \
 	" 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'), coalesce(resume_snapshot, '')," \
-	" coalesce(recovered_from, '')"
+	" coalesce(recovered_from, ''), on_timeout = 'suspend', auto_resume"
 
 static void copy_field(char *dst, size_t dstlen, const char *src)
 {
@@ -180,6 +182,8 @@ static int row_to_sandbox(PGresult *res, int i, al_sandbox *out, al_err *err)
 		   PQgetvalue(res, i, 21));
 	copy_field(out->recovered_from, sizeof out->recovered_from,
 		   PQgetvalue(res, i, 22));
+	out->on_timeout_suspend = strcmp(PQgetvalue(res, i, 23), "t") == 0;
+	out->auto_resume = strcmp(PQgetvalue(res, i, 24), "t") == 0;
 	return 0;
 }
 
@@ -452,6 +456,30 @@ static int list_ids(al_db *db, const char *sql, char (**ids)[64], int *n,
 	*ids = out;
 	*n = k;
 	return 0;
+}
+
+int al_sandbox_set_timeout(al_db *db, const char *id, const char *project,
+			   uint32_t timeout_s, al_err *err)
+{
+	if (!al_id_valid(id))
+		return al_err_set(err, AL_ENOENT, 0, "no such sandbox");
+	char secs[16];
+	snprintf(secs, sizeof secs, "%u", timeout_s);
+	const char *params[] = {id, project, secs};
+	PGresult *res =
+		al_db_exec(db,
+			   "UPDATE sandboxes SET expires_at = now() +"
+			   " make_interval(secs => $3::int), updated_at = now()"
+			   " WHERE id = $1 AND state <> 'deleted'"
+			   " AND ($2::text IS NULL OR project = $2)",
+			   3, params, err);
+	if (res == NULL)
+		return -1;
+	int rc = 0;
+	if (strcmp(PQcmdTuples(res), "1") != 0)
+		rc = al_err_set(err, AL_ENOENT, 0, "no sandbox '%s'", id);
+	PQclear(res);
+	return rc;
 }
 
 int al_sandbox_list_expired(al_db *db, char (**ids)[64], int *n, al_err *err)

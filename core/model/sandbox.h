@@ -42,6 +42,8 @@ typedef struct al_sandbox {
 	 * (al_snapshot_recover); "" for none. */
 	char recovered_from[64];
 	char last_activity_at[40];
+	int on_timeout_suspend; /* its timeout suspends it (else deletes) */
+	int auto_resume;	/* a call to it suspended resumes it first */
 } al_sandbox;
 
 void al_sandbox_free_fields(al_sandbox *sb);
@@ -95,6 +97,11 @@ int al_sandbox_list(al_db *db, const char *project, int state,
  * canonical already (al_netspec_to_json); AL_ENOENT as al_sandbox_get_in. */
 int al_sandbox_set_network(al_db *db, const char *id, const char *project,
 			   json_object *network, al_err *err);
+/* Replace the deadline of sandbox id (of project; NULL: any): now +
+ * timeout_s. AL_ENOENT as al_sandbox_get_in. */
+int al_sandbox_set_timeout(al_db *db, const char *id, const char *project,
+			   uint32_t timeout_s, al_err *err);
+
 /* Sandboxes whose expires_at has passed and that are not deleted. */
 int al_sandbox_list_expired(al_db *db, char (**ids)[64], int *n, al_err *err);
 /* Sandboxes in any of the live states (creating, running, paused). */

@@ -74,6 +74,12 @@ json_object *al_sandbox_to_json(const al_sandbox *sb)
 		o, "disk_mb",
 		json_object_new_int64((int64_t)(sb->limits.disk_bytes >> 20)));
 	json_object_object_add(o, "network", al_sandbox_network_json(sb));
+	json_object_object_add(o, "on_timeout",
+			       json_object_new_string(sb->on_timeout_suspend
+							      ? "suspend"
+							      : "delete"));
+	json_object_object_add(o, "auto_resume",
+			       json_object_new_boolean(sb->auto_resume));
 	if (sb->recovered_from[0] != '\0')
 		json_object_object_add(
 			o, "recovered_from",

@@ -16,6 +16,7 @@
 #include "model/template.h"
 #include "pool/poolcap.h"
 #include "pool/store.h"
+#include "sandbox/lifecycle_ops.h"
 #include "sandbox/shimctl.h"
 #include "sandbox/shimspec.h"
 #include "sandbox/standby.h"
@@ -199,6 +200,8 @@ static int plan(const al_config *cfg, al_db *db, const al_identity *caller,
 	sb->metadata = req->metadata;
 	sb->network = req->network;
 	sb->state = AL_ST_CREATING;
+	sb->on_timeout_suspend = req->on_timeout_suspend;
+	sb->auto_resume = req->auto_resume;
 	snprintf(sb->project, sizeof sb->project, "%s", owner.project);
 	sb->created_by_key = caller->key_id;
 	return add_credential_env(db, sb, req, err);
@@ -329,7 +332,7 @@ int al_sandbox_ops_set_network(const al_config *cfg, al_db *db, const char *id,
 			       const char *project, const al_netspec *ns,
 			       bool *gateway, al_err *err)
 {
-	if (al_sandbox_ops_running(db, id, project, err) < 0)
+	if (al_sandbox_ops_running(cfg, db, id, project, err) < 0)
 		return -1;
 	al_autofree char *payload = al_net_update_pack(ns, err);
 	json_object *network = al_netspec_to_json(ns);
@@ -354,14 +357,16 @@ int al_sandbox_ops_set_network(const al_config *cfg, al_db *db, const char *id,
 	return rc;
 }
 
-int al_sandbox_ops_running(al_db *db, const char *id, const char *project,
-			   al_err *err)
+int al_sandbox_ops_running(const al_config *cfg, al_db *db, const char *id,
+			   const char *project, al_err *err)
 {
 	al_sandbox sb;
 	if (al_sandbox_get_in(db, id, project, &sb, err) < 0)
 		return -1;
-	int rc = 0;
-	if (sb.state == AL_ST_PAUSED || sb.state == AL_ST_SUSPENDED)
+	int rc = 0, cold = 0;
+	if (sb.state == AL_ST_SUSPENDED && sb.auto_resume)
+		rc = al_lifecycle_resume(cfg, db, id, project, &cold, err);
+	else if (sb.state == AL_ST_PAUSED || sb.state == AL_ST_SUSPENDED)
 		rc = al_err_set(err, AL_ESTATE, 0,
 				"sandbox %s is %s: resume it first (POST "
 				"/v1/sandboxes/%s/resume)",

@@ -53,9 +53,11 @@ int al_sandbox_ops_set_network(const al_config *cfg, al_db *db, const char *id,
 			       bool *gateway, al_err *err);
 
 /* 0 when sandbox id of project is running: what an exec or a file
- * transfer needs; AL_ENOENT, or AL_ESTATE naming the state it is in. */
-int al_sandbox_ops_running(al_db *db, const char *id, const char *project,
-			   al_err *err);
+ * transfer needs; a suspended one created with "auto_resume" is resumed
+ * first. AL_ENOENT, or AL_ESTATE naming the state it is in (and resume
+ * for a paused or suspended one). */
+int al_sandbox_ops_running(const al_config *cfg, al_db *db, const char *id,
+			   const char *project, al_err *err);
 
 /* A create's statements, run once on a new connection, finding and
  * keeping nothing: PostgreSQL plans them before the first create

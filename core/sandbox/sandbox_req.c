@@ -11,9 +11,10 @@
 #include "net/netspec.h"
 
 static const char *const create_fields[] = {
-	"template", "timeout",	  "env",      "metadata", "memory_mb",
-	"pids",	    "cpu_shares", "driver",   "disk_mb",  "project",
-	"network",  "cpus",	  "snapshot", NULL,
+	"template",  "timeout",	   "env",	  "metadata",
+	"memory_mb", "pids",	   "cpu_shares",  "driver",
+	"disk_mb",   "project",	   "network",	  "cpus",
+	"snapshot",  "on_timeout", "auto_resume", NULL,
 };
 
 /* The request's "network" (mode required when it is there) as its
@@ -57,6 +58,20 @@ int al_create_req_parse(const char *buf, size_t len, uint32_t default_timeout_s,
 		al_err_set(err, AL_EINVAL, 0, "'template' must not be empty");
 		goto fail;
 	}
+
+	const char *on_timeout = NULL;
+	r = al_json_get_str(o, "on_timeout", 15, &on_timeout, NULL, err);
+	if (r < 0)
+		goto fail;
+	if (r > 0 && strcmp(on_timeout, "delete") != 0 &&
+	    strcmp(on_timeout, "suspend") != 0) {
+		al_err_set(err, AL_EINVAL, 0,
+			   "'on_timeout' must be \"delete\" or \"suspend\"");
+		goto fail;
+	}
+	out->on_timeout_suspend = r > 0 && strcmp(on_timeout, "suspend") == 0;
+	if (al_json_get_bool(o, "auto_resume", &out->auto_resume, err) < 0)
+		goto fail;
 
 	r = al_json_get_str(o, "snapshot", 63, &out->snapshot, NULL, err);
 	if (r < 0)

@@ -35,6 +35,8 @@ typedef struct al_create_req {
 	 * starts from instead of a template; NULL for none. Its template
 	 * and driver are the snapshot's. */
 	const char *snapshot;
+	int on_timeout_suspend; /* "on_timeout": "suspend" (else delete) */
+	int auto_resume;	/* "auto_resume": true */
 	char snapshot_template[64], snapshot_driver[16]; /* set by the op */
 } al_create_req;
 

@@ -8,8 +8,8 @@ import time
 
 import pytest
 
-from conftest import (TIMEOUT, assert_error, exec_json, pid_alive, qemu_of,
-                      shim_of)
+from conftest import (TIMEOUT, assert_error, exec_json, parse_time, pid_alive,
+                      qemu_of, shim_of)
 
 
 def call(api, sid, what, body=None):
@@ -208,3 +208,34 @@ def test_lost_machines_come_back_from_their_last_snapshot(stack, api,
     assert exec_json(api, snapped, ["cat", "/root/f"])["stdout"] == "saved\n"
     r = call(api, suspended, "resume")
     assert r.status_code == 200, r.text
+
+
+def test_timeout_is_replaced(api, sandboxes):
+    sid = sandboxes.create(timeout=30)["id"]
+    r = post_timeout(api, sid, {"timeout": 3600})
+    assert r.status_code == 200, r.text
+    left = parse_time(r.json()["expires_at"]).timestamp() - time.time()
+    assert 3500 < left <= 3600, r.json()
+    for body in ({}, {"timeout": 0}, {"timeout": "1"}, {"x": 1}):
+        assert_error(post_timeout(api, sid, body), 400, "invalid_request")
+    assert_error(post_timeout(api, "nosuchsandbox0000000", {"timeout": 5}),
+                 404, "not_found")
+
+
+def post_timeout(api, sid, body):
+    return api.post(f"{api.base}/v1/sandboxes/{sid}/timeout", json=body,
+                    timeout=TIMEOUT)
+
+
+def test_on_timeout_suspend_and_auto_resume(api, sandboxes, driver):
+    """At its deadline a sandbox created with on_timeout suspend is
+    suspended, not deleted; with auto_resume an exec resumes it."""
+    sid = sandboxes.create(timeout=4, on_timeout="suspend",
+                           auto_resume=True)["id"]
+    exec_json(api, sid, ["sh", "-c", "echo here > /root/f; sync"])
+    sb = wait_state(api, sid, "suspended", 60)
+    assert sb["on_timeout"] == "suspend" and sb["auto_resume"] is True, sb
+    assert parse_time(sb["expires_at"]).timestamp() - time.time() > 6 * 24 * 3600, sb
+    out = exec_json(api, sid, ["cat", "/root/f"])
+    assert out["stdout"] == "here\n", out
+    assert get(api, sid).json()["state"] == "running"

@@ -7,7 +7,13 @@ ALTER TABLE sandboxes
 	ADD COLUMN op text CHECK (op IN ('pausing', 'resuming', 'suspending',
 		'snapshotting', 'forking')),
 	ADD COLUMN op_started_at timestamptz,
-	ADD COLUMN last_activity_at timestamptz NOT NULL DEFAULT now();
+	ADD COLUMN last_activity_at timestamptz NOT NULL DEFAULT now(),
+	-- What its timeout does: delete it, or suspend it (kept suspended
+	-- for a week, then deleted).
+	ADD COLUMN on_timeout text NOT NULL DEFAULT 'delete'
+		CHECK (on_timeout IN ('delete', 'suspend')),
+	-- A call that needs it running resumes it first when suspended.
+	ADD COLUMN auto_resume boolean NOT NULL DEFAULT false;
 
 CREATE INDEX sandboxes_op_idx ON sandboxes (op_started_at)
 	WHERE op IS NOT NULL;
