@@ -60,11 +60,19 @@ int al_snapshot_insert_pending(al_db *db, const char *id, const al_sandbox *sb,
 		db,
 		"INSERT INTO snapshots (id, sandbox_id, project, kind, name,"
 		" driver, template, template_version)"
-		" VALUES ($1, $2, $3, $4, $5, $6, $7, $8::int)",
+		" SELECT $1, $2, $3, $4, $5, $6, $7, $8::int"
+		" WHERE (SELECT count(*) FROM snapshots WHERE sandbox_id = $2)"
+		" < " AL_SNAPSHOTS_PER_SANDBOX_STR,
 		8, params, err);
 	if (res == NULL)
 		return -1;
+	int added = strcmp(PQcmdTuples(res), "1") == 0;
 	PQclear(res);
+	if (!added)
+		return al_err_set(err, AL_EQUOTA, 0,
+				  "sandbox %s keeps %d snapshots already, the "
+				  "most one may: delete one first",
+				  sb->id, AL_SNAPSHOTS_PER_SANDBOX);
 	return 0;
 }
 

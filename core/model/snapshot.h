@@ -28,7 +28,13 @@ typedef struct al_snapshot {
 	char created_at[40];
 } al_snapshot;
 
-/* A new pending row id of sandbox sb (its project, driver, template). */
+/* Snapshots one sandbox may keep at once (named, suspend and fork
+ * alike): what its snapshots may take of the pool is bounded by it. */
+#define AL_SNAPSHOTS_PER_SANDBOX 16
+#define AL_SNAPSHOTS_PER_SANDBOX_STR "16"
+
+/* A new pending row id of sandbox sb (its project, driver, template);
+ * AL_EQUOTA when sb keeps AL_SNAPSHOTS_PER_SANDBOX already. */
 int al_snapshot_insert_pending(al_db *db, const char *id, const al_sandbox *sb,
 			       const char *kind, const char *name, al_err *err);
 

@@ -124,6 +124,13 @@ int al_fork_ops_fork(const al_config *cfg, al_db *db, const al_identity *caller,
 		json_object_array_add(arr, make_child(cfg, db, caller, body,
 						      &made, &first));
 	json_object_put(body);
+	/* The children's roots are snapshots of its own and a vm child's
+	 * QEMU holds its memory: a fork's snapshot is needed no more. */
+	al_err e2 = {0};
+	if (parent.state != AL_ST_SUSPENDED &&
+	    al_lifecycle_snapshot_delete(cfg, db, snap, NULL, &e2) < 0)
+		al_warn("sandbox %s: removing fork snapshot %s: %s", id, snap,
+			e2.msg);
 	if (made == 0) {
 		json_object_put(arr);
 		*err = first;

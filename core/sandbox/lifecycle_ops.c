@@ -164,7 +164,7 @@ static int take(const al_config *cfg, al_db *db, const al_sandbox *sb,
 	al_frame res = {0};
 	if (al_snapshot_insert_pending(db, m->snapshot, sb, kind, name, err) <
 	    0)
-		return -1;
+		return 0; /* refused before anything was asked */
 	al_suspend_msg got;
 	if ((payload = al_suspend_pack(m, err)) != NULL &&
 	    al_shimctl_request(cfg, sb->id, type, payload,

@@ -112,3 +112,21 @@ def test_snapshot_of_a_suspended_sandbox_is_kept(api, sandboxes, driver):
     assert r.json()["snapshot"] == snap
     sandboxes.ids.extend(k["id"] for k in r.json()["sandboxes"] if "id" in k)
     assert r.json()["sandboxes"][0]["state"] == "running"
+
+
+def test_snapshots_per_sandbox_are_bounded(api, sandboxes):
+    """What a sandbox's snapshots may take of the host's disk is bounded:
+    it keeps at most 16; the 17th is refused until one is deleted."""
+    sid = sandboxes.create()["id"]
+    made = []
+    for i in range(16):
+        r = post(api, f"/v1/sandboxes/{sid}/snapshots", {"name": f"s{i}"})
+        assert r.status_code == 201, (i, r.text)
+        made.append(r.json()["id"])
+    r = post(api, f"/v1/sandboxes/{sid}/snapshots", {"name": "one-more"})
+    assert_error(r, 429, "quota_exceeded")
+    assert "16" in r.json()["error"]["message"]
+    r = api.delete(f"{api.base}/v1/snapshots/{made[0]}", timeout=TIMEOUT)
+    assert r.status_code == 204
+    r = post(api, f"/v1/sandboxes/{sid}/snapshots", {"name": "one-more"})
+    assert r.status_code == 201, r.text
