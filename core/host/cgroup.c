@@ -492,8 +492,10 @@ int al_cgroup_freeze(const char *name, int frozen, al_err *err)
 			return -1;
 	}
 	/* Freezing is asynchronous: a task in an uninterruptible sleep
-	 * stops only when it returns to user space. */
-	for (int i = 0; i < 200; i++) {
+	 * stops only when it returns to user space. Most freezes are done
+	 * within a millisecond or two (a pause waits on this), so the first
+	 * looks come quickly; 1 s in all. */
+	for (int i = 0, waited = 0; waited < 1000; i++) {
 		if (ver == 2) {
 			if (cg_read_in(dir, "cgroup.events", buf, sizeof buf,
 				       err) < 0)
@@ -508,7 +510,9 @@ int al_cgroup_freeze(const char *name, int frozen, al_err *err)
 			if (strncmp(buf, frozen ? "FROZEN" : "THAWED", 6) == 0)
 				return 0;
 		}
-		sleep_ms(5);
+		int step = i < 10 ? 1 : 5;
+		sleep_ms(step);
+		waited += step;
 	}
 	return al_err_set(err, AL_ETIMEDOUT, 0, "cgroup %s did not %s in 1s",
 			  name, frozen ? "freeze" : "thaw");

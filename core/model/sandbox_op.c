@@ -189,6 +189,34 @@ int al_sandbox_op_end(al_db *db, const char *id, al_op op, al_event ev,
 	return op_end(db, id, op, ev, detail, 0, err);
 }
 
+int al_sandbox_op_finish(al_db *db, const char *id, al_op op, al_state from,
+			 al_event ev, al_err *err)
+{
+	int next = al_state_next(from, ev, err);
+	if (next < 0)
+		return -1;
+	const char *params[] = {id, al_op_name(op), al_state_name(from),
+				al_state_name((al_state)next),
+				al_event_name(ev)};
+	PGresult *res = al_db_exec(
+		db,
+		"WITH u AS (UPDATE sandboxes SET op = NULL,"
+		" op_started_at = NULL, state = $4, updated_at = now()"
+		" WHERE id = $1 AND op = $2 AND state = $3 RETURNING id)"
+		" INSERT INTO sandbox_events (sandbox_id, from_state,"
+		" to_state, event) SELECT id, $3, $4, $5 FROM u",
+		5, params, err);
+	if (res == NULL)
+		return -1;
+	int done = strcmp(PQcmdTuples(res), "1") == 0;
+	PQclear(res);
+	if (!done)
+		return al_err_set(err, AL_ESTATE, 0,
+				  "sandbox %s is not %s from %s", id,
+				  al_op_name(op), al_state_name(from));
+	return 0;
+}
+
 int al_sandbox_op_end_resumed(al_db *db, const char *id, int shim_pid,
 			      al_err *err)
 {

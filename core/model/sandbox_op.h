@@ -39,6 +39,11 @@ int al_sandbox_op_begin(al_db *db, const char *id, const char *project,
 int al_sandbox_op_end(al_db *db, const char *id, al_op op, al_event ev,
 		      const char *detail, al_err *err);
 
+/* The same as al_sandbox_op_end with ev applied, for a caller that
+ * knows the state op began in (from): one statement, one commit. */
+int al_sandbox_op_finish(al_db *db, const char *id, al_op op, al_state from,
+			 al_event ev, al_err *err);
+
 /* A resume from suspended ended with the sandbox's new shim (shim_pid)
  * running it: the op ends with resume, in one transaction. */
 int al_sandbox_op_end_resumed(al_db *db, const char *id, int shim_pid,

@@ -39,16 +39,22 @@ static int end_op(al_db *db, const char *id, al_op op, int done, al_event ev,
 	return -1;
 }
 
-/* Ask the shim of id for type, with op begun on the row. */
+/* Ask the shim of id for type, with op begun on the row in state from. */
 static int shim_op(const al_config *cfg, al_db *db, const char *id, al_op op,
-		   uint16_t type, al_event ev, al_err *err)
+		   al_state from, uint16_t type, al_event ev, al_err *err)
 {
 	al_frame res = {0};
 	int rc = al_shimctl_request(cfg, id, type, "{}",
 				    al_now_ms() + PAUSE_DEADLINE_MS, &res, err);
 	al_frame_free(&res);
-	if (end_op(db, id, op, rc == 0, ev, err) < 0 && rc == 0)
+	if (rc == 0 && al_sandbox_op_finish(db, id, op, from, ev, err) < 0) {
+		/* The controller settles it from the shim's STATUS. */
+		al_warn("sandbox %s: ending %s: %s", id, al_op_name(op),
+			err->msg);
 		return -1;
+	}
+	if (rc < 0)
+		end_op(db, id, op, 0, ev, err);
 	if (rc == 0)
 		al_info("sandbox %s: %s", id, al_event_name(ev));
 	return rc;
@@ -60,8 +66,8 @@ int al_lifecycle_pause(const al_config *cfg, al_db *db, const char *id,
 	al_state from;
 	if (al_sandbox_op_begin(db, id, project, AL_OP_PAUSING, &from, err) < 0)
 		return -1;
-	return shim_op(cfg, db, id, AL_OP_PAUSING, AL_F_PAUSE, AL_EV_PAUSE,
-		       err);
+	return shim_op(cfg, db, id, AL_OP_PAUSING, from, AL_F_PAUSE,
+		       AL_EV_PAUSE, err);
 }
 
 /* Room for sb to run again: the project's quotas (as for a create) and
@@ -118,7 +124,7 @@ int al_lifecycle_resume(const al_config *cfg, al_db *db, const char *id,
 	    0)
 		return -1;
 	if (from != AL_ST_SUSPENDED)
-		return shim_op(cfg, db, id, AL_OP_RESUMING, AL_F_RESUME,
+		return shim_op(cfg, db, id, AL_OP_RESUMING, from, AL_F_RESUME,
 			       AL_EV_RESUME, err);
 	al_sandbox sb;
 	if (al_sandbox_get_in(db, id, project, &sb, err) < 0) {

@@ -274,9 +274,12 @@ static void test_create_run_delete(void **state)
 	assert_string_equal(sb.template_name, "minimal");
 	assert_string_equal(sb.driver, "ns");
 	assert_true(sb.shim_pid > 1);
-	assert_int_equal(al_sandbox_ops_running(db, sb.id, "default", &err), 0);
+	assert_int_equal(al_sandbox_ops_running(&cfg, db, sb.id, "default",
+						&err),
+			 0);
 	/* Another project's key does not see it at all. */
-	assert_int_equal(al_sandbox_ops_running(db, sb.id, "other", &err), -1);
+	assert_int_equal(al_sandbox_ops_running(&cfg, db, sb.id, "other", &err),
+			 -1);
 	assert_int_equal(err.code, AL_ENOENT);
 	assert_int_equal(al_sandbox_ops_delete(&cfg, db, sb.id, "other", &err),
 			 -1);
@@ -292,7 +295,8 @@ static void test_create_run_delete(void **state)
 	assert_int_equal(count("run2", -1, NULL), 0);
 
 	assert_int_equal(al_sandbox_ops_delete(&cfg, db, sb.id, NULL, &err), 0);
-	assert_int_equal(al_sandbox_ops_running(db, sb.id, NULL, &err), -1);
+	assert_int_equal(al_sandbox_ops_running(&cfg, db, sb.id, NULL, &err),
+			 -1);
 	assert_int_equal(err.code, AL_ENOENT);
 	/* Twice: the second finds nothing. */
 	assert_int_equal(al_sandbox_ops_delete(&cfg, db, sb.id, NULL, &err),
@@ -346,7 +350,8 @@ static void failed_start(const char *mode, const char *says, size_t nth)
 	assert_non_null(strstr(sb.error, says));
 	al_sandbox_free_fields(&sb);
 	/* Neither exec nor files go to it. */
-	assert_int_equal(al_sandbox_ops_running(db, id, "default", &err), -1);
+	assert_int_equal(al_sandbox_ops_running(&cfg, db, id, "default", &err),
+			 -1);
 	assert_int_equal(err.code, AL_ESTATE);
 	assert_non_null(strstr(err.msg, "is error, not running"));
 
