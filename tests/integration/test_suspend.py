@@ -239,3 +239,52 @@ def test_on_timeout_suspend_and_auto_resume(api, sandboxes, driver):
     out = exec_json(api, sid, ["cat", "/root/f"])
     assert out["stdout"] == "here\n", out
     assert get(api, sid).json()["state"] == "running"
+
+
+def tree_holds(root, needle):
+    """Whether any file under root contains needle (read in chunks)."""
+    for d, _, files in os.walk(root):
+        for f in files:
+            p = os.path.join(d, f)
+            if os.path.islink(p) or not os.path.isfile(p):
+                continue
+            tail = b""
+            with open(p, "rb") as fh:
+                while True:
+                    chunk = fh.read(1 << 20)
+                    if not chunk:
+                        break
+                    if needle in tail + chunk:
+                        return p
+                    tail = chunk[-len(needle):]
+    return None
+
+
+def test_no_credential_value_in_a_snapshot(stack, api, sandboxes, driver):
+    """Credentials never enter a sandbox, so no snapshot holds one: the
+    suspended sandbox's memory and files have its placeholder, never its
+    value."""
+    value = "sekrit-" + os.urandom(16).hex()
+    r = api.post(f"{api.base}/v1/credentials",
+                 json={"name": "snapcheck", "value": value,
+                       "inject": {"hosts": ["api.example.test"],
+                                  "header": "Authorization",
+                                  "format": "Bearer {value}"}},
+                 timeout=TIMEOUT)
+    assert r.status_code == 201, r.text
+    try:
+        sid = sandboxes.create()["id"]
+        out = exec_json(api, sid, ["sh", "-c",
+                                   "echo $AIRLOCK_CRED_SNAPCHECK > /root/c;"
+                                   " cat /root/c; sync"])
+        assert out["stdout"] == "airlock-cred:snapcheck\n", out
+        r = call(api, sid, "suspend", suspend_body(driver))
+        assert r.status_code == 200, r.text
+        snapdir = os.path.join(stack.state, "pool", "snapshots",
+                               r.json()["snapshot"])
+        assert os.path.isdir(snapdir)
+        # The scan is not vacuous: the placeholder is found.
+        assert tree_holds(snapdir, b"airlock-cred:snapcheck") is not None
+        assert tree_holds(snapdir, value.encode()) is None
+    finally:
+        api.delete(f"{api.base}/v1/credentials/snapcheck", timeout=TIMEOUT)
