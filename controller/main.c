@@ -418,6 +418,7 @@ int main(int argc, char **argv)
 		if (once || now - last_expire >= 1000) {
 			ctl_expire(c);
 			ctl_lifecycle_tick(c);
+			ctl_lifecycle_policy_sweep(c);
 			ctl_poolcaps_refresh(&cfg, NULL);
 			last_expire = now;
 		}
