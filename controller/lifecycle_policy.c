@@ -68,8 +68,8 @@ static int stream_open(ctl *c, const char *id)
 	json_object *arr = al_project_stream_leases(c->db, NULL, 0, &err);
 	if (arr == NULL)
 		return 1; /* cannot tell: treated as open */
-	char(*lease)[AL_STREAM_LEASE_LEN + 1] =
-		calloc(AL_STREAMS_MAX, sizeof *lease);
+	char(*lease)[AL_STREAM_LEASE_LEN + 1] = calloc(AL_STREAMS_MAX,
+						       sizeof *lease);
 	size_t n = 0;
 	for (size_t i = 0; lease != NULL && i < json_object_array_length(arr) &&
 			   n < AL_STREAMS_MAX;
@@ -151,7 +151,8 @@ static void consider(ctl *c, al_policy *p, const al_sandbox_idle *s, plan *pl)
 	if (d.snapshot_keep > 0)
 		keep_add(pl, s->id, d.snapshot_keep);
 	bool live = s->state == AL_ST_RUNNING || s->state == AL_ST_PAUSED;
-	if (live && d.idle_action != AL_IDLE_NONE && s->idle_s >= d.idle_after) {
+	if (live && d.idle_action != AL_IDLE_NONE &&
+	    s->idle_s >= d.idle_after) {
 		if (s->streams > 0 && stream_open(c, s->id)) {
 			/* An open stream is activity. */
 			al_err err = {0};
@@ -194,9 +195,8 @@ static int decide(ctl *c, plan *pl)
 	int n = 0, rc = 0;
 	al_err err = {0};
 	do {
-		if (rows == NULL ||
-		    al_sandbox_idle_list(c->db, after, rows, PAGE, &n, &err) <
-			    0) {
+		if (rows == NULL || al_sandbox_idle_list(c->db, after, rows,
+							 PAGE, &n, &err) < 0) {
 			al_warn("lifecycle sweep: %s",
 				rows == NULL ? "out of memory" : err.msg);
 			rc = -1;

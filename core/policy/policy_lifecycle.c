@@ -164,8 +164,8 @@ static void decide(al_policy *p, const struct ask *a,
 	const raw_field *act = &a->raw[F_ACTION];
 	if (act->type != LUA_TNIL) {
 		int found = -1;
-		for (int i = 0; act->type == LUA_TSTRING && i < AL_IDLE_ACTION_MAX;
-		     i++)
+		for (int i = 0;
+		     act->type == LUA_TSTRING && i < AL_IDLE_ACTION_MAX; i++)
 			if (strcmp(act->str, action_names[i]) == 0)
 				found = i;
 		if (found >= 0)
