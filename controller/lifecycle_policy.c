@@ -19,7 +19,7 @@
 #include "proto/agentproto.h"
 #include "sandbox/lifecycle_ops.h"
 #include "sandbox/sandbox_ops.h"
-#include "sandbox/shimctl.h"
+#include "sandbox/streamlease.h"
 
 /* How often the policy is asked about every live sandbox. */
 #define SWEEP_EVERY_MS 2000
@@ -27,7 +27,6 @@
 /* Per pass: idle deletes, and snapshots pruned. */
 #define DELETES_MAX 8
 #define PRUNES_MAX 16
-#define SHIM_ANSWER_MS 3000
 
 /* What one pass decided. */
 typedef struct plan {
@@ -61,7 +60,8 @@ static size_t metadata_kv(json_object *meta, al_policy_kv *kv, size_t max)
 }
 
 /* 1 when sandbox id has an event stream open (asked of its shim, which
- * sees streams end; ended ones lose their leases), 0 if none. */
+ * sees streams end; ended ones lose their leases) or cannot tell, 0 if
+ * none. */
 static int stream_open(ctl *c, const char *id)
 {
 	al_err err = {0};
@@ -82,36 +82,15 @@ static int stream_open(ctl *c, const char *id)
 				 json_object_get_string(v));
 	}
 	json_object_put(arr);
-	int open = 1;
-	al_frame f;
-	char *req = lease != NULL && n > 0
-			    ? al_streams_pack(lease, n, AL_OK, NULL, &err)
-			    : NULL;
-	al_streams_msg live = {0};
-	if (lease != NULL && n == 0)
-		open = 0;
-	else if (req != NULL &&
-		 al_shimctl_request(c->cfg, id, AL_F_STREAMS, req,
-				    al_now_ms() + SHIM_ANSWER_MS, &f,
-				    &err) == 0) {
-		if (al_streams_unpack(f.payload, f.len, &live, &err) == 0) {
-			open = live.n > 0;
-			for (size_t i = 0; i < n; i++) {
-				bool on = false;
-				for (size_t j = 0; j < live.n && !on; j++)
-					on = strcmp(lease[i], live.lease[j]) ==
-					     0;
-				if (!on)
-					al_project_stream_release(c->db,
-								  lease[i]);
-			}
-		}
-		al_frame_free(&f);
-	}
-	al_streams_msg_free(&live);
-	free(req);
+	int open = lease == NULL ? -1
+		   : n == 0	 ? 0
+			    : al_streamlease_check(c->cfg, c->db, id, lease, n,
+						   AL_OK, NULL, &err);
+	if (open < 0)
+		al_warn("sandbox %s: asking for its streams: %s", id,
+			lease == NULL ? "out of memory" : err.msg);
 	free(lease);
-	return open;
+	return open != 0; /* cannot tell: treated as open */
 }
 
 static void keep_add(plan *pl, const char *id, long keep)

@@ -123,6 +123,32 @@ def test_idle_ns_sandbox_is_suspended_with_its_files_and_activity_postpones_it(
     assert exec_json(api, idle, ["cat", "/root/mark"])["stdout"] == "kept\n"
 
 
+def test_an_open_stream_is_activity(api, sandboxes):
+    sid = create(api, sandboxes, idle_after=3)["id"]
+    # A command that prints for 14 s through an open event stream, and
+    # no API call meanwhile.
+    r = api.post(f"{api.base}/v1/sandboxes/{sid}/exec",
+                 json={"cmd": ["sh", "-c",
+                               "for i in $(seq 14); do echo $i; sleep 1;"
+                               " done"]},
+                 headers={"Accept": "text/event-stream"}, stream=True,
+                 timeout=TIMEOUT)
+    assert r.status_code == 200, r.text
+    t0 = time.monotonic()
+    got = b""
+    for chunk in r.iter_content(chunk_size=None):
+        got += chunk
+        if time.monotonic() - t0 > 10:
+            break
+    # Three times its idle delay with the stream open: still running.
+    assert b"data" in got, got
+    assert get(api, sid)["state"] == "running"
+    r.close()
+    # The stream over, it goes idle.
+    wait(lambda: get(api, sid)["state"] == "suspended", 40,
+         "suspended once its stream ended")
+
+
 def test_idle_delete_and_none(api, sandboxes):
     gone = create(api, sandboxes, idle_after=2, idle_action="delete")["id"]
     kept = create(api, sandboxes, idle_after=2, idle_action="none")["id"]
