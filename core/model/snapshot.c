@@ -247,7 +247,7 @@ int al_snapshot_pending_of(al_db *db, const char *sb_id, char *id, al_err *err)
 	PGresult *res =
 		al_db_exec(db,
 			   "SELECT id FROM snapshots WHERE sandbox_id = $1"
-			   " AND status = 'pending' AND kind = 'suspend'"
+			   " AND status = 'pending'"
 			   " ORDER BY created_at DESC LIMIT 1",
 			   1, params, err);
 	if (res == NULL)

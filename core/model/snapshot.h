@@ -73,7 +73,8 @@ int al_snapshot_list_expired(al_db *db, char (*sb_ids)[64], const long *keep_s,
 			     int n, char (*ids)[64], int max, int *got,
 			     al_err *err);
 /* The pending snapshot of sandbox sb_id (its suspend or snapshot under
- * way), into id (64 bytes); 0 with id "" when there is none. */
+ * way, of any kind: one operation runs at a time), into id (64 bytes);
+ * 0 with id "" when there is none. */
 int al_snapshot_pending_of(al_db *db, const char *sb_id, char *id, al_err *err);
 /* Remove id's row (and the reference of a sandbox that would resume
  * from it); its directory must be gone already. */
