@@ -31,8 +31,8 @@
 --     snapshot is older than `every` (0: none); its rolling and fork
 --     snapshots older than `keep` are deleted (0: kept until deleted by
 --     hand). Named snapshots, and the one a suspended sandbox resumes
---     from, are never deleted by this. Snapshots take room on the pool
---     and count against the project's disk quota.
+--     from, are never deleted by this. Snapshots take room on the pool:
+--     a shorter keep or a longer every leaves less of them.
 --     Default: { every = HOUR, keep = 7 * DAY }.
 --
 -- A value out of range (a negative number, a string, an unknown action)
