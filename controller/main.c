@@ -55,7 +55,11 @@
  *     gateways, signed with the host CA (controller/mint.h);
  *   - a thread loads the operator's policies, reloads them as their files
  *     change and publishes their status for GET /v1/info in
- *     STATE/run/policies.json (controller/policywatch.h).
+ *     STATE/run/policies.json (controller/policywatch.h);
+ *   - every 2 s, what policies/lifecycle.lua decides: idle sandboxes
+ *     suspended or deleted, rolling snapshots taken (one capture a
+ *     pass), snapshots past their retention removed
+ *     (controller/lifecycle.h).
  * Exit codes: 0 ok, 100 usage, 111 temporary failure (database down). */
 #include <errno.h>
 #include <poll.h>
@@ -418,6 +422,7 @@ int main(int argc, char **argv)
 		if (once || now - last_expire >= 1000) {
 			ctl_expire(c);
 			ctl_lifecycle_tick(c);
+			ctl_lifecycle_policy_sweep(c);
 			ctl_poolcaps_refresh(&cfg, NULL);
 			last_expire = now;
 		}

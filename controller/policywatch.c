@@ -25,9 +25,15 @@ static const struct {
 	const char *name;
 	const char *file;
 	const al_policy_kind *kind;
+	const char *unloaded; /* what the controller does without it */
 } policies[] = {
-	{"egress", "egress.lua", &al_policy_egress_kind},
+	{"egress", "egress.lua", &al_policy_egress_kind, ""},
+	{"lifecycle", "lifecycle.lua", &al_policy_lifecycle_kind,
+	 " (until it loads: no idle suspend, no rolling snapshot, no"
+	 " snapshot pruned)"},
 };
+/* The one the controller decides with itself (controller/lifecycle.c). */
+#define LIFECYCLE 1
 #define NPOLICIES (int)(sizeof policies / sizeof policies[0])
 
 static struct {
@@ -35,15 +41,19 @@ static struct {
 	pthread_t thread;
 	int running;
 	int inotify, stop; /* fds; the watch is -1 where inotify failed */
+	/* Held while a policy is reloaded or the loop decides with one: an
+	 * al_policy is one thread's at a time. */
+	pthread_mutex_t lock;
 	al_policy *p[NPOLICIES];
 	char path[NPOLICIES][AL_PATH_MAX + 16];
 	char error[NPOLICIES][AL_POLICY_ERROR_MAX]; /* why it never loaded */
-} pw = {.inotify = -1, .stop = -1};
+} pw = {.inotify = -1, .stop = -1, .lock = PTHREAD_MUTEX_INITIALIZER};
 
 /* Open what never loaded, reload what changed; 1 when a status moved. */
 static int look(void)
 {
 	int moved = 0;
+	pthread_mutex_lock(&pw.lock);
 	for (int i = 0; i < NPOLICIES; i++) {
 		if (pw.p[i] != NULL) {
 			moved |= al_policy_reload_if_changed(pw.p[i]) != 0;
@@ -54,27 +64,45 @@ static int look(void)
 					 &err);
 		if (pw.p[i] != NULL || strcmp(err.msg, pw.error[i]) != 0) {
 			if (pw.p[i] == NULL)
-				al_warn("%s policy: %s", policies[i].name,
-					err.msg);
+				al_error("%s policy: %s%s", policies[i].name,
+					 err.msg, policies[i].unloaded);
 			snprintf(pw.error[i], sizeof pw.error[i], "%s",
 				 err.msg);
 			moved = 1;
 		}
 	}
+	pthread_mutex_unlock(&pw.lock);
 	return moved;
 }
 
 static void publish(void)
 {
 	al_policypub v[NPOLICIES];
+	pthread_mutex_lock(&pw.lock);
 	for (int i = 0; i < NPOLICIES; i++)
 		v[i] = (al_policypub){.name = policies[i].name,
 				      .path = pw.path[i],
 				      .p = pw.p[i],
 				      .error = pw.error[i]};
 	al_err err = {0};
-	if (al_policypub_write(pw.cfg->run_dir, v, NPOLICIES, &err) < 0)
+	int rc = al_policypub_write(pw.cfg->run_dir, v, NPOLICIES, &err);
+	pthread_mutex_unlock(&pw.lock);
+	if (rc < 0)
 		al_warn("policy status: %s", err.msg);
+}
+
+al_policy *ctl_policywatch_lifecycle(void)
+{
+	pthread_mutex_lock(&pw.lock);
+	al_policy *p = pw.p[LIFECYCLE];
+	if (p == NULL)
+		pthread_mutex_unlock(&pw.lock);
+	return p;
+}
+
+void ctl_policywatch_release(void)
+{
+	pthread_mutex_unlock(&pw.lock);
 }
 
 static void drain(int fd)

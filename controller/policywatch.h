@@ -7,9 +7,15 @@
 #define AL_CONTROLLER_POLICYWATCH_H
 
 #include "base/config.h"
+#include "policy/policy.h"
 
 /* Load and publish once, then start the thread. cfg must outlive it. */
 int ctl_policywatch_start(const al_config *cfg);
+/* The lifecycle policy, locked for the calling thread until
+ * ctl_policywatch_release (no reload meanwhile); NULL, nothing locked,
+ * when it never loaded (or the watch is not started: --once). */
+al_policy *ctl_policywatch_lifecycle(void);
+void ctl_policywatch_release(void);
 /* Stop the thread, close the policies and withdraw their status. */
 void ctl_policywatch_stop(void);
 

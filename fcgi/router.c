@@ -1,3 +1,4 @@
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -8,6 +9,7 @@
 #include "base/log.h"
 #include "http.h"
 #include "model/auth.h"
+#include "model/sandbox_activity.h"
 
 /* Who may call a route. */
 enum access {
@@ -23,49 +25,65 @@ static const struct route {
 	const char *pattern;
 	enum access access;
 	al_handler_fn fn;
+	/* A call on sandbox {id} that counts as its activity, which its idle
+	 * rule (policies/lifecycle.lua) measures; reads of its record
+	 * (status, snapshot list, egress log) do not, so that a dashboard
+	 * polling them does not keep every sandbox awake. */
+	bool activity;
 } routes[] = {
-	{"GET", "/v1/health", ANYONE, fcgi_api_health},
-	{"GET", "/v1/projects", ADMIN, fcgi_api_projects},
-	{"POST", "/v1/projects", ADMIN, fcgi_api_project_create},
-	{"GET", "/v1/projects/{id}", ADMIN, fcgi_api_project_get},
-	{"PUT", "/v1/projects/{id}/quota", ADMIN, fcgi_api_project_quota},
-	{"GET", "/v1/keys", ADMIN, fcgi_api_keys},
-	{"POST", "/v1/keys", ADMIN, fcgi_api_key_create},
-	{"DELETE", "/v1/keys/{id}", ADMIN, fcgi_api_key_delete},
-	{"GET", "/v1/info", KEY, fcgi_api_info},
-	{"POST", "/v1/credentials", KEY, fcgi_api_credential_create},
-	{"GET", "/v1/credentials", KEY, fcgi_api_credential_list},
-	{"GET", "/v1/credentials/{id}", KEY, fcgi_api_credential_get},
-	{"PUT", "/v1/credentials/{id}", KEY, fcgi_api_credential_rotate},
-	{"DELETE", "/v1/credentials/{id}", KEY, fcgi_api_credential_delete},
-	{"GET", "/v1/audit", KEY, fcgi_api_audit},
-	{"GET", "/v1/templates", KEY, fcgi_api_templates},
-	{"POST", "/v1/templates", KEY, fcgi_api_template_build},
-	{"GET", "/v1/templates/builds/{id}", KEY, fcgi_api_build_get},
-	{"GET", "/v1/templates/builds/{id}/logs", KEY, fcgi_api_build_logs},
-	{"GET", "/v1/templates/builds/{id}/egress", KEY, fcgi_api_build_egress},
-	{"GET", "/v1/templates/{id}", KEY, fcgi_api_template_get},
-	{"DELETE", "/v1/templates/{id}", KEY, fcgi_api_template_delete},
-	{"PUT", "/v1/templates/{id}/warm_pool", ADMIN, fcgi_api_template_pool},
-	{"POST", "/v1/sandboxes", KEY, fcgi_api_sandbox_create},
-	{"GET", "/v1/sandboxes", KEY, fcgi_api_sandbox_list},
-	{"GET", "/v1/sandboxes/{id}", KEY, fcgi_api_sandbox_get},
-	{"DELETE", "/v1/sandboxes/{id}", KEY, fcgi_api_sandbox_delete},
-	{"POST", "/v1/sandboxes/{id}/pause", KEY, fcgi_api_sandbox_pause},
-	{"POST", "/v1/sandboxes/{id}/resume", KEY, fcgi_api_sandbox_resume},
-	{"POST", "/v1/sandboxes/{id}/suspend", KEY, fcgi_api_sandbox_suspend},
-	{"POST", "/v1/sandboxes/{id}/fork", KEY, fcgi_api_sandbox_fork},
-	{"POST", "/v1/sandboxes/{id}/timeout", KEY, fcgi_api_sandbox_timeout},
-	{"POST", "/v1/sandboxes/{id}/snapshots", KEY, fcgi_api_snapshot_create},
-	{"GET", "/v1/sandboxes/{id}/snapshots", KEY, fcgi_api_snapshot_list},
-	{"GET", "/v1/snapshots/{id}", KEY, fcgi_api_snapshot_get},
-	{"DELETE", "/v1/snapshots/{id}", KEY, fcgi_api_snapshot_delete},
-	{"PUT", "/v1/sandboxes/{id}/network", KEY,
-	 fcgi_api_sandbox_network_put},
-	{"GET", "/v1/sandboxes/{id}/egress", KEY, fcgi_api_sandbox_egress},
-	{"POST", "/v1/sandboxes/{id}/exec", KEY, fcgi_api_exec},
-	{"PUT", "/v1/sandboxes/{id}/files", KEY, fcgi_api_files_put},
-	{"GET", "/v1/sandboxes/{id}/files", KEY, fcgi_api_files_get},
+	{"GET", "/v1/health", ANYONE, fcgi_api_health, false},
+	{"GET", "/v1/projects", ADMIN, fcgi_api_projects, false},
+	{"POST", "/v1/projects", ADMIN, fcgi_api_project_create, false},
+	{"GET", "/v1/projects/{id}", ADMIN, fcgi_api_project_get, false},
+	{"PUT", "/v1/projects/{id}/quota", ADMIN, fcgi_api_project_quota,
+	 false},
+	{"GET", "/v1/keys", ADMIN, fcgi_api_keys, false},
+	{"POST", "/v1/keys", ADMIN, fcgi_api_key_create, false},
+	{"DELETE", "/v1/keys/{id}", ADMIN, fcgi_api_key_delete, false},
+	{"GET", "/v1/info", KEY, fcgi_api_info, false},
+	{"POST", "/v1/credentials", KEY, fcgi_api_credential_create, false},
+	{"GET", "/v1/credentials", KEY, fcgi_api_credential_list, false},
+	{"GET", "/v1/credentials/{id}", KEY, fcgi_api_credential_get, false},
+	{"PUT", "/v1/credentials/{id}", KEY, fcgi_api_credential_rotate, false},
+	{"DELETE", "/v1/credentials/{id}", KEY, fcgi_api_credential_delete,
+	 false},
+	{"GET", "/v1/audit", KEY, fcgi_api_audit, false},
+	{"GET", "/v1/templates", KEY, fcgi_api_templates, false},
+	{"POST", "/v1/templates", KEY, fcgi_api_template_build, false},
+	{"GET", "/v1/templates/builds/{id}", KEY, fcgi_api_build_get, false},
+	{"GET", "/v1/templates/builds/{id}/logs", KEY, fcgi_api_build_logs,
+	 false},
+	{"GET", "/v1/templates/builds/{id}/egress", KEY, fcgi_api_build_egress,
+	 false},
+	{"GET", "/v1/templates/{id}", KEY, fcgi_api_template_get, false},
+	{"DELETE", "/v1/templates/{id}", KEY, fcgi_api_template_delete, false},
+	{"PUT", "/v1/templates/{id}/warm_pool", ADMIN, fcgi_api_template_pool,
+	 false},
+	{"POST", "/v1/sandboxes", KEY, fcgi_api_sandbox_create, false},
+	{"GET", "/v1/sandboxes", KEY, fcgi_api_sandbox_list, false},
+	{"GET", "/v1/sandboxes/{id}", KEY, fcgi_api_sandbox_get, false},
+	{"DELETE", "/v1/sandboxes/{id}", KEY, fcgi_api_sandbox_delete, false},
+	{"POST", "/v1/sandboxes/{id}/pause", KEY, fcgi_api_sandbox_pause, true},
+	{"POST", "/v1/sandboxes/{id}/resume", KEY, fcgi_api_sandbox_resume,
+	 true},
+	{"POST", "/v1/sandboxes/{id}/suspend", KEY, fcgi_api_sandbox_suspend,
+	 true},
+	{"POST", "/v1/sandboxes/{id}/fork", KEY, fcgi_api_sandbox_fork, true},
+	{"POST", "/v1/sandboxes/{id}/timeout", KEY, fcgi_api_sandbox_timeout,
+	 true},
+	{"POST", "/v1/sandboxes/{id}/snapshots", KEY, fcgi_api_snapshot_create,
+	 true},
+	{"GET", "/v1/sandboxes/{id}/snapshots", KEY, fcgi_api_snapshot_list,
+	 false},
+	{"GET", "/v1/snapshots/{id}", KEY, fcgi_api_snapshot_get, false},
+	{"DELETE", "/v1/snapshots/{id}", KEY, fcgi_api_snapshot_delete, false},
+	{"PUT", "/v1/sandboxes/{id}/network", KEY, fcgi_api_sandbox_network_put,
+	 true},
+	{"GET", "/v1/sandboxes/{id}/egress", KEY, fcgi_api_sandbox_egress,
+	 false},
+	{"POST", "/v1/sandboxes/{id}/exec", KEY, fcgi_api_exec, true},
+	{"PUT", "/v1/sandboxes/{id}/files", KEY, fcgi_api_files_put, true},
+	{"GET", "/v1/sandboxes/{id}/files", KEY, fcgi_api_files_get, true},
 };
 
 /* Match path against pattern; fills id (AL_REQ_ID_MAX) on a capture. */
@@ -103,6 +121,19 @@ static const char *request_key(al_req *r)
 		return h;
 	}
 	return fcgi_req_param(r, "HTTP_X_API_KEY");
+}
+
+/* Sandbox r->id had a call: its activity moves (before the handler, so
+ * that an idle sweep deciding meanwhile sees it). A failure is the
+ * handler's to meet and answer; here it is only logged. */
+static void touch(al_req *r)
+{
+	al_err err = {0};
+	al_db *db = fcgi_req_db(r, &err);
+	if (db == NULL ||
+	    al_sandbox_touch(db, r->id, fcgi_req_scope(r), &err) < 0)
+		al_warn("sandbox %s: recording its activity: %s", r->id,
+			err.msg);
 }
 
 void fcgi_route(al_req *r)
@@ -162,5 +193,7 @@ void fcgi_route(al_req *r)
 			return;
 		}
 	}
+	if (hit->activity)
+		touch(r);
 	hit->fn(r);
 }

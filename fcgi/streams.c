@@ -6,10 +6,10 @@
 #include "base/log.h"
 #include "model/project.h"
 #include "sandbox/shimctl.h"
+#include "sandbox/streamlease.h"
 #include "template/buildlog.h"
 #include "upstream.h"
 
-#define SHIM_ANSWER_MS 3000
 /* The holder of a build-log stream's lease: its stream's name
  * (al_buildlog_stream_name); sandbox ids have no '-'. */
 #define BUILD_PREFIX "build-"
@@ -31,35 +31,10 @@ static void check_group(al_req *r, const char *sandbox,
 				al_project_stream_release(*r->dbp, lease[i]);
 		return;
 	}
-	al_frame f;
-	char *req = al_streams_pack(lease, n, end, message, &err);
-	if (req == NULL)
-		return;
-	int rc = al_shimctl_request(r->cfg, sandbox, AL_F_STREAMS, req,
-				    al_now_ms() + SHIM_ANSWER_MS, &f, &err);
-	free(req);
-	al_streams_msg live = {0};
-	if (rc == 0) {
-		rc = al_streams_unpack(f.payload, f.len, &live, &err);
-		al_frame_free(&f);
-	} else if (err.code == AL_EUNAVAIL) {
-		/* No shim, no process: every stream of it is over. */
-		rc = 0;
-	}
-	if (rc < 0) {
-		/* Cannot tell: they stay counted. */
+	if (al_streamlease_check(r->cfg, *r->dbp, sandbox, lease, n, end,
+				 message, &err) < 0)
 		al_warn("sandbox %s: asking for its streams: %s", sandbox,
 			err.msg);
-		return;
-	}
-	for (size_t i = 0; i < n; i++) {
-		int open = 0;
-		for (size_t j = 0; j < live.n && !open; j++)
-			open = strcmp(lease[i], live.lease[j]) == 0;
-		if (!open)
-			al_project_stream_release(*r->dbp, lease[i]);
-	}
-	al_streams_msg_free(&live);
 }
 
 /* Check every lease of arr ([{"lease","sandbox_id"}] ordered by

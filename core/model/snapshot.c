@@ -179,6 +179,75 @@ int al_snapshot_list_unneeded(al_db *db, char (*ids)[64], int max, int *n,
 	return 0;
 }
 
+/* "{a,b,...}": a PostgreSQL array literal of n ids (al_id_valid: no
+ * quoting needed) or numbers; NULL when out of memory. */
+static char *array_literal(char (*ids)[64], const long *nums, int n)
+{
+	size_t cap = 3 + (size_t)n * 65;
+	char *s = malloc(cap);
+	if (s == NULL)
+		return NULL;
+	size_t len = 0;
+	s[len++] = '{';
+	for (int i = 0; i < n; i++) {
+		int w = ids != NULL ? snprintf(s + len, cap - len, "%s%s",
+					       i > 0 ? "," : "", ids[i])
+				    : snprintf(s + len, cap - len, "%s%ld",
+					       i > 0 ? "," : "", nums[i]);
+		len += (size_t)w;
+	}
+	snprintf(s + len, cap - len, "}");
+	return s;
+}
+
+int al_snapshot_list_expired(al_db *db, char (*sb_ids)[64], const long *keep_s,
+			     int n, char (*ids)[64], int max, int *got,
+			     al_err *err)
+{
+	*got = 0;
+	if (n == 0)
+		return 0;
+	for (int i = 0; i < n; i++)
+		if (!al_id_valid(sb_ids[i]))
+			return al_err_set(err, AL_EINVAL, 0,
+					  "invalid sandbox id");
+	char *a = array_literal(sb_ids, NULL, n);
+	char *k = array_literal(NULL, keep_s, n);
+	char lim[16];
+	snprintf(lim, sizeof lim, "%d", max);
+	const char *params[] = {a, k, lim};
+	PGresult *res =
+		a == NULL || k == NULL
+			? NULL
+			: al_db_exec(
+				  db,
+				  "SELECT p.id FROM snapshots p"
+				  " JOIN unnest($1::text[], $2::bigint[])"
+				  " AS k(sid, keep) ON p.sandbox_id = k.sid"
+				  " JOIN sandboxes s ON s.id = p.sandbox_id"
+				  " WHERE k.keep > 0"
+				  " AND p.kind IN ('rolling', 'fork')"
+				  " AND p.status = 'ready'"
+				  " AND p.created_at < now() - make_interval("
+				  "secs => k.keep::double precision)"
+				  " AND s.op IS NULL AND s.state <> 'deleted'"
+				  " AND NOT EXISTS (SELECT 1 FROM sandboxes r"
+				  " WHERE r.resume_snapshot = p.id"
+				  " AND r.state IN ('suspended', 'creating'))"
+				  " ORDER BY p.created_at, p.id LIMIT $3::int",
+				  3, params, err);
+	if (res == NULL && (a == NULL || k == NULL))
+		al_err_set(err, AL_ENOMEM, 0, "out of memory");
+	free(a);
+	free(k);
+	if (res == NULL)
+		return -1;
+	for (int i = 0; i < PQntuples(res) && *got < max; i++)
+		snprintf(ids[(*got)++], 64, "%s", PQgetvalue(res, i, 0));
+	PQclear(res);
+	return 0;
+}
+
 int al_snapshot_pending_of(al_db *db, const char *sb_id, char *id, al_err *err)
 {
 	id[0] = '\0';
@@ -186,7 +255,7 @@ int al_snapshot_pending_of(al_db *db, const char *sb_id, char *id, al_err *err)
 	PGresult *res =
 		al_db_exec(db,
 			   "SELECT id FROM snapshots WHERE sandbox_id = $1"
-			   " AND status = 'pending' AND kind = 'suspend'"
+			   " AND status = 'pending'"
 			   " ORDER BY created_at DESC LIMIT 1",
 			   1, params, err);
 	if (res == NULL)

@@ -70,8 +70,17 @@ int al_snapshot_list_of(al_db *db, const char *sb_id, const char *project,
  * at most max ids into ids, *n of them. */
 int al_snapshot_list_unneeded(al_db *db, char (*ids)[64], int max, int *n,
 			      al_err *err);
+/* Rolling and fork snapshots past their retention: of the n sandboxes
+ * sb_ids, those older than keep_s[i] seconds (0: kept), ready, that no
+ * suspended or creating sandbox resumes from, and whose sandbox has no
+ * operation under way; oldest first, at most max ids into ids, *got of
+ * them. Never a named, suspend or pending one. */
+int al_snapshot_list_expired(al_db *db, char (*sb_ids)[64], const long *keep_s,
+			     int n, char (*ids)[64], int max, int *got,
+			     al_err *err);
 /* The pending snapshot of sandbox sb_id (its suspend or snapshot under
- * way), into id (64 bytes); 0 with id "" when there is none. */
+ * way, of any kind: one operation runs at a time), into id (64 bytes);
+ * 0 with id "" when there is none. */
 int al_snapshot_pending_of(al_db *db, const char *sb_id, char *id, al_err *err);
 /* Remove id's row (and the reference of a sandbox that would resume
  * from it); its directory must be gone already. */

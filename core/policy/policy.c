@@ -292,6 +292,11 @@ void al_policy_failed(al_policy *p, const char *msg)
 	policy_logf(p, &p->errlog, AL_LOG_WARN, " (denied)", msg);
 }
 
+void al_policy_warn(al_policy *p, const char *msg)
+{
+	policy_logf(p, &p->errlog, AL_LOG_WARN, "", msg);
+}
+
 /* log(...): the policy's own lines, printable and rate-limited. */
 static int lua_policy_log(lua_State *L)
 {

@@ -46,6 +46,7 @@ typedef struct al_policy al_policy;
 typedef struct al_policy_kind al_policy_kind;
 extern const al_policy_kind al_policy_egress_kind;	/* egress(req) */
 extern const al_policy_kind al_policy_credentials_kind; /* credentials(req) */
+extern const al_policy_kind al_policy_lifecycle_kind;	/* lifecycle(sandbox) */
 
 typedef struct al_policy_limits {
 	size_t mem_state;      /* bytes one state may hold */
@@ -198,5 +199,53 @@ typedef struct al_cred_req {
  * policy failed (logged, counted). out is always filled. */
 int al_policy_credentials(al_policy *p, const al_cred_req *req,
 			  al_egress_decision *out);
+
+/* ---- lifecycle ----
+ * Asked by the controller for each live sandbox on its lifecycle sweep:
+ * what an idle sandbox becomes and after how long, how often a running
+ * one is snapshotted and how long its rolling and fork snapshots are
+ * kept (policies/lifecycle.lua has the table it returns). A field the
+ * policy leaves out, or returns out of range, gets its default (a bad
+ * one is logged); a call that fails decides nothing: no idle action, no
+ * snapshot, nothing pruned, so a broken policy never loses data. */
+typedef struct al_lifecycle_req {
+	const char *sandbox; /* its id */
+	const char *template_name;
+	const char *project;
+	const char *driver; /* "ns", "vm" */
+	const char *state;  /* "running", "paused", "suspended" */
+	const al_policy_kv *metadata;
+	size_t n_metadata;
+} al_lifecycle_req;
+
+enum al_idle_action {
+	AL_IDLE_NONE,
+	AL_IDLE_SUSPEND, /* ns: its files only (no process survives) */
+	AL_IDLE_DELETE,
+	AL_IDLE_ACTION_MAX
+};
+
+const char *al_idle_action_name(enum al_idle_action a);
+
+/* Seconds; snapshot_every 0: no rolling snapshots; snapshot_keep 0:
+ * kept until deleted. */
+typedef struct al_lifecycle_decision {
+	enum al_idle_action idle_action;
+	long idle_after;
+	long snapshot_every;
+	long snapshot_keep;
+} al_lifecycle_decision;
+
+#define AL_LIFECYCLE_IDLE_AFTER_DEFAULT (6 * 3600L)
+#define AL_LIFECYCLE_EVERY_DEFAULT 3600L
+#define AL_LIFECYCLE_KEEP_DEFAULT (7 * 86400L)
+/* Any duration a policy returns is at most this (ten years). */
+#define AL_LIFECYCLE_SECONDS_MAX (10 * 366 * 86400L)
+
+/* Decide for one sandbox. 0: decided (defaults for what the policy left
+ * out or got wrong); -1: the request was malformed or the policy failed
+ * (logged, counted): out says do nothing. out is always filled. */
+int al_policy_lifecycle(al_policy *p, const al_lifecycle_req *req,
+			al_lifecycle_decision *out);
 
 #endif

@@ -82,6 +82,9 @@ void al_policy_push_entry(lua_State *L);
 int al_policy_pcall(lua_State *L, int nargs);
 /* Log a policy failure (rate-limited) and count it in the status. */
 void al_policy_failed(al_policy *p, const char *msg);
+/* Log a policy's mistake that does not fail its call (rate-limited with
+ * its failures; not counted). */
+void al_policy_warn(al_policy *p, const char *msg);
 /* Copy a reason or message, keeping printable ASCII (others become '?'),
  * so that a policy cannot forge log lines or JSON. */
 void al_policy_copy_printable(char *dst, size_t len, const char *src,
