@@ -61,7 +61,8 @@ int al_snapshot_insert_pending(al_db *db, const char *id, const al_sandbox *sb,
 		"INSERT INTO snapshots (id, sandbox_id, project, kind, name,"
 		" driver, template, template_version)"
 		" SELECT $1, $2, $3, $4, $5, $6, $7, $8::int"
-		" WHERE (SELECT count(*) FROM snapshots WHERE sandbox_id = $2)"
+		" WHERE $4 <> 'named' OR (SELECT count(*) FROM snapshots"
+		" WHERE sandbox_id = $2 AND kind = 'named')"
 		" < " AL_SNAPSHOTS_PER_SANDBOX_STR,
 		8, params, err);
 	if (res == NULL)
@@ -69,10 +70,11 @@ int al_snapshot_insert_pending(al_db *db, const char *id, const al_sandbox *sb,
 	int added = strcmp(PQcmdTuples(res), "1") == 0;
 	PQclear(res);
 	if (!added)
-		return al_err_set(err, AL_EQUOTA, 0,
-				  "sandbox %s keeps %d snapshots already, the "
-				  "most one may: delete one first",
-				  sb->id, AL_SNAPSHOTS_PER_SANDBOX);
+		return al_err_set(
+			err, AL_EQUOTA, 0,
+			"sandbox %s keeps %d named snapshots already, "
+			"the most one may: delete one first",
+			sb->id, AL_SNAPSHOTS_PER_SANDBOX);
 	return 0;
 }
 
@@ -168,8 +170,15 @@ int al_snapshot_list_unneeded(al_db *db, char (*ids)[64], int max, int *n,
 	PGresult *res = al_db_exec(
 		db,
 		"SELECT p.id FROM snapshots p JOIN sandboxes s"
-		" ON s.id = p.sandbox_id WHERE s.state = 'deleted'"
-		" AND p.kind <> 'named' ORDER BY p.created_at LIMIT $1::int",
+		" ON s.id = p.sandbox_id WHERE p.kind <> 'named'"
+		" AND (s.state = 'deleted'"
+		/* A suspend's snapshot once a newer suspend superseded it:
+		 * only the one it resumes from is needed. */
+		" OR (p.kind = 'suspend' AND p.status = 'ready'"
+		" AND s.op IS NULL AND s.resume_snapshot IS NOT NULL"
+		" AND p.id <> s.resume_snapshot AND p.created_at <"
+		" (SELECT created_at FROM snapshots WHERE id = s.resume_snapshot)))"
+		" ORDER BY p.created_at LIMIT $1::int",
 		1, params, err);
 	if (res == NULL)
 		return -1;

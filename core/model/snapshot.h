@@ -28,13 +28,16 @@ typedef struct al_snapshot {
 	char created_at[40];
 } al_snapshot;
 
-/* Snapshots one sandbox may keep at once (named, suspend and fork
- * alike): what its snapshots may take of the pool is bounded by it. */
+/* Named snapshots one sandbox may keep at once; the others are bounded
+ * by what takes them: rolling ones by the policy's retention, a fork's
+ * goes once its children run, a suspend's once a newer one superseded
+ * it. */
 #define AL_SNAPSHOTS_PER_SANDBOX 16
 #define AL_SNAPSHOTS_PER_SANDBOX_STR "16"
 
 /* A new pending row id of sandbox sb (its project, driver, template);
- * AL_EQUOTA when sb keeps AL_SNAPSHOTS_PER_SANDBOX already. */
+ * AL_EQUOTA for a named one when sb keeps AL_SNAPSHOTS_PER_SANDBOX
+ * named ones already. */
 int al_snapshot_insert_pending(al_db *db, const char *id, const al_sandbox *sb,
 			       const char *kind, const char *name, al_err *err);
 
@@ -66,7 +69,8 @@ int al_snapshot_mark_ready(al_db *db, const char *id, long long bytes,
 int al_snapshot_list_of(al_db *db, const char *sb_id, const char *project,
 			json_object **out, al_err *err);
 
-/* Snapshots no sandbox needs any more: of deleted sandboxes, not named,
+/* Snapshots no sandbox needs any more, not named: of deleted sandboxes,
+ * and suspend snapshots older than the one their sandbox resumes from;
  * at most max ids into ids, *n of them. */
 int al_snapshot_list_unneeded(al_db *db, char (*ids)[64], int max, int *n,
 			      al_err *err);

@@ -116,7 +116,8 @@ def test_snapshot_of_a_suspended_sandbox_is_kept(api, sandboxes, driver):
 
 def test_snapshots_per_sandbox_are_bounded(api, sandboxes):
     """What a sandbox's snapshots may take of the host's disk is bounded:
-    it keeps at most 16; the 17th is refused until one is deleted."""
+    it keeps at most 16 named ones; the 17th is refused until one is
+    deleted."""
     sid = sandboxes.create()["id"]
     made = []
     for i in range(16):

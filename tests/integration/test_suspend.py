@@ -288,3 +288,28 @@ def test_no_credential_value_in_a_snapshot(stack, api, sandboxes, driver):
         assert tree_holds(snapdir, value.encode()) is None
     finally:
         api.delete(f"{api.base}/v1/credentials/snapcheck", timeout=TIMEOUT)
+
+
+def test_a_newer_suspend_supersedes_the_older_snapshot(stack, api, sandboxes,
+                                                       driver):
+    """A sandbox keeps one suspend snapshot, the one it resumes from: its
+    older ones are removed once a newer suspend committed."""
+    sid = sandboxes.create()["id"]
+    body = suspend_body(driver)
+    r = call(api, sid, "suspend", body)
+    assert r.status_code == 200, r.text
+    first = r.json()["snapshot"]
+    assert call(api, sid, "resume").status_code == 200
+    r = call(api, sid, "suspend", body)
+    assert r.status_code == 200, r.text
+    second = r.json()["snapshot"]
+    path = os.path.join(stack.state, "pool", "snapshots", first)
+    deadline = time.monotonic() + 30
+    while os.path.exists(path) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not os.path.exists(path), "the superseded snapshot stayed"
+    assert api.get(f"{api.base}/v1/snapshots/{first}",
+                   timeout=TIMEOUT).status_code == 404
+    assert os.path.isdir(os.path.join(stack.state, "pool", "snapshots",
+                                      second))
+    assert call(api, sid, "resume").status_code == 200
