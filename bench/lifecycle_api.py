@@ -226,7 +226,10 @@ def bench_suspend(args, driver):
             fail(f"GET /v1/snapshots/{snap}", st, sn)
         disk, excl = disk_bytes(os.path.join(args.state, "pool",
                                              "snapshots", snap))
-        log_bytes, dirty = shim_line(args.state, snap)
+        _, dirty = shim_line(args.state, snap)
+        # Its writable subvolume, which a suspend releases.
+        own = os.path.join(args.state, "pool", "sandboxes", sid)
+        own_kept = os.path.exists(own)
     finally:
         api.delete_all("lifecycle", made)
 
@@ -253,7 +256,10 @@ def bench_suspend(args, driver):
           f"allocated, {excl} exclusive"
           + (f"; the guest's written pages (shim.log): {dirty} = "
              f"{dirty * 4096} bytes" if dirty else ""))
+    print(f"  its writable subvolume pool/sandboxes/{sid}: "
+          f"{'still there' if own_kept else 'released'}")
     print(f"{k}_suspended_processes={len(procs)}")
+    print(f"{k}_suspended_subvolume_kept={int(own_kept)}")
     print(f"{k}_snapshot_api_bytes={sn.get('bytes')}")
     print(f"{k}_snapshot_allocated_bytes={disk}")
     print(f"{k}_snapshot_exclusive_bytes={excl}")
