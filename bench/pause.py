@@ -358,16 +358,8 @@ def main():
                     help="only this driver (repeatable); default: each "
                     "that GET /v1/info lists")
     args = stack.parse(ap)
-    st, info = args.api.call("GET", "/v1/info")
-    if st != 200:
-        raise SystemExit(f"pause: GET /v1/info answered {st}: {info}")
-    listed = info.get("drivers", [])
-    for d in args.driver or ["ns", "vm"]:
-        if d not in listed:
-            print(f"\npause: {d} skipped: the stack does not list the {d} "
-                  f"driver (GET /v1/info drivers: {listed})")
-            continue
-        bench(args, d, info.get("vm_accel"))
+    for d, accel in stack.drivers(args, "pause", ["ns", "vm"]):
+        bench(args, d, accel)
     return 0
 
 

@@ -27,6 +27,12 @@
 #       resume of one busy sandbox (bench/pause.py); peer: ns, its
 #       freezer cgroup written directly; vm, SIGSTOP / SIGCONT of its
 #       QEMU (QMP is the shim's alone); issue 25's goal: <= 10 ms each
+#   lifecycle  after it, with the warm pool still off: suspend and
+#       resume (BENCH_LC_ROUNDS rounds, the guest writing 64 MiB), a
+#       suspended sandbox's footprint, fork x10 and its children's
+#       memory, per driver (bench/lifecycle_api.py); peers: cold creates
+#       of the same template, and for the vm capture QEMU's migrate to a
+#       file of the same kind of VM (bench/vmcapture, driver level)
 #
 # The vm series run only where GET /v1/info lists the vm driver; they
 # say so when they are skipped. Tears everything down after. What needs
@@ -36,7 +42,8 @@
 # back to back), BENCH_BURST (200), BENCH_VM_ROUNDS (100),
 # BENCH_VM_B2B_ROUNDS (50), BENCH_VM_PEER_RUNS (8), BENCH_VM_RSS_COUNT
 # (10), BENCH_VM_IDLE_COUNT (10), BENCH_FILES_MIB (200),
-# BENCH_PAUSE_ROUNDS (100), AIRLOCK_BUILD (build), BENCH_VM_CACHE (see
+# BENCH_PAUSE_ROUNDS (100), BENCH_LC_ROUNDS (5), BENCH_LC_FORK (10),
+# BENCH_LC_PEER_ROUNDS (3), AIRLOCK_BUILD (build), BENCH_VM_CACHE (see
 # bench/private-stack.sh).
 set -euo pipefail
 
@@ -52,6 +59,9 @@ VM_RSS_COUNT=${BENCH_VM_RSS_COUNT:-10}
 VM_IDLE_COUNT=${BENCH_VM_IDLE_COUNT:-10}
 FILES_MIB=${BENCH_FILES_MIB:-200}
 PAUSE_ROUNDS=${BENCH_PAUSE_ROUNDS:-100}
+LC_ROUNDS=${BENCH_LC_ROUNDS:-5}
+LC_FORK=${BENCH_LC_FORK:-10}
+LC_PEER_ROUNDS=${BENCH_LC_PEER_ROUNDS:-3}
 # Hundreds of creates a minute, all in project default: the create rate
 # is what is measured here, not what a project may do.
 export AIRLOCK_QUOTA_CREATES_PER_MINUTE=${AIRLOCK_QUOTA_CREATES_PER_MINUTE:-1000000}
@@ -65,6 +75,10 @@ cc -std=gnu17 -O2 -g -Wall -Wextra -Werror -D_GNU_SOURCE \
 	-o "$OUT/lifecycle" bench/lifecycle.c -lcurl -ljson-c
 cc -std=gnu17 -O2 -g -Wall -Wextra -Werror -D_GNU_SOURCE \
 	-o "$OUT/vmboot" bench/vmboot.c
+# shellcheck source=bench/lib.sh
+. bench/lib.sh
+# shellcheck disable=SC2086
+bench_cc vmcapture bench/vmcapture.c "$BUILD/libairlock.a" $AL_LIBS
 
 bench_before_down() {
 	if [ -d "$PEER" ]; then
@@ -187,3 +201,13 @@ bench/credmask.sh # response masking speed beside a plain copy
 # message, where GET /v1/info does not list it.
 /usr/bin/python3 bench/pause.py --url "$API" --key-file "$KEY_FILE" \
 	--state "$STATE" --rounds "$PAUSE_ROUNDS"
+
+# Suspend, resume and fork through the API per driver, each beside its
+# peer (the warm pool is still off: the creates beside them are cold),
+# and the vm capture beside QEMU's migrate to a file.
+/usr/bin/python3 bench/lifecycle_api.py --url "$API" --key-file "$KEY_FILE" \
+	--state "$STATE" --rounds "$LC_ROUNDS" --fork "$LC_FORK"
+if [ $vm_ok -eq 1 ]; then
+	"$OUT/vmcapture" --template "$STATE/pool/templates/minimal" \
+		--rounds "$LC_PEER_ROUNDS"
+fi

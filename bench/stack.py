@@ -4,6 +4,7 @@
   parse(ap)          parses them, reads the key, and adds args.api
   Api                the API as a client sees it (one keep-alive session)
   held(api, ...)     sandboxes created for a measurement, deleted after
+  drivers(args, ...) the drivers asked for that GET /v1/info lists
   shims(state)       {sandbox id: the airlock-shim serving it}, one pass
   parents(), tree()  the process tree, read once for many sandboxes
   vm_pairs(...)      (shim, QEMU) of each vm sandbox
@@ -110,6 +111,23 @@ def held(api, tag, count, driver, timeout):
         yield ids
     finally:
         api.delete_all(tag, ids)
+
+
+def drivers(args, tag, order):
+    """[(driver, its accelerator or None)] of the drivers in args.driver
+    (default order) that GET /v1/info lists; one that is not is skipped,
+    saying so."""
+    st, info = args.api.call("GET", "/v1/info")
+    if st != 200:
+        raise SystemExit(f"{tag}: GET /v1/info answered {st}: {info}")
+    listed, out = info.get("drivers", []), []
+    for d in args.driver or order:
+        if d not in listed:
+            print(f"\n{tag}: {d} skipped: the stack does not list the {d} "
+                  f"driver (GET /v1/info drivers: {listed})")
+            continue
+        out.append((d, info.get("vm_accel") if d == "vm" else None))
+    return out
 
 
 def shims(state):
