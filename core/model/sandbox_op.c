@@ -146,14 +146,9 @@ int al_sandbox_op_begin(al_db *db, const char *id, const char *project,
 	return 0;
 }
 
-/* End op on id (its shim now shim_pid, when > 0), applying ev. */
-static int op_end(al_db *db, const char *id, al_op op, al_event ev,
-		  const char *detail, int shim_pid, al_err *err)
+int al_sandbox_op_end_locked(al_db *db, const char *id, al_op op, al_event ev,
+			     const char *detail, int shim_pid, al_err *err)
 {
-	if (!al_id_valid(id))
-		return al_err_set(err, AL_ENOENT, 0, "no such sandbox");
-	if (al_db_begin(db, err) < 0)
-		return -1;
 	char pid[16];
 	snprintf(pid, sizeof pid, "%d", shim_pid);
 	const char *params[] = {id, al_op_name(op), shim_pid > 0 ? pid : NULL};
@@ -164,23 +159,33 @@ static int op_end(al_db *db, const char *id, al_op op, al_event ev,
 		" WHERE id = $1 AND op = $2",
 		3, params, err);
 	if (res == NULL)
-		goto fail;
+		return -1;
 	int ended = strcmp(PQcmdTuples(res), "1") == 0;
 	PQclear(res);
-	if (!ended) {
-		al_err_set(err, AL_ESTATE, 0, "sandbox %s is not %s", id,
-			   al_op_name(op));
-		goto fail;
-	}
+	if (!ended)
+		return al_err_set(err, AL_ESTATE, 0, "sandbox %s is not %s", id,
+				  al_op_name(op));
 	if (ev != AL_EV_MAX &&
 	    al_sandbox_transition_locked(db, id, ev, detail, 0, err) < 0)
-		goto fail;
-	if (al_db_commit(db, err) < 0)
-		goto fail;
+		return -1;
 	return 0;
-fail:
-	al_db_rollback(db);
-	return -1;
+}
+
+/* End op on id (its shim now shim_pid, when > 0), applying ev. */
+static int op_end(al_db *db, const char *id, al_op op, al_event ev,
+		  const char *detail, int shim_pid, al_err *err)
+{
+	if (!al_id_valid(id))
+		return al_err_set(err, AL_ENOENT, 0, "no such sandbox");
+	if (al_db_begin(db, err) < 0)
+		return -1;
+	if (al_sandbox_op_end_locked(db, id, op, ev, detail, shim_pid, err) <
+		    0 ||
+	    al_db_commit(db, err) < 0) {
+		al_db_rollback(db);
+		return -1;
+	}
+	return 0;
 }
 
 int al_sandbox_op_end(al_db *db, const char *id, al_op op, al_event ev,

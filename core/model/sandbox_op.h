@@ -39,6 +39,12 @@ int al_sandbox_op_begin(al_db *db, const char *id, const char *project,
 int al_sandbox_op_end(al_db *db, const char *id, al_op op, al_event ev,
 		      const char *detail, al_err *err);
 
+/* al_sandbox_op_end inside the caller's open transaction (a step that
+ * writes more with it), the shim now shim_pid when > 0; -1 leaves the
+ * transaction for the caller to roll back. */
+int al_sandbox_op_end_locked(al_db *db, const char *id, al_op op, al_event ev,
+			     const char *detail, int shim_pid, al_err *err);
+
 /* The same as al_sandbox_op_end with ev applied, for a caller that
  * knows the state op began in (from): one statement, one commit. */
 int al_sandbox_op_finish(al_db *db, const char *id, al_op op, al_state from,

@@ -7,6 +7,7 @@
 
 #include "base/config.h"
 #include "model/sandbox_internal.h"
+#include "model/sandbox_op.h"
 
 #define SNAPSHOT_COLUMNS                                                       \
 	"id, sandbox_id, project, kind, coalesce(name, ''), status, memory,"   \
@@ -135,23 +136,15 @@ int al_snapshot_commit_suspend(al_db *db, const char *sb_id, const char *id,
 		return -1;
 	if (mark_ready(db, id, bytes, memory, err) < 0)
 		goto fail;
-	PGresult *res = al_db_exec(
-		db,
-		"UPDATE sandboxes SET resume_snapshot = $2, op = NULL,"
-		" op_started_at = NULL, updated_at = now()"
-		" WHERE id = $1 AND op = 'suspending'",
-		2, p2, err);
+	PGresult *res = al_db_exec(db,
+				   "UPDATE sandboxes SET resume_snapshot = $2"
+				   " WHERE id = $1",
+				   2, p2, err);
 	if (res == NULL)
 		goto fail;
-	int ended = strcmp(PQcmdTuples(res), "1") == 0;
 	PQclear(res);
-	if (!ended) {
-		al_err_set(err, AL_ESTATE, 0, "sandbox %s is not suspending",
-			   sb_id);
-		goto fail;
-	}
-	if (al_sandbox_transition_locked(db, sb_id, AL_EV_SUSPEND, id, 0, err) <
-		    0 ||
+	if (al_sandbox_op_end_locked(db, sb_id, AL_OP_SUSPENDING, AL_EV_SUSPEND,
+				     id, 0, err) < 0 ||
 	    al_db_commit(db, err) < 0)
 		goto fail;
 	return 0;
@@ -257,16 +250,18 @@ int al_snapshot_list_expired(al_db *db, char (*sb_ids)[64], const long *keep_s,
 	return 0;
 }
 
-int al_snapshot_pending_of(al_db *db, const char *sb_id, char *id, al_err *err)
+/* The newest snapshot of sb_id in status into id ("" for none). */
+static int newest_of(al_db *db, const char *sb_id, const char *status, char *id,
+		     al_err *err)
 {
 	id[0] = '\0';
-	const char *params[] = {sb_id};
+	const char *params[] = {sb_id, status};
 	PGresult *res =
 		al_db_exec(db,
 			   "SELECT id FROM snapshots WHERE sandbox_id = $1"
-			   " AND status = 'pending'"
-			   " ORDER BY created_at DESC LIMIT 1",
-			   1, params, err);
+			   " AND status = $2"
+			   " ORDER BY created_at DESC, id LIMIT 1",
+			   2, params, err);
 	if (res == NULL)
 		return -1;
 	if (PQntuples(res) == 1)
@@ -275,22 +270,14 @@ int al_snapshot_pending_of(al_db *db, const char *sb_id, char *id, al_err *err)
 	return 0;
 }
 
+int al_snapshot_pending_of(al_db *db, const char *sb_id, char *id, al_err *err)
+{
+	return newest_of(db, sb_id, "pending", id, err);
+}
+
 int al_snapshot_latest_of(al_db *db, const char *sb_id, char *id, al_err *err)
 {
-	id[0] = '\0';
-	const char *params[] = {sb_id};
-	PGresult *res =
-		al_db_exec(db,
-			   "SELECT id FROM snapshots WHERE sandbox_id = $1"
-			   " AND status = 'ready'"
-			   " ORDER BY created_at DESC, id LIMIT 1",
-			   1, params, err);
-	if (res == NULL)
-		return -1;
-	if (PQntuples(res) == 1)
-		snprintf(id, 64, "%s", PQgetvalue(res, 0, 0));
-	PQclear(res);
-	return 0;
+	return newest_of(db, sb_id, "ready", id, err);
 }
 
 int al_snapshot_recover(al_db *db, const char *sb_id, const char *id,
